@@ -1,0 +1,186 @@
+//! The block-target interface: a queue of owned-buffer operations and their completions.
+//!
+//! The shape follows io_uring rather than `Read`/`Write`: the harness submits operations,
+//! each carrying an owned buffer, and later reaps completions, which hand the buffer back.
+//! A buffer is never borrowed by an in-flight operation, so a device that vanishes mid-flight
+//! (power cut, link reset) cannot leave the kernel writing into memory the harness reused.
+//! Verification reads are synchronous ([`BlockTarget::read_at`]): they run after the cut, on a
+//! quiet device, and their failures are data for the verifier, not errors.
+
+use std::fmt;
+use std::time::Duration;
+
+/// Sizes a target reports about itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Geometry {
+    /// Smallest addressable unit, in bytes (512 or 4096 on real drives).
+    pub logical_block_bytes: u32,
+    /// The device's physical block, in bytes (often the atomic write unit of 512e drives).
+    pub physical_block_bytes: u32,
+    /// Usable size in bytes.
+    pub capacity_bytes: u64,
+}
+
+/// Memory aligned for O_DIRECT, owned, movable into an operation and back.
+///
+/// Built from an over-allocated `Vec<u8>` and an aligned window into it, which needs no
+/// `unsafe`: the allocation never moves while the buffer lives, because it is never grown.
+pub struct AlignedBuf {
+    raw: Vec<u8>,
+    start: usize,
+    len: usize,
+}
+
+/// Alignment of every [`AlignedBuf`]: enough for O_DIRECT on 4Kn devices.
+pub const BUF_ALIGN: usize = 4096;
+
+impl AlignedBuf {
+    /// A zeroed buffer of `len` bytes aligned to [`BUF_ALIGN`].
+    pub fn zeroed(len: usize) -> Self {
+        let raw = vec![0u8; len + BUF_ALIGN];
+        let start = raw.as_ptr().align_offset(BUF_ALIGN);
+        assert!(start < BUF_ALIGN, "align_offset on u8 pointers always succeeds");
+        AlignedBuf { raw, start, len }
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when the buffer holds no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Capacity this buffer can be resized to without reallocating.
+    pub fn capacity(&self) -> usize {
+        self.raw.len() - self.start
+    }
+
+    /// Changes the visible length; reallocates (zeroed) only when `len` exceeds the capacity.
+    pub fn resize(&mut self, len: usize) {
+        if len > self.capacity() {
+            *self = AlignedBuf::zeroed(len);
+        } else {
+            self.len = len;
+        }
+    }
+}
+
+impl std::ops::Deref for AlignedBuf {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.raw[self.start..self.start + self.len]
+    }
+}
+
+impl std::ops::DerefMut for AlignedBuf {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        &mut self.raw[self.start..self.start + self.len]
+    }
+}
+
+impl fmt::Debug for AlignedBuf {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "AlignedBuf({} bytes)", self.len)
+    }
+}
+
+/// One queued operation. `token` comes back in the completion.
+#[derive(Debug)]
+pub enum Op {
+    /// Write `buf` at byte `offset`. With `fua`, the write is durable when it completes.
+    /// `write_id` is the harness's identity for the write: real engines only log it; the
+    /// simulated drive keeps it as ground truth.
+    Write { token: u64, offset: u64, buf: AlignedBuf, fua: bool, write_id: u64 },
+    /// Flush the device's volatile cache.
+    Flush { token: u64 },
+}
+
+impl Op {
+    pub fn token(&self) -> u64 {
+        match self {
+            Op::Write { token, .. } | Op::Flush { token } => *token,
+        }
+    }
+}
+
+/// What a device said about one operation.
+#[derive(Debug)]
+pub struct Completion {
+    pub token: u64,
+    pub result: Result<(), IoFailure>,
+    /// The write buffer, handed back for reuse.
+    pub buf: Option<AlignedBuf>,
+}
+
+/// How an I/O failed. A failure is a fact to record, never a reason to panic.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IoFailure {
+    /// The errno the operation ended with (`libc::ETIMEDOUT` for a hang cut short).
+    pub errno: i32,
+    /// A human-readable account, naming the operation and offset.
+    pub detail: String,
+}
+
+impl IoFailure {
+    pub fn new(errno: i32, detail: impl Into<String>) -> Self {
+        IoFailure { errno, detail: detail.into() }
+    }
+
+    /// True when the errno says the device is gone (not just one bad block).
+    pub fn device_gone(&self) -> bool {
+        matches!(self.errno, libc::ENODEV | libc::ENXIO | libc::ESHUTDOWN)
+    }
+}
+
+impl fmt::Display for IoFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({})", self.detail, std::io::Error::from_raw_os_error(self.errno))
+    }
+}
+
+/// Failures of the target as a whole (as opposed to one I/O).
+#[derive(Debug, thiserror::Error)]
+pub enum TargetError {
+    #[error("cannot open target {path}: {source}")]
+    Open { path: String, source: std::io::Error },
+    #[error("target {path}: {reason}")]
+    Unsupported { path: String, reason: String },
+    #[error("target {path}: queue full ({depth} operations in flight)")]
+    QueueFull { path: String, depth: usize },
+    #[error("target {path}: {what}: {source}")]
+    Io { path: String, what: String, source: std::io::Error },
+}
+
+/// A drive under test, or anything that behaves like one.
+pub trait BlockTarget {
+    /// Sizes of the target.
+    fn geometry(&self) -> Geometry;
+
+    /// A one-line identity (path, size; later serial and WWID) recorded in the ledger and
+    /// compared on every later use of the same run directory.
+    fn identity(&self) -> String;
+
+    /// Maximum operations in flight this target accepts.
+    fn queue_depth(&self) -> usize;
+
+    /// Queues one operation.
+    fn submit(&mut self, op: Op) -> Result<(), TargetError>;
+
+    /// Appends at least `min` completions to `out` (fewer only when nothing is in flight, or
+    /// when `timeout` passes). Returns the number appended.
+    fn reap(
+        &mut self,
+        out: &mut Vec<Completion>,
+        min: usize,
+        timeout: Duration,
+    ) -> Result<usize, TargetError>;
+
+    /// Operations submitted and not yet reaped.
+    fn in_flight(&self) -> usize;
+
+    /// Reads `buf.len()` bytes at `offset`, bypassing any host cache.
+    fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), IoFailure>;
+}

@@ -1,0 +1,3 @@
+pub mod format;
+pub mod rng;
+pub mod workload;
