@@ -1,0 +1,446 @@
+//! The verifier: reads a region of the target and classifies every sector against the
+//! envelope the ledger and the contract allow (DOMAIN.md section 2).
+//!
+//! For each sector, D is the newest durable write covering it (computed from the workload
+//! mapping and the ledger's watermarks, stepping back past writes that are not durable), or
+//! the prefill version, or nothing. Acceptable: D, or any submitted write newer than D that
+//! covers the sector (in flight at a cut, failed, completed but unflushed). Everything else
+//! is a finding, returned as data:
+//!
+//! - `misdirected_write`: a valid sector of this run whose own address is another;
+//! - `unexpected_version`: a valid sector claiming a write that was never submitted, or whose
+//!   identity disagrees with the workload (wrong extent, cycle, position or port);
+//! - `corruption`: our sector with a failing checksum, or bytes within a few bits of D;
+//! - `lost_write` / `torn_write`: sectors older than D. Grouped by D: when none of D's
+//!   expected sectors show it, the write is lost; when some do, it is torn. Inside an atomic
+//!   unit, a write that is not durable must be all-or-nothing too: a unit where some of its
+//!   sectors show it and others show older content is a torn write;
+//! - `unreadable`: reads fail (media error) or time out.
+//!
+//! Never-written space (no durable write, no prefill) accepts anything except a sector of
+//! this run that no acceptable write explains.
+
+use crate::format::{bit_distance, Decoded, Format, SectorId, FLAG_PREFILL, PREFILL_WRITE_ID};
+use crate::ledger::History;
+use crate::workload::{Layout, WritePlan};
+use faultline_drivers::{AlignedBuf, BlockTarget};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap};
+
+/// Classes of finding (DOMAIN.md section 3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FindingClass {
+    LostWrite,
+    TornWrite,
+    MisdirectedWrite,
+    Corruption,
+    UnexpectedVersion,
+    Unreadable,
+    DeadDevice,
+}
+
+impl FindingClass {
+    pub const ALL: [FindingClass; 7] = [
+        FindingClass::LostWrite,
+        FindingClass::TornWrite,
+        FindingClass::MisdirectedWrite,
+        FindingClass::Corruption,
+        FindingClass::UnexpectedVersion,
+        FindingClass::Unreadable,
+        FindingClass::DeadDevice,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            FindingClass::LostWrite => "lost_write",
+            FindingClass::TornWrite => "torn_write",
+            FindingClass::MisdirectedWrite => "misdirected_write",
+            FindingClass::Corruption => "corruption",
+            FindingClass::UnexpectedVersion => "unexpected_version",
+            FindingClass::Unreadable => "unreadable",
+            FindingClass::DeadDevice => "dead_device",
+        }
+    }
+}
+
+/// The identity a sector should have had, or the one it had.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Shown {
+    /// No write of this run; content from before the run.
+    Prior,
+    /// The prefill pass's version of this sector.
+    Prefill,
+    /// Sector `index` of write `write_id` (cycle `cycle`, port `port`).
+    Write { write_id: u64, cycle: u32, port: u8, addr: u64, index: u32, count: u32 },
+    /// Our format, but the checksum fails; fields as read.
+    Damaged { write_id: u64, cycle: u32, addr: u64, run_id: u64 },
+    /// A faultline sector of another run.
+    ForeignRun { run_id: u64, write_id: u64 },
+    Zeros,
+    Unrecognized,
+    ReadError { errno: i32, detail: String },
+}
+
+/// One finding: data, never an error.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Finding {
+    pub class: FindingClass,
+    /// Byte offset on the target.
+    pub offset: u64,
+    /// Bytes affected.
+    pub length: u64,
+    /// What the contract required at `offset` (first sector of the range).
+    pub expected: Shown,
+    /// What was there (first sector of the range).
+    pub found: Shown,
+    /// Cycle in which the verification ran.
+    pub cycle: u32,
+    pub detail: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum VerifyError {
+    #[error("verify: region [{start}, {end}) is not inside the span [{span_start}, {span_end}) or not sector-aligned")]
+    BadRegion { start: u64, end: u64, span_start: u64, span_end: u64 },
+    #[error("verify: the target is gone: {0}")]
+    DeviceGone(String),
+    #[error("verify: {0}")]
+    Inconsistent(String),
+}
+
+/// Counts and findings of one verification pass.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct VerifyReport {
+    pub sectors: u64,
+    pub bytes: u64,
+    /// Sectors holding their durable version.
+    pub durable_ok: u64,
+    /// Sectors holding a newer, legitimately uncertain version.
+    pub newer_ok: u64,
+    /// Sectors with no durable expectation holding prior content.
+    pub prior_ok: u64,
+    pub findings: Vec<Finding>,
+}
+
+impl VerifyReport {
+    /// Findings per class, every class present.
+    pub fn summary(&self) -> BTreeMap<&'static str, u64> {
+        let mut m: BTreeMap<&'static str, u64> = FindingClass::ALL.iter().map(|c| (c.name(), 0)).collect();
+        for f in &self.findings {
+            *m.get_mut(f.class.name()).expect("all classes") += 1;
+        }
+        m
+    }
+}
+
+/// What the contract requires of one sector.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Durable {
+    Prior,
+    Prefill,
+    Write(WritePlan),
+}
+
+impl Durable {
+    fn rank(&self) -> u64 {
+        match self {
+            Durable::Prior => 0,
+            Durable::Prefill => 1,
+            Durable::Write(w) => w.id + 1,
+        }
+    }
+}
+
+enum Verdict {
+    /// Acceptable; the version shown, ranked like `Durable::rank` (0 prior, 1 prefill, id+1).
+    Ok { rank: u64, durable: bool },
+    Old { found: Shown },
+    Finding { class: FindingClass, found: Shown, detail: String },
+}
+
+struct Group {
+    plan: WritePlan,
+    shows: u64,
+    old: Vec<(u64, Shown)>,
+}
+
+/// Verifies sectors against a run's history.
+pub struct Verifier<'a> {
+    layout: &'a Layout,
+    history: &'a History,
+    format: &'a Format,
+    sector: u64,
+    atomic: u64,
+    cycle: u32,
+}
+
+/// Bound on stepping back through non-durable writes for one sector.
+const MAX_STEPS_BACK: u32 = 1 << 20;
+const READ_CHUNK: u64 = 1 << 20;
+
+impl<'a> Verifier<'a> {
+    pub fn new(layout: &'a Layout, history: &'a History, format: &'a Format) -> Self {
+        let sector = format.sector_bytes() as u64;
+        let atomic = history.header.atomic_bytes.max(sector);
+        Verifier { layout, history, format, sector, atomic, cycle: history.last_cycle() }
+    }
+
+    fn durable(&self, addr: u64) -> Result<Durable, VerifyError> {
+        let mut bound = self.history.submitted_end();
+        for _ in 0..MAX_STEPS_BACK {
+            match self.layout.latest_covering(addr, bound) {
+                None => break,
+                Some(w) if self.history.is_durable(w.id) => return Ok(Durable::Write(w)),
+                Some(w) => bound = w.id,
+            }
+        }
+        if self.layout.latest_covering(addr, bound).is_some() {
+            return Err(VerifyError::Inconsistent(format!("more than {MAX_STEPS_BACK} non-durable writes cover byte {addr}")));
+        }
+        Ok(match self.history.prefill {
+            Some((s, e)) if addr >= s && addr < e => Durable::Prefill,
+            _ => Durable::Prior,
+        })
+    }
+
+    /// The sector identity a durable version has at `addr`.
+    fn expected_id(&self, d: &Durable, addr: u64) -> Option<SectorId> {
+        let h = &self.history.header;
+        match d {
+            Durable::Prior => None,
+            Durable::Prefill => Some(prefill_id(h.run_id, addr, h.port)),
+            Durable::Write(w) => Some(SectorId {
+                run_id: h.run_id,
+                addr,
+                write_id: w.id,
+                cycle: self.history.cycle_of(w.id).map_or(0, |c| c.cycle),
+                port: h.port,
+                flags: 0,
+                index: ((addr - w.offset) / self.sector) as u32,
+                count: (w.len / self.sector) as u32,
+            }),
+        }
+    }
+
+    fn shown_of(&self, d: &Durable, addr: u64) -> Shown {
+        match (d, self.expected_id(d, addr)) {
+            (Durable::Prior, _) | (_, None) => Shown::Prior,
+            (Durable::Prefill, _) => Shown::Prefill,
+            (Durable::Write(_), Some(id)) => shown_valid(&id),
+        }
+    }
+
+    fn classify(&self, addr: u64, bytes: &[u8], d: &Durable) -> Verdict {
+        let decoded = self.format.decode(bytes);
+        let id = match decoded {
+            Decoded::Valid(id) => id,
+            Decoded::Damaged { id, magic_ok, version } => {
+                return Verdict::Finding {
+                    class: FindingClass::Corruption,
+                    found: Shown::Damaged { write_id: id.write_id, cycle: id.cycle, addr: id.addr, run_id: id.run_id },
+                    detail: format!("checksum mismatch (magic {}, version {version})", if magic_ok { "intact" } else { "damaged" }),
+                }
+            }
+            other => {
+                let found = match other {
+                    Decoded::Zeros => Shown::Zeros,
+                    Decoded::ForeignRun(f) => Shown::ForeignRun { run_id: f.run_id, write_id: f.write_id },
+                    _ => Shown::Unrecognized,
+                };
+                let Some(exp) = self.expected_id(d, addr) else {
+                    return Verdict::Ok { rank: 0, durable: true };
+                };
+                // Within 1/32 of the bits of what should be here: damaged in place, not lost.
+                let mut want = vec![0u8; bytes.len()];
+                self.format.encode(&exp, &mut want);
+                let dist = bit_distance(&want, bytes);
+                if dist <= (bytes.len() as u64 * 8) / 32 {
+                    return Verdict::Finding { class: FindingClass::Corruption, found, detail: format!("{dist} bits differ from the durable version") };
+                }
+                return Verdict::Old { found };
+            }
+        };
+        let found = shown_valid(&id);
+        let h = &self.history.header;
+        if id.addr != addr {
+            return Verdict::Finding { class: FindingClass::MisdirectedWrite, found, detail: format!("sector written for byte {} found at byte {addr}", id.addr) };
+        }
+        let unexpected = |detail: String| Verdict::Finding { class: FindingClass::UnexpectedVersion, found: found.clone(), detail };
+        if id.write_id == PREFILL_WRITE_ID {
+            if id.flags & FLAG_PREFILL == 0 || id.cycle != 0 || id.index != 0 || id.count != 1 {
+                return unexpected("write id 0 without the prefill identity".into());
+            }
+            return match d {
+                Durable::Write(_) => Verdict::Old { found: Shown::Prefill },
+                Durable::Prefill => Verdict::Ok { rank: 1, durable: true },
+                Durable::Prior => unexpected("prefill sector, but the ledger records no prefill here".into()),
+            };
+        }
+        let Some(c) = self.history.cycle_of(id.write_id) else {
+            return unexpected(format!("write {} was never submitted (ids submitted end below {})", id.write_id, self.history.submitted_end()));
+        };
+        let plan = self.layout.plan(id.write_id);
+        if !plan.overlaps(addr, 1) {
+            return unexpected(format!("write {} covers [{}, {}), not this sector", id.write_id, plan.offset, plan.end()));
+        }
+        let (index, count) = (((addr - plan.offset) / self.sector) as u32, (plan.len / self.sector) as u32);
+        if id.index != index || id.count != count || id.cycle != c.cycle || id.port != h.port || id.flags != 0 {
+            return unexpected(format!(
+                "identity disagrees with write {}: sector {}/{} cycle {} port {} flags {:#x}, expected {index}/{count} cycle {} port {} flags 0",
+                id.write_id, id.index, id.count, id.cycle, id.port, id.flags, c.cycle, h.port
+            ));
+        }
+        let rank = id.write_id + 1;
+        match d.rank().cmp(&rank) {
+            std::cmp::Ordering::Equal => Verdict::Ok { rank, durable: true },
+            std::cmp::Ordering::Less => Verdict::Ok { rank, durable: false },
+            std::cmp::Ordering::Greater => Verdict::Old { found },
+        }
+    }
+
+    /// Verifies `[start, end)` (sector-aligned, inside the span) of `target`.
+    pub fn verify(&self, target: &mut dyn BlockTarget, start: u64, end: u64) -> Result<VerifyReport, VerifyError> {
+        let spec = self.layout.spec();
+        if start >= end || start < spec.span_start || end > spec.span_end || start % self.atomic.max(self.sector) != 0 && start % self.sector != 0 || end % self.sector != 0 {
+            return Err(VerifyError::BadRegion { start, end, span_start: spec.span_start, span_end: spec.span_end });
+        }
+        let mut rep = VerifyReport::default();
+        let mut groups: HashMap<u64, Group> = HashMap::new();
+        let mut unit: Vec<(u64, u64, Durable, bool)> = Vec::new(); // (addr, shown rank, durable, acceptable)
+        let mut buf = AlignedBuf::zeroed(READ_CHUNK as usize);
+        let mut pos = start;
+        while pos < end {
+            let n = (end - pos).min(READ_CHUNK);
+            buf.resize(n as usize);
+            let whole = target.read_at(pos, &mut buf);
+            let mut per_sector_errors: Vec<Option<faultline_drivers::IoFailure>> = Vec::new();
+            if let Err(e) = whole {
+                if e.device_gone() {
+                    return Err(VerifyError::DeviceGone(e.to_string()));
+                }
+                // Find exactly which sectors fail.
+                for (i, s) in buf.chunks_mut(self.sector as usize).enumerate() {
+                    let r = target.read_at(pos + i as u64 * self.sector, s);
+                    if let Err(e) = &r {
+                        if e.device_gone() {
+                            return Err(VerifyError::DeviceGone(e.to_string()));
+                        }
+                    }
+                    per_sector_errors.push(r.err());
+                }
+            }
+            for (i, bytes) in buf.chunks(self.sector as usize).enumerate() {
+                let addr = pos + i as u64 * self.sector;
+                let d = self.durable(addr)?;
+                let verdict = match per_sector_errors.get(i) {
+                    Some(Some(e)) => Verdict::Finding { class: FindingClass::Unreadable, found: Shown::ReadError { errno: e.errno, detail: e.detail.clone() }, detail: e.to_string() },
+                    _ => self.classify(addr, bytes, &d),
+                };
+                rep.sectors += 1;
+                let expected = self.shown_of(&d, addr);
+                let mut unit_rank = None;
+                match verdict {
+                    Verdict::Ok { rank, durable } => {
+                        match (durable, rank) {
+                            (true, 0) => rep.prior_ok += 1,
+                            (true, _) => rep.durable_ok += 1,
+                            (false, _) => rep.newer_ok += 1,
+                        }
+                        if let Durable::Write(w) = d {
+                            groups.entry(w.id).or_insert(Group { plan: w, shows: 0, old: vec![] }).shows += 1;
+                        }
+                        unit_rank = Some(rank);
+                    }
+                    Verdict::Old { found } => match d {
+                        Durable::Write(w) => groups.entry(w.id).or_insert(Group { plan: w, shows: 0, old: vec![] }).old.push((addr, found)),
+                        _ => push(&mut rep.findings, Finding { class: FindingClass::LostWrite, offset: addr, length: self.sector, expected, found, cycle: self.cycle, detail: "prefill version missing".into() }),
+                    },
+                    Verdict::Finding { class, found, detail } => push(&mut rep.findings, Finding { class, offset: addr, length: self.sector, expected, found, cycle: self.cycle, detail }),
+                }
+                if self.atomic > self.sector {
+                    unit.push((addr, unit_rank.unwrap_or(u64::MAX), d, unit_rank.is_some()));
+                    if (addr + self.sector) % self.atomic == 0 || addr + self.sector == end {
+                        self.check_unit(&unit, &mut rep.findings);
+                        unit.clear();
+                    }
+                }
+            }
+            pos += n;
+            rep.bytes += n;
+            self.close_groups(&mut groups, pos, &mut rep.findings);
+        }
+        self.close_groups(&mut groups, u64::MAX, &mut rep.findings);
+        rep.findings.sort_by_key(|f| (f.offset, f.class));
+        Ok(rep)
+    }
+
+    /// Judges durable writes whose extents the scan has passed: lost when none of their
+    /// expected sectors show them, torn when some do.
+    fn close_groups(&self, groups: &mut HashMap<u64, Group>, upto: u64, out: &mut Vec<Finding>) {
+        let done: Vec<u64> = groups.iter().filter(|(_, g)| g.plan.end() <= upto).map(|(&k, _)| k).collect();
+        for k in done {
+            let g = groups.remove(&k).expect("key listed");
+            let class = if g.shows == 0 { FindingClass::LostWrite } else { FindingClass::TornWrite };
+            let total = g.shows + g.old.len() as u64;
+            for (addr, found) in g.old {
+                let expected = self.shown_of(&Durable::Write(g.plan), addr);
+                let detail = format!("durable write {} [{}, {}): {} of its {total} expected sectors hold older content", g.plan.id, g.plan.offset, g.plan.end(), total - g.shows);
+                push(out, Finding { class, offset: addr, length: self.sector, expected, found, cycle: self.cycle, detail });
+            }
+        }
+    }
+
+    /// Inside one atomic unit, every write that is not durable must show on all of its
+    /// sectors in the unit or on none (newer writes over it excepted).
+    fn check_unit(&self, unit: &[(u64, u64, Durable, bool)], out: &mut Vec<Finding>) {
+        let mut seen: Vec<u64> = unit.iter().filter(|u| u.3 && u.1 >= 2 && u.2.rank() < u.1).map(|u| u.1).collect();
+        seen.sort_unstable();
+        seen.dedup();
+        for rank in seen {
+            let w = self.layout.plan(rank - 1);
+            for &(addr, shown, d, ok) in unit {
+                if ok && w.overlaps(addr, 1) && shown < rank {
+                    let found = match shown {
+                        0 => Shown::Prior,
+                        1 => Shown::Prefill,
+                        r => self.expected_id(&Durable::Write(self.layout.plan(r - 1)), addr).map_or(Shown::Prior, |i| shown_valid(&i)),
+                    };
+                    let _ = d;
+                    let expected = self.shown_of(&Durable::Write(w), addr);
+                    let detail = format!("write {} is partly applied inside the atomic unit at byte {}", w.id, addr / self.atomic * self.atomic);
+                    push(out, Finding { class: FindingClass::TornWrite, offset: addr, length: self.sector, expected, found, cycle: self.cycle, detail });
+                }
+            }
+        }
+    }
+}
+
+/// The identity of the prefill sector at `addr`.
+pub fn prefill_id(run_id: u64, addr: u64, port: u8) -> SectorId {
+    SectorId { run_id, addr, write_id: PREFILL_WRITE_ID, cycle: 0, port, flags: FLAG_PREFILL, index: 0, count: 1 }
+}
+
+fn shown_valid(id: &SectorId) -> Shown {
+    if id.write_id == PREFILL_WRITE_ID {
+        return Shown::Prefill;
+    }
+    Shown::Write { write_id: id.write_id, cycle: id.cycle, port: id.port, addr: id.addr, index: id.index, count: id.count }
+}
+
+/// Appends, merging with the previous finding when it is the same class, adjacent, and
+/// about the same expected write.
+fn push(out: &mut Vec<Finding>, f: Finding) {
+    if let Some(last) = out.last_mut() {
+        let same_write = match (&last.expected, &f.expected) {
+            (Shown::Write { write_id: a, .. }, Shown::Write { write_id: b, .. }) => a == b,
+            (a, b) => std::mem::discriminant(a) == std::mem::discriminant(b),
+        };
+        if last.class == f.class && last.offset + last.length == f.offset && same_write && std::mem::discriminant(&last.found) == std::mem::discriminant(&f.found) {
+            last.length += f.length;
+            return;
+        }
+    }
+    out.push(f);
+}

@@ -1,0 +1,427 @@
+//! The writer: drives a workload against a target for one cycle and records, in the ledger,
+//! exactly what the contract lets the verifier rely on afterwards.
+//!
+//! It keeps the queue full (the cut must land on a busy drive, never a quiesced one), never
+//! has two overlapping writes in flight (NVMe orders neither), counts a failed write as
+//! failed (it may still have reached media, so it is "may", never "must"), and captures a
+//! flush's coverage when the flush is *submitted*: a flush covers only writes that had
+//! completed by then.
+//!
+//! State is bounded: ids are handed out in order, so durable state is a prefix plus the few
+//! ids completed past it (at most the submission window), plus failed ids.
+
+use crate::format::{Format, SectorId};
+use crate::ledger::{Contract, EndKind, LedgerError, LedgerWriter, Record};
+use crate::verify::prefill_id;
+use crate::workload::{Layout, WritePlan};
+use faultline_drivers::{AlignedBuf, BlockTarget, Completion, Op, TargetError};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::{Duration, Instant};
+
+const FLUSH_TOKEN: u64 = 1 << 63;
+
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    #[error(transparent)]
+    Ledger(#[from] LedgerError),
+    #[error(transparent)]
+    Target(#[from] TargetError),
+    #[error("cut: {0}")]
+    Cut(String),
+    #[error("target: {0}")]
+    Stalled(String),
+}
+
+/// How a cycle is driven and ended.
+#[derive(Clone, Debug)]
+pub struct CycleOptions {
+    pub cycle: u32,
+    pub first_id: u64,
+    /// Wall-clock timestamp recorded with the cycle start (the harness logic has no clock).
+    pub started_at: String,
+    pub port: u8,
+    /// Stop gracefully after this many writes were submitted.
+    pub max_writes: Option<u64>,
+    /// Stop gracefully after this long.
+    pub duration: Option<Duration>,
+    /// Cut (call the cut hook) as soon as this many writes have completed, queue full.
+    pub cut_after_completions: Option<u64>,
+    /// Interval between checkpoints (recovery points if the harness itself dies).
+    pub checkpoint_every: Duration,
+    /// How long to wait for in-flight operations to come back after a cut or at the end.
+    pub drain_timeout: Duration,
+}
+
+/// What a cycle did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CycleOutcome {
+    pub end: Option<EndKind>,
+    pub submitted: u64,
+    pub completed: u64,
+    pub failed: u64,
+    pub flushes: u64,
+    pub bytes_written: u64,
+    pub in_flight_at_cut: u32,
+    pub bytes_at_risk: u64,
+    pub submitted_end: u64,
+    pub elapsed: Duration,
+}
+
+struct FlushSnap {
+    prefix: u64,
+    extras: Vec<u64>,
+}
+
+/// Durable-state bookkeeping for one cycle, independent of any device.
+pub struct Tracker {
+    contract: Contract,
+    first_id: u64,
+    /// Every id below this has finished (completed or failed).
+    finished_prefix: u64,
+    /// Finished ids at or past `finished_prefix`.
+    finished_above: BTreeSet<u64>,
+    /// Successfully completed ids at or past `finished_prefix`.
+    completed_above: BTreeSet<u64>,
+    failed: Vec<u64>,
+    /// Flush contract: every id below this is durable unless failed.
+    flushed_prefix: u64,
+    /// Flush contract: durable ids at or past `flushed_prefix` (flushed extras, FUA).
+    flushed_extras: BTreeSet<u64>,
+    flushes: HashMap<u64, FlushSnap>,
+}
+
+impl Tracker {
+    pub fn new(contract: Contract, first_id: u64) -> Self {
+        Tracker {
+            contract,
+            first_id,
+            finished_prefix: first_id,
+            finished_above: BTreeSet::new(),
+            completed_above: BTreeSet::new(),
+            failed: Vec::new(),
+            flushed_prefix: first_id,
+            flushed_extras: BTreeSet::new(),
+            flushes: HashMap::new(),
+        }
+    }
+
+    pub fn finished_prefix(&self) -> u64 {
+        self.finished_prefix
+    }
+
+    pub fn write_done(&mut self, id: u64, ok: bool, fua: bool) {
+        debug_assert!(id >= self.first_id);
+        if ok {
+            if id >= self.finished_prefix {
+                self.completed_above.insert(id);
+            }
+            if fua && id >= self.flushed_prefix {
+                self.flushed_extras.insert(id);
+            }
+        } else {
+            self.failed.push(id);
+        }
+        self.finished_above.insert(id);
+        while self.finished_above.remove(&self.finished_prefix) {
+            self.finished_prefix += 1;
+        }
+        self.completed_above = self.completed_above.split_off(&self.finished_prefix);
+    }
+
+    /// Captures what a flush submitted now covers.
+    pub fn flush_submitted(&mut self, flush: u64) -> u64 {
+        let snap = FlushSnap { prefix: self.finished_prefix, extras: self.completed_above.iter().copied().collect() };
+        let p = snap.prefix;
+        self.flushes.insert(flush, snap);
+        p
+    }
+
+    pub fn flush_done(&mut self, flush: u64, ok: bool) {
+        let Some(snap) = self.flushes.remove(&flush) else { return };
+        if !ok {
+            return;
+        }
+        if snap.prefix > self.flushed_prefix {
+            self.flushed_prefix = snap.prefix;
+        }
+        self.flushed_extras.extend(snap.extras);
+        self.flushed_extras = self.flushed_extras.split_off(&self.flushed_prefix);
+    }
+
+    /// (durable prefix, durable ids past it, failed ids) under the contract.
+    pub fn durable(&self) -> (u64, Vec<u64>, Vec<u64>) {
+        let mut failed = self.failed.clone();
+        failed.sort_unstable();
+        match self.contract {
+            Contract::Plp => (self.finished_prefix, self.completed_above.iter().copied().collect(), failed),
+            Contract::Flush => (self.flushed_prefix, self.flushed_extras.iter().copied().collect(), failed),
+        }
+    }
+}
+
+/// Fills `buf` with the tagged sectors of write `w`.
+pub fn fill_write(format: &Format, w: &WritePlan, cycle: u32, port: u8, buf: &mut [u8]) {
+    let sector = format.sector_bytes();
+    let count = (w.len / sector as u64) as u32;
+    for (i, s) in buf.chunks_exact_mut(sector).enumerate() {
+        let id = SectorId { run_id: format.run_id(), addr: w.offset + (i * sector) as u64, write_id: w.id, cycle, port, flags: 0, index: i as u32, count };
+        format.encode(&id, s);
+    }
+}
+
+/// Runs one cycle. `cut` is called once, from inside the I/O loop with the queue full,
+/// when `cut_after_completions` is reached.
+pub fn run_cycle(
+    target: &mut dyn BlockTarget,
+    layout: &Layout,
+    format: &Format,
+    ledger: &mut LedgerWriter,
+    contract: Contract,
+    opts: &CycleOptions,
+    cut: &mut dyn FnMut() -> Result<(), String>,
+) -> Result<CycleOutcome, WriteError> {
+    let spec = layout.spec();
+    let qd = (spec.queue_depth as usize).min(target.queue_depth()).max(1);
+    let window = 4 * qd as u64 + 64;
+    let reserve_step = 1024.max(16 * qd as u64);
+    let cycle = opts.cycle;
+    let start = Instant::now();
+    let mut out = CycleOutcome::default();
+    let mut t = Tracker::new(contract, opts.first_id);
+    let mut inflight: BTreeMap<u64, WritePlan> = BTreeMap::new();
+    let mut flushes_inflight = 0usize;
+    let mut pool: Vec<AlignedBuf> = Vec::new();
+    let mut done: Vec<Completion> = Vec::new();
+
+    ledger.append(&Record::CycleStart { cycle, first_id: opts.first_id, at: opts.started_at.clone() })?;
+    let mut reserved_req = opts.first_id + reserve_step;
+    let mut reserve_seq = ledger.append(&Record::Reserve { cycle, upto: reserved_req })?;
+    let mut reserved_ok = opts.first_id;
+    let mut next_id = opts.first_id;
+    let mut since_flush = 0u64;
+    let mut last_flush = Instant::now();
+    let mut last_checkpoint = Instant::now();
+    let mut flush_no = 0u64;
+    let mut stopping = false;
+    let mut cut_done = false;
+
+    loop {
+        // Submit while there is room.
+        while !stopping && inflight.len() + flushes_inflight < qd {
+            let wants_flush = spec.flush.every_writes.is_some_and(|n| since_flush >= n) || spec.flush.every_ms.is_some_and(|ms| since_flush > 0 && last_flush.elapsed() >= Duration::from_millis(ms));
+            if wants_flush {
+                flush_no += 1;
+                let covers_prefix = t.flush_submitted(flush_no);
+                ledger.append(&Record::FlushSubmit { cycle, flush: flush_no, covers_prefix })?;
+                target.submit(Op::Flush { token: FLUSH_TOKEN | flush_no })?;
+                flushes_inflight += 1;
+                since_flush = 0;
+                last_flush = Instant::now();
+                out.flushes += 1;
+                continue;
+            }
+            if next_id >= t.finished_prefix() + window {
+                break;
+            }
+            if next_id >= reserved_ok {
+                if !ledger.is_durable(reserve_seq) {
+                    ledger.wait_durable(reserve_seq)?;
+                }
+                reserved_ok = reserved_req;
+            }
+            if next_id + reserve_step / 2 >= reserved_req {
+                reserved_req += reserve_step;
+                reserve_seq = ledger.append(&Record::Reserve { cycle, upto: reserved_req })?;
+            }
+            let w = layout.plan(next_id);
+            if inflight.values().any(|o| o.overlaps(w.offset, w.len)) {
+                break;
+            }
+            let mut buf = pool.pop().unwrap_or_else(|| AlignedBuf::zeroed(spec.max_write_bytes as usize));
+            buf.resize(w.len as usize);
+            fill_write(format, &w, cycle, opts.port, &mut buf);
+            target.submit(Op::Write { token: w.id, offset: w.offset, buf, fua: w.fua, write_id: w.id })?;
+            inflight.insert(w.id, w);
+            next_id += 1;
+            since_flush += 1;
+            out.submitted += 1;
+            if opts.max_writes.is_some_and(|m| out.submitted >= m) || opts.duration.is_some_and(|d| start.elapsed() >= d) {
+                stopping = true;
+            }
+        }
+        if opts.duration.is_some_and(|d| start.elapsed() >= d) {
+            stopping = true;
+        }
+
+        // Reap.
+        if inflight.is_empty() && flushes_inflight == 0 {
+            if stopping {
+                break;
+            }
+            continue;
+        }
+        done.clear();
+        let wait = if stopping { opts.drain_timeout } else { Duration::from_secs(30) };
+        let got = target.reap(&mut done, 1, wait)?;
+        if got == 0 {
+            return Err(WriteError::Stalled(format!("no completion within {wait:?} with {} writes and {flushes_inflight} flushes in flight", inflight.len())));
+        }
+        for c in done.drain(..) {
+            if c.token & FLUSH_TOKEN != 0 {
+                let no = c.token & !FLUSH_TOKEN;
+                flushes_inflight -= 1;
+                t.flush_done(no, c.result.is_ok());
+                ledger.append(&Record::FlushComplete { cycle, flush: no, ok: c.result.is_ok() })?;
+                continue;
+            }
+            let w = inflight.remove(&c.token).expect("completion for a write in flight");
+            if let Some(b) = c.buf {
+                pool.push(b);
+            }
+            match c.result {
+                Ok(()) => {
+                    out.completed += 1;
+                    out.bytes_written += w.len;
+                    t.write_done(w.id, true, w.fua);
+                }
+                Err(e) => {
+                    out.failed += 1;
+                    t.write_done(w.id, false, w.fua);
+                    // Failures during the drain after a cut are expected by the thousand;
+                    // they are recorded in the cycle end, not one record each.
+                    if !cut_done {
+                        ledger.append(&Record::WriteFailed { cycle, id: w.id, errno: e.errno, detail: e.detail })?;
+                    }
+                }
+            }
+        }
+
+        if !cut_done && opts.cut_after_completions.is_some_and(|k| out.completed >= k) {
+            out.in_flight_at_cut = (inflight.len() + flushes_inflight) as u32;
+            out.bytes_at_risk = inflight.values().map(|w| w.len).sum();
+            cut().map_err(WriteError::Cut)?;
+            cut_done = true;
+            stopping = true;
+        }
+        if last_checkpoint.elapsed() >= opts.checkpoint_every {
+            let (durable_prefix, durable_extras, failed) = t.durable();
+            ledger.append(&Record::Checkpoint { cycle, durable_prefix, durable_extras, failed })?;
+            last_checkpoint = Instant::now();
+        }
+    }
+
+    let end = if cut_done {
+        EndKind::Cut
+    } else {
+        // Graceful: everything finished; one last flush makes it all durable.
+        flush_no += 1;
+        let covers_prefix = t.flush_submitted(flush_no);
+        ledger.append(&Record::FlushSubmit { cycle, flush: flush_no, covers_prefix })?;
+        target.submit(Op::Flush { token: FLUSH_TOKEN | flush_no })?;
+        done.clear();
+        target.reap(&mut done, 1, opts.drain_timeout)?;
+        let ok = done.first().is_some_and(|c| c.token == FLUSH_TOKEN | flush_no && c.result.is_ok());
+        t.flush_done(flush_no, ok);
+        ledger.append(&Record::FlushComplete { cycle, flush: flush_no, ok })?;
+        out.flushes += 1;
+        EndKind::Graceful
+    };
+    let (durable_prefix, durable_extras, failed) = t.durable();
+    out.submitted_end = next_id;
+    ledger.append(&Record::CycleEnd {
+        cycle,
+        end,
+        submitted_end: next_id,
+        durable_prefix,
+        durable_extras,
+        failed,
+        in_flight_at_end: out.in_flight_at_cut,
+        bytes_at_risk: out.bytes_at_risk,
+    })?;
+    ledger.sync()?;
+    out.end = Some(end);
+    out.elapsed = start.elapsed();
+    Ok(out)
+}
+
+/// Writes the prefill version of every sector in the span, flushes, and records it.
+pub fn prefill(target: &mut dyn BlockTarget, layout: &Layout, format: &Format, port: u8, ledger: &mut LedgerWriter) -> Result<u64, WriteError> {
+    let spec = layout.spec();
+    let sector = format.sector_bytes();
+    let chunk = 1u64 << 20;
+    let qd = target.queue_depth().clamp(1, 32);
+    let mut pos = spec.span_start;
+    let mut pool: Vec<AlignedBuf> = Vec::new();
+    let mut done = Vec::new();
+    let mut inflight = 0usize;
+    let mut failures = Vec::new();
+    while pos < spec.span_end || inflight > 0 {
+        while pos < spec.span_end && inflight < qd {
+            let n = (spec.span_end - pos).min(chunk);
+            let mut buf = pool.pop().unwrap_or_else(|| AlignedBuf::zeroed(chunk as usize));
+            buf.resize(n as usize);
+            for (i, s) in buf.chunks_exact_mut(sector).enumerate() {
+                format.encode(&prefill_id(format.run_id(), pos + (i * sector) as u64, port), s);
+            }
+            target.submit(Op::Write { token: pos, offset: pos, buf, fua: false, write_id: 0 })?;
+            inflight += 1;
+            pos += n;
+        }
+        done.clear();
+        if target.reap(&mut done, 1, Duration::from_secs(60))? == 0 {
+            return Err(WriteError::Stalled("prefill: no completion within 60 s".into()));
+        }
+        for c in done.drain(..) {
+            inflight -= 1;
+            if let Err(e) = c.result {
+                failures.push(e.to_string());
+            }
+            pool.extend(c.buf);
+        }
+    }
+    target.submit(Op::Flush { token: FLUSH_TOKEN })?;
+    done.clear();
+    target.reap(&mut done, 1, Duration::from_secs(60))?;
+    if let Some(e) = failures.first().cloned().or_else(|| done.first().and_then(|c| c.result.as_ref().err().map(|e| e.to_string()))) {
+        return Err(WriteError::Stalled(format!("prefill failed ({} errors), first: {e}", failures.len().max(1))));
+    }
+    ledger.append(&Record::PrefillDone { span_start: spec.span_start, span_end: spec.span_end })?;
+    ledger.sync()?;
+    Ok(spec.span_end - spec.span_start)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plp_prefix_skips_failures_and_keeps_extras_bounded() {
+        let mut t = Tracker::new(Contract::Plp, 10);
+        t.write_done(11, true, false);
+        t.write_done(13, true, false);
+        assert_eq!(t.durable(), (10, vec![11, 13], vec![]));
+        t.write_done(10, false, false);
+        assert_eq!(t.durable(), (12, vec![13], vec![10]));
+        t.write_done(12, true, false);
+        assert_eq!(t.durable(), (14, vec![], vec![10]));
+    }
+
+    #[test]
+    fn flush_covers_only_what_completed_before_its_submission() {
+        let mut t = Tracker::new(Contract::Flush, 1);
+        t.write_done(1, true, false);
+        t.write_done(3, true, false);
+        t.flush_submitted(1);
+        t.write_done(2, true, false); // completes after the flush was submitted
+        t.write_done(4, true, true); // FUA: durable on its own
+        assert_eq!(t.durable(), (1, vec![4], vec![]));
+        t.flush_done(1, true);
+        assert_eq!(t.durable(), (2, vec![3, 4], vec![]));
+        t.flush_submitted(2);
+        t.flush_done(2, false);
+        assert_eq!(t.durable(), (2, vec![3, 4], vec![]), "a failed flush makes nothing durable");
+        t.flush_submitted(3);
+        t.flush_done(3, true);
+        assert_eq!(t.durable(), (5, vec![], vec![]));
+    }
+}
