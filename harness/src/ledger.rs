@@ -226,7 +226,8 @@ fn parse_frame(bytes: &[u8], at: usize) -> Result<(u64, &[u8]), String> {
 }
 
 /// Splits a ledger image into records. Returns (records, valid length, torn tail bytes).
-pub fn parse_ledger(path: &Path, bytes: &[u8]) -> Result<(Vec<Record>, u64, u64), LedgerError> {
+/// Each record comes with its byte offset.
+pub fn parse_ledger(path: &Path, bytes: &[u8]) -> Result<(Vec<(u64, Record)>, u64, u64), LedgerError> {
     let mut at = 0usize;
     let mut out = Vec::new();
     while at < bytes.len() {
@@ -238,7 +239,7 @@ pub fn parse_ledger(path: &Path, bytes: &[u8]) -> Result<(Vec<Record>, u64, u64)
                     return Err(invalid(format!("sequence number {seq}, expected {index}")));
                 }
                 let rec: Record = serde_json::from_slice(payload).map_err(|e| invalid(format!("undecodable record: {e}")))?;
-                out.push(rec);
+                out.push((at as u64, rec));
                 at += FRAME_HEADER + payload.len();
             }
             Err(why) => {
@@ -266,64 +267,78 @@ pub fn replay(run_dir: &Path) -> Result<History, LedgerError> {
     Ok(h)
 }
 
-fn build_history(path: &Path, records: Vec<Record>) -> Result<History, LedgerError> {
+fn build_history(path: &Path, records: Vec<(u64, Record)>) -> Result<History, LedgerError> {
     let n = records.len() as u64;
     let mut it = records.into_iter().enumerate();
     let header = match it.next() {
-        Some((_, Record::RunStart(h))) => h,
+        Some((_, (_, Record::RunStart(h)))) => h,
         Some(_) => return Err(LedgerError::Invalid { path: path.into(), index: 0, offset: 0, why: "first record is not run_start".into() }),
         None => return Err(LedgerError::Empty { path: path.into() }),
     };
     if header.ledger_format != LEDGER_FORMAT {
         return Err(LedgerError::Invalid { path: path.into(), index: 0, offset: 0, why: format!("ledger format {} (this build reads {LEDGER_FORMAT})", header.ledger_format) });
     }
-    let mut h = History { header, prefill: None, cycles: Vec::new(), records: n, torn_tail_bytes: 0, valid_bytes: 0 };
-    for (i, rec) in it {
-        let bad = |why: String| LedgerError::Invalid { path: path.into(), index: i as u64, offset: 0, why };
-        let open_cycle = |h: &mut History, cycle: u32| -> Result<usize, LedgerError> {
+    let mut h = History::new(header);
+    for (i, (offset, rec)) in it {
+        h.apply(rec).map_err(|why| LedgerError::Invalid { path: path.into(), index: i as u64, offset, why })?;
+    }
+    debug_assert_eq!(h.records, n);
+    Ok(h)
+}
+
+impl History {
+    /// The history of a run with no records but its header.
+    pub fn new(header: RunHeader) -> Self {
+        History { header, prefill: None, cycles: Vec::new(), records: 1, torn_tail_bytes: 0, valid_bytes: 0 }
+    }
+
+    /// Applies one record after the header; `Err` names what is inconsistent.
+    pub fn apply(&mut self, rec: Record) -> Result<(), String> {
+        let h = self;
+        let open_cycle = |h: &mut History, cycle: u32| -> Result<usize, String> {
             match h.cycles.last() {
                 Some(c) if c.cycle == cycle && c.end.is_none() => Ok(h.cycles.len() - 1),
-                _ => Err(bad(format!("record for cycle {cycle}, which is not open"))),
+                _ => Err(format!("record for cycle {cycle}, which is not open")),
             }
         };
         match rec {
-            Record::RunStart(_) => return Err(bad("a second run_start".into())),
+            Record::RunStart(_) => return Err("a second run_start".into()),
             Record::PrefillDone { span_start, span_end } => {
                 if !h.cycles.is_empty() {
-                    return Err(bad("prefill after writes began".into()));
+                    return Err("prefill after writes began".into());
                 }
                 h.prefill = Some((span_start, span_end));
             }
             Record::CycleStart { cycle, first_id, .. } => {
                 if let Some(prev) = h.cycles.last() {
                     if prev.end.is_none() || cycle != prev.cycle + 1 || first_id < prev.submitted_end {
-                        return Err(bad(format!("cycle {cycle} starting at id {first_id} does not follow cycle {} (ended: {}, ids below {})", prev.cycle, prev.end.is_some(), prev.submitted_end)));
+                        return Err(format!("cycle {cycle} starting at id {first_id} does not follow cycle {} (ended: {}, ids below {})", prev.cycle, prev.end.is_some(), prev.submitted_end));
                     }
                 } else if cycle != 1 || first_id == 0 {
-                    return Err(bad(format!("first cycle is {cycle} starting at id {first_id}")));
+                    return Err(format!("first cycle is {cycle} starting at id {first_id}"));
                 }
                 h.cycles.push(CycleState { cycle, first_id, submitted_end: first_id, durable_prefix: first_id, durable_extras: vec![], failed: vec![], end: None, in_flight_at_end: 0, bytes_at_risk: 0 });
             }
             Record::Reserve { cycle, upto } => {
-                let c = open_cycle(&mut h, cycle)?;
+                let c = open_cycle(h, cycle)?;
                 let c = &mut h.cycles[c];
                 c.submitted_end = c.submitted_end.max(upto);
             }
             Record::Checkpoint { cycle, durable_prefix, durable_extras, failed } => {
-                let c = open_cycle(&mut h, cycle)?;
+                let c = open_cycle(h, cycle)?;
                 let c = &mut h.cycles[c];
                 c.durable_prefix = durable_prefix.max(c.first_id);
                 c.durable_extras = sorted(durable_extras);
                 c.failed = sorted(failed);
             }
             Record::WriteFailed { cycle, .. } | Record::FlushSubmit { cycle, .. } | Record::FlushComplete { cycle, .. } => {
-                open_cycle(&mut h, cycle)?;
+                open_cycle(h, cycle)?;
             }
             Record::CycleEnd { cycle, end, submitted_end, durable_prefix, durable_extras, failed, in_flight_at_end, bytes_at_risk } => {
-                let c = open_cycle(&mut h, cycle)?;
+                let c = open_cycle(h, cycle)?;
                 let c = &mut h.cycles[c];
                 if submitted_end < c.first_id || durable_prefix > submitted_end {
-                    return Err(bad(format!("cycle {cycle} ends with durable prefix {durable_prefix} and submitted end {submitted_end}, first id {}", c.first_id)));
+                    return Err(format!("cycle {cycle} ends with durable prefix {durable_prefix} and submitted end {submitted_end}, first id {}", c.first_id));
                 }
                 c.submitted_end = submitted_end;
                 c.durable_prefix = durable_prefix.max(c.first_id);
@@ -334,8 +349,9 @@ fn build_history(path: &Path, records: Vec<Record>) -> Result<History, LedgerErr
                 c.bytes_at_risk = bytes_at_risk;
             }
         }
+        h.records += 1;
+        Ok(())
     }
-    Ok(h)
 }
 
 fn sorted(mut v: Vec<u64>) -> Vec<u64> {
@@ -361,6 +377,8 @@ pub struct LedgerWriter {
     next_seq: u64,
     shared: Arc<Shared>,
     thread: Option<JoinHandle<()>>,
+    /// What replaying the ledger would give, kept current on every append.
+    history: History,
 }
 
 impl LedgerWriter {
@@ -371,8 +389,8 @@ impl LedgerWriter {
         let file = OpenOptions::new().write(true).create_new(true).open(&path).map_err(io)?;
         // Make the new file's directory entry durable too.
         File::open(run_dir).and_then(|d| d.sync_all()).map_err(io)?;
-        let mut w = Self::start(path, file, 0);
-        w.append(&Record::RunStart(header))?;
+        let mut w = Self::start(path, file, 0, History::new(header.clone()));
+        w.send(&Record::RunStart(header))?;
         w.sync()?;
         Ok(w)
     }
@@ -388,20 +406,32 @@ impl LedgerWriter {
         let mut file = file;
         use std::io::Seek;
         file.seek(std::io::SeekFrom::End(0)).map_err(io)?;
-        Ok(Self::start(path, file, history.records))
+        Ok(Self::start(path, file, history.records, history.clone()))
     }
 
-    fn start(path: PathBuf, file: File, next_seq: u64) -> Self {
+    fn start(path: PathBuf, file: File, next_seq: u64, history: History) -> Self {
         let (tx, rx) = channel();
         let shared = Arc::new(Shared { durable_seq: Mutex::new((next_seq, None)), cond: Condvar::new() });
         let s2 = shared.clone();
         let p2 = path.clone();
         let thread = std::thread::Builder::new().name("ledger".into()).spawn(move || writer_thread(p2, file, rx, s2)).expect("spawn ledger thread");
-        LedgerWriter { path, tx, next_seq, shared, thread: Some(thread) }
+        LedgerWriter { path, tx, next_seq, shared, thread: Some(thread), history }
     }
 
-    /// Queues a record; returns its sequence number. Never waits for the disk.
+    /// The run as the ledger records it so far (appended records included).
+    pub fn history(&self) -> &History {
+        &self.history
+    }
+
+    /// Queues a record; returns its sequence number. Never waits for the disk. A record that
+    /// contradicts the ledger (a harness bug) is refused before it is written.
     pub fn append(&mut self, rec: &Record) -> Result<u64, LedgerError> {
+        let index = self.next_seq;
+        self.history.apply(rec.clone()).map_err(|why| LedgerError::Invalid { path: self.path.clone(), index, offset: 0, why: format!("refusing to append: {why}") })?;
+        self.send(rec)
+    }
+
+    fn send(&mut self, rec: &Record) -> Result<u64, LedgerError> {
         self.check()?;
         let seq = self.next_seq;
         let payload = serde_json::to_vec(rec).expect("records serialise");
@@ -635,7 +665,7 @@ mod tests {
             let rec = Record::Checkpoint { cycle, durable_prefix: prefix, durable_extras: extras, failed: vec![1, 2] };
             let img = frame(0, &serde_json::to_vec(&rec).unwrap());
             let (recs, valid, torn) = parse_ledger(Path::new("x"), &img).unwrap();
-            prop_assert_eq!(recs, vec![rec]);
+            prop_assert_eq!(recs, vec![(0, rec)]);
             prop_assert_eq!((valid as usize, torn), (img.len(), 0));
         }
 

@@ -1,0 +1,108 @@
+//! Run directories: creating a run, continuing one, and refusing the wrong target.
+//!
+//! A run directory holds the ledger (and, later, the event log and reports). It is tied to
+//! one target by the identity recorded in the run header; every later use checks it.
+
+use crate::format::Format;
+use crate::ledger::{replay, EndKind, History, LedgerError, LedgerWriter, Record, RunHeader, LEDGER_FILE};
+use crate::workload::{Layout, WorkloadError};
+use faultline_drivers::BlockTarget;
+use std::path::Path;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Ledger(#[from] LedgerError),
+    #[error(transparent)]
+    Workload(#[from] WorkloadError),
+    #[error("run directory {dir}: {source}")]
+    Dir { dir: String, source: std::io::Error },
+    #[error("run directory {dir} belongs to target `{recorded}`, but the target given is `{given}`; use a new run directory for a new target")]
+    WrongTarget { dir: String, recorded: String, given: String },
+    #[error("target `{target}` is {capacity} bytes, shorter than the run's span end {span_end}")]
+    TargetTooShort { target: String, capacity: u64, span_end: u64 },
+    #[error("target sector size {target} differs from the run's {recorded}")]
+    SectorSize { target: u64, recorded: u64 },
+    #[error("run directory {dir}: {why}")]
+    Mismatch { dir: String, why: String },
+}
+
+/// An open run: its ledger writer, mapping and sector format.
+pub struct OpenRun {
+    pub ledger: LedgerWriter,
+    pub layout: Layout,
+    pub format: Format,
+    /// True when this call created the run.
+    pub created: bool,
+    /// Set when the previous cycle was interrupted (the harness died) and has been closed.
+    pub recovered_cycle: Option<u32>,
+}
+
+impl OpenRun {
+    pub fn history(&self) -> &History {
+        self.ledger.history()
+    }
+
+    /// (cycle number, first write id) for the next cycle.
+    pub fn next_cycle(&self) -> (u32, u64) {
+        let h = self.history();
+        (h.last_cycle() + 1, h.submitted_end())
+    }
+}
+
+/// True when `dir` already holds a ledger.
+pub fn exists(dir: &Path) -> bool {
+    dir.join(LEDGER_FILE).exists()
+}
+
+/// Checks that `target` is the one `header` names and is big enough.
+pub fn check_target(dir: &Path, header: &RunHeader, target: &dyn BlockTarget) -> Result<(), RunError> {
+    let given = target.identity();
+    if given != header.target_identity {
+        return Err(RunError::WrongTarget { dir: dir.display().to_string(), recorded: header.target_identity.clone(), given });
+    }
+    let g = target.geometry();
+    if g.capacity_bytes < header.workload.span_end {
+        return Err(RunError::TargetTooShort { target: given, capacity: g.capacity_bytes, span_end: header.workload.span_end });
+    }
+    if (g.logical_block_bytes as u64).max(512) != header.sector_bytes {
+        return Err(RunError::SectorSize { target: g.logical_block_bytes as u64, recorded: header.sector_bytes });
+    }
+    Ok(())
+}
+
+/// Opens the run in `dir`, creating it with `header` when there is none. A cycle left open
+/// by a harness that died is closed as `interrupted` from its last checkpoint.
+pub fn open_run(dir: &Path, target: &dyn BlockTarget, header: impl FnOnce() -> RunHeader) -> Result<OpenRun, RunError> {
+    let dir_err = |source| RunError::Dir { dir: dir.display().to_string(), source };
+    let (ledger, created) = if exists(dir) {
+        let history = replay(dir)?;
+        check_target(dir, &history.header, target)?;
+        (LedgerWriter::open(dir, &history)?, false)
+    } else {
+        std::fs::create_dir_all(dir).map_err(dir_err)?;
+        let header = header();
+        check_target(dir, &header, target)?;
+        Layout::new(header.workload.clone(), header.sector_bytes)?;
+        (LedgerWriter::create(dir, header)?, true)
+    };
+    let h = ledger.history();
+    let layout = Layout::new(h.header.workload.clone(), h.header.sector_bytes)?;
+    let format = Format::new(h.header.run_id, h.header.sector_bytes as usize);
+    let mut run = OpenRun { ledger, layout, format, created, recovered_cycle: None };
+    if let Some(c) = run.history().cycles.last().filter(|c| c.end.is_none()).cloned() {
+        run.ledger.append(&Record::CycleEnd {
+            cycle: c.cycle,
+            end: EndKind::Interrupted,
+            submitted_end: c.submitted_end,
+            durable_prefix: c.durable_prefix,
+            durable_extras: c.durable_extras,
+            failed: c.failed,
+            in_flight_at_end: 0,
+            bytes_at_risk: 0,
+        })?;
+        run.ledger.sync()?;
+        run.recovered_cycle = Some(c.cycle);
+    }
+    Ok(run)
+}
