@@ -1,5 +1,6 @@
 pub mod format;
 pub mod ledger;
+pub mod matrix;
 pub mod rng;
 pub mod run;
 pub mod soak;

@@ -400,8 +400,15 @@ impl<'a> Verifier<'a> {
         seen.dedup();
         for rank in seen {
             let w = self.layout.plan(rank - 1);
+            // The write shows on some of its sectors here; if any other sector of it in this
+            // unit holds older content, every sector of the write in the unit is part of
+            // the tear (those showing it and those not).
+            let torn = unit.iter().any(|&(addr, shown, _, ok)| ok && w.overlaps(addr, 1) && shown < rank);
+            if !torn {
+                continue;
+            }
             for &(addr, shown, d, ok) in unit {
-                if ok && w.overlaps(addr, 1) && shown < rank {
+                if ok && w.overlaps(addr, 1) && shown <= rank {
                     let found = match shown {
                         0 => Shown::Prior,
                         1 => Shown::Prefill,
