@@ -1,1 +1,561 @@
-fn main(){}
+//! The `faultline` binary: argument parsing, output and exit codes. All logic lives in the
+//! library; this file only wires it to the command line. Exit codes: 0 clean, 1 findings,
+//! 2 harness error (bad arguments, unreadable ledger, wrong target).
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::{Parser, Subcommand, ValueEnum};
+use faultline::format::{read_header, Decoded, Format, MAGIC};
+use faultline::ledger::{replay, Contract, RunHeader, LEDGER_FORMAT};
+use faultline::matrix::{run_matrix, table, MatrixOptions};
+use faultline::run::{check_target, exists, open_run};
+use faultline::soak::{run_sim_soak, SoakConfig};
+use faultline::verify::{FindingClass, VerifyReport, Verifier};
+use faultline::workload::{FlushPolicy, Layout, Pattern, WorkloadSpec};
+use faultline::writer::{prefill, run_cycle, CycleOptions};
+use faultline_drivers::{BlockTarget, FileTarget};
+use faultline_fixtures::FaultModel;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+#[derive(Parser)]
+#[command(name = "faultline", version, about = "Proves or breaks an SSD's durability promises under power loss.")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run power-cut cycles on the embedded default: a simulated drive (no hardware needed).
+    Run(RunArgs),
+    /// Write tagged data over a target, recording the ledger in a run directory. Running it
+    /// again on the same run directory continues the run as a new cycle; killing it is the
+    /// manual power-loss mode.
+    Write(WriteArgs),
+    /// Verify every sector of the span against the ledger.
+    Verify(VerifyArgs),
+    /// Print the identity of the sectors in a byte range of a target or dump file.
+    Decode(DecodeArgs),
+    /// Run the detection matrix: every fault model against the verifier, with ground truth.
+    Selftest(SelftestArgs),
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum PatternArg {
+    Seq,
+    Random,
+    Hotcold,
+}
+
+#[derive(Parser)]
+struct WriteArgs {
+    /// Target: a regular file (block devices need the block-device engine).
+    #[arg(long)]
+    target: PathBuf,
+    /// Run directory holding the ledger (never on the target).
+    #[arg(long)]
+    run_dir: PathBuf,
+    /// Workload seed (default: random, printed).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Number of writes in this cycle (default: one full pass over the span).
+    #[arg(long, conflicts_with = "duration_s")]
+    writes: Option<u64>,
+    /// Write for this many seconds.
+    #[arg(long)]
+    duration_s: Option<f64>,
+    /// Fixed write size in bytes (sets min, max and mean). Default 4096.
+    #[arg(long, conflicts_with_all = ["min_write", "max_write"])]
+    block_size: Option<u64>,
+    /// Smallest write, bytes.
+    #[arg(long, requires = "max_write")]
+    min_write: Option<u64>,
+    /// Largest write, bytes.
+    #[arg(long, requires = "min_write")]
+    max_write: Option<u64>,
+    /// Mean write size, bytes (default: halfway between min and max).
+    #[arg(long)]
+    mean_write: Option<u64>,
+    /// Offsets and sizes are multiples of this (512 makes writes straddle 4 KiB boundaries).
+    #[arg(long)]
+    align: Option<u64>,
+    /// Durability contract the drive claims.
+    #[arg(long, value_parser = ["plp", "flush"])]
+    contract: Option<String>,
+    /// Submit a flush every N writes.
+    #[arg(long)]
+    flush_every: Option<u64>,
+    /// Submit a flush every T milliseconds.
+    #[arg(long)]
+    flush_every_ms: Option<u64>,
+    /// Percentage of writes issued with FUA.
+    #[arg(long)]
+    fua_percent: Option<u8>,
+    /// Address pattern.
+    #[arg(long, value_enum)]
+    pattern: Option<PatternArg>,
+    /// Operations in flight.
+    #[arg(long)]
+    queue_depth: Option<u32>,
+    /// First byte of the span (default 0).
+    #[arg(long)]
+    span_start: Option<u64>,
+    /// End of the span, exclusive (default: the target's size).
+    #[arg(long)]
+    span_end: Option<u64>,
+    /// Atomic write unit the drive claims, bytes (default: the sector size, i.e. none).
+    #[arg(long)]
+    atomic_bytes: Option<u64>,
+    /// Write the whole span once before the first cycle, so data at rest is checkable too.
+    #[arg(long)]
+    prefill: bool,
+}
+
+#[derive(Parser)]
+struct VerifyArgs {
+    #[arg(long)]
+    target: PathBuf,
+    #[arg(long)]
+    run_dir: PathBuf,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+    /// Verify from this byte (default: span start).
+    #[arg(long)]
+    offset: Option<u64>,
+    /// Verify this many bytes (default: to the span end).
+    #[arg(long)]
+    length: Option<u64>,
+}
+
+#[derive(Parser)]
+struct DecodeArgs {
+    /// A target or a dump file.
+    #[arg(long)]
+    target: PathBuf,
+    #[arg(long, default_value_t = 0)]
+    offset: u64,
+    #[arg(long, default_value_t = 4096)]
+    length: u64,
+    /// Sector size of the dump.
+    #[arg(long, default_value_t = 512)]
+    sector_bytes: u64,
+    /// One line per sector instead of one per run of sectors from the same write.
+    #[arg(long)]
+    each: bool,
+}
+
+#[derive(Parser)]
+struct SelftestArgs {
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Cycles per row on honest models.
+    #[arg(long, default_value_t = 850)]
+    honest_cycles: u32,
+    /// Cycles per row on faulty models.
+    #[arg(long, default_value_t = 40)]
+    faulty_cycles: u32,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ModelArg {
+    HonestPlp,
+    HonestVolatile,
+    LiesAboutFlush,
+    TornWrites,
+    Misdirects,
+    BitRot,
+    Rollback,
+    ReadErrors,
+    ReadHangs,
+    DiesAfterCuts,
+}
+
+#[derive(Parser)]
+struct RunArgs {
+    /// Run directory (default: faultline-runs/<timestamp>-sim). Must not exist yet.
+    #[arg(long)]
+    run_dir: Option<PathBuf>,
+    #[arg(long, default_value_t = 300)]
+    cycles: u32,
+    /// Seed for the workload, the drive's faults and the cut points (default: random).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// The simulated drive's fault model.
+    #[arg(long, value_enum, default_value = "misdirects")]
+    model: ModelArg,
+    #[arg(long, value_parser = ["plp", "flush"], default_value = "plp")]
+    contract: String,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let r = match cli.cmd {
+        Cmd::Write(a) => cmd_write(a),
+        Cmd::Verify(a) => cmd_verify(a),
+        Cmd::Decode(a) => cmd_decode(a),
+        Cmd::Selftest(a) => cmd_selftest(a),
+        Cmd::Run(a) => cmd_run(a),
+    };
+    match r {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("faultline: error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// OS randomness for ids and default seeds, without a dependency: std's hasher keys come
+/// from the OS.
+fn random_u64() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
+    h.finish()
+}
+
+fn now() -> String {
+    chrono::Local::now().to_rfc3339()
+}
+
+fn cmd_write(a: WriteArgs) -> Result<u8> {
+    let qd = a.queue_depth.unwrap_or(32);
+    let mut target = FileTarget::open(&a.target, true, qd as usize)?;
+    if !target.direct() {
+        eprintln!("faultline: note: {} does not support O_DIRECT (tmpfs?); using buffered I/O", a.target.display());
+    }
+    let geo = target.geometry();
+    let sector = (geo.logical_block_bytes as u64).max(512);
+    let continuing = exists(&a.run_dir);
+    let mut spec = WorkloadSpec {
+        seed: a.seed.unwrap_or_else(random_u64),
+        pattern: match a.pattern.unwrap_or(PatternArg::Random) {
+            PatternArg::Seq => Pattern::Sequential,
+            PatternArg::Random => Pattern::Random,
+            PatternArg::Hotcold => Pattern::HotCold { hot_span_percent: 10, hot_write_percent: 90 },
+        },
+        span_start: a.span_start.unwrap_or(0),
+        span_end: 0,
+        min_write_bytes: a.block_size.or(a.min_write).unwrap_or(4096),
+        max_write_bytes: a.block_size.or(a.max_write).unwrap_or(4096),
+        mean_write_bytes: 0,
+        align_bytes: 0,
+        queue_depth: qd,
+        flush: FlushPolicy { every_writes: a.flush_every, every_ms: a.flush_every_ms, fua_percent: a.fua_percent.unwrap_or(0) },
+    };
+    spec.mean_write_bytes = a.mean_write.unwrap_or((spec.min_write_bytes + spec.max_write_bytes) / 2);
+    spec.align_bytes = a.align.unwrap_or_else(|| if spec.min_write_bytes % 4096 == 0 { 4096 } else { sector });
+    spec.mean_write_bytes -= spec.mean_write_bytes % spec.align_bytes;
+    spec.span_end = a.span_end.unwrap_or(geo.capacity_bytes / spec.max_write_bytes.max(1) * spec.max_write_bytes);
+    let contract: Contract = a.contract.as_deref().unwrap_or("plp").parse().map_err(|e: String| anyhow!(e))?;
+
+    if continuing {
+        let h = replay(&a.run_dir)?;
+        let w = &h.header.workload;
+        let mut diffs = Vec::new();
+        let mut cmp = |name: &str, given: Option<String>, recorded: String| {
+            if let Some(g) = given {
+                if g != recorded {
+                    diffs.push(format!("--{name} {g} (the run has {recorded})"));
+                }
+            }
+        };
+        cmp("seed", a.seed.map(|v| v.to_string()), w.seed.to_string());
+        cmp("contract", a.contract.clone(), format!("{:?}", h.header.contract).to_lowercase());
+        cmp("block-size", a.block_size.map(|v| v.to_string()), if w.min_write_bytes == w.max_write_bytes { w.min_write_bytes.to_string() } else { format!("{}..{}", w.min_write_bytes, w.max_write_bytes) });
+        cmp("queue-depth", a.queue_depth.map(|v| v.to_string()), w.queue_depth.to_string());
+        cmp("flush-every", a.flush_every.map(|v| v.to_string()), w.flush.every_writes.map_or("none".into(), |v| v.to_string()));
+        cmp("span-end", a.span_end.map(|v| v.to_string()), w.span_end.to_string());
+        if !diffs.is_empty() {
+            bail!("run directory {} already holds a run with other settings: {}; omit them to continue the run, or use a new run directory", a.run_dir.display(), diffs.join(", "));
+        }
+        if a.prefill {
+            bail!("--prefill applies only to a new run (the run in {} has begun)", a.run_dir.display());
+        }
+    }
+    let header = || RunHeader {
+        ledger_format: LEDGER_FORMAT,
+        run_id: random_u64(),
+        created_at: now(),
+        target_identity: target.identity(),
+        target_capacity: geo.capacity_bytes,
+        sector_bytes: sector,
+        atomic_bytes: a.atomic_bytes.unwrap_or(sector),
+        contract,
+        port: 0,
+        workload: spec.clone(),
+    };
+    let mut run = open_run(&a.run_dir, &target, header)?;
+    if let Some(c) = run.recovered_cycle {
+        eprintln!("faultline: cycle {c} was interrupted (harness killed); closed it from its last checkpoint");
+    }
+    let h = run.history().header.clone();
+    if run.created {
+        eprintln!("faultline: new run {:016x} on {} (seed {}, contract {:?}, span [{}, {}))", h.run_id, h.target_identity, h.workload.seed, h.contract, h.workload.span_start, h.workload.span_end);
+        if run.layout.uncovered_tail() > 0 {
+            eprintln!("faultline: note: the last {} bytes of the span are smaller than one max-size write and are not written (prefill covers them)", run.layout.uncovered_tail());
+        }
+        if a.prefill {
+            let t = Instant::now();
+            let n = prefill(&mut target, &run.layout, &run.format, 0, &mut run.ledger)?;
+            eprintln!("faultline: prefilled {} MiB in {:.1} s", n >> 20, t.elapsed().as_secs_f64());
+        }
+    }
+    let (cycle, first_id) = run.next_cycle();
+    let max_writes = match (a.writes, a.duration_s) {
+        (Some(n), _) => Some(n),
+        (None, Some(_)) => None,
+        (None, None) => Some(run.layout.writes_per_pass()),
+    };
+    let opts = CycleOptions {
+        cycle,
+        first_id,
+        started_at: now(),
+        port: 0,
+        max_writes,
+        duration: a.duration_s.map(Duration::from_secs_f64),
+        cut_after_completions: None,
+        checkpoint_every: Duration::from_millis(200),
+        drain_timeout: Duration::from_secs(60),
+    };
+    let contract = h.contract;
+    let out = run_cycle(&mut target, &run.layout, &run.format, &mut run.ledger, contract, &opts, &mut || Err("no cut in a write-only cycle".into()))?;
+    run.ledger.close()?;
+    let secs = out.elapsed.as_secs_f64().max(1e-9);
+    println!(
+        "cycle {cycle}: {} writes ({} failed), {} flushes, {:.1} MiB in {:.2} s ({:.1} MiB/s, {:.0} writes/s); ids {}..{}",
+        out.submitted,
+        out.failed,
+        out.flushes,
+        out.bytes_written as f64 / 1048576.0,
+        secs,
+        out.bytes_written as f64 / 1048576.0 / secs,
+        out.completed as f64 / secs,
+        first_id,
+        out.submitted_end
+    );
+    Ok(0)
+}
+
+fn cmd_verify(a: VerifyArgs) -> Result<u8> {
+    let history = replay(&a.run_dir)?;
+    if history.torn_tail_bytes > 0 {
+        eprintln!("faultline: note: the ledger ends in a torn record ({} bytes), ignored", history.torn_tail_bytes);
+    }
+    let mut target = FileTarget::open(&a.target, false, 1)?;
+    check_target(&a.run_dir, &history.header, &target)?;
+    let h = &history.header;
+    let layout = Layout::new(h.workload.clone(), h.sector_bytes)?;
+    let format = Format::new(h.run_id, h.sector_bytes as usize);
+    let start = a.offset.unwrap_or(h.workload.span_start);
+    let end = a.length.map_or(h.workload.span_end, |l| start + l);
+    let t = Instant::now();
+    let rep = Verifier::new(&layout, &history, &format).verify(&mut target, start, end)?;
+    let secs = t.elapsed().as_secs_f64();
+    if a.json {
+        let v = serde_json::json!({
+            "summary": rep.summary(),
+            "findings": rep.findings,
+            "sectors": rep.sectors,
+            "bytes": rep.bytes,
+            "durable_ok": rep.durable_ok,
+            "newer_ok": rep.newer_ok,
+            "prior_ok": rep.prior_ok,
+            "cycle": history.last_cycle(),
+            "run_id": format!("{:016x}", h.run_id),
+        });
+        println!("{}", serde_json::to_string(&v)?);
+    } else {
+        print_report(&rep, secs);
+    }
+    Ok(if rep.findings.is_empty() { 0 } else { 1 })
+}
+
+fn print_report(rep: &VerifyReport, secs: f64) {
+    println!(
+        "verified {} sectors ({:.1} MiB) in {:.2} s: {} durable, {} newer (in flight or unflushed), {} never written",
+        rep.sectors,
+        rep.bytes as f64 / 1048576.0,
+        secs,
+        rep.durable_ok,
+        rep.newer_ok,
+        rep.prior_ok
+    );
+    for (class, n) in rep.summary() {
+        if n > 0 {
+            println!("  {class:<20} {n}");
+        }
+    }
+    for f in rep.findings.iter().take(20) {
+        println!("  {} at byte {} (+{}): expected {} found {}: {}", f.class.name(), f.offset, f.length, serde_json::to_string(&f.expected).unwrap_or_default(), serde_json::to_string(&f.found).unwrap_or_default(), f.detail);
+    }
+    if rep.findings.len() > 20 {
+        println!("  ... {} more (use --json for all)", rep.findings.len() - 20);
+    }
+    if rep.findings.is_empty() {
+        println!("verdict: clean");
+    } else {
+        println!("verdict: {} findings", rep.findings.len());
+    }
+}
+
+fn cmd_decode(a: DecodeArgs) -> Result<u8> {
+    let s = a.sector_bytes;
+    if s < 512 || !s.is_power_of_two() || a.offset % s != 0 || a.length % s != 0 {
+        bail!("--offset {} and --length {} must be multiples of --sector-bytes {s} (a power of two, at least 512)", a.offset, a.length);
+    }
+    let file = std::fs::File::open(&a.target).with_context(|| format!("cannot open {}", a.target.display()))?;
+    let mut buf = vec![0u8; a.length as usize];
+    let n = read_up_to(&file, &mut buf, a.offset)?;
+    if n < buf.len() {
+        eprintln!("faultline: note: {} ends at byte {}; decoding {} bytes", a.target.display(), a.offset + n as u64, n - n % s as usize);
+    }
+    let mut last: Option<(String, u64, u64)> = None; // (key, first offset, sectors)
+    let flush = |l: &Option<(String, u64, u64)>| {
+        if let Some((k, off, n)) = l {
+            println!("{off:>14} +{:<8} {k}", n * s);
+        }
+    };
+    for (i, sec) in buf[..n - n % s as usize].chunks(s as usize).enumerate() {
+        let off = a.offset + i as u64 * s;
+        let id = read_header(sec);
+        let text = if sec[..8] == MAGIC {
+            let valid = matches!(Format::new(id.run_id, s as usize).decode(sec), Decoded::Valid(_));
+            let addr_note = if id.addr == off { String::new() } else { format!(" MISPLACED(own address {})", id.addr) };
+            let what = if id.write_id == 0 { "prefill".to_string() } else { format!("write {}", id.write_id) };
+            (format!("run {:016x} {what} cycle {} port {} sectors of {}{}{}", id.run_id, id.cycle, id.port, id.count, if valid { "" } else { " CHECKSUM-FAIL" }, addr_note), Some(id.index))
+        } else if sec.iter().all(|&b| b == 0) {
+            ("zeros".to_string(), None)
+        } else {
+            ("not a faultline sector".to_string(), None)
+        };
+        let key = text.0.clone();
+        if a.each {
+            println!("{off:>14} +{s:<8} {}{}", key, text.1.map_or(String::new(), |i| format!(" (sector {i})")));
+            continue;
+        }
+        match &mut last {
+            Some((k, _, cnt)) if *k == key => *cnt += 1,
+            _ => {
+                flush(&last);
+                last = Some((key, off, 1));
+            }
+        }
+    }
+    flush(&last);
+    Ok(0)
+}
+
+fn read_up_to(f: &std::fs::File, buf: &mut [u8], offset: u64) -> Result<usize> {
+    use std::os::unix::fs::FileExt;
+    let mut done = 0;
+    while done < buf.len() {
+        match f.read_at(&mut buf[done..], offset + done as u64)? {
+            0 => break,
+            n => done += n,
+        }
+    }
+    Ok(done)
+}
+
+fn cmd_selftest(a: SelftestArgs) -> Result<u8> {
+    let opts = MatrixOptions { seed: a.seed, honest_cycles: a.honest_cycles, faulty_cycles: a.faulty_cycles, span_bytes: 2 << 20 };
+    let scratch = std::env::temp_dir().join(format!("faultline-selftest-{}", std::process::id()));
+    let t = Instant::now();
+    let rows = run_matrix(&opts, &scratch, &mut |r| {
+        if !a.json {
+            eprintln!("  {} {:?} {}: {} cycles{}", r.model, r.contract, r.workload, r.cycles, if r.clean() { String::new() } else { format!(" MISMATCH (seed {}): {}", r.seed, r.first_problem.clone().unwrap_or_default()) });
+        }
+    })?;
+    let _ = std::fs::remove_dir_all(&scratch);
+    let bad = rows.iter().filter(|r| !r.clean()).count();
+    if a.json {
+        println!("{}", serde_json::to_string(&rows)?);
+    } else {
+        print!("{}", table(&rows));
+        let cycles: u32 = rows.iter().map(|r| r.cycles).sum();
+        let honest: u32 = rows.iter().filter(|r| r.honest).map(|r| r.cycles).sum();
+        println!("{} rows, {cycles} cut cycles ({honest} on honest models) in {:.1} s, seed {}: {}", rows.len(), t.elapsed().as_secs_f64(), a.seed, if bad == 0 { "every injected violation detected and classified, no false findings".to_string() } else { format!("{bad} rows disagree with ground truth") });
+    }
+    Ok(if bad == 0 { 0 } else { 1 })
+}
+
+fn cmd_run(a: RunArgs) -> Result<u8> {
+    let seed = a.seed.unwrap_or_else(random_u64);
+    let dir = a.run_dir.unwrap_or_else(|| PathBuf::from("faultline-runs").join(format!("{}-sim", chrono::Local::now().format("%Y%m%d-%H%M%S"))));
+    if exists(&dir) {
+        bail!("{} already holds a run; a simulated drive lives only in memory, so its run cannot be continued: use a new run directory", dir.display());
+    }
+    let model = match a.model {
+        ModelArg::HonestPlp => FaultModel::HonestPlp,
+        ModelArg::HonestVolatile => FaultModel::HonestVolatile,
+        ModelArg::LiesAboutFlush => FaultModel::LiesAboutFlush,
+        ModelArg::TornWrites => FaultModel::TornWrites,
+        ModelArg::Misdirects => FaultModel::Misdirects { per_mille: 2 },
+        ModelArg::BitRot => FaultModel::BitRot { flips_per_cut: 1 },
+        ModelArg::Rollback => FaultModel::Rollback { writes_per_cut: 1 },
+        ModelArg::ReadErrors => FaultModel::ReadErrors { sectors_per_cut: 1 },
+        ModelArg::ReadHangs => FaultModel::ReadHangs { sectors_per_cut: 1 },
+        ModelArg::DiesAfterCuts => FaultModel::DiesAfterCuts(50),
+    };
+    let contract: Contract = a.contract.parse().map_err(|e: String| anyhow!(e))?;
+    let span = 8u64 << 20;
+    let cfg = SoakConfig {
+        model: model.clone(),
+        contract,
+        workload: WorkloadSpec {
+            seed,
+            pattern: Pattern::Random,
+            span_start: 0,
+            span_end: span,
+            min_write_bytes: 512,
+            max_write_bytes: 131072,
+            mean_write_bytes: 8192,
+            align_bytes: 512,
+            queue_depth: 32,
+            flush: FlushPolicy { every_writes: Some(64), every_ms: None, fua_percent: 2 },
+        },
+        cycles: a.cycles,
+        seed,
+        capacity_bytes: span,
+        sector_bytes: 512,
+        atomic_bytes: 4096,
+        prefill: true,
+        cut_after: (16, 1024),
+    };
+    println!("faultline run: simulated drive ({model:?}, 8 MiB, 4 KiB atomic unit), contract {contract:?}, {} power-cut cycles, seed {seed}", a.cycles);
+    println!("run directory: {}", dir.display());
+    let t = Instant::now();
+    let mut totals: std::collections::BTreeMap<&'static str, u64> = FindingClass::ALL.iter().map(|c| (c.name(), 0)).collect();
+    let mut bad_cycles = 0u32;
+    let mut last_line = Instant::now();
+    let interactive = std::io::IsTerminal::is_terminal(&std::io::stdout());
+    let results = run_sim_soak(&cfg, &dir, random_u64(), &mut |r| {
+        for f in &r.findings {
+            *totals.get_mut(f.class.name()).expect("class") += 1;
+        }
+        if !r.findings.is_empty() {
+            bad_cycles += 1;
+            let f = &r.findings[0];
+            println!("cycle {:>5}: cut after {} completions, {} in flight: {} findings, first: {} at byte {} ({})", r.cycle, r.cut_after, r.outcome.in_flight_at_cut, r.findings.len(), f.class.name(), f.offset, f.detail);
+        } else if last_line.elapsed() > Duration::from_secs(if interactive { 1 } else { 10 }) {
+            println!("cycle {:>5}: clean ({} cycles with findings so far, {:.0} cycles/s)", r.cycle, bad_cycles, r.cycle as f64 / t.elapsed().as_secs_f64());
+            last_line = Instant::now();
+        }
+    })?;
+    let secs = t.elapsed().as_secs_f64();
+    println!("{} cycles in {:.1} s ({:.0} cycles/s); {} cycles with findings", results.len(), secs, results.len() as f64 / secs, bad_cycles);
+    for (class, n) in &totals {
+        if *n > 0 {
+            println!("  {class:<20} {n}");
+        }
+    }
+    let findings: u64 = totals.values().sum();
+    println!("verdict: {}", if findings == 0 { "clean".to_string() } else { format!("{findings} findings: the drive broke its {contract:?} promise") });
+    Ok(if findings == 0 { 0 } else { 1 })
+}
+

@@ -1,0 +1,267 @@
+//! End-to-end tests: the real `faultline` binary on real files in scratch directories.
+//! Every test is deterministic from the seeds it names; failures print them.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+const BIN: &str = env!("CARGO_BIN_EXE_faultline");
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("faultline-e2e-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn target(dir: &Path, bytes: u64) -> PathBuf {
+    let p = dir.join("target.img");
+    let f = std::fs::File::create(&p).unwrap();
+    f.set_len(bytes).unwrap();
+    p
+}
+
+fn run(args: &[&str]) -> Output {
+    let out = Command::new(BIN).args(args).output().expect("run faultline");
+    out
+}
+
+fn text(o: &Output) -> String {
+    format!("exit {:?}\nstdout:\n{}\nstderr:\n{}", o.status.code(), String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+fn ok(args: &[&str]) -> Output {
+    let o = run(args);
+    assert_eq!(o.status.code(), Some(0), "faultline {args:?}\n{}", text(&o));
+    o
+}
+
+fn verify_json(t: &Path, rd: &Path) -> (i32, Value) {
+    let o = run(&["verify", "--target", t.to_str().unwrap(), "--run-dir", rd.to_str().unwrap(), "--json"]);
+    let code = o.status.code().unwrap();
+    assert!(code == 0 || code == 1, "verify failed as a harness error:\n{}", text(&o));
+    (code, serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("verify --json output is not JSON ({e}):\n{}", text(&o))))
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+#[test]
+fn write_then_verify_is_clean_and_continues_as_new_cycles() {
+    let d = scratch("clean");
+    let t = target(&d, 8 << 20);
+    let rd = d.join("run");
+    ok(&["write", "--target", s(&t), "--run-dir", s(&rd), "--seed", "11", "--writes", "3000", "--min-write", "512", "--max-write", "65536", "--mean-write", "8192", "--flush-every", "50", "--contract", "flush", "--prefill", "--atomic-bytes", "4096"]);
+    let (code, v) = verify_json(&t, &rd);
+    assert_eq!(code, 0, "seed 11: {v}");
+    assert_eq!(v["summary"]["lost_write"], 0);
+    assert_eq!(v["sectors"], (8 << 20) / 512);
+    assert_eq!(v["prior_ok"], 0, "prefill leaves no never-written sector");
+    // Same run directory again: a new cycle of the same run.
+    let o = ok(&["write", "--target", s(&t), "--run-dir", s(&rd), "--writes", "2000"]);
+    assert!(String::from_utf8_lossy(&o.stdout).starts_with("cycle 2:"), "{}", text(&o));
+    let (code, v) = verify_json(&t, &rd);
+    assert_eq!((code, v["cycle"].as_u64()), (0, Some(2)), "{v}");
+    // Changing the workload of an existing run is refused, naming the option.
+    let o = run(&["write", "--target", s(&t), "--run-dir", s(&rd), "--seed", "12"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o).contains("--seed 12 (the run has 11)"), "{}", text(&o));
+}
+
+fn flip_byte(path: &Path, offset: u64) {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::OpenOptions::new().read(true).write(true).open(path).unwrap();
+    let mut b = [0u8; 1];
+    f.read_exact_at(&mut b, offset).unwrap();
+    b[0] ^= 0x10;
+    f.write_all_at(&b, offset).unwrap();
+}
+
+fn copy_range(path: &Path, from: &[u8], offset: u64) {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    f.write_all_at(from, offset).unwrap();
+}
+
+fn read_range(path: &Path, offset: u64, len: usize) -> Vec<u8> {
+    use std::os::unix::fs::FileExt;
+    let mut b = vec![0u8; len];
+    std::fs::File::open(path).unwrap().read_exact_at(&mut b, offset).unwrap();
+    b
+}
+
+fn classes_at(v: &Value, offset: u64) -> Vec<String> {
+    v["findings"].as_array().unwrap().iter().filter(|f| f["offset"].as_u64().unwrap() <= offset && offset < f["offset"].as_u64().unwrap() + f["length"].as_u64().unwrap()).map(|f| f["class"].as_str().unwrap().to_string()).collect()
+}
+
+#[test]
+fn damage_done_to_the_file_is_found_and_classified() {
+    // Sequential 64 KiB writes over a 4 MiB span: two passes, so every block has an older
+    // version to roll back to.
+    let d = scratch("damage");
+    let t = target(&d, 4 << 20);
+    let rd = d.join("run");
+    let w = |extra: &[&str]| {
+        let mut a = vec!["write", "--target", s(&t), "--run-dir", s(&rd), "--block-size", "65536", "--pattern", "seq"];
+        a.extend_from_slice(extra);
+        ok(&a);
+    };
+    w(&["--seed", "21", "--writes", "64"]);
+    let old = read_range(&t, 1 << 20, 65536);
+    w(&["--writes", "64"]);
+    assert_eq!(verify_json(&t, &rd).0, 0);
+
+    // Bit flip inside a payload: corruption, exactly there.
+    flip_byte(&t, (2 << 20) + 700);
+    // An older version of one whole write: lost write.
+    copy_range(&t, &old, 1 << 20);
+    // A sector copied to another address: misdirected write.
+    let sec = read_range(&t, 512 * 10, 512);
+    copy_range(&t, &sec, 512 * 4000);
+
+    let (code, v) = verify_json(&t, &rd);
+    assert_eq!(code, 1, "{v}");
+    assert_eq!(classes_at(&v, (2 << 20) + 512), vec!["corruption"], "{v}");
+    assert_eq!(classes_at(&v, (1 << 20) + 4096), vec!["lost_write"], "{v}");
+    assert_eq!(classes_at(&v, 512 * 4000), vec!["misdirected_write"], "{v}");
+    assert_eq!(v["summary"]["lost_write"], 1, "one lost write, reported as one extent");
+    let lost = v["findings"].as_array().unwrap().iter().find(|f| f["class"] == "lost_write").unwrap();
+    assert_eq!((lost["offset"].as_u64(), lost["length"].as_u64()), (Some(1 << 20), Some(65536)));
+    assert_eq!(lost["expected"]["kind"], "write");
+    assert_eq!(lost["found"]["kind"], "write");
+    assert!(lost["found"]["write_id"].as_u64() < lost["expected"]["write_id"].as_u64());
+}
+
+#[test]
+fn half_rolled_back_write_is_torn() {
+    let d = scratch("torn");
+    let t = target(&d, 2 << 20);
+    let rd = d.join("run");
+    let args = |n: &'static str| vec!["write", "--target", s(&t), "--run-dir", s(&rd), "--block-size", "65536", "--pattern", "seq", "--writes", n];
+    let mut a = args("32");
+    a.extend(["--seed", "5"]);
+    ok(&a);
+    let old = read_range(&t, 65536 * 3, 65536);
+    ok(&args("32"));
+    copy_range(&t, &old[16384..24576], 65536 * 3 + 16384);
+    let (code, v) = verify_json(&t, &rd);
+    assert_eq!(code, 1);
+    assert_eq!(v["summary"]["torn_write"], 1, "{v}");
+    let f = &v["findings"][0];
+    assert_eq!((f["class"].as_str(), f["offset"].as_u64(), f["length"].as_u64()), (Some("torn_write"), Some(65536 * 3 + 16384), Some(8192)), "{v}");
+}
+
+#[test]
+fn killing_the_writer_keeps_the_ledger_usable() {
+    // SIGKILL at seeded points: the manual power-loss mode. A regular file keeps every
+    // completed write (the page cache survives the process), so each verify must be clean,
+    // and the next write must close the interrupted cycle and carry on.
+    let seed = 0x5eed_u64;
+    let d = scratch("kill");
+    let t = target(&d, 64 << 20);
+    let rd = d.join("run");
+    let mut x = seed;
+    for round in 0..4 {
+        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        let delay_ms = 80 + (x >> 33) % 400;
+        let mut args = vec!["write", "--target", s(&t), "--run-dir", s(&rd), "--duration-s", "20", "--min-write", "512", "--max-write", "131072", "--mean-write", "16384", "--flush-every", "100", "--contract", "flush"];
+        if round == 0 {
+            args.extend(["--seed", "77"]);
+        }
+        let mut child = Command::new(BIN).args(&args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        child.kill().unwrap();
+        let out = child.wait_with_output().unwrap();
+        let (code, v) = verify_json(&t, &rd);
+        assert_eq!(code, 0, "seed {seed:#x} round {round}, killed after {delay_ms} ms: {v}\nwriter stderr: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let o = ok(&["write", "--target", s(&t), "--run-dir", s(&rd), "--writes", "500"]);
+    assert!(text(&o).contains("was interrupted"), "{}", text(&o));
+    assert_eq!(verify_json(&t, &rd).0, 0);
+}
+
+#[test]
+fn bad_input_is_refused_with_a_reason() {
+    let d = scratch("bad");
+    let t = target(&d, 4 << 20);
+    let rd = d.join("run");
+    ok(&["write", "--target", s(&t), "--run-dir", s(&rd), "--seed", "3", "--writes", "200"]);
+
+    // A run directory from another target.
+    let other = d.join("other.img");
+    std::fs::File::create(&other).unwrap().set_len(4 << 20).unwrap();
+    let o = run(&["verify", "--target", s(&other), "--run-dir", s(&rd)]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("belongs to target"), "{}", text(&o));
+
+    // A truncated target: its identity (which includes the size) no longer matches.
+    let content = std::fs::read(&t).unwrap();
+    std::fs::OpenOptions::new().write(true).open(&t).unwrap().set_len(1 << 20).unwrap();
+    let o = run(&["verify", "--target", s(&t), "--run-dir", s(&rd)]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("belongs to target") && text(&o).contains("size=1048576"), "{}", text(&o));
+    std::fs::write(&t, &content).unwrap();
+
+    // A torn final record is ignored with a note.
+    let ledger = rd.join("ledger.fl");
+    let good = std::fs::read(&ledger).unwrap();
+    let mut torn = good.clone();
+    torn.extend_from_slice(b"FLR1\x20\x00\x00\x00partial");
+    std::fs::write(&ledger, &torn).unwrap();
+    let o = run(&["verify", "--target", s(&t), "--run-dir", s(&rd)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("torn record"), "{}", text(&o));
+
+    // A corrupted record in the middle: refused, with the record and offset.
+    let mut bad = good.clone();
+    bad[100] ^= 0xff;
+    std::fs::write(&ledger, &bad).unwrap();
+    let o = run(&["verify", "--target", s(&t), "--run-dir", s(&rd)]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("corrupted in the middle"), "{}", text(&o));
+    std::fs::write(&ledger, &good).unwrap();
+
+    // No ledger at all.
+    let o = run(&["verify", "--target", s(&t), "--run-dir", s(&d.join("nothing"))]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o).contains("ledger"), "{}", text(&o));
+
+    // A workload that does not fit.
+    let o = run(&["write", "--target", s(&t), "--run-dir", s(&d.join("r2")), "--min-write", "1000", "--max-write", "4096"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o).contains("min_write_bytes 1000"), "{}", text(&o));
+    // Devices are refused by the file engine.
+    let o = run(&["write", "--target", "/dev/null", "--run-dir", s(&d.join("r3"))]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o).contains("is a device"), "{}", text(&o));
+}
+
+#[test]
+fn decode_prints_sector_identities() {
+    let d = scratch("decode");
+    let t = target(&d, 1 << 20);
+    let rd = d.join("run");
+    ok(&["write", "--target", s(&t), "--run-dir", s(&rd), "--seed", "9", "--block-size", "8192", "--pattern", "seq", "--writes", "4"]);
+    let o = ok(&["decode", "--target", s(&t), "--offset", "0", "--length", "65536"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 5, "{out}");
+    assert!(lines[0].contains("write 1 cycle 1 port 0 sectors of 16") && lines[0].contains("+8192"), "{out}");
+    assert!(lines[3].contains("write 4"), "{out}");
+    assert!(lines[4].contains("zeros") && lines[4].contains("+32768"), "{out}");
+    let o = ok(&["decode", "--target", s(&t), "--offset", "512", "--length", "1024", "--each"]);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("(sector 2)"));
+}
+
+#[test]
+fn the_demo_runs_and_finds_the_simulated_drive_out() {
+    let d = scratch("demo");
+    let o = run(&["run", "--run-dir", s(&d.join("r")), "--cycles", "40", "--seed", "4", "--model", "lies-about-flush"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("lost_write"), "{}", text(&o));
+    let o = run(&["run", "--run-dir", s(&d.join("r2")), "--cycles", "40", "--seed", "4", "--model", "honest-plp"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("verdict: clean"), "{}", text(&o));
+}
