@@ -354,7 +354,16 @@ fn cmd_verify(a: VerifyArgs) -> Result<u8> {
     let start = a.offset.unwrap_or(h.workload.span_start);
     let end = a.length.map_or(h.workload.span_end, |l| start + l);
     let t = Instant::now();
-    let rep = Verifier::new(&layout, &history, &format).verify(&mut target, start, end)?;
+    let mut last = Instant::now();
+    let total = end.saturating_sub(start);
+    let rep = Verifier::new(&layout, &history, &format).verify_with_progress(&mut target, start, end, &mut |done, findings| {
+        if last.elapsed() >= Duration::from_secs(5) {
+            let secs = t.elapsed().as_secs_f64();
+            let rate = done as f64 / secs;
+            eprintln!("faultline: verified {:.1} of {:.1} GiB ({:.0}%), {findings} findings, {:.0} MiB/s, about {:.0} s left", done as f64 / 1073741824.0, total as f64 / 1073741824.0, 100.0 * done as f64 / total as f64, rate / 1048576.0, (total - done) as f64 / rate.max(1.0));
+            last = Instant::now();
+        }
+    })?;
     let secs = t.elapsed().as_secs_f64();
     if a.json {
         let v = serde_json::json!({

@@ -302,8 +302,14 @@ impl<'a> Verifier<'a> {
 
     /// Verifies `[start, end)` (sector-aligned, inside the span) of `target`.
     pub fn verify(&self, target: &mut dyn BlockTarget, start: u64, end: u64) -> Result<VerifyReport, VerifyError> {
+        self.verify_with_progress(target, start, end, &mut |_, _| {})
+    }
+
+    /// As [`Verifier::verify`], calling `progress(bytes done, findings so far)` after every
+    /// read chunk (1 MiB).
+    pub fn verify_with_progress(&self, target: &mut dyn BlockTarget, start: u64, end: u64, progress: &mut dyn FnMut(u64, usize)) -> Result<VerifyReport, VerifyError> {
         let spec = self.layout.spec();
-        if start >= end || start < spec.span_start || end > spec.span_end || start % self.atomic.max(self.sector) != 0 && start % self.sector != 0 || end % self.sector != 0 {
+        if start >= end || start < spec.span_start || end > spec.span_end || start % self.sector != 0 || end % self.sector != 0 {
             return Err(VerifyError::BadRegion { start, end, span_start: spec.span_start, span_end: spec.span_end });
         }
         let mut rep = VerifyReport::default();
@@ -370,6 +376,7 @@ impl<'a> Verifier<'a> {
             pos += n;
             rep.bytes += n;
             self.close_groups(&mut groups, pos, &mut rep.findings);
+            progress(rep.bytes, rep.findings.len());
         }
         self.close_groups(&mut groups, u64::MAX, &mut rep.findings);
         rep.findings.sort_by_key(|f| (f.offset, f.class));
