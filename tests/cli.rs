@@ -53,7 +53,30 @@ fn write_then_verify_is_clean_and_continues_as_new_cycles() {
     let d = scratch("clean");
     let t = target(&d, 8 << 20);
     let rd = d.join("run");
-    ok(&["write", "--target", s(&t), "--run-dir", s(&rd), "--seed", "11", "--writes", "3000", "--min-write", "512", "--max-write", "65536", "--mean-write", "8192", "--flush-every", "50", "--contract", "flush", "--prefill", "--atomic-bytes", "4096"]);
+    ok(&[
+        "write",
+        "--target",
+        s(&t),
+        "--run-dir",
+        s(&rd),
+        "--seed",
+        "11",
+        "--writes",
+        "3000",
+        "--min-write",
+        "512",
+        "--max-write",
+        "65536",
+        "--mean-write",
+        "8192",
+        "--flush-every",
+        "50",
+        "--contract",
+        "flush",
+        "--prefill",
+        "--atomic-bytes",
+        "4096",
+    ]);
     let (code, v) = verify_json(&t, &rd);
     assert_eq!(code, 0, "seed 11: {v}");
     assert_eq!(v["summary"]["lost_write"], 0);
@@ -93,7 +116,13 @@ fn read_range(path: &Path, offset: u64, len: usize) -> Vec<u8> {
 }
 
 fn classes_at(v: &Value, offset: u64) -> Vec<String> {
-    v["findings"].as_array().unwrap().iter().filter(|f| f["offset"].as_u64().unwrap() <= offset && offset < f["offset"].as_u64().unwrap() + f["length"].as_u64().unwrap()).map(|f| f["class"].as_str().unwrap().to_string()).collect()
+    v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["offset"].as_u64().unwrap() <= offset && offset < f["offset"].as_u64().unwrap() + f["length"].as_u64().unwrap())
+        .map(|f| f["class"].as_str().unwrap().to_string())
+        .collect()
 }
 
 #[test]
@@ -139,7 +168,8 @@ fn half_rolled_back_write_is_torn() {
     let d = scratch("torn");
     let t = target(&d, 2 << 20);
     let rd = d.join("run");
-    let args = |n: &'static str| vec!["write", "--target", s(&t), "--run-dir", s(&rd), "--block-size", "65536", "--pattern", "seq", "--writes", n];
+    let args =
+        |n: &'static str| vec!["write", "--target", s(&t), "--run-dir", s(&rd), "--block-size", "65536", "--pattern", "seq", "--writes", n];
     let mut a = args("32");
     a.extend(["--seed", "5"]);
     ok(&a);
@@ -150,7 +180,11 @@ fn half_rolled_back_write_is_torn() {
     assert_eq!(code, 1);
     assert_eq!(v["summary"]["torn_write"], 1, "{v}");
     let f = &v["findings"][0];
-    assert_eq!((f["class"].as_str(), f["offset"].as_u64(), f["length"].as_u64()), (Some("torn_write"), Some(65536 * 3 + 16384), Some(8192)), "{v}");
+    assert_eq!(
+        (f["class"].as_str(), f["offset"].as_u64(), f["length"].as_u64()),
+        (Some("torn_write"), Some(65536 * 3 + 16384), Some(8192)),
+        "{v}"
+    );
 }
 
 #[test]
@@ -166,7 +200,25 @@ fn killing_the_writer_keeps_the_ledger_usable() {
     for round in 0..4 {
         x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
         let delay_ms = 80 + (x >> 33) % 400;
-        let mut args = vec!["write", "--target", s(&t), "--run-dir", s(&rd), "--duration-s", "20", "--min-write", "512", "--max-write", "131072", "--mean-write", "16384", "--flush-every", "100", "--contract", "flush"];
+        let mut args = vec![
+            "write",
+            "--target",
+            s(&t),
+            "--run-dir",
+            s(&rd),
+            "--duration-s",
+            "20",
+            "--min-write",
+            "512",
+            "--max-write",
+            "131072",
+            "--mean-write",
+            "16384",
+            "--flush-every",
+            "100",
+            "--contract",
+            "flush",
+        ];
         if round == 0 {
             args.extend(["--seed", "77"]);
         }
@@ -175,7 +227,12 @@ fn killing_the_writer_keeps_the_ledger_usable() {
         child.kill().unwrap();
         let out = child.wait_with_output().unwrap();
         let (code, v) = verify_json(&t, &rd);
-        assert_eq!(code, 0, "seed {seed:#x} round {round}, killed after {delay_ms} ms: {v}\nwriter stderr: {}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(
+            code,
+            0,
+            "seed {seed:#x} round {round}, killed after {delay_ms} ms: {v}\nwriter stderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     let o = ok(&["write", "--target", s(&t), "--run-dir", s(&rd), "--writes", "500"]);
     assert!(text(&o).contains("was interrupted"), "{}", text(&o));

@@ -17,10 +17,25 @@ fn detection_matrix_matches_ground_truth() {
     let honest: u32 = rows.iter().filter(|r| r.honest).map(|r| r.cycles).sum();
     assert!(honest >= 10_000, "only {honest} honest cycles");
     for r in &rows {
-        assert!(r.clean(), "matrix seed {seed}: row {} {:?} {} (row seed {}) disagrees with ground truth: {}\n{}", r.model, r.contract, r.workload, r.seed, r.first_problem.clone().unwrap_or_default(), table(&rows));
+        assert!(
+            r.clean(),
+            "matrix seed {seed}: row {} {:?} {} (row seed {}) disagrees with ground truth: {}\n{}",
+            r.model,
+            r.contract,
+            r.workload,
+            r.seed,
+            r.first_problem.clone().unwrap_or_default(),
+            table(&rows)
+        );
         if !r.honest {
             let injected: u64 = r.scores.values().map(|s| s.injected).sum();
-            assert!(injected > 0, "matrix seed {seed}: faulty row {} {:?} {} injected nothing: the row tests nothing", r.model, r.contract, r.workload);
+            assert!(
+                injected > 0,
+                "matrix seed {seed}: faulty row {} {:?} {} injected nothing: the row tests nothing",
+                r.model,
+                r.contract,
+                r.workload
+            );
         }
     }
 }

@@ -171,12 +171,7 @@ pub trait BlockTarget {
 
     /// Appends at least `min` completions to `out` (fewer only when nothing is in flight, or
     /// when `timeout` passes). Returns the number appended.
-    fn reap(
-        &mut self,
-        out: &mut Vec<Completion>,
-        min: usize,
-        timeout: Duration,
-    ) -> Result<usize, TargetError>;
+    fn reap(&mut self, out: &mut Vec<Completion>, min: usize, timeout: Duration) -> Result<usize, TargetError>;
 
     /// Operations submitted and not yet reaped.
     fn in_flight(&self) -> usize;

@@ -32,8 +32,7 @@ impl FileTarget {
     /// Opens an existing regular file. With `writable`, it is opened for writing too.
     pub fn open(path: &Path, writable: bool, depth: usize) -> Result<Self, TargetError> {
         let shown = path.display().to_string();
-        let meta = std::fs::metadata(path)
-            .map_err(|source| TargetError::Open { path: shown.clone(), source })?;
+        let meta = std::fs::metadata(path).map_err(|source| TargetError::Open { path: shown.clone(), source })?;
         let ft = meta.file_type();
         if ft.is_block_device() || ft.is_char_device() {
             return Err(TargetError::Unsupported {
@@ -94,10 +93,8 @@ impl BlockTarget for FileTarget {
         }
         let completion = match op {
             Op::Write { token, offset, buf, fua, .. } => {
-                let mut result = self
-                    .file
-                    .write_all_at(&buf, offset)
-                    .map_err(|e| self.fail(format!("write of {} bytes at {offset}", buf.len()), e));
+                let mut result =
+                    self.file.write_all_at(&buf, offset).map_err(|e| self.fail(format!("write of {} bytes at {offset}", buf.len()), e));
                 if fua && result.is_ok() {
                     result = self.file.sync_data().map_err(|e| self.fail(format!("FUA sync after write at {offset}"), e));
                 }
@@ -126,7 +123,10 @@ impl BlockTarget for FileTarget {
 
     fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), IoFailure> {
         if offset + buf.len() as u64 > self.capacity {
-            return Err(IoFailure::new(libc::EINVAL, format!("{}: read of {} bytes at {offset} passes the end ({})", self.path.display(), buf.len(), self.capacity)));
+            return Err(IoFailure::new(
+                libc::EINVAL,
+                format!("{}: read of {} bytes at {offset} passes the end ({})", self.path.display(), buf.len(), self.capacity),
+            ));
         }
         self.file.read_exact_at(buf, offset).map_err(|e| self.fail(format!("read of {} bytes at {offset}", buf.len()), e))
     }

@@ -3,7 +3,12 @@ use faultline::matrix::{run_matrix, table, MatrixOptions};
 
 fn main() {
     let a: Vec<u64> = std::env::args().skip(1).map(|s| s.parse().expect("numbers")).collect();
-    let opts = MatrixOptions { seed: *a.first().unwrap_or(&1), honest_cycles: *a.get(1).unwrap_or(&850) as u32, faulty_cycles: *a.get(2).unwrap_or(&60) as u32, span_bytes: 2 << 20 };
+    let opts = MatrixOptions {
+        seed: *a.first().unwrap_or(&1),
+        honest_cycles: *a.get(1).unwrap_or(&850) as u32,
+        faulty_cycles: *a.get(2).unwrap_or(&60) as u32,
+        span_bytes: 2 << 20,
+    };
     let dir = std::env::temp_dir().join(format!("faultline-matrix-{}", std::process::id()));
     let t = std::time::Instant::now();
     let rows = run_matrix(&opts, &dir, &mut |r| {
@@ -15,5 +20,11 @@ fn main() {
     print!("{}", table(&rows));
     let cycles: u32 = rows.iter().map(|r| r.cycles).sum();
     let honest: u32 = rows.iter().filter(|r| r.honest).map(|r| r.cycles).sum();
-    println!("{} rows, {cycles} cycles ({honest} on honest models) in {:.1} s; clean rows: {}/{}", rows.len(), t.elapsed().as_secs_f64(), rows.iter().filter(|r| r.clean()).count(), rows.len());
+    println!(
+        "{} rows, {cycles} cycles ({honest} on honest models) in {:.1} s; clean rows: {}/{}",
+        rows.len(),
+        t.elapsed().as_secs_f64(),
+        rows.iter().filter(|r| r.clean()).count(),
+        rows.len()
+    );
 }

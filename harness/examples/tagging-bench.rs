@@ -66,16 +66,8 @@ fn opt(v: Option<f64>, prec: usize) -> String {
 }
 
 fn print_table(title: &str, rows: &[Row]) {
-    let w = rows
-        .iter()
-        .map(|r| r.name.len())
-        .max()
-        .unwrap_or(0)
-        .max(title.len());
-    println!(
-        "\n{title:<w$} {:>8} {:>12} {:>10} {:>10} {:>10} {:>10}",
-        "GB/s", "M sectors/s", "M ops/s", "ns/op", "vs blake3", "vs memcpy"
-    );
+    let w = rows.iter().map(|r| r.name.len()).max().unwrap_or(0).max(title.len());
+    println!("\n{title:<w$} {:>8} {:>12} {:>10} {:>10} {:>10} {:>10}", "GB/s", "M sectors/s", "M ops/s", "ns/op", "vs blake3", "vs memcpy");
     for r in rows {
         println!(
             "{:<w$} {:>8} {:>12} {:>10.3} {:>10.1} {:>10} {:>10}",
@@ -93,23 +85,14 @@ fn print_table(title: &str, rows: &[Row]) {
 fn peak_rss() -> String {
     std::fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
-                .map(|l| l["VmHWM:".len()..].trim().to_string())
-        })
+        .and_then(|s| s.lines().find(|l| l.starts_with("VmHWM:")).map(|l| l["VmHWM:".len()..].trim().to_string()))
         .unwrap_or_else(|| "unknown".into())
 }
 
 fn cpu_model() -> String {
     std::fs::read_to_string("/proc/cpuinfo")
         .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split_once(':'))
-                .map(|(_, v)| v.trim().to_string())
-        })
+        .and_then(|s| s.lines().find(|l| l.starts_with("model name")).and_then(|l| l.split_once(':')).map(|(_, v)| v.trim().to_string()))
         .unwrap_or_else(|| "unknown CPU".into())
 }
 
@@ -121,18 +104,7 @@ fn tagging_rows(write_bytes: usize) -> Vec<Row> {
     let mut dst = vec![0u8; write_bytes];
 
     // Peers over the same bytes (a tagged write, so the content is realistic).
-    fill_write(
-        &Format::new(RUN_ID, 4096),
-        &WritePlan {
-            id: 1,
-            offset: 0,
-            len: write_bytes as u64,
-            fua: false,
-        },
-        1,
-        0,
-        &mut src,
-    );
+    fill_write(&Format::new(RUN_ID, 4096), &WritePlan { id: 1, offset: 0, len: write_bytes as u64, fua: false }, 1, 0, &mut src);
     let blake3_secs = time(|| {
         black_box(blake3::hash(black_box(&src)));
     });
@@ -141,18 +113,8 @@ fn tagging_rows(write_bytes: usize) -> Vec<Row> {
         black_box(&mut dst);
     });
     let mut rows = vec![
-        Row {
-            name: format!("blake3::hash, {kib} KiB buffer (peer)"),
-            bytes: Some(wb),
-            secs: blake3_secs,
-            ..Row::default()
-        },
-        Row {
-            name: format!("memcpy, {kib} KiB (peer)"),
-            bytes: Some(wb),
-            secs: memcpy_secs,
-            ..Row::default()
-        },
+        Row { name: format!("blake3::hash, {kib} KiB buffer (peer)"), bytes: Some(wb), secs: blake3_secs, ..Row::default() },
+        Row { name: format!("memcpy, {kib} KiB (peer)"), bytes: Some(wb), secs: memcpy_secs, ..Row::default() },
     ];
 
     for sector in [4096usize, 512] {
@@ -161,12 +123,7 @@ fn tagging_rows(write_bytes: usize) -> Vec<Row> {
         let mut buf = vec![0u8; write_bytes];
         let mut id = 1u64;
         let fill_secs = time(|| {
-            let w = WritePlan {
-                id,
-                offset: id % (1 << 30) * write_bytes as u64,
-                len: write_bytes as u64,
-                fua: false,
-            };
+            let w = WritePlan { id, offset: id % (1 << 30) * write_bytes as u64, len: write_bytes as u64, fua: false };
             fill_write(&format, &w, 3, 0, black_box(&mut buf));
             black_box(&mut buf);
             id += 1;
@@ -180,28 +137,14 @@ fn tagging_rows(write_bytes: usize) -> Vec<Row> {
         });
 
         // Verify a tagged write sector by sector.
-        fill_write(
-            &format,
-            &WritePlan {
-                id: 7,
-                offset: 1 << 30,
-                len: write_bytes as u64,
-                fua: false,
-            },
-            3,
-            0,
-            &mut buf,
-        );
+        fill_write(&format, &WritePlan { id: 7, offset: 1 << 30, len: write_bytes as u64, fua: false }, 3, 0, &mut buf);
         let mut valid = 0u64;
         let decode_secs = time(|| {
             for s in black_box(&buf).chunks_exact(sector) {
                 valid += matches!(black_box(format.decode(s)), Decoded::Valid(_)) as u64;
             }
         });
-        assert!(
-            valid > 0 && valid % n as u64 == 0,
-            "decode saw invalid sectors"
-        );
+        assert!(valid > 0 && valid % n as u64 == 0, "decode saw invalid sectors");
         rows.push(Row {
             name: format!("Format::decode, {kib} KiB, {sector} B sectors"),
             bytes: Some(wb),
@@ -270,36 +213,22 @@ fn mapping_rows() -> Vec<Row> {
         black_box(layout.plan(black_box(id)));
         id += 1;
     });
-    rows.push(Row {
-        name: "Layout::plan, ids 1, 2, 3, ...".into(),
-        secs,
-        ..Row::default()
-    });
+    rows.push(Row { name: "Layout::plan, ids 1, 2, 3, ...".into(), secs, ..Row::default() });
 
     let mut rng = WyRand::new(9);
     let secs = time(|| {
         black_box(layout.plan(black_box(1 + rng.below(3 * per_pass))));
     });
-    rows.push(Row {
-        name: "Layout::plan, random ids in passes 1-3".into(),
-        secs,
-        ..Row::default()
-    });
+    rows.push(Row { name: "Layout::plan, random ids in passes 1-3".into(), secs, ..Row::default() });
 
     let units = span_end / 4096;
-    for (label, bound) in [
-        ("bound mid pass 1", 1 + per_pass / 2),
-        ("bound mid pass 2", 1 + per_pass + per_pass / 2),
-    ] {
+    for (label, bound) in [("bound mid pass 1", 1 + per_pass / 2), ("bound mid pass 2", 1 + per_pass + per_pass / 2)] {
         // Correctness spot check outside the timed loop.
         let mut r = WyRand::new(5);
         for _ in 0..1000 {
             let addr = r.below(units) * 4096;
             if let Some(w) = layout.latest_covering(addr, bound) {
-                assert!(
-                    w.id < bound && w.overlaps(addr, 4096),
-                    "latest_covering({addr}, {bound}) gave {w:?}"
-                );
+                assert!(w.id < bound && w.overlaps(addr, 4096), "latest_covering({addr}, {bound}) gave {w:?}");
             }
         }
         let mut rng = WyRand::new(11);
@@ -307,37 +236,22 @@ fn mapping_rows() -> Vec<Row> {
             let addr = rng.below(units) * 4096;
             black_box(layout.latest_covering(black_box(addr), bound));
         });
-        rows.push(Row {
-            name: format!("Layout::latest_covering, random addr, {label}"),
-            secs,
-            ..Row::default()
-        });
+        rows.push(Row { name: format!("Layout::latest_covering, random addr, {label}"), secs, ..Row::default() });
     }
     println!("\nworkload: random 4 KiB writes over [0, {span_end}) = {:.2} TB, {per_pass} writes per pass", span_end as f64 / 1e12);
     rows
 }
 
 fn main() {
+    println!("tagging-bench: single core, {} ({} build)", cpu_model(), if cfg!(debug_assertions) { "debug" } else { "release" });
     println!(
-        "tagging-bench: single core, {} ({} build)",
-        cpu_model(),
-        if cfg!(debug_assertions) {
-            "debug"
-        } else {
-            "release"
-        }
+        "each row runs for about {:?}; GB = 10^9 bytes; vs columns = this row's GB/s / the peer's GB/s for the same write size",
+        TARGET
     );
-    println!("each row runs for about {:?}; GB = 10^9 bytes; vs columns = this row's GB/s / the peer's GB/s for the same write size", TARGET);
     for write_bytes in [4096usize, 128 << 10] {
-        print_table(
-            &format!("{} KiB writes", write_bytes / 1024),
-            &tagging_rows(write_bytes),
-        );
+        print_table(&format!("{} KiB writes", write_bytes / 1024), &tagging_rows(write_bytes));
     }
     let rows = mapping_rows();
-    print_table(
-        "workload mapping (30.72 TB span, random 4 KiB writes)",
-        &rows,
-    );
+    print_table("workload mapping (30.72 TB span, random 4 KiB writes)", &rows);
     println!("\npeak RSS (VmHWM): {}", peak_rss());
 }

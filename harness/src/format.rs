@@ -119,7 +119,12 @@ impl Format {
             return if sector.iter().all(|&b| b == 0) { Decoded::Zeros } else { Decoded::Unrecognized };
         }
         let version = u16::from_le_bytes([sector[8], sector[9]]);
-        if magic_ok && version == VERSION && id.run_id == self.run_id && sector[CHECKED_PREFIX..HEADER_BYTES] == self.checksum(sector) && payload_matches(&id, &sector[HEADER_BYTES..]) {
+        if magic_ok
+            && version == VERSION
+            && id.run_id == self.run_id
+            && sector[CHECKED_PREFIX..HEADER_BYTES] == self.checksum(sector)
+            && payload_matches(&id, &sector[HEADER_BYTES..])
+        {
             Decoded::Valid(id)
         } else {
             Decoded::Damaged { id, magic_ok, version }

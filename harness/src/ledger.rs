@@ -17,7 +17,9 @@
 //! Growth per cycle is bounded by queue depth and failures, not by writes: the workload is a
 //! pure function of the write id, so the ledger records only watermarks (the durable prefix
 //! of ids), the exceptions above them (durable ids past the prefix, failed ids) and the bound
-//! of ids that may have been submitted. A writer thread group-commits appended records with
+//! of ids that may have been submitted. Flushes leave no record of their own: their effect
+//! is in the next checkpoint and the cycle end. Reservations grow geometrically, so a cycle
+//! of N writes appends O(log N) of them. A writer thread group-commits appended records with
 //! one write and one fdatasync per batch, so appending never waits on the disk.
 
 use crate::workload::WorkloadSpec;
@@ -92,15 +94,33 @@ pub enum EndKind {
 pub enum Record {
     RunStart(RunHeader),
     /// The whole span was written once with prefill sectors and flushed.
-    PrefillDone { span_start: u64, span_end: u64 },
-    CycleStart { cycle: u32, first_id: u64, at: String },
+    PrefillDone {
+        span_start: u64,
+        span_end: u64,
+    },
+    CycleStart {
+        cycle: u32,
+        first_id: u64,
+        at: String,
+    },
     /// Ids below `upto` may be submitted from now on (appended before they are).
-    Reserve { cycle: u32, upto: u64 },
+    Reserve {
+        cycle: u32,
+        upto: u64,
+    },
     /// Durable state so far in the cycle (for recovery after the harness dies).
-    Checkpoint { cycle: u32, durable_prefix: u64, durable_extras: Vec<u64>, failed: Vec<u64> },
-    WriteFailed { cycle: u32, id: u64, errno: i32, detail: String },
-    FlushSubmit { cycle: u32, flush: u64, covers_prefix: u64 },
-    FlushComplete { cycle: u32, flush: u64, ok: bool },
+    Checkpoint {
+        cycle: u32,
+        durable_prefix: u64,
+        durable_extras: Vec<u64>,
+        failed: Vec<u64>,
+    },
+    WriteFailed {
+        cycle: u32,
+        id: u64,
+        errno: i32,
+        detail: String,
+    },
     CycleEnd {
         cycle: u32,
         end: EndKind,
@@ -245,7 +265,8 @@ pub fn parse_ledger(path: &Path, bytes: &[u8]) -> Result<(Vec<(u64, Record)>, u6
             Err(why) => {
                 // Torn tail or damage in the middle? Any valid frame after this point says
                 // the damage is not at the end.
-                let next = (at + 1..bytes.len().saturating_sub(FRAME_HEADER - 1)).find(|&p| bytes[p..p + 4] == FRAME_MAGIC && parse_frame(bytes, p).is_ok());
+                let next = (at + 1..bytes.len().saturating_sub(FRAME_HEADER - 1))
+                    .find(|&p| bytes[p..p + 4] == FRAME_MAGIC && parse_frame(bytes, p).is_ok());
                 if let Some(next) = next {
                     return Err(LedgerError::CorruptMiddle { path: path.into(), index, offset: at as u64, why, next: next as u64 });
                 }
@@ -272,11 +293,18 @@ fn build_history(path: &Path, records: Vec<(u64, Record)>) -> Result<History, Le
     let mut it = records.into_iter().enumerate();
     let header = match it.next() {
         Some((_, (_, Record::RunStart(h)))) => h,
-        Some(_) => return Err(LedgerError::Invalid { path: path.into(), index: 0, offset: 0, why: "first record is not run_start".into() }),
+        Some(_) => {
+            return Err(LedgerError::Invalid { path: path.into(), index: 0, offset: 0, why: "first record is not run_start".into() })
+        }
         None => return Err(LedgerError::Empty { path: path.into() }),
     };
     if header.ledger_format != LEDGER_FORMAT {
-        return Err(LedgerError::Invalid { path: path.into(), index: 0, offset: 0, why: format!("ledger format {} (this build reads {LEDGER_FORMAT})", header.ledger_format) });
+        return Err(LedgerError::Invalid {
+            path: path.into(),
+            index: 0,
+            offset: 0,
+            why: format!("ledger format {} (this build reads {LEDGER_FORMAT})", header.ledger_format),
+        });
     }
     let mut h = History::new(header);
     for (i, (offset, rec)) in it {
@@ -312,12 +340,27 @@ impl History {
             Record::CycleStart { cycle, first_id, .. } => {
                 if let Some(prev) = h.cycles.last() {
                     if prev.end.is_none() || cycle != prev.cycle + 1 || first_id < prev.submitted_end {
-                        return Err(format!("cycle {cycle} starting at id {first_id} does not follow cycle {} (ended: {}, ids below {})", prev.cycle, prev.end.is_some(), prev.submitted_end));
+                        return Err(format!(
+                            "cycle {cycle} starting at id {first_id} does not follow cycle {} (ended: {}, ids below {})",
+                            prev.cycle,
+                            prev.end.is_some(),
+                            prev.submitted_end
+                        ));
                     }
                 } else if cycle != 1 || first_id == 0 {
                     return Err(format!("first cycle is {cycle} starting at id {first_id}"));
                 }
-                h.cycles.push(CycleState { cycle, first_id, submitted_end: first_id, durable_prefix: first_id, durable_extras: vec![], failed: vec![], end: None, in_flight_at_end: 0, bytes_at_risk: 0 });
+                h.cycles.push(CycleState {
+                    cycle,
+                    first_id,
+                    submitted_end: first_id,
+                    durable_prefix: first_id,
+                    durable_extras: vec![],
+                    failed: vec![],
+                    end: None,
+                    in_flight_at_end: 0,
+                    bytes_at_risk: 0,
+                });
             }
             Record::Reserve { cycle, upto } => {
                 let c = open_cycle(h, cycle)?;
@@ -331,14 +374,17 @@ impl History {
                 c.durable_extras = sorted(durable_extras);
                 c.failed = sorted(failed);
             }
-            Record::WriteFailed { cycle, .. } | Record::FlushSubmit { cycle, .. } | Record::FlushComplete { cycle, .. } => {
+            Record::WriteFailed { cycle, .. } => {
                 open_cycle(h, cycle)?;
             }
             Record::CycleEnd { cycle, end, submitted_end, durable_prefix, durable_extras, failed, in_flight_at_end, bytes_at_risk } => {
                 let c = open_cycle(h, cycle)?;
                 let c = &mut h.cycles[c];
                 if submitted_end < c.first_id || durable_prefix > submitted_end {
-                    return Err(format!("cycle {cycle} ends with durable prefix {durable_prefix} and submitted end {submitted_end}, first id {}", c.first_id));
+                    return Err(format!(
+                        "cycle {cycle} ends with durable prefix {durable_prefix} and submitted end {submitted_end}, first id {}",
+                        c.first_id
+                    ));
                 }
                 c.submitted_end = submitted_end;
                 c.durable_prefix = durable_prefix.max(c.first_id);
@@ -414,7 +460,8 @@ impl LedgerWriter {
         let shared = Arc::new(Shared { durable_seq: Mutex::new((next_seq, None)), cond: Condvar::new() });
         let s2 = shared.clone();
         let p2 = path.clone();
-        let thread = std::thread::Builder::new().name("ledger".into()).spawn(move || writer_thread(p2, file, rx, s2)).expect("spawn ledger thread");
+        let thread =
+            std::thread::Builder::new().name("ledger".into()).spawn(move || writer_thread(p2, file, rx, s2)).expect("spawn ledger thread");
         LedgerWriter { path, tx, next_seq, shared, thread: Some(thread), history }
     }
 
@@ -427,7 +474,12 @@ impl LedgerWriter {
     /// contradicts the ledger (a harness bug) is refused before it is written.
     pub fn append(&mut self, rec: &Record) -> Result<u64, LedgerError> {
         let index = self.next_seq;
-        self.history.apply(rec.clone()).map_err(|why| LedgerError::Invalid { path: self.path.clone(), index, offset: 0, why: format!("refusing to append: {why}") })?;
+        self.history.apply(rec.clone()).map_err(|why| LedgerError::Invalid {
+            path: self.path.clone(),
+            index,
+            offset: 0,
+            why: format!("refusing to append: {why}"),
+        })?;
         self.send(rec)
     }
 
@@ -542,7 +594,7 @@ fn writer_thread(path: PathBuf, mut file: File, rx: Receiver<Msg>, shared: Arc<S
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use proptest::prelude::*;
 
@@ -578,7 +630,16 @@ mod tests {
             Record::CycleStart { cycle: 1, first_id: 1, at: "t".into() },
             Record::Reserve { cycle: 1, upto: 100 },
             Record::Checkpoint { cycle: 1, durable_prefix: 40, durable_extras: vec![45, 42], failed: vec![3] },
-            Record::CycleEnd { cycle: 1, end: EndKind::Cut, submitted_end: 60, durable_prefix: 50, durable_extras: vec![55], failed: vec![3, 51], in_flight_at_end: 4, bytes_at_risk: 16384 },
+            Record::CycleEnd {
+                cycle: 1,
+                end: EndKind::Cut,
+                submitted_end: 60,
+                durable_prefix: 50,
+                durable_extras: vec![55],
+                failed: vec![3, 51],
+                in_flight_at_end: 4,
+                bytes_at_risk: 16384,
+            },
             Record::CycleStart { cycle: 2, first_id: 100, at: "t".into() },
             Record::Reserve { cycle: 2, upto: 200 },
         ]
@@ -654,7 +715,11 @@ mod tests {
 
     pub(crate) fn tempdir() -> PathBuf {
         static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let d = std::env::temp_dir().join(format!("faultline-ut-{}-{}", std::process::id(), N.fetch_add(1, std::sync::atomic::Ordering::SeqCst)));
+        let d = std::env::temp_dir().join(format!(
+            "faultline-ut-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+        ));
         std::fs::create_dir_all(&d).unwrap();
         d
     }

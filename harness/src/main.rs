@@ -9,7 +9,7 @@ use faultline::ledger::{replay, Contract, RunHeader, LEDGER_FORMAT};
 use faultline::matrix::{run_matrix, table, MatrixOptions};
 use faultline::run::{check_target, exists, open_run};
 use faultline::soak::{run_sim_soak, SoakConfig};
-use faultline::verify::{FindingClass, VerifyReport, Verifier};
+use faultline::verify::{FindingClass, Verifier, VerifyReport};
 use faultline::workload::{FlushPolicy, Layout, Pattern, WorkloadSpec};
 use faultline::writer::{prefill, run_cycle, CycleOptions};
 use faultline_drivers::{BlockTarget, FileTarget};
@@ -266,12 +266,24 @@ fn cmd_write(a: WriteArgs) -> Result<u8> {
         };
         cmp("seed", a.seed.map(|v| v.to_string()), w.seed.to_string());
         cmp("contract", a.contract.clone(), format!("{:?}", h.header.contract).to_lowercase());
-        cmp("block-size", a.block_size.map(|v| v.to_string()), if w.min_write_bytes == w.max_write_bytes { w.min_write_bytes.to_string() } else { format!("{}..{}", w.min_write_bytes, w.max_write_bytes) });
+        cmp(
+            "block-size",
+            a.block_size.map(|v| v.to_string()),
+            if w.min_write_bytes == w.max_write_bytes {
+                w.min_write_bytes.to_string()
+            } else {
+                format!("{}..{}", w.min_write_bytes, w.max_write_bytes)
+            },
+        );
         cmp("queue-depth", a.queue_depth.map(|v| v.to_string()), w.queue_depth.to_string());
         cmp("flush-every", a.flush_every.map(|v| v.to_string()), w.flush.every_writes.map_or("none".into(), |v| v.to_string()));
         cmp("span-end", a.span_end.map(|v| v.to_string()), w.span_end.to_string());
         if !diffs.is_empty() {
-            bail!("run directory {} already holds a run with other settings: {}; omit them to continue the run, or use a new run directory", a.run_dir.display(), diffs.join(", "));
+            bail!(
+                "run directory {} already holds a run with other settings: {}; omit them to continue the run, or use a new run directory",
+                a.run_dir.display(),
+                diffs.join(", ")
+            );
         }
         if a.prefill {
             bail!("--prefill applies only to a new run (the run in {} has begun)", a.run_dir.display());
@@ -295,7 +307,10 @@ fn cmd_write(a: WriteArgs) -> Result<u8> {
     }
     let h = run.history().header.clone();
     if run.created {
-        eprintln!("faultline: new run {:016x} on {} (seed {}, contract {:?}, span [{}, {}))", h.run_id, h.target_identity, h.workload.seed, h.contract, h.workload.span_start, h.workload.span_end);
+        eprintln!(
+            "faultline: new run {:016x} on {} (seed {}, contract {:?}, span [{}, {}))",
+            h.run_id, h.target_identity, h.workload.seed, h.contract, h.workload.span_start, h.workload.span_end
+        );
         if run.layout.uncovered_tail() > 0 {
             eprintln!("faultline: note: the last {} bytes of the span are smaller than one max-size write and are not written (prefill covers them)", run.layout.uncovered_tail());
         }
@@ -319,11 +334,13 @@ fn cmd_write(a: WriteArgs) -> Result<u8> {
         max_writes,
         duration: a.duration_s.map(Duration::from_secs_f64),
         cut_after_completions: None,
-        checkpoint_every: Duration::from_millis(200),
+        checkpoint_every: Duration::from_millis(500),
         drain_timeout: Duration::from_secs(60),
     };
     let contract = h.contract;
-    let out = run_cycle(&mut target, &run.layout, &run.format, &mut run.ledger, contract, &opts, &mut || Err("no cut in a write-only cycle".into()))?;
+    let out = run_cycle(&mut target, &run.layout, &run.format, &mut run.ledger, contract, &opts, &mut || {
+        Err("no cut in a write-only cycle".into())
+    })?;
     run.ledger.close()?;
     let secs = out.elapsed.as_secs_f64().max(1e-9);
     println!(
@@ -360,7 +377,14 @@ fn cmd_verify(a: VerifyArgs) -> Result<u8> {
         if last.elapsed() >= Duration::from_secs(5) {
             let secs = t.elapsed().as_secs_f64();
             let rate = done as f64 / secs;
-            eprintln!("faultline: verified {:.1} of {:.1} GiB ({:.0}%), {findings} findings, {:.0} MiB/s, about {:.0} s left", done as f64 / 1073741824.0, total as f64 / 1073741824.0, 100.0 * done as f64 / total as f64, rate / 1048576.0, (total - done) as f64 / rate.max(1.0));
+            eprintln!(
+                "faultline: verified {:.1} of {:.1} GiB ({:.0}%), {findings} findings, {:.0} MiB/s, about {:.0} s left",
+                done as f64 / 1073741824.0,
+                total as f64 / 1073741824.0,
+                100.0 * done as f64 / total as f64,
+                rate / 1048576.0,
+                (total - done) as f64 / rate.max(1.0)
+            );
             last = Instant::now();
         }
     })?;
@@ -400,7 +424,15 @@ fn print_report(rep: &VerifyReport, secs: f64) {
         }
     }
     for f in rep.findings.iter().take(20) {
-        println!("  {} at byte {} (+{}): expected {} found {}: {}", f.class.name(), f.offset, f.length, serde_json::to_string(&f.expected).unwrap_or_default(), serde_json::to_string(&f.found).unwrap_or_default(), f.detail);
+        println!(
+            "  {} at byte {} (+{}): expected {} found {}: {}",
+            f.class.name(),
+            f.offset,
+            f.length,
+            serde_json::to_string(&f.expected).unwrap_or_default(),
+            serde_json::to_string(&f.found).unwrap_or_default(),
+            f.detail
+        );
     }
     if rep.findings.len() > 20 {
         println!("  ... {} more (use --json for all)", rep.findings.len() - 20);
@@ -436,7 +468,18 @@ fn cmd_decode(a: DecodeArgs) -> Result<u8> {
             let valid = matches!(Format::new(id.run_id, s as usize).decode(sec), Decoded::Valid(_));
             let addr_note = if id.addr == off { String::new() } else { format!(" MISPLACED(own address {})", id.addr) };
             let what = if id.write_id == 0 { "prefill".to_string() } else { format!("write {}", id.write_id) };
-            (format!("run {:016x} {what} cycle {} port {} sectors of {}{}{}", id.run_id, id.cycle, id.port, id.count, if valid { "" } else { " CHECKSUM-FAIL" }, addr_note), Some(id.index))
+            (
+                format!(
+                    "run {:016x} {what} cycle {} port {} sectors of {}{}{}",
+                    id.run_id,
+                    id.cycle,
+                    id.port,
+                    id.count,
+                    if valid { "" } else { " CHECKSUM-FAIL" },
+                    addr_note
+                ),
+                Some(id.index),
+            )
         } else if sec.iter().all(|&b| b == 0) {
             ("zeros".to_string(), None)
         } else {
@@ -477,7 +520,18 @@ fn cmd_selftest(a: SelftestArgs) -> Result<u8> {
     let t = Instant::now();
     let rows = run_matrix(&opts, &scratch, &mut |r| {
         if !a.json {
-            eprintln!("  {} {:?} {}: {} cycles{}", r.model, r.contract, r.workload, r.cycles, if r.clean() { String::new() } else { format!(" MISMATCH (seed {}): {}", r.seed, r.first_problem.clone().unwrap_or_default()) });
+            eprintln!(
+                "  {} {:?} {}: {} cycles{}",
+                r.model,
+                r.contract,
+                r.workload,
+                r.cycles,
+                if r.clean() {
+                    String::new()
+                } else {
+                    format!(" MISMATCH (seed {}): {}", r.seed, r.first_problem.clone().unwrap_or_default())
+                }
+            );
         }
     })?;
     let _ = std::fs::remove_dir_all(&scratch);
@@ -488,16 +542,30 @@ fn cmd_selftest(a: SelftestArgs) -> Result<u8> {
         print!("{}", table(&rows));
         let cycles: u32 = rows.iter().map(|r| r.cycles).sum();
         let honest: u32 = rows.iter().filter(|r| r.honest).map(|r| r.cycles).sum();
-        println!("{} rows, {cycles} cut cycles ({honest} on honest models) in {:.1} s, seed {}: {}", rows.len(), t.elapsed().as_secs_f64(), a.seed, if bad == 0 { "every injected violation detected and classified, no false findings".to_string() } else { format!("{bad} rows disagree with ground truth") });
+        println!(
+            "{} rows, {cycles} cut cycles ({honest} on honest models) in {:.1} s, seed {}: {}",
+            rows.len(),
+            t.elapsed().as_secs_f64(),
+            a.seed,
+            if bad == 0 {
+                "every injected violation detected and classified, no false findings".to_string()
+            } else {
+                format!("{bad} rows disagree with ground truth")
+            }
+        );
     }
     Ok(if bad == 0 { 0 } else { 1 })
 }
 
 fn cmd_run(a: RunArgs) -> Result<u8> {
     let seed = a.seed.unwrap_or_else(random_u64);
-    let dir = a.run_dir.unwrap_or_else(|| PathBuf::from("faultline-runs").join(format!("{}-sim", chrono::Local::now().format("%Y%m%d-%H%M%S"))));
+    let dir =
+        a.run_dir.unwrap_or_else(|| PathBuf::from("faultline-runs").join(format!("{}-sim", chrono::Local::now().format("%Y%m%d-%H%M%S"))));
     if exists(&dir) {
-        bail!("{} already holds a run; a simulated drive lives only in memory, so its run cannot be continued: use a new run directory", dir.display());
+        bail!(
+            "{} already holds a run; a simulated drive lives only in memory, so its run cannot be continued: use a new run directory",
+            dir.display()
+        );
     }
     let model = match a.model {
         ModelArg::HonestPlp => FaultModel::HonestPlp,
@@ -536,7 +604,10 @@ fn cmd_run(a: RunArgs) -> Result<u8> {
         prefill: true,
         cut_after: (16, 1024),
     };
-    println!("faultline run: simulated drive ({model:?}, 8 MiB, 4 KiB atomic unit), contract {contract:?}, {} power-cut cycles, seed {seed}", a.cycles);
+    println!(
+        "faultline run: simulated drive ({model:?}, 8 MiB, 4 KiB atomic unit), contract {contract:?}, {} power-cut cycles, seed {seed}",
+        a.cycles
+    );
     println!("run directory: {}", dir.display());
     let t = Instant::now();
     let mut totals: std::collections::BTreeMap<&'static str, u64> = FindingClass::ALL.iter().map(|c| (c.name(), 0)).collect();
@@ -550,21 +621,43 @@ fn cmd_run(a: RunArgs) -> Result<u8> {
         if !r.findings.is_empty() {
             bad_cycles += 1;
             let f = &r.findings[0];
-            println!("cycle {:>5}: cut after {} completions, {} in flight: {} findings, first: {} at byte {} ({})", r.cycle, r.cut_after, r.outcome.in_flight_at_cut, r.findings.len(), f.class.name(), f.offset, f.detail);
+            println!(
+                "cycle {:>5}: cut after {} completions, {} in flight: {} findings, first: {} at byte {} ({})",
+                r.cycle,
+                r.cut_after,
+                r.outcome.in_flight_at_cut,
+                r.findings.len(),
+                f.class.name(),
+                f.offset,
+                f.detail
+            );
         } else if last_line.elapsed() > Duration::from_secs(if interactive { 1 } else { 10 }) {
-            println!("cycle {:>5}: clean ({} cycles with findings so far, {:.0} cycles/s)", r.cycle, bad_cycles, r.cycle as f64 / t.elapsed().as_secs_f64());
+            println!(
+                "cycle {:>5}: clean ({} cycles with findings so far, {:.0} cycles/s)",
+                r.cycle,
+                bad_cycles,
+                r.cycle as f64 / t.elapsed().as_secs_f64()
+            );
             last_line = Instant::now();
         }
     })?;
     let secs = t.elapsed().as_secs_f64();
-    println!("{} cycles in {:.1} s ({:.0} cycles/s); {} cycles with findings", results.len(), secs, results.len() as f64 / secs, bad_cycles);
+    println!(
+        "{} cycles in {:.1} s ({:.0} cycles/s); {} cycles with findings",
+        results.len(),
+        secs,
+        results.len() as f64 / secs,
+        bad_cycles
+    );
     for (class, n) in &totals {
         if *n > 0 {
             println!("  {class:<20} {n}");
         }
     }
     let findings: u64 = totals.values().sum();
-    println!("verdict: {}", if findings == 0 { "clean".to_string() } else { format!("{findings} findings: the drive broke its {contract:?} promise") });
+    println!(
+        "verdict: {}",
+        if findings == 0 { "clean".to_string() } else { format!("{findings} findings: the drive broke its {contract:?} promise") }
+    );
     Ok(if findings == 0 { 0 } else { 1 })
 }
-

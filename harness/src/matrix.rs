@@ -42,7 +42,8 @@ pub struct RowResult {
 
 impl RowResult {
     pub fn clean(&self) -> bool {
-        self.scores.values().all(|s| s.misclassified == 0 && s.missed == 0 && s.false_findings == 0) && (!self.honest || self.scores.values().all(|s| s.injected == 0))
+        self.scores.values().all(|s| s.misclassified == 0 && s.missed == 0 && s.false_findings == 0)
+            && (!self.honest || self.scores.values().all(|s| s.injected == 0))
     }
 }
 
@@ -207,7 +208,16 @@ pub fn run_matrix(opts: &MatrixOptions, scratch: &Path, on_row: &mut dyn FnMut(&
                     }
                 })?;
                 let _ = std::fs::remove_dir_all(&dir);
-                let row = RowResult { model: format!("{model:?}"), contract, workload: wname.to_string(), seed, cycles: ran, honest, scores, first_problem };
+                let row = RowResult {
+                    model: format!("{model:?}"),
+                    contract,
+                    workload: wname.to_string(),
+                    seed,
+                    cycles: ran,
+                    honest,
+                    scores,
+                    first_problem,
+                };
                 on_row(&row);
                 rows.push(row);
             }
@@ -218,14 +228,23 @@ pub fn run_matrix(opts: &MatrixOptions, scratch: &Path, on_row: &mut dyn FnMut(&
 
 /// A plain-text table of the matrix, one line per row and class seen.
 pub fn table(rows: &[RowResult]) -> String {
-    let mut s = format!("{:<34} {:<8} {:<18} {:>6} {:<19} {:>9} {:>9} {:>9} {:>7} {:>7}\n", "model", "contract", "workload", "cycles", "class", "injected", "detected", "misclass", "missed", "false");
+    let mut s = format!(
+        "{:<34} {:<8} {:<18} {:>6} {:<19} {:>9} {:>9} {:>9} {:>7} {:>7}\n",
+        "model", "contract", "workload", "cycles", "class", "injected", "detected", "misclass", "missed", "false"
+    );
     for r in rows {
         let contract = format!("{:?}", r.contract).to_lowercase();
         if r.scores.is_empty() {
-            s += &format!("{:<34} {:<8} {:<18} {:>6} {:<19} {:>9} {:>9} {:>9} {:>7} {:>7}\n", r.model, contract, r.workload, r.cycles, "(none)", 0, 0, 0, 0, 0);
+            s += &format!(
+                "{:<34} {:<8} {:<18} {:>6} {:<19} {:>9} {:>9} {:>9} {:>7} {:>7}\n",
+                r.model, contract, r.workload, r.cycles, "(none)", 0, 0, 0, 0, 0
+            );
         }
         for (class, c) in &r.scores {
-            s += &format!("{:<34} {:<8} {:<18} {:>6} {:<19} {:>9} {:>9} {:>9} {:>7} {:>7}\n", r.model, contract, r.workload, r.cycles, class, c.injected, c.detected, c.misclassified, c.missed, c.false_findings);
+            s += &format!(
+                "{:<34} {:<8} {:<18} {:>6} {:<19} {:>9} {:>9} {:>9} {:>7} {:>7}\n",
+                r.model, contract, r.workload, r.cycles, class, c.injected, c.detected, c.misclassified, c.missed, c.false_findings
+            );
         }
     }
     s

@@ -17,7 +17,9 @@ pub enum RunError {
     Workload(#[from] WorkloadError),
     #[error("run directory {dir}: {source}")]
     Dir { dir: String, source: std::io::Error },
-    #[error("run directory {dir} belongs to target `{recorded}`, but the target given is `{given}`; use a new run directory for a new target")]
+    #[error(
+        "run directory {dir} belongs to target `{recorded}`, but the target given is `{given}`; use a new run directory for a new target"
+    )]
     WrongTarget { dir: String, recorded: String, given: String },
     #[error("target `{target}` is {capacity} bytes, shorter than the run's span end {span_end}")]
     TargetTooShort { target: String, capacity: u64, span_end: u64 },

@@ -3,11 +3,10 @@
 //! embedded default and the detection matrix; the hardware cycle runner follows the same
 //! order of steps.
 
-
 use crate::ledger::{Contract, RunHeader, LEDGER_FORMAT};
 use crate::rng::WyRand;
 use crate::run::{open_run, RunError};
-use crate::verify::{Finding, FindingClass, Shown, VerifyError, VerifyReport, Verifier};
+use crate::verify::{Finding, FindingClass, Shown, Verifier, VerifyError, VerifyReport};
 use crate::workload::WorkloadSpec;
 use crate::writer::{prefill, run_cycle, CycleOptions, CycleOutcome, WriteError};
 use faultline_drivers::{BlockTarget, PowerSwitch};
@@ -60,7 +59,12 @@ pub struct CycleResult {
 }
 
 /// Runs `cfg.cycles` cut cycles (fewer if the device dies) in `run_dir`.
-pub fn run_sim_soak(cfg: &SoakConfig, run_dir: &Path, run_id: u64, on_cycle: &mut dyn FnMut(&CycleResult)) -> Result<Vec<CycleResult>, SoakError> {
+pub fn run_sim_soak(
+    cfg: &SoakConfig,
+    run_dir: &Path,
+    run_id: u64,
+    on_cycle: &mut dyn FnMut(&CycleResult),
+) -> Result<Vec<CycleResult>, SoakError> {
     let mut sim = SimDrive::new(SimConfig {
         capacity_bytes: cfg.capacity_bytes,
         sector_bytes: cfg.sector_bytes,
@@ -132,8 +136,13 @@ pub fn run_sim_soak(cfg: &SoakConfig, run_dir: &Path, run_id: u64, on_cycle: &mu
 
 /// The finding for a device that did not come back.
 pub fn dead_device(cycle: u32, why: &str) -> Finding {
-    Finding { class: FindingClass::DeadDevice, offset: 0, length: 0, expected: Shown::Prior, found: Shown::Prior, cycle, detail: why.to_string() }
+    Finding {
+        class: FindingClass::DeadDevice,
+        offset: 0,
+        length: 0,
+        expected: Shown::Prior,
+        found: Shown::Prior,
+        cycle,
+        detail: why.to_string(),
+    }
 }
-
-
-

@@ -73,14 +73,32 @@ pub enum Shown {
     /// The prefill pass's version of this sector.
     Prefill,
     /// Sector `index` of write `write_id` (cycle `cycle`, port `port`).
-    Write { write_id: u64, cycle: u32, port: u8, addr: u64, index: u32, count: u32 },
+    Write {
+        write_id: u64,
+        cycle: u32,
+        port: u8,
+        addr: u64,
+        index: u32,
+        count: u32,
+    },
     /// Our format, but the checksum fails; fields as read.
-    Damaged { write_id: u64, cycle: u32, addr: u64, run_id: u64 },
+    Damaged {
+        write_id: u64,
+        cycle: u32,
+        addr: u64,
+        run_id: u64,
+    },
     /// A faultline sector of another run.
-    ForeignRun { run_id: u64, write_id: u64 },
+    ForeignRun {
+        run_id: u64,
+        write_id: u64,
+    },
     Zeros,
     Unrecognized,
-    ReadError { errno: i32, detail: String },
+    ReadError {
+        errno: i32,
+        detail: String,
+    },
 }
 
 /// One finding: data, never an error.
@@ -155,9 +173,18 @@ impl Durable {
 
 enum Verdict {
     /// Acceptable; the version shown, ranked like `Durable::rank` (0 prior, 1 prefill, id+1).
-    Ok { rank: u64, durable: bool },
-    Old { found: Shown },
-    Finding { class: FindingClass, found: Shown, detail: String },
+    Ok {
+        rank: u64,
+        durable: bool,
+    },
+    Old {
+        found: Shown,
+    },
+    Finding {
+        class: FindingClass,
+        found: Shown,
+        detail: String,
+    },
 }
 
 struct Group {
@@ -257,7 +284,11 @@ impl<'a> Verifier<'a> {
                 self.format.encode(&exp, &mut want);
                 let dist = bit_distance(&want, bytes);
                 if dist <= (bytes.len() as u64 * 8) / 32 {
-                    return Verdict::Finding { class: FindingClass::Corruption, found, detail: format!("{dist} bits differ from the durable version") };
+                    return Verdict::Finding {
+                        class: FindingClass::Corruption,
+                        found,
+                        detail: format!("{dist} bits differ from the durable version"),
+                    };
                 }
                 return Verdict::Old { found };
             }
@@ -265,21 +296,31 @@ impl<'a> Verifier<'a> {
         let found = shown_valid(&id);
         let h = &self.history.header;
         if id.addr != addr {
-            return Verdict::Finding { class: FindingClass::MisdirectedWrite, found, detail: format!("sector written for byte {} found at byte {addr}", id.addr) };
+            return Verdict::Finding {
+                class: FindingClass::MisdirectedWrite,
+                found,
+                detail: format!("sector written for byte {} found at byte {addr}", id.addr),
+            };
         }
         let unexpected = |detail: String| Verdict::Finding { class: FindingClass::UnexpectedVersion, found: found.clone(), detail };
         if id.write_id == PREFILL_WRITE_ID {
             if id.flags & FLAG_PREFILL == 0 || id.cycle != 0 || id.index != 0 || id.count != 1 {
                 return unexpected("write id 0 without the prefill identity".into());
             }
+            if !self.history.prefill.is_some_and(|(s, e)| addr >= s && addr < e) {
+                return unexpected("prefill sector, but the ledger records no prefill here".into());
+            }
             return match d {
                 Durable::Write(_) => Verdict::Old { found: Shown::Prefill },
-                Durable::Prefill => Verdict::Ok { rank: 1, durable: true },
-                Durable::Prior => unexpected("prefill sector, but the ledger records no prefill here".into()),
+                Durable::Prefill | Durable::Prior => Verdict::Ok { rank: 1, durable: true },
             };
         }
         let Some(c) = self.history.cycle_of(id.write_id) else {
-            return unexpected(format!("write {} was never submitted (ids submitted end below {})", id.write_id, self.history.submitted_end()));
+            return unexpected(format!(
+                "write {} was never submitted (ids submitted end below {})",
+                id.write_id,
+                self.history.submitted_end()
+            ));
         };
         let plan = self.layout.plan(id.write_id);
         if !plan.overlaps(addr, 1) {
@@ -307,14 +348,20 @@ impl<'a> Verifier<'a> {
 
     /// As [`Verifier::verify`], calling `progress(bytes done, findings so far)` after every
     /// read chunk (1 MiB).
-    pub fn verify_with_progress(&self, target: &mut dyn BlockTarget, start: u64, end: u64, progress: &mut dyn FnMut(u64, usize)) -> Result<VerifyReport, VerifyError> {
+    pub fn verify_with_progress(
+        &self,
+        target: &mut dyn BlockTarget,
+        start: u64,
+        end: u64,
+        progress: &mut dyn FnMut(u64, usize),
+    ) -> Result<VerifyReport, VerifyError> {
         let spec = self.layout.spec();
         if start >= end || start < spec.span_start || end > spec.span_end || start % self.sector != 0 || end % self.sector != 0 {
             return Err(VerifyError::BadRegion { start, end, span_start: spec.span_start, span_end: spec.span_end });
         }
         let mut rep = VerifyReport::default();
         let mut groups: HashMap<u64, Group> = HashMap::new();
-        let mut unit: Vec<(u64, u64, Durable, bool)> = Vec::new(); // (addr, shown rank, durable, acceptable)
+        let mut unit: Vec<UnitSector> = Vec::new();
         let mut buf = AlignedBuf::zeroed(READ_CHUNK as usize);
         let mut pos = start;
         while pos < end {
@@ -341,7 +388,11 @@ impl<'a> Verifier<'a> {
                 let addr = pos + i as u64 * self.sector;
                 let d = self.durable(addr)?;
                 let verdict = match per_sector_errors.get(i) {
-                    Some(Some(e)) => Verdict::Finding { class: FindingClass::Unreadable, found: Shown::ReadError { errno: e.errno, detail: e.detail.clone() }, detail: e.to_string() },
+                    Some(Some(e)) => Verdict::Finding {
+                        class: FindingClass::Unreadable,
+                        found: Shown::ReadError { errno: e.errno, detail: e.detail.clone() },
+                        detail: e.to_string(),
+                    },
                     _ => self.classify(addr, bytes, &d),
                 };
                 rep.sectors += 1;
@@ -361,12 +412,26 @@ impl<'a> Verifier<'a> {
                     }
                     Verdict::Old { found } => match d {
                         Durable::Write(w) => groups.entry(w.id).or_insert(Group { plan: w, shows: 0, old: vec![] }).old.push((addr, found)),
-                        _ => push(&mut rep.findings, Finding { class: FindingClass::LostWrite, offset: addr, length: self.sector, expected, found, cycle: self.cycle, detail: "prefill version missing".into() }),
+                        _ => push(
+                            &mut rep.findings,
+                            Finding {
+                                class: FindingClass::LostWrite,
+                                offset: addr,
+                                length: self.sector,
+                                expected,
+                                found,
+                                cycle: self.cycle,
+                                detail: "prefill version missing".into(),
+                            },
+                        ),
                     },
-                    Verdict::Finding { class, found, detail } => push(&mut rep.findings, Finding { class, offset: addr, length: self.sector, expected, found, cycle: self.cycle, detail }),
+                    Verdict::Finding { class, found, detail } => push(
+                        &mut rep.findings,
+                        Finding { class, offset: addr, length: self.sector, expected, found, cycle: self.cycle, detail },
+                    ),
                 }
                 if self.atomic > self.sector {
-                    unit.push((addr, unit_rank.unwrap_or(u64::MAX), d, unit_rank.is_some()));
+                    unit.push(UnitSector { addr, shown: unit_rank.unwrap_or(u64::MAX), durable_rank: d.rank(), ok: unit_rank.is_some() });
                     if (addr + self.sector) % self.atomic == 0 || addr + self.sector == end {
                         self.check_unit(&unit, &mut rep.findings);
                         unit.clear();
@@ -393,7 +458,13 @@ impl<'a> Verifier<'a> {
             let total = g.shows + g.old.len() as u64;
             for (addr, found) in g.old {
                 let expected = self.shown_of(&Durable::Write(g.plan), addr);
-                let detail = format!("durable write {} [{}, {}): {} of its {total} expected sectors hold older content", g.plan.id, g.plan.offset, g.plan.end(), total - g.shows);
+                let detail = format!(
+                    "durable write {} [{}, {}): {} of its {total} expected sectors hold older content",
+                    g.plan.id,
+                    g.plan.offset,
+                    g.plan.end(),
+                    total - g.shows
+                );
                 push(out, Finding { class, offset: addr, length: self.sector, expected, found, cycle: self.cycle, detail });
             }
         }
@@ -401,34 +472,53 @@ impl<'a> Verifier<'a> {
 
     /// Inside one atomic unit, every write that is not durable must show on all of its
     /// sectors in the unit or on none (newer writes over it excepted).
-    fn check_unit(&self, unit: &[(u64, u64, Durable, bool)], out: &mut Vec<Finding>) {
-        let mut seen: Vec<u64> = unit.iter().filter(|u| u.3 && u.1 >= 2 && u.2.rank() < u.1).map(|u| u.1).collect();
+    fn check_unit(&self, unit: &[UnitSector], out: &mut Vec<Finding>) {
+        // Writes shown somewhere in the unit as a version newer than the durable one.
+        let mut seen: Vec<u64> = unit.iter().filter(|u| u.ok && u.shown >= 2 && u.durable_rank < u.shown).map(|u| u.shown).collect();
         seen.sort_unstable();
         seen.dedup();
         for rank in seen {
             let w = self.layout.plan(rank - 1);
-            // The write shows on some of its sectors here; if any other sector of it in this
-            // unit holds older content, every sector of the write in the unit is part of
-            // the tear (those showing it and those not).
-            let torn = unit.iter().any(|&(addr, shown, _, ok)| ok && w.overlaps(addr, 1) && shown < rank);
-            if !torn {
+            // If any other sector of the write in this unit holds older content, every sector
+            // of the write in the unit is part of the tear (those showing it and those not).
+            let mine = || unit.iter().filter(|u| u.ok && w.overlaps(u.addr, 1));
+            if !mine().any(|u| u.shown < rank) {
                 continue;
             }
-            for &(addr, shown, d, ok) in unit {
-                if ok && w.overlaps(addr, 1) && shown <= rank {
-                    let found = match shown {
-                        0 => Shown::Prior,
-                        1 => Shown::Prefill,
-                        r => self.expected_id(&Durable::Write(self.layout.plan(r - 1)), addr).map_or(Shown::Prior, |i| shown_valid(&i)),
-                    };
-                    let _ = d;
-                    let expected = self.shown_of(&Durable::Write(w), addr);
-                    let detail = format!("write {} is partly applied inside the atomic unit at byte {}", w.id, addr / self.atomic * self.atomic);
-                    push(out, Finding { class: FindingClass::TornWrite, offset: addr, length: self.sector, expected, found, cycle: self.cycle, detail });
-                }
+            for u in mine().filter(|u| u.shown <= rank) {
+                let found = match u.shown {
+                    0 => Shown::Prior,
+                    1 => Shown::Prefill,
+                    r => self.shown_of(&Durable::Write(self.layout.plan(r - 1)), u.addr),
+                };
+                let expected = self.shown_of(&Durable::Write(w), u.addr);
+                let detail =
+                    format!("write {} is partly applied inside the atomic unit at byte {}", w.id, u.addr / self.atomic * self.atomic);
+                push(
+                    out,
+                    Finding {
+                        class: FindingClass::TornWrite,
+                        offset: u.addr,
+                        length: self.sector,
+                        expected,
+                        found,
+                        cycle: self.cycle,
+                        detail,
+                    },
+                );
             }
         }
     }
+}
+
+/// One sector of the atomic unit being scanned.
+struct UnitSector {
+    addr: u64,
+    /// Version shown, ranked as in `Durable::rank` (`u64::MAX` when it is a finding).
+    shown: u64,
+    durable_rank: u64,
+    /// The sector's own verdict was acceptable.
+    ok: bool,
 }
 
 /// The identity of the prefill sector at `addr`.
@@ -451,10 +541,170 @@ fn push(out: &mut Vec<Finding>, f: Finding) {
             (Shown::Write { write_id: a, .. }, Shown::Write { write_id: b, .. }) => a == b,
             (a, b) => std::mem::discriminant(a) == std::mem::discriminant(b),
         };
-        if last.class == f.class && last.offset + last.length == f.offset && same_write && std::mem::discriminant(&last.found) == std::mem::discriminant(&f.found) {
+        if last.class == f.class
+            && last.offset + last.length == f.offset
+            && same_write
+            && std::mem::discriminant(&last.found) == std::mem::discriminant(&f.found)
+        {
             last.length += f.length;
             return;
         }
     }
     out.push(f);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ledger::{tests::tempdir, Contract, LedgerWriter, RunHeader, LEDGER_FORMAT};
+    use crate::workload::{FlushPolicy, Pattern, WorkloadSpec};
+    use crate::writer::{run_cycle, CycleOptions};
+    use faultline_drivers::Op;
+    use faultline_fixtures::{FaultModel, SimConfig, SimDrive, TruthContract};
+    use std::time::Duration;
+
+    const SPAN: u64 = 1 << 20;
+
+    /// An honest drive after one graceful cycle of 300 sequential 4 KiB writes (span of 256
+    /// blocks, so the second pass covers the first 44).
+    fn setup() -> (SimDrive, Layout, Format, LedgerWriter) {
+        let mut sim = SimDrive::new(SimConfig {
+            capacity_bytes: SPAN,
+            sector_bytes: 512,
+            atomic_bytes: 4096,
+            queue_depth: 8,
+            seed: 1,
+            model: FaultModel::HonestPlp,
+            contract: TruthContract::Plp,
+        });
+        let spec = WorkloadSpec {
+            seed: 9,
+            pattern: Pattern::Sequential,
+            span_start: 0,
+            span_end: SPAN,
+            min_write_bytes: 4096,
+            max_write_bytes: 4096,
+            mean_write_bytes: 4096,
+            align_bytes: 4096,
+            queue_depth: 8,
+            flush: FlushPolicy::default(),
+        };
+        let header = RunHeader {
+            ledger_format: LEDGER_FORMAT,
+            run_id: 77,
+            created_at: String::new(),
+            target_identity: sim.identity(),
+            target_capacity: SPAN,
+            sector_bytes: 512,
+            atomic_bytes: 4096,
+            contract: Contract::Plp,
+            port: 0,
+            workload: spec.clone(),
+        };
+        let mut ledger = LedgerWriter::create(&tempdir(), header).unwrap();
+        let layout = Layout::new(spec, 512).unwrap();
+        let format = Format::new(77, 512);
+        let opts = CycleOptions {
+            cycle: 1,
+            first_id: 1,
+            started_at: String::new(),
+            port: 0,
+            max_writes: Some(300),
+            duration: None,
+            cut_after_completions: None,
+            checkpoint_every: Duration::from_secs(60),
+            drain_timeout: Duration::from_secs(1),
+        };
+        run_cycle(&mut sim, &layout, &format, &mut ledger, Contract::Plp, &opts, &mut || Ok(())).unwrap();
+        (sim, layout, format, ledger)
+    }
+
+    fn put(sim: &mut SimDrive, format: &Format, id: SectorId, at: u64) {
+        let mut buf = faultline_drivers::AlignedBuf::zeroed(512);
+        format.encode(&id, &mut buf);
+        sim.submit(Op::Write { token: 1, offset: at, buf, fua: false, write_id: 999_999 }).unwrap();
+        let mut out = Vec::new();
+        sim.reap(&mut out, 1, Duration::from_secs(1)).unwrap();
+        assert!(out[0].result.is_ok());
+    }
+
+    fn verify(sim: &mut SimDrive, layout: &Layout, format: &Format, ledger: &LedgerWriter) -> VerifyReport {
+        Verifier::new(layout, ledger.history(), format).verify(sim, 0, SPAN).unwrap()
+    }
+
+    #[test]
+    fn clean_run_has_no_findings() {
+        let (mut sim, layout, format, ledger) = setup();
+        let rep = verify(&mut sim, &layout, &format, &ledger);
+        assert!(rep.findings.is_empty(), "{:?}", rep.findings);
+        assert_eq!((rep.durable_ok, rep.prior_ok), (SPAN / 512, 0));
+    }
+
+    #[test]
+    fn versions_never_submitted_or_not_matching_the_workload_are_unexpected() {
+        let (mut sim, layout, format, ledger) = setup();
+        let w = layout.plan(100);
+        let good = SectorId { run_id: 77, addr: w.offset, write_id: 100, cycle: 1, port: 0, flags: 0, index: 0, count: 8 };
+        // A write id past everything submitted.
+        put(&mut sim, &format, SectorId { write_id: 5000, ..good }, w.offset);
+        // Right write, wrong position inside it.
+        put(&mut sim, &format, SectorId { addr: w.offset + 512, index: 3, ..good }, w.offset + 512);
+        // Right write, wrong cycle.
+        put(&mut sim, &format, SectorId { addr: w.offset + 1024, index: 2, cycle: 2, ..good }, w.offset + 1024);
+        // A prefill sector in a run that never prefilled.
+        put(&mut sim, &format, prefill_id(77, w.offset + 1536, 0), w.offset + 1536);
+        let rep = verify(&mut sim, &layout, &format, &ledger);
+        let sectors: Vec<_> =
+            rep.findings.iter().flat_map(|f| (f.offset..f.offset + f.length).step_by(512).map(move |o| (o - w.offset, f.class))).collect();
+        assert_eq!(sectors, (0..4).map(|i| (i * 512, FindingClass::UnexpectedVersion)).collect::<Vec<_>>(), "{:#?}", rep.findings);
+        assert!(rep.findings.iter().any(|f| f.detail.contains("never submitted")), "{:#?}", rep.findings);
+    }
+
+    #[test]
+    fn foreign_or_blank_content_over_durable_data_is_lost_but_near_misses_are_corruption() {
+        let (mut sim, layout, format, ledger) = setup();
+        let w = layout.plan(200);
+        // Another run's valid sector where write 200 is durable: lost.
+        let other = Format::new(0xdead_beef, 512);
+        for i in 0..8 {
+            put(
+                &mut sim,
+                &other,
+                SectorId {
+                    run_id: 0xdead_beef,
+                    addr: w.offset + i * 512,
+                    write_id: 200,
+                    cycle: 1,
+                    port: 0,
+                    flags: 0,
+                    index: i as u32,
+                    count: 8,
+                },
+                w.offset + i * 512,
+            );
+        }
+        let rep = verify(&mut sim, &layout, &format, &ledger);
+        assert_eq!(rep.findings.len(), 1, "{:#?}", rep.findings);
+        assert_eq!((rep.findings[0].class, rep.findings[0].offset, rep.findings[0].length), (FindingClass::LostWrite, w.offset, 4096));
+        assert!(matches!(rep.findings[0].found, Shown::ForeignRun { run_id: 0xdead_beef, .. }));
+        // Our sector with one bit flipped in its magic is damage in place, not someone else's.
+        let mut sim2 = sim.clone();
+        let v = layout.plan(201);
+        let mut buf = faultline_drivers::AlignedBuf::zeroed(512);
+        sim2.read_at(v.offset, &mut buf).unwrap();
+        buf[3] ^= 4;
+        sim2.submit(Op::Write { token: 2, offset: v.offset, buf, fua: false, write_id: 999_998 }).unwrap();
+        sim2.reap(&mut Vec::new(), 1, Duration::from_secs(1)).unwrap();
+        let rep = verify(&mut sim2, &layout, &format, &ledger);
+        let f = rep.findings.iter().find(|f| f.offset == v.offset).expect("finding at the flipped sector");
+        assert_eq!((f.class, f.length), (FindingClass::Corruption, 512), "{f:?}");
+    }
+
+    #[test]
+    fn regions_outside_the_span_are_refused() {
+        let (mut sim, layout, format, ledger) = setup();
+        let v = Verifier::new(&layout, ledger.history(), &format);
+        assert!(matches!(v.verify(&mut sim, 0, SPAN + 512), Err(VerifyError::BadRegion { .. })));
+        assert!(matches!(v.verify(&mut sim, 100, 4096), Err(VerifyError::BadRegion { .. })));
+    }
 }

@@ -27,7 +27,10 @@ pub enum Pattern {
     Sequential,
     Random,
     /// `hot_write_percent` of writes go to the first `hot_span_percent` of the span.
-    HotCold { hot_span_percent: u8, hot_write_percent: u8 },
+    HotCold {
+        hot_span_percent: u8,
+        hot_write_percent: u8,
+    },
 }
 
 /// When the writer flushes, and how often it uses FUA.
@@ -116,7 +119,13 @@ impl Layout {
         if !s.align_bytes.is_power_of_two() || s.align_bytes < sector {
             return bad(format!("align_bytes {} must be a power of two and at least the sector size {sector}", s.align_bytes));
         }
-        for (name, v) in [("min_write_bytes", s.min_write_bytes), ("max_write_bytes", s.max_write_bytes), ("mean_write_bytes", s.mean_write_bytes), ("span_start", s.span_start), ("span_end", s.span_end)] {
+        for (name, v) in [
+            ("min_write_bytes", s.min_write_bytes),
+            ("max_write_bytes", s.max_write_bytes),
+            ("mean_write_bytes", s.mean_write_bytes),
+            ("span_start", s.span_start),
+            ("span_end", s.span_end),
+        ] {
             if v % s.align_bytes != 0 {
                 return bad(format!("{name} {v} is not a multiple of align_bytes {}", s.align_bytes));
             }
@@ -196,7 +205,12 @@ impl Layout {
         assert!(id >= 1, "write ids count from 1");
         let g = id - 1;
         let r = g % self.period;
-        let (k, st) = self.streams.iter().enumerate().find(|(_, st)| r >= st.period_offset && r < st.period_offset + st.weight).expect("period covers every residue");
+        let (k, st) = self
+            .streams
+            .iter()
+            .enumerate()
+            .find(|(_, st)| r >= st.period_offset && r < st.period_offset + st.weight)
+            .expect("period covers every residue");
         let local = (g / self.period) * st.weight + (r - st.period_offset);
         let slots = self.slots(st);
         let (pass, i) = (local / slots, local % slots);
@@ -354,7 +368,18 @@ mod tests {
     use proptest::prelude::*;
 
     pub(crate) fn spec(pattern: Pattern, min: u64, max: u64, mean: u64, align: u64, span: u64) -> WorkloadSpec {
-        WorkloadSpec { seed: 42, pattern, span_start: 1 << 20, span_end: (1 << 20) + span, min_write_bytes: min, max_write_bytes: max, mean_write_bytes: mean, align_bytes: align, queue_depth: 8, flush: FlushPolicy::default() }
+        WorkloadSpec {
+            seed: 42,
+            pattern,
+            span_start: 1 << 20,
+            span_end: (1 << 20) + span,
+            min_write_bytes: min,
+            max_write_bytes: max,
+            mean_write_bytes: mean,
+            align_bytes: align,
+            queue_depth: 8,
+            flush: FlushPolicy::default(),
+        }
     }
 
     /// Brute-force reference: newest id below `bound` whose plan covers `addr`.
@@ -363,7 +388,11 @@ mod tests {
     }
 
     fn patterns() -> impl Strategy<Value = Pattern> {
-        prop_oneof![Just(Pattern::Sequential), Just(Pattern::Random), (1u8..60, 1u8..99).prop_map(|(a, b)| Pattern::HotCold { hot_span_percent: a, hot_write_percent: b })]
+        prop_oneof![
+            Just(Pattern::Sequential),
+            Just(Pattern::Random),
+            (1u8..60, 1u8..99).prop_map(|(a, b)| Pattern::HotCold { hot_span_percent: a, hot_write_percent: b })
+        ]
     }
 
     proptest! {
@@ -421,7 +450,8 @@ mod tests {
 
     #[test]
     fn huge_span_maps_in_constant_memory() {
-        let s = WorkloadSpec { span_start: 0, span_end: 30_720_000_000_000 / 4096 * 4096, ..spec(Pattern::Random, 4096, 4096, 4096, 4096, 0) };
+        let s =
+            WorkloadSpec { span_start: 0, span_end: 30_720_000_000_000 / 4096 * 4096, ..spec(Pattern::Random, 4096, 4096, 4096, 4096, 0) };
         let l = Layout::new(s, 512).unwrap();
         for id in [1u64, 7_000_000_000, 7_500_000_000, 15_000_000_123] {
             let w = l.plan(id);

@@ -27,18 +27,8 @@ fn doc() -> String {
 
 /// Index of the line that is exactly `marker` (after trimming); exactly one must exist.
 fn marker_line(lines: &[&str], marker: &str) -> usize {
-    let hits: Vec<usize> = lines
-        .iter()
-        .enumerate()
-        .filter(|(_, l)| l.trim() == marker)
-        .map(|(i, _)| i)
-        .collect();
-    assert_eq!(
-        hits.len(),
-        1,
-        "FORMAT.md must contain the marker line {marker:?} exactly once (found {})",
-        hits.len()
-    );
+    let hits: Vec<usize> = lines.iter().enumerate().filter(|(_, l)| l.trim() == marker).map(|(i, _)| i).collect();
+    assert_eq!(hits.len(), 1, "FORMAT.md must contain the marker line {marker:?} exactly once (found {})", hits.len());
     hits[0]
 }
 
@@ -57,19 +47,12 @@ fn fenced_after<'a>(lines: &[&'a str], marker: &str) -> Vec<&'a str> {
 /// The body rows of the first Markdown table after `marker`, cells trimmed.
 fn table_after(lines: &[&str], marker: &str) -> Vec<Vec<String>> {
     let at = marker_line(lines, marker);
-    let start = (at + 1..lines.len())
-        .find(|&i| lines[i].trim_start().starts_with('|'))
-        .unwrap_or_else(|| panic!("no table after {marker:?}"));
+    let start =
+        (at + 1..lines.len()).find(|&i| lines[i].trim_start().starts_with('|')).unwrap_or_else(|| panic!("no table after {marker:?}"));
     let rows: Vec<Vec<String>> = lines[start..]
         .iter()
         .take_while(|l| l.trim_start().starts_with('|'))
-        .map(|l| {
-            l.trim()
-                .trim_matches('|')
-                .split('|')
-                .map(|c| c.trim().to_string())
-                .collect()
-        })
+        .map(|l| l.trim().trim_matches('|').split('|').map(|c| c.trim().to_string()).collect())
         .collect();
     assert!(rows.len() > 2, "table after {marker:?} has no body rows");
     // Skip the header row and the `|---|` separator.
@@ -83,18 +66,9 @@ fn key_values(block: &[&str]) -> HashMap<String, String> {
         if line.trim().is_empty() || line.trim_start().starts_with('#') {
             continue;
         }
-        let (k, v) = line
-            .split_once('=')
-            .unwrap_or_else(|| panic!("expected `name = value`, got {line:?}"));
-        let v = v
-            .split_whitespace()
-            .next()
-            .unwrap_or_else(|| panic!("no value in {line:?}"));
-        assert!(
-            out.insert(k.trim().to_string(), v.to_string()).is_none(),
-            "{:?} given twice",
-            k.trim()
-        );
+        let (k, v) = line.split_once('=').unwrap_or_else(|| panic!("expected `name = value`, got {line:?}"));
+        let v = v.split_whitespace().next().unwrap_or_else(|| panic!("no value in {line:?}"));
+        assert!(out.insert(k.trim().to_string(), v.to_string()).is_none(), "{:?} given twice", k.trim());
     }
     out
 }
@@ -117,10 +91,7 @@ fn parse_u64(s: &str) -> u64 {
 fn parse_hex(s: &str) -> Vec<u8> {
     let digits: String = strip(s).chars().filter(|c| !c.is_whitespace()).collect();
     assert!(digits.len() % 2 == 0, "odd number of hex digits in {s:?}");
-    (0..digits.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&digits[i..i + 2], 16).unwrap_or_else(|e| panic!("{s:?}: {e}")))
-        .collect()
+    (0..digits.len()).step_by(2).map(|i| u8::from_str_radix(&digits[i..i + 2], 16).unwrap_or_else(|e| panic!("{s:?}: {e}"))).collect()
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -128,11 +99,7 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 fn spaced_hex(bytes: &[u8]) -> String {
-    bytes
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect::<Vec<_>>()
-        .join(" ")
+    bytes.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(" ")
 }
 
 /// `xxd` default output (16 bytes a line, 2-byte groups, ASCII column).
@@ -146,16 +113,7 @@ fn xxd(bytes: &[u8], base: usize) -> String {
             }
             groups.push_str(&hex(pair));
         }
-        let ascii: String = line
-            .iter()
-            .map(|&b| {
-                if (0x20..0x7f).contains(&b) {
-                    b as char
-                } else {
-                    '.'
-                }
-            })
-            .collect();
+        let ascii: String = line.iter().map(|&b| if (0x20..0x7f).contains(&b) { b as char } else { '.' }).collect();
         out.push_str(&format!("{:08x}: {groups:<39}  {ascii}\n", base + n * 16));
     }
     out
@@ -165,37 +123,18 @@ fn xxd(bytes: &[u8], base: usize) -> String {
 fn parse_xxd(block: &[&str]) -> Vec<u8> {
     let mut out = Vec::new();
     for line in block.iter().filter(|l| !l.trim().is_empty()) {
-        let (off, rest) = line
-            .split_once(": ")
-            .unwrap_or_else(|| panic!("not an xxd line: {line:?}"));
+        let (off, rest) = line.split_once(": ").unwrap_or_else(|| panic!("not an xxd line: {line:?}"));
         assert_eq!(
-            usize::from_str_radix(off.trim(), 16)
-                .unwrap_or_else(|e| panic!("offset in {line:?}: {e}")),
+            usize::from_str_radix(off.trim(), 16).unwrap_or_else(|e| panic!("offset in {line:?}: {e}")),
             out.len(),
             "offset of dump line {line:?}"
         );
         // Fixed columns, as xxd prints them: 39 characters of hex groups, two spaces, ASCII.
-        assert!(
-            rest.is_ascii() && rest.len() > 41,
-            "not an xxd line: {line:?}"
-        );
+        assert!(rest.is_ascii() && rest.len() > 41, "not an xxd line: {line:?}");
         let (groups, ascii) = (&rest[..39], &rest[41..]);
         let bytes = parse_hex(groups);
-        assert!(
-            !bytes.is_empty() && bytes.len() <= 16,
-            "dump line {line:?} holds {} bytes",
-            bytes.len()
-        );
-        let want: String = bytes
-            .iter()
-            .map(|&b| {
-                if (0x20..0x7f).contains(&b) {
-                    b as char
-                } else {
-                    '.'
-                }
-            })
-            .collect();
+        assert!(!bytes.is_empty() && bytes.len() <= 16, "dump line {line:?} holds {} bytes", bytes.len());
+        let want: String = bytes.iter().map(|&b| if (0x20..0x7f).contains(&b) { b as char } else { '.' }).collect();
         assert_eq!(ascii, want, "ASCII column of dump line {line:?}");
         out.extend_from_slice(&bytes);
     }
@@ -209,33 +148,15 @@ struct Example {
 
 fn parameters(lines: &[&str]) -> Example {
     let kv = key_values(&fenced_after(lines, "<!-- worked-example:parameters -->"));
-    let get = |k: &str| {
-        parse_u64(
-            kv.get(k)
-                .unwrap_or_else(|| panic!("parameter {k} missing from the worked example")),
-        )
-    };
+    let get = |k: &str| parse_u64(kv.get(k).unwrap_or_else(|| panic!("parameter {k} missing from the worked example")));
     let narrow = |k: &str, max: u64| {
         let v = get(k);
         assert!(v <= max, "parameter {k} = {v} does not fit its field");
         v
     };
-    let expected: [&str; 9] = [
-        "sector_bytes",
-        "run_id",
-        "addr",
-        "write_id",
-        "cycle",
-        "port",
-        "flags",
-        "index",
-        "count",
-    ];
+    let expected: [&str; 9] = ["sector_bytes", "run_id", "addr", "write_id", "cycle", "port", "flags", "index", "count"];
     for k in kv.keys() {
-        assert!(
-            expected.contains(&k.as_str()),
-            "unknown parameter {k} in the worked example"
-        );
+        assert!(expected.contains(&k.as_str()), "unknown parameter {k} in the worked example");
     }
     Example {
         sector_bytes: get("sector_bytes") as usize,
@@ -283,18 +204,8 @@ fn keyed_hash(run_id: u64, sector: &[u8]) -> [u8; 32] {
 fn field_rows(s: &[u8]) -> Vec<(usize, usize, &'static str, String)> {
     let id = read_header(s);
     vec![
-        (
-            0,
-            8,
-            "magic",
-            format!("`{}`", String::from_utf8_lossy(&s[0..8])),
-        ),
-        (
-            8,
-            10,
-            "version",
-            u16::from_le_bytes([s[8], s[9]]).to_string(),
-        ),
+        (0, 8, "magic", format!("`{}`", String::from_utf8_lossy(&s[0..8]))),
+        (8, 10, "version", u16::from_le_bytes([s[8], s[9]]).to_string()),
         (10, 11, "port", id.port.to_string()),
         (11, 12, "flags", format!("0x{:02x}", id.flags)),
         (12, 16, "cycle", id.cycle.to_string()),
@@ -321,10 +232,7 @@ fn render(ex: &Example) -> String {
     out.push_str(&xxd(&s[..HEADER_BYTES], 0));
     out.push_str("```\n\n<!-- worked-example:fields -->\n| bytes | hex (as stored) | field | value |\n|---|---|---|---|\n");
     for (a, b, name, value) in field_rows(&s) {
-        out.push_str(&format!(
-            "| {a}..{b} | `{}` | {name} | {value} |\n",
-            spaced_hex(&s[a..b])
-        ));
+        out.push_str(&format!("| {a}..{b} | `{}` | {name} | {value} |\n", spaced_hex(&s[a..b])));
     }
     let w0 = u64::from_le_bytes(s[64..72].try_into().unwrap());
     let w1 = u64::from_le_bytes(s[72..80].try_into().unwrap());
@@ -352,95 +260,45 @@ fn worked_example_matches_the_code() {
 
     // The dump: exactly the header, byte for byte.
     let dump = parse_xxd(&fenced_after(&lines, "<!-- worked-example:dump -->"));
-    assert_eq!(
-        dump.len(),
-        HEADER_BYTES,
-        "the worked example dumps the {HEADER_BYTES}-byte header"
-    );
+    assert_eq!(dump.len(), HEADER_BYTES, "the worked example dumps the {HEADER_BYTES}-byte header");
     assert_eq!(hex(&dump), hex(&sector[..HEADER_BYTES]), "{HINT}");
     assert_eq!(read_header(&dump), ex.id, "{HINT}");
-    assert_eq!(
-        Format::new(ex.id.run_id, ex.sector_bytes).decode(&sector),
-        Decoded::Valid(ex.id)
-    );
+    assert_eq!(Format::new(ex.id.run_id, ex.sector_bytes).decode(&sector), Decoded::Valid(ex.id));
 
     // The decoded-field table: every field once, bytes and values as the code has them.
     let rows = table_after(&lines, "<!-- worked-example:fields -->");
     let want = field_rows(&sector);
-    assert_eq!(
-        rows.len(),
-        want.len(),
-        "the field table has {} rows, the header has {} fields",
-        rows.len(),
-        want.len()
-    );
+    assert_eq!(rows.len(), want.len(), "the field table has {} rows, the header has {} fields", rows.len(), want.len());
     for (row, (a, b, name, value)) in rows.iter().zip(&want) {
-        assert!(
-            row.len() >= 4,
-            "field table row {row:?} has fewer than 4 cells"
-        );
-        assert_eq!(
-            strip(&row[0]),
-            format!("{a}..{b}"),
-            "byte range of field {name}: {HINT}"
-        );
+        assert!(row.len() >= 4, "field table row {row:?} has fewer than 4 cells");
+        assert_eq!(strip(&row[0]), format!("{a}..{b}"), "byte range of field {name}: {HINT}");
         assert_eq!(strip(&row[2]), *name, "field at bytes {a}..{b}: {HINT}");
-        assert_eq!(
-            parse_hex(&row[1]),
-            &sector[*a..*b],
-            "stored bytes of field {name}: {HINT}"
-        );
+        assert_eq!(parse_hex(&row[1]), &sector[*a..*b], "stored bytes of field {name}: {HINT}");
         let stated = row[3].split_whitespace().next().unwrap_or("");
         match *name {
             "magic" | "checksum" => {
                 assert_eq!(strip(stated), strip(value), "value of {name}: {HINT}")
             }
-            _ => assert_eq!(
-                parse_u64(stated),
-                parse_u64(value),
-                "value of {name}: {HINT}"
-            ),
+            _ => assert_eq!(parse_u64(stated), parse_u64(value), "value of {name}: {HINT}"),
         }
     }
 
     // Derived values: checksum key and hash, payload seed and first words.
     let kv = key_values(&fenced_after(&lines, "<!-- worked-example:derived -->"));
-    let get = |k: &str| {
-        kv.get(k)
-            .unwrap_or_else(|| panic!("derived value {k} missing from the worked example"))
-            .as_str()
-    };
+    let get = |k: &str| kv.get(k).unwrap_or_else(|| panic!("derived value {k} missing from the worked example")).as_str();
     let key = checksum_key(ex.id.run_id);
     let hash = keyed_hash(ex.id.run_id, &sector);
     assert_eq!(parse_hex(get("key")), key, "checksum key: {HINT}");
     assert_eq!(parse_hex(get("hash")), hash, "keyed hash: {HINT}");
-    assert_eq!(
-        &hash[..16],
-        &sector[48..64],
-        "the stored checksum is the first 16 bytes of the keyed hash"
-    );
+    assert_eq!(&hash[..16], &sector[48..64], "the stored checksum is the first 16 bytes of the keyed hash");
     let seed = parse_u64(get("seed"));
     assert_eq!(seed, payload_seed(&ex.id), "payload seed: {HINT}");
     let mut rng = WyRand::new(seed);
     for (i, k) in ["word[0]", "word[1]"].iter().enumerate() {
         let stated = parse_u64(get(k));
-        let stored = u64::from_le_bytes(
-            sector[HEADER_BYTES + 8 * i..HEADER_BYTES + 8 * i + 8]
-                .try_into()
-                .unwrap(),
-        );
-        assert_eq!(
-            stated,
-            stored,
-            "payload {k} (bytes {}..{}): {HINT}",
-            HEADER_BYTES + 8 * i,
-            HEADER_BYTES + 8 * i + 8
-        );
-        assert_eq!(
-            rng.next_u64(),
-            stored,
-            "payload {k} is not wyrand output {i} of the seed"
-        );
+        let stored = u64::from_le_bytes(sector[HEADER_BYTES + 8 * i..HEADER_BYTES + 8 * i + 8].try_into().unwrap());
+        assert_eq!(stated, stored, "payload {k} (bytes {}..{}): {HINT}", HEADER_BYTES + 8 * i, HEADER_BYTES + 8 * i + 8);
+        assert_eq!(rng.next_u64(), stored, "payload {k} is not wyrand output {i} of the seed");
     }
 }
 
@@ -453,16 +311,10 @@ fn dump_layout_is_xxd_layout() {
     let sector = encode(&ex);
     let path = std::env::temp_dir().join(format!("faultline-format-doc-{}", std::process::id()));
     std::fs::write(&path, &sector).unwrap();
-    let out = std::process::Command::new("xxd")
-        .args(["-l", "64"])
-        .arg(&path)
-        .output();
+    let out = std::process::Command::new("xxd").args(["-l", "64"]).arg(&path).output();
     let _ = std::fs::remove_file(&path);
     match out {
-        Ok(o) if o.status.success() => assert_eq!(
-            String::from_utf8_lossy(&o.stdout),
-            xxd(&sector[..HEADER_BYTES], 0)
-        ),
+        Ok(o) if o.status.success() => assert_eq!(String::from_utf8_lossy(&o.stdout), xxd(&sector[..HEADER_BYTES], 0)),
         _ => eprintln!("xxd not available; skipping the comparison with its output"),
     }
 }
