@@ -144,7 +144,7 @@ fn tagging_rows(write_bytes: usize) -> Vec<Row> {
                 valid += matches!(black_box(format.decode(s)), Decoded::Valid(_)) as u64;
             }
         });
-        assert!(valid > 0 && valid % n as u64 == 0, "decode saw invalid sectors");
+        assert!(valid > 0 && valid.is_multiple_of(n as u64), "decode saw invalid sectors");
         rows.push(Row {
             name: format!("Format::decode, {kib} KiB, {sector} B sectors"),
             bytes: Some(wb),

@@ -245,9 +245,11 @@ fn parse_frame(bytes: &[u8], at: usize) -> Result<(u64, &[u8]), String> {
     Ok((seq, payload))
 }
 
-/// Splits a ledger image into records. Returns (records, valid length, torn tail bytes).
-/// Each record comes with its byte offset.
-pub fn parse_ledger(path: &Path, bytes: &[u8]) -> Result<(Vec<(u64, Record)>, u64, u64), LedgerError> {
+/// A parsed ledger image: (records with their byte offsets, valid length, torn tail bytes).
+pub type ParsedLedger = (Vec<(u64, Record)>, u64, u64);
+
+/// Splits a ledger image into records.
+pub fn parse_ledger(path: &Path, bytes: &[u8]) -> Result<ParsedLedger, LedgerError> {
     let mut at = 0usize;
     let mut out = Vec::new();
     while at < bytes.len() {

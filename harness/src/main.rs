@@ -248,7 +248,7 @@ fn cmd_write(a: WriteArgs) -> Result<u8> {
         flush: FlushPolicy { every_writes: a.flush_every, every_ms: a.flush_every_ms, fua_percent: a.fua_percent.unwrap_or(0) },
     };
     spec.mean_write_bytes = a.mean_write.unwrap_or((spec.min_write_bytes + spec.max_write_bytes) / 2);
-    spec.align_bytes = a.align.unwrap_or_else(|| if spec.min_write_bytes % 4096 == 0 { 4096 } else { sector });
+    spec.align_bytes = a.align.unwrap_or_else(|| if spec.min_write_bytes.is_multiple_of(4096) { 4096 } else { sector });
     spec.mean_write_bytes -= spec.mean_write_bytes % spec.align_bytes;
     spec.span_end = a.span_end.unwrap_or(geo.capacity_bytes / spec.max_write_bytes.max(1) * spec.max_write_bytes);
     let contract: Contract = a.contract.as_deref().unwrap_or("plp").parse().map_err(|e: String| anyhow!(e))?;
@@ -446,7 +446,7 @@ fn print_report(rep: &VerifyReport, secs: f64) {
 
 fn cmd_decode(a: DecodeArgs) -> Result<u8> {
     let s = a.sector_bytes;
-    if s < 512 || !s.is_power_of_two() || a.offset % s != 0 || a.length % s != 0 {
+    if s < 512 || !s.is_power_of_two() || !a.offset.is_multiple_of(s) || !a.length.is_multiple_of(s) {
         bail!("--offset {} and --length {} must be multiples of --sector-bytes {s} (a power of two, at least 512)", a.offset, a.length);
     }
     let file = std::fs::File::open(&a.target).with_context(|| format!("cannot open {}", a.target.display()))?;

@@ -193,7 +193,7 @@ pub fn run_matrix(opts: &MatrixOptions, scratch: &Path, on_row: &mut dyn FnMut(&
                     capacity_bytes: opts.span_bytes,
                     sector_bytes: 512,
                     atomic_bytes: 4096,
-                    prefill: n % 2 == 0,
+                    prefill: n.is_multiple_of(2),
                     cut_after: (8, 400),
                 };
                 let dir = scratch.join(format!("row-{n}"));

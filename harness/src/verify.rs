@@ -356,7 +356,7 @@ impl<'a> Verifier<'a> {
         progress: &mut dyn FnMut(u64, usize),
     ) -> Result<VerifyReport, VerifyError> {
         let spec = self.layout.spec();
-        if start >= end || start < spec.span_start || end > spec.span_end || start % self.sector != 0 || end % self.sector != 0 {
+        if start >= end || start < spec.span_start || end > spec.span_end || !start.is_multiple_of(self.sector) || !end.is_multiple_of(self.sector) {
             return Err(VerifyError::BadRegion { start, end, span_start: spec.span_start, span_end: spec.span_end });
         }
         let mut rep = VerifyReport::default();
@@ -432,7 +432,7 @@ impl<'a> Verifier<'a> {
                 }
                 if self.atomic > self.sector {
                     unit.push(UnitSector { addr, shown: unit_rank.unwrap_or(u64::MAX), durable_rank: d.rank(), ok: unit_rank.is_some() });
-                    if (addr + self.sector) % self.atomic == 0 || addr + self.sector == end {
+                    if (addr + self.sector).is_multiple_of(self.atomic) || addr + self.sector == end {
                         self.check_unit(&unit, &mut rep.findings);
                         unit.clear();
                     }

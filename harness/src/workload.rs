@@ -418,7 +418,7 @@ mod tests {
             for id in 1..=l.writes_per_pass() {
                 let w = l.plan(id);
                 prop_assert!(w.offset >= s.span_start && w.end() <= s.span_end);
-                prop_assert!(w.len >= 512 && w.len <= 16384 && w.offset % 512 == 0);
+                prop_assert!(w.len >= 512 && w.len <= 16384 && w.offset.is_multiple_of(512));
                 for sct in (w.offset - s.span_start) / 512..(w.end() - s.span_start) / 512 {
                     covered[sct as usize] += 1;
                 }

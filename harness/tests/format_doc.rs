@@ -90,7 +90,7 @@ fn parse_u64(s: &str) -> u64 {
 /// Hex digits, whitespace ignored.
 fn parse_hex(s: &str) -> Vec<u8> {
     let digits: String = strip(s).chars().filter(|c| !c.is_whitespace()).collect();
-    assert!(digits.len() % 2 == 0, "odd number of hex digits in {s:?}");
+    assert!(digits.len().is_multiple_of(2), "odd number of hex digits in {s:?}");
     (0..digits.len()).step_by(2).map(|i| u8::from_str_radix(&digits[i..i + 2], 16).unwrap_or_else(|e| panic!("{s:?}: {e}"))).collect()
 }
 
