@@ -614,26 +614,29 @@ fn cmd_run(a: RunArgs) -> Result<u8> {
     let mut bad_cycles = 0u32;
     let mut last_line = Instant::now();
     let interactive = std::io::IsTerminal::is_terminal(&std::io::stdout());
+    // Damage stays on the drive until overwritten, so later cycles see it again: report and
+    // count each finding once, when it first appears.
+    let mut seen = std::collections::HashSet::new();
     let results = run_sim_soak(&cfg, &dir, random_u64(), &mut |r| {
-        for f in &r.findings {
+        let new: Vec<_> = r.findings.iter().filter(|f| seen.insert((f.class, f.offset, serde_json::to_string(&f.expected).unwrap_or_default()))).collect();
+        for f in &new {
             *totals.get_mut(f.class.name()).expect("class") += 1;
         }
-        if !r.findings.is_empty() {
+        if let Some(f) = new.first() {
             bad_cycles += 1;
-            let f = &r.findings[0];
             println!(
-                "cycle {:>5}: cut after {} completions, {} in flight: {} findings, first: {} at byte {} ({})",
+                "cycle {:>5}: cut after {} completions with {} in flight: {} new findings, first: {} at byte {} ({})",
                 r.cycle,
                 r.cut_after,
                 r.outcome.in_flight_at_cut,
-                r.findings.len(),
+                new.len(),
                 f.class.name(),
                 f.offset,
                 f.detail
             );
         } else if last_line.elapsed() > Duration::from_secs(if interactive { 1 } else { 10 }) {
             println!(
-                "cycle {:>5}: clean ({} cycles with findings so far, {:.0} cycles/s)",
+                "cycle {:>5}: no new findings ({} cycles with findings so far, {:.0} cycles/s)",
                 r.cycle,
                 bad_cycles,
                 r.cycle as f64 / t.elapsed().as_secs_f64()
@@ -643,7 +646,7 @@ fn cmd_run(a: RunArgs) -> Result<u8> {
     })?;
     let secs = t.elapsed().as_secs_f64();
     println!(
-        "{} cycles in {:.1} s ({:.0} cycles/s); {} cycles with findings",
+        "{} cycles in {:.1} s ({:.0} cycles/s); {} cycles brought new findings",
         results.len(),
         secs,
         results.len() as f64 / secs,
