@@ -618,7 +618,11 @@ fn cmd_run(a: RunArgs) -> Result<u8> {
     // count each finding once, when it first appears.
     let mut seen = std::collections::HashSet::new();
     let results = run_sim_soak(&cfg, &dir, random_u64(), &mut |r| {
-        let new: Vec<_> = r.findings.iter().filter(|f| seen.insert((f.class, f.offset, serde_json::to_string(&f.expected).unwrap_or_default()))).collect();
+        let new: Vec<_> = r
+            .findings
+            .iter()
+            .filter(|f| seen.insert((f.class, f.offset, serde_json::to_string(&f.expected).unwrap_or_default())))
+            .collect();
         for f in &new {
             *totals.get_mut(f.class.name()).expect("class") += 1;
         }

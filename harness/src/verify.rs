@@ -356,7 +356,12 @@ impl<'a> Verifier<'a> {
         progress: &mut dyn FnMut(u64, usize),
     ) -> Result<VerifyReport, VerifyError> {
         let spec = self.layout.spec();
-        if start >= end || start < spec.span_start || end > spec.span_end || !start.is_multiple_of(self.sector) || !end.is_multiple_of(self.sector) {
+        if start >= end
+            || start < spec.span_start
+            || end > spec.span_end
+            || !start.is_multiple_of(self.sector)
+            || !end.is_multiple_of(self.sector)
+        {
             return Err(VerifyError::BadRegion { start, end, span_start: spec.span_start, span_end: spec.span_end });
         }
         let mut rep = VerifyReport::default();

@@ -275,6 +275,20 @@ pub fn run_cycle(
         let wait = if stopping { opts.drain_timeout } else { Duration::from_secs(30) };
         let got = target.reap(&mut done, 1, wait)?;
         if got == 0 {
+            if cut_done {
+                // After a cut, operations that never come back are uncertain, exactly like
+                // failed ones: record them as failed and close the cycle. Their buffers stay
+                // with the target, which must never free memory the kernel may still use.
+                out.failed += inflight.len() as u64;
+                for id in std::mem::take(&mut inflight).into_keys() {
+                    t.write_done(id, false, false);
+                }
+                break;
+            }
+            // A stall without a cut: keep what is known, then fail the cycle.
+            let (durable_prefix, durable_extras, failed) = t.durable();
+            ledger.append(&Record::Checkpoint { cycle, durable_prefix, durable_extras, failed })?;
+            ledger.sync()?;
             return Err(WriteError::Stalled(format!(
                 "no completion within {wait:?} with {} writes and {flushes_inflight} flushes in flight",
                 inflight.len()
@@ -283,11 +297,16 @@ pub fn run_cycle(
         for c in done.drain(..) {
             if c.token & FLUSH_TOKEN != 0 {
                 let no = c.token & !FLUSH_TOKEN;
-                flushes_inflight -= 1;
+                flushes_inflight = flushes_inflight.saturating_sub(1);
                 t.flush_done(no, c.result.is_ok());
                 continue;
             }
-            let w = inflight.remove(&c.token).expect("completion for a write in flight");
+            // A completion for an operation abandoned in an earlier cycle (a device that came
+            // back late) is stale: it changes nothing recorded.
+            let Some(w) = inflight.remove(&c.token) else {
+                pool.extend(c.buf);
+                continue;
+            };
             if let Some(b) = c.buf {
                 pool.push(b);
             }
@@ -410,6 +429,110 @@ pub fn prefill(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ledger::{tests::tempdir, RunHeader, LEDGER_FORMAT};
+    use crate::workload::{FlushPolicy, Pattern, WorkloadSpec};
+    use faultline_drivers::{Geometry, IoFailure, PowerSwitch};
+    use faultline_fixtures::{FaultModel, SimConfig, SimDrive, TruthContract};
+
+    /// A drive whose in-flight operations never come back after the cut (a hung device):
+    /// wraps the simulated drive and withholds every completion once power is off.
+    struct Hangs {
+        sim: SimDrive,
+        cut: std::rc::Rc<std::cell::Cell<bool>>,
+    }
+
+    impl BlockTarget for Hangs {
+        fn geometry(&self) -> Geometry {
+            self.sim.geometry()
+        }
+        fn identity(&self) -> String {
+            self.sim.identity()
+        }
+        fn queue_depth(&self) -> usize {
+            self.sim.queue_depth()
+        }
+        fn submit(&mut self, op: Op) -> Result<(), TargetError> {
+            self.sim.submit(op)
+        }
+        fn reap(&mut self, out: &mut Vec<Completion>, min: usize, timeout: Duration) -> Result<usize, TargetError> {
+            if self.cut.get() {
+                return Ok(0);
+            }
+            self.sim.reap(out, min, timeout)
+        }
+        fn in_flight(&self) -> usize {
+            self.sim.in_flight()
+        }
+        fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), IoFailure> {
+            self.sim.read_at(offset, buf)
+        }
+    }
+
+    #[test]
+    fn operations_that_never_return_after_a_cut_are_recorded_as_failed() {
+        let sim = SimDrive::new(SimConfig {
+            capacity_bytes: 1 << 20,
+            sector_bytes: 512,
+            atomic_bytes: 512,
+            queue_depth: 16,
+            seed: 3,
+            model: FaultModel::HonestPlp,
+            contract: TruthContract::Plp,
+        });
+        let mut power = sim.power();
+        let cut = std::rc::Rc::new(std::cell::Cell::new(false));
+        let mut target = Hangs { sim: sim.clone(), cut: cut.clone() };
+        let spec = WorkloadSpec {
+            seed: 1,
+            pattern: Pattern::Random,
+            span_start: 0,
+            span_end: 1 << 20,
+            min_write_bytes: 4096,
+            max_write_bytes: 4096,
+            mean_write_bytes: 4096,
+            align_bytes: 4096,
+            queue_depth: 16,
+            flush: FlushPolicy::default(),
+        };
+        let header = RunHeader {
+            ledger_format: LEDGER_FORMAT,
+            run_id: 1,
+            created_at: String::new(),
+            target_identity: sim.identity(),
+            target_capacity: 1 << 20,
+            sector_bytes: 512,
+            atomic_bytes: 512,
+            contract: Contract::Plp,
+            port: 0,
+            workload: spec.clone(),
+        };
+        let mut ledger = LedgerWriter::create(&tempdir(), header).unwrap();
+        let layout = Layout::new(spec, 512).unwrap();
+        let format = Format::new(1, 512);
+        let opts = CycleOptions {
+            cycle: 1,
+            first_id: 1,
+            started_at: String::new(),
+            port: 0,
+            max_writes: None,
+            duration: None,
+            cut_after_completions: Some(100),
+            checkpoint_every: Duration::from_secs(60),
+            drain_timeout: Duration::from_millis(10),
+        };
+        let out = run_cycle(&mut target, &layout, &format, &mut ledger, Contract::Plp, &opts, &mut || {
+            cut.set(true);
+            power.power_off().map_err(|e| e.to_string())
+        })
+        .unwrap();
+        assert_eq!(out.end, Some(EndKind::Cut));
+        assert!(out.in_flight_at_cut > 0);
+        assert_eq!(out.failed, out.in_flight_at_cut as u64, "every abandoned write counts as failed");
+        let c = &ledger.history().cycles[0];
+        assert_eq!(c.end, Some(EndKind::Cut));
+        assert_eq!(c.failed.len() as u32, out.in_flight_at_cut);
+        assert!(c.failed.iter().all(|&id| !ledger.history().is_durable(id)));
+    }
 
     #[test]
     fn plp_prefix_skips_failures_and_keeps_extras_bounded() {
