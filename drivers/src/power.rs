@@ -30,6 +30,17 @@ pub struct PowerCaps {
     pub state_readback: bool,
     /// The switch measures output voltage (a cut can be confirmed electrically).
     pub voltage_readback: bool,
+    /// The switch acknowledges each command (a reply, an exit status). A switch that does not
+    /// (CH340 "LCUS" relays) cannot even tell that a command arrived.
+    pub acknowledges: bool,
+}
+
+impl PowerCaps {
+    /// True when the switch itself can confirm that a cut happened (state or voltage readback).
+    /// When false, the caller must confirm the cut by the device disappearing.
+    pub fn confirms_cut(&self) -> bool {
+        self.state_readback || self.voltage_readback
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -49,4 +60,38 @@ pub trait PowerSwitch {
     fn power_on(&mut self) -> Result<(), PowerError>;
     /// Output state; `PowerError::Unsupported` where `capabilities().state_readback` is false.
     fn state(&mut self) -> Result<PowerState, PowerError>;
+    /// What the switch says it is (model, serial, firmware), for logs and bring-up. Switches
+    /// that cannot say anything answer with their name.
+    fn identify(&mut self) -> Result<String, PowerError> {
+        Ok(self.name())
+    }
+    /// Takes the transcript of what the switch exchanged since the last call (commands run and
+    /// their output, for the run log). Switches with nothing worth logging return nothing.
+    fn take_log(&mut self) -> Vec<String> {
+        Vec::new()
+    }
+}
+
+impl<T: PowerSwitch + ?Sized> PowerSwitch for Box<T> {
+    fn name(&self) -> String {
+        (**self).name()
+    }
+    fn capabilities(&self) -> PowerCaps {
+        (**self).capabilities()
+    }
+    fn power_off(&mut self) -> Result<(), PowerError> {
+        (**self).power_off()
+    }
+    fn power_on(&mut self) -> Result<(), PowerError> {
+        (**self).power_on()
+    }
+    fn state(&mut self) -> Result<PowerState, PowerError> {
+        (**self).state()
+    }
+    fn identify(&mut self) -> Result<String, PowerError> {
+        (**self).identify()
+    }
+    fn take_log(&mut self) -> Vec<String> {
+        (**self).take_log()
+    }
 }

@@ -1,0 +1,177 @@
+//! `exec:` command hooks: anything else that can cut power (IPMI, a BMC's `power-util`, PDUs,
+//! `sg_ses` slot power, pciehp) as the user's own shell commands.
+//!
+//! Each command runs under `sh -c` in its own process group with a timeout (the whole group is
+//! killed when it passes); its exit status is the answer: non-zero is a failed operation,
+//! never a cut. Its stdout and stderr go into the transcript ([`PowerSwitch::take_log`]) and
+//! are quoted in errors. An optional `state` command reports the output state as the first
+//! word of its stdout (`on` or `off`).
+
+use crate::power::{PowerCaps, PowerError, PowerState, PowerSwitch};
+use std::io::Read;
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct ExecSwitch {
+    off: String,
+    on: String,
+    state: Option<String>,
+    timeout: Duration,
+    log: Vec<String>,
+}
+
+/// What one command did.
+#[derive(Debug)]
+pub struct ExecOutput {
+    pub status: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Longest output kept per stream.
+const MAX_OUTPUT: u64 = 64 * 1024;
+
+fn read_capped(mut r: impl Read) -> String {
+    let mut buf = Vec::new();
+    let _ = r.by_ref().take(MAX_OUTPUT).read_to_end(&mut buf);
+    // Keep draining so the child never blocks on a full pipe.
+    let _ = std::io::copy(&mut r, &mut std::io::sink());
+    String::from_utf8_lossy(&buf).into_owned()
+}
+
+/// Runs `cmd` under `sh -c`, killing its process group after `timeout`.
+pub fn run(cmd: &str, timeout: Duration) -> Result<ExecOutput, String> {
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg(cmd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .map_err(|e| format!("cannot start sh: {e}"))?;
+    let out = child.stdout.take().expect("piped");
+    let err = child.stderr.take().expect("piped");
+    let t_out = std::thread::spawn(move || read_capped(out));
+    let t_err = std::thread::spawn(move || read_capped(err));
+    let end = Instant::now() + timeout;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break Some(s),
+            Ok(None) if Instant::now() >= end => {
+                // The group, so that whatever the shell started dies too and the pipes close.
+                let _ = Command::new("kill").arg("-KILL").arg("--").arg(format!("-{}", child.id())).status();
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(10)),
+            Err(e) => return Err(format!("waiting for the command failed: {e}")),
+        }
+    };
+    let stdout = t_out.join().unwrap_or_default();
+    let stderr = t_err.join().unwrap_or_default();
+    match status {
+        None => Err(format!("timed out after {timeout:?} and was killed (stdout {:?}, stderr {:?})", stdout.trim(), stderr.trim())),
+        Some(s) => Ok(ExecOutput { status: s.code(), stdout, stderr }),
+    }
+}
+
+impl ExecSwitch {
+    pub fn new(off: &str, on: &str, state: Option<&str>, timeout: Duration) -> ExecSwitch {
+        ExecSwitch { off: off.into(), on: on.into(), state: state.map(str::to_string), timeout, log: Vec::new() }
+    }
+
+    fn exec(&mut self, cmd: &str) -> Result<String, PowerError> {
+        let name = self.name();
+        let fail = |reason: String| PowerError::Failed { switch: name, command: cmd.to_string(), reason };
+        let out = match run(cmd, self.timeout) {
+            Ok(o) => o,
+            Err(e) => {
+                self.log.push(format!("$ {cmd}\n{e}"));
+                return Err(fail(e));
+            }
+        };
+        let status = out.status.map_or("killed by a signal".to_string(), |c| format!("exit {c}"));
+        self.log.push(format!("$ {cmd}\n[{status}]\n{}{}", out.stdout, out.stderr));
+        if out.status != Some(0) {
+            return Err(fail(format!("{status} (stdout {:?}, stderr {:?})", out.stdout.trim(), out.stderr.trim())));
+        }
+        Ok(out.stdout)
+    }
+}
+
+impl PowerSwitch for ExecSwitch {
+    fn name(&self) -> String {
+        crate::control::ControllerSpec::Exec {
+            off: self.off.clone(),
+            on: self.on.clone(),
+            state: self.state.clone(),
+            timeout_ms: self.timeout.as_millis() as u64,
+        }
+        .to_string()
+    }
+    fn capabilities(&self) -> PowerCaps {
+        PowerCaps { state_readback: self.state.is_some(), voltage_readback: false, acknowledges: true }
+    }
+    fn power_off(&mut self) -> Result<(), PowerError> {
+        let c = self.off.clone();
+        self.exec(&c).map(drop)
+    }
+    fn power_on(&mut self) -> Result<(), PowerError> {
+        let c = self.on.clone();
+        self.exec(&c).map(drop)
+    }
+    fn state(&mut self) -> Result<PowerState, PowerError> {
+        let Some(c) = self.state.clone() else {
+            return Err(PowerError::Unsupported { switch: self.name(), what: "read its state (no state=CMD in the spec)".into() });
+        };
+        let out = self.exec(&c)?;
+        match out.split_whitespace().next().map(str::to_ascii_lowercase).as_deref() {
+            Some("on") => Ok(PowerState::On),
+            Some("off") => Ok(PowerState::Off),
+            _ => Err(PowerError::Failed {
+                switch: self.name(),
+                command: c,
+                reason: format!("expected output starting with on or off, got {:?}", out.trim()),
+            }),
+        }
+    }
+    fn take_log(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.log)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_status_decides_and_output_is_kept() {
+        let mut s = ExecSwitch::new("echo cutting; exit 0", "echo nope >&2; exit 3", Some("echo OFF"), Duration::from_secs(5));
+        s.power_off().unwrap();
+        let e = s.power_on().unwrap_err().to_string();
+        assert!(e.contains("exit 3") && e.contains("nope") && e.contains("echo nope"), "{e}");
+        assert_eq!(s.state().unwrap(), PowerState::Off);
+        let log = s.take_log().join("\n");
+        assert!(log.contains("cutting") && log.contains("nope"), "{log}");
+        assert!(s.capabilities().state_readback);
+    }
+
+    #[test]
+    fn a_hung_command_is_killed_at_the_timeout() {
+        let mut s = ExecSwitch::new("sleep 5; echo never", "true", None, Duration::from_millis(200));
+        let t = Instant::now();
+        let e = s.power_off().unwrap_err().to_string();
+        assert!(e.contains("timed out"), "{e}");
+        assert!(t.elapsed() < Duration::from_secs(3), "took {:?}", t.elapsed());
+        assert!(matches!(s.state(), Err(PowerError::Unsupported { .. })));
+    }
+
+    #[test]
+    fn state_output_must_say_on_or_off() {
+        let mut s = ExecSwitch::new("true", "true", Some("echo maybe"), Duration::from_secs(5));
+        assert!(s.state().unwrap_err().to_string().contains("maybe"));
+    }
+}

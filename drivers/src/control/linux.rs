@@ -1,0 +1,412 @@
+//! Linux NVMe and PCIe link control (faultline's `shared/DOMAIN.md` section 6; the sysfs files
+//! are the kernel's `Documentation/ABI/testing/sysfs-bus-pci` and `sysfs-class-nvme`):
+//! - NVMe controller reset: `echo 1 > /sys/class/nvme/nvmeX/reset_controller`, then wait for
+//!   `state` to read `live` again.
+//! - NVM subsystem reset: ioctl `NVME_IOCTL_SUBSYS_RESET` on `/dev/nvmeX` (see `sys.rs`).
+//! - PCI function reset: `reset_method` set to the chosen method (and put back afterwards),
+//!   then `echo 1 > /sys/bus/pci/devices/BDF/reset`.
+//! - Remove and rescan: `.../BDF/remove`, wait, `/sys/bus/pci/rescan`, wait for the function.
+//! - Slot power: `/sys/bus/pci/slots/N/power` (0, wait, 1), read back after each write.
+//!
+//! Every path lives under [`ControlEnv::sysfs_root`] / [`ControlEnv::dev_root`] (default `/`),
+//! so tests run against a fake tree. Paths, and root when the real tree is used, are checked
+//! when the controller is opened, before any run.
+
+use super::{ControlEnv, ControllerSpec};
+use crate::link::{LinkController, LinkError, PciResetMethod, PortCaps, ResetKind};
+use crate::power::{PowerCaps, PowerError, PowerState, PowerSwitch};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+#[derive(Clone, Debug)]
+enum Target {
+    NvmeReset { ctrl: String },
+    NvmeSubsys { ctrl: String },
+    PciReset { bdf: String, method: Option<PciResetMethod> },
+    RemoveRescan { bdf: String },
+    Slot { slot: String },
+}
+
+/// One Linux link controller, for the port (controller, function or slot) its spec names.
+#[derive(Clone, Debug)]
+pub struct LinuxLink {
+    name: String,
+    target: Target,
+    sys: PathBuf,
+    dev: PathBuf,
+    settle: Duration,
+}
+
+fn sysfs_write(path: &Path, value: &str) -> Result<(), String> {
+    // O_TRUNC as the shell's `echo 1 > file` does; sysfs ignores it, the fake tree needs it.
+    let mut f =
+        std::fs::OpenOptions::new().write(true).truncate(true).open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    f.write_all(value.as_bytes()).map_err(|e| format!("writing {value:?} to {} failed: {e}", path.display()))
+}
+
+fn sysfs_read(path: &Path) -> Result<String, String> {
+    std::fs::read_to_string(path).map(|s| s.trim().to_string()).map_err(|e| format!("cannot read {}: {e}", path.display()))
+}
+
+impl LinuxLink {
+    /// Checks the paths (and root, on the real tree) and returns the controller. Panics on a
+    /// spec that is not a Linux link kind (a caller bug).
+    pub fn open(spec: &ControllerSpec, env: &ControlEnv) -> Result<LinuxLink, LinkError> {
+        let target = match spec {
+            ControllerSpec::NvmeReset { ctrl } => Target::NvmeReset { ctrl: ctrl.clone() },
+            ControllerSpec::NvmeSubsysReset { ctrl } => Target::NvmeSubsys { ctrl: ctrl.clone() },
+            ControllerSpec::PciReset { bdf, method } => Target::PciReset { bdf: bdf.clone(), method: *method },
+            ControllerSpec::PciRemoveRescan { bdf } => Target::RemoveRescan { bdf: bdf.clone() },
+            ControllerSpec::PciSlotPower { slot } => Target::Slot { slot: slot.clone() },
+            other => panic!("LinuxLink::open called with {other}"),
+        };
+        let l = LinuxLink {
+            name: spec.to_string(),
+            target,
+            sys: env.sysfs_root.join("sys"),
+            dev: env.dev_root.join("dev"),
+            settle: env.settle_timeout,
+        };
+        l.check(env)?;
+        Ok(l)
+    }
+
+    fn fail(&self, command: &str, reason: String) -> LinkError {
+        LinkError::Failed { controller: self.name.clone(), command: command.into(), reason }
+    }
+
+    fn nvme_dir(&self, ctrl: &str) -> PathBuf {
+        self.sys.join("class/nvme").join(ctrl)
+    }
+
+    fn pci_dir(&self, bdf: &str) -> PathBuf {
+        self.sys.join("bus/pci/devices").join(bdf)
+    }
+
+    fn slot_power(&self, slot: &str) -> PathBuf {
+        self.sys.join("bus/pci/slots").join(slot).join("power")
+    }
+
+    /// The files this controller will touch.
+    fn paths(&self) -> Vec<PathBuf> {
+        match &self.target {
+            Target::NvmeReset { ctrl } => vec![self.nvme_dir(ctrl).join("reset_controller")],
+            Target::NvmeSubsys { ctrl } => vec![self.dev.join(ctrl)],
+            Target::PciReset { bdf, method } => {
+                let mut v = vec![self.pci_dir(bdf).join("reset")];
+                if method.is_some() {
+                    v.push(self.pci_dir(bdf).join("reset_method"));
+                }
+                v
+            }
+            Target::RemoveRescan { bdf } => vec![self.pci_dir(bdf).join("remove"), self.sys.join("bus/pci/rescan")],
+            Target::Slot { slot } => vec![self.slot_power(slot)],
+        }
+    }
+
+    fn check(&self, env: &ControlEnv) -> Result<(), LinkError> {
+        let real = env.sysfs_root == Path::new("/") || env.dev_root == Path::new("/");
+        if real && !super::sys::running_as_root() {
+            return Err(self.fail("open", "needs root (sysfs reset files and NVMe ioctls are privileged); run it with sudo".into()));
+        }
+        for p in self.paths() {
+            if !p.exists() {
+                let hint = match &self.target {
+                    Target::NvmeReset { .. } | Target::NvmeSubsys { .. } => "is the controller name right? see `ls /sys/class/nvme`",
+                    Target::PciReset { .. } => {
+                        "is the PCI address right (`lspci -D`)? no `reset` file means the function has no reset method"
+                    }
+                    Target::RemoveRescan { .. } => "is the PCI address right? see `lspci -D`",
+                    Target::Slot { .. } => "is pciehp loaded and the slot name right? see `ls /sys/bus/pci/slots`",
+                };
+                return Err(self.fail("open", format!("{} does not exist ({hint})", p.display())));
+            }
+        }
+        Ok(())
+    }
+
+    fn port(&self) -> &str {
+        match &self.target {
+            Target::NvmeReset { ctrl } | Target::NvmeSubsys { ctrl } => ctrl,
+            Target::PciReset { bdf, .. } | Target::RemoveRescan { bdf } => bdf,
+            Target::Slot { slot } => slot,
+        }
+    }
+
+    fn kind(&self) -> ResetKind {
+        match &self.target {
+            Target::NvmeReset { .. } => ResetKind::NvmeController,
+            Target::NvmeSubsys { .. } => ResetKind::NvmeSubsystem,
+            Target::PciReset { method, .. } => ResetKind::PciFunction(*method),
+            Target::RemoveRescan { .. } => ResetKind::PciRemoveRescan,
+            Target::Slot { .. } => ResetKind::SlotPower,
+        }
+    }
+
+    /// Polls `ok` every 50 ms until it holds or the settle timeout passes.
+    fn wait_for(&self, command: &str, what: &str, ok: impl Fn() -> bool) -> Result<(), LinkError> {
+        let end = Instant::now() + self.settle;
+        loop {
+            if ok() {
+                return Ok(());
+            }
+            if Instant::now() >= end {
+                return Err(self.fail(command, format!("{what} did not happen within {:?}", self.settle)));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn set_slot_power(&self, slot: &str, on: bool) -> Result<(), String> {
+        let p = self.slot_power(slot);
+        let want = if on { "1" } else { "0" };
+        sysfs_write(&p, want)?;
+        let got = sysfs_read(&p)?;
+        if got != want {
+            return Err(format!("{} reads {got:?} after writing {want}", p.display()));
+        }
+        Ok(())
+    }
+}
+
+impl LinkController for LinuxLink {
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+
+    fn ports(&self) -> Vec<PortCaps> {
+        vec![PortCaps { port: self.port().to_string(), kinds: vec![self.kind()] }]
+    }
+
+    fn reset(&mut self, port: &str, kind: ResetKind, hold: Duration) -> Result<(), LinkError> {
+        self.require(port, kind)?;
+        let cmd = kind.to_string();
+        match self.target.clone() {
+            Target::NvmeReset { ctrl } => {
+                let dir = self.nvme_dir(&ctrl);
+                sysfs_write(&dir.join("reset_controller"), "1").map_err(|e| self.fail(&cmd, e))?;
+                let state = dir.join("state");
+                if state.exists() {
+                    self.wait_for(&cmd, &format!("{} reading \"live\"", state.display()), || {
+                        sysfs_read(&state).is_ok_and(|s| s == "live")
+                    })?;
+                }
+                Ok(())
+            }
+            Target::NvmeSubsys { ctrl } => {
+                let path = self.dev.join(&ctrl);
+                let f = std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .open(&path)
+                    .map_err(|e| self.fail(&cmd, format!("cannot open {}: {e}", path.display())))?;
+                super::sys::nvme_subsys_reset(&f)
+                    .map_err(|e| self.fail(&cmd, format!("ioctl NVME_IOCTL_SUBSYS_RESET on {} failed: {e}", path.display())))
+            }
+            Target::PciReset { bdf, method } => {
+                let dir = self.pci_dir(&bdf);
+                let rm = dir.join("reset_method");
+                let previous = match method {
+                    Some(m) => {
+                        let prev = sysfs_read(&rm).map_err(|e| self.fail(&cmd, e))?;
+                        sysfs_write(&rm, m.as_str())
+                            .map_err(|e| self.fail(&cmd, format!("{e} (the function may not support {})", m.as_str())))?;
+                        Some(prev)
+                    }
+                    None => None,
+                };
+                let r = sysfs_write(&dir.join("reset"), "1").map_err(|e| self.fail(&cmd, e));
+                if let Some(prev) = previous {
+                    // Put the kernel's method list back; an empty list means the default.
+                    let restore = if prev.is_empty() { "default".to_string() } else { prev };
+                    sysfs_write(&rm, &restore)
+                        .map_err(|e| self.fail(&cmd, format!("reset done, but restoring reset_method failed: {e}")))?;
+                }
+                r
+            }
+            Target::RemoveRescan { bdf } => {
+                let dir = self.pci_dir(&bdf);
+                sysfs_write(&dir.join("remove"), "1").map_err(|e| self.fail(&cmd, e))?;
+                std::thread::sleep(hold);
+                sysfs_write(&self.sys.join("bus/pci/rescan"), "1").map_err(|e| self.fail(&cmd, e))?;
+                self.wait_for(&cmd, &format!("{} reappearing after rescan", dir.display()), || dir.exists())
+            }
+            Target::Slot { slot } => {
+                self.set_slot_power(&slot, false).map_err(|e| self.fail(&cmd, e))?;
+                std::thread::sleep(hold);
+                self.set_slot_power(&slot, true).map_err(|e| self.fail(&cmd, e))
+            }
+        }
+    }
+}
+
+/// Slot power as a power switch: `/sys/bus/pci/slots/N/power`, read back after each write.
+pub struct SlotPower {
+    link: LinuxLink,
+}
+
+impl SlotPower {
+    /// Panics unless `link` is a `pci-slot-power` controller (a caller bug).
+    pub fn new(link: LinuxLink) -> SlotPower {
+        assert!(matches!(link.target, Target::Slot { .. }), "SlotPower needs a pci-slot-power controller");
+        SlotPower { link }
+    }
+
+    fn set(&mut self, on: bool) -> Result<(), PowerError> {
+        let slot = self.link.port().to_string();
+        self.link.set_slot_power(&slot, on).map_err(|reason| PowerError::Failed {
+            switch: self.link.name.clone(),
+            command: format!("slot power {}", if on { "on" } else { "off" }),
+            reason,
+        })
+    }
+}
+
+impl PowerSwitch for SlotPower {
+    fn name(&self) -> String {
+        self.link.name.clone()
+    }
+    fn capabilities(&self) -> PowerCaps {
+        PowerCaps { state_readback: true, voltage_readback: false, acknowledges: true }
+    }
+    fn power_off(&mut self) -> Result<(), PowerError> {
+        self.set(false)
+    }
+    fn power_on(&mut self) -> Result<(), PowerError> {
+        self.set(true)
+    }
+    fn state(&mut self) -> Result<PowerState, PowerError> {
+        let p = self.link.slot_power(self.link.port());
+        let fail = |reason: String| PowerError::Failed { switch: self.link.name.clone(), command: "read slot power".into(), reason };
+        match sysfs_read(&p).map_err(fail)?.as_str() {
+            "1" => Ok(PowerState::On),
+            "0" => Ok(PowerState::Off),
+            other => Err(fail(format!("{} reads {other:?}", p.display()))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::control::parse_spec;
+
+    struct FakeRoot(PathBuf);
+
+    impl FakeRoot {
+        fn new(tag: &str) -> FakeRoot {
+            let d = std::env::temp_dir().join(format!("faultline-sysfs-{tag}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&d);
+            std::fs::create_dir_all(&d).unwrap();
+            FakeRoot(d)
+        }
+        fn file(&self, rel: &str, content: &str) -> PathBuf {
+            let p = self.0.join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(&p, content).unwrap();
+            p
+        }
+        fn read(&self, rel: &str) -> String {
+            std::fs::read_to_string(self.0.join(rel)).unwrap()
+        }
+        fn env(&self) -> ControlEnv {
+            ControlEnv {
+                sysfs_root: self.0.clone(),
+                dev_root: self.0.clone(),
+                settle_timeout: Duration::from_millis(300),
+                ..ControlEnv::default()
+            }
+        }
+    }
+
+    impl Drop for FakeRoot {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn open(spec: &str, root: &FakeRoot) -> Result<LinuxLink, LinkError> {
+        LinuxLink::open(&parse_spec(spec).unwrap(), &root.env())
+    }
+
+    #[test]
+    fn nvme_controller_reset_writes_sysfs_and_waits_for_live() {
+        let root = FakeRoot::new("nvme");
+        root.file("sys/class/nvme/nvme0/reset_controller", "");
+        root.file("sys/class/nvme/nvme0/state", "live\n");
+        let mut l = open("nvme-reset://nvme0", &root).unwrap();
+        l.reset("nvme0", ResetKind::NvmeController, Duration::ZERO).unwrap();
+        assert_eq!(root.read("sys/class/nvme/nvme0/reset_controller"), "1");
+        root.file("sys/class/nvme/nvme0/state", "resetting\n");
+        let e = l.reset("nvme0", ResetKind::NvmeController, Duration::ZERO).unwrap_err().to_string();
+        assert!(e.contains("nvme-reset://nvme0") && e.contains("\"live\"") && e.contains("did not happen"), "{e}");
+        let e = l.reset("nvme0", ResetKind::NvmeSubsystem, Duration::ZERO).unwrap_err().to_string();
+        assert!(e.contains("cannot do nvme-subsystem-reset"), "{e}");
+    }
+
+    #[test]
+    fn missing_paths_are_refused_at_open_with_a_hint() {
+        let root = FakeRoot::new("missing");
+        let e = open("nvme-reset://nvme7", &root).unwrap_err().to_string();
+        assert!(e.contains("nvme7/reset_controller does not exist") && e.contains("ls /sys/class/nvme"), "{e}");
+        let e = open("pci-slot-power://4", &root).unwrap_err().to_string();
+        assert!(e.contains("slots/4/power does not exist"), "{e}");
+    }
+
+    #[test]
+    fn subsystem_reset_ioctl_failure_names_the_device_and_errno() {
+        let root = FakeRoot::new("subsys");
+        // A regular file stands in for /dev/nvme0: the kernel refuses the ioctl (ENOTTY).
+        root.file("dev/nvme0", "");
+        let mut l = open("nvme-subsys-reset://nvme0", &root).unwrap();
+        let e = l.reset("nvme0", ResetKind::NvmeSubsystem, Duration::ZERO).unwrap_err().to_string();
+        assert!(e.contains("NVME_IOCTL_SUBSYS_RESET") && e.contains("dev/nvme0"), "{e}");
+    }
+
+    #[test]
+    fn pci_reset_sets_the_method_and_puts_the_old_list_back() {
+        let root = FakeRoot::new("pcireset");
+        root.file("sys/bus/pci/devices/0000:3b:00.0/reset", "");
+        root.file("sys/bus/pci/devices/0000:3b:00.0/reset_method", "flr bus\n");
+        let mut l = open("pci-reset://0000:3b:00.0?method=bus", &root).unwrap();
+        assert!(l.require("0000:3b:00.0", ResetKind::PciFunction(Some(PciResetMethod::Flr))).is_err());
+        l.reset("0000:3b:00.0", ResetKind::PciFunction(Some(PciResetMethod::Bus)), Duration::ZERO).unwrap();
+        assert_eq!(root.read("sys/bus/pci/devices/0000:3b:00.0/reset"), "1");
+        assert_eq!(root.read("sys/bus/pci/devices/0000:3b:00.0/reset_method"), "flr bus");
+    }
+
+    #[test]
+    fn remove_rescan_waits_for_the_function_to_return() {
+        let root = FakeRoot::new("rescan");
+        root.file("sys/bus/pci/devices/0000:3b:00.0/remove", "");
+        root.file("sys/bus/pci/rescan", "");
+        let mut l = open("pci-remove-rescan://0000:3b:00.0", &root).unwrap();
+        // The fake tree does not remove the function, so it is "back" at once.
+        l.reset("0000:3b:00.0", ResetKind::PciRemoveRescan, Duration::from_millis(1)).unwrap();
+        assert_eq!(root.read("sys/bus/pci/rescan"), "1");
+        // A function removed for real, that the rescan does not bring back, is an error.
+        let dir = root.0.join("sys/bus/pci/devices/0000:3b:00.0");
+        let remover = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            std::fs::remove_dir_all(dir).unwrap();
+        });
+        let e = l.reset("0000:3b:00.0", ResetKind::PciRemoveRescan, Duration::from_millis(100)).unwrap_err().to_string();
+        remover.join().unwrap();
+        assert!(e.contains("reappearing after rescan did not happen"), "{e}");
+    }
+
+    #[test]
+    fn slot_power_is_a_switch_with_readback() {
+        let root = FakeRoot::new("slot");
+        root.file("sys/bus/pci/slots/12/power", "1\n");
+        let mut l = open("pci-slot-power://12", &root).unwrap();
+        let mut p = SlotPower::new(l.clone());
+        p.power_off().unwrap();
+        assert_eq!(p.state().unwrap(), PowerState::Off);
+        p.power_on().unwrap();
+        assert_eq!(p.state().unwrap(), PowerState::On);
+        l.reset("12", ResetKind::SlotPower, Duration::from_millis(1)).unwrap();
+        assert_eq!(root.read("sys/bus/pci/slots/12/power"), "1");
+    }
+}

@@ -1,0 +1,592 @@
+//! Quarch power modules, hot-plug (drive control) modules and Torridon array controllers.
+//!
+//! Protocol (faultline's `shared/DOMAIN.md` section 5, checked against Quarch's public Python
+//! client quarchpy, `connection_TCP.py` and `connection_USB.py`):
+//! - Text commands, case-insensitive SCPI style; replies `OK`, `FAIL...`, or a value.
+//! - Serial: 19200 8N1, no flow control. `CMD\r\n`; the module echoes the line, then the reply,
+//!   then the prompt `>` at the start of a line.
+//! - TCP (port 9760): a command goes out as `[len][0x00]CMD\r\n`, `len` counting `CMD\r\n`;
+//!   reply packets carry a 2-byte little-endian length of the bytes that follow it (quarchpy
+//!   ignores it and strips two bytes per packet; we honour it), and the reply ends with `\r\n>`.
+//!   No echo.
+//! - USB (vendor 0x16D0, product 0x0449): interface 0, the command endpoint is the highest
+//!   OUT endpoint; commands NUL-padded to 64 bytes; reply packets until one that starts with
+//!   `>`. Modules with 64-byte endpoints are first locked into USB mode (`02 00 00 01 04 01`,
+//!   reply byte 2 = 1) and unlocked on close (`02 00 00 01 03 00`). See `usb.rs`.
+//! - Torridon: ` <N>` appended addresses the module on port N; replies may come back prefixed
+//!   by `<N>`, which is stripped.
+//!
+//! Recovery: a reply whose echo does not match, that holds non-text bytes, that never reaches
+//! the prompt, or a dropped connection is a link fault: the driver resynchronises (drains,
+//! sends an empty line and waits for a prompt; reconnects on TCP) and resends, at most
+//! `ControlEnv::attempts` times in all. Only idempotent commands are sent (set power state,
+//! set a source), so a resend is safe. A reply `FAIL...` is the module's answer and is never
+//! retried. `power_off` and `power_on` confirm the new state by `RUN:POWer?`, and power
+//! modules also by measuring the 12 V rail.
+//!
+//! The hot-plug signal commands (port pull, PERST#, pin-mate source delays, glitch) follow the
+//! signal/source model of DOMAIN.md section 5; check the exact signal names against the
+//! module's technical manual before relying on them.
+
+use super::{drain, open_serial, read_until, show_bytes, write_all, ControlEnv, QuarchTransport, ReadFault};
+use crate::link::{LinkController, LinkError, PortCaps, ResetKind};
+use crate::power::{PowerCaps, PowerError, PowerState, PowerSwitch};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// A power module's 12 V rail below this counts as off.
+pub const OFF_MILLIVOLTS: u32 = 500;
+/// A power module's 12 V rail above this counts as on.
+pub const ON_MILLIVOLTS: u32 = 10_000;
+
+/// Why an exchange failed below the protocol level.
+#[derive(Debug)]
+pub enum WireFault {
+    /// No complete reply in time; `got` is what arrived.
+    Timeout { got: Vec<u8> },
+    /// A reply arrived but is not a well-formed answer to the command.
+    Garbage { got: Vec<u8>, why: String },
+    /// The connection closed or failed.
+    Closed { got: Vec<u8>, why: String },
+}
+
+impl std::fmt::Display for WireFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WireFault::Timeout { got } => write!(f, "no complete reply in time (got {})", show_bytes(got)),
+            WireFault::Garbage { got, why } => write!(f, "garbled reply: {why} (got {})", show_bytes(got)),
+            WireFault::Closed { got, why } => write!(f, "connection lost: {why} (got {})", show_bytes(got)),
+        }
+    }
+}
+
+/// One transport to a Quarch module: sends one command, returns its reply text (no echo, no
+/// prompt, surrounding whitespace trimmed).
+pub trait QuarchWire: Send {
+    fn exchange(&mut self, cmd: &str, timeout: Duration) -> Result<String, WireFault>;
+    /// Brings the link back to a known state after a fault.
+    fn resync(&mut self, timeout: Duration) -> Result<(), WireFault>;
+}
+
+/// True when `b` ends with the prompt: a `>` alone or at the start of a line.
+fn ends_with_prompt(b: &[u8]) -> bool {
+    matches!(b, [.., b'\n', b'>'] | [b'>'])
+}
+
+/// Reply text from the bytes before the prompt: must be printable text.
+fn reply_text(body: &[u8], all: &[u8]) -> Result<String, WireFault> {
+    let ok = body.iter().all(|&c| c == b'\r' || c == b'\n' || c == b'\t' || (0x20..0x7f).contains(&c));
+    if !ok {
+        return Err(WireFault::Garbage { got: all.to_vec(), why: "non-text bytes in the reply".into() });
+    }
+    Ok(String::from_utf8_lossy(body).trim().to_string())
+}
+
+// --- serial ----------------------------------------------------------------------------------
+
+pub struct SerialWire {
+    port: Box<dyn serialport::SerialPort>,
+}
+
+fn set_port_timeout(p: &mut Box<dyn serialport::SerialPort>, t: Duration) {
+    let _ = p.set_timeout(t);
+}
+
+impl SerialWire {
+    pub fn open(path: &std::path::Path, timeout: Duration) -> Result<SerialWire, String> {
+        Ok(SerialWire { port: open_serial(path, 19200, timeout)? })
+    }
+
+    /// Parses `echo\r\nreply\r\n>`.
+    pub fn parse_reply(cmd: &str, buf: &[u8]) -> Result<String, WireFault> {
+        let Some(eol) = buf.windows(2).position(|w| w == b"\r\n") else {
+            return Err(WireFault::Garbage { got: buf.to_vec(), why: "no echo line".into() });
+        };
+        let echo = String::from_utf8_lossy(&buf[..eol]);
+        if !echo.trim().eq_ignore_ascii_case(cmd.trim()) {
+            return Err(WireFault::Garbage { got: buf.to_vec(), why: format!("echo {:?} does not match the command", echo.trim()) });
+        }
+        let body = &buf[eol + 2..buf.len() - 1];
+        reply_text(body, buf)
+    }
+}
+
+impl QuarchWire for SerialWire {
+    fn exchange(&mut self, cmd: &str, timeout: Duration) -> Result<String, WireFault> {
+        let closed = |e: std::io::Error| WireFault::Closed { got: Vec::new(), why: e.to_string() };
+        write_all(&mut self.port, format!("{cmd}\r\n").as_bytes()).map_err(closed)?;
+        let mut buf = Vec::new();
+        // The echo may itself contain `>` (Torridon addresses `<3>`): look for the prompt only
+        // after the echo line.
+        let done = |b: &[u8]| b.windows(2).position(|w| w == b"\r\n").is_some_and(|eol| ends_with_prompt(&b[eol + 2..]));
+        match read_until(&mut self.port, &mut buf, Instant::now() + timeout, set_port_timeout, done) {
+            Ok(()) => Self::parse_reply(cmd, &buf),
+            Err(ReadFault::Timeout) => Err(WireFault::Timeout { got: buf }),
+            Err(ReadFault::TooLong) => Err(WireFault::Garbage { got: buf, why: "reply too long".into() }),
+            Err(ReadFault::Closed) => Err(WireFault::Closed { got: buf, why: "end of file".into() }),
+            Err(ReadFault::Io(e)) => Err(WireFault::Closed { got: buf, why: e.to_string() }),
+        }
+    }
+
+    fn resync(&mut self, timeout: Duration) -> Result<(), WireFault> {
+        let quiet = Duration::from_millis(60);
+        drain(&mut self.port, quiet, timeout, set_port_timeout);
+        let _ = self.port.clear(serialport::ClearBuffer::Input);
+        write_all(&mut self.port, b"\r\n").map_err(|e| WireFault::Closed { got: Vec::new(), why: e.to_string() })?;
+        let mut buf = Vec::new();
+        let r = read_until(&mut self.port, &mut buf, Instant::now() + timeout, set_port_timeout, |b| b.ends_with(b">"));
+        // Whatever a late reply left behind goes too.
+        drain(&mut self.port, quiet, timeout, set_port_timeout);
+        match r {
+            Ok(()) => Ok(()),
+            Err(ReadFault::Io(e)) => Err(WireFault::Closed { got: buf, why: e.to_string() }),
+            Err(ReadFault::Closed) => Err(WireFault::Closed { got: buf, why: "end of file".into() }),
+            Err(_) => Err(WireFault::Timeout { got: buf }),
+        }
+    }
+}
+
+// --- TCP -------------------------------------------------------------------------------------
+
+pub struct TcpWire {
+    host: String,
+    port: u16,
+    stream: Option<TcpStream>,
+    timeout: Duration,
+}
+
+impl TcpWire {
+    pub fn connect(host: &str, port: u16, timeout: Duration) -> Result<TcpWire, String> {
+        let mut w = TcpWire { host: host.to_string(), port, stream: None, timeout };
+        w.reconnect()?;
+        Ok(w)
+    }
+
+    fn reconnect(&mut self) -> Result<(), String> {
+        self.stream = None;
+        let addrs: Vec<_> = (self.host.as_str(), self.port)
+            .to_socket_addrs()
+            .map_err(|e| format!("cannot resolve {}:{}: {e}", self.host, self.port))?
+            .collect();
+        let mut last = format!("{}:{} resolved to no address", self.host, self.port);
+        for a in addrs {
+            match TcpStream::connect_timeout(&a, self.timeout) {
+                Ok(s) => {
+                    let _ = s.set_nodelay(true);
+                    let _ = s.set_write_timeout(Some(self.timeout));
+                    self.stream = Some(s);
+                    return Ok(());
+                }
+                Err(e) => last = format!("cannot connect to {a}: {e}"),
+            }
+        }
+        Err(last)
+    }
+
+    /// Encodes one command frame.
+    pub fn frame(cmd: &str) -> Result<Vec<u8>, String> {
+        let body = format!("{cmd}\r\n");
+        let len = u8::try_from(body.len()).map_err(|_| format!("command of {} bytes is too long for one TCP frame", body.len()))?;
+        let mut out = vec![len, 0];
+        out.extend_from_slice(body.as_bytes());
+        Ok(out)
+    }
+
+    /// Strips the packet length prefixes from `raw`; `None` while a packet is incomplete.
+    pub fn unpack(raw: &[u8]) -> Option<Vec<u8>> {
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < raw.len() {
+            if raw.len() - i < 2 {
+                return None;
+            }
+            let n = u16::from_le_bytes([raw[i], raw[i + 1]]) as usize;
+            if raw.len() - i - 2 < n {
+                return None;
+            }
+            out.extend_from_slice(&raw[i + 2..i + 2 + n]);
+            i += 2 + n;
+        }
+        Some(out)
+    }
+}
+
+impl QuarchWire for TcpWire {
+    fn exchange(&mut self, cmd: &str, timeout: Duration) -> Result<String, WireFault> {
+        let frame = Self::frame(cmd).map_err(|why| WireFault::Garbage { got: Vec::new(), why })?;
+        let Some(s) = self.stream.as_mut() else {
+            return Err(WireFault::Closed { got: Vec::new(), why: "not connected".into() });
+        };
+        write_all(s, &frame).map_err(|e| WireFault::Closed { got: Vec::new(), why: e.to_string() })?;
+        let mut raw = Vec::new();
+        let done = |b: &[u8]| TcpWire::unpack(b).is_some_and(|d| ends_with_prompt(&d));
+        let set = |s: &mut TcpStream, t: Duration| {
+            let _ = s.set_read_timeout(Some(t));
+        };
+        match read_until(s, &mut raw, Instant::now() + timeout, set, done) {
+            Ok(()) => {
+                let data = Self::unpack(&raw).expect("checked complete");
+                reply_text(&data[..data.len() - 1], &data)
+            }
+            Err(ReadFault::Timeout) => Err(WireFault::Timeout { got: raw }),
+            Err(ReadFault::TooLong) => Err(WireFault::Garbage { got: raw, why: "reply too long".into() }),
+            Err(ReadFault::Closed) => Err(WireFault::Closed { got: raw, why: "the module closed the connection".into() }),
+            Err(ReadFault::Io(e)) => Err(WireFault::Closed { got: raw, why: e.to_string() }),
+        }
+    }
+
+    /// A fresh connection is the only sure way back in step with a length-prefixed stream.
+    fn resync(&mut self, _timeout: Duration) -> Result<(), WireFault> {
+        self.reconnect().map_err(|why| WireFault::Closed { got: Vec::new(), why })
+    }
+}
+
+// --- the module ------------------------------------------------------------------------------
+
+/// What kind of module answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ModuleKind {
+    /// Hot-plug / drive control module: `RUN:POWer?` answers `PLUGGED`/`PULLED`, signals are
+    /// assigned to timed sources.
+    HotPlug,
+    /// Power module: `RUN:POWer?` answers `ON`/`OFF`; rails can be measured.
+    Power,
+}
+
+/// One port of a dual-port drive, as a hot-plug module's signal groups name them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DrivePort {
+    A,
+    B,
+}
+
+impl DrivePort {
+    fn signal(self) -> &'static str {
+        match self {
+            DrivePort::A => "PORT_A",
+            DrivePort::B => "PORT_B",
+        }
+    }
+}
+
+/// Pin-mate sequencing speeds (UNH-IOL plugfest): the step between timed sources, in ms.
+pub const MATE_SPEEDS_MS: [(&str, u32); 4] = [("fast", 10), ("standard", 25), ("slow", 100), ("very-slow", 500)];
+
+struct Conn {
+    wire: Box<dyn QuarchWire>,
+    name: String,
+    module: Option<u8>,
+    kind: ModuleKind,
+    idn: String,
+    timeout: Duration,
+    attempts: u32,
+}
+
+/// A Quarch module. Clones share one connection, so one handle can serve as the power switch
+/// and another as the link controller (port pulls, PERST#).
+#[derive(Clone)]
+pub struct Quarch {
+    conn: Arc<Mutex<Conn>>,
+}
+
+impl Quarch {
+    /// Opens the transport a spec names and identifies the module.
+    pub fn open(t: &QuarchTransport, module: Option<u8>, env: &ControlEnv) -> Result<Quarch, PowerError> {
+        let name = super::ControllerSpec::Quarch { transport: t.clone(), module }.to_string();
+        let fail = |reason: String| PowerError::Failed { switch: name.clone(), command: "open".into(), reason };
+        let wire: Box<dyn QuarchWire> = match t {
+            QuarchTransport::Serial(p) => Box::new(SerialWire::open(p, env.timeout).map_err(fail)?),
+            QuarchTransport::Tcp { host, port } => Box::new(TcpWire::connect(host, *port, env.timeout).map_err(fail)?),
+            QuarchTransport::Usb { serial } => Box::new(super::usb::QuarchUsbWire::open(serial, env.timeout).map_err(fail)?),
+        };
+        Quarch::with_wire(wire, name, module, env)
+    }
+
+    /// Identifies the module behind an open wire (`*IDN?`) and decides its kind from the name
+    /// it gives: one with "power" in it is a power module, anything else a hot-plug module.
+    pub fn with_wire(wire: Box<dyn QuarchWire>, name: String, module: Option<u8>, env: &ControlEnv) -> Result<Quarch, PowerError> {
+        let mut conn =
+            Conn { wire, name, module, kind: ModuleKind::HotPlug, idn: String::new(), timeout: env.timeout, attempts: env.attempts.max(1) };
+        let idn = conn.command("*IDN?")?;
+        let module_name = idn.lines().find_map(|l| l.trim().strip_prefix("Name:").map(|v| v.trim().to_string())).ok_or_else(|| {
+            PowerError::Failed { switch: conn.name.clone(), command: "*IDN?".into(), reason: format!("no `Name:` line in {idn:?}") }
+        })?;
+        conn.kind = if module_name.to_ascii_lowercase().contains("power") { ModuleKind::Power } else { ModuleKind::HotPlug };
+        conn.idn = idn;
+        Ok(Quarch { conn: Arc::new(Mutex::new(conn)) })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Conn> {
+        self.conn.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn kind(&self) -> ModuleKind {
+        self.lock().kind
+    }
+
+    /// Sends one command and returns the module's value reply; `FAIL...` is an error.
+    pub fn command(&self, cmd: &str) -> Result<String, PowerError> {
+        self.lock().command(cmd)
+    }
+
+    /// Sends a command that must be answered `OK`.
+    pub fn command_ok(&self, cmd: &str) -> Result<(), PowerError> {
+        self.lock().command_ok(cmd)
+    }
+
+    /// Hot-plug modules: disconnects one port's signals of a dual-port drive, keeping power and
+    /// the other port.
+    pub fn pull_port(&self, port: DrivePort) -> Result<(), PowerError> {
+        let mut c = self.lock();
+        c.require_hotplug("pull one port")?;
+        c.command_ok(&format!("SIGnal:{}:SOURce 0", port.signal()))?;
+        c.command_ok("RUN:POWer UP")
+    }
+
+    /// Hot-plug modules: reconnects a pulled port (back to the first timed source).
+    pub fn restore_port(&self, port: DrivePort) -> Result<(), PowerError> {
+        let mut c = self.lock();
+        c.require_hotplug("restore one port")?;
+        c.command_ok(&format!("SIGnal:{}:SOURce 1", port.signal()))?;
+        c.command_ok("RUN:POWer UP")
+    }
+
+    /// Hot-plug modules: pin-mate sequencing speed; timed source N (1..=6) switches
+    /// `(N-1) * step_ms` after the first. [`MATE_SPEEDS_MS`] lists the usual steps.
+    pub fn set_mate_step(&self, step_ms: u32) -> Result<(), PowerError> {
+        let mut c = self.lock();
+        c.require_hotplug("set pin-mate sequencing")?;
+        for n in 1..=6u32 {
+            c.command_ok(&format!("SOURce:{n}:DELay {}", (n - 1) * step_ms))?;
+        }
+        Ok(())
+    }
+
+    /// Hot-plug modules: drives PERST# low (asserted) or releases it to its timed source.
+    pub fn perst(&self, assert: bool) -> Result<(), PowerError> {
+        let mut c = self.lock();
+        c.require_hotplug("drive PERST#")?;
+        if assert {
+            c.command_ok("SIGnal:PERST:DRIve:OPEn LOW")?;
+            c.command_ok("SIGnal:PERST:SOURce 0")?;
+        } else {
+            c.command_ok("SIGnal:PERST:SOURce 1")?;
+        }
+        c.command_ok("RUN:POWer UP")
+    }
+
+    /// Hot-plug modules: sets up the glitch engine (`glitch:setup ARGS`) and fires it once.
+    pub fn glitch_once(&self, setup: &str) -> Result<(), PowerError> {
+        let mut c = self.lock();
+        c.require_hotplug("glitch")?;
+        c.command_ok(&format!("glitch:setup {setup}"))?;
+        c.command_ok("run:glitch once")
+    }
+
+    /// Power modules: the 12 V rail in millivolts.
+    pub fn millivolts_12v(&self) -> Result<u32, PowerError> {
+        self.lock().millivolts("12V")
+    }
+}
+
+impl Conn {
+    fn err(&self, command: &str, reason: String) -> PowerError {
+        PowerError::Failed { switch: self.name.clone(), command: command.to_string(), reason }
+    }
+
+    fn require_hotplug(&self, what: &str) -> Result<(), PowerError> {
+        if self.kind == ModuleKind::HotPlug {
+            Ok(())
+        } else {
+            Err(PowerError::Unsupported {
+                switch: self.name.clone(),
+                what: format!("{what} (it is a power module, not a hot-plug module)"),
+            })
+        }
+    }
+
+    fn command(&mut self, cmd: &str) -> Result<String, PowerError> {
+        let addressed = match self.module {
+            Some(m) => format!("{cmd} <{m}>"),
+            None => cmd.to_string(),
+        };
+        let mut faults = Vec::new();
+        for attempt in 0..self.attempts {
+            if attempt > 0 {
+                if let Err(f) = self.wire.resync(self.timeout) {
+                    faults.push(format!("resync: {f}"));
+                    continue;
+                }
+            }
+            match self.wire.exchange(&addressed, self.timeout) {
+                Ok(reply) => {
+                    let reply = self.strip_address(&reply);
+                    if reply.to_ascii_uppercase().starts_with("FAIL") {
+                        return Err(self.err(&addressed, format!("module answered {reply:?}")));
+                    }
+                    return Ok(reply);
+                }
+                Err(f) => faults.push(f.to_string()),
+            }
+        }
+        Err(self.err(&addressed, format!("gave up after {} attempts: {}", self.attempts, faults.join("; "))))
+    }
+
+    fn strip_address(&self, reply: &str) -> String {
+        if let Some(m) = self.module {
+            if let Some(rest) = reply.strip_prefix(&format!("<{m}>")) {
+                return rest.trim().to_string();
+            }
+        }
+        reply.to_string()
+    }
+
+    fn command_ok(&mut self, cmd: &str) -> Result<(), PowerError> {
+        let r = self.command(cmd)?;
+        if r.eq_ignore_ascii_case("OK") {
+            Ok(())
+        } else {
+            Err(self.err(cmd, format!("expected OK, module answered {r:?}")))
+        }
+    }
+
+    fn state(&mut self) -> Result<PowerState, PowerError> {
+        let r = self.command("RUN:POWer?")?;
+        match r.to_ascii_uppercase().as_str() {
+            "ON" | "PLUGGED" => Ok(PowerState::On),
+            "OFF" | "PULLED" => Ok(PowerState::Off),
+            _ => Err(self.err("RUN:POWer?", format!("expected ON, OFF, PLUGGED or PULLED, module answered {r:?}"))),
+        }
+    }
+
+    fn millivolts(&mut self, rail: &str) -> Result<u32, PowerError> {
+        if self.kind != ModuleKind::Power {
+            return Err(PowerError::Unsupported { switch: self.name.clone(), what: "measure voltage (not a power module)".into() });
+        }
+        let cmd = format!("Measure:Voltage {rail}?");
+        let r = self.command(&cmd)?;
+        let t = r.trim();
+        let (num, scale) = if let Some(n) = t.strip_suffix("mV") {
+            (n, 1.0)
+        } else if let Some(n) = t.strip_suffix('V') {
+            (n, 1000.0)
+        } else {
+            (t, 1.0)
+        };
+        match num.trim().parse::<f64>() {
+            Ok(v) if v.is_finite() && v >= -1000.0 => Ok((v * scale).max(0.0).round() as u32),
+            _ => Err(self.err(&cmd, format!("expected a voltage such as 12000mV, module answered {r:?}"))),
+        }
+    }
+
+    fn set_power(&mut self, want: PowerState) -> Result<(), PowerError> {
+        let cmd = if want == PowerState::Off { "RUN:POWer DOWN" } else { "RUN:POWer UP" };
+        self.command_ok(cmd)?;
+        let got = self.state()?;
+        if got != want {
+            return Err(self.err(cmd, format!("module answered OK but RUN:POWer? then said {got}")));
+        }
+        if self.kind == ModuleKind::Power {
+            let mv = self.millivolts("12V")?;
+            let ok = if want == PowerState::Off { mv < OFF_MILLIVOLTS } else { mv > ON_MILLIVOLTS };
+            if !ok {
+                return Err(self.err(cmd, format!("the 12V rail reads {mv} mV after power {want}")));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl PowerSwitch for Quarch {
+    fn name(&self) -> String {
+        self.lock().name.clone()
+    }
+
+    fn capabilities(&self) -> PowerCaps {
+        PowerCaps { state_readback: true, voltage_readback: self.kind() == ModuleKind::Power, acknowledges: true }
+    }
+
+    fn power_off(&mut self) -> Result<(), PowerError> {
+        self.lock().set_power(PowerState::Off)
+    }
+
+    fn power_on(&mut self) -> Result<(), PowerError> {
+        self.lock().set_power(PowerState::On)
+    }
+
+    fn state(&mut self) -> Result<PowerState, PowerError> {
+        self.lock().state()
+    }
+
+    fn identify(&mut self) -> Result<String, PowerError> {
+        let c = self.lock();
+        Ok(format!("{} ({:?} module)\n{}", c.name, c.kind, c.idn))
+    }
+}
+
+impl LinkController for Quarch {
+    fn name(&self) -> String {
+        self.lock().name.clone()
+    }
+
+    fn ports(&self) -> Vec<PortCaps> {
+        if self.kind() != ModuleKind::HotPlug {
+            return Vec::new();
+        }
+        vec![
+            PortCaps { port: "A".into(), kinds: vec![ResetKind::PortPull, ResetKind::Perst] },
+            PortCaps { port: "B".into(), kinds: vec![ResetKind::PortPull] },
+        ]
+    }
+
+    fn reset(&mut self, port: &str, kind: ResetKind, hold: Duration) -> Result<(), LinkError> {
+        self.require(port, kind)?;
+        let to_link = |e: PowerError| match e {
+            PowerError::Failed { switch, command, reason } => LinkError::Failed { controller: switch, command, reason },
+            PowerError::Unsupported { switch, what } => LinkError::Failed { controller: switch, command: kind.to_string(), reason: what },
+        };
+        let p = if port == "A" { DrivePort::A } else { DrivePort::B };
+        if kind == ResetKind::PortPull {
+            self.pull_port(p).map_err(to_link)?;
+            std::thread::sleep(hold);
+            self.restore_port(p).map_err(to_link)
+        } else {
+            self.perst(true).map_err(to_link)?;
+            std::thread::sleep(hold);
+            self.perst(false).map_err(to_link)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tcp_frames_count_the_command_and_its_line_end() {
+        assert_eq!(TcpWire::frame("*IDN?").unwrap(), b"\x07\x00*IDN?\r\n".to_vec());
+        assert!(TcpWire::frame(&"x".repeat(300)).is_err());
+    }
+
+    #[test]
+    fn tcp_replies_are_reassembled_from_length_prefixed_packets() {
+        assert_eq!(TcpWire::unpack(b"\x02\x00OK\x03\x00\r\n>").unwrap(), b"OK\r\n>".to_vec());
+        assert_eq!(TcpWire::unpack(b"\x05\x00OK"), None);
+        assert_eq!(TcpWire::unpack(b"\x02"), None);
+    }
+
+    #[test]
+    fn serial_replies_need_a_matching_echo_and_text() {
+        assert_eq!(SerialWire::parse_reply("run:power?", b"RUN:POWER?\r\nON\r\n>").unwrap(), "ON");
+        assert_eq!(SerialWire::parse_reply("run:power down <3>", b"run:power down <3>\r\n<3> OK\r\n>").unwrap(), "<3> OK");
+        assert!(matches!(SerialWire::parse_reply("*IDN?", b"*IXN?\r\nOK\r\n>"), Err(WireFault::Garbage { .. })));
+        assert!(matches!(SerialWire::parse_reply("*IDN?", b"*IDN?\r\nO\x00K\r\n>"), Err(WireFault::Garbage { .. })));
+    }
+
+    #[test]
+    fn prompt_is_a_lone_gt_or_one_at_a_line_start() {
+        assert!(ends_with_prompt(b">") && ends_with_prompt(b"OK\r\n>"));
+        assert!(!ends_with_prompt(b"<3>") && !ends_with_prompt(b""));
+    }
+}

@@ -1,0 +1,385 @@
+//! Relay boards: USB HID relays, CH340 "LCUS" serial relays and Numato USB relays.
+//!
+//! Wiring convention: the drive is powered while the relay is energised ("on"), i.e. its
+//! supply runs through the normally-open contact. Protocols (faultline's `shared/DOMAIN.md`
+//! section 5; the HID report layout as the `usbrelay` project drives DCT Tech boards, the
+//! transfers as hidapi's libusb backend performs them; Numato from Numato Lab's USB relay
+//! module documentation):
+//! - HID relay (16C0:05DF): output report `[0x00, 0xFF on | 0xFD off, relay 1..8, 0 x6]`;
+//!   feature report 1 returns the board id in bytes 0..5 and the relay bitmask in byte 7.
+//!   The state is read back after every switch, so a cut is confirmed.
+//! - LCUS (CH340, 9600 8N1): 4-byte frames `A0 channel state checksum`, checksum the low byte
+//!   of the sum of the other three. Never acknowledged, no state query: the capabilities say
+//!   so, and the caller must confirm a cut by the device disappearing.
+//! - Numato (CDC-ACM): `relay on N\r`, `relay off N\r`, `relay read N\r`; the board echoes the
+//!   command, answers (`on`/`off` for `read`), and ends with `\n\r>`. The state is read back
+//!   after every switch.
+
+use super::usb::{HidReports, RusbHid};
+use super::{drain, open_serial, read_until, show_bytes, write_all, ControlEnv, ReadFault};
+use crate::power::{PowerCaps, PowerError, PowerState, PowerSwitch};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+// --- HID -------------------------------------------------------------------------------------
+
+/// A USB HID relay channel.
+pub struct HidRelay<H: HidReports = RusbHid> {
+    dev: H,
+    relay: u8,
+    name: String,
+}
+
+impl HidRelay<RusbHid> {
+    pub fn open_usb(serial: &str, relay: u8, env: &ControlEnv) -> Result<Self, PowerError> {
+        let name = format!("hidrelay+usb://{serial}?relay={relay}");
+        let dev = RusbHid::open(serial, env.timeout).map_err(|reason| PowerError::Failed {
+            switch: name.clone(),
+            command: "open".into(),
+            reason,
+        })?;
+        HidRelay::new(dev, relay, name)
+    }
+}
+
+impl<H: HidReports> HidRelay<H> {
+    pub fn new(dev: H, relay: u8, name: String) -> Result<Self, PowerError> {
+        if !(1..=8).contains(&relay) {
+            return Err(PowerError::Failed { switch: name, command: "open".into(), reason: format!("relay {relay} is not in 1..=8") });
+        }
+        Ok(HidRelay { dev, relay, name })
+    }
+
+    /// The output report that switches `relay`.
+    pub fn report(relay: u8, on: bool) -> [u8; 9] {
+        let mut r = [0u8; 9];
+        r[1] = if on { 0xFF } else { 0xFD };
+        r[2] = relay;
+        r
+    }
+
+    fn err(&self, command: &str, reason: String) -> PowerError {
+        PowerError::Failed { switch: self.name.clone(), command: command.into(), reason }
+    }
+
+    /// The board's relay bitmask (feature report 1, byte 7).
+    pub fn bitmask(&mut self) -> Result<u8, PowerError> {
+        let mut buf = [0u8; 9];
+        buf[0] = 1;
+        let n = self.dev.read_feature(1, &mut buf).map_err(|e| self.err("read state (feature report 1)", e))?;
+        if n < 8 {
+            return Err(self.err("read state (feature report 1)", format!("short report: {}", show_bytes(&buf[..n]))));
+        }
+        Ok(buf[7])
+    }
+
+    fn set(&mut self, on: bool) -> Result<(), PowerError> {
+        let cmd = if on { "relay on" } else { "relay off" };
+        self.dev.write_output(&Self::report(self.relay, on)).map_err(|e| self.err(cmd, e))?;
+        let mask = self.bitmask()?;
+        if (mask >> (self.relay - 1)) & 1 != on as u8 {
+            return Err(self.err(cmd, format!("relay {} still reads {} (bitmask {mask:#04x})", self.relay, if on { "off" } else { "on" })));
+        }
+        Ok(())
+    }
+}
+
+impl<H: HidReports> PowerSwitch for HidRelay<H> {
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+    fn capabilities(&self) -> PowerCaps {
+        PowerCaps { state_readback: true, voltage_readback: false, acknowledges: true }
+    }
+    fn power_off(&mut self) -> Result<(), PowerError> {
+        self.set(false)
+    }
+    fn power_on(&mut self) -> Result<(), PowerError> {
+        self.set(true)
+    }
+    fn state(&mut self) -> Result<PowerState, PowerError> {
+        let m = self.bitmask()?;
+        Ok(if (m >> (self.relay - 1)) & 1 == 1 { PowerState::On } else { PowerState::Off })
+    }
+    fn identify(&mut self) -> Result<String, PowerError> {
+        let m = self.bitmask()?;
+        Ok(format!("{} (USB HID relay, relay bitmask {m:#010b})", self.name))
+    }
+}
+
+// --- LCUS ------------------------------------------------------------------------------------
+
+/// A CH340 "LCUS" serial relay channel. Write-only hardware.
+pub struct Lcus {
+    port: Box<dyn serialport::SerialPort>,
+    channel: u8,
+    name: String,
+}
+
+impl Lcus {
+    pub fn open(path: &Path, channel: u8, env: &ControlEnv) -> Result<Lcus, PowerError> {
+        let name = format!("lcus+serial://{}?channel={channel}", path.display());
+        let port = open_serial(path, 9600, env.timeout).map_err(|reason| PowerError::Failed {
+            switch: name.clone(),
+            command: "open".into(),
+            reason,
+        })?;
+        Ok(Lcus { port, channel, name })
+    }
+
+    /// The 4-byte frame that switches `channel`.
+    pub fn frame(channel: u8, on: bool) -> [u8; 4] {
+        let state = on as u8;
+        [0xA0, channel, state, 0xA0u8.wrapping_add(channel).wrapping_add(state)]
+    }
+
+    fn send(&mut self, on: bool) -> Result<(), PowerError> {
+        let f = Self::frame(self.channel, on);
+        write_all(&mut self.port, &f).map_err(|e| PowerError::Failed {
+            switch: self.name.clone(),
+            command: format!("frame {}", show_bytes(&f)),
+            reason: e.to_string(),
+        })
+        // The frame has left the host (flush waits for the UART); whether the board acted on
+        // it is unknowable, which the capabilities say.
+    }
+}
+
+impl PowerSwitch for Lcus {
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+    fn capabilities(&self) -> PowerCaps {
+        PowerCaps { state_readback: false, voltage_readback: false, acknowledges: false }
+    }
+    fn power_off(&mut self) -> Result<(), PowerError> {
+        self.send(false)
+    }
+    fn power_on(&mut self) -> Result<(), PowerError> {
+        self.send(true)
+    }
+    fn state(&mut self) -> Result<PowerState, PowerError> {
+        Err(PowerError::Unsupported {
+            switch: self.name.clone(),
+            what: "read its state (LCUS relays neither acknowledge nor report)".into(),
+        })
+    }
+    fn identify(&mut self) -> Result<String, PowerError> {
+        Ok(format!("{} (CH340 LCUS relay: write-only, no acknowledgement, no state readback)", self.name))
+    }
+}
+
+// --- Numato ----------------------------------------------------------------------------------
+
+/// A Numato USB relay channel.
+pub struct Numato {
+    port: Box<dyn serialport::SerialPort>,
+    relay: u8,
+    name: String,
+    timeout: Duration,
+    attempts: u32,
+}
+
+fn set_port_timeout(p: &mut Box<dyn serialport::SerialPort>, t: Duration) {
+    let _ = p.set_timeout(t);
+}
+
+impl Numato {
+    pub fn open(path: &Path, relay: u8, env: &ControlEnv) -> Result<Numato, PowerError> {
+        let name = format!("numato+serial://{}?relay={relay}", path.display());
+        let port = open_serial(path, 19200, env.timeout).map_err(|reason| PowerError::Failed {
+            switch: name.clone(),
+            command: "open".into(),
+            reason,
+        })?;
+        Ok(Numato { port, relay, name, timeout: env.timeout, attempts: env.attempts.max(1) })
+    }
+
+    /// Relay numbers above 9 are letters on the boards (`A` for 10, ...).
+    pub fn index(relay: u8) -> String {
+        match relay {
+            0..=9 => relay.to_string(),
+            n => ((b'A' + n - 10) as char).to_string(),
+        }
+    }
+
+    /// Parses `echo\n\r[answer\n\r]>`; returns the answer (empty for set commands).
+    pub fn parse_reply(cmd: &str, buf: &[u8]) -> Result<String, String> {
+        let text = std::str::from_utf8(buf).map_err(|_| format!("non-text reply {}", show_bytes(buf)))?;
+        let body = text.strip_suffix('>').ok_or_else(|| format!("no prompt in {}", show_bytes(buf)))?;
+        let mut lines = body.split(['\n', '\r']).filter(|l| !l.is_empty());
+        match lines.next() {
+            Some(echo) if echo.trim() == cmd => {}
+            _ => return Err(format!("echo does not match {cmd:?}: {}", show_bytes(buf))),
+        }
+        let answer: Vec<&str> = lines.collect();
+        if answer.iter().any(|l| l.bytes().any(|c| !(0x20..0x7f).contains(&c))) {
+            return Err(format!("non-text reply {}", show_bytes(buf)));
+        }
+        Ok(answer.join(" ").trim().to_string())
+    }
+
+    fn exchange_once(&mut self, cmd: &str) -> Result<String, String> {
+        write_all(&mut self.port, format!("{cmd}\r").as_bytes()).map_err(|e| format!("write: {e}"))?;
+        let mut buf = Vec::new();
+        match read_until(&mut self.port, &mut buf, Instant::now() + self.timeout, set_port_timeout, |b| b.ends_with(b"\n\r>")) {
+            Ok(()) => Self::parse_reply(cmd, &buf),
+            Err(ReadFault::Timeout) => Err(format!("no prompt within {:?} (got {})", self.timeout, show_bytes(&buf))),
+            Err(ReadFault::TooLong) => Err(format!("reply too long ({})", show_bytes(&buf))),
+            Err(ReadFault::Closed) => Err(format!("port closed (got {})", show_bytes(&buf))),
+            Err(ReadFault::Io(e)) => Err(format!("read: {e} (got {})", show_bytes(&buf))),
+        }
+    }
+
+    /// One command, resynchronising (a bare `\r` re-prompts the board) and resending after a
+    /// garbled or missing reply, at most `attempts` times. All commands are idempotent.
+    fn command(&mut self, cmd: &str) -> Result<String, PowerError> {
+        let mut faults = Vec::new();
+        for attempt in 0..self.attempts {
+            if attempt > 0 {
+                let quiet = Duration::from_millis(60);
+                drain(&mut self.port, quiet, self.timeout, set_port_timeout);
+                let _ = write_all(&mut self.port, b"\r");
+                let mut buf = Vec::new();
+                let _ = read_until(&mut self.port, &mut buf, Instant::now() + self.timeout, set_port_timeout, |b| b.ends_with(b">"));
+                drain(&mut self.port, quiet, self.timeout, set_port_timeout);
+            }
+            match self.exchange_once(cmd) {
+                Ok(a) => return Ok(a),
+                Err(e) => faults.push(e),
+            }
+        }
+        Err(PowerError::Failed {
+            switch: self.name.clone(),
+            command: cmd.into(),
+            reason: format!("gave up after {} attempts: {}", self.attempts, faults.join("; ")),
+        })
+    }
+
+    fn set(&mut self, on: bool) -> Result<(), PowerError> {
+        let cmd = format!("relay {} {}", if on { "on" } else { "off" }, Self::index(self.relay));
+        let a = self.command(&cmd)?;
+        if !a.is_empty() {
+            return Err(PowerError::Failed { switch: self.name.clone(), command: cmd, reason: format!("unexpected answer {a:?}") });
+        }
+        let got = self.state()?;
+        let want = if on { PowerState::On } else { PowerState::Off };
+        if got != want {
+            return Err(PowerError::Failed {
+                switch: self.name.clone(),
+                command: cmd,
+                reason: format!("the board accepted it, but the relay reads {got} afterwards"),
+            });
+        }
+        Ok(())
+    }
+}
+
+impl PowerSwitch for Numato {
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+    fn capabilities(&self) -> PowerCaps {
+        PowerCaps { state_readback: true, voltage_readback: false, acknowledges: true }
+    }
+    fn power_off(&mut self) -> Result<(), PowerError> {
+        self.set(false)
+    }
+    fn power_on(&mut self) -> Result<(), PowerError> {
+        self.set(true)
+    }
+    fn state(&mut self) -> Result<PowerState, PowerError> {
+        let cmd = format!("relay read {}", Self::index(self.relay));
+        let a = self.command(&cmd)?;
+        match a.as_str() {
+            "on" => Ok(PowerState::On),
+            "off" => Ok(PowerState::Off),
+            _ => Err(PowerError::Failed {
+                switch: self.name.clone(),
+                command: cmd,
+                reason: format!("expected on or off, board answered {a:?}"),
+            }),
+        }
+    }
+    fn identify(&mut self) -> Result<String, PowerError> {
+        let v = self.command("ver")?;
+        Ok(format!("{} (Numato relay, firmware {v})", self.name))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A HID relay board in memory: what a V-USB relay does with the two reports.
+    struct FakeBoard {
+        mask: u8,
+        written: Vec<Vec<u8>>,
+        ignore_writes: bool,
+    }
+
+    impl HidReports for FakeBoard {
+        fn write_output(&mut self, report: &[u8]) -> Result<(), String> {
+            self.written.push(report.to_vec());
+            if !self.ignore_writes {
+                let bit = 1u8 << (report[2] - 1);
+                match report[1] {
+                    0xFF => self.mask |= bit,
+                    0xFD => self.mask &= !bit,
+                    _ => return Err("bad command byte".into()),
+                }
+            }
+            Ok(())
+        }
+        fn read_feature(&mut self, id: u8, buf: &mut [u8]) -> Result<usize, String> {
+            assert_eq!(id, 1);
+            buf[..5].copy_from_slice(b"HURTM");
+            buf[7] = self.mask;
+            Ok(8)
+        }
+    }
+
+    #[test]
+    fn hid_reports_have_the_documented_bytes() {
+        assert_eq!(HidRelay::<FakeBoard>::report(2, true), [0x00, 0xFF, 2, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(HidRelay::<FakeBoard>::report(8, false), [0x00, 0xFD, 8, 0, 0, 0, 0, 0, 0]);
+    }
+
+    #[test]
+    fn hid_relay_switches_and_confirms_by_the_feature_report() {
+        let board = FakeBoard { mask: 0b0000_0001, written: vec![], ignore_writes: false };
+        let mut r = HidRelay::new(board, 3, "hidrelay+usb://HURTM?relay=3".into()).unwrap();
+        r.power_on().unwrap();
+        assert_eq!(r.state().unwrap(), PowerState::On);
+        assert_eq!(r.dev.mask, 0b0000_0101);
+        r.power_off().unwrap();
+        assert_eq!(r.state().unwrap(), PowerState::Off);
+        assert_eq!(r.dev.mask, 0b0000_0001, "other relays untouched");
+        assert_eq!(r.dev.written, vec![vec![0, 0xFF, 3, 0, 0, 0, 0, 0, 0], vec![0, 0xFD, 3, 0, 0, 0, 0, 0, 0]]);
+    }
+
+    #[test]
+    fn hid_relay_that_does_not_switch_is_an_error() {
+        let board = FakeBoard { mask: 0b100, written: vec![], ignore_writes: true };
+        let mut r = HidRelay::new(board, 3, "hidrelay+usb://HURTM?relay=3".into()).unwrap();
+        let e = r.power_off().unwrap_err().to_string();
+        assert!(e.contains("relay off") && e.contains("still reads on"), "{e}");
+        assert!(HidRelay::new(FakeBoard { mask: 0, written: vec![], ignore_writes: false }, 9, "x".into()).is_err());
+    }
+
+    #[test]
+    fn lcus_frames_carry_their_checksum() {
+        assert_eq!(Lcus::frame(1, true), [0xA0, 0x01, 0x01, 0xA2]);
+        assert_eq!(Lcus::frame(1, false), [0xA0, 0x01, 0x00, 0xA1]);
+        assert_eq!(Lcus::frame(0x70, true), [0xA0, 0x70, 0x01, 0x11]);
+    }
+
+    #[test]
+    fn numato_replies_parse() {
+        assert_eq!(Numato::parse_reply("relay read 0", b"relay read 0\n\ron\n\r>").unwrap(), "on");
+        assert_eq!(Numato::parse_reply("relay on 0", b"relay on 0\n\r>").unwrap(), "");
+        assert!(Numato::parse_reply("relay on 0", b"relay on 1\n\r>").is_err());
+        assert!(Numato::parse_reply("relay on 0", b"relay on 0\n\r").is_err());
+        assert_eq!(Numato::index(11), "B");
+    }
+}

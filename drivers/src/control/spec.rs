@@ -1,0 +1,469 @@
+//! Controller specs: the one string a user writes to name a power or link controller, in
+//! scenario files and on the command line. Other tools script this form, so it is stable:
+//! [`ControllerSpec`] displays back to the exact form it was parsed from (canonicalised: a
+//! default TCP port is written out, query keys in a fixed order).
+
+use crate::link::PciResetMethod;
+use std::fmt;
+use std::path::PathBuf;
+
+/// Every accepted form, shown in every spec error.
+pub const SPEC_FORMS: &str = "  quarch+serial:///dev/ttyUSB0[?module=N]
+  quarch+tcp://HOST[:9760][?module=N]
+  quarch+usb://SERIAL[?module=N]
+  hidrelay+usb://SERIAL?relay=N          (N = 1..8)
+  lcus+serial:///dev/ttyUSB0?channel=N   (N = 1..255)
+  numato+serial:///dev/ttyACM0?relay=N   (N = 0..63)
+  nvme-reset://nvme0
+  nvme-subsys-reset://nvme0
+  pci-reset://0000:3b:00.0[?method=flr|bus|pm]
+  pci-remove-rescan://0000:3b:00.0
+  pci-slot-power://SLOT
+  exec:?off=CMD&on=CMD[&state=CMD][&timeout_ms=N]   (& and % inside CMD as %26 and %25)
+  manual
+  sim";
+
+/// Default TCP port of Quarch modules.
+pub const QUARCH_TCP_PORT: u16 = 9760;
+/// Default time an `exec:` hook may run.
+pub const EXEC_DEFAULT_TIMEOUT_MS: u64 = 30_000;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum QuarchTransport {
+    Serial(PathBuf),
+    Tcp { host: String, port: u16 },
+    Usb { serial: String },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ControllerSpec {
+    /// A Quarch module; `module` addresses a module behind a Torridon array controller.
+    Quarch {
+        transport: QuarchTransport,
+        module: Option<u8>,
+    },
+    HidRelay {
+        serial: String,
+        relay: u8,
+    },
+    Lcus {
+        path: PathBuf,
+        channel: u8,
+    },
+    Numato {
+        path: PathBuf,
+        relay: u8,
+    },
+    NvmeReset {
+        ctrl: String,
+    },
+    NvmeSubsysReset {
+        ctrl: String,
+    },
+    PciReset {
+        bdf: String,
+        method: Option<PciResetMethod>,
+    },
+    PciRemoveRescan {
+        bdf: String,
+    },
+    PciSlotPower {
+        slot: String,
+    },
+    Exec {
+        off: String,
+        on: String,
+        state: Option<String>,
+        timeout_ms: u64,
+    },
+    Manual,
+    /// The simulated drive's switch; the binary maps it to a `SimDrive`'s `SimPower`.
+    Sim,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("bad controller spec {spec:?}: {reason}\naccepted forms:\n{SPEC_FORMS}")]
+pub struct SpecError {
+    pub spec: String,
+    pub reason: String,
+}
+
+impl ControllerSpec {
+    /// True for the kinds that are power switches.
+    pub fn is_power(&self) -> bool {
+        !matches!(
+            self,
+            ControllerSpec::NvmeReset { .. }
+                | ControllerSpec::NvmeSubsysReset { .. }
+                | ControllerSpec::PciReset { .. }
+                | ControllerSpec::PciRemoveRescan { .. }
+        )
+    }
+
+    /// True for the kinds that are (or may be, for Quarch hot-plug modules) link controllers.
+    pub fn is_link(&self) -> bool {
+        matches!(
+            self,
+            ControllerSpec::NvmeReset { .. }
+                | ControllerSpec::NvmeSubsysReset { .. }
+                | ControllerSpec::PciReset { .. }
+                | ControllerSpec::PciRemoveRescan { .. }
+                | ControllerSpec::PciSlotPower { .. }
+                | ControllerSpec::Quarch { .. }
+        )
+    }
+}
+
+impl std::str::FromStr for ControllerSpec {
+    type Err = SpecError;
+    fn from_str(s: &str) -> Result<Self, SpecError> {
+        parse(s)
+    }
+}
+
+/// Parses a controller spec.
+pub fn parse(spec: &str) -> Result<ControllerSpec, SpecError> {
+    let err = |reason: String| SpecError { spec: spec.to_string(), reason };
+    let s = spec.trim();
+    if s != spec {
+        return Err(err("leading or trailing whitespace".into()));
+    }
+    match s {
+        "manual" => return Ok(ControllerSpec::Manual),
+        "sim" => return Ok(ControllerSpec::Sim),
+        "" => return Err(err("empty".into())),
+        _ => {}
+    }
+    if let Some(rest) = s.strip_prefix("exec:") {
+        return parse_exec(rest).map_err(err);
+    }
+    let Some((scheme, rest)) = s.split_once("://") else {
+        return Err(err("no scheme (expected SCHEME://..., `exec:`, `manual` or `sim`)".into()));
+    };
+    let (target, query) = match rest.split_once('?') {
+        Some((t, q)) => (t, Some(q)),
+        None => (rest, None),
+    };
+    let q = Query::parse(query).map_err(err)?;
+    let out = match scheme {
+        "quarch+serial" | "quarch+tcp" | "quarch+usb" => {
+            let module = q.opt_num("module", 1, 255).map_err(err)?.map(|n| n as u8);
+            let transport = match scheme {
+                "quarch+serial" => QuarchTransport::Serial(device_path(target).map_err(err)?),
+                "quarch+tcp" => {
+                    let (host, port) = host_port(target).map_err(err)?;
+                    QuarchTransport::Tcp { host, port }
+                }
+                _ => QuarchTransport::Usb { serial: nonempty("USB serial number", target).map_err(err)? },
+            };
+            q.done(&["module"]).map_err(err)?;
+            ControllerSpec::Quarch { transport, module }
+        }
+        "hidrelay+usb" => {
+            let relay = q.num("relay", 1, 8).map_err(err)? as u8;
+            q.done(&["relay"]).map_err(err)?;
+            ControllerSpec::HidRelay { serial: nonempty("USB serial number", target).map_err(err)?, relay }
+        }
+        "lcus+serial" => {
+            let channel = q.num("channel", 1, 255).map_err(err)? as u8;
+            q.done(&["channel"]).map_err(err)?;
+            ControllerSpec::Lcus { path: device_path(target).map_err(err)?, channel }
+        }
+        "numato+serial" => {
+            let relay = q.num("relay", 0, 63).map_err(err)? as u8;
+            q.done(&["relay"]).map_err(err)?;
+            ControllerSpec::Numato { path: device_path(target).map_err(err)?, relay }
+        }
+        "nvme-reset" | "nvme-subsys-reset" => {
+            q.done(&[]).map_err(err)?;
+            let ctrl = nvme_ctrl(target).map_err(err)?;
+            if scheme == "nvme-reset" {
+                ControllerSpec::NvmeReset { ctrl }
+            } else {
+                ControllerSpec::NvmeSubsysReset { ctrl }
+            }
+        }
+        "pci-reset" => {
+            let method = match q.get("method") {
+                None => None,
+                Some(m) => Some(PciResetMethod::parse(m).ok_or_else(|| err(format!("method={m}: expected flr, bus or pm")))?),
+            };
+            q.done(&["method"]).map_err(err)?;
+            ControllerSpec::PciReset { bdf: bdf(target).map_err(err)?, method }
+        }
+        "pci-remove-rescan" => {
+            q.done(&[]).map_err(err)?;
+            ControllerSpec::PciRemoveRescan { bdf: bdf(target).map_err(err)? }
+        }
+        "pci-slot-power" => {
+            q.done(&[]).map_err(err)?;
+            let slot = nonempty("slot name", target).map_err(err)?;
+            if slot.contains('/') || slot == "." || slot == ".." {
+                return Err(err(format!("slot {slot:?}: a name under /sys/bus/pci/slots, not a path")));
+            }
+            ControllerSpec::PciSlotPower { slot }
+        }
+        other => return Err(err(format!("unknown scheme {other:?}"))),
+    };
+    Ok(out)
+}
+
+fn parse_exec(rest: &str) -> Result<ControllerSpec, String> {
+    let Some(query) = rest.strip_prefix('?') else {
+        return Err("exec: expects `exec:?off=CMD&on=CMD`".into());
+    };
+    let q = Query::parse(Some(query))?;
+    let off = q.get("off").ok_or("exec: missing off=CMD")?.to_string();
+    let on = q.get("on").ok_or("exec: missing on=CMD")?.to_string();
+    if off.trim().is_empty() || on.trim().is_empty() {
+        return Err("exec: off and on commands must not be empty".into());
+    }
+    let state = q.get("state").map(str::to_string);
+    let timeout_ms = q.opt_num("timeout_ms", 1, 24 * 3600 * 1000)?.unwrap_or(EXEC_DEFAULT_TIMEOUT_MS);
+    q.done(&["off", "on", "state", "timeout_ms"])?;
+    Ok(ControllerSpec::Exec { off, on, state, timeout_ms })
+}
+
+struct Query {
+    pairs: Vec<(String, String)>,
+}
+
+impl Query {
+    fn parse(q: Option<&str>) -> Result<Query, String> {
+        let mut pairs: Vec<(String, String)> = Vec::new();
+        let Some(q) = q else { return Ok(Query { pairs }) };
+        for part in q.split('&') {
+            let Some((k, v)) = part.split_once('=') else {
+                return Err(format!("query part {part:?} is not KEY=VALUE"));
+            };
+            if pairs.iter().any(|(pk, _)| pk == k) {
+                return Err(format!("query key {k:?} given twice"));
+            }
+            pairs.push((k.to_string(), percent_decode(v)?));
+        }
+        Ok(Query { pairs })
+    }
+
+    fn get(&self, k: &str) -> Option<&str> {
+        self.pairs.iter().find(|(pk, _)| pk == k).map(|(_, v)| v.as_str())
+    }
+
+    fn opt_num(&self, k: &str, min: u64, max: u64) -> Result<Option<u64>, String> {
+        let Some(v) = self.get(k) else { return Ok(None) };
+        match v.parse::<u64>() {
+            Ok(n) if (min..=max).contains(&n) => Ok(Some(n)),
+            _ => Err(format!("{k}={v}: expected a number in {min}..={max}")),
+        }
+    }
+
+    fn num(&self, k: &str, min: u64, max: u64) -> Result<u64, String> {
+        self.opt_num(k, min, max)?.ok_or_else(|| format!("missing ?{k}=N ({min}..={max})"))
+    }
+
+    fn done(&self, allowed: &[&str]) -> Result<(), String> {
+        match self.pairs.iter().find(|(k, _)| !allowed.contains(&k.as_str())) {
+            None => Ok(()),
+            Some((k, _)) if allowed.is_empty() => Err(format!("unknown query key {k:?} (this kind takes none)")),
+            Some((k, _)) => Err(format!("unknown query key {k:?} (this kind takes {})", allowed.join(", "))),
+        }
+    }
+}
+
+fn percent_decode(v: &str) -> Result<String, String> {
+    let b = v.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let hex = v.get(i + 1..i + 3).ok_or_else(|| format!("truncated %-escape in {v:?}"))?;
+            let byte = u8::from_str_radix(hex, 16).map_err(|_| format!("bad %-escape %{hex} in {v:?}"))?;
+            out.push(byte);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).map_err(|_| format!("%-escapes in {v:?} are not UTF-8"))
+}
+
+fn percent_encode(v: &str) -> String {
+    v.replace('%', "%25").replace('&', "%26")
+}
+
+fn nonempty(what: &str, s: &str) -> Result<String, String> {
+    if s.is_empty() {
+        Err(format!("missing {what}"))
+    } else {
+        Ok(s.to_string())
+    }
+}
+
+fn device_path(s: &str) -> Result<PathBuf, String> {
+    if !s.starts_with('/') {
+        return Err(format!("device {s:?}: expected an absolute path such as /dev/ttyUSB0 (three slashes after the scheme)"));
+    }
+    Ok(PathBuf::from(s))
+}
+
+fn host_port(s: &str) -> Result<(String, u16), String> {
+    let (host, port) = match s.rsplit_once(':') {
+        Some((h, p)) if !h.ends_with(':') && !p.contains(']') => {
+            (h, p.parse::<u16>().ok().filter(|&p| p != 0).ok_or_else(|| format!("port {p:?}: expected 1..65535"))?)
+        }
+        _ => (s, QUARCH_TCP_PORT),
+    };
+    if host.is_empty() || host.contains('/') {
+        return Err(format!("host {host:?}: expected a host name or address"));
+    }
+    Ok((host.to_string(), port))
+}
+
+fn nvme_ctrl(s: &str) -> Result<String, String> {
+    let ok = s.strip_prefix("nvme").is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+    if ok {
+        Ok(s.to_string())
+    } else {
+        Err(format!("{s:?}: expected an NVMe controller name such as nvme0"))
+    }
+}
+
+/// Checks `DDDD:BB:DD.F` (domain, bus, device, function in hex).
+fn bdf(s: &str) -> Result<String, String> {
+    let b = s.as_bytes();
+    let hex = |r: std::ops::Range<usize>| b[r].iter().all(|c| c.is_ascii_hexdigit());
+    let ok = b.len() == 12 && b[4] == b':' && b[7] == b':' && b[10] == b'.' && hex(0..4) && hex(5..7) && hex(8..10) && hex(11..12);
+    if ok {
+        Ok(s.to_ascii_lowercase())
+    } else {
+        Err(format!("{s:?}: expected a PCI address DDDD:BB:DD.F such as 0000:3b:00.0"))
+    }
+}
+
+impl fmt::Display for ControllerSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ControllerSpec::Quarch { transport, module } => {
+                match transport {
+                    QuarchTransport::Serial(p) => write!(f, "quarch+serial://{}", p.display())?,
+                    QuarchTransport::Tcp { host, port } => write!(f, "quarch+tcp://{host}:{port}")?,
+                    QuarchTransport::Usb { serial } => write!(f, "quarch+usb://{serial}")?,
+                }
+                if let Some(m) = module {
+                    write!(f, "?module={m}")?;
+                }
+                Ok(())
+            }
+            ControllerSpec::HidRelay { serial, relay } => write!(f, "hidrelay+usb://{serial}?relay={relay}"),
+            ControllerSpec::Lcus { path, channel } => write!(f, "lcus+serial://{}?channel={channel}", path.display()),
+            ControllerSpec::Numato { path, relay } => write!(f, "numato+serial://{}?relay={relay}", path.display()),
+            ControllerSpec::NvmeReset { ctrl } => write!(f, "nvme-reset://{ctrl}"),
+            ControllerSpec::NvmeSubsysReset { ctrl } => write!(f, "nvme-subsys-reset://{ctrl}"),
+            ControllerSpec::PciReset { bdf, method } => {
+                write!(f, "pci-reset://{bdf}")?;
+                if let Some(m) = method {
+                    write!(f, "?method={}", m.as_str())?;
+                }
+                Ok(())
+            }
+            ControllerSpec::PciRemoveRescan { bdf } => write!(f, "pci-remove-rescan://{bdf}"),
+            ControllerSpec::PciSlotPower { slot } => write!(f, "pci-slot-power://{slot}"),
+            ControllerSpec::Exec { off, on, state, timeout_ms } => {
+                write!(f, "exec:?off={}&on={}", percent_encode(off), percent_encode(on))?;
+                if let Some(s) = state {
+                    write!(f, "&state={}", percent_encode(s))?;
+                }
+                write!(f, "&timeout_ms={timeout_ms}")
+            }
+            ControllerSpec::Manual => f.write_str("manual"),
+            ControllerSpec::Sim => f.write_str("sim"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_documented_form_parses_and_round_trips() {
+        let cases = [
+            "quarch+serial:///dev/ttyUSB0",
+            "quarch+serial:///dev/ttyUSB0?module=3",
+            "quarch+tcp://qtl1999-01-001:9760",
+            "quarch+tcp://192.168.1.20:9761?module=12",
+            "quarch+usb://QTL1999-01-001",
+            "hidrelay+usb://HURTM?relay=2",
+            "lcus+serial:///dev/ttyUSB1?channel=1",
+            "numato+serial:///dev/ttyACM0?relay=0",
+            "nvme-reset://nvme0",
+            "nvme-subsys-reset://nvme12",
+            "pci-reset://0000:3b:00.0",
+            "pci-reset://0000:3b:00.0?method=bus",
+            "pci-remove-rescan://0000:3b:00.0",
+            "pci-slot-power://12",
+            "exec:?off=ipmitool -H bmc chassis power off&on=ipmitool -H bmc chassis power on&timeout_ms=30000",
+            "exec:?off=a %26%26 b&on=c %25 d&state=s&timeout_ms=5",
+            "manual",
+            "sim",
+        ];
+        for c in cases {
+            let s = parse(c).unwrap_or_else(|e| panic!("{c}: {e}"));
+            assert_eq!(s.to_string(), c, "round trip of {c}");
+            assert_eq!(parse(&s.to_string()).unwrap(), s);
+        }
+    }
+
+    #[test]
+    fn defaults_are_filled_in() {
+        assert_eq!(
+            parse("quarch+tcp://host").unwrap(),
+            ControllerSpec::Quarch { transport: QuarchTransport::Tcp { host: "host".into(), port: 9760 }, module: None }
+        );
+        let ControllerSpec::Exec { off, on, state, timeout_ms } = parse("exec:?off=x&on=y").unwrap() else { panic!() };
+        assert_eq!((off.as_str(), on.as_str(), state, timeout_ms), ("x", "y", None, EXEC_DEFAULT_TIMEOUT_MS));
+        assert_eq!(parse("pci-reset://0000:3B:00.0").unwrap().to_string(), "pci-reset://0000:3b:00.0");
+    }
+
+    #[test]
+    fn malformed_specs_name_the_problem_and_list_the_forms() {
+        let cases = [
+            ("", "empty"),
+            ("quarch", "no scheme"),
+            ("quarch+ftp://x", "unknown scheme"),
+            ("quarch+serial://dev/ttyUSB0", "absolute path"),
+            ("quarch+tcp://host:0", "port"),
+            ("quarch+tcp://host:99999", "port"),
+            ("quarch+tcp://host?module=0", "module=0"),
+            ("quarch+usb://", "missing USB serial"),
+            ("hidrelay+usb://ABC", "missing ?relay"),
+            ("hidrelay+usb://ABC?relay=9", "relay=9"),
+            ("hidrelay+usb://ABC?relay=1&relay=2", "twice"),
+            ("lcus+serial:///dev/ttyUSB0?channel=1&speed=3", "unknown query key \"speed\""),
+            ("numato+serial:///dev/ttyACM0?relay", "KEY=VALUE"),
+            ("nvme-reset://sda", "NVMe controller"),
+            ("nvme-reset://nvme0?x=1", "takes none"),
+            ("pci-reset://3b:00.0", "DDDD:BB:DD.F"),
+            ("pci-reset://0000:3b:00.0?method=warm", "flr, bus or pm"),
+            ("pci-slot-power://../x", "not a path"),
+            ("exec:ipmitool", "exec:?off=CMD"),
+            ("exec:?off=x", "missing on=CMD"),
+            ("exec:?off=x&on=y&timeout_ms=0", "timeout_ms=0"),
+            ("exec:?off=%zz&on=y", "bad %-escape"),
+            (" sim", "whitespace"),
+        ];
+        for (c, want) in cases {
+            let e = parse(c).expect_err(c);
+            let msg = e.to_string();
+            assert!(msg.contains(want), "{c}: {msg}");
+            assert!(msg.contains("accepted forms:") && msg.contains("quarch+tcp://HOST"), "{c}: {msg}");
+        }
+    }
+
+    #[test]
+    fn power_and_link_roles() {
+        assert!(parse("sim").unwrap().is_power());
+        assert!(!parse("nvme-reset://nvme0").unwrap().is_power());
+        assert!(parse("pci-slot-power://3").unwrap().is_power() && parse("pci-slot-power://3").unwrap().is_link());
+    }
+}
