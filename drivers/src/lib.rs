@@ -10,9 +10,19 @@
 //! target moves bytes and reports what the device said; it never decides what a result means.
 
 pub mod block;
+pub mod blockdev;
+pub mod control;
 pub mod file;
+pub mod guard;
+pub mod link;
+pub mod open;
 pub mod power;
+pub mod sync;
+mod sys;
+pub mod uring;
 
-pub use block::{AlignedBuf, BlockTarget, Completion, Geometry, IoFailure, Op, TargetError};
+pub use block::{AlignedBuf, BlockTarget, Completion, Geometry, IoFailure, LatencyHistogram, Op, TargetError};
 pub use file::FileTarget;
+pub use link::{LinkController, LinkError, PciResetMethod, PortCaps, ResetKind};
+pub use open::{open_target, Engine, OpenError, OpenSpec, Opened};
 pub use power::{PowerCaps, PowerError, PowerState, PowerSwitch};

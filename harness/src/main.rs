@@ -12,11 +12,15 @@ use faultline::soak::{run_sim_soak, SoakConfig};
 use faultline::verify::{FindingClass, Verifier, VerifyReport};
 use faultline::workload::{FlushPolicy, Layout, Pattern, WorkloadSpec};
 use faultline::writer::{prefill, run_cycle, CycleOptions};
-use faultline_drivers::{BlockTarget, FileTarget};
+use faultline_drivers::blockdev::Expectation;
+use faultline_drivers::{open_target, BlockTarget, OpenSpec, Opened};
 use faultline_fixtures::FaultModel;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
+
+mod cmd_bench;
+mod cmd_controller;
 
 #[derive(Parser)]
 #[command(name = "faultline", version, about = "Proves or breaks an SSD's durability promises under power loss.")]
@@ -39,6 +43,11 @@ enum Cmd {
     Decode(DecodeArgs),
     /// Run the detection matrix: every fault model against the verifier, with ground truth.
     Selftest(SelftestArgs),
+    /// Benchmark faultline against fio on the same target, alternating (overwrites it).
+    Bench(cmd_bench::BenchArgs),
+    /// Bring-up of power and link controllers: `controller list`, or
+    /// `controller SPEC identify|status|on|off|cycle [--off-ms N]`.
+    Controller(cmd_controller::ControllerArgs),
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -48,11 +57,51 @@ enum PatternArg {
     Hotcold,
 }
 
+/// Which device a block target must be, and what may be destroyed on it.
+#[derive(clap::Args, Clone, Default)]
+struct DeviceArgs {
+    /// Refuse the device unless its serial number (sysfs device/serial) is exactly this.
+    #[arg(long)]
+    expect_serial: Option<String>,
+    /// Refuse the device unless its WWID/EUI/NGUID (sysfs wwid) is exactly this.
+    #[arg(long)]
+    expect_wwid: Option<String>,
+    /// Refuse the device unless its model (sysfs device/model) is exactly this.
+    #[arg(long)]
+    expect_model: Option<String>,
+    /// Refuse the target unless its capacity is exactly this many bytes.
+    #[arg(long)]
+    expect_size: Option<u64>,
+}
+
+impl DeviceArgs {
+    fn expectation(&self) -> Expectation {
+        Expectation {
+            serial: self.expect_serial.clone(),
+            wwid: self.expect_wwid.clone(),
+            model: self.expect_model.clone(),
+            size_bytes: self.expect_size,
+        }
+    }
+}
+
 #[derive(Parser)]
 struct WriteArgs {
-    /// Target: a regular file (block devices need the block-device engine).
+    /// Target: a regular file or a block device (refused when mounted, swapped on, held by
+    /// dm/md/LVM, or carrying a partition table or filesystem, see --allow-overwrite-signature).
     #[arg(long)]
     target: PathBuf,
+    #[command(flatten)]
+    device: DeviceArgs,
+    /// Write over a device that carries a partition table or filesystem signature,
+    /// destroying it.
+    #[arg(long)]
+    allow_overwrite_signature: bool,
+    /// Issue 512 B-aligned writes that are not 4 KiB-aligned, as operating systems with
+    /// misaligned partitions do: the span starts at byte 32256 (sector 63) unless
+    /// --span-start says otherwise. Needs 512-byte logical sectors (refused on 4Kn).
+    #[arg(long, conflicts_with = "align")]
+    misaligned: bool,
     /// Run directory holding the ledger (never on the target).
     #[arg(long)]
     run_dir: PathBuf,
@@ -95,7 +144,7 @@ struct WriteArgs {
     /// Address pattern.
     #[arg(long, value_enum)]
     pattern: Option<PatternArg>,
-    /// Operations in flight.
+    /// Operations in flight (default 64).
     #[arg(long)]
     queue_depth: Option<u32>,
     /// First byte of the span (default 0).
@@ -116,6 +165,11 @@ struct WriteArgs {
 struct VerifyArgs {
     #[arg(long)]
     target: PathBuf,
+    #[command(flatten)]
+    device: DeviceArgs,
+    /// A read that takes longer than this counts as unreadable (seconds).
+    #[arg(long, default_value_t = 30.0)]
+    read_timeout_s: f64,
     #[arg(long)]
     run_dir: PathBuf,
     /// Print one JSON object instead of text.
@@ -199,6 +253,8 @@ fn main() -> ExitCode {
         Cmd::Decode(a) => cmd_decode(a),
         Cmd::Selftest(a) => cmd_selftest(a),
         Cmd::Run(a) => cmd_run(a),
+        Cmd::Bench(a) => cmd_bench::cmd_bench(a),
+        Cmd::Controller(a) => cmd_controller::cmd_controller(a),
     };
     match r {
         Ok(code) => ExitCode::from(code),
@@ -223,14 +279,22 @@ fn now() -> String {
 }
 
 fn cmd_write(a: WriteArgs) -> Result<u8> {
-    let qd = a.queue_depth.unwrap_or(32);
-    let mut target = FileTarget::open(&a.target, true, qd as usize)?;
-    if !target.direct() {
-        eprintln!("faultline: note: {} does not support O_DIRECT (tmpfs?); using buffered I/O", a.target.display());
-    }
-    let geo = target.geometry();
-    let sector = (geo.logical_block_bytes as u64).max(512);
+    let qd = a.queue_depth.unwrap_or(64);
     let continuing = exists(&a.run_dir);
+    // A run that has begun wrote its own data over the device: its signature check was done
+    // when the run was created.
+    let mut target = open_cli_target(&a.target, true, qd as usize, &a.device, a.allow_overwrite_signature || continuing)?;
+    let geo = target.geometry();
+    if a.misaligned && geo.logical_block_bytes != 512 {
+        bail!(
+            "--misaligned needs 512-byte logical sectors, but {} has {}-byte logical sectors (4Kn): it cannot address a \
+             512-byte offset; misaligned writes are only meaningful on 512n/512e devices",
+            a.target.display(),
+            geo.logical_block_bytes
+        );
+    }
+    let misaligned_start = 63 * 512;
+    let sector = (geo.logical_block_bytes as u64).max(512);
     let mut spec = WorkloadSpec {
         seed: a.seed.unwrap_or_else(random_u64),
         pattern: match a.pattern.unwrap_or(PatternArg::Random) {
@@ -238,7 +302,7 @@ fn cmd_write(a: WriteArgs) -> Result<u8> {
             PatternArg::Random => Pattern::Random,
             PatternArg::Hotcold => Pattern::HotCold { hot_span_percent: 10, hot_write_percent: 90 },
         },
-        span_start: a.span_start.unwrap_or(0),
+        span_start: a.span_start.unwrap_or(if a.misaligned { misaligned_start } else { 0 }),
         span_end: 0,
         min_write_bytes: a.block_size.or(a.min_write).unwrap_or(4096),
         max_write_bytes: a.block_size.or(a.max_write).unwrap_or(4096),
@@ -248,7 +312,10 @@ fn cmd_write(a: WriteArgs) -> Result<u8> {
         flush: FlushPolicy { every_writes: a.flush_every, every_ms: a.flush_every_ms, fua_percent: a.fua_percent.unwrap_or(0) },
     };
     spec.mean_write_bytes = a.mean_write.unwrap_or((spec.min_write_bytes + spec.max_write_bytes) / 2);
-    spec.align_bytes = a.align.unwrap_or_else(|| if spec.min_write_bytes.is_multiple_of(4096) { 4096 } else { sector });
+    spec.align_bytes = a.align.unwrap_or_else(|| if spec.min_write_bytes.is_multiple_of(4096) && !a.misaligned { 4096 } else { sector });
+    if a.misaligned && spec.span_start.is_multiple_of(4096) {
+        bail!("--misaligned with --span-start {} (4 KiB-aligned) would write aligned data; use a start that is a multiple of 512 but not of 4096", spec.span_start);
+    }
     spec.mean_write_bytes -= spec.mean_write_bytes % spec.align_bytes;
     spec.span_end = a.span_end.unwrap_or(geo.capacity_bytes / spec.max_write_bytes.max(1) * spec.max_write_bytes);
     let contract: Contract = a.contract.as_deref().unwrap_or("plp").parse().map_err(|e: String| anyhow!(e))?;
@@ -301,7 +368,7 @@ fn cmd_write(a: WriteArgs) -> Result<u8> {
         port: 0,
         workload: spec.clone(),
     };
-    let mut run = open_run(&a.run_dir, &target, header)?;
+    let mut run = open_run(&a.run_dir, target.as_ref(), header)?;
     if let Some(c) = run.recovered_cycle {
         eprintln!("faultline: cycle {c} was interrupted (harness killed); closed it from its last checkpoint");
     }
@@ -316,7 +383,7 @@ fn cmd_write(a: WriteArgs) -> Result<u8> {
         }
         if a.prefill {
             let t = Instant::now();
-            let n = prefill(&mut target, &run.layout, &run.format, 0, &mut run.ledger)?;
+            let n = prefill(target.as_mut(), &run.layout, &run.format, 0, &mut run.ledger)?;
             eprintln!("faultline: prefilled {} MiB in {:.1} s", n >> 20, t.elapsed().as_secs_f64());
         }
     }
@@ -338,7 +405,7 @@ fn cmd_write(a: WriteArgs) -> Result<u8> {
         drain_timeout: Duration::from_secs(60),
     };
     let contract = h.contract;
-    let out = run_cycle(&mut target, &run.layout, &run.format, &mut run.ledger, contract, &opts, &mut || {
+    let out = run_cycle(target.as_mut(), &run.layout, &run.format, &mut run.ledger, contract, &opts, &mut || {
         Err("no cut in a write-only cycle".into())
     })?;
     run.ledger.close()?;
@@ -355,7 +422,39 @@ fn cmd_write(a: WriteArgs) -> Result<u8> {
         first_id,
         out.submitted_end
     );
+    let lat: Vec<String> = target
+        .latencies()
+        .iter()
+        .map(|(name, h)| {
+            format!(
+                "{name} p50 {:.0} us p99 {:.0} us max {:.0} us",
+                h.percentile_ns(50.0) as f64 / 1e3,
+                h.percentile_ns(99.0) as f64 / 1e3,
+                h.max_ns as f64 / 1e3
+            )
+        })
+        .collect();
+    if !lat.is_empty() {
+        println!("latency: {}", lat.join("; "));
+    }
     Ok(0)
+}
+
+/// Opens a write or verify target through the engine and its guards, printing the engine's
+/// notes (fallback engine, buffered I/O) one line each.
+fn open_cli_target(
+    path: &std::path::Path,
+    writable: bool,
+    qd: usize,
+    dev: &DeviceArgs,
+    allow_signature: bool,
+) -> Result<Box<dyn BlockTarget>> {
+    let spec = OpenSpec { writable, queue_depth: qd, expect: dev.expectation(), allow_overwrite_signature: allow_signature };
+    let Opened { target, notes, .. } = open_target(path, &spec)?;
+    for n in notes {
+        eprintln!("faultline: note: {n}");
+    }
+    Ok(target)
 }
 
 fn cmd_verify(a: VerifyArgs) -> Result<u8> {
@@ -363,8 +462,9 @@ fn cmd_verify(a: VerifyArgs) -> Result<u8> {
     if history.torn_tail_bytes > 0 {
         eprintln!("faultline: note: the ledger ends in a torn record ({} bytes), ignored", history.torn_tail_bytes);
     }
-    let mut target = FileTarget::open(&a.target, false, 1)?;
-    check_target(&a.run_dir, &history.header, &target)?;
+    let mut target = open_cli_target(&a.target, false, 1, &a.device, false)?;
+    target.set_read_timeout(Duration::from_secs_f64(a.read_timeout_s.max(0.001)));
+    check_target(&a.run_dir, &history.header, target.as_ref())?;
     let h = &history.header;
     let layout = Layout::new(h.workload.clone(), h.sector_bytes)?;
     let format = Format::new(h.run_id, h.sector_bytes as usize);
@@ -373,7 +473,7 @@ fn cmd_verify(a: VerifyArgs) -> Result<u8> {
     let t = Instant::now();
     let mut last = Instant::now();
     let total = end.saturating_sub(start);
-    let rep = Verifier::new(&layout, &history, &format).verify_with_progress(&mut target, start, end, &mut |done, findings| {
+    let rep = Verifier::new(&layout, &history, &format).verify_with_progress(target.as_mut(), start, end, &mut |done, findings| {
         if last.elapsed() >= Duration::from_secs(5) {
             let secs = t.elapsed().as_secs_f64();
             let rate = done as f64 / secs;

@@ -367,7 +367,7 @@ impl<'a> Verifier<'a> {
         let mut rep = VerifyReport::default();
         let mut groups: HashMap<u64, Group> = HashMap::new();
         let mut unit: Vec<UnitSector> = Vec::new();
-        let mut buf = AlignedBuf::zeroed(READ_CHUNK as usize);
+        let mut buf = AlignedBuf::zeroed((end - start).min(READ_CHUNK) as usize);
         let mut pos = start;
         while pos < end {
             let n = (end - pos).min(READ_CHUNK);

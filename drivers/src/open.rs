@@ -1,0 +1,99 @@
+//! Opening a target: discovery, the safety guards, then the engine (io_uring, or the
+//! synchronous fallback when io_uring cannot be set up).
+//!
+//! Order matters: the in-use guard runs before the device is opened for writing, the
+//! identity check before anything is written, the signature probe on the opened descriptor.
+
+use crate::block::{BlockTarget, TargetError};
+use crate::blockdev::{discover, Expectation, TargetKind};
+use crate::guard::{check_no_signature, check_not_in_use, GuardError};
+use crate::sync::SyncTarget;
+use crate::uring::UringTarget;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::Path;
+
+/// What the caller asks for.
+#[derive(Clone, Debug, Default)]
+pub struct OpenSpec {
+    pub writable: bool,
+    pub queue_depth: usize,
+    /// Identity the device must have (block devices; on a regular file only `size_bytes`
+    /// is checked).
+    pub expect: Expectation,
+    /// Write even over a partition table or filesystem signature.
+    pub allow_overwrite_signature: bool,
+}
+
+/// Which engine serves the target.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Engine {
+    IoUring,
+    Sync,
+}
+
+/// An opened target, with the lines its opener must show the user.
+pub struct Opened {
+    pub target: Box<dyn BlockTarget>,
+    pub engine: Engine,
+    pub block_device: bool,
+    /// Opened with O_DIRECT.
+    pub direct: bool,
+    /// One line each: fallback engine, buffered I/O.
+    pub notes: Vec<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error(transparent)]
+    Target(#[from] TargetError),
+    #[error(transparent)]
+    Guard(#[from] GuardError),
+}
+
+/// Opens `path` as `spec` says, refusing devices the guards reject.
+pub fn open_target(path: &Path, spec: &OpenSpec) -> Result<Opened, OpenError> {
+    let shown = path.display().to_string();
+    let meta = std::fs::metadata(path).map_err(|source| TargetError::Open { path: shown.clone(), source })?;
+    let is_block = meta.file_type().is_block_device();
+    if is_block && spec.writable {
+        check_not_in_use(&shown, meta.rdev())?;
+    }
+    let d = discover(path, spec.writable)?;
+    match &d.kind {
+        TargetKind::Block { identity, .. } => {
+            let bad = spec.expect.mismatches(identity);
+            if !bad.is_empty() {
+                return Err(GuardError::Identity { dev: shown, why: bad.join("; ") }.into());
+            }
+            if spec.writable && !spec.allow_overwrite_signature {
+                check_no_signature(&shown, &d.file)?;
+            }
+        }
+        TargetKind::File => {
+            if let Some(sz) = spec.expect.size_bytes.filter(|s| *s != d.geometry.capacity_bytes) {
+                return Err(GuardError::Identity {
+                    dev: shown,
+                    why: format!("size is {} bytes, expected {sz} (--expect-size)", d.geometry.capacity_bytes),
+                }
+                .into());
+            }
+        }
+    }
+    let mut notes = Vec::new();
+    let direct = d.direct;
+    if !direct {
+        notes.push(format!("{shown} does not support O_DIRECT (tmpfs?); using buffered I/O"));
+    }
+    let depth = spec.queue_depth.max(1);
+    let (target, engine): (Box<dyn BlockTarget>, Engine) = match UringTarget::new(d, depth) {
+        Ok(t) => (Box::new(t), Engine::IoUring),
+        Err(failed) => {
+            let (d, e) = *failed;
+            notes.push(format!(
+                "io_uring is unavailable ({e}); using the synchronous pwritev2/preadv2 engine (one operation at a time, much slower)"
+            ));
+            (Box::new(SyncTarget::new(d, depth)), Engine::Sync)
+        }
+    };
+    Ok(Opened { target, engine, block_device: is_block, direct, notes })
+}

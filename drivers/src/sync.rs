@@ -1,0 +1,165 @@
+//! The synchronous fallback engine: `pwritev2`/`preadv2` on the same descriptor the io_uring
+//! engine would use, for hosts where io_uring is unavailable (disabled by sysctl, filtered
+//! by seccomp, or switched off with `FAULTLINE_DISABLE_IO_URING`). Whoever opens it says so
+//! in one line; it is never chosen silently.
+//!
+//! Operations execute at submission, one at a time; FUA is `RWF_DSYNC` on the write itself,
+//! a flush is `fdatasync`. After the device is gone (ENODEV, ENXIO, ESHUTDOWN, or several EIOs
+//! in a row) nothing more is sent: new operations fail at once with that failure.
+
+use crate::block::{AlignedBuf, BlockTarget, Completion, Geometry, IoFailure, LatencyHistogram, Op, TargetError};
+use crate::blockdev::Discovered;
+use crate::sys;
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+const EIO_GONE_AFTER: u32 = 8;
+
+pub struct SyncTarget {
+    d: Discovered,
+    depth: usize,
+    done: VecDeque<Completion>,
+    gone: Option<IoFailure>,
+    eio_run: u32,
+    lat: [LatencyHistogram; 3],
+}
+
+impl SyncTarget {
+    pub fn new(d: Discovered, depth: usize) -> Self {
+        SyncTarget { d, depth: depth.max(1), done: VecDeque::new(), gone: None, eio_run: 0, lat: Default::default() }
+    }
+
+    pub fn direct(&self) -> bool {
+        self.d.direct
+    }
+
+    fn failure(&self, e: std::io::Error, what: String) -> IoFailure {
+        IoFailure::new(e.raw_os_error().unwrap_or(libc::EIO), format!("{} {what}", self.d.path.display()))
+    }
+
+    fn note(&mut self, r: &Result<(), IoFailure>) {
+        match r {
+            Ok(()) => self.eio_run = 0,
+            Err(f) => {
+                if f.errno == libc::EIO {
+                    self.eio_run += 1;
+                }
+                if self.gone.is_none() && (f.device_gone() || self.eio_run >= EIO_GONE_AFTER) {
+                    self.gone = Some(f.clone());
+                }
+            }
+        }
+    }
+
+    fn write(&mut self, offset: u64, buf: &AlignedBuf, fua: bool) -> Result<(), IoFailure> {
+        let lbs = if self.d.direct { self.d.geometry.logical_block_bytes as u64 } else { 1 };
+        let len = buf.len();
+        let inval = |what: String| Err(IoFailure::new(libc::EINVAL, format!("{} {what}", self.d.path.display())));
+        if len == 0 || !offset.is_multiple_of(lbs) || !(len as u64).is_multiple_of(lbs) {
+            return inval(format!("write of {len} bytes at {offset} is not aligned to the {lbs}-byte logical block"));
+        }
+        if offset + len as u64 > self.d.geometry.capacity_bytes {
+            return inval(format!("write of {len} bytes at {offset} passes the end ({})", self.d.geometry.capacity_bytes));
+        }
+        let flags = if fua { libc::RWF_DSYNC } else { 0 };
+        let mut done = 0;
+        while done < len {
+            match sys::pwritev2(&self.d.file, &buf[done..], offset + done as u64, flags) {
+                Ok(0) => {
+                    return Err(IoFailure::new(libc::EIO, format!("{} short write at {offset}: {done} of {len}", self.d.path.display())))
+                }
+                Ok(n) => done += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(self.failure(e, format!("write of {len} bytes at {offset}{}", if fua { " (FUA)" } else { "" }))),
+            }
+        }
+        Ok(())
+    }
+}
+
+impl BlockTarget for SyncTarget {
+    fn geometry(&self) -> Geometry {
+        self.d.geometry
+    }
+
+    fn identity(&self) -> String {
+        self.d.identity()
+    }
+
+    fn queue_depth(&self) -> usize {
+        self.depth
+    }
+
+    fn submit(&mut self, op: Op) -> Result<(), TargetError> {
+        if self.done.len() >= self.depth {
+            return Err(TargetError::QueueFull { path: self.d.path.display().to_string(), depth: self.depth });
+        }
+        let start = Instant::now();
+        let c = match op {
+            Op::Write { token, offset, buf, fua, .. } => {
+                let result = match &self.gone {
+                    Some(g) => Err(IoFailure::new(g.errno, format!("not submitted: the device is gone ({})", g.detail))),
+                    None if !self.d.writable => Err(IoFailure::new(libc::EBADF, format!("{} opened read-only", self.d.path.display()))),
+                    None => {
+                        let r = self.write(offset, &buf, fua);
+                        self.note(&r);
+                        self.lat[usize::from(fua)].record(start.elapsed().as_nanos() as u64);
+                        r
+                    }
+                };
+                Completion { token, result, buf: Some(buf) }
+            }
+            Op::Flush { token } => {
+                let result = match &self.gone {
+                    Some(g) => Err(IoFailure::new(g.errno, format!("not submitted: the device is gone ({})", g.detail))),
+                    None => {
+                        let r = self.d.file.sync_data().map_err(|e| self.failure(e, "flush".into()));
+                        self.note(&r);
+                        self.lat[2].record(start.elapsed().as_nanos() as u64);
+                        r
+                    }
+                };
+                Completion { token, result, buf: None }
+            }
+        };
+        self.done.push_back(c);
+        Ok(())
+    }
+
+    fn reap(&mut self, out: &mut Vec<Completion>, _min: usize, _timeout: Duration) -> Result<usize, TargetError> {
+        // Everything ran at submission: all of it is complete.
+        let n = self.done.len();
+        out.extend(self.done.drain(..));
+        Ok(n)
+    }
+
+    fn in_flight(&self) -> usize {
+        self.done.len()
+    }
+
+    fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), IoFailure> {
+        let len = buf.len();
+        if offset + len as u64 > self.d.geometry.capacity_bytes {
+            return Err(IoFailure::new(
+                libc::EINVAL,
+                format!("{} read of {len} bytes at {offset} passes the end ({})", self.d.path.display(), self.d.geometry.capacity_bytes),
+            ));
+        }
+        let mut done = 0;
+        while done < len {
+            match sys::preadv2(&self.d.file, &mut buf[done..], offset + done as u64, 0) {
+                Ok(0) => {
+                    return Err(IoFailure::new(libc::EIO, format!("{} short read at {offset}: {done} of {len}", self.d.path.display())))
+                }
+                Ok(n) => done += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(self.failure(e, format!("read of {len} bytes at {offset}"))),
+            }
+        }
+        Ok(())
+    }
+
+    fn latencies(&self) -> Vec<(&'static str, LatencyHistogram)> {
+        ["write", "write_fua", "flush"].iter().zip(&self.lat).filter(|(_, h)| h.count > 0).map(|(n, h)| (*n, h.clone())).collect()
+    }
+}

@@ -1,0 +1,519 @@
+//! The io_uring engine: O_DIRECT writes, flushes and reads on a regular file or block device.
+//!
+//! One ring per target, driven from the caller's thread: `submit` only queues a submission
+//! entry (entering the kernel once a batch has built up), `reap` enters the kernel once to
+//! submit the rest and wait, with a timeout, for completions. The file is registered with the
+//! ring (fixed file 0) when the kernel allows it. FUA writes carry `RWF_DSYNC`; flushes are
+//! `IORING_OP_FSYNC` with `DATASYNC` (on a block device, a cache flush).
+//!
+//! Ownership, the rule everything else follows: the kernel holds a raw pointer to every
+//! in-flight buffer, so an operation's buffer stays in its slot until the operation's
+//! completion has been seen. `reap` never returns a buffer whose operation has not completed;
+//! a read that timed out keeps its buffer until the kernel finishes it; and if the engine is
+//! dropped with operations still in flight (a hung device), their buffers are leaked on
+//! purpose rather than freed into memory the kernel may still write.
+//!
+//! Surviving the cut: an operation failing with ENODEV, ENXIO or ESHUTDOWN, or several EIOs
+//! in a row, marks the device gone; from then on the engine stops submitting and completes
+//! every new operation at once with the failure (it was never sent, which the harness's
+//! "failed write" already allows). Nothing here panics on an I/O result.
+
+use crate::block::{AlignedBuf, BlockTarget, Completion, Geometry, IoFailure, LatencyHistogram, Op, TargetError};
+use crate::blockdev::Discovered;
+use io_uring::{opcode, types, IoUring};
+use std::collections::VecDeque;
+use std::os::unix::io::AsRawFd;
+use std::time::{Duration, Instant};
+
+/// Environment switch that makes io_uring setup fail, to exercise the fallback engine.
+pub const DISABLE_ENV: &str = "FAULTLINE_DISABLE_IO_URING";
+
+/// Consecutive EIO results after which the device counts as gone.
+const EIO_GONE_AFTER: u32 = 8;
+/// Queued entries (or bytes) after which `submit` enters the kernel without waiting for `reap`.
+const BATCH_ENTRIES: usize = 16;
+const BATCH_BYTES: usize = 1 << 20;
+/// Reads that may be left hanging in the kernel before new reads fail at once.
+const MAX_HUNG_READS: usize = 64;
+/// While an earlier read still hangs, later reads wait at most this long.
+const HUNG_READ_WAIT: Duration = Duration::from_secs(1);
+/// How long `drop` waits for in-flight operations before leaking their buffers.
+const DROP_WAIT: Duration = Duration::from_secs(2);
+
+const LAT_WRITE: usize = 0;
+const LAT_FUA: usize = 1;
+const LAT_FLUSH: usize = 2;
+const LAT_READ: usize = 3;
+const LAT_NAMES: [&str; 4] = ["write", "write_fua", "flush", "read"];
+
+#[derive(Debug)]
+enum Kind {
+    Free,
+    Write {
+        token: u64,
+        offset: u64,
+        len: usize,
+        fua: bool,
+    },
+    Flush {
+        token: u64,
+    },
+    /// A synchronous read; `result` is set when its completion arrives.
+    Read {
+        result: Option<i32>,
+    },
+    /// A read whose caller gave up (timeout); the slot frees itself on completion.
+    AbandonedRead,
+}
+
+#[derive(Debug)]
+struct Slot {
+    kind: Kind,
+    buf: Option<AlignedBuf>,
+    at: Instant,
+}
+
+/// Creates a ring, honouring [`DISABLE_ENV`].
+fn setup_ring(entries: u32) -> std::io::Result<IoUring> {
+    if std::env::var_os(DISABLE_ENV).is_some_and(|v| !v.is_empty() && v != "0") {
+        return Err(std::io::Error::other(format!("io_uring disabled by {DISABLE_ENV}")));
+    }
+    IoUring::builder().setup_cqsize(entries * 2).build(entries)
+}
+
+pub struct UringTarget {
+    ring: IoUring,
+    d: Discovered,
+    fixed: bool,
+    depth: usize,
+    slots: Vec<Slot>,
+    free: Vec<u32>,
+    /// Entries pushed but not yet handed to the kernel.
+    queued: usize,
+    queued_bytes: usize,
+    /// Operations the kernel owns (pushed and not completed), reads included.
+    kernel: usize,
+    /// Harness operations submitted and not yet reaped.
+    user: usize,
+    ready: VecDeque<Completion>,
+    gone: Option<IoFailure>,
+    eio_run: u32,
+    read_timeout: Duration,
+    hung_reads: usize,
+    read_bufs: Vec<AlignedBuf>,
+    lat: [LatencyHistogram; 4],
+}
+
+impl UringTarget {
+    /// Builds the engine over an opened target. Fails (so the caller can fall back) when
+    /// io_uring cannot be set up.
+    pub fn new(d: Discovered, depth: usize) -> Result<Self, Box<(Discovered, std::io::Error)>> {
+        let depth = depth.clamp(1, 4096);
+        let entries = (depth + 1).next_power_of_two().max(8) as u32;
+        let ring = match setup_ring(entries) {
+            Ok(r) => r,
+            Err(e) => return Err(Box::new((d, e))),
+        };
+        let fixed = ring.submitter().register_files(&[d.file.as_raw_fd()]).is_ok();
+        Ok(UringTarget {
+            ring,
+            d,
+            fixed,
+            depth,
+            slots: Vec::new(),
+            free: Vec::new(),
+            queued: 0,
+            queued_bytes: 0,
+            kernel: 0,
+            user: 0,
+            ready: VecDeque::new(),
+            gone: None,
+            eio_run: 0,
+            read_timeout: Duration::from_secs(30),
+            hung_reads: 0,
+            read_bufs: Vec::new(),
+            lat: Default::default(),
+        })
+    }
+
+    /// True when the target was opened with O_DIRECT.
+    pub fn direct(&self) -> bool {
+        self.d.direct
+    }
+
+    /// True when the file is registered with the ring.
+    pub fn registered_file(&self) -> bool {
+        self.fixed
+    }
+
+    /// The failure that marked the device gone, if any.
+    pub fn gone(&self) -> Option<&IoFailure> {
+        self.gone.as_ref()
+    }
+
+    fn path(&self) -> String {
+        self.d.path.display().to_string()
+    }
+
+    fn alloc_slot(&mut self, kind: Kind, buf: Option<AlignedBuf>) -> u32 {
+        let slot = Slot { kind, buf, at: Instant::now() };
+        match self.free.pop() {
+            Some(i) => {
+                self.slots[i as usize] = slot;
+                i
+            }
+            None => {
+                self.slots.push(slot);
+                (self.slots.len() - 1) as u32
+            }
+        }
+    }
+
+    /// Pushes one entry, entering the kernel first if the submission queue is full.
+    fn push(&mut self, entry: io_uring::squeue::Entry, bytes: usize) -> Result<(), TargetError> {
+        loop {
+            // SAFETY: every entry built by this module points at a buffer held in
+            // `self.slots` (or none, for fsync); the slot keeps the buffer, which is never
+            // moved or freed, until the entry's completion is processed in `harvest` (or it is
+            // leaked in `drop`). The registered file (or raw fd) belongs to `self.d.file`,
+            // which lives as long as the ring.
+            let pushed = unsafe { self.ring.submission().push(&entry) };
+            if pushed.is_ok() {
+                break;
+            }
+            self.enter(0, None)?;
+        }
+        self.queued += 1;
+        self.queued_bytes += bytes;
+        self.kernel += 1;
+        if self.queued >= BATCH_ENTRIES || self.queued_bytes >= BATCH_BYTES {
+            self.enter(0, None)?;
+        }
+        Ok(())
+    }
+
+    /// Submits queued entries and waits for `want` completions (or `timeout`).
+    /// Returns false when the wait timed out.
+    fn enter(&mut self, want: usize, timeout: Option<Duration>) -> Result<bool, TargetError> {
+        let r = match timeout {
+            Some(t) if want > 0 => {
+                let ts = types::Timespec::from(t);
+                let args = types::SubmitArgs::new().timespec(&ts);
+                self.ring.submitter().submit_with_args(want, &args)
+            }
+            _ => self.ring.submitter().submit_and_wait(want),
+        };
+        match r {
+            Ok(_) => {
+                self.queued = self.ring.submission().len();
+                if self.queued == 0 {
+                    self.queued_bytes = 0;
+                }
+                Ok(true)
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ETIME) => {
+                self.queued = self.ring.submission().len();
+                Ok(false)
+            }
+            // Interrupted, or the completion queue is backed up: harvest and come back.
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EINTR) | Some(libc::EBUSY) | Some(libc::EAGAIN)) => Ok(true),
+            Err(e) => Err(TargetError::Io { path: self.path(), what: "io_uring_enter".into(), source: e }),
+        }
+    }
+
+    fn failure(&self, errno: i32, what: String) -> IoFailure {
+        IoFailure::new(errno, format!("{} {what}", self.d.path.display()))
+    }
+
+    fn note_result(&mut self, err: Option<&IoFailure>) {
+        match err {
+            None => self.eio_run = 0,
+            Some(f) => {
+                if f.errno == libc::EIO {
+                    self.eio_run += 1;
+                }
+                if self.gone.is_none() && (f.device_gone() || self.eio_run >= EIO_GONE_AFTER) {
+                    self.gone = Some(f.clone());
+                }
+            }
+        }
+    }
+
+    /// Processes every available completion: harness operations go to `ready`, reads
+    /// update their slots.
+    fn harvest(&mut self) {
+        let mut cqes: Vec<(u64, i32)> = Vec::new();
+        {
+            let mut cq = self.ring.completion();
+            cq.sync();
+            for c in &mut cq {
+                cqes.push((c.user_data(), c.result()));
+            }
+        }
+        let now = Instant::now();
+        for (ud, res) in cqes {
+            let i = ud as usize;
+            let Some(slot) = self.slots.get_mut(i) else { continue };
+            let kind = std::mem::replace(&mut slot.kind, Kind::Free);
+            let ns = now.duration_since(slot.at).as_nanos() as u64;
+            self.kernel -= 1;
+            match kind {
+                Kind::Write { token, offset, len, fua } => {
+                    self.lat[if fua { LAT_FUA } else { LAT_WRITE }].record(ns);
+                    let buf = self.slots[i].buf.take();
+                    self.free.push(i as u32);
+                    let result = if res < 0 {
+                        Err(self.failure(-res, format!("write of {len} bytes at {offset}{}", if fua { " (FUA)" } else { "" })))
+                    } else if res as usize != len {
+                        Err(self.failure(libc::EIO, format!("short write at {offset}: {res} of {len} bytes")))
+                    } else {
+                        Ok(())
+                    };
+                    self.note_result(result.as_ref().err());
+                    self.ready.push_back(Completion { token, result, buf });
+                }
+                Kind::Flush { token } => {
+                    self.lat[LAT_FLUSH].record(ns);
+                    self.free.push(i as u32);
+                    let result = if res < 0 { Err(self.failure(-res, "flush".into())) } else { Ok(()) };
+                    self.note_result(result.as_ref().err());
+                    self.ready.push_back(Completion { token, result, buf: None });
+                }
+                Kind::Read { .. } => {
+                    self.lat[LAT_READ].record(ns);
+                    self.slots[i].kind = Kind::Read { result: Some(res) };
+                }
+                Kind::AbandonedRead => {
+                    if let Some(b) = self.slots[i].buf.take() {
+                        self.read_bufs.push(b);
+                    }
+                    self.hung_reads -= 1;
+                    self.free.push(i as u32);
+                }
+                Kind::Free => {}
+            }
+        }
+    }
+
+    fn refuse(&mut self, token: u64, buf: Option<AlignedBuf>, failure: IoFailure) {
+        self.user += 1;
+        self.ready.push_back(Completion { token, result: Err(failure), buf });
+    }
+}
+
+macro_rules! sqe {
+    ($self:ident, $op:ident :: new ( $($arg:expr),* ) $(. $m:ident ( $v:expr ))* ) => {
+        if $self.fixed {
+            opcode::$op::new(types::Fixed(0) $(, $arg)*) $(. $m($v))* .build()
+        } else {
+            opcode::$op::new(types::Fd($self.d.file.as_raw_fd()) $(, $arg)*) $(. $m($v))* .build()
+        }
+    };
+}
+
+impl BlockTarget for UringTarget {
+    fn geometry(&self) -> Geometry {
+        self.d.geometry
+    }
+
+    fn identity(&self) -> String {
+        self.d.identity()
+    }
+
+    fn queue_depth(&self) -> usize {
+        self.depth
+    }
+
+    fn submit(&mut self, op: Op) -> Result<(), TargetError> {
+        if self.user >= self.depth {
+            return Err(TargetError::QueueFull { path: self.path(), depth: self.depth });
+        }
+        if !self.d.writable {
+            let token = op.token();
+            let buf = match op {
+                Op::Write { buf, .. } => Some(buf),
+                Op::Flush { .. } => None,
+            };
+            self.refuse(token, buf, self.failure(libc::EBADF, "opened read-only".into()));
+            return Ok(());
+        }
+        if let Some(g) = self.gone.clone() {
+            let token = op.token();
+            let buf = match op {
+                Op::Write { buf, .. } => Some(buf),
+                Op::Flush { .. } => None,
+            };
+            self.refuse(token, buf, IoFailure::new(g.errno, format!("not submitted: the device is gone ({})", g.detail)));
+            return Ok(());
+        }
+        match op {
+            Op::Write { token, offset, buf, fua, .. } => {
+                let lbs = if self.d.direct { self.d.geometry.logical_block_bytes as u64 } else { 1 };
+                let len = buf.len();
+                if len == 0 || !offset.is_multiple_of(lbs) || !(len as u64).is_multiple_of(lbs) || len > u32::MAX as usize {
+                    let f = self
+                        .failure(libc::EINVAL, format!("write of {len} bytes at {offset} is not aligned to the {lbs}-byte logical block"));
+                    self.refuse(token, Some(buf), f);
+                    return Ok(());
+                }
+                if offset + len as u64 > self.d.geometry.capacity_bytes {
+                    let f = self.failure(
+                        libc::EINVAL,
+                        format!("write of {len} bytes at {offset} passes the end ({})", self.d.geometry.capacity_bytes),
+                    );
+                    self.refuse(token, Some(buf), f);
+                    return Ok(());
+                }
+                let ptr = buf.as_ptr();
+                let i = self.alloc_slot(Kind::Write { token, offset, len, fua }, Some(buf));
+                let flags = if fua { libc::RWF_DSYNC } else { 0 };
+                let e = sqe!(self, Write::new(ptr, len as u32).offset(offset).rw_flags(flags)).user_data(i as u64);
+                self.user += 1;
+                self.push(e, len)
+            }
+            Op::Flush { token } => {
+                let i = self.alloc_slot(Kind::Flush { token }, None);
+                let e = sqe!(self, Fsync::new().flags(types::FsyncFlags::DATASYNC)).user_data(i as u64);
+                self.user += 1;
+                self.push(e, 0)
+            }
+        }
+    }
+
+    fn reap(&mut self, out: &mut Vec<Completion>, min: usize, timeout: Duration) -> Result<usize, TargetError> {
+        let start = Instant::now();
+        let mut got = 0;
+        loop {
+            self.harvest();
+            while let Some(c) = self.ready.pop_front() {
+                out.push(c);
+                got += 1;
+                self.user -= 1;
+            }
+            if got >= min || self.user == 0 {
+                if self.queued > 0 {
+                    self.enter(0, None)?;
+                }
+                return Ok(got);
+            }
+            let left = timeout.saturating_sub(start.elapsed());
+            if left.is_zero() {
+                return Ok(got);
+            }
+            if !self.enter(1, Some(left))? {
+                self.harvest();
+                while let Some(c) = self.ready.pop_front() {
+                    out.push(c);
+                    got += 1;
+                    self.user -= 1;
+                }
+                return Ok(got);
+            }
+        }
+    }
+
+    fn in_flight(&self) -> usize {
+        self.user
+    }
+
+    fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), IoFailure> {
+        let len = buf.len();
+        let cap = self.d.geometry.capacity_bytes;
+        if offset + len as u64 > cap {
+            return Err(self.failure(libc::EINVAL, format!("read of {len} bytes at {offset} passes the end ({cap})")));
+        }
+        let lbs = if self.d.direct { self.d.geometry.logical_block_bytes as u64 } else { 1 };
+        if !offset.is_multiple_of(lbs) || !(len as u64).is_multiple_of(lbs) {
+            return Err(
+                self.failure(libc::EINVAL, format!("read of {len} bytes at {offset} is not aligned to the {lbs}-byte logical block"))
+            );
+        }
+        if self.hung_reads >= MAX_HUNG_READS {
+            return Err(self.failure(libc::ETIMEDOUT, format!("read at {offset} not issued: {} earlier reads still hang", self.hung_reads)));
+        }
+        // The kernel writes into an engine-owned buffer, never into the caller's slice: if
+        // the read hangs, the caller gets its slice back while the kernel keeps the buffer.
+        let mut rb = self.read_bufs.pop().unwrap_or_else(|| AlignedBuf::zeroed(len));
+        rb.resize(len);
+        let ptr = rb.as_mut_ptr();
+        let i = self.alloc_slot(Kind::Read { result: None }, Some(rb));
+        let e = sqe!(self, Read::new(ptr, len as u32).offset(offset)).user_data(i as u64);
+        let fail_enter = |s: &Self, e: TargetError| s.failure(libc::EIO, format!("read at {offset}: {e}"));
+        if let Err(e) = self.push(e, len) {
+            return Err(fail_enter(self, e));
+        }
+        let wait = if self.hung_reads > 0 { self.read_timeout.min(HUNG_READ_WAIT) } else { self.read_timeout };
+        let start = Instant::now();
+        loop {
+            self.harvest();
+            if let Kind::Read { result: Some(res) } = self.slots[i as usize].kind {
+                let rb = self.slots[i as usize].buf.take().expect("read slot holds its buffer");
+                self.slots[i as usize].kind = Kind::Free;
+                self.free.push(i);
+                let r = if res < 0 {
+                    Err(self.failure(-res, format!("read of {len} bytes at {offset}")))
+                } else if res as usize != len {
+                    Err(self.failure(libc::EIO, format!("short read at {offset}: {res} of {len} bytes")))
+                } else {
+                    buf.copy_from_slice(&rb);
+                    Ok(())
+                };
+                self.read_bufs.push(rb);
+                return r;
+            }
+            let left = wait.saturating_sub(start.elapsed());
+            let timed_out = left.is_zero()
+                || match self.enter(1, Some(left)) {
+                    Ok(done) => !done && start.elapsed() >= wait,
+                    Err(e) => return Err(fail_enter(self, e)),
+                };
+            if timed_out {
+                self.harvest();
+                if matches!(self.slots[i as usize].kind, Kind::Read { result: Some(_) }) {
+                    continue;
+                }
+                self.slots[i as usize].kind = Kind::AbandonedRead;
+                self.hung_reads += 1;
+                return Err(self.failure(libc::ETIMEDOUT, format!("read of {len} bytes at {offset} did not complete within {wait:?}")));
+            }
+        }
+    }
+
+    fn set_read_timeout(&mut self, timeout: Duration) {
+        self.read_timeout = timeout.max(Duration::from_millis(1));
+    }
+
+    fn latencies(&self) -> Vec<(&'static str, LatencyHistogram)> {
+        LAT_NAMES.iter().zip(&self.lat).filter(|(_, h)| h.count > 0).map(|(n, h)| (*n, h.clone())).collect()
+    }
+}
+
+impl Drop for UringTarget {
+    fn drop(&mut self) {
+        let start = Instant::now();
+        while self.kernel > 0 && start.elapsed() < DROP_WAIT {
+            let left = DROP_WAIT.saturating_sub(start.elapsed());
+            if !matches!(self.enter(1, Some(left)), Ok(true)) {
+                break;
+            }
+            self.harvest();
+        }
+        if self.kernel == 0 {
+            // Release the ring's reference to the file now, so an O_EXCL claim on a block
+            // device ends with this drop rather than with the ring's asynchronous teardown.
+            if self.fixed {
+                let _ = self.ring.submitter().unregister_files();
+            }
+        } else {
+            // The kernel still owns these buffers (a hung device): leak them rather than free
+            // memory it may write into later.
+            for s in &mut self.slots {
+                if !matches!(s.kind, Kind::Free) {
+                    if let Some(b) = s.buf.take() {
+                        std::mem::forget(b);
+                    }
+                }
+            }
+        }
+    }
+}

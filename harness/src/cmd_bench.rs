@@ -1,0 +1,371 @@
+//! `faultline bench`: faultline and fio on the same target in the same run, alternating,
+//! with ratios. Not a test: figures for humans.
+//!
+//! Workloads (DOMAIN.md section 7): 4 KiB random write at QD32, 128 KiB sequential write at
+//! QD32, 4 KiB random read with verification (QD1: faultline's verification reads are
+//! synchronous), full-span sequential verify (1 MiB reads, QD1) against fio's sequential
+//! read. fio runs with `--verify=crc32c` (its fastest checksum) and without verification.
+//! faultline runs in this process (so its CPU time and peak memory are measured exactly);
+//! fio runs as a child (CPU from the children's times in /proc/self/stat).
+
+use anyhow::{bail, Context, Result};
+use faultline::format::Format;
+use faultline::ledger::{Contract, LedgerWriter, RunHeader, LEDGER_FORMAT};
+use faultline::rng::WyRand;
+use faultline::verify::Verifier;
+use faultline::workload::{FlushPolicy, Layout, Pattern, WorkloadSpec};
+use faultline::writer::{prefill, run_cycle, CycleOptions};
+use faultline_drivers::{open_target, BlockTarget, OpenSpec};
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+#[derive(clap::Parser)]
+pub struct BenchArgs {
+    /// Target: a regular file (created at --size if missing) or a block device. Everything
+    /// on it is overwritten.
+    #[arg(long)]
+    target: PathBuf,
+    /// Size of a file target to create, bytes.
+    #[arg(long, default_value_t = 1 << 30)]
+    size: u64,
+    /// Seconds per timed run.
+    #[arg(long, default_value_t = 5.0)]
+    seconds: f64,
+    /// Rounds; each round runs faultline and fio once per workload, alternating.
+    #[arg(long, default_value_t = 2)]
+    rounds: u32,
+    /// The fio binary.
+    #[arg(long, default_value = "fio")]
+    fio: String,
+    /// Write over a device carrying a partition table or filesystem.
+    #[arg(long)]
+    allow_overwrite_signature: bool,
+}
+
+/// One measured run.
+#[derive(Clone, Copy, Default)]
+struct Fig {
+    bytes: f64,
+    ops: f64,
+    secs: f64,
+    cpu_s: f64,
+}
+
+impl Fig {
+    fn mbps(&self) -> f64 {
+        self.bytes / self.secs / 1e6
+    }
+    fn iops(&self) -> f64 {
+        self.ops / self.secs
+    }
+    fn cpu_per_gb(&self) -> f64 {
+        self.cpu_s / (self.bytes / 1e9)
+    }
+    fn add(&mut self, o: Fig) {
+        self.bytes += o.bytes;
+        self.ops += o.ops;
+        self.secs += o.secs;
+        self.cpu_s += o.cpu_s;
+    }
+}
+
+/// (utime+stime of this process, cutime+cstime of waited-for children), seconds.
+fn cpu_times() -> (f64, f64) {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<f64> = after.split_whitespace().map(|x| x.parse().unwrap_or(0.0)).collect();
+    // Fields after the command: state is index 0, utime 11, stime 12, cutime 13, cstime 14.
+    let tick = 100.0; // USER_HZ on Linux
+    let g = |i: usize| f.get(i).copied().unwrap_or(0.0) / tick;
+    (g(11) + g(12), g(13) + g(14))
+}
+
+fn status_kib(field: &str) -> u64 {
+    let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    s.lines().find(|l| l.starts_with(field)).and_then(|l| l.split_whitespace().nth(1)).and_then(|v| v.parse().ok()).unwrap_or(0)
+}
+
+struct Ctx<'a> {
+    a: &'a BenchArgs,
+    capacity: u64,
+    direct: bool,
+    scratch: PathBuf,
+    runs: u32,
+}
+
+fn open(a: &BenchArgs, writable: bool, qd: usize) -> Result<Box<dyn BlockTarget>> {
+    let spec = OpenSpec { writable, queue_depth: qd, allow_overwrite_signature: a.allow_overwrite_signature, ..Default::default() };
+    Ok(open_target(&a.target, &spec)?.target)
+}
+
+fn spec(seed: u64, capacity: u64, bs: u64, pattern: Pattern, qd: u32) -> WorkloadSpec {
+    WorkloadSpec {
+        seed,
+        pattern,
+        span_start: 0,
+        span_end: capacity / bs * bs,
+        min_write_bytes: bs,
+        max_write_bytes: bs,
+        mean_write_bytes: bs,
+        align_bytes: 4096.min(bs),
+        queue_depth: qd,
+        flush: FlushPolicy::default(),
+    }
+}
+
+/// A fresh run on the target: (ledger, layout, format).
+fn new_run(c: &mut Ctx, t: &dyn BlockTarget, w: WorkloadSpec) -> Result<(LedgerWriter, Layout, Format)> {
+    c.runs += 1;
+    let dir = c.scratch.join(format!("run{}", c.runs));
+    let run_id = 0xbe_0000 + c.runs as u64;
+    let header = RunHeader {
+        ledger_format: LEDGER_FORMAT,
+        run_id,
+        created_at: String::new(),
+        target_identity: t.identity(),
+        target_capacity: c.capacity,
+        sector_bytes: 512,
+        atomic_bytes: 512,
+        contract: Contract::Plp,
+        port: 0,
+        workload: w.clone(),
+    };
+    std::fs::create_dir_all(&dir)?;
+    let ledger = LedgerWriter::create(&dir, header)?;
+    Ok((ledger, Layout::new(w, 512)?, Format::new(run_id, 512)))
+}
+
+fn fl_write(c: &mut Ctx, bs: u64, pattern: Pattern) -> Result<Fig> {
+    let qd = 32;
+    let mut t = open(c.a, true, qd)?;
+    let (mut ledger, layout, format) = new_run(c, t.as_ref(), spec(c.runs as u64 + 1, c.capacity, bs, pattern, qd as u32))?;
+    let opts = CycleOptions {
+        cycle: 1,
+        first_id: 1,
+        started_at: String::new(),
+        port: 0,
+        max_writes: None,
+        duration: Some(Duration::from_secs_f64(c.a.seconds)),
+        cut_after_completions: None,
+        checkpoint_every: Duration::from_millis(500),
+        drain_timeout: Duration::from_secs(60),
+    };
+    let cpu0 = cpu_times().0;
+    let out = run_cycle(t.as_mut(), &layout, &format, &mut ledger, Contract::Plp, &opts, &mut || Ok(()))?;
+    let cpu = cpu_times().0 - cpu0;
+    ledger.close()?;
+    Ok(Fig { bytes: out.bytes_written as f64, ops: out.completed as f64, secs: out.elapsed.as_secs_f64(), cpu_s: cpu })
+}
+
+/// Prefills the target with a faultline run and returns the pieces to verify it.
+fn fl_prepare(c: &mut Ctx) -> Result<(Box<dyn BlockTarget>, LedgerWriter, Layout, Format)> {
+    let mut t = open(c.a, true, 32)?;
+    let (mut ledger, layout, format) = new_run(c, t.as_ref(), spec(77, c.capacity, 4096, Pattern::Random, 32))?;
+    prefill(t.as_mut(), &layout, &format, 0, &mut ledger)?;
+    Ok((t, ledger, layout, format))
+}
+
+fn fl_rand_verify(c: &mut Ctx, prep: &mut (Box<dyn BlockTarget>, LedgerWriter, Layout, Format)) -> Result<Fig> {
+    let (t, ledger, layout, format) = prep;
+    let v = Verifier::new(layout, ledger.history(), format);
+    let blocks = c.capacity / 4096;
+    let mut rng = WyRand::new(c.runs as u64);
+    let cpu0 = cpu_times().0;
+    let start = Instant::now();
+    let mut n = 0u64;
+    let mut findings = 0;
+    while start.elapsed().as_secs_f64() < c.a.seconds {
+        for _ in 0..256 {
+            let off = rng.below(blocks) * 4096;
+            findings += v.verify(t.as_mut(), off, off + 4096)?.findings.len();
+            n += 1;
+        }
+    }
+    if findings > 0 {
+        bail!("faultline random verify found {findings} findings on its own prefilled data");
+    }
+    Ok(Fig { bytes: n as f64 * 4096.0, ops: n as f64, secs: start.elapsed().as_secs_f64(), cpu_s: cpu_times().0 - cpu0 })
+}
+
+fn fl_seq_verify(_c: &mut Ctx, prep: &mut (Box<dyn BlockTarget>, LedgerWriter, Layout, Format)) -> Result<Fig> {
+    let (t, ledger, layout, format) = prep;
+    let v = Verifier::new(layout, ledger.history(), format);
+    let span = layout.spec().span_end;
+    let cpu0 = cpu_times().0;
+    let start = Instant::now();
+    let rep = v.verify(t.as_mut(), 0, span)?;
+    let secs = start.elapsed().as_secs_f64();
+    if !rep.findings.is_empty() {
+        bail!("faultline sequential verify found {} findings on its own prefilled data", rep.findings.len());
+    }
+    Ok(Fig { bytes: rep.bytes as f64, ops: (rep.bytes / (1 << 20)) as f64, secs, cpu_s: cpu_times().0 - cpu0 })
+}
+
+fn fio(c: &Ctx, name: &str, extra: &[String], time_based: bool) -> Result<Fig> {
+    let mut cmd = Command::new(&c.a.fio);
+    cmd.args([
+        format!("--name={name}"),
+        format!("--filename={}", c.a.target.display()),
+        format!("--size={}", c.capacity / (1 << 20) * (1 << 20)),
+        "--ioengine=io_uring".into(),
+        format!("--direct={}", u8::from(c.direct)),
+        "--output-format=json".into(),
+        "--group_reporting".into(),
+    ]);
+    if time_based {
+        cmd.args([format!("--runtime={}", c.a.seconds), "--time_based".into()]);
+    }
+    cmd.args(extra);
+    let cpu0 = cpu_times().1;
+    let out = cmd.output().with_context(|| format!("cannot run {} (apt-get install fio)", c.a.fio))?;
+    let cpu = cpu_times().1 - cpu0;
+    if !out.status.success() {
+        bail!("fio {name} failed: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let json = &text[text.find('{').unwrap_or(0)..];
+    let v: serde_json::Value = serde_json::from_str(json).with_context(|| format!("fio {name}: output is not JSON"))?;
+    let job = &v["jobs"][0];
+    let errors = job["error"].as_i64().unwrap_or(0);
+    if errors != 0 {
+        bail!("fio {name}: error {errors}");
+    }
+    let mut fig = Fig { cpu_s: cpu, ..Default::default() };
+    for dir in ["read", "write"] {
+        let d = &job[dir];
+        fig.bytes += d["io_bytes"].as_f64().unwrap_or(0.0);
+        fig.ops += d["total_ios"].as_f64().unwrap_or(0.0);
+        fig.secs = fig.secs.max(d["runtime"].as_f64().unwrap_or(0.0) / 1000.0);
+    }
+    Ok(fig)
+}
+
+fn s(v: &[&str]) -> Vec<String> {
+    v.iter().map(|x| x.to_string()).collect()
+}
+
+pub fn cmd_bench(a: BenchArgs) -> Result<u8> {
+    if !a.target.exists() {
+        std::fs::File::create(&a.target)
+            .and_then(|f| f.set_len(a.size))
+            .with_context(|| format!("cannot create {}", a.target.display()))?;
+    }
+    let probe = open_target(
+        &a.target,
+        &OpenSpec { writable: true, queue_depth: 32, allow_overwrite_signature: a.allow_overwrite_signature, ..Default::default() },
+    )?;
+    for n in &probe.notes {
+        eprintln!("faultline: note: {n}");
+    }
+    let capacity = probe.target.geometry().capacity_bytes;
+    let direct = probe.direct;
+    let engine = probe.engine;
+    drop(probe);
+    let scratch = std::env::temp_dir().join(format!("faultline-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&scratch)?;
+    let mut c = Ctx { a: &a, capacity, direct, scratch: scratch.clone(), runs: 0 };
+    println!(
+        "bench on {} ({} MiB, {:?} engine, {}), {} s per run, {} rounds, alternating faultline and fio",
+        a.target.display(),
+        capacity >> 20,
+        engine,
+        if direct { "O_DIRECT" } else { "buffered" },
+        a.seconds,
+        a.rounds
+    );
+    let crc = s(&["--verify=crc32c", "--do_verify=0"]);
+    let w4 = s(&["--rw=randwrite", "--bs=4k", "--iodepth=32", "--randrepeat=0"]);
+    let w128 = s(&["--rw=write", "--bs=128k", "--iodepth=32"]);
+    let cat = |a: &[String], b: &[String]| [a, b].concat();
+    // name -> [faultline, fio crc32c, fio plain]
+    let names = ["4k randwrite qd32", "128k seqwrite qd32", "4k randread+verify qd1", "full-span seq verify"];
+    let mut figs = vec![[Fig::default(); 3]; names.len()];
+    for round in 0..a.rounds {
+        let order_fl_first = round % 2 == 0;
+        let mut step = |i: usize,
+                        fl: &mut dyn FnMut(&mut Ctx) -> Result<Fig>,
+                        fio_crc: &mut dyn FnMut(&Ctx) -> Result<Fig>,
+                        fio_plain: &mut dyn FnMut(&Ctx) -> Result<Fig>,
+                        c: &mut Ctx|
+         -> Result<()> {
+            if order_fl_first {
+                figs[i][0].add(fl(c)?);
+                figs[i][1].add(fio_crc(c)?);
+                figs[i][2].add(fio_plain(c)?);
+            } else {
+                figs[i][1].add(fio_crc(c)?);
+                figs[i][2].add(fio_plain(c)?);
+                figs[i][0].add(fl(c)?);
+            }
+            Ok(())
+        };
+        step(
+            0,
+            &mut |c| fl_write(c, 4096, Pattern::Random),
+            &mut |c| fio(c, "w4crc", &cat(&w4, &crc), true),
+            &mut |c| fio(c, "w4", &w4, true),
+            &mut c,
+        )?;
+        step(
+            1,
+            &mut |c| fl_write(c, 131072, Pattern::Sequential),
+            &mut |c| fio(c, "w128crc", &cat(&w128, &crc), true),
+            &mut |c| fio(c, "w128", &w128, true),
+            &mut c,
+        )?;
+        // Reads: each side prepares its own data (untimed), then reads it back.
+        let mut prep = fl_prepare(&mut c)?;
+        let fl_r = fl_rand_verify(&mut c, &mut prep)?;
+        let fl_s = fl_seq_verify(&mut c, &mut prep)?;
+        drop(prep);
+        fio(&c, "fill", &s(&["--rw=write", "--bs=4k", "--iodepth=32", "--verify=crc32c", "--do_verify=0"]), false)?;
+        let fio_r_crc = fio(&c, "r4crc", &s(&["--rw=randread", "--bs=4k", "--iodepth=1", "--verify=crc32c"]), true)?;
+        let fio_r = fio(&c, "r4", &s(&["--rw=randread", "--bs=4k", "--iodepth=1"]), true)?;
+        let fio_s_crc = fio(&c, "seqcrc", &s(&["--rw=read", "--bs=1m", "--iodepth=1", "--verify=crc32c", "--verify_interval=4096"]), false);
+        let fio_s = fio(&c, "seq", &s(&["--rw=read", "--bs=1m", "--iodepth=1"]), false)?;
+        figs[2][0].add(fl_r);
+        figs[2][1].add(fio_r_crc);
+        figs[2][2].add(fio_r);
+        figs[3][0].add(fl_s);
+        figs[3][1].add(fio_s_crc.unwrap_or_default());
+        figs[3][2].add(fio_s);
+        eprintln!("faultline bench: round {} of {} done", round + 1, a.rounds);
+    }
+    let _ = std::fs::remove_dir_all(&scratch);
+    println!(
+        "{:<24} {:>22} {:>22} {:>22} {:>9} {:>9}   cpu s/GB (fl / fio-crc / fio)",
+        "workload", "faultline", "fio crc32c", "fio plain", "fl/crc", "fl/plain"
+    );
+    for (i, n) in names.iter().enumerate() {
+        let [f, fc, fp] = figs[i];
+        let cell = |x: &Fig| {
+            if x.secs == 0.0 {
+                "n/a".to_string()
+            } else if i == 0 || i == 2 {
+                format!("{:.0} IOPS {:.0} MB/s", x.iops(), x.mbps())
+            } else {
+                format!("{:.0} MB/s", x.mbps())
+            }
+        };
+        let ratio = |x: &Fig| if x.secs == 0.0 || x.bytes == 0.0 { "n/a".to_string() } else { format!("{:.2}x", f.mbps() / x.mbps()) };
+        let cpg = |x: &Fig| if x.bytes == 0.0 { "n/a".to_string() } else { format!("{:.2}", x.cpu_per_gb()) };
+        println!(
+            "{n:<24} {:>22} {:>22} {:>22} {:>9} {:>9}   {} / {} / {}",
+            cell(&f),
+            cell(&fc),
+            cell(&fp),
+            ratio(&fc),
+            ratio(&fp),
+            cpg(&f),
+            cpg(&fc),
+            cpg(&fp)
+        );
+    }
+    println!(
+        "faultline memory: peak RSS {} MiB (VmHWM of this process, which ran every faultline workload), RSS now {} MiB",
+        status_kib("VmHWM:") / 1024,
+        status_kib("VmRSS:") / 1024
+    );
+    Ok(0)
+}

@@ -1,0 +1,510 @@
+//! Real kernel parts: the io_uring engine, its guards and the CLI on loop devices created by
+//! the tests (`losetup --direct-io=on`, 512 and 4096-byte sectors), plus a conformance suite
+//! whose test bodies run against both the simulated drive and a loop device: if both pass,
+//! the simulator predicts the kernel.
+//!
+//! Loop devices need root. Where the environment cannot provide one, the test prints
+//! `SKIP <test>: <reason>` and returns; it never skips silently. Every loop device and mount
+//! is undone by a Drop guard. Seeds are fixed and printed.
+
+use faultline::ledger::{Contract, LedgerWriter, RunHeader, LEDGER_FORMAT};
+use faultline::verify::Verifier;
+use faultline::workload::{FlushPolicy, Layout, Pattern, WorkloadSpec};
+use faultline::writer::{run_cycle, CycleOptions};
+use faultline_drivers::{open_target, AlignedBuf, BlockTarget, Completion, Engine, Op, OpenSpec, TargetError};
+use faultline_fixtures::{FaultModel, SimConfig, SimDrive, TruthContract};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_faultline");
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("faultline-blk-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn sh(cmd: &str, args: &[&str]) -> Result<String, String> {
+    let o = Command::new(cmd).args(args).output().map_err(|e| format!("{cmd}: {e}"))?;
+    if o.status.success() {
+        Ok(String::from_utf8_lossy(&o.stdout).trim().to_string())
+    } else {
+        Err(format!("{cmd} {args:?}: {}", String::from_utf8_lossy(&o.stderr).trim()))
+    }
+}
+
+/// A loop device over a sparse file, detached on drop.
+struct Loop {
+    dev: String,
+    file: PathBuf,
+}
+
+impl Loop {
+    fn new(dir: &Path, bytes: u64, sector: u32) -> Result<Loop, String> {
+        if sh("id", &["-u"])? != "0" {
+            return Err("not root (loop devices need root)".into());
+        }
+        let file = dir.join(format!("backing-{sector}.img"));
+        std::fs::File::create(&file).and_then(|f| f.set_len(bytes)).map_err(|e| e.to_string())?;
+        let ss = sector.to_string();
+        let mut args = vec!["-f", "--show", "--direct-io=on"];
+        if sector != 512 {
+            args.extend(["--sector-size", ss.as_str()]);
+        }
+        args.push(file.to_str().unwrap());
+        // Concurrent tests may race for the same free device: retry a few times.
+        let mut last = String::new();
+        for _ in 0..5 {
+            match sh("losetup", &args) {
+                Ok(dev) => return Ok(Loop { dev, file }),
+                Err(e) => last = e,
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Err(format!("losetup failed: {last}"))
+    }
+
+    fn path(&self) -> &Path {
+        Path::new(&self.dev)
+    }
+}
+
+impl Drop for Loop {
+    fn drop(&mut self) {
+        if let Err(e) = sh("losetup", &["-d", &self.dev]) {
+            eprintln!("warning: could not detach {}: {e}", self.dev);
+        }
+    }
+}
+
+/// Returns the loop device or prints why the test is skipped.
+fn loop_or_skip(test: &str, dir: &Path, bytes: u64, sector: u32) -> Option<Loop> {
+    match Loop::new(dir, bytes, sector) {
+        Ok(l) => Some(l),
+        Err(why) => {
+            println!("SKIP {test}: {why}");
+            eprintln!("SKIP {test}: {why}");
+            None
+        }
+    }
+}
+
+struct Mount(PathBuf);
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        let _ = sh("umount", &[self.0.to_str().unwrap()]);
+    }
+}
+
+fn run(args: &[&str]) -> Output {
+    Command::new(BIN).args(args).output().expect("run faultline")
+}
+
+fn text(o: &Output) -> String {
+    format!("exit {:?}\nstdout:\n{}\nstderr:\n{}", o.status.code(), String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+fn ok(args: &[&str]) -> Output {
+    let o = run(args);
+    assert_eq!(o.status.code(), Some(0), "faultline {args:?}\n{}", text(&o));
+    o
+}
+
+fn refused(args: &[&str], why: &str) -> Output {
+    let o = run(args);
+    assert_eq!(o.status.code(), Some(2), "faultline {args:?} should be refused\n{}", text(&o));
+    assert!(text(&o).contains(why), "expected '{why}' in:\n{}", text(&o));
+    o
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+fn reap_all(t: &mut dyn BlockTarget, n: usize) -> Vec<Completion> {
+    let mut out = Vec::new();
+    let start = Instant::now();
+    while out.len() < n && start.elapsed() < Duration::from_secs(10) {
+        t.reap(&mut out, 1, Duration::from_secs(5)).unwrap();
+    }
+    assert_eq!(out.len(), n, "completions");
+    out
+}
+
+fn open_rw(dev: &Path, qd: usize) -> Box<dyn BlockTarget> {
+    open_target(dev, &OpenSpec { writable: true, queue_depth: qd, allow_overwrite_signature: true, ..Default::default() }).unwrap().target
+}
+
+// ---------------------------------------------------------------------------------------------
+// Engine on loop devices
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn capacity_and_sector_sizes_are_discovered() {
+    let d = scratch("geom");
+    for sector in [512u32, 4096] {
+        let Some(lp) = loop_or_skip("capacity_and_sector_sizes_are_discovered", &d, 16 << 20, sector) else { return };
+        let o = open_target(lp.path(), &OpenSpec { writable: false, queue_depth: 4, ..Default::default() }).unwrap();
+        assert_eq!(o.engine, Engine::IoUring);
+        assert!(o.block_device && o.direct);
+        let g = o.target.geometry();
+        assert_eq!(g.capacity_bytes, 16 << 20);
+        assert_eq!(g.logical_block_bytes, sector);
+        assert!(g.physical_block_bytes >= sector);
+        let id = o.target.identity();
+        assert!(id.contains(&format!("loop-backing={}", lp.file.display())) && id.contains("size=16777216"), "{id}");
+        assert!(!id.contains("/dev/loop"), "identity must not name the /dev path: {id}");
+    }
+}
+
+#[test]
+fn flush_and_fua_complete_and_are_timed() {
+    let d = scratch("fua");
+    let Some(lp) = loop_or_skip("flush_and_fua_complete_and_are_timed", &d, 8 << 20, 512) else { return };
+    let mut t = open_rw(lp.path(), 16);
+    for i in 0..8u64 {
+        let mut buf = AlignedBuf::zeroed(4096);
+        buf.fill(i as u8 + 1);
+        t.submit(Op::Write { token: i, offset: i * 4096, buf, fua: i % 2 == 0, write_id: i }).unwrap();
+    }
+    t.submit(Op::Flush { token: 100 }).unwrap();
+    let out = reap_all(t.as_mut(), 9);
+    assert!(out.iter().all(|c| c.result.is_ok()), "{out:?}");
+    assert!(out.iter().filter(|c| c.token < 8).all(|c| c.buf.is_some()), "write buffers come back");
+    let lat = t.latencies();
+    let count = |n: &str| lat.iter().find(|(k, _)| *k == n).map_or(0, |(_, h)| h.count);
+    assert_eq!((count("write"), count("write_fua"), count("flush")), (4, 4, 1), "{lat:?}");
+    let mut back = AlignedBuf::zeroed(4096);
+    t.read_at(3 * 4096, &mut back).unwrap();
+    assert!(back.iter().all(|&b| b == 4));
+}
+
+#[test]
+fn misaligned_io_fails_cleanly_on_4kn_and_works_on_512() {
+    let d = scratch("align");
+    let Some(l4) = loop_or_skip("misaligned_io_fails_cleanly_on_4kn_and_works_on_512", &d, 8 << 20, 4096) else { return };
+    let mut t = open_rw(l4.path(), 4);
+    t.submit(Op::Write { token: 1, offset: 512, buf: AlignedBuf::zeroed(4096), fua: false, write_id: 1 }).unwrap();
+    let out = reap_all(t.as_mut(), 1);
+    let e = out[0].result.as_ref().unwrap_err();
+    assert_eq!(e.errno, libc::EINVAL, "{e}");
+    assert!(out[0].buf.is_some());
+    drop(t);
+    let rd = d.join("run4k");
+    refused(&["write", "--target", &l4.dev, "--run-dir", s(&rd), "--seed", "5", "--writes", "100", "--misaligned"], "4Kn");
+
+    let l5 = Loop::new(&d, 8 << 20, 512).expect("a second loop device");
+    let rd = d.join("run512");
+    println!("seed 5");
+    ok(&[
+        "write",
+        "--target",
+        &l5.dev,
+        "--run-dir",
+        s(&rd),
+        "--seed",
+        "5",
+        "--writes",
+        "3000",
+        "--misaligned",
+        "--min-write",
+        "512",
+        "--max-write",
+        "65536",
+        "--mean-write",
+        "8192",
+    ]);
+    let o = ok(&["verify", "--target", &l5.dev, "--run-dir", s(&rd)]);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("verdict: clean"), "{}", text(&o));
+}
+
+#[test]
+fn killed_writer_then_verify_is_clean_on_512_and_4096_sectors() {
+    let d = scratch("kill");
+    for sector in [512u32, 4096] {
+        let Some(lp) = loop_or_skip("killed_writer_then_verify_is_clean_on_512_and_4096_sectors", &d, 64 << 20, sector) else { return };
+        let rd = d.join(format!("run{sector}"));
+        println!("sector {sector}, seed 21");
+        let mut child = Command::new(BIN)
+            .args(["write", "--target", &lp.dev, "--run-dir", s(&rd), "--seed", "21", "--duration-s", "30"])
+            .args(["--min-write", "4096", "--max-write", "131072", "--mean-write", "16384", "--contract", "flush"])
+            .args(["--flush-every", "32", "--fua-percent", "10", "--prefill", "--queue-depth", "32"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(1500));
+        child.kill().unwrap();
+        let _ = child.wait();
+        let o = run(&["verify", "--target", &lp.dev, "--run-dir", s(&rd), "--json"]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert!(v["findings"].as_array().unwrap().is_empty(), "{v}");
+        // Every sector holds its durable version or a newer one that was in flight or not yet
+        // flushed (with several passes per checkpoint interval, mostly the latter).
+        assert_eq!(v["durable_ok"].as_u64().unwrap() + v["newer_ok"].as_u64().unwrap(), v["sectors"].as_u64().unwrap(), "{v}");
+        // The run continues as a new cycle after the kill.
+        ok(&["write", "--target", &lp.dev, "--run-dir", s(&rd), "--writes", "500"]);
+        ok(&["verify", "--target", &lp.dev, "--run-dir", s(&rd)]);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Guards
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn mounted_ext4_is_refused_and_its_signature_needs_the_flag() {
+    let d = scratch("mounted");
+    let Some(lp) = loop_or_skip("mounted_ext4_is_refused_and_its_signature_needs_the_flag", &d, 32 << 20, 512) else { return };
+    if let Err(e) = sh("mkfs.ext4", &["-q", "-F", &lp.dev]) {
+        println!("SKIP mounted_ext4_is_refused...: mkfs.ext4 failed: {e}");
+        return;
+    }
+    let mnt = d.join("mnt");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let rd = d.join("run");
+    {
+        if let Err(e) = sh("mount", &[&lp.dev, s(&mnt)]) {
+            println!("SKIP mounted_ext4_is_refused...: mount failed: {e}");
+            return;
+        }
+        let _m = Mount(mnt.clone());
+        let o =
+            refused(&["write", "--target", &lp.dev, "--run-dir", s(&rd), "--writes", "10", "--allow-overwrite-signature"], "is mounted at");
+        assert!(text(&o).contains(s(&mnt)), "{}", text(&o));
+    }
+    refused(&["write", "--target", &lp.dev, "--run-dir", s(&rd), "--writes", "10"], "an ext2/3/4 filesystem");
+    assert!(!rd.join("ledger.fl").exists(), "a refused write must not create a run");
+    ok(&["write", "--target", &lp.dev, "--run-dir", s(&rd), "--writes", "100", "--allow-overwrite-signature"]);
+    ok(&["verify", "--target", &lp.dev, "--run-dir", s(&rd)]);
+}
+
+#[test]
+fn partitioned_device_is_refused_without_the_flag() {
+    let d = scratch("parts");
+    // An MBR with one Linux partition (type 0x83) from sector 2048, 8192 sectors.
+    let file = d.join("disk.img");
+    std::fs::File::create(&file).unwrap().set_len(16 << 20).unwrap();
+    let mut mbr = vec![0u8; 512];
+    let e = &mut mbr[446..462];
+    e[4] = 0x83;
+    e[8..12].copy_from_slice(&2048u32.to_le_bytes());
+    e[12..16].copy_from_slice(&8192u32.to_le_bytes());
+    mbr[510] = 0x55;
+    mbr[511] = 0xAA;
+    use std::os::unix::fs::FileExt;
+    std::fs::OpenOptions::new().write(true).open(&file).unwrap().write_all_at(&mbr, 0).unwrap();
+    let Some(lp) = loop_or_skip("partitioned_device_is_refused_without_the_flag", &d, 16 << 20, 512) else { return };
+    // Put the MBR on the loop device's own backing file.
+    std::fs::OpenOptions::new().write(true).open(&lp.file).unwrap().write_all_at(&mbr, 0).unwrap();
+    let rd = d.join("run");
+    refused(&["write", "--target", &lp.dev, "--run-dir", s(&rd), "--writes", "10"], "MBR partition table");
+    refused(&["write", "--target", &lp.dev, "--run-dir", s(&rd), "--writes", "10"], "--allow-overwrite-signature");
+    ok(&["write", "--target", &lp.dev, "--run-dir", s(&rd), "--writes", "200", "--allow-overwrite-signature"]);
+    ok(&["verify", "--target", &lp.dev, "--run-dir", s(&rd)]);
+}
+
+#[test]
+fn identity_mismatch_is_refused_and_identity_survives_reattach() {
+    let d = scratch("ident");
+    let rd = d.join("run");
+    let file;
+    {
+        let Some(lp) = loop_or_skip("identity_mismatch_is_refused_and_identity_survives_reattach", &d, 8 << 20, 512) else { return };
+        file = lp.file.clone();
+        refused(&["write", "--target", &lp.dev, "--run-dir", s(&rd), "--expect-size", "12345"], "--expect-size");
+        refused(&["write", "--target", &lp.dev, "--run-dir", s(&rd), "--expect-serial", "S3EVNX0K123456"], "--expect-serial");
+        refused(&["write", "--target", &lp.dev, "--run-dir", s(&rd), "--expect-model", "ACME"], "not the expected device");
+        ok(&["write", "--target", &lp.dev, "--run-dir", s(&rd), "--writes", "300", "--expect-size", "8388608"]);
+    }
+    // Re-attach the same backing file (possibly under another /dev/loopN): same identity.
+    let out = sh("losetup", &["-f", "--show", "--direct-io=on", s(&file)]).unwrap();
+    let lp = Loop { dev: out, file };
+    ok(&["verify", "--target", &lp.dev, "--run-dir", s(&rd)]);
+    // Another device is not the run's target.
+    let Some(other) = loop_or_skip("identity_mismatch_is_refused_and_identity_survives_reattach", &d.join("x"), 8 << 20, 512) else {
+        return;
+    };
+    refused(&["verify", "--target", &other.dev, "--run-dir", s(&rd)], "belongs to target");
+}
+
+#[test]
+fn fallback_engine_is_selected_and_announced_when_io_uring_is_unavailable() {
+    // A regular file, so this runs without root.
+    let d = scratch("fallback");
+    let t = d.join("t.img");
+    std::fs::File::create(&t).unwrap().set_len(8 << 20).unwrap();
+    let rd = d.join("run");
+    let args =
+        ["write", "--target", s(&t), "--run-dir", s(&rd), "--seed", "4", "--writes", "2000", "--fua-percent", "10", "--contract", "flush"];
+    let o = Command::new(BIN).args(args).env("FAULTLINE_DISABLE_IO_URING", "1").output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let notes: Vec<_> =
+        String::from_utf8_lossy(&o.stderr).lines().filter(|l| l.contains("io_uring is unavailable")).map(String::from).collect();
+    assert_eq!(notes.len(), 1, "exactly one announcement line:\n{}", text(&o));
+    assert!(notes[0].contains("pwritev2"), "{}", notes[0]);
+    let o =
+        Command::new(BIN).args(["verify", "--target", s(&t), "--run-dir", s(&rd)]).env("FAULTLINE_DISABLE_IO_URING", "1").output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // Without the switch, the io_uring engine serves the same run, silently.
+    let o = ok(&["verify", "--target", s(&t), "--run-dir", s(&rd)]);
+    assert!(!text(&o).contains("io_uring is unavailable"), "{}", text(&o));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Conformance: the same bodies against the simulated drive and a loop device
+// ---------------------------------------------------------------------------------------------
+
+const CAP: u64 = 8 << 20;
+
+/// One target under test: the target, how to cut it and how to bring it back.
+struct Subject {
+    name: &'static str,
+    target: Box<dyn BlockTarget>,
+    cut: Box<dyn FnMut() -> Result<(), String>>,
+    power_on: Box<dyn FnMut()>,
+    _keep: Option<Loop>,
+}
+
+fn sim_subject(depth: usize) -> Subject {
+    let sim = SimDrive::new(SimConfig {
+        capacity_bytes: CAP,
+        sector_bytes: 512,
+        atomic_bytes: 512,
+        queue_depth: depth,
+        seed: 3,
+        model: FaultModel::HonestPlp,
+        contract: TruthContract::Plp,
+    });
+    let mut p1 = sim.power();
+    let mut p2 = sim.power();
+    use faultline_drivers::PowerSwitch;
+    Subject {
+        name: "sim",
+        target: Box::new(sim),
+        cut: Box::new(move || p1.power_off().map_err(|e| e.to_string())),
+        power_on: Box::new(move || p2.power_on().unwrap()),
+        _keep: None,
+    }
+}
+
+fn loop_subject(test: &str, dir: &Path, depth: usize) -> Option<Subject> {
+    let lp = loop_or_skip(test, dir, CAP, 512)?;
+    let target = open_rw(lp.path(), depth);
+    // A loop device cannot lose power; its "cut" stops the writer with the queue full, which
+    // is what a killed harness does.
+    Some(Subject { name: "loop", target, cut: Box::new(|| Ok(())), power_on: Box::new(|| {}), _keep: Some(lp) })
+}
+
+/// Runs `body` against the simulated drive and, where possible, a loop device.
+fn conformance(test: &str, depth: usize, body: fn(&mut Subject)) {
+    let mut sim = sim_subject(depth);
+    body(&mut sim);
+    let d = scratch(test);
+    if let Some(mut lp) = loop_subject(test, &d, depth) {
+        body(&mut lp);
+    }
+}
+
+fn body_cut_cycles_verify_clean(s: &mut Subject) {
+    let seed = 8;
+    println!("{}: seed {seed}", s.name);
+    let spec = WorkloadSpec {
+        seed,
+        pattern: Pattern::Random,
+        span_start: 0,
+        span_end: CAP,
+        min_write_bytes: 512,
+        max_write_bytes: 65536,
+        mean_write_bytes: 8192,
+        align_bytes: 512,
+        queue_depth: 16,
+        flush: FlushPolicy { every_writes: Some(32), every_ms: None, fua_percent: 5 },
+    };
+    let header = RunHeader {
+        ledger_format: LEDGER_FORMAT,
+        run_id: 0xc0ffee,
+        created_at: String::new(),
+        target_identity: s.target.identity(),
+        target_capacity: CAP,
+        sector_bytes: 512,
+        atomic_bytes: 512,
+        contract: Contract::Plp,
+        port: 0,
+        workload: spec.clone(),
+    };
+    let dir = scratch(&format!("conf-{}-{}", s.name, seed));
+    let mut ledger = LedgerWriter::create(&dir, header).unwrap();
+    let layout = Layout::new(spec, 512).unwrap();
+    let format = faultline::format::Format::new(0xc0ffee, 512);
+    let mut first_id = 1;
+    for cycle in 1..=3u32 {
+        let opts = CycleOptions {
+            cycle,
+            first_id,
+            started_at: String::new(),
+            port: 0,
+            max_writes: None,
+            duration: None,
+            cut_after_completions: Some(500 * cycle as u64),
+            checkpoint_every: Duration::from_secs(60),
+            drain_timeout: Duration::from_secs(5),
+        };
+        let out = run_cycle(s.target.as_mut(), &layout, &format, &mut ledger, Contract::Plp, &opts, &mut *s.cut).unwrap();
+        assert!(out.completed >= 500 * cycle as u64, "{}: {out:?}", s.name);
+        first_id = out.submitted_end;
+        (s.power_on)();
+        let rep = Verifier::new(&layout, ledger.history(), &format).verify(s.target.as_mut(), 0, CAP).unwrap();
+        assert!(rep.findings.is_empty(), "{} cycle {cycle} seed {seed}: {:?}", s.name, &rep.findings[..rep.findings.len().min(3)]);
+        assert!(rep.durable_ok > 0);
+    }
+}
+
+fn body_bad_requests_fail_as_data(s: &mut Subject) {
+    let t = s.target.as_mut();
+    // Not sector-aligned, and past the end: failed completions (buffer returned), never a panic.
+    t.submit(Op::Write { token: 1, offset: 100, buf: AlignedBuf::zeroed(512), fua: false, write_id: 1 }).unwrap();
+    t.submit(Op::Write { token: 2, offset: CAP - 512, buf: AlignedBuf::zeroed(1024), fua: false, write_id: 2 }).unwrap();
+    let mut out = reap_all(t, 2);
+    out.sort_by_key(|c| c.token);
+    for c in &out {
+        let e = c.result.as_ref().expect_err(s.name);
+        assert_eq!(e.errno, libc::EINVAL, "{}: {e}", s.name);
+        assert!(c.buf.is_some(), "{}: the buffer comes back", s.name);
+    }
+    let mut buf = AlignedBuf::zeroed(1024);
+    let e = t.read_at(CAP - 512, &mut buf).expect_err(s.name);
+    assert_eq!(e.errno, libc::EINVAL, "{}: {e}", s.name);
+}
+
+fn body_queue_depth_is_enforced(s: &mut Subject) {
+    let t = s.target.as_mut();
+    let depth = t.queue_depth();
+    for i in 0..depth as u64 {
+        t.submit(Op::Write { token: i, offset: i * 4096, buf: AlignedBuf::zeroed(4096), fua: false, write_id: i + 1 }).unwrap();
+    }
+    let e = t.submit(Op::Flush { token: 99 }).expect_err(s.name);
+    assert!(matches!(e, TargetError::QueueFull { .. }), "{}: {e}", s.name);
+    let out = reap_all(t, depth);
+    assert!(out.iter().all(|c| c.result.is_ok()), "{}", s.name);
+    assert_eq!(t.in_flight(), 0);
+}
+
+#[test]
+fn conformance_cut_cycles_verify_clean() {
+    conformance("conformance_cut_cycles_verify_clean", 16, body_cut_cycles_verify_clean);
+}
+
+#[test]
+fn conformance_bad_requests_fail_as_data() {
+    conformance("conformance_bad_requests_fail_as_data", 4, body_bad_requests_fail_as_data);
+}
+
+#[test]
+fn conformance_queue_depth_is_enforced() {
+    conformance("conformance_queue_depth_is_enforced", 8, body_queue_depth_is_enforced);
+}
