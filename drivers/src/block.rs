@@ -179,6 +179,14 @@ pub trait BlockTarget {
     /// Reads `buf.len()` bytes at `offset`, bypassing any host cache.
     fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), IoFailure>;
 
+    /// Reads `buf.len()` bytes at `offset` into an owned buffer, handed back with the result.
+    /// Engines that give the buffer itself to the kernel override this to avoid a copy; if
+    /// such a read hangs they keep the buffer and hand back a fresh one of the same length.
+    fn read_owned(&mut self, offset: u64, mut buf: AlignedBuf) -> (AlignedBuf, Result<(), IoFailure>) {
+        let r = self.read_at(offset, &mut buf);
+        (buf, r)
+    }
+
     /// Bounds how long one `read_at` may wait; a read that takes longer fails with
     /// `ETIMEDOUT` (the verifier reports it as `unreadable`). Targets whose reads cannot hang
     /// ignore it.

@@ -426,65 +426,21 @@ impl BlockTarget for UringTarget {
     }
 
     fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), IoFailure> {
-        let len = buf.len();
-        let cap = self.d.geometry.capacity_bytes;
-        if offset + len as u64 > cap {
-            return Err(self.failure(libc::EINVAL, format!("read of {len} bytes at {offset} passes the end ({cap})")));
+        let mut rb = self.read_bufs.pop().unwrap_or_else(|| AlignedBuf::zeroed(buf.len()));
+        rb.resize(buf.len());
+        let (rb, r) = self.read_owned(offset, rb);
+        if r.is_ok() {
+            buf.copy_from_slice(&rb);
         }
-        let lbs = if self.d.direct { self.d.geometry.logical_block_bytes as u64 } else { 1 };
-        if !offset.is_multiple_of(lbs) || !(len as u64).is_multiple_of(lbs) {
-            return Err(
-                self.failure(libc::EINVAL, format!("read of {len} bytes at {offset} is not aligned to the {lbs}-byte logical block"))
-            );
-        }
-        if self.hung_reads >= MAX_HUNG_READS {
-            return Err(self.failure(libc::ETIMEDOUT, format!("read at {offset} not issued: {} earlier reads still hang", self.hung_reads)));
-        }
-        // The kernel writes into an engine-owned buffer, never into the caller's slice: if
-        // the read hangs, the caller gets its slice back while the kernel keeps the buffer.
-        let mut rb = self.read_bufs.pop().unwrap_or_else(|| AlignedBuf::zeroed(len));
-        rb.resize(len);
-        let ptr = rb.as_mut_ptr();
-        let i = self.alloc_slot(Kind::Read { result: None }, Some(rb));
-        let e = sqe!(self, Read::new(ptr, len as u32).offset(offset)).user_data(i as u64);
-        let fail_enter = |s: &Self, e: TargetError| s.failure(libc::EIO, format!("read at {offset}: {e}"));
-        if let Err(e) = self.push(e, len) {
-            return Err(fail_enter(self, e));
-        }
-        let wait = if self.hung_reads > 0 { self.read_timeout.min(HUNG_READ_WAIT) } else { self.read_timeout };
-        let start = Instant::now();
-        loop {
-            self.harvest();
-            if let Kind::Read { result: Some(res) } = self.slots[i as usize].kind {
-                let rb = self.slots[i as usize].buf.take().expect("read slot holds its buffer");
-                self.slots[i as usize].kind = Kind::Free;
-                self.free.push(i);
-                let r = if res < 0 {
-                    Err(self.failure(-res, format!("read of {len} bytes at {offset}")))
-                } else if res as usize != len {
-                    Err(self.failure(libc::EIO, format!("short read at {offset}: {res} of {len} bytes")))
-                } else {
-                    buf.copy_from_slice(&rb);
-                    Ok(())
-                };
-                self.read_bufs.push(rb);
-                return r;
-            }
-            let left = wait.saturating_sub(start.elapsed());
-            let timed_out = left.is_zero()
-                || match self.enter(1, Some(left)) {
-                    Ok(done) => !done && start.elapsed() >= wait,
-                    Err(e) => return Err(fail_enter(self, e)),
-                };
-            if timed_out {
-                self.harvest();
-                if matches!(self.slots[i as usize].kind, Kind::Read { result: Some(_) }) {
-                    continue;
-                }
-                self.slots[i as usize].kind = Kind::AbandonedRead;
-                self.hung_reads += 1;
-                return Err(self.failure(libc::ETIMEDOUT, format!("read of {len} bytes at {offset} did not complete within {wait:?}")));
-            }
+        self.read_bufs.push(rb);
+        r
+    }
+
+    fn read_owned(&mut self, offset: u64, rb: AlignedBuf) -> (AlignedBuf, Result<(), IoFailure>) {
+        let len = rb.len();
+        match self.read_into(offset, rb) {
+            Ok(rb) => (rb, Ok(())),
+            Err((rb, e)) => (rb.unwrap_or_else(|| AlignedBuf::zeroed(len)), Err(e)),
         }
     }
 
@@ -494,6 +450,85 @@ impl BlockTarget for UringTarget {
 
     fn latencies(&self) -> Vec<(&'static str, LatencyHistogram)> {
         LAT_NAMES.iter().zip(&self.lat).filter(|(_, h)| h.count > 0).map(|(n, h)| (*n, h.clone())).collect()
+    }
+}
+
+impl UringTarget {
+    /// One read into `rb`, which the kernel writes directly. On success the buffer comes
+    /// back; on failure it comes back too unless the kernel may still write into it (a hang),
+    /// in which case its slot keeps it and `None` is returned.
+    #[expect(clippy::type_complexity, reason = "the buffer travels with the failure")]
+    fn read_into(&mut self, offset: u64, rb: AlignedBuf) -> Result<AlignedBuf, (Option<AlignedBuf>, IoFailure)> {
+        let len = rb.len();
+        let cap = self.d.geometry.capacity_bytes;
+        if offset + len as u64 > cap {
+            return Err((Some(rb), self.failure(libc::EINVAL, format!("read of {len} bytes at {offset} passes the end ({cap})"))));
+        }
+        let lbs = if self.d.direct { self.d.geometry.logical_block_bytes as u64 } else { 1 };
+        if !offset.is_multiple_of(lbs) || !(len as u64).is_multiple_of(lbs) {
+            return Err((
+                Some(rb),
+                self.failure(libc::EINVAL, format!("read of {len} bytes at {offset} is not aligned to the {lbs}-byte logical block")),
+            ));
+        }
+        if self.hung_reads >= MAX_HUNG_READS {
+            return Err((
+                Some(rb),
+                self.failure(libc::ETIMEDOUT, format!("read at {offset} not issued: {} earlier reads still hang", self.hung_reads)),
+            ));
+        }
+        // The kernel writes into the buffer this call owns: if the read hangs, the slot keeps
+        // it (the caller gets a fresh one) until the kernel is done with it.
+        let mut rb = rb;
+        let ptr = rb.as_mut_ptr();
+        let i = self.alloc_slot(Kind::Read { result: None }, Some(rb));
+        let e = sqe!(self, Read::new(ptr, len as u32).offset(offset)).user_data(i as u64);
+        let fail_enter = |s: &Self, e: TargetError| s.failure(libc::EIO, format!("read at {offset}: {e}"));
+        if let Err(e) = self.push(e, len) {
+            let f = fail_enter(self, e);
+            return Err((None, f));
+        }
+        let wait = if self.hung_reads > 0 { self.read_timeout.min(HUNG_READ_WAIT) } else { self.read_timeout };
+        let start = Instant::now();
+        loop {
+            self.harvest();
+            if let Kind::Read { result: Some(res) } = self.slots[i as usize].kind {
+                let rb = self.slots[i as usize].buf.take().expect("read slot holds its buffer");
+                self.slots[i as usize].kind = Kind::Free;
+                self.free.push(i);
+                return if res < 0 {
+                    let f = self.failure(-res, format!("read of {len} bytes at {offset}"));
+                    Err((Some(rb), f))
+                } else if res as usize != len {
+                    let f = self.failure(libc::EIO, format!("short read at {offset}: {res} of {len} bytes"));
+                    Err((Some(rb), f))
+                } else {
+                    Ok(rb)
+                };
+            }
+            let left = wait.saturating_sub(start.elapsed());
+            let timed_out = left.is_zero()
+                || match self.enter(1, Some(left)) {
+                    Ok(done) => !done && start.elapsed() >= wait,
+                    Err(e) => {
+                        // The read may still be in flight: its slot keeps the buffer.
+                        self.slots[i as usize].kind = Kind::AbandonedRead;
+                        self.hung_reads += 1;
+                        let f = fail_enter(self, e);
+                        return Err((None, f));
+                    }
+                };
+            if timed_out {
+                self.harvest();
+                if matches!(self.slots[i as usize].kind, Kind::Read { result: Some(_) }) {
+                    continue;
+                }
+                self.slots[i as usize].kind = Kind::AbandonedRead;
+                self.hung_reads += 1;
+                let f = self.failure(libc::ETIMEDOUT, format!("read of {len} bytes at {offset} did not complete within {wait:?}"));
+                return Err((None, f));
+            }
+        }
     }
 }
 

@@ -23,9 +23,11 @@
 use crate::format::{bit_distance, Decoded, Format, SectorId, FLAG_PREFILL, PREFILL_WRITE_ID};
 use crate::ledger::History;
 use crate::workload::{Layout, WritePlan};
-use faultline_drivers::{AlignedBuf, BlockTarget};
+use faultline_drivers::{AlignedBuf, BlockTarget, IoFailure};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{channel, sync_channel};
 
 /// Classes of finding (DOMAIN.md section 3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -214,21 +216,28 @@ impl<'a> Verifier<'a> {
         Verifier { layout, history, format, sector, atomic, cycle: history.last_cycle() }
     }
 
-    fn durable(&self, addr: u64) -> Result<Durable, VerifyError> {
+    /// D for `addr`, and the end of the run of addresses from `addr` that share it.
+    fn durable(&self, addr: u64) -> Result<(Durable, u64), VerifyError> {
         let mut bound = self.history.submitted_end();
-        for _ in 0..MAX_STEPS_BACK {
-            match self.layout.latest_covering(addr, bound) {
+        let mut end = u64::MAX;
+        let mut steps = 0u32;
+        loop {
+            let (w, e) = self.layout.latest_covering_span(addr, bound);
+            end = end.min(e);
+            match w {
                 None => break,
-                Some(w) if self.history.is_durable(w.id) => return Ok(Durable::Write(w)),
+                Some(w) if self.history.is_durable(w.id) => return Ok((Durable::Write(w), end)),
                 Some(w) => bound = w.id,
             }
-        }
-        if self.layout.latest_covering(addr, bound).is_some() {
-            return Err(VerifyError::Inconsistent(format!("more than {MAX_STEPS_BACK} non-durable writes cover byte {addr}")));
+            steps += 1;
+            if steps >= MAX_STEPS_BACK {
+                return Err(VerifyError::Inconsistent(format!("more than {MAX_STEPS_BACK} non-durable writes cover byte {addr}")));
+            }
         }
         Ok(match self.history.prefill {
-            Some((s, e)) if addr >= s && addr < e => Durable::Prefill,
-            _ => Durable::Prior,
+            Some((s, e)) if addr >= s && addr < e => (Durable::Prefill, end.min(e)),
+            Some((s, _)) if addr < s => (Durable::Prior, end.min(s)),
+            _ => (Durable::Prior, end),
         })
     }
 
@@ -259,7 +268,8 @@ impl<'a> Verifier<'a> {
         }
     }
 
-    fn classify(&self, addr: u64, bytes: &[u8], d: &Durable) -> Verdict {
+    /// `last_plan` caches the previous sector's write (sectors of one write come in runs).
+    fn classify(&self, addr: u64, bytes: &[u8], d: &Durable, last_plan: &mut Option<WritePlan>) -> Verdict {
         let decoded = self.format.decode(bytes);
         let id = match decoded {
             Decoded::Valid(id) => id,
@@ -322,7 +332,14 @@ impl<'a> Verifier<'a> {
                 self.history.submitted_end()
             ));
         };
-        let plan = self.layout.plan(id.write_id);
+        let plan = match *last_plan {
+            Some(p) if p.id == id.write_id => p,
+            _ => {
+                let p = self.layout.plan(id.write_id);
+                *last_plan = Some(p);
+                p
+            }
+        };
         if !plan.overlaps(addr, 1) {
             return unexpected(format!("write {} covers [{}, {}), not this sector", id.write_id, plan.offset, plan.end()));
         }
@@ -364,93 +381,152 @@ impl<'a> Verifier<'a> {
         {
             return Err(VerifyError::BadRegion { start, end, span_start: spec.span_start, span_end: spec.span_end });
         }
-        let mut rep = VerifyReport::default();
-        let mut groups: HashMap<u64, Group> = HashMap::new();
-        let mut unit: Vec<UnitSector> = Vec::new();
-        let mut buf = AlignedBuf::zeroed((end - start).min(READ_CHUNK) as usize);
-        let mut pos = start;
-        while pos < end {
-            let n = (end - pos).min(READ_CHUNK);
-            buf.resize(n as usize);
-            let whole = target.read_at(pos, &mut buf);
-            let mut per_sector_errors: Vec<Option<faultline_drivers::IoFailure>> = Vec::new();
-            if let Err(e) = whole {
-                if e.device_gone() {
-                    return Err(VerifyError::DeviceGone(e.to_string()));
+        // The calling thread reads (the target stays on it); a scoped thread checks the
+        // chunks in order, so reading chunk N+1 overlaps checking chunk N. Buffers circulate
+        // between the two: at most three exist.
+        let findings_so_far = AtomicUsize::new(0);
+        std::thread::scope(|sc| {
+            let (to_check, checking) = sync_channel::<Chunk>(1);
+            let (give_back, returned) = channel::<AlignedBuf>();
+            let found_count = &findings_so_far;
+            let checker = sc.spawn(move || {
+                let mut scan = Scan::new(end);
+                for chunk in checking {
+                    let r = self.check_chunk(&mut scan, &chunk);
+                    found_count.store(scan.rep.findings.len(), Ordering::Relaxed);
+                    // The reader may have stopped already; the buffer is then simply dropped.
+                    let _ = give_back.send(chunk.buf);
+                    r?;
                 }
-                // Find exactly which sectors fail.
-                for (i, s) in buf.chunks_mut(self.sector as usize).enumerate() {
-                    let r = target.read_at(pos + i as u64 * self.sector, s);
-                    if let Err(e) = &r {
-                        if e.device_gone() {
-                            return Err(VerifyError::DeviceGone(e.to_string()));
-                        }
+                self.close_groups(&mut scan.groups, u64::MAX, &mut scan.rep.findings);
+                scan.rep.findings.sort_by_key(|f| (f.offset, f.class));
+                Ok(scan.rep)
+            });
+            let mut spare = 3usize;
+            let mut pos = start;
+            let mut read_result = Ok(());
+            while pos < end {
+                let n = (end - pos).min(READ_CHUNK);
+                let mut buf = if spare > 0 {
+                    spare -= 1;
+                    AlignedBuf::zeroed(READ_CHUNK.min(end - start) as usize)
+                } else {
+                    match returned.recv() {
+                        Ok(b) => b,
+                        Err(_) => break, // the checker stopped: its result says why
                     }
-                    per_sector_errors.push(r.err());
-                }
-            }
-            for (i, bytes) in buf.chunks(self.sector as usize).enumerate() {
-                let addr = pos + i as u64 * self.sector;
-                let d = self.durable(addr)?;
-                let verdict = match per_sector_errors.get(i) {
-                    Some(Some(e)) => Verdict::Finding {
-                        class: FindingClass::Unreadable,
-                        found: Shown::ReadError { errno: e.errno, detail: e.detail.clone() },
-                        detail: e.to_string(),
-                    },
-                    _ => self.classify(addr, bytes, &d),
                 };
-                rep.sectors += 1;
-                let expected = self.shown_of(&d, addr);
-                let mut unit_rank = None;
-                match verdict {
-                    Verdict::Ok { rank, durable } => {
-                        match (durable, rank) {
-                            (true, 0) => rep.prior_ok += 1,
-                            (true, _) => rep.durable_ok += 1,
-                            (false, _) => rep.newer_ok += 1,
+                buf.resize(n as usize);
+                match self.read_chunk(target, pos, buf) {
+                    Ok(chunk) => {
+                        if to_check.send(chunk).is_err() {
+                            break;
                         }
-                        if let Durable::Write(w) = d {
-                            groups.entry(w.id).or_insert(Group { plan: w, shows: 0, old: vec![] }).shows += 1;
-                        }
-                        unit_rank = Some(rank);
                     }
-                    Verdict::Old { found } => match d {
-                        Durable::Write(w) => groups.entry(w.id).or_insert(Group { plan: w, shows: 0, old: vec![] }).old.push((addr, found)),
-                        _ => push(
-                            &mut rep.findings,
-                            Finding {
-                                class: FindingClass::LostWrite,
-                                offset: addr,
-                                length: self.sector,
-                                expected,
-                                found,
-                                cycle: self.cycle,
-                                detail: "prefill version missing".into(),
-                            },
-                        ),
-                    },
-                    Verdict::Finding { class, found, detail } => push(
-                        &mut rep.findings,
-                        Finding { class, offset: addr, length: self.sector, expected, found, cycle: self.cycle, detail },
-                    ),
+                    Err(e) => {
+                        read_result = Err(e);
+                        break;
+                    }
                 }
-                if self.atomic > self.sector {
-                    unit.push(UnitSector { addr, shown: unit_rank.unwrap_or(u64::MAX), durable_rank: d.rank(), ok: unit_rank.is_some() });
-                    if (addr + self.sector).is_multiple_of(self.atomic) || addr + self.sector == end {
-                        self.check_unit(&unit, &mut rep.findings);
-                        unit.clear();
+                pos += n;
+                progress(pos - start, findings_so_far.load(Ordering::Relaxed));
+            }
+            drop(to_check);
+            let checked = checker.join().expect("the verification thread does not panic");
+            read_result?;
+            checked
+        })
+    }
+
+    /// Reads one chunk; when the read fails, reads it sector by sector to find exactly
+    /// which sectors fail.
+    fn read_chunk(&self, target: &mut dyn BlockTarget, pos: u64, buf: AlignedBuf) -> Result<Chunk, VerifyError> {
+        let (mut buf, whole) = target.read_owned(pos, buf);
+        let mut errors: Vec<Option<IoFailure>> = Vec::new();
+        if let Err(e) = whole {
+            if e.device_gone() {
+                return Err(VerifyError::DeviceGone(e.to_string()));
+            }
+            for (i, s) in buf.chunks_mut(self.sector as usize).enumerate() {
+                let r = target.read_at(pos + i as u64 * self.sector, s);
+                if let Err(e) = &r {
+                    if e.device_gone() {
+                        return Err(VerifyError::DeviceGone(e.to_string()));
                     }
+                }
+                errors.push(r.err());
+            }
+        }
+        Ok(Chunk { pos, buf, errors })
+    }
+
+    /// Classifies every sector of one chunk, in address order, into `scan`.
+    fn check_chunk(&self, scan: &mut Scan, chunk: &Chunk) -> Result<(), VerifyError> {
+        let end = scan.end;
+        let rep = &mut scan.rep;
+        for (i, bytes) in chunk.buf.chunks(self.sector as usize).enumerate() {
+            let addr = chunk.pos + i as u64 * self.sector;
+            if addr >= scan.cached.1 {
+                scan.cached = self.durable(addr)?;
+            }
+            let d = scan.cached.0;
+            let verdict = match chunk.errors.get(i) {
+                Some(Some(e)) => Verdict::Finding {
+                    class: FindingClass::Unreadable,
+                    found: Shown::ReadError { errno: e.errno, detail: e.detail.clone() },
+                    detail: e.to_string(),
+                },
+                _ => self.classify(addr, bytes, &d, &mut scan.last_plan),
+            };
+            rep.sectors += 1;
+            let expected = || self.shown_of(&d, addr);
+            let mut unit_rank = None;
+            match verdict {
+                Verdict::Ok { rank, durable } => {
+                    match (durable, rank) {
+                        (true, 0) => rep.prior_ok += 1,
+                        (true, _) => rep.durable_ok += 1,
+                        (false, _) => rep.newer_ok += 1,
+                    }
+                    if let Durable::Write(w) = d {
+                        scan.groups.entry(w.id).or_insert(Group { plan: w, shows: 0, old: vec![] }).shows += 1;
+                    }
+                    unit_rank = Some(rank);
+                }
+                Verdict::Old { found } => match d {
+                    Durable::Write(w) => {
+                        scan.groups.entry(w.id).or_insert(Group { plan: w, shows: 0, old: vec![] }).old.push((addr, found))
+                    }
+                    _ => push(
+                        &mut rep.findings,
+                        Finding {
+                            class: FindingClass::LostWrite,
+                            offset: addr,
+                            length: self.sector,
+                            expected: expected(),
+                            found,
+                            cycle: self.cycle,
+                            detail: "prefill version missing".into(),
+                        },
+                    ),
+                },
+                Verdict::Finding { class, found, detail } => push(
+                    &mut rep.findings,
+                    Finding { class, offset: addr, length: self.sector, expected: expected(), found, cycle: self.cycle, detail },
+                ),
+            }
+            if self.atomic > self.sector {
+                scan.unit.push(UnitSector { addr, shown: unit_rank.unwrap_or(u64::MAX), durable_rank: d.rank(), ok: unit_rank.is_some() });
+                if (addr + self.sector).is_multiple_of(self.atomic) || addr + self.sector == end {
+                    self.check_unit(&scan.unit, &mut rep.findings);
+                    scan.unit.clear();
                 }
             }
-            pos += n;
-            rep.bytes += n;
-            self.close_groups(&mut groups, pos, &mut rep.findings);
-            progress(rep.bytes, rep.findings.len());
         }
-        self.close_groups(&mut groups, u64::MAX, &mut rep.findings);
-        rep.findings.sort_by_key(|f| (f.offset, f.class));
-        Ok(rep)
+        let n = chunk.buf.len() as u64;
+        rep.bytes += n;
+        self.close_groups(&mut scan.groups, chunk.pos + n, &mut rep.findings);
+        Ok(())
     }
 
     /// Judges durable writes whose extents the scan has passed: lost when none of their
@@ -513,6 +589,30 @@ impl<'a> Verifier<'a> {
                 );
             }
         }
+    }
+}
+
+/// One chunk read from the target, with per-sector read errors when the whole read failed.
+struct Chunk {
+    pos: u64,
+    buf: AlignedBuf,
+    errors: Vec<Option<IoFailure>>,
+}
+
+/// State of a scan, carried from chunk to chunk.
+struct Scan {
+    end: u64,
+    rep: VerifyReport,
+    groups: HashMap<u64, Group>,
+    unit: Vec<UnitSector>,
+    /// D and the end of the run of sectors sharing it (computed once per piece).
+    cached: (Durable, u64),
+    last_plan: Option<WritePlan>,
+}
+
+impl Scan {
+    fn new(end: u64) -> Self {
+        Scan { end, rep: VerifyReport::default(), groups: HashMap::new(), unit: Vec::new(), cached: (Durable::Prior, 0), last_plan: None }
     }
 }
 

@@ -223,38 +223,56 @@ impl Layout {
 
     /// The newest write with id below `bound` covering byte `addr`, if any.
     pub fn latest_covering(&self, addr: u64, bound: u64) -> Option<WritePlan> {
-        if addr < self.spec.span_start || bound <= 1 {
-            return None;
+        self.latest_covering_span(addr, bound).0
+    }
+
+    /// As [`Layout::latest_covering`], with the end (exclusive byte address) of the run of
+    /// addresses starting at `addr` for which the answer is the same: the answer depends only
+    /// on the pieces holding `addr` in the passes examined, so a verifier computes it once per
+    /// piece rather than once per sector.
+    pub fn latest_covering_span(&self, addr: u64, bound: u64) -> (Option<WritePlan>, u64) {
+        let span_end = self.spec.span_end;
+        if addr < self.spec.span_start {
+            return (None, self.spec.span_start);
+        }
+        if bound <= 1 {
+            return (None, span_end);
         }
         let chunk_bytes = self.chunk_units * self.unit;
         let chunk = (addr - self.spec.span_start) / chunk_bytes;
-        let (k, st) = self.streams.iter().enumerate().find(|(_, st)| chunk >= st.first_chunk && chunk < st.first_chunk + st.chunks)?;
-        let in_chunk_u = (addr - self.chunk_offset(chunk)) / self.unit;
+        let Some((k, st)) = self.streams.iter().enumerate().find(|(_, st)| chunk >= st.first_chunk && chunk < st.first_chunk + st.chunks)
+        else {
+            return (None, span_end);
+        };
+        let chunk_off = self.chunk_offset(chunk);
+        let in_chunk_u = (addr - chunk_off) / self.unit;
         // Number of this stream's writes with ids below `bound`.
         let g_bound = bound - 1;
         let full = g_bound / self.period;
         let rem = g_bound % self.period;
         let count = full * st.weight + rem.saturating_sub(st.period_offset).min(st.weight);
         if count == 0 {
-            return None;
+            return (None, chunk_off + chunk_bytes);
         }
         let slots = self.slots(st);
         let last = count - 1;
         let (last_pass, last_pos) = (last / slots, last % slots);
+        let mut end = chunk_off + chunk_bytes;
         for pass in [last_pass, last_pass.wrapping_sub(1)] {
             if pass == u64::MAX {
                 break;
             }
-            let piece = self.piece_at(k, pass, chunk, in_chunk_u);
+            let (piece, start_u, len_u) = self.piece_at(k, pass, chunk, in_chunk_u);
+            end = end.min(chunk_off + (start_u + len_u) * self.unit);
             let j = (chunk - st.first_chunk) * self.pieces + piece;
             let i = self.permute(k, pass, slots, j, true);
             if pass < last_pass || i <= last_pos {
                 let local = pass * slots + i;
                 let g = (local / st.weight) * self.period + st.period_offset + local % st.weight;
-                return Some(self.plan(g + 1));
+                return (Some(self.plan(g + 1)), end);
             }
         }
-        None
+        (None, end)
     }
 
     fn chunk_offset(&self, chunk: u64) -> u64 {
@@ -286,8 +304,8 @@ impl Layout {
         (base, self.min_units + slack)
     }
 
-    /// The piece of `chunk` in `pass` holding unit offset `off`.
-    fn piece_at(&self, k: usize, pass: u64, chunk: u64, off: u64) -> u64 {
+    /// The piece of `chunk` in `pass` holding unit offset `off`: (piece, start, length) in units.
+    fn piece_at(&self, k: usize, pass: u64, chunk: u64, off: u64) -> (u64, u64, u64) {
         let (mut a, mut b, mut slack, mut node, mut base) = (0, self.pieces, self.slack_units, 1u64, 0u64);
         while b - a > 1 {
             let m = (a + b) / 2;
@@ -304,7 +322,7 @@ impl Layout {
                 node = node * 2 + 1;
             }
         }
-        a
+        (a, base, self.min_units + slack)
     }
 
     /// A seeded permutation of `0..n` (or its inverse), by a balanced Feistel network on the
@@ -424,6 +442,22 @@ mod tests {
                 }
             }
             prop_assert!(covered.iter().all(|&c| c == 1));
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+        #[test]
+        fn answers_hold_across_the_reported_span(p in patterns(), seed in any::<u64>(), bound in 1u64..500, probe in 0u64..(1 << 20)) {
+            let mut s = spec(p, 512, 16384, 2048, 512, 16384 * 8);
+            s.seed = seed;
+            let l = Layout::new(s.clone(), 512).unwrap();
+            let addr = s.span_start + (probe % (s.span_end - s.span_start)) / 512 * 512;
+            let (w, end) = l.latest_covering_span(addr, bound);
+            prop_assert!(end > addr);
+            for a in (addr..end.min(s.span_end)).step_by(512) {
+                prop_assert_eq!(l.latest_covering(a, bound), w, "seed {} addr {} (span from {} to {}) bound {}", seed, a, addr, end, bound);
+            }
         }
     }
 
