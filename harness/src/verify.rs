@@ -381,6 +381,17 @@ impl<'a> Verifier<'a> {
         {
             return Err(VerifyError::BadRegion { start, end, span_start: spec.span_start, span_end: spec.span_end });
         }
+        if end - start <= READ_CHUNK {
+            // One read: nothing to overlap, so no second thread (random-read verification
+            // calls this per block).
+            let chunk = self.read_chunk(target, start, AlignedBuf::zeroed((end - start) as usize))?;
+            let mut scan = Scan::new(end);
+            self.check_chunk(&mut scan, &chunk)?;
+            self.close_groups(&mut scan.groups, u64::MAX, &mut scan.rep.findings);
+            scan.rep.findings.sort_by_key(|f| (f.offset, f.class));
+            progress(end - start, scan.rep.findings.len());
+            return Ok(scan.rep);
+        }
         // The calling thread reads (the target stays on it); a scoped thread checks the
         // chunks in order, so reading chunk N+1 overlaps checking chunk N. Buffers circulate
         // between the two: at most three exist.
