@@ -11,7 +11,7 @@ use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-/// Sector size assumed for regular files (as `FileTarget` does).
+/// Sector size assumed for regular files.
 pub const FILE_SECTOR_BYTES: u32 = 512;
 
 /// What sysfs says about a block device. Empty strings where sysfs has nothing.

@@ -1,8 +1,9 @@
 //! faultline's boundary with the outside world.
 //!
-//! Everything that performs I/O on a device, or will talk to a power or link controller, lives
-//! here behind small traits: [`block::BlockTarget`] for the drive under test and
-//! [`power::PowerSwitch`] for what cuts its power. The harness crate holds the logic (workload,
+//! Everything that performs I/O on a device, or talks to a power or link controller, lives
+//! here behind small traits: [`block::BlockTarget`] for the drive under test,
+//! [`power::PowerSwitch`] for what cuts its power and [`link::LinkController`] for what resets
+//! its links. The harness crate holds the logic (workload,
 //! ledger, verifier) and reaches devices only through these traits, so the simulated drive in
 //! `faultline-fixtures` and the real engines are interchangeable.
 //!
@@ -12,7 +13,6 @@
 pub mod block;
 pub mod blockdev;
 pub mod control;
-pub mod file;
 pub mod guard;
 pub mod link;
 pub mod open;
@@ -22,7 +22,6 @@ mod sys;
 pub mod uring;
 
 pub use block::{AlignedBuf, BlockTarget, Completion, Geometry, IoFailure, LatencyHistogram, Op, TargetError};
-pub use file::FileTarget;
 pub use link::{LinkController, LinkError, PciResetMethod, PortCaps, ResetKind};
 pub use open::{open_target, Engine, OpenError, OpenSpec, Opened};
 pub use power::{PowerCaps, PowerError, PowerState, PowerSwitch};
