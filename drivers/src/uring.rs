@@ -457,7 +457,6 @@ impl UringTarget {
     /// One read into `rb`, which the kernel writes directly. On success the buffer comes
     /// back; on failure it comes back too unless the kernel may still write into it (a hang),
     /// in which case its slot keeps it and `None` is returned.
-    #[expect(clippy::type_complexity, reason = "the buffer travels with the failure")]
     fn read_into(&mut self, offset: u64, rb: AlignedBuf) -> Result<AlignedBuf, (Option<AlignedBuf>, IoFailure)> {
         let len = rb.len();
         let cap = self.d.geometry.capacity_bytes;
