@@ -16,6 +16,7 @@ use crate::verify::prefill_id;
 use crate::workload::{Layout, WritePlan};
 use faultline_drivers::{AlignedBuf, BlockTarget, Completion, Op, TargetError};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::mpsc::{channel, sync_channel, Receiver, Sender};
 use std::time::{Duration, Instant};
 
 const FLUSH_TOKEN: u64 = 1 << 63;
@@ -178,6 +179,9 @@ pub fn fill_write(format: &Format, w: &WritePlan, cycle: u32, port: u8, buf: &mu
 
 /// Runs one cycle. `cut` is called once, from inside the I/O loop with the queue full,
 /// when `cut_after_completions` is reached.
+///
+/// Tagged buffers are made ahead, in id order, on a helper thread (the tagging is the
+/// harness's main CPU cost; on two cores it overlaps with the I/O loop).
 pub fn run_cycle(
     target: &mut dyn BlockTarget,
     layout: &Layout,
@@ -187,8 +191,66 @@ pub fn run_cycle(
     opts: &CycleOptions,
     cut: &mut dyn FnMut() -> Result<(), String>,
 ) -> Result<CycleOutcome, WriteError> {
+    let qd = (layout.spec().queue_depth as usize).min(target.queue_depth()).max(1);
+    let (cycle, port, first, max_bytes) = (opts.cycle, opts.port, opts.first_id, layout.spec().max_write_bytes as usize);
+    std::thread::scope(|sc| {
+        let (filled, rx) = sync_channel::<(WritePlan, AlignedBuf)>(qd);
+        let (back, returned) = channel::<AlignedBuf>();
+        sc.spawn(move || {
+            for id in first.. {
+                let w = layout.plan(id);
+                let mut buf = returned.try_recv().unwrap_or_else(|_| AlignedBuf::zeroed(max_bytes));
+                buf.resize(w.len as usize);
+                fill_write(format, &w, cycle, port, &mut buf);
+                if filled.send((w, buf)).is_err() {
+                    return; // the cycle is over
+                }
+            }
+        });
+        let mut filler = Filler { rx, back, next: None };
+        run_cycle_inner(target, layout, ledger, contract, opts, cut, qd, &mut filler)
+    })
+}
+
+/// The receiving end of the buffer-making thread.
+struct Filler {
+    rx: Receiver<(WritePlan, AlignedBuf)>,
+    back: Sender<AlignedBuf>,
+    next: Option<(WritePlan, AlignedBuf)>,
+}
+
+impl Filler {
+    /// The next write, in id order, without taking it.
+    fn peek(&mut self) -> Result<WritePlan, WriteError> {
+        if self.next.is_none() {
+            self.next = Some(self.rx.recv().map_err(|_| WriteError::Stalled("the buffer-making thread stopped".into()))?);
+        }
+        Ok(self.next.as_ref().expect("just filled").0)
+    }
+
+    fn take(&mut self) -> Result<(WritePlan, AlignedBuf), WriteError> {
+        self.peek()?;
+        Ok(self.next.take().expect("peeked"))
+    }
+
+    fn give_back(&self, buf: AlignedBuf) {
+        // The thread may have stopped at the end of the cycle; the buffer is then dropped.
+        let _ = self.back.send(buf);
+    }
+}
+
+#[expect(clippy::too_many_arguments, reason = "the cycle's inputs, passed through from run_cycle")]
+fn run_cycle_inner(
+    target: &mut dyn BlockTarget,
+    layout: &Layout,
+    ledger: &mut LedgerWriter,
+    contract: Contract,
+    opts: &CycleOptions,
+    cut: &mut dyn FnMut() -> Result<(), String>,
+    qd: usize,
+    filler: &mut Filler,
+) -> Result<CycleOutcome, WriteError> {
     let spec = layout.spec();
-    let qd = (spec.queue_depth as usize).min(target.queue_depth()).max(1);
     let window = 4 * qd as u64 + 64;
     // Reservations double (up to 2^20 ids) so a cycle appends O(log writes) of them; the
     // price is that after a harness crash up to one step of never-submitted ids counts as
@@ -200,7 +262,6 @@ pub fn run_cycle(
     let mut t = Tracker::new(contract, opts.first_id);
     let mut inflight: BTreeMap<u64, WritePlan> = BTreeMap::new();
     let mut flushes_inflight = 0usize;
-    let mut pool: Vec<AlignedBuf> = Vec::new();
     let mut done: Vec<Completion> = Vec::new();
 
     ledger.append(&Record::CycleStart { cycle, first_id: opts.first_id, at: opts.started_at.clone() })?;
@@ -244,13 +305,12 @@ pub fn run_cycle(
                 reserved_req += reserve_step;
                 reserve_seq = ledger.append(&Record::Reserve { cycle, upto: reserved_req })?;
             }
-            let w = layout.plan(next_id);
+            let w = filler.peek()?;
+            debug_assert_eq!(w.id, next_id);
             if inflight.values().any(|o| o.overlaps(w.offset, w.len)) {
                 break;
             }
-            let mut buf = pool.pop().unwrap_or_else(|| AlignedBuf::zeroed(spec.max_write_bytes as usize));
-            buf.resize(w.len as usize);
-            fill_write(format, &w, cycle, opts.port, &mut buf);
+            let (w, buf) = filler.take()?;
             target.submit(Op::Write { token: w.id, offset: w.offset, buf, fua: w.fua, write_id: w.id })?;
             inflight.insert(w.id, w);
             next_id += 1;
@@ -303,13 +363,12 @@ pub fn run_cycle(
             }
             // A completion for an operation abandoned in an earlier cycle (a device that came
             // back late) is stale: it changes nothing recorded.
+            if let Some(b) = c.buf {
+                filler.give_back(b);
+            }
             let Some(w) = inflight.remove(&c.token) else {
-                pool.extend(c.buf);
                 continue;
             };
-            if let Some(b) = c.buf {
-                pool.push(b);
-            }
             match c.result {
                 Ok(()) => {
                     out.completed += 1;
