@@ -209,6 +209,8 @@ fn fio(c: &Ctx, name: &str, extra: &[String], time_based: bool) -> Result<Fig> {
         format!("--filename={}", c.a.target.display()),
         format!("--size={}", c.capacity / (1 << 20) * (1 << 20)),
         "--ioengine=io_uring".into(),
+        // fio would leave verify state files in the working directory.
+        "--verify_state_save=0".into(),
         format!("--direct={}", u8::from(c.direct)),
         "--output-format=json".into(),
         "--group_reporting".into(),
