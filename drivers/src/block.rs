@@ -8,7 +8,7 @@
 //! quiet device, and their failures are data for the verifier, not errors.
 
 use std::fmt;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Sizes a target reports about itself.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -113,6 +113,16 @@ pub struct Completion {
     pub result: Result<(), IoFailure>,
     /// The write buffer, handed back for reuse.
     pub buf: Option<AlignedBuf>,
+    /// When the engine saw the completion, on the monotonic clock the harness also uses to
+    /// timestamp cuts.
+    pub at: Instant,
+}
+
+impl Completion {
+    /// A completion seen now.
+    pub fn new(token: u64, result: Result<(), IoFailure>, buf: Option<AlignedBuf>) -> Self {
+        Completion { token, result, buf, at: Instant::now() }
+    }
 }
 
 /// How an I/O failed. A failure is a fact to record, never a reason to panic.

@@ -107,7 +107,7 @@ impl BlockTarget for SyncTarget {
                         r
                     }
                 };
-                Completion { token, result, buf: Some(buf) }
+                Completion::new(token, result, Some(buf))
             }
             Op::Flush { token } => {
                 let result = match &self.gone {
@@ -119,7 +119,7 @@ impl BlockTarget for SyncTarget {
                         r
                     }
                 };
-                Completion { token, result, buf: None }
+                Completion::new(token, result, None)
             }
         };
         self.done.push_back(c);

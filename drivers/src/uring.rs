@@ -279,14 +279,14 @@ impl UringTarget {
                         Ok(())
                     };
                     self.note_result(result.as_ref().err());
-                    self.ready.push_back(Completion { token, result, buf });
+                    self.ready.push_back(Completion { token, result, buf, at: now });
                 }
                 Kind::Flush { token } => {
                     self.lat[LAT_FLUSH].record(ns);
                     self.free.push(i as u32);
                     let result = if res < 0 { Err(self.failure(-res, "flush".into())) } else { Ok(()) };
                     self.note_result(result.as_ref().err());
-                    self.ready.push_back(Completion { token, result, buf: None });
+                    self.ready.push_back(Completion { token, result, buf: None, at: now });
                 }
                 Kind::Read { .. } => {
                     self.lat[LAT_READ].record(ns);
@@ -306,7 +306,7 @@ impl UringTarget {
 
     fn refuse(&mut self, token: u64, buf: Option<AlignedBuf>, failure: IoFailure) {
         self.user += 1;
-        self.ready.push_back(Completion { token, result: Err(failure), buf });
+        self.ready.push_back(Completion::new(token, Err(failure), buf));
     }
 }
 
