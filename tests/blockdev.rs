@@ -392,21 +392,26 @@ fn sim_subject(depth: usize) -> Subject {
     }
 }
 
-fn loop_subject(test: &str, dir: &Path, depth: usize) -> Option<Subject> {
+fn loop_subject(test: &str, dir: &Path, depth: usize, io_threads: usize) -> Option<Subject> {
     let lp = loop_or_skip(test, dir, CAP, 512)?;
-    let target = open_rw(lp.path(), depth);
+    let spec = OpenSpec { writable: true, queue_depth: depth, allow_overwrite_signature: true, io_threads, ..Default::default() };
+    let target = open_target(lp.path(), &spec).unwrap().target;
     // A loop device cannot lose power; its "cut" stops the writer with the queue full, which
     // is what a killed harness does.
-    Some(Subject { name: "loop", target, cut: Box::new(|| Ok(())), power_on: Box::new(|| {}), _keep: Some(lp) })
+    let name = if io_threads > 1 { "loop, 2 io worker rings" } else { "loop" };
+    Some(Subject { name, target, cut: Box::new(|| Ok(())), power_on: Box::new(|| {}), _keep: Some(lp) })
 }
 
-/// Runs `body` against the simulated drive and, where possible, a loop device.
+/// Runs `body` against the simulated drive and, where possible, a loop device through one
+/// ring and through two worker rings.
 fn conformance(test: &str, depth: usize, body: fn(&mut Subject)) {
     let mut sim = sim_subject(depth);
     body(&mut sim);
-    let d = scratch(test);
-    if let Some(mut lp) = loop_subject(test, &d, depth) {
-        body(&mut lp);
+    for io_threads in [1, 2] {
+        let d = scratch(&format!("{test}-{io_threads}"));
+        if let Some(mut lp) = loop_subject(test, &d, depth, io_threads) {
+            body(&mut lp);
+        }
     }
 }
 
@@ -456,6 +461,9 @@ fn body_cut_cycles_verify_clean(s: &mut Subject) {
         };
         let out = run_cycle(s.target.as_mut(), &layout, &format, &mut ledger, Contract::Plp, &opts, &mut *s.cut).unwrap();
         assert!(out.completed >= 500 * cycle as u64, "{}: {out:?}", s.name);
+        // Only what the cut caught in flight may fail; an engine that refuses work it was
+        // given (a worker ring over its depth, say) shows up here.
+        assert!(out.failed <= out.in_flight_at_cut as u64, "{}: {out:?}", s.name);
         first_id = out.submitted_end;
         (s.power_on)();
         let rep = Verifier::new(&layout, ledger.history(), &format).verify(s.target.as_mut(), 0, CAP).unwrap();

@@ -118,6 +118,19 @@ pub struct Discovered {
 }
 
 impl Discovered {
+    /// The same target on a duplicated descriptor (same open file description, so an
+    /// O_EXCL claim is shared, not repeated): one per io_uring worker.
+    pub fn try_clone(&self) -> std::io::Result<Discovered> {
+        Ok(Discovered {
+            path: self.path.clone(),
+            file: self.file.try_clone()?,
+            kind: self.kind.clone(),
+            geometry: self.geometry,
+            direct: self.direct,
+            writable: self.writable,
+        })
+    }
+
     /// The identity recorded in run headers.
     pub fn identity(&self) -> String {
         match &self.kind {

@@ -17,6 +17,7 @@ pub mod guard;
 pub mod link;
 pub mod open;
 pub mod power;
+pub mod sharded;
 pub mod sync;
 mod sys;
 pub mod uring;

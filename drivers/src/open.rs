@@ -7,6 +7,7 @@
 use crate::block::{BlockTarget, TargetError};
 use crate::blockdev::{discover, Expectation, TargetKind};
 use crate::guard::{check_no_signature, check_not_in_use, GuardError};
+use crate::sharded::ShardedTarget;
 use crate::sync::SyncTarget;
 use crate::uring::UringTarget;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
@@ -22,6 +23,9 @@ pub struct OpenSpec {
     pub expect: Expectation,
     /// Write even over a partition table or filesystem signature.
     pub allow_overwrite_signature: bool,
+    /// io_uring worker threads, each with its own ring (0 or 1: one ring on the caller's
+    /// thread).
+    pub io_threads: usize,
 }
 
 /// Which engine serves the target.
@@ -85,6 +89,17 @@ pub fn open_target(path: &Path, spec: &OpenSpec) -> Result<Opened, OpenError> {
         notes.push(format!("{shown} does not support O_DIRECT (tmpfs?); using buffered I/O"));
     }
     let depth = spec.queue_depth.max(1);
+    if spec.io_threads > 1 {
+        // Probe that io_uring works at all before starting workers; otherwise fall through
+        // to the single-ring path and its fallback.
+        if let Ok(probe) = d.try_clone().map(|c| UringTarget::new(c, 1)) {
+            if probe.is_ok() {
+                drop(probe);
+                let t = ShardedTarget::new(d, depth, spec.io_threads)?;
+                return Ok(Opened { target: Box::new(t), engine: Engine::IoUring, block_device: is_block, direct, notes });
+            }
+        }
+    }
     let (target, engine): (Box<dyn BlockTarget>, Engine) = match UringTarget::new(d, depth) {
         Ok(t) => (Box::new(t), Engine::IoUring),
         Err(failed) => {
