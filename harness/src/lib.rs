@@ -1,4 +1,5 @@
 pub mod format;
+pub mod health;
 pub mod ledger;
 pub mod matrix;
 pub mod rng;
