@@ -10,7 +10,7 @@
 use faultline::ledger::{Contract, LedgerWriter, RunHeader, LEDGER_FORMAT};
 use faultline::verify::Verifier;
 use faultline::workload::{FlushPolicy, Layout, Pattern, WorkloadSpec};
-use faultline::writer::{run_cycle, CycleOptions};
+use faultline::writer::{run_cycle, CutPlacement, CycleOptions};
 use faultline_drivers::{open_target, AlignedBuf, BlockTarget, Completion, Engine, Op, OpenSpec, TargetError};
 use faultline_fixtures::{FaultModel, SimConfig, SimDrive, TruthContract};
 use std::path::{Path, PathBuf};
@@ -455,7 +455,7 @@ fn body_cut_cycles_verify_clean(s: &mut Subject) {
             port: 0,
             max_writes: None,
             duration: None,
-            cut_after_completions: Some(500 * cycle as u64),
+            cut: Some(CutPlacement::AfterCompletions { completions: 500 * cycle as u64 }),
             checkpoint_every: Duration::from_secs(60),
             drain_timeout: Duration::from_secs(5),
         };

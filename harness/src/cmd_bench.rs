@@ -147,7 +147,7 @@ fn fl_write(c: &mut Ctx, bs: u64, pattern: Pattern) -> Result<Fig> {
         port: 0,
         max_writes: None,
         duration: Some(Duration::from_secs_f64(c.a.seconds)),
-        cut_after_completions: None,
+        cut: None,
         checkpoint_every: Duration::from_millis(500),
         drain_timeout: Duration::from_secs(60),
     };

@@ -8,11 +8,11 @@ use crate::rng::WyRand;
 use crate::run::{open_run, RunError};
 use crate::verify::{Finding, FindingClass, Shown, Verifier, VerifyError, VerifyReport};
 use crate::workload::WorkloadSpec;
-use crate::writer::{prefill, run_cycle, CycleOptions, CycleOutcome, WriteError};
+use crate::writer::{prefill, run_cycle, CutPlacement, CycleOptions, CycleOutcome, WriteError};
 use faultline_drivers::{BlockTarget, PowerSwitch};
 use faultline_fixtures::{FaultModel, SimConfig, SimDrive, TruthContract, TruthExtent};
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 #[derive(Clone, Debug)]
 pub struct SoakConfig {
@@ -56,6 +56,13 @@ pub struct CycleResult {
     pub truth: Vec<TruthExtent>,
     /// The simulator says the device is gone for good.
     pub truth_dead: bool,
+    /// When the cycle's workload started, on the monotonic clock of the completions (the
+    /// outcome's `cut_at` and `device_gone_at` count from about here, within microseconds).
+    pub started: Instant,
+    /// Power restored, from `started`.
+    pub power_restored_at: Duration,
+    /// How long verification took.
+    pub verify_elapsed: Duration,
 }
 
 /// Runs `cfg.cycles` cut cycles (fewer if the device dies) in `run_dir`.
@@ -105,13 +112,16 @@ pub fn run_sim_soak(
             port: 0,
             max_writes: None,
             duration: None,
-            cut_after_completions: Some(cut_after),
+            cut: Some(CutPlacement::AfterCompletions { completions: cut_after }),
             checkpoint_every: Duration::from_secs(3600),
             drain_timeout: Duration::from_secs(5),
         };
+        let started = Instant::now();
         let mut cut = || power.power_off().map_err(|e| e.to_string());
         let outcome = run_cycle(&mut sim, &run.layout, &run.format, &mut run.ledger, cfg.contract, &opts, &mut cut)?;
         power.power_on()?;
+        let power_restored_at = started.elapsed();
+        let verify_start = Instant::now();
         let span = run.layout.spec();
         let verifier = Verifier::new(&run.layout, run.ledger.history(), &run.format);
         let (verify, findings) = match verifier.verify(&mut sim, span.span_start, span.span_end) {
@@ -122,7 +132,19 @@ pub fn run_sim_soak(
             Err(VerifyError::DeviceGone(why)) => (None, vec![dead_device(cycle, &why)]),
             Err(e) => return Err(e.into()),
         };
-        let r = CycleResult { cycle, cut_after, outcome, verify, findings, truth: sim.truth(), truth_dead: !sim.present() };
+        let verify_elapsed = verify_start.elapsed();
+        let r = CycleResult {
+            cycle,
+            cut_after,
+            outcome,
+            verify,
+            findings,
+            truth: sim.truth(),
+            truth_dead: !sim.present(),
+            started,
+            power_restored_at,
+            verify_elapsed,
+        };
         on_cycle(&r);
         let dead = r.verify.is_none();
         results.push(r);

@@ -727,7 +727,7 @@ mod tests {
             port: 0,
             max_writes: Some(300),
             duration: None,
-            cut_after_completions: None,
+            cut: None,
             checkpoint_every: Duration::from_secs(60),
             drain_timeout: Duration::from_secs(1),
         };

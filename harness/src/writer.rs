@@ -45,12 +45,29 @@ pub struct CycleOptions {
     pub max_writes: Option<u64>,
     /// Stop gracefully after this long.
     pub duration: Option<Duration>,
-    /// Cut (call the cut hook) as soon as this many writes have completed, queue full.
-    pub cut_after_completions: Option<u64>,
+    /// When to cut (call the cut hook); `None` ends the cycle gracefully.
+    pub cut: Option<CutPlacement>,
     /// Interval between checkpoints (recovery points if the harness itself dies).
     pub checkpoint_every: Duration,
     /// How long to wait for in-flight operations to come back after a cut or at the end.
     pub drain_timeout: Duration,
+}
+
+/// Where in the workload the cut lands. Every placement but `Idle` cuts from inside the I/O
+/// loop with the queue full: never after quiescing, which would test nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum CutPlacement {
+    /// As soon as this many writes have completed.
+    AfterCompletions { completions: u64 },
+    /// This long after the workload started.
+    AfterTime { after_ms: u64 },
+    /// Once this many writes have completed, while a flush is outstanding (the writer
+    /// submits one then if none is in flight).
+    WhileFlushOutstanding { after_completions: u64 },
+    /// The control case: after this many completions, stop submitting, let everything
+    /// complete, then cut a quiet drive.
+    Idle { after_completions: u64 },
 }
 
 /// What a cycle did.
@@ -66,6 +83,15 @@ pub struct CycleOutcome {
     pub bytes_at_risk: u64,
     pub submitted_end: u64,
     pub elapsed: Duration,
+    /// When the cut hook was called, from the start of the cycle, on the same monotonic clock
+    /// as the completions.
+    pub cut_at: Option<Duration>,
+    /// When the first operation failed after the cut (the device stopped answering).
+    pub device_gone_at: Option<Duration>,
+    /// Completions before the cut.
+    pub completed_at_cut: u64,
+    /// A flush was in flight when the cut was issued.
+    pub flush_outstanding_at_cut: bool,
 }
 
 struct FlushSnap {
@@ -177,8 +203,8 @@ pub fn fill_write(format: &Format, w: &WritePlan, cycle: u32, port: u8, buf: &mu
     }
 }
 
-/// Runs one cycle. `cut` is called once, from inside the I/O loop with the queue full,
-/// when `cut_after_completions` is reached.
+/// Runs one cycle. `cut` is called once, from inside the I/O loop (with the queue full,
+/// except for the `Idle` placement), when the cut placement is reached.
 ///
 /// Tagged buffers are made ahead, in id order, on a helper thread (the tagging is the
 /// harness's main CPU cost; on two cores it overlaps with the I/O loop).
@@ -275,11 +301,23 @@ fn run_cycle_inner(
     let mut flush_no = 0u64;
     let mut stopping = false;
     let mut cut_done = false;
+    let mut cut_instant: Option<Instant> = None;
 
     loop {
         // Submit while there is room.
-        while !stopping && inflight.len() + flushes_inflight < qd {
-            let wants_flush = spec.flush.every_writes.is_some_and(|n| since_flush >= n)
+        // Cut placements that wait for something: an outstanding flush (submit one if none
+        // is in flight), or a drained queue.
+        let placement_ready = match opts.cut {
+            Some(CutPlacement::WhileFlushOutstanding { after_completions: k }) | Some(CutPlacement::Idle { after_completions: k }) => {
+                !cut_done && out.completed >= k
+            }
+            _ => false,
+        };
+        let quiescing = placement_ready && matches!(opts.cut, Some(CutPlacement::Idle { .. }));
+        while !stopping && !quiescing && inflight.len() + flushes_inflight < qd {
+            let force_flush = placement_ready && flushes_inflight == 0;
+            let wants_flush = force_flush
+                || spec.flush.every_writes.is_some_and(|n| since_flush >= n)
                 || spec.flush.every_ms.is_some_and(|ms| since_flush > 0 && last_flush.elapsed() >= Duration::from_millis(ms));
             if wants_flush {
                 flush_no += 1;
@@ -325,6 +363,25 @@ fn run_cycle_inner(
         }
 
         // Reap.
+        let due = !cut_done
+            && match opts.cut {
+                None => false,
+                Some(CutPlacement::AfterCompletions { completions }) => out.completed >= completions,
+                Some(CutPlacement::AfterTime { after_ms }) => start.elapsed() >= Duration::from_millis(after_ms),
+                Some(CutPlacement::WhileFlushOutstanding { .. }) => placement_ready && flushes_inflight > 0,
+                Some(CutPlacement::Idle { .. }) => quiescing && inflight.is_empty() && flushes_inflight == 0,
+            };
+        if due {
+            out.in_flight_at_cut = (inflight.len() + flushes_inflight) as u32;
+            out.bytes_at_risk = inflight.values().map(|w| w.len).sum();
+            out.completed_at_cut = out.completed;
+            out.flush_outstanding_at_cut = flushes_inflight > 0;
+            cut_instant = Some(Instant::now());
+            out.cut_at = Some(start.elapsed());
+            cut().map_err(WriteError::Cut)?;
+            cut_done = true;
+            stopping = true;
+        }
         if inflight.is_empty() && flushes_inflight == 0 {
             if stopping {
                 break;
@@ -355,6 +412,11 @@ fn run_cycle_inner(
             )));
         }
         for c in done.drain(..) {
+            if let (Some(t0), None, Err(_)) = (cut_instant, out.device_gone_at, &c.result) {
+                if c.at >= t0 {
+                    out.device_gone_at = Some(c.at.duration_since(start));
+                }
+            }
             if c.token & FLUSH_TOKEN != 0 {
                 let no = c.token & !FLUSH_TOKEN;
                 flushes_inflight = flushes_inflight.saturating_sub(1);
@@ -387,13 +449,6 @@ fn run_cycle_inner(
             }
         }
 
-        if !cut_done && opts.cut_after_completions.is_some_and(|k| out.completed >= k) {
-            out.in_flight_at_cut = (inflight.len() + flushes_inflight) as u32;
-            out.bytes_at_risk = inflight.values().map(|w| w.len).sum();
-            cut().map_err(WriteError::Cut)?;
-            cut_done = true;
-            stopping = true;
-        }
         if last_checkpoint.elapsed() >= opts.checkpoint_every {
             let (durable_prefix, durable_extras, failed) = t.durable();
             ledger.append(&Record::Checkpoint { cycle, durable_prefix, durable_extras, failed })?;
@@ -527,6 +582,89 @@ mod tests {
         }
     }
 
+    fn sim_cycle(model: FaultModel, contract: Contract, placement: CutPlacement) -> (CycleOutcome, crate::verify::VerifyReport) {
+        let sim = SimDrive::new(SimConfig {
+            capacity_bytes: 1 << 20,
+            sector_bytes: 512,
+            atomic_bytes: 512,
+            queue_depth: 16,
+            seed: 5,
+            model,
+            contract: match contract {
+                Contract::Plp => TruthContract::Plp,
+                Contract::Flush => TruthContract::Flush,
+            },
+        });
+        let mut power = sim.power();
+        let mut target = sim.clone();
+        let spec = WorkloadSpec {
+            seed: 2,
+            pattern: Pattern::Random,
+            span_start: 0,
+            span_end: 1 << 20,
+            min_write_bytes: 4096,
+            max_write_bytes: 4096,
+            mean_write_bytes: 4096,
+            align_bytes: 4096,
+            queue_depth: 16,
+            flush: FlushPolicy::default(),
+        };
+        let header = RunHeader {
+            ledger_format: LEDGER_FORMAT,
+            run_id: 2,
+            created_at: String::new(),
+            target_identity: sim.identity(),
+            target_capacity: 1 << 20,
+            sector_bytes: 512,
+            atomic_bytes: 512,
+            contract,
+            port: 0,
+            workload: spec.clone(),
+        };
+        let mut ledger = LedgerWriter::create(&tempdir(), header).unwrap();
+        let layout = Layout::new(spec, 512).unwrap();
+        let format = Format::new(2, 512);
+        let opts = CycleOptions {
+            cycle: 1,
+            first_id: 1,
+            started_at: String::new(),
+            port: 0,
+            max_writes: None,
+            duration: None,
+            cut: Some(placement),
+            checkpoint_every: Duration::from_secs(60),
+            drain_timeout: Duration::from_secs(1),
+        };
+        let out =
+            run_cycle(&mut target, &layout, &format, &mut ledger, contract, &opts, &mut || power.power_off().map_err(|e| e.to_string()))
+                .unwrap();
+        power.power_on().unwrap();
+        let rep = crate::verify::Verifier::new(&layout, ledger.history(), &format).verify(&mut target, 0, 1 << 20).unwrap();
+        (out, rep)
+    }
+
+    #[test]
+    fn cut_placements_land_where_asked_and_are_timed() {
+        let (o, rep) = sim_cycle(FaultModel::HonestPlp, Contract::Plp, CutPlacement::AfterCompletions { completions: 300 });
+        assert_eq!((o.end, o.completed_at_cut), (Some(EndKind::Cut), 300));
+        assert!(o.in_flight_at_cut > 0 && o.bytes_at_risk > 0, "the queue is full at the cut: {o:?}");
+        let (cut, gone) = (o.cut_at.unwrap(), o.device_gone_at.unwrap());
+        assert!(gone >= cut, "the device stops answering after the cut: {o:?}");
+        assert!(rep.findings.is_empty());
+
+        let (o, _) = sim_cycle(FaultModel::HonestPlp, Contract::Plp, CutPlacement::AfterTime { after_ms: 30 });
+        assert!(o.cut_at.unwrap() >= Duration::from_millis(30) && o.in_flight_at_cut > 0, "{o:?}");
+
+        let (o, rep) =
+            sim_cycle(FaultModel::HonestVolatile, Contract::Flush, CutPlacement::WhileFlushOutstanding { after_completions: 200 });
+        assert!(o.flush_outstanding_at_cut && o.completed_at_cut >= 200, "{o:?}");
+        assert!(rep.findings.is_empty(), "{:?}", rep.findings);
+
+        let (o, rep) = sim_cycle(FaultModel::HonestPlp, Contract::Plp, CutPlacement::Idle { after_completions: 200 });
+        assert_eq!((o.in_flight_at_cut, o.bytes_at_risk, o.device_gone_at), (0, 0, None), "the control case cuts a quiet drive: {o:?}");
+        assert!(rep.findings.is_empty());
+    }
+
     #[test]
     fn operations_that_never_return_after_a_cut_are_recorded_as_failed() {
         let sim = SimDrive::new(SimConfig {
@@ -575,7 +713,7 @@ mod tests {
             port: 0,
             max_writes: None,
             duration: None,
-            cut_after_completions: Some(100),
+            cut: Some(CutPlacement::AfterCompletions { completions: 100 }),
             checkpoint_every: Duration::from_secs(60),
             drain_timeout: Duration::from_millis(10),
         };
