@@ -405,7 +405,7 @@ fn cmd_write(a: WriteArgs) -> Result<u8> {
         port: 0,
         max_writes,
         duration: a.duration_s.map(Duration::from_secs_f64),
-        cut_after_completions: None,
+        cut: None,
         checkpoint_every: Duration::from_millis(500),
         drain_timeout: Duration::from_secs(60),
     };
