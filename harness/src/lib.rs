@@ -1,9 +1,12 @@
+pub mod events;
 pub mod format;
 pub mod health;
 pub mod ledger;
 pub mod matrix;
+pub mod report;
 pub mod rng;
 pub mod run;
+pub mod scenario;
 pub mod soak;
 pub mod verify;
 pub mod workload;

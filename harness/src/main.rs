@@ -4,12 +4,16 @@
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
+use faultline::events::{Event, SimEmitter, Sinks};
 use faultline::format::{read_header, Decoded, Format, MAGIC};
 use faultline::ledger::{replay, Contract, RunHeader, LEDGER_FORMAT};
 use faultline::matrix::{run_matrix, table, MatrixOptions};
+use faultline::report::console::Console;
+use faultline::report::jsonl::EventLog;
+use faultline::report::{file_reports, Recorder, EVENTS_FILE, HTML_FILE};
 use faultline::run::{check_target, exists, open_run};
 use faultline::soak::{run_sim_soak, SoakConfig};
-use faultline::verify::{FindingClass, Verifier, VerifyReport};
+use faultline::verify::{Verifier, VerifyReport};
 use faultline::workload::{FlushPolicy, Layout, Pattern, WorkloadSpec};
 use faultline::writer::{prefill, run_cycle, CycleOptions};
 use faultline_drivers::blockdev::Expectation;
@@ -21,6 +25,7 @@ use std::time::{Duration, Instant};
 
 mod cmd_bench;
 mod cmd_controller;
+mod cmd_report;
 
 #[derive(Parser)]
 #[command(name = "faultline", version, about = "Proves or breaks an SSD's durability promises under power loss.")]
@@ -48,6 +53,9 @@ enum Cmd {
     /// Bring-up of power and link controllers: `controller list`, or
     /// `controller SPEC identify|status|on|off|cycle [--off-ms N]`.
     Controller(cmd_controller::ControllerArgs),
+    /// Rebuild summary.json, junit.xml and report.html of a run directory from its event
+    /// log (events.jsonl); exits with the run's verdict.
+    Report(cmd_report::ReportArgs),
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -259,6 +267,7 @@ fn main() -> ExitCode {
         Cmd::Run(a) => cmd_run(a),
         Cmd::Bench(a) => cmd_bench::cmd_bench(a),
         Cmd::Controller(a) => cmd_controller::cmd_controller(a),
+        Cmd::Report(a) => cmd_report::cmd_report(a),
     };
     match r {
         Ok(code) => ExitCode::from(code),
@@ -667,7 +676,7 @@ fn cmd_run(a: RunArgs) -> Result<u8> {
     let seed = a.seed.unwrap_or_else(random_u64);
     let dir =
         a.run_dir.unwrap_or_else(|| PathBuf::from("faultline-runs").join(format!("{}-sim", chrono::Local::now().format("%Y%m%d-%H%M%S"))));
-    if exists(&dir) {
+    if exists(&dir) || dir.join(EVENTS_FILE).exists() {
         bail!(
             "{} already holds a run; a simulated drive lives only in memory, so its run cannot be continued: use a new run directory",
             dir.display()
@@ -715,62 +724,48 @@ fn cmd_run(a: RunArgs) -> Result<u8> {
         a.cycles
     );
     println!("run directory: {}", dir.display());
-    let t = Instant::now();
-    let mut totals: std::collections::BTreeMap<&'static str, u64> = FindingClass::ALL.iter().map(|c| (c.name(), 0)).collect();
-    let mut bad_cycles = 0u32;
-    let mut last_line = Instant::now();
-    let interactive = std::io::IsTerminal::is_terminal(&std::io::stdout());
-    // Damage stays on the drive until overwritten, so later cycles see it again: report and
-    // count each finding once, when it first appears.
-    let mut seen = std::collections::HashSet::new();
-    let results = run_sim_soak(&cfg, &dir, random_u64(), &mut |r| {
-        let new: Vec<_> = r
-            .findings
-            .iter()
-            .filter(|f| seen.insert((f.class, f.offset, serde_json::to_string(&f.expected).unwrap_or_default())))
-            .collect();
-        for f in &new {
-            *totals.get_mut(f.class.name()).expect("class") += 1;
-        }
-        if let Some(f) = new.first() {
-            bad_cycles += 1;
-            println!(
-                "cycle {:>5}: cut after {} completions with {} in flight: {} new findings, first: {} at byte {} ({})",
-                r.cycle,
-                r.cut_after,
-                r.outcome.in_flight_at_cut,
-                new.len(),
-                f.class.name(),
-                f.offset,
-                f.detail
-            );
-        } else if last_line.elapsed() > Duration::from_secs(if interactive { 1 } else { 10 }) {
-            println!(
-                "cycle {:>5}: no new findings ({} cycles with findings so far, {:.0} cycles/s)",
-                r.cycle,
-                bad_cycles,
-                r.cycle as f64 / t.elapsed().as_secs_f64()
-            );
-            last_line = Instant::now();
-        }
-    })?;
-    let secs = t.elapsed().as_secs_f64();
-    println!(
-        "{} cycles in {:.1} s ({:.0} cycles/s); {} cycles brought new findings",
-        results.len(),
-        secs,
-        results.len() as f64 / secs,
-        bad_cycles
-    );
-    for (class, n) in &totals {
-        if *n > 0 {
-            println!("  {class:<20} {n}");
-        }
+    // Every output is a consumer of the one event stream: the log, the three file reports
+    // and the console.
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let mut sinks = Sinks::new();
+    sinks.push(EventLog::append(&dir.join(EVENTS_FILE))?).push(Console::stdout());
+    for r in file_reports(&dir) {
+        sinks.push(r);
     }
-    let findings: u64 = totals.values().sum();
-    println!(
-        "verdict: {}",
-        if findings == 0 { "clean".to_string() } else { format!("{findings} findings: the drive broke its {contract:?} promise") }
-    );
-    Ok(if findings == 0 { 0 } else { 1 })
+    let mut rec = Recorder::new(sinks);
+    let mut emitter = SimEmitter::new(Instant::now());
+    let run_id = random_u64();
+    let scenario = format!("sim {}", a.model.to_possible_value().map_or(String::new(), |v| v.get_name().to_string()));
+    let started_at = now();
+    let run_started = |target: String| Event::RunStarted {
+        t_ns: 0,
+        run_id: format!("{run_id:016x}"),
+        scenario: scenario.clone(),
+        target,
+        contract,
+        cycles_planned: a.cycles,
+        seed,
+        started_at: started_at.clone(),
+    };
+    // The run's header names the target; it exists once the soak has opened the run.
+    let target = |dir: &std::path::Path| replay(dir).map_or_else(|e| format!("unknown ({e})"), |h| h.header.target_identity);
+    let soak = run_sim_soak(&cfg, &dir, run_id, &mut |r| {
+        if rec.model().start.is_none() {
+            rec.emit(&run_started(target(&dir)));
+        }
+        for e in emitter.cycle_events(r) {
+            rec.emit(&e);
+        }
+    });
+    if rec.model().start.is_none() {
+        rec.emit(&run_started(target(&dir)));
+    }
+    if let Err(e) = &soak {
+        rec.emit(&Event::HarnessError { t_ns: emitter.now_ns(), cycle: None, message: e.to_string() });
+    }
+    let ended = rec.end(emitter.now_ns());
+    soak?;
+    let verdict = ended.context("the run's reports are incomplete")?;
+    println!("reports: {} (rebuild them with `faultline report {}`)", dir.join(HTML_FILE).display(), dir.display());
+    Ok(verdict.exit_code())
 }

@@ -1,0 +1,491 @@
+//! The run's event stream: the one record of what a run did, in the order it happened.
+//!
+//! The cycle runner emits [`Event`]s; every output (the JSON Lines log, `summary.json`,
+//! `junit.xml`, `report.html`, the console) is an independent consumer of the same stream
+//! (an [`EventSink`]), so `faultline report RUN_DIR` can rebuild every file from the log alone.
+//!
+//! Times are run-relative nanoseconds on one monotonic clock (`t_ns`), the clock the I/O
+//! completions are stamped with, so a cut, the device going away and the completions around
+//! them can be ordered. Quantities are integers with their unit in the name: a JSON float does
+//! not always parse back to the same bits, and a regenerated report must equal the live one.
+//! A figure the runner cannot measure is `None`, never an estimate.
+
+use crate::health::{HealthAnomaly, SmartLog};
+use crate::ledger::Contract;
+use crate::soak::CycleResult;
+use crate::verify::{Finding, FindingClass};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashSet};
+use std::time::{Duration, Instant};
+
+/// How a cycle or a run ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// Nothing outside the envelope the contract allows.
+    Clean,
+    /// At least one finding.
+    Findings,
+    /// The harness could not do its job (bad input, broken run): no verdict on the drive.
+    Error,
+}
+
+impl Verdict {
+    /// The process exit code: 0 clean, 1 findings, 2 harness error.
+    pub fn exit_code(self) -> u8 {
+        match self {
+            Verdict::Clean => 0,
+            Verdict::Findings => 1,
+            Verdict::Error => 2,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Verdict::Clean => "clean",
+            Verdict::Findings => "findings",
+            Verdict::Error => "error",
+        }
+    }
+}
+
+/// The SMART / health counters a report follows over cycles. Counters saturate at `u64::MAX`
+/// (the log's are 128-bit; no drive comes near 2^64 power cycles), which keeps the event
+/// log readable by any JSON parser.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SmartFigures {
+    pub critical_warning: u8,
+    pub temperature_k: u16,
+    pub available_spare_pct: u8,
+    pub percentage_used: u8,
+    pub power_cycles: u64,
+    pub unsafe_shutdowns: u64,
+    pub media_errors: u64,
+    pub error_log_entries: u64,
+    pub data_units_written: u64,
+}
+
+impl From<&SmartLog> for SmartFigures {
+    fn from(s: &SmartLog) -> Self {
+        let sat = |v: u128| u64::try_from(v).unwrap_or(u64::MAX);
+        SmartFigures {
+            critical_warning: s.critical_warning,
+            temperature_k: s.temperature_k,
+            available_spare_pct: s.available_spare_pct,
+            percentage_used: s.percentage_used,
+            power_cycles: sat(s.power_cycles),
+            unsafe_shutdowns: sat(s.unsafe_shutdowns),
+            media_errors: sat(s.media_errors),
+            error_log_entries: sat(s.error_log_entries),
+            data_units_written: sat(s.data_units_written),
+        }
+    }
+}
+
+/// One health anomaly as the log records it: its kind and a sentence. (The anomaly's own
+/// counters are 128-bit, which a tagged event cannot carry through serde's buffering.)
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HealthNote {
+    pub kind: String,
+    pub detail: String,
+}
+
+impl From<&HealthAnomaly> for HealthNote {
+    fn from(a: &HealthAnomaly) -> Self {
+        let (kind, detail) = match a {
+            HealthAnomaly::UnsafeShutdownsAfterDirtyCut { before, after } => {
+                ("unsafe_shutdowns_after_dirty_cut", format!("unsafe shutdowns went {before} -> {after} across a dirty cut (must be +1)"))
+            }
+            HealthAnomaly::UnsafeShutdownsAfterCleanShutdown { before, after } => (
+                "unsafe_shutdowns_after_clean_shutdown",
+                format!("unsafe shutdowns went {before} -> {after} across a clean shutdown (must not change)"),
+            ),
+            HealthAnomaly::CriticalWarning { new_bits, meaning } => {
+                ("critical_warning", format!("new critical-warning bits {new_bits:#04x}: {meaning}"))
+            }
+            HealthAnomaly::MediaErrorsGrew { before, after } => ("media_errors_grew", format!("media errors {before} -> {after}")),
+            HealthAnomaly::ErrorLogGrew { before, after } => ("error_log_grew", format!("error-log entries {before} -> {after}")),
+            HealthAnomaly::PlpNotStarted { before, after } => {
+                ("plp_not_started", format!("OCP PLP start count {before} -> {after} across a dirty cut (must rise)"))
+            }
+        };
+        HealthNote { kind: kind.to_string(), detail }
+    }
+}
+
+/// Findings per class, every class present (zeros included), keyed by the class name.
+pub fn class_counts<'a>(findings: impl IntoIterator<Item = &'a Finding>) -> BTreeMap<String, u64> {
+    let mut m = zero_counts();
+    for f in findings {
+        *m.get_mut(f.class.name()).expect("every class is present") += 1;
+    }
+    m
+}
+
+/// A count of zero for every finding class.
+pub fn zero_counts() -> BTreeMap<String, u64> {
+    FindingClass::ALL.iter().map(|c| (c.name().to_string(), 0)).collect()
+}
+
+/// One thing that happened in a run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event {
+    RunStarted {
+        t_ns: u64,
+        /// The run id, 16 hex digits (as the ledger and the sectors carry it).
+        run_id: String,
+        scenario: String,
+        /// The stable identity of the target (serial, WWID, or the simulator's name).
+        target: String,
+        contract: Contract,
+        cycles_planned: u32,
+        seed: u64,
+        /// Wall-clock start, RFC 3339, supplied by the binary (the harness has no clock).
+        started_at: String,
+    },
+    CycleStarted {
+        t_ns: u64,
+        cycle: u32,
+    },
+    /// The cut command was issued (`t_ns` is when), with the queue as it stood.
+    CutIssued {
+        t_ns: u64,
+        cycle: u32,
+        /// Writes completed before the cut.
+        completions: u64,
+        in_flight_ops: u32,
+        /// Bytes of writes in flight: the data the contract lets the drive lose or keep.
+        bytes_at_risk: u64,
+        /// Workload phase: microseconds from the start of the cycle's workload to the cut.
+        phase_us: u64,
+    },
+    /// The device stopped answering (first failed operation after the cut).
+    DeviceGone {
+        t_ns: u64,
+        cycle: u32,
+    },
+    PowerRestored {
+        t_ns: u64,
+        cycle: u32,
+    },
+    /// The device is back: time from power-on to enumeration and to the first good read.
+    Ready {
+        t_ns: u64,
+        cycle: u32,
+        enumerate_us: Option<u64>,
+        first_read_us: Option<u64>,
+    },
+    Health {
+        t_ns: u64,
+        cycle: u32,
+        smart: SmartFigures,
+        anomalies: Vec<HealthNote>,
+    },
+    Verified {
+        t_ns: u64,
+        cycle: u32,
+        sectors: u64,
+        bytes: u64,
+        verify_ns: u64,
+        /// Findings per class in this verification, including damage seen in earlier cycles.
+        counts: BTreeMap<String, u64>,
+    },
+    /// A finding, emitted once, in the cycle where it first appeared.
+    Finding {
+        t_ns: u64,
+        cycle: u32,
+        finding: Finding,
+    },
+    CycleEnded {
+        t_ns: u64,
+        cycle: u32,
+        verdict: Verdict,
+        /// Writes the device acknowledged.
+        writes_completed: u64,
+        bytes_written: u64,
+        /// Duration of the write phase (cycle start to the end of the drain).
+        write_ns: u64,
+        latency_p50_ns: Option<u64>,
+        latency_p99_ns: Option<u64>,
+    },
+    HarnessError {
+        t_ns: u64,
+        cycle: Option<u32>,
+        message: String,
+    },
+    RunEnded {
+        t_ns: u64,
+        verdict: Verdict,
+        exit_code: u8,
+    },
+}
+
+impl Event {
+    pub fn t_ns(&self) -> u64 {
+        match self {
+            Event::RunStarted { t_ns, .. }
+            | Event::CycleStarted { t_ns, .. }
+            | Event::CutIssued { t_ns, .. }
+            | Event::DeviceGone { t_ns, .. }
+            | Event::PowerRestored { t_ns, .. }
+            | Event::Ready { t_ns, .. }
+            | Event::Health { t_ns, .. }
+            | Event::Verified { t_ns, .. }
+            | Event::Finding { t_ns, .. }
+            | Event::CycleEnded { t_ns, .. }
+            | Event::HarnessError { t_ns, .. }
+            | Event::RunEnded { t_ns, .. } => *t_ns,
+        }
+    }
+
+    /// The cycle the event belongs to, if any.
+    pub fn cycle(&self) -> Option<u32> {
+        match self {
+            Event::RunStarted { .. } | Event::RunEnded { .. } => None,
+            Event::HarnessError { cycle, .. } => *cycle,
+            Event::CycleStarted { cycle, .. }
+            | Event::CutIssued { cycle, .. }
+            | Event::DeviceGone { cycle, .. }
+            | Event::PowerRestored { cycle, .. }
+            | Event::Ready { cycle, .. }
+            | Event::Health { cycle, .. }
+            | Event::Verified { cycle, .. }
+            | Event::Finding { cycle, .. }
+            | Event::CycleEnded { cycle, .. } => Some(*cycle),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SinkError {
+    #[error("{what} {path}: {source}")]
+    Io { what: &'static str, path: String, source: std::io::Error },
+    #[error("{0}")]
+    Encode(#[from] serde_json::Error),
+}
+
+impl SinkError {
+    pub fn io(what: &'static str, path: &std::path::Path, source: std::io::Error) -> Self {
+        SinkError::Io { what, path: path.display().to_string(), source }
+    }
+}
+
+/// A consumer of the event stream.
+pub trait EventSink {
+    /// Takes one event. An error means this consumer's output is incomplete (a full disk
+    /// under the event log, say): a harness error, never a finding.
+    fn event(&mut self, e: &Event) -> Result<(), SinkError>;
+}
+
+impl<S: EventSink + ?Sized> EventSink for &mut S {
+    fn event(&mut self, e: &Event) -> Result<(), SinkError> {
+        (**self).event(e)
+    }
+}
+
+/// Fans each event out to several consumers. Every consumer sees every event even when
+/// another fails; the first error is returned.
+#[derive(Default)]
+pub struct Sinks<'a> {
+    sinks: Vec<Box<dyn EventSink + 'a>>,
+}
+
+impl<'a> Sinks<'a> {
+    pub fn new() -> Self {
+        Sinks { sinks: Vec::new() }
+    }
+
+    pub fn push(&mut self, s: impl EventSink + 'a) -> &mut Self {
+        self.sinks.push(Box::new(s));
+        self
+    }
+}
+
+impl EventSink for Sinks<'_> {
+    fn event(&mut self, e: &Event) -> Result<(), SinkError> {
+        let mut first = Ok(());
+        for s in &mut self.sinks {
+            if let Err(err) = s.event(e) {
+                if first.is_ok() {
+                    first = Err(err);
+                }
+            }
+        }
+        first
+    }
+}
+
+/// Collects events in memory (tests, and the rebuild in `faultline report`).
+impl EventSink for Vec<Event> {
+    fn event(&mut self, e: &Event) -> Result<(), SinkError> {
+        self.push(e.clone());
+        Ok(())
+    }
+}
+
+/// Turns the simulated soak's per-cycle results into events, on a run clock started at `t0`.
+///
+/// Damage stays on the drive until it is overwritten, so later cycles see it again: each
+/// finding is emitted once, in the cycle where it first appeared, and a cycle's verdict is
+/// `findings` only when it brought new ones. `Verified` counts everything that cycle saw.
+pub struct SimEmitter {
+    t0: Instant,
+    seen: HashSet<(FindingClass, u64, String)>,
+}
+
+impl SimEmitter {
+    pub fn new(t0: Instant) -> Self {
+        SimEmitter { t0, seen: HashSet::new() }
+    }
+
+    /// Run-relative nanoseconds of `at` (0 for instants before the run clock started).
+    pub fn ns(&self, at: Instant) -> u64 {
+        nanos(at.saturating_duration_since(self.t0))
+    }
+
+    pub fn now_ns(&self) -> u64 {
+        self.ns(Instant::now())
+    }
+
+    /// The events of one finished cycle, in the order they happened.
+    pub fn cycle_events(&mut self, r: &CycleResult) -> Vec<Event> {
+        let (cycle, o) = (r.cycle, &r.outcome);
+        let start = self.ns(r.started);
+        let mut out = vec![Event::CycleStarted { t_ns: start, cycle }];
+        if let Some(cut_at) = o.cut_at {
+            out.push(Event::CutIssued {
+                t_ns: start + nanos(cut_at),
+                cycle,
+                completions: o.completed_at_cut,
+                in_flight_ops: o.in_flight_at_cut,
+                bytes_at_risk: o.bytes_at_risk,
+                phase_us: u64::try_from(cut_at.as_micros()).unwrap_or(u64::MAX),
+            });
+        }
+        if let Some(gone) = o.device_gone_at {
+            out.push(Event::DeviceGone { t_ns: start + nanos(gone), cycle });
+        }
+        let restored = start + nanos(r.power_restored_at);
+        out.push(Event::PowerRestored { t_ns: restored, cycle });
+        let end = restored + nanos(r.verify_elapsed);
+        if let Some(rep) = &r.verify {
+            out.push(Event::Verified {
+                t_ns: end,
+                cycle,
+                sectors: rep.sectors,
+                bytes: rep.bytes,
+                verify_ns: nanos(r.verify_elapsed),
+                counts: class_counts(&rep.findings),
+            });
+        }
+        let mut new = 0;
+        for f in &r.findings {
+            if self.seen.insert((f.class, f.offset, format!("{:?}", f.expected))) {
+                new += 1;
+                out.push(Event::Finding { t_ns: end, cycle, finding: f.clone() });
+            }
+        }
+        out.push(Event::CycleEnded {
+            t_ns: end,
+            cycle,
+            verdict: if new == 0 { Verdict::Clean } else { Verdict::Findings },
+            writes_completed: o.completed,
+            bytes_written: o.bytes_written,
+            write_ns: nanos(o.elapsed),
+            latency_p50_ns: None,
+            latency_p99_ns: None,
+        });
+        out
+    }
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::verify::Shown;
+
+    pub(crate) fn finding(cycle: u32, detail: &str) -> Finding {
+        Finding {
+            class: FindingClass::LostWrite,
+            offset: 4096,
+            length: 8192,
+            expected: Shown::Write { write_id: 12, cycle: 2, port: 0, addr: 4096, index: 0, count: 16 },
+            found: Shown::Prefill,
+            cycle,
+            detail: detail.to_string(),
+        }
+    }
+
+    #[test]
+    fn events_are_tagged_snake_case_and_round_trip() {
+        let events = vec![
+            Event::CutIssued { t_ns: 5, cycle: 3, completions: 100, in_flight_ops: 32, bytes_at_risk: 1 << 20, phase_us: 900 },
+            Event::Finding { t_ns: 9, cycle: 3, finding: finding(3, "gone") },
+            Event::Health {
+                t_ns: 10,
+                cycle: 3,
+                smart: SmartFigures { unsafe_shutdowns: 7, ..SmartFigures::default() },
+                anomalies: vec![HealthNote::from(&HealthAnomaly::UnsafeShutdownsAfterDirtyCut { before: u128::MAX - 1, after: u128::MAX })],
+            },
+            Event::RunEnded { t_ns: 11, verdict: Verdict::Findings, exit_code: 1 },
+        ];
+        for e in &events {
+            let text = serde_json::to_string(e).unwrap();
+            assert_eq!(&serde_json::from_str::<Event>(&text).unwrap(), e, "{text}");
+        }
+        let v: serde_json::Value = serde_json::to_value(&events[0]).unwrap();
+        assert_eq!((v["event"].as_str(), v["t_ns"].as_u64(), v["cycle"].as_u64()), (Some("cut_issued"), Some(5), Some(3)));
+        assert_eq!((events[1].t_ns(), events[1].cycle(), events[3].cycle()), (9, Some(3), None));
+    }
+
+    #[test]
+    fn smart_counters_saturate_instead_of_wrapping() {
+        let log = SmartLog {
+            critical_warning: 0x10,
+            temperature_k: 310,
+            available_spare_pct: 100,
+            spare_threshold_pct: 10,
+            percentage_used: 1,
+            data_units_read: 0,
+            data_units_written: 5,
+            power_cycles: 40,
+            power_on_hours: 9,
+            unsafe_shutdowns: u128::from(u64::MAX) + 5,
+            media_errors: 2,
+            error_log_entries: 3,
+        };
+        let f = SmartFigures::from(&log);
+        assert_eq!((f.unsafe_shutdowns, f.power_cycles, f.media_errors, f.critical_warning), (u64::MAX, 40, 2, 0x10));
+    }
+
+    struct Failing;
+    impl EventSink for Failing {
+        fn event(&mut self, _: &Event) -> Result<(), SinkError> {
+            Err(SinkError::io("write", std::path::Path::new("/full"), std::io::Error::other("disk full")))
+        }
+    }
+
+    #[test]
+    fn fan_out_reaches_every_consumer_even_past_a_failing_one() {
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        {
+            let mut s = Sinks::new();
+            s.push(&mut a).push(Failing).push(&mut b);
+            let e = Event::CycleStarted { t_ns: 1, cycle: 1 };
+            assert!(s.event(&e).unwrap_err().to_string().contains("disk full"));
+        }
+        assert_eq!((a.len(), b.len()), (1, 1));
+    }
+
+    #[test]
+    fn verdicts_map_to_exit_codes() {
+        assert_eq!([Verdict::Clean, Verdict::Findings, Verdict::Error].map(Verdict::exit_code), [0, 1, 2]);
+        assert_eq!(class_counts([&finding(1, "x")])["lost_write"], 1);
+        assert_eq!(zero_counts().len(), FindingClass::ALL.len());
+    }
+}

@@ -1,0 +1,208 @@
+//! The console view of a run: a line for every cycle that brought new findings, the totals
+//! and the verdict at the end, and progress in between: an indicatif bar with ETA and
+//! running finding counts when stderr is a terminal, plain periodic lines (timed by the
+//! events' own clock, so they are deterministic) when it is not.
+
+use crate::events::{zero_counts, Event, EventSink, SinkError, Verdict};
+use crate::ledger::Contract;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::collections::BTreeMap;
+use std::io::Write;
+
+/// How progress is shown between cycle lines.
+pub enum Progress {
+    /// A progress bar on stderr.
+    Bar,
+    /// A line every `every_ns` of run time.
+    Lines { every_ns: u64 },
+}
+
+pub struct Console<W: Write> {
+    out: W,
+    progress: Progress,
+    bar: Option<ProgressBar>,
+    contract: Option<Contract>,
+    totals: BTreeMap<String, u64>,
+    cycles_done: u64,
+    bad_cycles: u64,
+    last_line_ns: u64,
+    /// The current cycle's cut (completions, in flight) and new findings.
+    cut: Option<(u64, u32)>,
+    new: Vec<crate::verify::Finding>,
+}
+
+impl Console<std::io::Stdout> {
+    /// Lines on stdout; a bar on stderr when stderr is a terminal, else a progress line
+    /// every 10 seconds.
+    pub fn stdout() -> Self {
+        let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
+        Console::new(std::io::stdout(), if tty { Progress::Bar } else { Progress::Lines { every_ns: 10_000_000_000 } })
+    }
+}
+
+impl<W: Write> Console<W> {
+    pub fn new(out: W, progress: Progress) -> Self {
+        Console {
+            out,
+            progress,
+            bar: None,
+            contract: None,
+            totals: zero_counts(),
+            cycles_done: 0,
+            bad_cycles: 0,
+            last_line_ns: 0,
+            cut: None,
+            new: Vec::new(),
+        }
+    }
+
+    /// Writes a line, above the bar if there is one.
+    fn line(&mut self, text: String) -> Result<(), SinkError> {
+        let out = &mut self.out;
+        let mut write = || writeln!(out, "{text}").and_then(|_| out.flush());
+        let r = match &self.bar {
+            Some(bar) => bar.suspend(write),
+            None => write(),
+        };
+        r.map_err(|e| SinkError::io("cannot write", std::path::Path::new("the console"), e))
+    }
+
+    fn counts_text(&self) -> String {
+        let parts: Vec<String> = self.totals.iter().filter(|(_, n)| **n > 0).map(|(c, n)| format!("{c} {n}")).collect();
+        if parts.is_empty() {
+            "no findings".to_string()
+        } else {
+            parts.join(", ")
+        }
+    }
+}
+
+impl<W: Write> EventSink for Console<W> {
+    fn event(&mut self, e: &Event) -> Result<(), SinkError> {
+        match e {
+            Event::RunStarted { cycles_planned, contract, .. } => {
+                self.contract = Some(*contract);
+                if matches!(self.progress, Progress::Bar) {
+                    let bar = ProgressBar::with_draw_target(Some(u64::from(*cycles_planned)), ProgressDrawTarget::stderr());
+                    bar.set_style(
+                        ProgressStyle::with_template("{elapsed_precise} [{wide_bar}] {pos}/{len} cycles, ETA {eta} | {msg}")
+                            .expect("a valid template")
+                            .progress_chars("=> "),
+                    );
+                    bar.set_message("no findings");
+                    self.bar = Some(bar);
+                }
+            }
+            Event::CycleStarted { .. } => {
+                self.cut = None;
+                self.new.clear();
+            }
+            Event::CutIssued { completions, in_flight_ops, .. } => self.cut = Some((*completions, *in_flight_ops)),
+            Event::Finding { finding, .. } => {
+                *self.totals.entry(finding.class.name().to_string()).or_default() += 1;
+                self.new.push(finding.clone());
+            }
+            Event::CycleEnded { t_ns, cycle, .. } => {
+                self.cycles_done += 1;
+                if let Some(f) = self.new.first() {
+                    self.bad_cycles += 1;
+                    let cut = match self.cut {
+                        Some((c, n)) => format!("cut after {c} completions with {n} in flight"),
+                        None => "no cut recorded".to_string(),
+                    };
+                    let text = format!(
+                        "cycle {cycle:>5}: {cut}: {} new findings, first: {} at byte {} ({})",
+                        self.new.len(),
+                        f.class.name(),
+                        f.offset,
+                        f.detail
+                    );
+                    self.line(text)?;
+                } else if let Progress::Lines { every_ns } = self.progress {
+                    if t_ns.saturating_sub(self.last_line_ns) >= every_ns {
+                        let rate = self.cycles_done as f64 / (*t_ns as f64 / 1e9).max(1e-9);
+                        let text = format!(
+                            "cycle {cycle:>5}: no new findings ({} cycles with findings so far, {rate:.0} cycles/s; {})",
+                            self.bad_cycles,
+                            self.counts_text()
+                        );
+                        self.line(text)?;
+                        self.last_line_ns = *t_ns;
+                    }
+                }
+                if let Some(bar) = &self.bar {
+                    bar.inc(1);
+                    bar.set_message(self.counts_text());
+                }
+            }
+            Event::HarnessError { cycle, message, .. } => {
+                let at = cycle.map_or(String::new(), |c| format!(" in cycle {c}"));
+                self.line(format!("harness error{at}: {message}"))?;
+            }
+            Event::RunEnded { t_ns, verdict, exit_code } => {
+                if let Some(bar) = self.bar.take() {
+                    bar.finish_and_clear();
+                }
+                let secs = (*t_ns as f64 / 1e9).max(1e-9);
+                self.line(format!(
+                    "{} cycles in {secs:.1} s ({:.0} cycles/s); {} cycles brought new findings",
+                    self.cycles_done,
+                    self.cycles_done as f64 / secs,
+                    self.bad_cycles
+                ))?;
+                let lines: Vec<String> = self.totals.iter().filter(|(_, n)| **n > 0).map(|(c, n)| format!("  {c:<20} {n}")).collect();
+                for l in lines {
+                    self.line(l)?;
+                }
+                let n: u64 = self.totals.values().sum();
+                let promise = self.contract.map_or(String::new(), |c| format!(": the drive broke its {c:?} promise"));
+                self.line(match verdict {
+                    Verdict::Clean => "verdict: clean".to_string(),
+                    Verdict::Findings => format!("verdict: {n} findings{promise}"),
+                    Verdict::Error => format!("verdict: harness error (exit {exit_code})"),
+                })?;
+            }
+            Event::DeviceGone { .. }
+            | Event::PowerRestored { .. }
+            | Event::Ready { .. }
+            | Event::Health { .. }
+            | Event::Verified { .. } => {}
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::testdata;
+
+    fn lines(progress: Progress) -> String {
+        let mut buf = Vec::new();
+        let mut c = Console::new(&mut buf, progress);
+        for e in testdata::run() {
+            c.event(&e).unwrap();
+        }
+        drop(c);
+        String::from_utf8(buf).unwrap()
+    }
+
+    #[test]
+    fn cycle_lines_totals_and_the_verdict() {
+        let out = lines(Progress::Lines { every_ns: u64::MAX });
+        assert!(
+            out.contains("cycle     2: cut after 200 completions with 30 in flight: 1 new findings, first: lost_write at byte 16384"),
+            "{out}"
+        );
+        assert!(out.contains("3 cycles in 4.0 s") && out.contains("  lost_write           1"), "{out}");
+        assert!(out.ends_with("verdict: 1 findings: the drive broke its Flush promise\n"), "{out}");
+        assert!(!out.contains("no new findings"), "no periodic line within the interval: {out}");
+    }
+
+    #[test]
+    fn plain_progress_lines_follow_the_event_clock() {
+        let out = lines(Progress::Lines { every_ns: 500_000_000 });
+        assert_eq!(out.matches("no new findings").count(), 2, "cycles 1 and 3: {out}");
+        assert!(out.contains("cycle     3: no new findings (1 cycles with findings so far"), "{out}");
+    }
+}

@@ -1,0 +1,192 @@
+//! `summary.json`: the run in one object, for scripts: verdict and exit code, findings per
+//! class, cycles, timings and figures. Built from the events alone (see [`super::RunModel`]),
+//! so a regenerated summary is byte-identical to the one the run wrote.
+
+use super::RunModel;
+use crate::events::{zero_counts, Verdict};
+use crate::ledger::Contract;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Version of this file's layout.
+pub const SUMMARY_FORMAT: u32 = 1;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    pub summary_format: u32,
+    pub run_id: Option<String>,
+    pub scenario: Option<String>,
+    pub target: Option<String>,
+    pub contract: Option<Contract>,
+    pub seed: Option<u64>,
+    pub started_at: Option<String>,
+    pub verdict: Verdict,
+    pub exit_code: u8,
+    /// The run recorded its end (false: the harness died; the figures cover what was recorded).
+    pub complete: bool,
+    pub cycles_planned: Option<u32>,
+    /// Cycles that ended.
+    pub cycles_done: u32,
+    pub cycles_with_findings: u32,
+    /// Distinct findings (each counted in the cycle where it first appeared).
+    pub findings: u64,
+    pub findings_per_class: BTreeMap<String, u64>,
+    pub health_anomalies: u64,
+    pub harness_errors: Vec<String>,
+    pub timings: Timings,
+    pub figures: Figures,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Timings {
+    /// From the start of the run to its last event.
+    pub run_ns: u64,
+    pub write_ns_total: u64,
+    pub verify_ns_total: u64,
+    /// Power-on to enumeration, per cycle that measured it.
+    pub enumerate_us: Option<Stats>,
+    /// Power-on to the first good read.
+    pub first_read_us: Option<Stats>,
+    /// Cut command issued to the device's first failed operation.
+    pub cut_to_gone_ns: Option<Stats>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Figures {
+    pub writes_completed: u64,
+    pub bytes_written: u64,
+    pub bytes_verified: u64,
+    /// Bytes written over the time spent writing, MiB/s.
+    pub write_mib_s: Option<f64>,
+    pub cut_completions: Option<Stats>,
+    pub cut_phase_us: Option<Stats>,
+    pub in_flight_ops_at_cut: Option<Stats>,
+    pub bytes_at_risk: Option<Stats>,
+    pub latency_p50_ns: Option<Stats>,
+    pub latency_p99_ns: Option<Stats>,
+}
+
+/// Order statistics of a set of integer samples.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Stats {
+    pub n: u64,
+    pub min: u64,
+    pub p50: u64,
+    pub p99: u64,
+    pub max: u64,
+    pub mean: f64,
+}
+
+impl Stats {
+    /// None for no samples. Percentiles are nearest-rank.
+    pub fn of(mut v: Vec<u64>) -> Option<Stats> {
+        if v.is_empty() {
+            return None;
+        }
+        v.sort_unstable();
+        let rank = |p: f64| v[((p / 100.0 * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1];
+        let sum: u128 = v.iter().map(|&x| u128::from(x)).sum();
+        Some(Stats {
+            n: v.len() as u64,
+            min: v[0],
+            p50: rank(50.0),
+            p99: rank(99.0),
+            max: v[v.len() - 1],
+            mean: sum as f64 / v.len() as f64,
+        })
+    }
+}
+
+pub fn summarize(m: &RunModel) -> Summary {
+    let s = m.start.as_ref();
+    let cycles = || m.cycles.values();
+    let ends = || cycles().filter_map(|c| c.end.as_ref());
+    let cuts = || cycles().filter_map(|c| c.cut.as_ref());
+    let mut per_class = zero_counts();
+    for f in m.findings() {
+        *per_class.get_mut(f.class.name()).expect("every class") += 1;
+    }
+    let verdict = m.verdict();
+    let write_ns_total: u64 = ends().map(|e| e.write_ns).sum();
+    let bytes_written: u64 = ends().map(|e| e.bytes_written).sum();
+    let mut errors: Vec<String> = m.run_errors.clone();
+    for c in cycles() {
+        errors.extend(c.errors.iter().map(|e| format!("cycle {}: {e}", c.cycle)));
+    }
+    Summary {
+        summary_format: SUMMARY_FORMAT,
+        run_id: s.map(|s| s.run_id.clone()),
+        scenario: s.map(|s| s.scenario.clone()),
+        target: s.map(|s| s.target.clone()),
+        contract: s.map(|s| s.contract),
+        seed: s.map(|s| s.seed),
+        started_at: s.map(|s| s.started_at.clone()),
+        verdict,
+        exit_code: m.end.map_or(verdict.exit_code(), |(_, code)| code),
+        complete: m.end.is_some(),
+        cycles_planned: s.map(|s| s.cycles_planned),
+        cycles_done: ends().count() as u32,
+        cycles_with_findings: cycles().filter(|c| !c.findings.is_empty()).count() as u32,
+        findings: per_class.values().sum(),
+        findings_per_class: per_class,
+        health_anomalies: cycles().map(|c| c.anomalies.len() as u64).sum(),
+        harness_errors: errors,
+        timings: Timings {
+            run_ns: m.last_t_ns,
+            write_ns_total,
+            verify_ns_total: cycles().filter_map(|c| c.verified.as_ref()).map(|v| v.verify_ns).sum(),
+            enumerate_us: Stats::of(cycles().filter_map(|c| c.enumerate_us).collect()),
+            first_read_us: Stats::of(cycles().filter_map(|c| c.first_read_us).collect()),
+            cut_to_gone_ns: Stats::of(cycles().filter_map(|c| Some(c.device_gone_ns?.saturating_sub(c.cut.as_ref()?.t_ns))).collect()),
+        },
+        figures: Figures {
+            writes_completed: ends().map(|e| e.writes_completed).sum(),
+            bytes_written,
+            bytes_verified: cycles().filter_map(|c| c.verified.as_ref()).map(|v| v.bytes).sum(),
+            write_mib_s: (write_ns_total > 0).then(|| bytes_written as f64 / 1_048_576.0 / (write_ns_total as f64 / 1e9)),
+            cut_completions: Stats::of(cuts().map(|c| c.completions).collect()),
+            cut_phase_us: Stats::of(cuts().map(|c| c.phase_us).collect()),
+            in_flight_ops_at_cut: Stats::of(cuts().map(|c| u64::from(c.in_flight_ops)).collect()),
+            bytes_at_risk: Stats::of(cuts().map(|c| c.bytes_at_risk).collect()),
+            latency_p50_ns: Stats::of(ends().filter_map(|e| e.latency_p50_ns).collect()),
+            latency_p99_ns: Stats::of(ends().filter_map(|e| e.latency_p99_ns).collect()),
+        },
+    }
+}
+
+/// The text of `summary.json`.
+pub fn render(m: &RunModel) -> String {
+    let mut s = serde_json::to_string_pretty(&summarize(m)).expect("a summary always serializes");
+    s.push('\n');
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::testdata;
+
+    #[test]
+    fn the_summary_counts_classes_cycles_and_figures() {
+        let m = RunModel::from_events(&testdata::run());
+        let s = summarize(&m);
+        assert_eq!((s.verdict, s.exit_code, s.complete, s.cycles_done, s.cycles_planned), (Verdict::Findings, 1, true, 3, Some(3)));
+        assert_eq!((s.findings, s.findings_per_class["lost_write"], s.findings_per_class["torn_write"]), (1, 1, 0));
+        assert_eq!((s.cycles_with_findings, s.health_anomalies), (1, 1));
+        let e = s.timings.enumerate_us.as_ref().unwrap();
+        assert_eq!((e.n, e.min, e.p50, e.max, e.mean), (3, 1500, 3000, 4500, 3000.0));
+        assert_eq!(s.timings.cut_to_gone_ns.as_ref().unwrap().max, 1000);
+        assert_eq!(s.figures.write_mib_s, Some(200.0));
+        assert_eq!(s.figures.cut_phase_us.as_ref().unwrap().p99, 3000);
+        let back: Summary = serde_json::from_str(&render(&m)).unwrap();
+        assert_eq!(back, s);
+    }
+
+    #[test]
+    fn nearest_rank_percentiles() {
+        let s = Stats::of((1..=100).collect()).unwrap();
+        assert_eq!((s.p50, s.p99, s.max, s.mean), (50, 99, 100, 50.5));
+        assert_eq!(Stats::of(vec![7]).unwrap().p99, 7);
+        assert!(Stats::of(Vec::new()).is_none());
+    }
+}
