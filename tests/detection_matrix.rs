@@ -27,15 +27,15 @@ fn detection_matrix_matches_ground_truth() {
             r.first_problem.clone().unwrap_or_default(),
             table(&rows)
         );
-        if !r.honest {
-            let injected: u64 = r.scores.values().map(|s| s.injected).sum();
-            assert!(
-                injected > 0,
-                "matrix seed {seed}: faulty row {} {:?} {} injected nothing: the row tests nothing",
-                r.model,
-                r.contract,
-                r.workload
-            );
-        }
+    }
+    // Every faulty model must have injected violations somewhere, or its rows test nothing.
+    // (Per model, not per row: whether a rollback or a misdirect hits a durable write under
+    // a given contract and workload is up to the seed.)
+    let mut injected: std::collections::BTreeMap<&str, u64> = std::collections::BTreeMap::new();
+    for r in rows.iter().filter(|r| !r.honest) {
+        *injected.entry(r.model.as_str()).or_default() += r.scores.values().map(|s| s.injected).sum::<u64>();
+    }
+    for (model, n) in injected {
+        assert!(n > 0, "matrix seed {seed}: faulty model {model} injected nothing in any row: it tests nothing\n{}", table(&rows));
     }
 }
