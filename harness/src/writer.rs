@@ -582,23 +582,31 @@ mod tests {
         }
     }
 
-    fn sim_cycle(model: FaultModel, contract: Contract, placement: CutPlacement) -> (CycleOutcome, crate::verify::VerifyReport) {
+    /// A 1 MiB simulated drive, a run on it (random 4 KiB writes, QD16) and the cycle options.
+    struct Rig {
+        sim: SimDrive,
+        ledger: LedgerWriter,
+        layout: Layout,
+        format: Format,
+        opts: CycleOptions,
+    }
+
+    fn rig(model: FaultModel, contract: Contract, placement: CutPlacement, seed: u64) -> Rig {
+        let truth = match contract {
+            Contract::Plp => TruthContract::Plp,
+            Contract::Flush => TruthContract::Flush,
+        };
         let sim = SimDrive::new(SimConfig {
             capacity_bytes: 1 << 20,
             sector_bytes: 512,
             atomic_bytes: 512,
             queue_depth: 16,
-            seed: 5,
+            seed,
             model,
-            contract: match contract {
-                Contract::Plp => TruthContract::Plp,
-                Contract::Flush => TruthContract::Flush,
-            },
+            contract: truth,
         });
-        let mut power = sim.power();
-        let mut target = sim.clone();
         let spec = WorkloadSpec {
-            seed: 2,
+            seed,
             pattern: Pattern::Random,
             span_start: 0,
             span_end: 1 << 20,
@@ -611,7 +619,7 @@ mod tests {
         };
         let header = RunHeader {
             ledger_format: LEDGER_FORMAT,
-            run_id: 2,
+            run_id: seed,
             created_at: String::new(),
             target_identity: sim.identity(),
             target_capacity: 1 << 20,
@@ -621,9 +629,6 @@ mod tests {
             port: 0,
             workload: spec.clone(),
         };
-        let mut ledger = LedgerWriter::create(&tempdir(), header).unwrap();
-        let layout = Layout::new(spec, 512).unwrap();
-        let format = Format::new(2, 512);
         let opts = CycleOptions {
             cycle: 1,
             first_id: 1,
@@ -635,11 +640,20 @@ mod tests {
             checkpoint_every: Duration::from_secs(60),
             drain_timeout: Duration::from_secs(1),
         };
-        let out =
-            run_cycle(&mut target, &layout, &format, &mut ledger, contract, &opts, &mut || power.power_off().map_err(|e| e.to_string()))
-                .unwrap();
+        let ledger = LedgerWriter::create(&tempdir(), header).unwrap();
+        Rig { sim, ledger, layout: Layout::new(spec, 512).unwrap(), format: Format::new(seed, 512), opts }
+    }
+
+    fn sim_cycle(model: FaultModel, contract: Contract, placement: CutPlacement) -> (CycleOutcome, crate::verify::VerifyReport) {
+        let mut r = rig(model, contract, placement, 5);
+        let mut power = r.sim.power();
+        let mut target = r.sim.clone();
+        let out = run_cycle(&mut target, &r.layout, &r.format, &mut r.ledger, contract, &r.opts, &mut || {
+            power.power_off().map_err(|e| e.to_string())
+        })
+        .unwrap();
         power.power_on().unwrap();
-        let rep = crate::verify::Verifier::new(&layout, ledger.history(), &format).verify(&mut target, 0, 1 << 20).unwrap();
+        let rep = crate::verify::Verifier::new(&r.layout, r.ledger.history(), &r.format).verify(&mut target, 0, 1 << 20).unwrap();
         (out, rep)
     }
 
@@ -667,61 +681,17 @@ mod tests {
 
     #[test]
     fn operations_that_never_return_after_a_cut_are_recorded_as_failed() {
-        let sim = SimDrive::new(SimConfig {
-            capacity_bytes: 1 << 20,
-            sector_bytes: 512,
-            atomic_bytes: 512,
-            queue_depth: 16,
-            seed: 3,
-            model: FaultModel::HonestPlp,
-            contract: TruthContract::Plp,
-        });
-        let mut power = sim.power();
+        let mut r = rig(FaultModel::HonestPlp, Contract::Plp, CutPlacement::AfterCompletions { completions: 100 }, 3);
+        r.opts.drain_timeout = Duration::from_millis(10);
+        let mut power = r.sim.power();
         let cut = std::rc::Rc::new(std::cell::Cell::new(false));
-        let mut target = Hangs { sim: sim.clone(), cut: cut.clone() };
-        let spec = WorkloadSpec {
-            seed: 1,
-            pattern: Pattern::Random,
-            span_start: 0,
-            span_end: 1 << 20,
-            min_write_bytes: 4096,
-            max_write_bytes: 4096,
-            mean_write_bytes: 4096,
-            align_bytes: 4096,
-            queue_depth: 16,
-            flush: FlushPolicy::default(),
-        };
-        let header = RunHeader {
-            ledger_format: LEDGER_FORMAT,
-            run_id: 1,
-            created_at: String::new(),
-            target_identity: sim.identity(),
-            target_capacity: 1 << 20,
-            sector_bytes: 512,
-            atomic_bytes: 512,
-            contract: Contract::Plp,
-            port: 0,
-            workload: spec.clone(),
-        };
-        let mut ledger = LedgerWriter::create(&tempdir(), header).unwrap();
-        let layout = Layout::new(spec, 512).unwrap();
-        let format = Format::new(1, 512);
-        let opts = CycleOptions {
-            cycle: 1,
-            first_id: 1,
-            started_at: String::new(),
-            port: 0,
-            max_writes: None,
-            duration: None,
-            cut: Some(CutPlacement::AfterCompletions { completions: 100 }),
-            checkpoint_every: Duration::from_secs(60),
-            drain_timeout: Duration::from_millis(10),
-        };
-        let out = run_cycle(&mut target, &layout, &format, &mut ledger, Contract::Plp, &opts, &mut || {
+        let mut target = Hangs { sim: r.sim.clone(), cut: cut.clone() };
+        let out = run_cycle(&mut target, &r.layout, &r.format, &mut r.ledger, Contract::Plp, &r.opts, &mut || {
             cut.set(true);
             power.power_off().map_err(|e| e.to_string())
         })
         .unwrap();
+        let ledger = r.ledger;
         assert_eq!(out.end, Some(EndKind::Cut));
         assert!(out.in_flight_at_cut > 0);
         assert_eq!(out.failed, out.in_flight_at_cut as u64, "every abandoned write counts as failed");
