@@ -159,6 +159,10 @@ pub enum Event {
         bytes_at_risk: u64,
         /// Workload phase: microseconds from the start of the cycle's workload to the cut.
         phase_us: u64,
+        /// The cut time drawn for a `uniform_time` placement, ms after the workload started
+        /// (absent for placements counted in completions).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        planned_after_ms: Option<u64>,
     },
     /// The device stopped answering (first failed operation after the cut).
     DeviceGone {
@@ -361,6 +365,7 @@ impl SimEmitter {
                 in_flight_ops: o.in_flight_at_cut,
                 bytes_at_risk: o.bytes_at_risk,
                 phase_us: u64::try_from(cut_at.as_micros()).unwrap_or(u64::MAX),
+                planned_after_ms: None,
             });
         }
         if let Some(gone) = o.device_gone_at {
@@ -424,7 +429,15 @@ mod tests {
     #[test]
     fn events_are_tagged_snake_case_and_round_trip() {
         let events = vec![
-            Event::CutIssued { t_ns: 5, cycle: 3, completions: 100, in_flight_ops: 32, bytes_at_risk: 1 << 20, phase_us: 900 },
+            Event::CutIssued {
+                t_ns: 5,
+                cycle: 3,
+                completions: 100,
+                in_flight_ops: 32,
+                bytes_at_risk: 1 << 20,
+                phase_us: 900,
+                planned_after_ms: Some(7),
+            },
             Event::Finding { t_ns: 9, cycle: 3, finding: finding(3, "gone") },
             Event::Health {
                 t_ns: 10,

@@ -6,6 +6,7 @@ pub mod matrix;
 pub mod report;
 pub mod rng;
 pub mod run;
+pub mod runner;
 pub mod scenario;
 pub mod soak;
 pub mod verify;

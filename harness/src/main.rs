@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 mod cmd_bench;
 mod cmd_controller;
 mod cmd_report;
+mod cmd_run_scenario;
 
 #[derive(Parser)]
 #[command(name = "faultline", version, about = "Proves or breaks an SSD's durability promises under power loss.")]
@@ -36,7 +37,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Run power-cut cycles on the embedded default: a simulated drive (no hardware needed).
+    /// Run the cycles a scenario file describes (`faultline run SCENARIO.toml`); without one,
+    /// power-cut cycles on the embedded default: a simulated drive (no hardware needed).
     Run(RunArgs),
     /// Write tagged data over a target, recording the ledger in a run directory. Running it
     /// again on the same run directory continues the run as a new cycle; killing it is the
@@ -242,18 +244,24 @@ enum ModelArg {
 
 #[derive(Parser)]
 struct RunArgs {
-    /// Run directory (default: faultline-runs/<timestamp>-sim). Must not exist yet.
+    /// Scenario file (see scenarios/). Without it: the embedded simulated demo, set up by the
+    /// options below.
+    scenario: Option<PathBuf>,
+    /// Run directory (default: faultline-runs/<timestamp>-<name>). Must not hold a run yet.
     #[arg(long)]
     run_dir: Option<PathBuf>,
-    #[arg(long, default_value_t = 300)]
+    /// Embedded demo only: number of cycles.
+    #[arg(long, default_value_t = 300, conflicts_with = "scenario")]
     cycles: u32,
-    /// Seed for the workload, the drive's faults and the cut points (default: random).
+    /// Seed for the workload, the drive's faults and the cut points (default: random). With a
+    /// scenario, used only when the scenario gives none.
     #[arg(long)]
     seed: Option<u64>,
-    /// The simulated drive's fault model.
-    #[arg(long, value_enum, default_value = "misdirects")]
+    /// Embedded demo only: the simulated drive's fault model.
+    #[arg(long, value_enum, default_value = "misdirects", conflicts_with = "scenario")]
     model: ModelArg,
-    #[arg(long, value_parser = ["plp", "flush"], default_value = "plp")]
+    /// Embedded demo only: the contract.
+    #[arg(long, value_parser = ["plp", "flush"], default_value = "plp", conflicts_with = "scenario")]
     contract: String,
 }
 
@@ -673,6 +681,9 @@ fn cmd_selftest(a: SelftestArgs) -> Result<u8> {
 }
 
 fn cmd_run(a: RunArgs) -> Result<u8> {
+    if let Some(path) = &a.scenario {
+        return cmd_run_scenario::cmd_run_scenario(path, a.run_dir.clone(), a.seed);
+    }
     let seed = a.seed.unwrap_or_else(random_u64);
     let dir =
         a.run_dir.unwrap_or_else(|| PathBuf::from("faultline-runs").join(format!("{}-sim", chrono::Local::now().format("%Y%m%d-%H%M%S"))));

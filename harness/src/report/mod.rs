@@ -156,7 +156,7 @@ impl RunModel {
                 })
             }
             Event::CycleStarted { t_ns, cycle } => self.cycle(*cycle).started_ns = Some(*t_ns),
-            Event::CutIssued { t_ns, cycle, completions, in_flight_ops, bytes_at_risk, phase_us } => {
+            Event::CutIssued { t_ns, cycle, completions, in_flight_ops, bytes_at_risk, phase_us, .. } => {
                 self.cycle(*cycle).cut = Some(Cut {
                     t_ns: *t_ns,
                     completions: *completions,
@@ -391,6 +391,7 @@ pub(crate) mod testdata {
                 in_flight_ops: 30,
                 bytes_at_risk: 65536,
                 phase_us: 1000 * c as u64,
+                planned_after_ms: None,
             });
             ev.push(Event::DeviceGone { t_ns: t + 2000, cycle: c });
             ev.push(Event::PowerRestored { t_ns: t + 3000, cycle: c });
