@@ -14,6 +14,7 @@ use crate::health::{HealthAnomaly, SmartLog};
 use crate::ledger::Contract;
 use crate::soak::CycleResult;
 use crate::verify::{Finding, FindingClass};
+use crate::writer::CycleOutcome;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashSet};
 use std::time::{Duration, Instant};
@@ -357,20 +358,7 @@ impl SimEmitter {
         let (cycle, o) = (r.cycle, &r.outcome);
         let start = self.ns(r.started);
         let mut out = vec![Event::CycleStarted { t_ns: start, cycle }];
-        if let Some(cut_at) = o.cut_at {
-            out.push(Event::CutIssued {
-                t_ns: start + nanos(cut_at),
-                cycle,
-                completions: o.completed_at_cut,
-                in_flight_ops: o.in_flight_at_cut,
-                bytes_at_risk: o.bytes_at_risk,
-                phase_us: u64::try_from(cut_at.as_micros()).unwrap_or(u64::MAX),
-                planned_after_ms: None,
-            });
-        }
-        if let Some(gone) = o.device_gone_at {
-            out.push(Event::DeviceGone { t_ns: start + nanos(gone), cycle });
-        }
+        out.extend(cut_events(start, cycle, o, None));
         let restored = start + nanos(r.power_restored_at);
         out.push(Event::PowerRestored { t_ns: restored, cycle });
         let end = restored + nanos(r.verify_elapsed);
@@ -407,6 +395,27 @@ impl SimEmitter {
 
 fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// `cut_issued` and `device_gone` of a cycle whose workload started at `start_ns` on the run
+/// clock (the outcome's times count from that start).
+pub fn cut_events(start_ns: u64, cycle: u32, o: &CycleOutcome, planned_after_ms: Option<u64>) -> Vec<Event> {
+    let mut out = Vec::new();
+    if let Some(cut_at) = o.cut_at {
+        out.push(Event::CutIssued {
+            t_ns: start_ns + nanos(cut_at),
+            cycle,
+            completions: o.completed_at_cut,
+            in_flight_ops: o.in_flight_at_cut,
+            bytes_at_risk: o.bytes_at_risk,
+            phase_us: u64::try_from(cut_at.as_micros()).unwrap_or(u64::MAX),
+            planned_after_ms,
+        });
+    }
+    if let Some(gone) = o.device_gone_at {
+        out.push(Event::DeviceGone { t_ns: start_ns + nanos(gone), cycle });
+    }
+    out
 }
 
 #[cfg(test)]

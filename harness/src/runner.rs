@@ -762,27 +762,12 @@ fn cycles(
     Ok(None)
 }
 
-fn micros(d: Duration) -> u64 {
-    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
-}
-
 /// `cut_issued` and `device_gone` of a cycle, on the run clock (the outcome's times count from
 /// the start of the cycle's workload, within microseconds of `started`).
 fn emit_cut(em: &mut Emitter, cycle: u32, started: Instant, o: &CycleOutcome, planned_after_ms: Option<u64>) {
     let start = em.ns(started);
-    if let Some(cut_at) = o.cut_at {
-        em.emit(Event::CutIssued {
-            t_ns: start + nanos(cut_at),
-            cycle,
-            completions: o.completed_at_cut,
-            in_flight_ops: o.in_flight_at_cut,
-            bytes_at_risk: o.bytes_at_risk,
-            phase_us: micros(cut_at),
-            planned_after_ms,
-        });
-    }
-    if let Some(gone) = o.device_gone_at {
-        em.emit(Event::DeviceGone { t_ns: start + nanos(gone), cycle });
+    for e in crate::events::cut_events(start, cycle, o, planned_after_ms) {
+        em.emit(e);
     }
 }
 
