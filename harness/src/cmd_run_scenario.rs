@@ -1,16 +1,26 @@
-//! `faultline run SCENARIO.toml`: loads the scenario, makes the run directory, wires the event
-//! consumers (log, console, file reports) and hands the run to `faultline::runner`.
+//! `faultline run [SCENARIO.toml]` and `faultline resume RUN_DIR`: load the scenario, make (or
+//! take up) the run directory, wire the event consumers (log, console, file reports) and hand
+//! the run to `faultline::runner`.
+//!
+//! A run directory holds the scenario as run (`scenario.toml`, with its seed), the ledger, the
+//! event log, the reports and, for a simulated drive, the drive itself: all `resume` needs.
 
 use anyhow::{bail, Context, Result};
-use faultline::events::Sinks;
+use faultline::events::{Event, EventSink, Sinks};
 use faultline::report::console::Console;
-use faultline::report::jsonl::EventLog;
+use faultline::report::jsonl::{read_events, EventLog};
 use faultline::report::{file_reports, EVENTS_FILE, HTML_FILE};
 use faultline::run::exists;
-use faultline::runner::{run_scenario, RunnerOptions};
+use faultline::runner::{run_scenario, RunSummary, RunnerOptions};
 use faultline::scenario::Scenario;
 use faultline_drivers::control::ControlEnv;
 use std::path::{Path, PathBuf};
+
+/// The scenario as run, in its run directory.
+pub const SCENARIO_FILE: &str = "scenario.toml";
+
+/// The embedded default of `faultline run` with no scenario file.
+pub const DEMO: &str = include_str!("../../scenarios/demo.toml");
 
 /// The default run directory name: a timestamp and the scenario's name, made path-safe.
 fn default_dir(name: &str) -> PathBuf {
@@ -18,40 +28,26 @@ fn default_dir(name: &str) -> PathBuf {
     PathBuf::from("faultline-runs").join(format!("{}-{safe}", chrono::Local::now().format("%Y%m%d-%H%M%S")))
 }
 
-pub fn cmd_run_scenario(path: &Path, run_dir: Option<PathBuf>, seed: Option<u64>) -> Result<u8> {
-    let s = Scenario::load(path)?;
-    let dir = run_dir.unwrap_or_else(|| default_dir(&s.name));
-    if exists(&dir) || dir.join(EVENTS_FILE).exists() {
-        bail!("{} already holds a run; resuming a run is not supported yet: use a new run directory", dir.display());
-    }
-    let seed = s.seed.or(seed).unwrap_or_else(super::random_u64);
-    let target = match (&s.target.sim, &s.target.path) {
+fn describe_target(s: &Scenario) -> String {
+    match (&s.target.sim, &s.target.path) {
         (Some(sim), _) => format!("simulated drive ({:?}, {} bytes, switch {:?})", sim.model, sim.capacity_bytes, sim.switch),
         (None, Some(p)) => p.display().to_string(),
         (None, None) => "a device found by identity".to_string(),
-    };
-    println!(
-        "faultline run: scenario {} ({}), target {target}, contract {:?}, {} cycles, seed {seed}",
-        s.name,
-        path.display(),
-        s.contract,
-        s.cycles.count
-    );
-    println!("run directory: {}", dir.display());
-    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let mut sinks = Sinks::new();
-    sinks.push(EventLog::append(&dir.join(EVENTS_FILE))?).push(Console::stdout());
-    for r in file_reports(&dir) {
-        sinks.push(r);
     }
-    let opts = RunnerOptions {
+}
+
+fn options(seed: u64) -> RunnerOptions {
+    RunnerOptions {
         run_id: super::random_u64(),
         seed,
         started_at: super::now(),
         clock: super::now,
         control_env: ControlEnv::default(),
-    };
-    let summary = run_scenario(&s, &dir, sinks, &opts)?;
+    }
+}
+
+/// Prints what a run left to say and returns its exit code.
+fn finish(summary: &RunSummary, s: &Scenario, dir: &Path) -> u8 {
     for n in &summary.notes {
         eprintln!("faultline: note: {n}");
     }
@@ -63,5 +59,94 @@ pub fn cmd_run_scenario(path: &Path, run_dir: Option<PathBuf>, seed: Option<u64>
     }
     println!("verdict: {}", summary.verdict.name());
     println!("reports: {} (rebuild them with `faultline report {}`)", dir.join(HTML_FILE).display(), dir.display());
-    Ok(summary.verdict.exit_code())
+    summary.verdict.exit_code()
+}
+
+/// Runs `s` (read from `origin`) in a new run directory. The seed is the scenario's, else
+/// `seed`, else a random one; it is written into the run directory's copy of the scenario.
+pub fn cmd_run_scenario(mut s: Scenario, origin: &str, run_dir: Option<PathBuf>, seed: Option<u64>) -> Result<u8> {
+    let dir = run_dir.unwrap_or_else(|| default_dir(&s.name));
+    if exists(&dir) || dir.join(EVENTS_FILE).exists() || dir.join(SCENARIO_FILE).exists() {
+        bail!("{} already holds a run: `faultline resume {}` continues it, or use a new run directory", dir.display(), dir.display());
+    }
+    let seed = s.seed.or(seed).unwrap_or_else(super::random_u64);
+    s.seed = Some(seed);
+    println!(
+        "faultline run: scenario {} ({origin}), target {}, contract {:?}, {} cycles, seed {seed}",
+        s.name,
+        describe_target(&s),
+        s.contract,
+        s.cycles.count
+    );
+    println!("run directory: {}", dir.display());
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let text = s.to_toml()?;
+    let tmp = dir.join(format!("{SCENARIO_FILE}.tmp"));
+    std::fs::write(&tmp, format!("# The scenario as run (from {origin}); `faultline resume` reads it.\n{text}"))
+        .and_then(|()| std::fs::rename(&tmp, dir.join(SCENARIO_FILE)))
+        .with_context(|| format!("cannot write {}", dir.join(SCENARIO_FILE).display()))?;
+    let mut sinks = Sinks::new();
+    sinks.push(EventLog::append(&dir.join(EVENTS_FILE))?).push(Console::stdout());
+    for r in file_reports(&dir) {
+        sinks.push(r);
+    }
+    let summary = run_scenario(&s, &dir, sinks, &options(seed), &[])?;
+    Ok(finish(&summary, &s, &dir))
+}
+
+/// Takes up the run in `dir` after the harness died.
+pub fn cmd_resume(dir: &Path) -> Result<u8> {
+    let scenario_path = dir.join(SCENARIO_FILE);
+    if !scenario_path.is_file() {
+        bail!("{} is not a run directory of `faultline run SCENARIO` (no {SCENARIO_FILE} in it)", dir.display());
+    }
+    let s = Scenario::load(&scenario_path)?;
+    let Some(seed) = s.seed else {
+        bail!("{}: the scenario as run has no seed, so the run cannot be continued as it began", scenario_path.display());
+    };
+    let log = dir.join(EVENTS_FILE);
+    let prior = if log.exists() {
+        let read = read_events(&log).with_context(|| format!("cannot resume the run in {}", dir.display()))?;
+        if read.torn_tail_bytes > 0 {
+            // The harness died mid-line: the log goes on from its last whole event.
+            let len = std::fs::metadata(&log)?.len() - read.torn_tail_bytes as u64;
+            std::fs::OpenOptions::new().write(true).open(&log)?.set_len(len)?;
+            eprintln!("faultline: note: {EVENTS_FILE} ended in a torn line ({} bytes, the harness died mid-write), dropped", read.torn_tail_bytes);
+        }
+        read.events
+    } else {
+        Vec::new()
+    };
+    if let Some(Event::RunEnded { verdict, .. }) = prior.iter().rev().find(|e| matches!(e, Event::RunEnded { .. })) {
+        bail!("the run in {} has ended (verdict: {}); there is nothing to resume", dir.display(), verdict.name());
+    }
+    let ended = prior.iter().filter(|e| matches!(e, Event::CycleEnded { .. })).count();
+    println!(
+        "faultline resume: scenario {}, target {}, {ended} of {} cycles ended, seed {seed}",
+        s.name,
+        describe_target(&s),
+        s.cycles.count
+    );
+    println!("run directory: {}", dir.display());
+    // The reports fold the earlier events, the console only the run's start; the log holds
+    // them already.
+    let mut sinks = Sinks::new();
+    let mut console = Console::stdout();
+    for e in prior.iter().filter(|e| matches!(e, Event::RunStarted { .. })) {
+        console.event(e)?;
+    }
+    sinks.push(console);
+    for mut r in file_reports(dir) {
+        for e in &prior {
+            r.event(e)?;
+        }
+        sinks.push(r);
+    }
+    sinks.push(EventLog::append(&log)?);
+    let mut o = options(seed);
+    if let Some(Event::RunStarted { started_at, .. }) = prior.first() {
+        o.started_at = started_at.clone();
+    }
+    let summary = run_scenario(&s, dir, sinks, &o, &prior)?;
+    Ok(finish(&summary, &s, dir))
 }

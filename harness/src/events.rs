@@ -219,6 +219,21 @@ pub enum Event {
         cycle: Option<u32>,
         message: String,
     },
+    /// `faultline resume` took the run up again after the harness died (killed, or its host
+    /// rebooted). `t_ns` goes on from the last event recorded; the time the harness was away
+    /// is not known on the run clock (`resumed_at` is the wall clock).
+    RunResumed {
+        t_ns: u64,
+        /// Wall clock, RFC 3339, supplied by the binary.
+        resumed_at: String,
+        /// Cycles that had ended before the harness died.
+        cycles_ended: u32,
+        /// The cycle the harness died in, finished now (its writes are verified; none of
+        /// them counts as durable beyond what the ledger had recorded).
+        interrupted_cycle: Option<u32>,
+        /// The last event recorded before the harness died, by kind.
+        last_event: String,
+    },
     RunEnded {
         t_ns: u64,
         verdict: Verdict,
@@ -227,6 +242,11 @@ pub enum Event {
 }
 
 impl Event {
+    /// The event's kind as written in the log (`"cycle_started"`, ...).
+    pub fn kind(&self) -> String {
+        serde_json::to_value(self).ok().and_then(|v| v.get("event").and_then(|k| k.as_str()).map(str::to_string)).unwrap_or_default()
+    }
+
     pub fn t_ns(&self) -> u64 {
         match self {
             Event::RunStarted { t_ns, .. }
@@ -240,6 +260,7 @@ impl Event {
             | Event::Finding { t_ns, .. }
             | Event::CycleEnded { t_ns, .. }
             | Event::HarnessError { t_ns, .. }
+            | Event::RunResumed { t_ns, .. }
             | Event::RunEnded { t_ns, .. } => *t_ns,
         }
     }
@@ -248,6 +269,7 @@ impl Event {
     pub fn cycle(&self) -> Option<u32> {
         match self {
             Event::RunStarted { .. } | Event::RunEnded { .. } => None,
+            Event::RunResumed { interrupted_cycle, .. } => *interrupted_cycle,
             Event::HarnessError { cycle, .. } => *cycle,
             Event::CycleStarted { cycle, .. }
             | Event::CutIssued { cycle, .. }

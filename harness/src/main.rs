@@ -4,21 +4,16 @@
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
-use faultline::events::{Event, SimEmitter, Sinks};
 use faultline::format::{read_header, Decoded, Format, MAGIC};
 use faultline::ledger::{replay, Contract, RunHeader, LEDGER_FORMAT};
 use faultline::matrix::{run_matrix, table, MatrixOptions};
-use faultline::report::console::Console;
-use faultline::report::jsonl::EventLog;
-use faultline::report::{file_reports, Recorder, EVENTS_FILE, HTML_FILE};
 use faultline::run::{check_target, exists, open_run};
-use faultline::soak::{run_sim_soak, SoakConfig};
+use faultline::scenario::{Scenario, SimModel};
 use faultline::verify::{Verifier, VerifyReport};
 use faultline::workload::{FlushPolicy, Layout, Pattern, WorkloadSpec};
 use faultline::writer::{prefill, run_cycle, CycleOptions};
 use faultline_drivers::blockdev::Expectation;
 use faultline_drivers::{open_target, BlockTarget, OpenSpec, Opened};
-use faultline_fixtures::FaultModel;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -38,8 +33,12 @@ struct Cli {
 #[derive(Subcommand)]
 enum Cmd {
     /// Run the cycles a scenario file describes (`faultline run SCENARIO.toml`); without one,
-    /// power-cut cycles on the embedded default: a simulated drive (no hardware needed).
+    /// the embedded demo (scenarios/demo.toml): a simulated drive behind the Quarch emulator on
+    /// a pseudo-terminal, no hardware needed.
     Run(RunArgs),
+    /// Take up a run of `faultline run` after the harness died (killed, or its host rebooted):
+    /// finishes the cycle it died in and runs the rest.
+    Resume(ResumeArgs),
     /// Write tagged data over a target, recording the ledger in a run directory. Running it
     /// again on the same run directory continues the run as a new cycle; killing it is the
     /// manual power-loss mode.
@@ -244,25 +243,33 @@ enum ModelArg {
 
 #[derive(Parser)]
 struct RunArgs {
-    /// Scenario file (see scenarios/). Without it: the embedded simulated demo, set up by the
-    /// options below.
+    /// Scenario file (see scenarios/). Without it: the embedded demo (scenarios/demo.toml),
+    /// which the options below adjust.
     scenario: Option<PathBuf>,
     /// Run directory (default: faultline-runs/<timestamp>-<name>). Must not hold a run yet.
     #[arg(long)]
     run_dir: Option<PathBuf>,
-    /// Embedded demo only: number of cycles.
-    #[arg(long, default_value_t = 300, conflicts_with = "scenario")]
-    cycles: u32,
-    /// Seed for the workload, the drive's faults and the cut points (default: random). With a
-    /// scenario, used only when the scenario gives none.
+    /// Seed for the workload, the drive's faults and the cut points. With a scenario file,
+    /// used only when the scenario gives none; for the demo it replaces the demo's own.
+    /// Default: random.
     #[arg(long)]
     seed: Option<u64>,
-    /// Embedded demo only: the simulated drive's fault model.
-    #[arg(long, value_enum, default_value = "misdirects", conflicts_with = "scenario")]
-    model: ModelArg,
-    /// Embedded demo only: the contract.
-    #[arg(long, value_parser = ["plp", "flush"], default_value = "plp", conflicts_with = "scenario")]
-    contract: String,
+    /// Demo only: number of cycles (default: the demo's 300).
+    #[arg(long, conflicts_with = "scenario")]
+    cycles: Option<u32>,
+    /// Demo only: the simulated drive's fault model (default: the demo's, which loses the
+    /// newest acknowledged write at each cut).
+    #[arg(long, value_enum, conflicts_with = "scenario")]
+    model: Option<ModelArg>,
+    /// Demo only: the contract the drive is held to (default: the demo's, plp).
+    #[arg(long, value_parser = ["plp", "flush"], conflicts_with = "scenario")]
+    contract: Option<String>,
+}
+
+#[derive(Parser)]
+struct ResumeArgs {
+    /// The run directory of the run to take up.
+    run_dir: PathBuf,
 }
 
 fn main() -> ExitCode {
@@ -273,6 +280,7 @@ fn main() -> ExitCode {
         Cmd::Decode(a) => cmd_decode(a),
         Cmd::Selftest(a) => cmd_selftest(a),
         Cmd::Run(a) => cmd_run(a),
+        Cmd::Resume(a) => cmd_run_scenario::cmd_resume(&a.run_dir),
         Cmd::Bench(a) => cmd_bench::cmd_bench(a),
         Cmd::Controller(a) => cmd_controller::cmd_controller(a),
         Cmd::Report(a) => cmd_report::cmd_report(a),
@@ -682,101 +690,35 @@ fn cmd_selftest(a: SelftestArgs) -> Result<u8> {
 
 fn cmd_run(a: RunArgs) -> Result<u8> {
     if let Some(path) = &a.scenario {
-        return cmd_run_scenario::cmd_run_scenario(path, a.run_dir.clone(), a.seed);
+        let s = Scenario::load(path)?;
+        return cmd_run_scenario::cmd_run_scenario(s, &path.display().to_string(), a.run_dir.clone(), a.seed);
     }
-    let seed = a.seed.unwrap_or_else(random_u64);
-    let dir =
-        a.run_dir.unwrap_or_else(|| PathBuf::from("faultline-runs").join(format!("{}-sim", chrono::Local::now().format("%Y%m%d-%H%M%S"))));
-    if exists(&dir) || dir.join(EVENTS_FILE).exists() {
-        bail!(
-            "{} already holds a run; a simulated drive lives only in memory, so its run cannot be continued: use a new run directory",
-            dir.display()
-        );
+    let origin = "the embedded demo, scenarios/demo.toml";
+    let mut s = Scenario::from_toml(cmd_run_scenario::DEMO, origin)?;
+    if let Some(n) = a.cycles {
+        s.cycles.count = n;
     }
-    let model = match a.model {
-        ModelArg::HonestPlp => FaultModel::HonestPlp,
-        ModelArg::HonestVolatile => FaultModel::HonestVolatile,
-        ModelArg::LiesAboutFlush => FaultModel::LiesAboutFlush,
-        ModelArg::TornWrites => FaultModel::TornWrites,
-        ModelArg::Misdirects => FaultModel::Misdirects { per_mille: 2 },
-        ModelArg::BitRot => FaultModel::BitRot { flips_per_cut: 1 },
-        ModelArg::Rollback => FaultModel::Rollback { writes_per_cut: 1 },
-        ModelArg::ReadErrors => FaultModel::ReadErrors { sectors_per_cut: 1 },
-        ModelArg::ReadHangs => FaultModel::ReadHangs { sectors_per_cut: 1 },
-        ModelArg::DiesAfterCuts => FaultModel::DiesAfterCuts(50),
-    };
-    let contract: Contract = a.contract.parse().map_err(|e: String| anyhow!(e))?;
-    let span = 8u64 << 20;
-    let cfg = SoakConfig {
-        model: model.clone(),
-        contract,
-        workload: WorkloadSpec {
-            seed,
-            pattern: Pattern::Random,
-            span_start: 0,
-            span_end: span,
-            min_write_bytes: 512,
-            max_write_bytes: 131072,
-            mean_write_bytes: 8192,
-            align_bytes: 512,
-            queue_depth: 32,
-            flush: FlushPolicy { every_writes: Some(64), every_ms: None, fua_percent: 2 },
-        },
-        cycles: a.cycles,
-        seed,
-        capacity_bytes: span,
-        sector_bytes: 512,
-        atomic_bytes: 4096,
-        prefill: true,
-        cut_after: (16, 1024),
-    };
-    println!(
-        "faultline run: simulated drive ({model:?}, 8 MiB, 4 KiB atomic unit), contract {contract:?}, {} power-cut cycles, seed {seed}",
-        a.cycles
-    );
-    println!("run directory: {}", dir.display());
-    // Every output is a consumer of the one event stream: the log, the three file reports
-    // and the console.
-    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let mut sinks = Sinks::new();
-    sinks.push(EventLog::append(&dir.join(EVENTS_FILE))?).push(Console::stdout());
-    for r in file_reports(&dir) {
-        sinks.push(r);
+    if let Some(m) = a.model {
+        let sim = s.target.sim.as_mut().ok_or_else(|| anyhow!("the demo scenario has no simulated drive"))?;
+        sim.model = match m {
+            ModelArg::HonestPlp => SimModel::HonestPlp,
+            ModelArg::HonestVolatile => SimModel::HonestVolatile,
+            ModelArg::LiesAboutFlush => SimModel::LiesAboutFlush,
+            ModelArg::TornWrites => SimModel::TornWrites,
+            ModelArg::Misdirects => SimModel::Misdirects { per_mille: 2 },
+            ModelArg::BitRot => SimModel::BitRot { flips_per_cut: 1 },
+            ModelArg::Rollback => SimModel::Rollback { writes_per_cut: 1 },
+            ModelArg::ReadErrors => SimModel::ReadErrors { sectors_per_cut: 1 },
+            ModelArg::ReadHangs => SimModel::ReadHangs { sectors_per_cut: 1 },
+            ModelArg::DiesAfterCuts => SimModel::DiesAfterCuts { cuts: 50 },
+        };
     }
-    let mut rec = Recorder::new(sinks);
-    let mut emitter = SimEmitter::new(Instant::now());
-    let run_id = random_u64();
-    let scenario = format!("sim {}", a.model.to_possible_value().map_or(String::new(), |v| v.get_name().to_string()));
-    let started_at = now();
-    let run_started = |target: String| Event::RunStarted {
-        t_ns: 0,
-        run_id: format!("{run_id:016x}"),
-        scenario: scenario.clone(),
-        target,
-        contract,
-        cycles_planned: a.cycles,
-        seed,
-        started_at: started_at.clone(),
-    };
-    // The run's header names the target; it exists once the soak has opened the run.
-    let target = |dir: &std::path::Path| replay(dir).map_or_else(|e| format!("unknown ({e})"), |h| h.header.target_identity);
-    let soak = run_sim_soak(&cfg, &dir, run_id, &mut |r| {
-        if rec.model().start.is_none() {
-            rec.emit(&run_started(target(&dir)));
-        }
-        for e in emitter.cycle_events(r) {
-            rec.emit(&e);
-        }
-    });
-    if rec.model().start.is_none() {
-        rec.emit(&run_started(target(&dir)));
+    if let Some(c) = &a.contract {
+        s.contract = c.parse().map_err(|e: String| anyhow!(e))?;
     }
-    if let Err(e) = &soak {
-        rec.emit(&Event::HarnessError { t_ns: emitter.now_ns(), cycle: None, message: e.to_string() });
+    if a.seed.is_some() {
+        s.seed = a.seed;
     }
-    let ended = rec.end(emitter.now_ns());
-    soak?;
-    let verdict = ended.context("the run's reports are incomplete")?;
-    println!("reports: {} (rebuild them with `faultline report {}`)", dir.join(HTML_FILE).display(), dir.display());
-    Ok(verdict.exit_code())
+    s.validate(origin)?;
+    cmd_run_scenario::cmd_run_scenario(s, origin, a.run_dir, None)
 }

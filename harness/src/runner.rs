@@ -21,7 +21,7 @@
 
 use crate::events::{class_counts, Event, Sinks, Verdict};
 use crate::ledger::{Contract, RunHeader, LEDGER_FORMAT};
-use crate::report::Recorder;
+use crate::report::{Recorder, RunModel};
 use crate::rng::WyRand;
 use crate::run::{exists, open_run, OpenRun};
 use crate::scenario::{self, Fault, OnEvent, Scenario, SimSwitch};
@@ -76,6 +76,9 @@ pub enum RunnerError {
     /// A consumer of the event stream failed: the run's outputs are incomplete.
     #[error("the run's reports are incomplete: {0}")]
     Reports(#[from] crate::events::SinkError),
+    /// A run could not be taken up again; nothing was recorded.
+    #[error("cannot resume the run: {0}")]
+    Resume(String),
 }
 
 /// The writer's placement for one cycle, and the `after_ms` drawn for `uniform_time`.
@@ -360,14 +363,15 @@ fn real_cutter(s: &Scenario, env: &ControlEnv) -> Result<Cutter, String> {
     }
 }
 
-fn setup(s: &Scenario, run_dir: &Path, o: &RunnerOptions) -> Result<Setup, String> {
-    if exists(run_dir) {
-        return Err(format!("{} already holds a run; resuming a run is not supported yet: use a new run directory", run_dir.display()));
+fn setup(s: &Scenario, run_dir: &Path, o: &RunnerOptions, resuming: bool) -> Result<Setup, String> {
+    let begun = exists(run_dir);
+    if begun && !resuming {
+        return Err(format!("{} already holds a run: `faultline resume {}` continues it", run_dir.display(), run_dir.display()));
     }
     placement(&s.cut, &s.fault, &mut WyRand::new(0))?;
     let (device, cutter, emulator, sector, atomic, capacity, notes) = match &s.target.sim {
         Some(t) => {
-            let sim = SimDrive::new(SimConfig {
+            let cfg = SimConfig {
                 capacity_bytes: t.capacity_bytes,
                 sector_bytes: t.sector_bytes,
                 atomic_bytes: t.atomic_bytes,
@@ -378,7 +382,10 @@ fn setup(s: &Scenario, run_dir: &Path, o: &RunnerOptions) -> Result<Setup, Strin
                     Contract::Plp => TruthContract::Plp,
                     Contract::Flush => TruthContract::Flush,
                 },
-            });
+            };
+            // The drive keeps itself in the run directory, so that it outlives a harness that
+            // is killed, as a real drive does.
+            let sim = SimDrive::persistent(cfg, run_dir).map_err(|e| format!("the simulated drive: {e}"))?;
             let (cutter, emu) = sim_switch(t.switch, sim.power(), o.seed, &o.control_env)?;
             (Device::Sim(sim), cutter, emu, t.sector_bytes as u64, t.atomic_bytes as u64, t.capacity_bytes, Vec::new())
         }
@@ -390,7 +397,8 @@ fn setup(s: &Scenario, run_dir: &Path, o: &RunnerOptions) -> Result<Setup, Strin
                 writable: true,
                 queue_depth: s.workload.queue_depth as usize,
                 expect: s.expectation(),
-                allow_overwrite_signature: false,
+                // A device that carries this run's data already was probed when the run began.
+                allow_overwrite_signature: begun,
                 io_threads: 1,
             };
             let opened = open_target(&path, &spec).map_err(|e| e.to_string())?;
@@ -420,8 +428,15 @@ fn setup(s: &Scenario, run_dir: &Path, o: &RunnerOptions) -> Result<Setup, Strin
         port: 0,
         workload: layout.spec().clone(),
     };
-    let h = header.clone();
-    let run = open_run(run_dir, target, move || h).map_err(|e| e.to_string())?;
+    let run = open_run(run_dir, target, move || header).map_err(|e| e.to_string())?;
+    if begun && run.layout.spec() != layout.spec() {
+        return Err(format!(
+            "{}: the run's workload differs from the scenario's ({:?} in the ledger): the scenario file was changed",
+            run_dir.display(),
+            run.layout.spec()
+        ));
+    }
+    let header = run.history().header.clone();
     Ok(Setup { device, cutter, run: Some(run), header, identity, sector, notes, _emulator: emulator })
 }
 
@@ -429,13 +444,15 @@ fn setup(s: &Scenario, run_dir: &Path, o: &RunnerOptions) -> Result<Setup, Strin
 struct Emitter<'a> {
     rec: Recorder<'a>,
     t0: Instant,
+    /// The run clock at `t0`: 0 for a new run, just past the last event recorded for a resumed one.
+    base_ns: u64,
     seen: HashSet<(FindingClass, u64, String)>,
     errors: Vec<String>,
 }
 
 impl Emitter<'_> {
     fn ns(&self, at: Instant) -> u64 {
-        nanos(at.saturating_duration_since(self.t0))
+        self.base_ns + nanos(at.saturating_duration_since(self.t0))
     }
 
     fn now(&self) -> u64 {
@@ -478,14 +495,29 @@ fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
-/// Runs a scenario in `run_dir` (which must not hold a run), sending every event to `sinks`.
-/// Harness errors end up as `harness_error` events and an `error` verdict; `Err` only when a
-/// consumer of the events failed.
-pub fn run_scenario(s: &Scenario, run_dir: &Path, sinks: Sinks<'_>, o: &RunnerOptions) -> Result<RunSummary, RunnerError> {
-    let mut em = Emitter { rec: Recorder::new(sinks), t0: Instant::now(), seen: HashSet::new(), errors: Vec::new() };
-    let run_started = |target: String| Event::RunStarted {
+/// Runs a scenario in `run_dir`, sending every event to `sinks`.
+///
+/// `prior` is empty for a new run (`run_dir` must not hold one). For `faultline resume` it holds
+/// the events the run had recorded before the harness died (their consumers in `sinks` other
+/// than the log have seen them): the run goes on from the ledger and the saved drive, finishing
+/// the cycle the harness died in, until `cycles.count` cycles have ended.
+///
+/// Harness errors end up as `harness_error` events and an `error` verdict; `Err` when a
+/// consumer of the events failed, or when a resumed run could not be set up again (then
+/// nothing is recorded, and the run can be resumed once the cause is fixed).
+pub fn run_scenario(s: &Scenario, run_dir: &Path, sinks: Sinks<'_>, o: &RunnerOptions, prior: &[Event]) -> Result<RunSummary, RunnerError> {
+    let resuming = !prior.is_empty();
+    let mut em = Emitter {
+        rec: Recorder::resumed(sinks, RunModel::from_events(prior)),
+        t0: Instant::now(),
+        base_ns: prior.iter().map(Event::t_ns).max().map_or(0, |t| t + 1),
+        seen: prior.iter().filter_map(|e| if let Event::Finding { finding, .. } = e { Some(Emitter::key(finding)) } else { None }).collect(),
+        errors: prior.iter().filter_map(|e| if let Event::HarnessError { message, .. } = e { Some(message.clone()) } else { None }).collect(),
+    };
+    let started = prior.iter().any(|e| matches!(e, Event::RunStarted { .. }));
+    let run_started = |run_id: u64, target: String| Event::RunStarted {
         t_ns: 0,
-        run_id: format!("{:016x}", o.run_id),
+        run_id: format!("{run_id:016x}"),
         scenario: s.name.clone(),
         target,
         contract: s.contract,
@@ -495,11 +527,13 @@ pub fn run_scenario(s: &Scenario, run_dir: &Path, sinks: Sinks<'_>, o: &RunnerOp
     };
     let mut cycles_run = 0;
     let mut notes = Vec::new();
-    let stopped = match setup(s, run_dir, o) {
+    let stopped = match setup(s, run_dir, o, resuming) {
         Ok(mut st) => {
-            em.emit(run_started(st.identity.clone()));
+            if !started {
+                em.emit(run_started(st.header.run_id, st.identity.clone()));
+            }
             notes = std::mem::take(&mut st.notes);
-            match cycles(s, run_dir, o, &mut st, &mut em, &mut cycles_run) {
+            match cycles(s, o, run_dir, &mut st, &mut em, &mut cycles_run, prior) {
                 Ok(stopped) => stopped,
                 Err(e) => {
                     em.error(None, e.clone());
@@ -507,8 +541,9 @@ pub fn run_scenario(s: &Scenario, run_dir: &Path, sinks: Sinks<'_>, o: &RunnerOp
                 }
             }
         }
+        Err(e) if resuming => return Err(RunnerError::Resume(e)),
         Err(e) => {
-            em.emit(run_started("unknown (the target was not opened)".into()));
+            em.emit(run_started(o.run_id, "unknown (the target was not opened)".into()));
             em.error(None, e.clone());
             Some(e)
         }
@@ -549,66 +584,161 @@ fn reopen(slot: &mut Option<OpenRun>, run_dir: &Path, target: &mut dyn BlockTarg
     Ok(())
 }
 
+/// A per-cycle random stream: the same for a cycle whether or not the harness died before it.
+fn cycle_rng(seed: u64, salt: u64, cycle: u32) -> WyRand {
+    let mut r = WyRand::new(seed ^ salt);
+    WyRand::new(r.next_u64() ^ u64::from(cycle).wrapping_mul(0x9E37_79B9_7F4A_7C15))
+}
+
+const PLACE_SALT: u64 = 0x0c07_91ac_e000_0001;
+const SAMPLE_SALT: u64 = 0x5a3b_1e00_0000_0002;
+
+/// What the cycles share.
+struct Cycles<'r, 'e> {
+    s: &'r Scenario,
+    o: &'r RunnerOptions,
+    run_dir: &'r Path,
+    device: &'r mut Device,
+    cutter: &'r mut Cutter,
+    slot: &'r mut Option<OpenRun>,
+    header: &'r RunHeader,
+    em: &'r mut Emitter<'e>,
+    sector_bytes: u64,
+    span: (u64, u64),
+    /// Writes below this id have been verified since they were written.
+    checked_upto: u64,
+    consecutive_errors: u32,
+}
+
 /// The cycles. Returns why the run stopped early (None: every cycle ran); `Err` ends the run
 /// with a harness error.
 fn cycles(
     s: &Scenario,
-    run_dir: &Path,
     o: &RunnerOptions,
+    run_dir: &Path,
     st: &mut Setup,
     em: &mut Emitter,
     cycles_run: &mut u32,
+    prior: &[Event],
 ) -> Result<Option<String>, String> {
     let Setup { device, cutter, run: slot, header, sector, .. } = st;
     let not_open = || "the run is not open".to_string();
-    let mut place_rng = WyRand::new(o.seed ^ 0x0c07_91ac_e000_0001);
-    let mut sample_rng = WyRand::new(o.seed ^ 0x5a3b_1e00_0000_0002);
-    let off = Duration::from_millis(s.cycles.off_time_ms);
-    let readiness = Duration::from_secs(s.cycles.readiness_timeout_s);
-    let sector_bytes = *sector;
-    let sector = sector_bytes as usize;
-    let span = slot.as_ref().ok_or_else(not_open)?.layout.spec().clone();
-    let mut checked_upto = slot.as_ref().ok_or_else(not_open)?.history().submitted_end();
-    let mut consecutive_errors = 0u32;
-    for i in 0..s.cycles.count {
-        let last = i + 1 == s.cycles.count;
-        let run = slot.as_mut().ok_or_else(not_open)?;
-        let (cycle, first_id) = run.next_cycle();
+    let spec = slot.as_ref().ok_or_else(not_open)?.layout.spec().clone();
+    let history = slot.as_ref().ok_or_else(not_open)?.history().clone();
+    let ended: HashSet<u32> = prior.iter().filter_map(|e| if let Event::CycleEnded { cycle, .. } = e { Some(*cycle) } else { None }).collect();
+    // Verified up to the writes of the last cycle whose verification was recorded.
+    let last_verified = prior.iter().filter_map(|e| if let Event::Verified { cycle, .. } = e { Some(*cycle) } else { None }).max();
+    let checked_upto = match last_verified {
+        Some(v) => history.cycles.iter().find(|c| c.cycle == v).map_or(1, |c| c.submitted_end),
+        None if prior.is_empty() => history.submitted_end(),
+        None => history.cycles.first().map_or(1, |c| c.first_id),
+    };
+    let mut c = Cycles {
+        s,
+        o,
+        run_dir,
+        device,
+        cutter,
+        slot,
+        header,
+        em,
+        sector_bytes: *sector,
+        span: (spec.span_start, spec.span_end),
+        checked_upto,
+        consecutive_errors: 0,
+    };
+    let mut done = ended.len() as u32;
+    if !prior.is_empty() {
+        let last = history.last_cycle();
+        let interrupted = (last > 0 && !ended.contains(&last)).then_some(last);
+        let last_event = prior.last().map(Event::kind).unwrap_or_default();
+        let t_ns = c.em.now();
+        c.em.emit(Event::RunResumed { t_ns, resumed_at: (o.clock)(), cycles_ended: done, interrupted_cycle: interrupted, last_event });
+        if let Some(cycle) = interrupted {
+            // The harness died inside this cycle: whatever it was doing, power the drive (back)
+            // on and check every write of the cycle; the ledger has closed it as interrupted, so
+            // none of them counts as durable beyond what had been recorded.
+            *cycles_run += 1;
+            done += 1;
+            if let Some(stop) = c.settle(cycle, None, done == s.cycles.count, 0, None, Duration::ZERO)? {
+                return Ok(Some(stop));
+            }
+        }
+    }
+    while done < s.cycles.count {
+        done += 1;
         *cycles_run += 1;
-        let t_start = em.now();
-        em.emit(Event::CycleStarted { t_ns: t_start, cycle });
-        let (place, planned) = placement(&s.cut, &s.fault, &mut place_rng)?;
+        if let Some(stop) = c.cycle(done == s.cycles.count)? {
+            return Ok(Some(stop));
+        }
+    }
+    c.slot.as_mut().ok_or_else(not_open)?.ledger.sync().map_err(|e| e.to_string())?;
+    Ok(None)
+}
+
+impl Cycles<'_, '_> {
+    fn run(&mut self) -> Result<&mut OpenRun, String> {
+        self.slot.as_mut().ok_or_else(|| "the run is not open".to_string())
+    }
+
+    fn too_many_errors(&self) -> Option<String> {
+        (self.consecutive_errors >= self.s.stop.max_consecutive_harness_errors)
+            .then(|| format!("{} cycles in a row ended by a harness error", self.consecutive_errors))
+    }
+
+    /// One cycle: write with the queue full, fault at the placement, confirm, then settle.
+    fn cycle(&mut self, last: bool) -> Result<Option<String>, String> {
+        let s = self.s;
+        let off = Duration::from_millis(s.cycles.off_time_ms);
+        let (cycle, first_id) = self.run()?.next_cycle();
+        let t_start = self.em.now();
+        self.em.emit(Event::CycleStarted { t_ns: t_start, cycle });
+        let (place, planned) = placement(&s.cut, &s.fault, &mut cycle_rng(self.o.seed, PLACE_SALT, cycle))?;
+        let sim = match &*self.device {
+            Device::Sim(d) => Some(d.clone()),
+            Device::Real { .. } => None,
+        };
         let copts = CycleOptions {
             cycle,
             first_id,
-            started_at: (o.clock)(),
+            started_at: (self.o.clock)(),
             port: 0,
             max_writes: None,
             duration: None,
             cut: Some(place),
-            checkpoint_every: Duration::from_secs(10),
+            // The simulated drive is saved at each cut, and a checkpoint must never claim more
+            // than the saved drive holds: no checkpoints inside its (short) cycles.
+            checkpoint_every: if sim.is_some() { Duration::MAX } else { Duration::from_secs(10) },
             drain_timeout: Duration::from_secs(s.cycles.readiness_timeout_s.clamp(1, 30)),
         };
         let started = Instant::now();
         let res = {
-            let mut hook = || cutter.cut(off);
-            let target = device.target()?;
+            let cutter = &mut *self.cutter;
+            let mut hook = || {
+                cutter.cut(off)?;
+                // Saved before the writer records what the cut left durable.
+                match &sim {
+                    Some(d) => d.persist().map_err(|e| format!("cannot save the simulated drive after the cut: {e}")),
+                    None => Ok(()),
+                }
+            };
+            let run = self.slot.as_mut().ok_or("the run is not open")?;
+            let target = self.device.target()?;
             run_cycle(target, &run.layout, &run.format, &mut run.ledger, s.contract, &copts, &mut hook)
         };
-        let mut cycle_errors = 0u32;
-        let mut stop: Option<String> = None;
         let outcome = match res {
             Ok(out) => out,
             Err(e) => {
                 let controller = matches!(e, WriteError::Cut(_));
-                em.error(Some(cycle), e.to_string());
+                self.em.error(Some(cycle), e.to_string());
                 // Power back on (a partial cut) and close the cycle the writer left open.
-                if let Err(e2) = cutter.restore(off) {
-                    em.error(Some(cycle), format!("power on after the failed cycle: {e2}"));
+                if let Err(e2) = self.cutter.restore(off) {
+                    self.em.error(Some(cycle), format!("power on after the failed cycle: {e2}"));
                 }
-                reopen(slot, run_dir, device.target()?, header)?;
-                let t_ns = em.now();
-                em.emit(Event::CycleEnded {
+                let target = self.device.target()?;
+                reopen(self.slot, self.run_dir, target, self.header)?;
+                let t_ns = self.em.now();
+                self.em.emit(Event::CycleEnded {
                     t_ns,
                     cycle,
                     verdict: Verdict::Error,
@@ -618,55 +748,73 @@ fn cycles(
                     latency_p50_ns: None,
                     latency_p99_ns: None,
                 });
-                consecutive_errors += 1;
+                self.consecutive_errors += 1;
                 if controller && s.stop.on_controller_failure == OnEvent::Stop {
                     return Ok(Some(format!("cycle {cycle}: controller failure (stop.on_controller_failure = \"stop\")")));
                 }
-                if consecutive_errors >= s.stop.max_consecutive_harness_errors {
-                    return Ok(Some(format!("{consecutive_errors} cycles in a row ended by a harness error")));
-                }
-                continue;
+                return Ok(self.too_many_errors());
             }
         };
-        emit_cut(em, cycle, started, &outcome, planned);
+        emit_cut(self.em, cycle, started, &outcome, planned);
 
         // A fault that cannot be confirmed is never a clean pass.
-        let confirmed = match cutter.confirm() {
+        let (span_start, sector) = (self.span.0, self.sector_bytes as usize);
+        let confirmed = match self.cutter.confirm() {
             Some(r) => r,
-            None if cutter.is_link() => Ok(()),
+            None if self.cutter.is_link() => Ok(()),
             None if outcome.device_gone_at.is_some() || (outcome.in_flight_at_cut > 0 && outcome.failed > 0) => Ok(()),
-            None if !device.answers(span.span_start, sector) => Ok(()),
+            None if !self.device.answers(span_start, sector) => Ok(()),
             None => {
                 Err("the switch cannot read its state back and the device kept answering after the cut: the cut is not confirmed".into())
             }
         };
+        let mut stop = None;
+        let mut cycle_errors = 0;
         if let Err(why) = confirmed {
-            em.error(Some(cycle), why);
+            self.em.error(Some(cycle), why);
             cycle_errors += 1;
             if s.stop.on_controller_failure == OnEvent::Stop {
                 stop = Some(format!("cycle {cycle}: the cut was not confirmed (stop.on_controller_failure = \"stop\")"));
             }
         }
+        self.settle(cycle, Some(&outcome), last, cycle_errors, stop, off)
+    }
 
-        device.release();
-        if let Err(e) = cutter.restore(off) {
-            em.error(Some(cycle), format!("power on: {e}"));
-            end_cycle(em, cycle, Verdict::Error, &outcome);
-            if s.stop.on_controller_failure == OnEvent::Stop || consecutive_errors + 1 >= s.stop.max_consecutive_harness_errors {
+    /// The rest of a cycle whose fault is done (or whose harness died): power on after `off`,
+    /// wait until the device answers, verify what the cycle wrote, record, apply the stop
+    /// policy. `outcome` is `None` for a cycle finished by `faultline resume`.
+    fn settle(
+        &mut self,
+        cycle: u32,
+        outcome: Option<&CycleOutcome>,
+        last: bool,
+        mut cycle_errors: u32,
+        stop: Option<String>,
+        off: Duration,
+    ) -> Result<Option<String>, String> {
+        let s = self.s;
+        let (span_start, span_end) = self.span;
+        let sector = self.sector_bytes as usize;
+        let readiness = Duration::from_secs(s.cycles.readiness_timeout_s);
+        self.device.release();
+        if let Err(e) = self.cutter.restore(off) {
+            self.em.error(Some(cycle), format!("power on: {e}"));
+            end_cycle(self.em, cycle, Verdict::Error, outcome);
+            if s.stop.on_controller_failure == OnEvent::Stop || self.consecutive_errors + 1 >= s.stop.max_consecutive_harness_errors {
                 return Ok(Some(format!("cycle {cycle}: power could not be restored")));
             }
-            consecutive_errors += 1;
-            continue;
+            self.consecutive_errors += 1;
+            return Ok(None);
         }
-        let t_ns = em.now();
-        em.emit(Event::PowerRestored { t_ns, cycle });
+        let t_ns = self.em.now();
+        self.em.emit(Event::PowerRestored { t_ns, cycle });
 
         let mut findings: Vec<Finding> = Vec::new();
         let mut dead = false;
-        match device.wait_ready(span.span_start, sector, readiness) {
+        match self.device.wait_ready(span_start, sector, readiness) {
             Ok((enumerate, first_read)) => {
-                let t_ns = em.now();
-                em.emit(Event::Ready {
+                let t_ns = self.em.now();
+                self.em.emit(Event::Ready {
                     t_ns,
                     cycle,
                     enumerate_us: enumerate.map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX)),
@@ -680,25 +828,29 @@ fn cycles(
         }
 
         if !dead {
+            let submitted_end = outcome.map_or_else(|| self.slot.as_ref().map_or(0, |r| r.history().submitted_end()), |o| o.submitted_end);
             // What to read: everything written since the last check, a seeded sample, or the
             // whole span when the policy says so.
             let every = s.verify.full_every_cycles;
             let full = (every > 0 && cycle % every == 0) || (last && s.verify.full_at_end);
-            let whole = vec![(span.span_start, span.span_end)];
+            let whole = vec![(span_start, span_end)];
             let regions = if full {
                 whole.clone()
             } else {
-                let written = written_regions(&run.layout, checked_upto, outcome.submitted_end);
-                let sample = sample_regions(&mut sample_rng, span.span_start, span.span_end, sector_bytes, s.verify.sample_bytes);
+                let layout = &self.slot.as_ref().ok_or("the run is not open")?.layout;
+                let written = written_regions(layout, self.checked_upto, submitted_end);
+                let mut rng = cycle_rng(self.o.seed, SAMPLE_SALT, cycle);
+                let sample = sample_regions(&mut rng, span_start, span_end, self.sector_bytes, s.verify.sample_bytes);
                 union(&written, &sample)
             };
             let v0 = Instant::now();
-            let target = device.target()?;
+            let run = self.slot.as_ref().ok_or("the run is not open")?;
+            let target = self.device.target()?;
             let mut result = verify_regions(run, target, &regions);
             let mut extra = (0u64, 0u64);
             // Stopping on a finding: the whole span is read once before the run ends.
             if let Ok(rep) = &result {
-                let stops = s.stop.on_finding == OnEvent::Stop && rep.findings.iter().any(|f| em.is_new(f));
+                let stops = s.stop.on_finding == OnEvent::Stop && rep.findings.iter().any(|f| self.em.is_new(f));
                 if stops && !full && s.verify.full_at_end {
                     extra = (rep.sectors, rep.bytes);
                     result = verify_regions(run, target, &whole);
@@ -707,9 +859,9 @@ fn cycles(
             let verify_ns = nanos(v0.elapsed());
             match result {
                 Ok(rep) => {
-                    checked_upto = outcome.submitted_end;
-                    let t_ns = em.now();
-                    em.emit(Event::Verified {
+                    self.checked_upto = submitted_end;
+                    let t_ns = self.em.now();
+                    self.em.emit(Event::Verified {
                         t_ns,
                         cycle,
                         sectors: rep.sectors + extra.0,
@@ -724,42 +876,42 @@ fn cycles(
                     dead = true;
                 }
                 Err(e) => {
-                    em.error(Some(cycle), e.to_string());
+                    self.em.error(Some(cycle), e.to_string());
                     cycle_errors += 1;
                 }
             }
         }
 
-        let new = em.findings(cycle, &findings);
-        end_cycle(em, cycle, if new > 0 { Verdict::Findings } else { Verdict::Clean }, &outcome);
-        consecutive_errors = if cycle_errors > 0 { consecutive_errors + 1 } else { 0 };
+        let new = self.em.findings(cycle, &findings);
+        end_cycle(self.em, cycle, if new > 0 { Verdict::Findings } else { Verdict::Clean }, outcome);
+        self.consecutive_errors = if cycle_errors > 0 { self.consecutive_errors + 1 } else { 0 };
 
         if stop.is_some() {
             return Ok(stop);
         }
-        if consecutive_errors >= s.stop.max_consecutive_harness_errors {
-            return Ok(Some(format!("{consecutive_errors} cycles in a row ended by a harness error")));
+        if let Some(why) = self.too_many_errors() {
+            return Ok(Some(why));
         }
         if dead {
             if s.stop.on_dead_device == OnEvent::Stop {
                 return Ok(Some(format!("cycle {cycle}: the device did not come back (stop.on_dead_device = \"stop\")")));
             }
             // `continue`: cut once more and wait once more.
-            device.release();
-            let again = cutter.cut(off).and_then(|()| cutter.restore(off));
+            self.device.release();
+            let hold = Duration::from_millis(s.cycles.off_time_ms);
+            let again = self.cutter.cut(hold).and_then(|()| self.cutter.restore(hold));
             if let Err(e) = again {
-                em.error(Some(cycle), format!("power cycle of a dead device: {e}"));
+                self.em.error(Some(cycle), format!("power cycle of a dead device: {e}"));
                 return Ok(Some(format!("cycle {cycle}: the device did not come back and could not be power-cycled")));
             }
-            if let Err(why) = device.wait_ready(span.span_start, sector, readiness) {
+            if let Err(why) = self.device.wait_ready(span_start, sector, readiness) {
                 return Ok(Some(format!("cycle {cycle}: the device did not come back after a second power cycle: {why}")));
             }
         } else if new > 0 && s.stop.on_finding == OnEvent::Stop {
             return Ok(Some(format!("cycle {cycle}: findings (stop.on_finding = \"stop\")")));
         }
+        Ok(None)
     }
-    slot.as_mut().ok_or_else(not_open)?.ledger.sync().map_err(|e| e.to_string())?;
-    Ok(None)
 }
 
 /// `cut_issued` and `device_gone` of a cycle, on the run clock (the outcome's times count from
@@ -771,15 +923,15 @@ fn emit_cut(em: &mut Emitter, cycle: u32, started: Instant, o: &CycleOutcome, pl
     }
 }
 
-fn end_cycle(em: &mut Emitter, cycle: u32, verdict: Verdict, o: &CycleOutcome) {
+fn end_cycle(em: &mut Emitter, cycle: u32, verdict: Verdict, o: Option<&CycleOutcome>) {
     let t_ns = em.now();
     em.emit(Event::CycleEnded {
         t_ns,
         cycle,
         verdict,
-        writes_completed: o.completed,
-        bytes_written: o.bytes_written,
-        write_ns: nanos(o.elapsed),
+        writes_completed: o.map_or(0, |o| o.completed),
+        bytes_written: o.map_or(0, |o| o.bytes_written),
+        write_ns: o.map_or(0, |o| nanos(o.elapsed)),
         latency_p50_ns: None,
         latency_p99_ns: None,
     });

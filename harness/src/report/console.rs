@@ -135,6 +135,13 @@ impl<W: Write> EventSink for Console<W> {
                     bar.set_message(self.counts_text());
                 }
             }
+            Event::RunResumed { cycles_ended, interrupted_cycle, last_event, .. } => {
+                if let Some(bar) = &self.bar {
+                    bar.set_position(u64::from(*cycles_ended));
+                }
+                let what = interrupted_cycle.map_or(String::new(), |c| format!("; finishing cycle {c}, interrupted after `{last_event}`"));
+                self.line(format!("resumed after {cycles_ended} cycles{what}"))?;
+            }
             Event::HarnessError { cycle, message, .. } => {
                 let at = cycle.map_or(String::new(), |c| format!(" in cycle {c}"));
                 self.line(format!("harness error{at}: {message}"))?;

@@ -75,6 +75,11 @@ pub fn render(m: &RunModel) -> String {
         row("cycles", format!("{} of {} planned", m.cycles.values().filter(|c| c.end.is_some()).count(), s.cycles_planned));
     }
     row("duration", format!("{:.1} s", m.last_t_ns as f64 / 1e9));
+    if !m.resumes.is_empty() {
+        let list: Vec<String> =
+            m.resumes.iter().map(|(at, c)| c.map_or(at.clone(), |c| format!("{at} (cycle {c} interrupted)"))).collect();
+        row("resumed", format!("{} times after the harness died: {}", m.resumes.len(), list.join(", ")));
+    }
     h.push_str("</table>\n");
 
     h.push_str("<h2>Findings per class</h2>\n<table><tr><th>class</th><th>findings</th><th>cycles</th></tr>\n");

@@ -49,6 +49,8 @@ pub struct RunModel {
     pub end: Option<(Verdict, u8)>,
     /// The latest timestamp seen.
     pub last_t_ns: u64,
+    /// Each time `faultline resume` took the run up again: (wall clock, interrupted cycle).
+    pub resumes: Vec<(String, Option<u32>)>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -195,6 +197,7 @@ impl RunModel {
             }
             Event::HarnessError { cycle: Some(c), message, .. } => self.cycle(*c).errors.push(message.clone()),
             Event::HarnessError { cycle: None, message, .. } => self.run_errors.push(message.clone()),
+            Event::RunResumed { resumed_at, interrupted_cycle, .. } => self.resumes.push((resumed_at.clone(), *interrupted_cycle)),
             Event::RunEnded { verdict, exit_code, .. } => self.end = Some((*verdict, *exit_code)),
         }
     }
@@ -241,7 +244,13 @@ pub struct Recorder<'a> {
 
 impl<'a> Recorder<'a> {
     pub fn new(sinks: Sinks<'a>) -> Self {
-        Recorder { sinks, model: RunModel::default(), first_error: None }
+        Recorder::resumed(sinks, RunModel::default())
+    }
+
+    /// A recorder taking up a run whose earlier events `model` holds (the consumers in `sinks`
+    /// have seen them too, except the log, which holds them already).
+    pub fn resumed(sinks: Sinks<'a>, model: RunModel) -> Self {
+        Recorder { sinks, model, first_error: None }
     }
 
     pub fn emit(&mut self, e: &Event) {

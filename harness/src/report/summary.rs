@@ -33,6 +33,9 @@ pub struct Summary {
     pub findings_per_class: BTreeMap<String, u64>,
     pub health_anomalies: u64,
     pub harness_errors: Vec<String>,
+    /// Times `faultline resume` took the run up again after the harness died.
+    #[serde(default)]
+    pub resumes: u32,
     pub timings: Timings,
     pub figures: Figures,
 }
@@ -131,6 +134,7 @@ pub fn summarize(m: &RunModel) -> Summary {
         findings_per_class: per_class,
         health_anomalies: cycles().map(|c| c.anomalies.len() as u64).sum(),
         harness_errors: errors,
+        resumes: m.resumes.len() as u32,
         timings: Timings {
             run_ns: m.last_t_ns,
             write_ns_total,
