@@ -5,7 +5,8 @@
 //! [`power::PowerSwitch`] for what cuts its power and [`link::LinkController`] for what resets
 //! its links. The harness crate holds the logic (workload,
 //! ledger, verifier) and reaches devices only through these traits, so the simulated drive in
-//! `faultline-fixtures` and the real engines are interchangeable.
+//! `faultline-fixtures` and the real engines are interchangeable. [`nvme`] reads a drive's
+//! health logs and identity through the NVMe admin passthrough ioctl.
 //!
 //! Invariant: nothing here knows the on-disk block format, the ledger or the contracts. A
 //! target moves bytes and reports what the device said; it never decides what a result means.
@@ -15,6 +16,7 @@ pub mod blockdev;
 pub mod control;
 pub mod guard;
 pub mod link;
+pub mod nvme;
 pub mod open;
 pub mod power;
 pub mod sharded;

@@ -1,12 +1,13 @@
-//! Direct system calls that std does not wrap: block-device ioctls and the `pwritev2` /
+//! Direct system calls that std does not wrap: block-device ioctls, the `pwritev2` /
 //! `preadv2` pair with per-call flags (`RWF_DSYNC` gives a write FUA semantics on an
-//! O_DIRECT block device).
+//! O_DIRECT block device) and the NVMe admin passthrough ioctl.
 //!
 //! Invariant: together with `uring.rs`, this is the only module with `unsafe`. Every call
 //! here borrows its buffer for the duration of the call only; nothing outlives the syscall.
 
 use std::fs::File;
 use std::io;
+use std::mem::size_of;
 use std::os::unix::io::AsRawFd;
 
 /// `_IOR(0x12, 114, size_t)`: device size in bytes. libc does not export it.
@@ -67,4 +68,192 @@ pub fn preadv2(file: &File, buf: &mut [u8], offset: u64, flags: i32) -> io::Resu
         return Err(io::Error::last_os_error());
     }
     Ok(r as usize)
+}
+
+/// `struct nvme_admin_cmd` (`struct nvme_passthru_cmd`, linux/nvme_ioctl.h): one admin command
+/// for `NVME_IOCTL_ADMIN_CMD`. `addr`/`data_len` are filled in by `nvme_admin` from its
+/// buffer; `result` is the completion's dword 0, written back by the kernel.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NvmeAdminCmd {
+    pub opcode: u8,
+    pub flags: u8,
+    pub rsvd1: u16,
+    pub nsid: u32,
+    pub cdw2: u32,
+    pub cdw3: u32,
+    pub metadata: u64,
+    pub addr: u64,
+    pub metadata_len: u32,
+    pub data_len: u32,
+    pub cdw10: u32,
+    pub cdw11: u32,
+    pub cdw12: u32,
+    pub cdw13: u32,
+    pub cdw14: u32,
+    pub cdw15: u32,
+    pub timeout_ms: u32,
+    pub result: u32,
+}
+
+const _: () = assert!(size_of::<NvmeAdminCmd>() == 72);
+
+/// The kernel's `_IOC` request encoding: `dir << 30 | size << 16 | type << 8 | nr`
+/// (asm-generic: x86, arm, riscv; powerpc, mips and sparc encode differently).
+const fn ioc(dir: u32, ty: u8, nr: u8, size: usize) -> u32 {
+    (dir << 30) | ((size as u32) << 16) | ((ty as u32) << 8) | nr as u32
+}
+const IOC_WRITE: u32 = 1;
+const IOC_READ: u32 = 2;
+
+/// `NVME_IOCTL_ADMIN_CMD` = `_IOWR('N', 0x41, struct nvme_admin_cmd)`.
+pub(crate) const NVME_IOCTL_ADMIN_CMD: u32 = ioc(IOC_READ | IOC_WRITE, b'N', 0x41, size_of::<NvmeAdminCmd>());
+
+/// A completion status other than success: the drive answered and refused the command. The
+/// value is what the kernel returns from the ioctl, the completion's status field without its
+/// phase bit: SC in bits 0-7, SCT in 8-10, CRD 11-12, More 13, DNR (do not retry) 14.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("NVMe status {:#06x} ({})", .0, self.describe())]
+pub struct NvmeStatus(pub u16);
+
+impl NvmeStatus {
+    /// Status code type (0 generic, 1 command specific, 2 media and data integrity, 3 path).
+    pub fn sct(self) -> u8 {
+        ((self.0 >> 8) & 0x7) as u8
+    }
+
+    /// Status code, within its type.
+    pub fn sc(self) -> u8 {
+        self.0 as u8
+    }
+
+    /// Do Not Retry: the same command will fail again.
+    pub fn dnr(self) -> bool {
+        self.0 & 0x4000 != 0
+    }
+
+    /// The status an admin-command error carries, if the drive refused (None for OS errors).
+    pub fn of(e: &io::Error) -> Option<NvmeStatus> {
+        e.get_ref().and_then(|inner| inner.downcast_ref::<NvmeStatus>()).copied()
+    }
+
+    fn describe(self) -> String {
+        match (self.sct(), self.sc()) {
+            (0, 0x01) => "invalid command opcode".into(),
+            (0, 0x02) => "invalid field in command".into(),
+            (0, 0x0B) => "invalid namespace or format".into(),
+            (1, 0x09) => "invalid log page".into(),
+            (sct, sc) => format!("SCT {sct}, SC {sc:#04x}"),
+        }
+    }
+}
+
+/// Bytes the controller writes into the host buffer for `cmd`, for the admin commands whose
+/// transfer length this module knows: Get Log Page (NUMD) and Identify (always 4096).
+fn admin_data_in_bytes(cmd: &NvmeAdminCmd) -> Option<u64> {
+    match cmd.opcode {
+        0x02 => Some(((u64::from(cmd.cdw11 & 0xFFFF) << 16 | u64::from(cmd.cdw10 >> 16)) + 1) * 4),
+        0x06 => Some(4096),
+        _ => None,
+    }
+}
+
+/// Issues one admin command through `NVME_IOCTL_ADMIN_CMD` on a controller character device
+/// (`/dev/nvmeN`) and returns the completion's dword 0. `data` is the data buffer (`addr` and
+/// `data_len` are set from it; admin commands carry no metadata).
+///
+/// The device DMAs as many bytes as the command says, straight into `data`'s pages, so a
+/// command asking for more than `data` holds is refused (`InvalidInput`) before the ioctl, as is
+/// a data buffer for an opcode whose transfer length is not known here.
+///
+/// Errors: the OS error when the ioctl fails (ENOTTY: not an NVMe controller; EACCES: Get Log
+/// Page needs CAP_SYS_ADMIN), or an error carrying [`NvmeStatus`] when the drive completed the
+/// command with a non-zero status (see [`NvmeStatus::of`]).
+pub fn nvme_admin(file: &File, cmd: &mut NvmeAdminCmd, data: &mut [u8]) -> io::Result<u32> {
+    let len = u32::try_from(data.len())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, format!("a {}-byte buffer is too large for one command", data.len())))?;
+    match admin_data_in_bytes(cmd) {
+        Some(n) if n <= u64::from(len) => {}
+        Some(n) => {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("admin opcode {:#04x} transfers {n} bytes into a {len}-byte buffer", cmd.opcode),
+            ))
+        }
+        None if len == 0 => {}
+        None => {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("admin opcode {:#04x}: transfer length unknown, refusing a data buffer", cmd.opcode),
+            ))
+        }
+    }
+    cmd.addr = if len == 0 { 0 } else { data.as_mut_ptr() as u64 };
+    cmd.data_len = len;
+    cmd.metadata = 0;
+    cmd.metadata_len = 0;
+    // SAFETY: `cmd` is a live, exclusively borrowed `struct nvme_admin_cmd` (layout checked
+    // above); the kernel reads it and writes back `result`. Its `addr`/`data_len` describe
+    // exactly `data`, mutably borrowed for the whole call, and the check above keeps the
+    // controller's transfer within it; metadata is null. The ioctl is synchronous: neither the
+    // kernel nor the device touches either buffer after it returns.
+    let r = unsafe { libc::ioctl(file.as_raw_fd(), NVME_IOCTL_ADMIN_CMD as _, cmd as *mut NvmeAdminCmd) };
+    match r {
+        0 => Ok(cmd.result),
+        r if r < 0 => Err(io::Error::last_os_error()),
+        r => Err(match u16::try_from(r) {
+            Ok(s) => io::Error::other(NvmeStatus(s)),
+            Err(_) => io::Error::other(format!("NVME_IOCTL_ADMIN_CMD returned {r}, not an NVMe status")),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::mem::offset_of;
+
+    #[test]
+    fn admin_cmd_layout_and_request_number_match_the_kernel_header() {
+        assert_eq!(size_of::<NvmeAdminCmd>(), 72);
+        assert_eq!(NVME_IOCTL_ADMIN_CMD, 0xC048_4E41);
+        assert_eq!([offset_of!(NvmeAdminCmd, nsid), offset_of!(NvmeAdminCmd, metadata), offset_of!(NvmeAdminCmd, addr)], [4, 16, 24]);
+        assert_eq!([offset_of!(NvmeAdminCmd, data_len), offset_of!(NvmeAdminCmd, cdw10), offset_of!(NvmeAdminCmd, result)], [36, 40, 68]);
+    }
+
+    #[test]
+    fn nvme_status_names_itself_and_survives_io_error_wrapping() {
+        let s = NvmeStatus(0x4109);
+        assert_eq!((s.sct(), s.sc(), s.dnr()), (1, 0x09, true));
+        let e = io::Error::other(s);
+        assert_eq!(e.to_string(), "NVMe status 0x4109 (invalid log page)");
+        assert_eq!(NvmeStatus::of(&e), Some(s));
+        assert_eq!(NvmeStatus(0x4002).to_string(), "NVMe status 0x4002 (invalid field in command)");
+        assert_eq!(NvmeStatus(0x0281).to_string(), "NVMe status 0x0281 (SCT 2, SC 0x81)");
+        assert_eq!(NvmeStatus::of(&io::Error::from_raw_os_error(libc::ENOTTY)), None);
+    }
+
+    #[test]
+    fn admin_transfers_longer_than_the_buffer_are_refused_before_the_ioctl() {
+        let f = File::open("/dev/null").unwrap();
+        // Get Log Page, NUMDL 127: 512 bytes.
+        let mut cmd = NvmeAdminCmd { opcode: 0x02, cdw10: 0x007F_0002, ..Default::default() };
+        let e = nvme_admin(&f, &mut cmd, &mut [0u8; 256]).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+        assert!(e.to_string().contains("transfers 512 bytes into a 256-byte buffer"), "{e}");
+        let mut cmd = NvmeAdminCmd { opcode: 0x06, cdw10: 1, ..Default::default() };
+        assert_eq!(nvme_admin(&f, &mut cmd, &mut [0u8; 512]).unwrap_err().kind(), io::ErrorKind::InvalidInput);
+        let mut cmd = NvmeAdminCmd { opcode: 0x0A, ..Default::default() };
+        assert_eq!(nvme_admin(&f, &mut cmd, &mut [0u8; 4]).unwrap_err().kind(), io::ErrorKind::InvalidInput);
+    }
+
+    #[test]
+    fn admin_ioctl_on_something_not_nvme_is_an_os_error_not_a_status() {
+        // /dev/null is a character device without this ioctl: the kernel answers ENOTTY.
+        let f = File::open("/dev/null").unwrap();
+        let mut cmd = NvmeAdminCmd { opcode: 0x02, cdw10: 0x007F_0002, nsid: 0xFFFF_FFFF, ..Default::default() };
+        let e = nvme_admin(&f, &mut cmd, &mut [0u8; 512]).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::ENOTTY), "{e}");
+        assert_eq!(NvmeStatus::of(&e), None);
+    }
 }
