@@ -1,7 +1,7 @@
-//! Real kernel parts: the io_uring engine, its guards and the CLI on loop devices created by
-//! the tests (`losetup --direct-io=on`, 512 and 4096-byte sectors), plus a conformance suite
-//! whose test bodies run against both the simulated drive and a loop device: if both pass,
-//! the simulator predicts the kernel.
+//! Real kernel parts: the io_uring engine, its guards, finding a device by its identity alone
+//! and the CLI on loop devices created by the tests (`losetup --direct-io=on`, 512 and
+//! 4096-byte sectors), plus a conformance suite whose test bodies run against both the
+//! simulated drive and a loop device: if both pass, the simulator predicts the kernel.
 //!
 //! Loop devices need root. Where the environment cannot provide one, the test prints
 //! `SKIP <test>: <reason>` and returns; it never skips silently. Every loop device and mount
@@ -11,6 +11,7 @@ use faultline::ledger::{Contract, LedgerWriter, RunHeader, LEDGER_FORMAT};
 use faultline::verify::Verifier;
 use faultline::workload::{FlushPolicy, Layout, Pattern, WorkloadSpec};
 use faultline::writer::{run_cycle, CutPlacement, CycleOptions};
+use faultline_drivers::blockdev::{find_by_identity, Expectation, FindError, SysRoots};
 use faultline_drivers::{open_target, AlignedBuf, BlockTarget, Completion, Engine, Op, OpenSpec, TargetError};
 use faultline_fixtures::{FaultModel, SimConfig, SimDrive, TruthContract};
 use std::path::{Path, PathBuf};
@@ -48,6 +49,11 @@ impl Loop {
         }
         let file = dir.join(format!("backing-{sector}.img"));
         std::fs::File::create(&file).and_then(|f| f.set_len(bytes)).map_err(|e| e.to_string())?;
+        Loop::attach(&file, sector)
+    }
+
+    /// Attaches `file` to the first free loop device, with `sector`-byte logical blocks.
+    fn attach(file: &Path, sector: u32) -> Result<Loop, String> {
         let ss = sector.to_string();
         let mut args = vec!["-f", "--show", "--direct-io=on"];
         if sector != 512 {
@@ -58,12 +64,18 @@ impl Loop {
         let mut last = String::new();
         for _ in 0..5 {
             match sh("losetup", &args) {
-                Ok(dev) => return Ok(Loop { dev, file }),
+                Ok(dev) => return Ok(Loop { dev, file: file.to_path_buf() }),
                 Err(e) => last = e,
             }
             std::thread::sleep(Duration::from_millis(100));
         }
         Err(format!("losetup failed: {last}"))
+    }
+
+    /// Attaches `file` to the loop device `dev` itself (fails when `dev` is in use).
+    fn attach_at(dev: &str, file: &Path) -> Result<Loop, String> {
+        sh("losetup", &["--direct-io=on", dev, file.to_str().unwrap()])?;
+        Ok(Loop { dev: dev.to_string(), file: file.to_path_buf() })
     }
 
     fn path(&self) -> &Path {
@@ -353,6 +365,95 @@ fn fallback_engine_is_selected_and_announced_when_io_uring_is_unavailable() {
     // Without the switch, the io_uring engine serves the same run, silently.
     let o = ok(&["verify", "--target", s(&t), "--run-dir", s(&rd)]);
     assert!(!text(&o).contains("io_uring is unavailable"), "{}", text(&o));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Finding a device by its identity alone
+// ---------------------------------------------------------------------------------------------
+
+/// The backing file as the kernel reports it (absolute, symlinks resolved).
+fn backing(file: &Path) -> String {
+    std::fs::canonicalize(file).unwrap().to_string_lossy().into_owned()
+}
+
+#[test]
+fn device_that_comes_back_under_another_name_is_found_by_identity() {
+    let test = "device_that_comes_back_under_another_name_is_found_by_identity";
+    let d = scratch("find");
+    let roots = SysRoots::system();
+    let Some(first) = loop_or_skip(test, &d, 8 << 20, 512) else { return };
+    let file = first.file.clone();
+    let expect = Expectation { backing_file: Some(backing(&file)), size_bytes: Some(8 << 20), ..Default::default() };
+    assert_eq!(find_by_identity(&expect, &roots).unwrap(), first.path());
+    let old = first.dev.clone();
+    drop(first);
+    // Gone (the kernel may finish the detach a moment later): nothing matches.
+    let start = Instant::now();
+    let gone = loop {
+        match find_by_identity(&expect, &roots) {
+            Err(e @ FindError::NotFound { .. }) => break e,
+            other if start.elapsed() > Duration::from_secs(5) => panic!("{old} still found after detach: {other:?}"),
+            _ => std::thread::sleep(Duration::from_millis(50)),
+        }
+    };
+    assert!(gone.to_string().contains("scanned"), "{gone}");
+
+    // Back under another name: a dummy holds the old number, so the kernel hands out another.
+    let dummy = d.join("dummy.img");
+    std::fs::File::create(&dummy).unwrap().set_len(1 << 20).unwrap();
+    let mut holder = None;
+    let mut again = None;
+    for _ in 0..5 {
+        if holder.is_none() {
+            // Fails when another test took the old number meanwhile: it is held either way.
+            holder = Loop::attach_at(&old, &dummy).ok();
+        }
+        let l = Loop::attach(&file, 512).expect("re-attach the backing file");
+        if l.dev != old {
+            again = Some(l);
+            break;
+        }
+        // The other test let the old number go again before we attached: hold it and retry.
+    }
+    let again = again.expect("the backing file came back under a new name");
+    println!("{} came back as {}", old, again.dev);
+    let found = find_by_identity(&expect, &roots).unwrap();
+    assert_eq!(found, again.path());
+    // The real open measures the device itself and checks the expectation again.
+    let spec = OpenSpec { writable: true, queue_depth: 4, expect: expect.clone(), ..Default::default() };
+    let o = open_target(&found, &spec).unwrap();
+    assert!(o.block_device);
+    assert_eq!(o.target.geometry().capacity_bytes, 8 << 20);
+    let id = o.target.identity();
+    assert!(id.contains(&format!("loop-backing={}", backing(&file))), "{id}");
+    drop(o);
+    if let Some(h) = &holder {
+        // The old name is another device now, and the same expectation refuses it.
+        let e = open_target(h.path(), &spec).err().expect("the old name must be refused");
+        assert!(e.to_string().contains("--expect-backing-file"), "{e}");
+    }
+}
+
+#[test]
+fn two_loop_devices_of_one_size_are_ambiguous_by_size() {
+    let test = "two_loop_devices_of_one_size_are_ambiguous_by_size";
+    // A size no other test's device has.
+    const SIZE: u64 = (5 << 20) + 12288;
+    let d = scratch("find-ambiguous");
+    let (da, db) = (d.join("a"), d.join("b"));
+    std::fs::create_dir_all(&da).unwrap();
+    std::fs::create_dir_all(&db).unwrap();
+    let Some(a) = loop_or_skip(test, &da, SIZE, 512) else { return };
+    let b = Loop::new(&db, SIZE, 512).expect("a second loop device");
+    let roots = SysRoots::system();
+    let e = find_by_identity(&Expectation { size_bytes: Some(SIZE), ..Default::default() }, &roots).unwrap_err();
+    let FindError::Ambiguous { matches, .. } = &e else { panic!("expected a refusal, got: {e}") };
+    let paths: Vec<&Path> = matches.iter().map(|c| c.path.as_path()).collect();
+    assert!(paths.contains(&a.path()) && paths.contains(&b.path()), "{e}");
+    assert!(e.to_string().contains(&a.dev) && e.to_string().contains(&b.dev), "{e}");
+    // The backing file tells them apart.
+    let one = Expectation { backing_file: Some(backing(&b.file)), size_bytes: Some(SIZE), ..Default::default() };
+    assert_eq!(find_by_identity(&one, &roots).unwrap(), b.path());
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -90,6 +90,7 @@ impl DeviceArgs {
             wwid: self.expect_wwid.clone(),
             model: self.expect_model.clone(),
             size_bytes: self.expect_size,
+            backing_file: None,
         }
     }
 }

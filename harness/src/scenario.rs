@@ -913,7 +913,7 @@ impl Scenario {
     /// The identity the device must show (empty for a simulated drive).
     pub fn expectation(&self) -> Expectation {
         let t = &self.target;
-        Expectation { serial: t.serial.clone(), wwid: t.wwid.clone(), model: t.model.clone(), size_bytes: t.size_bytes }
+        Expectation { serial: t.serial.clone(), wwid: t.wwid.clone(), model: t.model.clone(), size_bytes: t.size_bytes, backing_file: None }
     }
 
     /// `controllers.power`, parsed (errors name the scenario by its `name`).
