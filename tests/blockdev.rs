@@ -338,6 +338,7 @@ fn identity_mismatch_is_refused_and_identity_survives_reattach() {
     let lp = Loop { dev: out, file };
     ok(&["verify", "--target", &lp.dev, "--run-dir", s(&rd)]);
     // Another device is not the run's target.
+    std::fs::create_dir_all(d.join("x")).unwrap();
     let Some(other) = loop_or_skip("identity_mismatch_is_refused_and_identity_survives_reattach", &d.join("x"), 8 << 20, 512) else {
         return;
     };

@@ -9,7 +9,7 @@ use anyhow::{bail, Context, Result};
 use faultline::events::{Event, EventSink, Sinks};
 use faultline::report::console::Console;
 use faultline::report::jsonl::{read_events, EventLog};
-use faultline::report::{file_reports, EVENTS_FILE, HTML_FILE};
+use faultline::report::{file_reports, regenerate, EVENTS_FILE, HTML_FILE};
 use faultline::run::exists;
 use faultline::runner::{run_scenario, RunSummary, RunnerOptions};
 use faultline::scenario::Scenario;
@@ -90,7 +90,7 @@ pub fn cmd_run_scenario(mut s: Scenario, origin: &str, run_dir: Option<PathBuf>,
     for r in file_reports(&dir) {
         sinks.push(r);
     }
-    let summary = run_scenario(&s, &dir, sinks, &options(seed), &[])?;
+    let summary = run_scenario(&s, &dir, sinks, &options(seed), None)?;
     Ok(finish(&summary, &s, &dir))
 }
 
@@ -117,8 +117,12 @@ pub fn cmd_resume(dir: &Path) -> Result<u8> {
     } else {
         Vec::new()
     };
-    if let Some(Event::RunEnded { verdict, .. }) = prior.iter().rev().find(|e| matches!(e, Event::RunEnded { .. })) {
-        bail!("the run in {} has ended (verdict: {}); there is nothing to resume", dir.display(), verdict.name());
+    if let Some(Event::RunEnded { verdict, exit_code, .. }) = prior.iter().rev().find(|e| matches!(e, Event::RunEnded { .. })) {
+        // It ended after all (the harness may have died while writing the reports).
+        println!("the run in {} had ended (verdict: {}); nothing to resume", dir.display(), verdict.name());
+        regenerate(dir).with_context(|| format!("cannot rebuild the reports of {}", dir.display()))?;
+        println!("reports: {} (rebuilt)", dir.join(HTML_FILE).display());
+        return Ok(*exit_code);
     }
     let ended = prior.iter().filter(|e| matches!(e, Event::CycleEnded { .. })).count();
     println!(
@@ -147,6 +151,6 @@ pub fn cmd_resume(dir: &Path) -> Result<u8> {
     if let Some(Event::RunStarted { started_at, .. }) = prior.first() {
         o.started_at = started_at.clone();
     }
-    let summary = run_scenario(&s, dir, sinks, &o, &prior)?;
+    let summary = run_scenario(&s, dir, sinks, &o, Some(&prior))?;
     Ok(finish(&summary, &s, dir))
 }

@@ -26,7 +26,7 @@ use crate::rng::WyRand;
 use crate::run::{exists, open_run, OpenRun};
 use crate::scenario::{self, Fault, OnEvent, Scenario, SimSwitch};
 use crate::soak::dead_device;
-use crate::verify::{Finding, FindingClass, Verifier, VerifyError, VerifyReport};
+use crate::verify::{Finding, FindingClass, Shown, Verifier, VerifyError, VerifyReport};
 use crate::workload::Layout;
 use crate::writer::{run_cycle, CutPlacement, CycleOptions, CycleOutcome, WriteError};
 use faultline_drivers::control::{self, parse_spec, ControlEnv};
@@ -469,8 +469,14 @@ impl Emitter<'_> {
         self.emit(Event::HarnessError { t_ns, cycle, message });
     }
 
+    /// What makes a finding the same one seen again: a lost or torn write is one finding
+    /// however many of its sectors later writes have covered since; other damage is one per
+    /// place and expected content.
     fn key(f: &Finding) -> (FindingClass, u64, String) {
-        (f.class, f.offset, format!("{:?}", f.expected))
+        match (f.class, &f.expected) {
+            (FindingClass::LostWrite | FindingClass::TornWrite, Shown::Write { write_id, .. }) => (f.class, *write_id, String::new()),
+            _ => (f.class, f.offset, format!("{:?}", f.expected)),
+        }
     }
 
     fn is_new(&self, f: &Finding) -> bool {
@@ -497,16 +503,23 @@ fn nanos(d: Duration) -> u64 {
 
 /// Runs a scenario in `run_dir`, sending every event to `sinks`.
 ///
-/// `prior` is empty for a new run (`run_dir` must not hold one). For `faultline resume` it holds
-/// the events the run had recorded before the harness died (their consumers in `sinks` other
-/// than the log have seen them): the run goes on from the ledger and the saved drive, finishing
-/// the cycle the harness died in, until `cycles.count` cycles have ended.
+/// `prior` is `None` for a new run (`run_dir` must not hold one). For `faultline resume` it
+/// holds the events the run had recorded before the harness died (their consumers in `sinks`
+/// other than the log have seen them): the run goes on from the ledger and the saved drive,
+/// finishing the cycle the harness died in, until `cycles.count` cycles have ended.
 ///
 /// Harness errors end up as `harness_error` events and an `error` verdict; `Err` when a
 /// consumer of the events failed, or when a resumed run could not be set up again (then
 /// nothing is recorded, and the run can be resumed once the cause is fixed).
-pub fn run_scenario(s: &Scenario, run_dir: &Path, sinks: Sinks<'_>, o: &RunnerOptions, prior: &[Event]) -> Result<RunSummary, RunnerError> {
-    let resuming = !prior.is_empty();
+pub fn run_scenario(
+    s: &Scenario,
+    run_dir: &Path,
+    sinks: Sinks<'_>,
+    o: &RunnerOptions,
+    prior: Option<&[Event]>,
+) -> Result<RunSummary, RunnerError> {
+    let resuming = prior.is_some();
+    let prior = prior.unwrap_or_default();
     let mut em = Emitter {
         rec: Recorder::resumed(sinks, RunModel::from_events(prior)),
         t0: Instant::now(),
@@ -533,7 +546,7 @@ pub fn run_scenario(s: &Scenario, run_dir: &Path, sinks: Sinks<'_>, o: &RunnerOp
                 em.emit(run_started(st.header.run_id, st.identity.clone()));
             }
             notes = std::mem::take(&mut st.notes);
-            match cycles(s, o, run_dir, &mut st, &mut em, &mut cycles_run, prior) {
+            match cycles(s, o, run_dir, &mut st, &mut em, &mut cycles_run, resuming.then_some(prior)) {
                 Ok(stopped) => stopped,
                 Err(e) => {
                     em.error(None, e.clone());
@@ -619,8 +632,9 @@ fn cycles(
     st: &mut Setup,
     em: &mut Emitter,
     cycles_run: &mut u32,
-    prior: &[Event],
+    resumed: Option<&[Event]>,
 ) -> Result<Option<String>, String> {
+    let prior = resumed.unwrap_or_default();
     let Setup { device, cutter, run: slot, header, sector, .. } = st;
     let not_open = || "the run is not open".to_string();
     let spec = slot.as_ref().ok_or_else(not_open)?.layout.spec().clone();
@@ -630,7 +644,7 @@ fn cycles(
     let last_verified = prior.iter().filter_map(|e| if let Event::Verified { cycle, .. } = e { Some(*cycle) } else { None }).max();
     let checked_upto = match last_verified {
         Some(v) => history.cycles.iter().find(|c| c.cycle == v).map_or(1, |c| c.submitted_end),
-        None if prior.is_empty() => history.submitted_end(),
+        None if resumed.is_none() => history.submitted_end(),
         None => history.cycles.first().map_or(1, |c| c.first_id),
     };
     let mut c = Cycles {
@@ -648,7 +662,7 @@ fn cycles(
         consecutive_errors: 0,
     };
     let mut done = ended.len() as u32;
-    if !prior.is_empty() {
+    if resumed.is_some() {
         let last = history.last_cycle();
         let interrupted = (last > 0 && !ended.contains(&last)).then_some(last);
         let last_event = prior.last().map(Event::kind).unwrap_or_default();

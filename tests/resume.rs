@@ -1,0 +1,170 @@
+//! `faultline resume` after SIGKILL: the real binary runs the demo scenario and is killed at
+//! seeded random moments, again and again, each time taken up by `faultline resume`; the run
+//! it finally completes must reach the verdict of an uninterrupted run with the same seed, with
+//! no false finding, no harness error and every cycle recorded exactly once.
+//!
+//! The kill delays come from `SEED` (printed on failure). Where each kill landed is read from
+//! the last event the run had recorded, and the phases hit are printed.
+
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_faultline");
+const DEMO: &str = include_str!("../scenarios/demo.toml");
+const SEED: u64 = 20261130;
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("faultline-resume-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn text(o: &Output) -> String {
+    format!("exit {:?}\nstdout:\n{}\nstderr:\n{}", o.status.code(), String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+/// SplitMix64: the kill delays.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        ((z ^ (z >> 31)) as u128 * n as u128 >> 64) as u64
+    }
+}
+
+/// The demo with `count` cycles, a 16 MiB drive (quick to reload) and `model`.
+fn scenario(count: u32, model: &str) -> String {
+    let s = DEMO
+        .replace("count = 300", &format!("count = {count}"))
+        .replace("capacity_bytes = 67108864", "capacity_bytes = 16777216")
+        .replace("model = { kind = \"rollback\", writes_per_cut = 1 }", &format!("model = {model}"))
+        .replace("full_every_cycles = 50", "full_every_cycles = 10");
+    assert_eq!(s.matches(&format!("count = {count}")).count(), 1, "the demo scenario changed shape; update this test");
+    assert!(s.contains(model) && s.contains("16777216") && s.contains("full_every_cycles = 10"), "the demo changed shape");
+    s
+}
+
+fn events(rd: &Path) -> Vec<Value> {
+    let Ok(text) = std::fs::read_to_string(rd.join("events.jsonl")) else { return Vec::new() };
+    // A torn last line (the process was killed mid-write) is not an event yet.
+    text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
+}
+
+fn summary(rd: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(rd.join("summary.json")).expect("summary.json")).unwrap()
+}
+
+fn spawn(args: &[&str]) -> Child {
+    Command::new(BIN).args(args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().expect("spawn faultline")
+}
+
+/// Classes with findings, from a summary.
+fn classes(s: &Value) -> BTreeSet<String> {
+    s["findings_per_class"].as_object().unwrap().iter().filter(|(_, n)| n.as_u64().unwrap() > 0).map(|(c, _)| c.clone()).collect()
+}
+
+/// Runs `scenario` in `rd`, killing it `kills` times at random moments and resuming it after
+/// each; returns the exit code of the run that completed and the phases the kills landed in.
+fn run_with_kills(file: &Path, rd: &Path, kills: u32, rng: &mut Rng) -> (i32, BTreeMap<String, u32>) {
+    let mut phases: BTreeMap<String, u32> = BTreeMap::new();
+    let mut killed = 0;
+    let deadline = Instant::now() + Duration::from_secs(300);
+    loop {
+        assert!(Instant::now() < deadline, "seed {SEED}: the run did not complete within 300 s");
+        // Before the scenario is in the run directory there is nothing to resume: start again.
+        let mut child = if rd.join("scenario.toml").exists() {
+            spawn(&["resume", rd.to_str().unwrap()])
+        } else {
+            spawn(&["run", file.to_str().unwrap(), "--run-dir", rd.to_str().unwrap()])
+        };
+        if killed < kills {
+            std::thread::sleep(Duration::from_millis(10 + rng.below(150)));
+            if child.try_wait().unwrap().is_none() {
+                child.kill().unwrap(); // SIGKILL
+                child.wait().unwrap();
+                killed += 1;
+                let last = events(rd).last().map_or("nothing recorded".to_string(), |e| e["event"].as_str().unwrap().to_string());
+                *phases.entry(last).or_default() += 1;
+                continue;
+            }
+        }
+        let o = child.wait_with_output().unwrap();
+        let code = o.status.code().expect("exited");
+        assert!(code == 0 || code == 1, "seed {SEED}: after {killed} kills the run ended with {}", text(&o));
+        if killed < kills {
+            panic!("seed {SEED}: the run completed after only {killed} of {kills} kills; make it longer");
+        }
+        return (code, phases);
+    }
+}
+
+/// Every cycle ended exactly once, the log and ledger read back, nothing is an error.
+fn check_records(rd: &Path, count: u32, what: &str) {
+    let ev = events(rd);
+    let mut ended: BTreeMap<u64, u32> = BTreeMap::new();
+    for e in ev.iter().filter(|e| e["event"] == "cycle_ended") {
+        *ended.entry(e["cycle"].as_u64().unwrap()).or_default() += 1;
+        assert_ne!(e["verdict"], "error", "seed {SEED}: {what}: {e}");
+    }
+    assert_eq!(ended.len() as u32, count, "seed {SEED}: {what}: cycles ended {:?}", ended.keys().collect::<Vec<_>>());
+    assert!(ended.values().all(|&n| n == 1), "seed {SEED}: {what}: a cycle ended twice: {ended:?}");
+    assert_eq!(ended.keys().copied().collect::<Vec<_>>(), (1..=u64::from(count)).collect::<Vec<_>>());
+    assert!(ev.iter().all(|e| e["event"] != "harness_error"), "seed {SEED}: {what}: harness error recorded");
+    assert_eq!(ev.iter().filter(|e| e["event"] == "run_ended").count(), 1, "seed {SEED}: {what}");
+    // The reports rebuild from the log alone, to the same summary.
+    let before = summary(rd);
+    let o = Command::new(BIN).args(["report", rd.to_str().unwrap()]).output().unwrap();
+    assert!(o.status.code() == Some(0) || o.status.code() == Some(1), "{}", text(&o));
+    assert_eq!(summary(rd), before, "seed {SEED}: {what}: report rebuilds the summary");
+}
+
+fn kill_and_compare(name: &str, model: &str, count: u32, kills: u32, rng: &mut Rng) -> (Value, Value, BTreeMap<String, u32>) {
+    let d = scratch(name);
+    let file = d.join(format!("{name}.toml"));
+    std::fs::write(&file, scenario(count, model)).unwrap();
+    let straight = d.join("straight");
+    let o = Command::new(BIN).args(["run", file.to_str().unwrap(), "--run-dir", straight.to_str().unwrap()]).output().unwrap();
+    assert!(o.status.code() == Some(0) || o.status.code() == Some(1), "{}", text(&o));
+    check_records(&straight, count, "uninterrupted");
+    let killed = d.join("killed");
+    let (code, phases) = run_with_kills(&file, &killed, kills, rng);
+    check_records(&killed, count, "killed and resumed");
+    let (a, b) = (summary(&straight), summary(&killed));
+    assert_eq!(o.status.code(), Some(code), "seed {SEED}: {name}: same exit code");
+    assert_eq!(a["verdict"], b["verdict"], "seed {SEED}: {name}: same verdict\nuninterrupted {a}\nkilled {b}");
+    assert!(b["resumes"].as_u64().unwrap() >= 1, "seed {SEED}: {b}");
+    eprintln!("{name}: {kills} kills landed after {phases:?}; uninterrupted {:?}, killed {:?}", classes(&a), classes(&b));
+    let _ = std::fs::remove_dir_all(&d);
+    (a, b, phases)
+}
+
+#[test]
+fn sigkill_at_random_points_and_resume_reaches_the_uninterrupted_verdict() {
+    let mut rng = Rng(SEED);
+    // An honest drive: not one false finding however often the harness dies.
+    let (a, b, p1) = kill_and_compare("honest", "{ kind = \"honest_plp\" }", 200, 30, &mut rng);
+    assert_eq!(a["verdict"], "clean", "seed {SEED}: {a}");
+    assert_eq!(b["findings"], 0, "seed {SEED}: {b}");
+    // The demo's drive, which rolls back one acknowledged write per cut: found out just the same.
+    let (a, b, p2) = kill_and_compare("rollback", "{ kind = \"rollback\", writes_per_cut = 1 }", 200, 25, &mut rng);
+    assert_eq!(a["verdict"], "findings", "seed {SEED}: {a}");
+    let allowed: BTreeSet<String> = ["lost_write", "torn_write"].map(String::from).into();
+    assert!(classes(&a).contains("lost_write") && classes(&b).contains("lost_write"), "seed {SEED}: {a}\n{b}");
+    assert!(classes(&b).is_subset(&allowed), "seed {SEED}: a kill made up a class: {b}");
+    // The kills hit the cycle in its different phases.
+    let mut all = p1;
+    for (k, n) in p2 {
+        *all.entry(k).or_default() += n;
+    }
+    let total: u32 = all.values().sum();
+    assert!(total >= 55, "{all:?}");
+    assert!(all.len() >= 4, "seed {SEED}: the kills landed in too few phases: {all:?}");
+}
