@@ -618,3 +618,82 @@ fn conformance_bad_requests_fail_as_data() {
 fn conformance_queue_depth_is_enforced() {
     conformance("conformance_queue_depth_is_enforced", 8, body_queue_depth_is_enforced);
 }
+
+/// Detaches, on drop, the loop devices whose names the power scripts of a test wrote down.
+struct ScriptLoops(PathBuf);
+
+impl Drop for ScriptLoops {
+    fn drop(&mut self) {
+        for f in ["cur", "dummy"] {
+            if let Ok(dev) = std::fs::read_to_string(self.0.join(f)) {
+                let _ = sh("losetup", &["-d", dev.trim()]);
+            }
+        }
+    }
+}
+
+#[test]
+fn the_runner_finds_its_target_by_identity_and_again_when_it_comes_back_renamed() {
+    let test = "the_runner_finds_its_target_by_identity_and_again_when_it_comes_back_renamed";
+    let d = scratch("renamed");
+    // An unusual size, so that the size alone names this device among the machine's.
+    let size: u64 = (6 << 20) + 20 * 1024;
+    let Some(first) = loop_or_skip(test, &d, size, 512) else { return };
+    let file = first.file.clone();
+    std::fs::write(d.join("cur"), &first.dev).unwrap();
+    let original = first.dev.clone();
+    std::mem::forget(first); // from here on the scripts own it, and ScriptLoops detaches it
+    let _guard = ScriptLoops(d.clone());
+    std::fs::File::create(d.join("dummy.img")).unwrap().set_len(1 << 20).unwrap();
+    std::fs::write(d.join("state"), "on\n").unwrap();
+    let dir = d.to_str().unwrap();
+    // "Power off": detach the device (the kernel finishes it when the harness lets go).
+    // "Power on": a dummy takes the old name, so the target comes back under another one.
+    let script = |name: &str, body: String| {
+        let p = d.join(name);
+        std::fs::write(&p, format!("#!/bin/sh\nset -e\ncd {dir}\n{body}")).unwrap();
+        sh("chmod", &["+x", p.to_str().unwrap()]).unwrap();
+        p.to_str().unwrap().to_string()
+    };
+    let off = script("off.sh", "losetup -d \"$(cat cur)\"\necho off > state\n".into());
+    let on = script(
+        "on.sh",
+        format!(
+            "old=$(cat cur)\nif [ -f dummy ]; then losetup -d \"$(cat dummy)\" || true; rm -f dummy; fi\n\
+             i=0; until losetup \"$old\" dummy.img 2>/dev/null; do i=$((i+1)); [ $i -lt 100 ] || exit 1; sleep 0.05; done\n\
+             echo \"$old\" > dummy\nlosetup -f --show --direct-io=on {} > cur\ncat cur >> names\necho on > state\n",
+            file.display()
+        ),
+    );
+    let state = script("state.sh", "cat state\n".into());
+    let scenario = format!(
+        "format_version = 1\nname = \"renamed\"\nseed = 77\ncontract = \"plp\"\n\
+         [target]\nsize_bytes = {size}\n\
+         [workload]\npattern = {{ kind = \"random\" }}\nmin_write_bytes = 4096\nmax_write_bytes = 65536\nmean_write_bytes = 8192\n\
+         align_bytes = 4096\nqueue_depth = 16\n\
+         [controllers]\npower = \"exec:?off={off}&on={on}&state={state}\"\n\
+         [fault]\nkind = \"power_cut\"\n[cut]\nkind = \"uniform_time\"\nwindow_start_ms = 20\nwindow_end_ms = 60\n\
+         [cycles]\ncount = 3\noff_time_ms = 20\nreadiness_timeout_s = 10\n\
+         [verify]\nsample_bytes = 1048576\nfull_every_cycles = 0\n"
+    );
+    let sf = d.join("renamed.toml");
+    std::fs::write(&sf, scenario).unwrap();
+    let rd = d.join("run");
+    let o = Command::new(BIN).args(["run", sf.to_str().unwrap(), "--run-dir", rd.to_str().unwrap()]).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let out = text(&o);
+    assert!(out.contains("no SMART/health checks") && out.contains("not an NVMe device"), "{out}");
+    let log = std::fs::read_to_string(rd.join("events.jsonl")).unwrap();
+    let ev: Vec<serde_json::Value> = log.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let started = ev.iter().find(|e| e["event"] == "run_started").unwrap();
+    assert!(started["target"].as_str().unwrap().contains(&format!("loop-backing={}", backing(&file))), "{started}");
+    let ready: Vec<_> = ev.iter().filter(|e| e["event"] == "ready").collect();
+    assert_eq!(ready.len(), 3, "{out}");
+    assert!(ready.iter().all(|r| r["enumerate_us"].as_u64().is_some()), "re-opened each cycle: {ready:?}");
+    assert_eq!(ev.iter().filter(|e| e["event"] == "verified").count(), 3, "{out}");
+    let names = std::fs::read_to_string(d.join("names")).unwrap();
+    let seen: Vec<&str> = std::iter::once(original.as_str()).chain(names.lines()).collect();
+    assert_eq!(seen.len(), 4, "{names}");
+    assert!(seen.windows(2).all(|w| w[0] != w[1]), "the device came back under a new name each cycle: {seen:?}");
+    println!("the target was {}", seen.join(", then "));
+}

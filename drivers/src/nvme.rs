@@ -132,18 +132,7 @@ impl ControllerIdentity {
     }
 }
 
-/// Where sysfs and `/dev` are: `sys/...` and `dev/...` are looked up under these (default `/`).
-#[derive(Clone, Debug)]
-pub struct SysRoots {
-    pub sysfs_root: PathBuf,
-    pub dev_root: PathBuf,
-}
-
-impl Default for SysRoots {
-    fn default() -> Self {
-        SysRoots { sysfs_root: PathBuf::from("/"), dev_root: PathBuf::from("/") }
-    }
-}
+pub use crate::blockdev::SysRoots;
 
 /// Why a device number did not lead to a controller.
 #[derive(Debug, PartialEq, Eq)]
@@ -235,14 +224,14 @@ impl NvmeAdmin {
     /// as it is. Anything else (a loop device, a regular file, `/dev/null`) is
     /// [`NvmeError::NotNvme`].
     pub fn open_for_block_device(block_dev_path: &Path) -> Result<NvmeAdmin, NvmeError> {
-        NvmeAdmin::open_for_block_device_in(block_dev_path, &SysRoots::default())
+        NvmeAdmin::open_for_block_device_in(block_dev_path, &SysRoots::system())
     }
 
     /// [`NvmeAdmin::open_for_block_device`] with sysfs and `/dev` under `roots`.
     pub fn open_for_block_device_in(block_dev_path: &Path, roots: &SysRoots) -> Result<NvmeAdmin, NvmeError> {
         let path = std::fs::canonicalize(block_dev_path).unwrap_or_else(|_| block_dev_path.to_path_buf());
         let meta = std::fs::metadata(&path).map_err(|source| NvmeError::Io { path: path.clone(), what: "stat".into(), source })?;
-        let sys = roots.sysfs_root.join("sys");
+        let sys = roots.sys.clone();
         let ft = meta.file_type();
         let ctrl = if ft.is_block_device() {
             controller_of_block(&sys, meta.rdev())
@@ -258,7 +247,7 @@ impl NvmeAdmin {
             Unresolved::NotNvme(why) => NvmeError::NotNvme { path: path.clone(), why },
             Unresolved::NoController(why) => NvmeError::NoController { path: path.clone(), why },
         })?;
-        let dev = roots.dev_root.join("dev").join(&ctrl);
+        let dev = roots.dev.join(&ctrl);
         if !dev.exists() {
             return Err(NvmeError::NoController { path, why: format!("controller {ctrl} has no device node {}", dev.display()) });
         }

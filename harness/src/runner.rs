@@ -29,7 +29,11 @@ use crate::soak::dead_device;
 use crate::verify::{Finding, FindingClass, Shown, Verifier, VerifyError, VerifyReport};
 use crate::workload::Layout;
 use crate::writer::{run_cycle, CutPlacement, CycleOptions, CycleOutcome, WriteError};
+use crate::events::{HealthNote, SmartFigures};
+use crate::health::{judge, judge_ocp, parse_ocp_smart, parse_smart, HealthAnomaly, HealthPolicy, OcpSmartLog, Shutdown, SmartLog};
+use faultline_drivers::blockdev::{find_by_identity, identify, Expectation, SysRoots};
 use faultline_drivers::control::{self, parse_spec, ControlEnv};
+use faultline_drivers::nvme::NvmeAdmin;
 use faultline_drivers::{open_target, AlignedBuf, BlockTarget, LinkController, OpenSpec, PowerState, PowerSwitch, ResetKind};
 use faultline_fixtures::emu::{LcusEmu, NumatoEmu, QuarchEmu, QuarchKind, QuarchModule};
 use faultline_fixtures::{SimConfig, SimDrive, SimPower, TruthContract};
@@ -177,22 +181,74 @@ fn union(a: &[(u64, u64)], b: &[(u64, u64)]) -> Vec<(u64, u64)> {
 /// The device under test.
 enum Device {
     Sim(SimDrive),
-    Real { path: PathBuf, spec: OpenSpec, target: Option<Box<dyn BlockTarget>> },
+    Real(Box<RealDevice>),
+}
+
+/// A real device, and how to find it again after a fault.
+struct RealDevice {
+    /// Where it was last found.
+    path: PathBuf,
+    spec: OpenSpec,
+    target: Option<Box<dyn BlockTarget>>,
+    /// Its identity, to find it again by when it comes back under another name (`nvme0n1` as
+    /// `nvme1n1`); `None` when sysfs names nothing stable (a regular file): found by path.
+    find: Option<Expectation>,
+    roots: SysRoots,
+    /// The run's target identity (the ledger header's): anything else is refused.
+    identity: String,
+    /// Reads SMART/health through the NVMe admin passthrough (`None`: not an NVMe device).
+    health: Option<SmartBaseline>,
+}
+
+/// The health logs as last read, to compare the next cycle's with.
+struct SmartBaseline {
+    smart: SmartLog,
+    ocp: Option<OcpSmartLog>,
+}
+
+/// Reads the SMART/health log and, where the drive has it, the OCP extended log.
+fn read_health(path: &Path, roots: &SysRoots) -> Result<SmartBaseline, String> {
+    let admin = NvmeAdmin::open_for_block_device_in(path, roots).map_err(|e| e.to_string())?;
+    let smart = parse_smart(&admin.smart_log().map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
+    let ocp = match admin.ocp_smart_log().map_err(|e| e.to_string())? {
+        Some(b) => Some(parse_ocp_smart(&b).map_err(|e| e.to_string())?),
+        None => None,
+    };
+    Ok(SmartBaseline { smart, ocp })
+}
+
+/// The identity sysfs gives the block device at `path`, as an expectation to find it again by;
+/// `None` when it names nothing stable (a regular file, a device without serial or WWID).
+fn derived_expectation(path: &Path, capacity: u64, lbs: u32) -> Option<Expectation> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let meta = std::fs::metadata(path).ok().filter(|m| m.file_type().is_block_device())?;
+    let id = identify(meta.rdev(), capacity, lbs);
+    let some = |v: &str| (!v.trim().is_empty()).then(|| v.to_string());
+    let e = Expectation {
+        serial: some(&id.serial),
+        wwid: some(&id.wwid),
+        model: some(&id.model),
+        backing_file: some(&id.backing_file),
+        size_bytes: Some(capacity),
+    };
+    (e.serial.is_some() || e.wwid.is_some() || e.backing_file.is_some()).then_some(e)
 }
 
 impl Device {
     fn target(&mut self) -> Result<&mut dyn BlockTarget, String> {
         match self {
             Device::Sim(d) => Ok(d),
-            Device::Real { target: Some(t), .. } => Ok(t.as_mut()),
-            Device::Real { path, .. } => Err(format!("{} is not open (it did not come back)", path.display())),
+            Device::Real(r) => match &mut r.target {
+                Some(t) => Ok(t.as_mut()),
+                None => Err(format!("{} is not open (it did not come back)", r.path.display())),
+            },
         }
     }
 
     /// Lets go of a real device before its power returns (it comes back as a new device).
     fn release(&mut self) {
-        if let Device::Real { target, .. } = self {
-            *target = None;
+        if let Device::Real(r) = self {
+            r.target = None;
         }
     }
 
@@ -212,13 +268,12 @@ impl Device {
         let mut last = String::from("no attempt");
         let mut opened_at = None;
         loop {
-            if let Device::Real { path, spec, target: target @ None } = self {
-                match open_target(path, spec) {
-                    Ok(o) => {
-                        *target = Some(o.target);
-                        opened_at = Some(start.elapsed());
+            if let Device::Real(r) = self {
+                if r.target.is_none() {
+                    match r.reopen() {
+                        Ok(()) => opened_at = Some(start.elapsed()),
+                        Err(e) => last = e,
                     }
-                    Err(e) => last = e.to_string(),
                 }
             }
             if let Ok(t) = self.target() {
@@ -240,6 +295,23 @@ impl Device {
             }
             std::thread::sleep(Duration::from_millis(if matches!(self, Device::Sim(_)) { 10 } else { 100 }));
         }
+    }
+}
+
+impl RealDevice {
+    /// Finds the device again (by identity when it has one) and opens it, refusing anything
+    /// that is not the run's target.
+    fn reopen(&mut self) -> Result<(), String> {
+        if let Some(e) = &self.find {
+            self.path = find_by_identity(e, &self.roots).map_err(|e| e.to_string())?;
+        }
+        let o = open_target(&self.path, &self.spec).map_err(|e| e.to_string())?;
+        let found = o.target.identity();
+        if found != self.identity {
+            return Err(format!("{} is now {found}, not the run's target {}", self.path.display(), self.identity));
+        }
+        self.target = Some(o.target);
+        Ok(())
     }
 }
 
@@ -390,13 +462,16 @@ fn setup(s: &Scenario, run_dir: &Path, o: &RunnerOptions, resuming: bool) -> Res
             (Device::Sim(sim), cutter, emu, t.sector_bytes as u64, t.atomic_bytes as u64, t.capacity_bytes, Vec::new())
         }
         None => {
-            let path = s.target.path.clone().ok_or(
-                "target.path: finding a device by its identity alone is not supported yet; give its path (the identity is checked against it)",
-            )?;
+            let roots = SysRoots { sys: o.control_env.sysfs_root.join("sys"), dev: o.control_env.dev_root.join("dev") };
+            let expect = s.expectation();
+            let path = match &s.target.path {
+                Some(p) => p.clone(),
+                None => find_by_identity(&expect, &roots).map_err(|e| format!("target: {e}"))?,
+            };
             let mut spec = OpenSpec {
                 writable: true,
                 queue_depth: s.workload.queue_depth as usize,
-                expect: s.expectation(),
+                expect: expect.clone(),
                 // A device that carries this run's data already was probed when the run began.
                 allow_overwrite_signature: begun,
                 io_threads: 1,
@@ -408,8 +483,20 @@ fn setup(s: &Scenario, run_dir: &Path, o: &RunnerOptions, resuming: bool) -> Res
             let g = opened.target.geometry();
             let sector = (g.logical_block_bytes as u64).max(512);
             let cutter = real_cutter(s, &o.control_env)?;
-            let device = Device::Real { path, spec, target: Some(opened.target) };
-            (device, cutter, None, sector, sector, g.capacity_bytes, opened.notes)
+            let mut notes = opened.notes;
+            // After a fault the device may come back under another name: it is found again by
+            // the scenario's identity or, when the scenario gives only a path, by what sysfs
+            // says of the device there now.
+            let find = if expect.is_empty() { derived_expectation(&path, g.capacity_bytes, g.logical_block_bytes) } else { Some(expect) };
+            let health = match read_health(&path, &roots) {
+                Ok(b) => Some(b),
+                Err(why) => {
+                    notes.push(format!("no SMART/health checks: {why}"));
+                    None
+                }
+            };
+            let real = RealDevice { path, spec, target: Some(opened.target), find, roots, identity: String::new(), health };
+            (Device::Real(Box::new(real)), cutter, None, sector, sector, g.capacity_bytes, notes)
         }
     };
     let mut device = device;
@@ -437,6 +524,9 @@ fn setup(s: &Scenario, run_dir: &Path, o: &RunnerOptions, resuming: bool) -> Res
         ));
     }
     let header = run.history().header.clone();
+    if let Device::Real(r) = &mut device {
+        r.identity = header.target_identity.clone();
+    }
     Ok(Setup { device, cutter, run: Some(run), header, identity, sector, notes, _emulator: emulator })
 }
 
@@ -691,6 +781,44 @@ fn cycles(
 }
 
 impl Cycles<'_, '_> {
+    /// Reads an NVMe target's health logs after the cycle and compares them with the last
+    /// reading: emits a `health` event; returns the number of anomalies. `faulted` is false for
+    /// a cycle the harness died in, where nobody knows whether the fault happened.
+    fn health(&mut self, cycle: u32, faulted: bool) -> usize {
+        let Device::Real(r) = &mut *self.device else { return 0 };
+        let Some(before) = &r.health else { return 0 };
+        let after = match read_health(&r.path, &r.roots) {
+            Ok(a) => a,
+            Err(why) => {
+                self.em.error(Some(cycle), format!("SMART/health log: {why}"));
+                return 0;
+            }
+        };
+        let how = match self.s.fault {
+            Fault::PowerCut { .. } if faulted => Some(Shutdown::Dirty),
+            Fault::CleanShutdown if faulted => Some(Shutdown::Clean),
+            _ => None,
+        };
+        let policy = HealthPolicy { allow_clean_bump: false, report_error_log_growth: true };
+        let mut anomalies = judge(&before.smart, &after.smart, how.unwrap_or(Shutdown::Dirty), policy);
+        if how.is_none() {
+            // A link reset, or an unknown fault: no unsafe shutdown is expected either way.
+            anomalies.retain(|a| !matches!(a, HealthAnomaly::UnsafeShutdownsAfterDirtyCut { .. }));
+        }
+        if let (Some(b), Some(a), Some(how)) = (&before.ocp, &after.ocp, how) {
+            anomalies.extend(judge_ocp(b, a, how));
+        }
+        let t_ns = self.em.now();
+        self.em.emit(Event::Health {
+            t_ns,
+            cycle,
+            smart: SmartFigures::from(&after.smart),
+            anomalies: anomalies.iter().map(HealthNote::from).collect(),
+        });
+        r.health = Some(after);
+        anomalies.len()
+    }
+
     fn run(&mut self) -> Result<&mut OpenRun, String> {
         self.slot.as_mut().ok_or_else(|| "the run is not open".to_string())
     }
@@ -841,6 +969,10 @@ impl Cycles<'_, '_> {
             }
         }
 
+        let mut anomalies = 0;
+        if !dead {
+            anomalies = self.health(cycle, outcome.is_some());
+        }
         if !dead {
             let submitted_end = outcome.map_or_else(|| self.slot.as_ref().map_or(0, |r| r.history().submitted_end()), |o| o.submitted_end);
             // What to read: everything written since the last check, a seeded sample, or the
@@ -897,7 +1029,7 @@ impl Cycles<'_, '_> {
         }
 
         let new = self.em.findings(cycle, &findings);
-        end_cycle(self.em, cycle, if new > 0 { Verdict::Findings } else { Verdict::Clean }, outcome);
+        end_cycle(self.em, cycle, if new > 0 || anomalies > 0 { Verdict::Findings } else { Verdict::Clean }, outcome);
         self.consecutive_errors = if cycle_errors > 0 { self.consecutive_errors + 1 } else { 0 };
 
         if stop.is_some() {
