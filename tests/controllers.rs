@@ -226,6 +226,10 @@ fn quarch_hotplug_port_pull_perst_mate_speed_and_glitch() {
 
     q.set_mate_step(25).unwrap();
     assert_eq!(emu.source_delays(1).into_iter().collect::<Vec<_>>(), vec![(1, 0), (2, 25), (3, 50), (4, 75), (5, 100), (6, 125)]);
+    // The same through the power-switch trait, as the cycle runner sets it before each cut.
+    let mut p: Box<dyn PowerSwitch> = Box::new(q.clone());
+    p.set_mate_step(10).unwrap();
+    assert_eq!(emu.source_delays(1).values().copied().collect::<Vec<_>>(), vec![0, 10, 20, 30, 40, 50]);
     q.perst(true).unwrap();
     assert_eq!(emu.perst(1), (Some(0), true));
     q.perst(false).unwrap();
@@ -246,6 +250,9 @@ fn quarch_power_module_refuses_hotplug_functions_up_front() {
     let e = q.require("A", ResetKind::PortPull).unwrap_err().to_string();
     assert!(e.contains("cannot do port-pull") && e.contains("it can: nothing"), "{e}");
     assert!(q.millivolts_12v().unwrap() > 11_000);
+    let mut p: Box<dyn PowerSwitch> = Box::new(q.clone());
+    let e = p.set_mate_step(25).unwrap_err().to_string();
+    assert!(e.contains("hot-plug"), "{e}");
 }
 
 #[test]
@@ -257,6 +264,7 @@ fn lcus_cuts_without_acknowledgement_and_says_so() {
     let caps = p.capabilities();
     assert!(!caps.acknowledges && !caps.confirms_cut(), "an LCUS cut must be confirmed by the device disappearing");
     assert!(matches!(p.state(), Err(PowerError::Unsupported { .. })));
+    assert!(matches!(p.set_mate_step(25), Err(PowerError::Unsupported { .. })), "a relay has no pin-mate sequencing");
     p.power_off().unwrap();
     wait_until(|| !d2.present());
     assert!(d1.present());

@@ -62,8 +62,9 @@ fn demo_runs_without_hardware_and_loses_acknowledged_writes() {
     let sim = s.target.sim.as_ref().expect("the demo uses the simulated drive");
     assert_eq!(s.power_controller().unwrap(), Some(ControllerSpec::Sim));
     assert_eq!(sim.switch, SimSwitch::QuarchSerial, "the demo goes through the Quarch emulator on a pty");
-    // A volatile cache under the PLP contract: a cut loses some acknowledged writes.
-    assert_eq!((sim.model, s.contract), (SimModel::HonestVolatile, Contract::Plp));
+    // A rollback of the newest mapping update under the PLP contract: a cut loses an
+    // acknowledged write.
+    assert_eq!((sim.model, s.contract), (SimModel::Rollback { writes_per_cut: 1 }, Contract::Plp));
     assert!((100..=1000).contains(&s.cycles.count), "a few hundred cycles");
     assert_eq!(s.stop.on_finding, OnEvent::Continue);
     assert!(s.seed.is_some(), "the demo replays identically");

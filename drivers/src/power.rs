@@ -70,6 +70,12 @@ pub trait PowerSwitch {
     fn take_log(&mut self) -> Vec<String> {
         Vec::new()
     }
+    /// Pin-mate sequencing for the next cuts and power-ons: the drive's connector pins mate
+    /// (and break) in timed groups `step_ms` apart, as a slow or fast hand would plug it.
+    /// Only hot-plug fixtures have it; the others answer `Unsupported`.
+    fn set_mate_step(&mut self, step_ms: u32) -> Result<(), PowerError> {
+        Err(PowerError::Unsupported { switch: self.name(), what: format!("sequence pin mating ({step_ms} ms steps)") })
+    }
 }
 
 impl<T: PowerSwitch + ?Sized> PowerSwitch for Box<T> {
@@ -93,5 +99,8 @@ impl<T: PowerSwitch + ?Sized> PowerSwitch for Box<T> {
     }
     fn take_log(&mut self) -> Vec<String> {
         (**self).take_log()
+    }
+    fn set_mate_step(&mut self, step_ms: u32) -> Result<(), PowerError> {
+        (**self).set_mate_step(step_ms)
     }
 }

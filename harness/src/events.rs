@@ -164,6 +164,9 @@ pub enum Event {
         /// (absent for placements counted in completions).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         planned_after_ms: Option<u64>,
+        /// The pin-mate step the hot-plug fixture was set to for this cut, ms.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mate_step_ms: Option<u32>,
     },
     /// The device stopped answering (first failed operation after the cut).
     DeviceGone {
@@ -432,6 +435,7 @@ pub fn cut_events(start_ns: u64, cycle: u32, o: &CycleOutcome, planned_after_ms:
             bytes_at_risk: o.bytes_at_risk,
             phase_us: u64::try_from(cut_at.as_micros()).unwrap_or(u64::MAX),
             planned_after_ms,
+            mate_step_ms: None,
         });
     }
     if let Some(gone) = o.device_gone_at {
@@ -468,6 +472,7 @@ mod tests {
                 bytes_at_risk: 1 << 20,
                 phase_us: 900,
                 planned_after_ms: Some(7),
+                mate_step_ms: Some(25),
             },
             Event::Finding { t_ns: 9, cycle: 3, finding: finding(3, "gone") },
             Event::Health {

@@ -356,6 +356,14 @@ impl Cutter {
         }
     }
 
+    /// Sets the pin-mate step for the next cut and power-on (power switches only).
+    fn set_mate_step(&mut self, step_ms: u32) -> Result<(), String> {
+        match self {
+            Cutter::Power(p) => p.set_mate_step(step_ms).map_err(|e| e.to_string()),
+            Cutter::Link { ctl, .. } => Err(format!("{} is a link controller: no pin-mate sequencing", ctl.name())),
+        }
+    }
+
     fn is_link(&self) -> bool {
         matches!(self, Cutter::Link { .. })
     }
@@ -383,6 +391,10 @@ fn sim_switch(switch: SimSwitch, power: SimPower, seed: u64, env: &ControlEnv) -
             let e = QuarchEmu::serial(QuarchModule { kind: QuarchKind::Power, power }, seed).map_err(started)?;
             (format!("quarch+serial://{}", e.endpoint()), Box::new(e))
         }
+        SimSwitch::QuarchHotplugSerial => {
+            let e = QuarchEmu::serial(QuarchModule { kind: QuarchKind::HotPlug, power }, seed).map_err(started)?;
+            (format!("quarch+serial://{}", e.endpoint()), Box::new(e))
+        }
         SimSwitch::QuarchTcp => {
             let e = QuarchEmu::tcp(QuarchModule { kind: QuarchKind::Power, power }, seed).map_err(started)?;
             (format!("quarch+tcp://{}", e.endpoint()), Box::new(e))
@@ -408,9 +420,6 @@ fn real_cutter(s: &Scenario, env: &ControlEnv) -> Result<Cutter, String> {
         control::open(&spec, env).map_err(|e| e.to_string())
     };
     match &s.fault {
-        Fault::PowerCut { mate_steps_ms } if !mate_steps_ms.is_empty() => {
-            Err("fault.mate_steps_ms: pin-mate sequencing is not supported by the cycle runner yet; leave it out".into())
-        }
         Fault::PowerCut { .. } | Fault::CleanShutdown => {
             let c = open(s.power_controller().map_err(|e| e.to_string())?, "controllers.power")?;
             Ok(Cutter::Power(c.power.ok_or("controllers.power: the controller has no power switch")?))
@@ -711,6 +720,8 @@ struct Cycles<'r, 'e> {
     /// Writes below this id have been verified since they were written.
     checked_upto: u64,
     consecutive_errors: u32,
+    /// The pin-mate step set for the next cut, if the scenario sweeps them.
+    mate_step_ms: Option<u32>,
 }
 
 /// The cycles. Returns why the run stopped early (None: every cycle ran); `Err` ends the run
@@ -750,6 +761,7 @@ fn cycles(
         span: (spec.span_start, spec.span_end),
         checked_upto,
         consecutive_errors: 0,
+        mate_step_ms: None,
     };
     let mut done = ended.len() as u32;
     if resumed.is_some() {
@@ -770,6 +782,26 @@ fn cycles(
         }
     }
     while done < s.cycles.count {
+        // Pin-mate sequencing sweeps its steps, one per cycle; a failure to set it up starts
+        // no cycle.
+        if let Fault::PowerCut { mate_steps_ms } = &s.fault {
+            if !mate_steps_ms.is_empty() {
+                let cycle = c.run()?.next_cycle().0;
+                let step = mate_steps_ms[(cycle as usize - 1) % mate_steps_ms.len()];
+                if let Err(e) = c.cutter.set_mate_step(step) {
+                    c.em.error(None, format!("cycle {cycle}: setting the pin-mate step to {step} ms: {e}"));
+                    c.consecutive_errors += 1;
+                    if s.stop.on_controller_failure == OnEvent::Stop {
+                        return Ok(Some(format!("cycle {cycle}: controller failure (stop.on_controller_failure = \"stop\")")));
+                    }
+                    if let Some(why) = c.too_many_errors() {
+                        return Ok(Some(why));
+                    }
+                    continue;
+                }
+                c.mate_step_ms = Some(step);
+            }
+        }
         done += 1;
         *cycles_run += 1;
         if let Some(stop) = c.cycle(done == s.cycles.count)? {
@@ -897,7 +929,7 @@ impl Cycles<'_, '_> {
                 return Ok(self.too_many_errors());
             }
         };
-        emit_cut(self.em, cycle, started, &outcome, planned);
+        emit_cut(self.em, cycle, started, &outcome, planned, self.mate_step_ms);
 
         // A fault that cannot be confirmed is never a clean pass.
         let (span_start, sector) = (self.span.0, self.sector_bytes as usize);
@@ -1062,9 +1094,12 @@ impl Cycles<'_, '_> {
 
 /// `cut_issued` and `device_gone` of a cycle, on the run clock (the outcome's times count from
 /// the start of the cycle's workload, within microseconds of `started`).
-fn emit_cut(em: &mut Emitter, cycle: u32, started: Instant, o: &CycleOutcome, planned_after_ms: Option<u64>) {
+fn emit_cut(em: &mut Emitter, cycle: u32, started: Instant, o: &CycleOutcome, planned_after_ms: Option<u64>, mate: Option<u32>) {
     let start = em.ns(started);
-    for e in crate::events::cut_events(start, cycle, o, planned_after_ms) {
+    for mut e in crate::events::cut_events(start, cycle, o, planned_after_ms) {
+        if let Event::CutIssued { mate_step_ms, .. } = &mut e {
+            *mate_step_ms = mate;
+        }
         em.emit(e);
     }
 }

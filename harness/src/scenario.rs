@@ -190,6 +190,8 @@ pub enum SimSwitch {
     Direct,
     /// A Quarch power module emulator on a pty, driven over the serial protocol.
     QuarchSerial,
+    /// A Quarch hot-plug (drive control) module emulator on a pty: pin-mate sequencing.
+    QuarchHotplugSerial,
     /// A Quarch power module emulator on loopback TCP.
     QuarchTcp,
     /// An LCUS (CH340) relay emulator on a pty.
@@ -696,8 +698,17 @@ impl Scenario {
                         format!("step {step} ms: expected 1 to 1000 (fast 10, standard 25, slow 100, very slow 500)"),
                     );
                 }
-                if !mate_steps_ms.is_empty() && !matches!(power, Some(ControllerSpec::Quarch { .. })) {
-                    return bad("fault.mate_steps_ms", "pin-mate sequencing needs a Quarch hot-plug module as the power switch".into());
+                let hotplug = match &self.target.sim {
+                    Some(sim) => sim.switch == SimSwitch::QuarchHotplugSerial,
+                    None => matches!(power, Some(ControllerSpec::Quarch { .. })),
+                };
+                if !mate_steps_ms.is_empty() && !hotplug {
+                    return bad(
+                        "fault.mate_steps_ms",
+                        "pin-mate sequencing needs a Quarch hot-plug module as the power switch (for the simulated drive: \
+                         switch = \"quarch_hotplug_serial\")"
+                            .into(),
+                    );
                 }
             }
             Fault::LinkReset { port, .. } => {

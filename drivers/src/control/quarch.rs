@@ -523,6 +523,10 @@ impl PowerSwitch for Quarch {
         let c = self.lock();
         Ok(format!("{} ({:?} module)\n{}", c.name, c.kind, c.idn))
     }
+
+    fn set_mate_step(&mut self, step_ms: u32) -> Result<(), PowerError> {
+        Quarch::set_mate_step(self, step_ms)
+    }
 }
 
 impl LinkController for Quarch {

@@ -401,6 +401,7 @@ pub(crate) mod testdata {
                 bytes_at_risk: 65536,
                 phase_us: 1000 * c as u64,
                 planned_after_ms: None,
+                mate_step_ms: None,
             });
             ev.push(Event::DeviceGone { t_ns: t + 2000, cycle: c });
             ev.push(Event::PowerRestored { t_ns: t + 3000, cycle: c });
