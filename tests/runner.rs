@@ -174,3 +174,68 @@ fn pin_mate_steps_are_swept_one_per_cycle_through_the_hotplug_emulator() {
     assert!(text(&o).contains("fault.mate_steps_ms"), "{}", text(&o));
     let _ = std::fs::remove_dir_all(&d);
 }
+
+#[test]
+fn a_run_directory_short_of_space_suspends_the_run_and_resume_finishes_it() {
+    let test = "a_run_directory_short_of_space_suspends_the_run_and_resume_finishes_it";
+    let d = scratch("space");
+    let mnt = d.join("mnt");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let mounted = Command::new("mount").args(["-t", "tmpfs", "-o", "size=200m", "tmpfs", mnt.to_str().unwrap()]).output().unwrap();
+    if !mounted.status.success() {
+        println!("SKIP {test}: cannot mount a tmpfs (needs root): {}", String::from_utf8_lossy(&mounted.stderr).trim());
+        return;
+    }
+    struct Unmount(PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _unmount = Unmount(mnt.clone());
+    let s = demo(60, true, "quarch_serial").replace("capacity_bytes = 67108864", "capacity_bytes = 16777216");
+    let file = d.join("space.toml");
+    std::fs::write(&file, &s).unwrap();
+    let rd = mnt.join("run");
+    let mut child = Command::new(BIN)
+        .args(["run", file.to_str().unwrap(), "--run-dir", rd.to_str().unwrap()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // A few cycles in, something else fills the filesystem down to 40 MiB free.
+    let start = std::time::Instant::now();
+    while std::fs::read_to_string(rd.join("events.jsonl")).map_or(0, |t| t.matches("\"cycle_ended\"").count()) < 5 {
+        assert!(start.elapsed().as_secs() < 60, "no progress");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let out = Command::new("df").args(["-B1", "--output=avail", mnt.to_str().unwrap()]).output().unwrap();
+    let avail: u64 = String::from_utf8_lossy(&out.stdout).lines().nth(1).unwrap().trim().parse().unwrap();
+    let filler = mnt.join("filler");
+    let fill = Command::new("fallocate").args(["-l", &(avail - (40 << 20)).to_string(), filler.to_str().unwrap()]).output().unwrap();
+    assert!(fill.status.success(), "{}", String::from_utf8_lossy(&fill.stderr));
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("suspended") && err.contains("MiB free") && err.contains("faultline resume"), "{err}");
+    let ev = events(&rd);
+    let ended = of(&ev, "cycle_ended").count();
+    assert!((5..60).contains(&ended), "{ended}");
+    assert_eq!(of(&ev, "run_ended").count(), 0, "a suspended run has not ended");
+    assert_eq!(of(&ev, "harness_error").count(), 0, "{ev:?}");
+
+    // Still short: resuming refuses, and records nothing.
+    let again = Command::new(BIN).args(["resume", rd.to_str().unwrap()]).output().unwrap();
+    assert_eq!(again.status.code(), Some(2), "{}", text(&again));
+    assert_eq!(events(&rd).len(), ev.len(), "nothing recorded while short of space");
+    // Space back: the run finishes where it stopped, clean.
+    std::fs::remove_file(&filler).unwrap();
+    let done = Command::new(BIN).args(["resume", rd.to_str().unwrap()]).output().unwrap();
+    assert_eq!(done.status.code(), Some(0), "{}", text(&done));
+    let ev = events(&rd);
+    let cycles: Vec<u64> = of(&ev, "cycle_ended").map(|e| e["cycle"].as_u64().unwrap()).collect();
+    assert_eq!(cycles, (1..=60).collect::<Vec<_>>(), "every cycle recorded once");
+    assert_eq!(of(&ev, "run_resumed").count(), 1);
+    let summary: Value = serde_json::from_slice(&std::fs::read(rd.join("summary.json")).unwrap()).unwrap();
+    assert_eq!((summary["verdict"].as_str(), summary["resumes"].as_u64()), (Some("clean"), Some(1)), "{summary}");
+}

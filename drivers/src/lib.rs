@@ -28,3 +28,4 @@ pub use block::{AlignedBuf, BlockTarget, Completion, Geometry, IoFailure, Latenc
 pub use link::{LinkController, LinkError, PciResetMethod, PortCaps, ResetKind};
 pub use open::{open_target, Engine, OpenError, OpenSpec, Opened};
 pub use power::{PowerCaps, PowerError, PowerState, PowerSwitch};
+pub use sys::available_bytes;

@@ -257,3 +257,19 @@ mod tests {
         assert_eq!(NvmeStatus::of(&e), None);
     }
 }
+
+/// Bytes available to an unprivileged writer on the filesystem holding `path` (`statvfs`).
+pub fn available_bytes(path: &std::path::Path) -> io::Result<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: `statvfs` is plain data, valid all-zero; `c` is a NUL-terminated path that
+    // outlives the call, and `st` a live local that statvfs fills in; nothing is kept after.
+    let (r, st) = unsafe {
+        let mut st: libc::statvfs = std::mem::zeroed();
+        (libc::statvfs(c.as_ptr(), &mut st), st)
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((st.f_bavail as u64).saturating_mul(st.f_frsize as u64))
+}

@@ -54,6 +54,10 @@ fn finish(summary: &RunSummary, s: &Scenario, dir: &Path) -> u8 {
     for e in &summary.errors {
         eprintln!("faultline: harness error: {e}");
     }
+    if summary.suspended {
+        eprintln!("faultline: suspended after {} cycles: {}", summary.cycles_run, summary.stopped.as_deref().unwrap_or_default());
+        return 2;
+    }
     if let Some(why) = summary.stopped.as_ref().filter(|w| !summary.errors.contains(w)) {
         println!("stopped after {} of {} cycles: {why}", summary.cycles_run, s.cycles.count);
     }

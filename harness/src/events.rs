@@ -289,15 +289,16 @@ impl Event {
 
 #[derive(Debug, thiserror::Error)]
 pub enum SinkError {
-    #[error("{what} {path}: {source}")]
-    Io { what: &'static str, path: String, source: std::io::Error },
+    /// (`cause`, not `source`: the message says it already, and error chains would repeat it.)
+    #[error("{what} {path}: {cause}")]
+    Io { what: &'static str, path: String, cause: std::io::Error },
     #[error("{0}")]
     Encode(#[from] serde_json::Error),
 }
 
 impl SinkError {
-    pub fn io(what: &'static str, path: &std::path::Path, source: std::io::Error) -> Self {
-        SinkError::Io { what, path: path.display().to_string(), source }
+    pub fn io(what: &'static str, path: &std::path::Path, cause: std::io::Error) -> Self {
+        SinkError::Io { what, path: path.display().to_string(), cause }
     }
 }
 

@@ -73,16 +73,51 @@ pub struct RunSummary {
     pub errors: Vec<String>,
     /// Lines the opener of a real target asks to show (fallback engine, buffered I/O).
     pub notes: Vec<String>,
+    /// The run stopped without ending (the run directory ran short of space): `stopped` says
+    /// why, and `faultline resume` takes it up again.
+    pub suspended: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunnerError {
     /// A consumer of the event stream failed: the run's outputs are incomplete.
     #[error("the run's reports are incomplete: {0}")]
-    Reports(#[from] crate::events::SinkError),
+    Reports(crate::events::SinkError),
     /// A run could not be taken up again; nothing was recorded.
     #[error("cannot resume the run: {0}")]
     Resume(String),
+}
+
+impl From<crate::events::SinkError> for RunnerError {
+    fn from(e: crate::events::SinkError) -> Self {
+        RunnerError::Reports(e)
+    }
+}
+
+/// Free space the run directory's filesystem must keep before a cycle starts (besides what a
+/// simulated drive's media image may still grow by): the ledger, the event log and the
+/// reports of thousands of cycles fit in far less.
+pub const MIN_FREE_BYTES: u64 = 64 << 20;
+
+/// Why the run directory cannot take another cycle: too little free space (`None`: enough).
+fn short_of_space(run_dir: &Path, device: &Device) -> Option<String> {
+    let free = faultline_drivers::available_bytes(run_dir).ok()?;
+    let growth = match device {
+        Device::Sim(d) => d.media_growth_bytes(),
+        Device::Real(_) => 0,
+    };
+    let need = MIN_FREE_BYTES + growth;
+    (free < need).then(|| {
+        format!(
+            "the run directory {} has {} MiB free, and a cycle needs {} MiB there (the ledger, event log and reports{}): \
+             the run is suspended; free some space and `faultline resume {}` takes it up again",
+            run_dir.display(),
+            free >> 20,
+            need.div_ceil(1 << 20),
+            if growth > 0 { ", and what the simulated drive's media image may still grow by" } else { "" },
+            run_dir.display()
+        )
+    })
 }
 
 /// The writer's placement for one cycle, and the `after_ms` drawn for `uniform_time`.
@@ -646,8 +681,19 @@ pub fn run_scenario(
             }
             notes = std::mem::take(&mut st.notes);
             match cycles(s, o, run_dir, &mut st, &mut em, &mut cycles_run, resuming.then_some(prior)) {
-                Ok(stopped) => stopped,
+                Ok(Ending::Done) => None,
+                Ok(Ending::Stopped(why)) => Some(why),
+                Ok(Ending::Suspended(why)) => {
+                    let Emitter { errors, .. } = em;
+                    return Ok(RunSummary { verdict: Verdict::Error, cycles_run, stopped: Some(why), errors, notes, suspended: true });
+                }
                 Err(e) => {
+                    // Short of space: the error is most likely that; suspend rather than end.
+                    if let Some(why) = short_of_space(run_dir, &st.device) {
+                        let Emitter { errors, .. } = em;
+                        let why = format!("{e}; {why}");
+                        return Ok(RunSummary { verdict: Verdict::Error, cycles_run, stopped: Some(why), errors, notes, suspended: true });
+                    }
                     em.error(None, e.clone());
                     Some(e)
                 }
@@ -663,7 +709,7 @@ pub fn run_scenario(
     let t = em.now();
     let Emitter { rec, errors, .. } = em;
     let verdict = rec.end(t)?;
-    Ok(RunSummary { verdict, cycles_run, stopped, errors, notes })
+    Ok(RunSummary { verdict, cycles_run, stopped, errors, notes, suspended: false })
 }
 
 /// Verifies `regions` (sorted, disjoint) and merges the reports.
@@ -724,8 +770,17 @@ struct Cycles<'r, 'e> {
     mate_step_ms: Option<u32>,
 }
 
-/// The cycles. Returns why the run stopped early (None: every cycle ran); `Err` ends the run
-/// with a harness error.
+/// How the cycles ended.
+enum Ending {
+    /// Every cycle ran.
+    Done,
+    /// The stop policy ended the run early, for this reason.
+    Stopped(String),
+    /// The run stopped without ending, to be resumed (the run directory ran short of space).
+    Suspended(String),
+}
+
+/// The cycles; `Err` ends the run with a harness error.
 fn cycles(
     s: &Scenario,
     o: &RunnerOptions,
@@ -734,7 +789,7 @@ fn cycles(
     em: &mut Emitter,
     cycles_run: &mut u32,
     resumed: Option<&[Event]>,
-) -> Result<Option<String>, String> {
+) -> Result<Ending, String> {
     let prior = resumed.unwrap_or_default();
     let Setup { device, cutter, run: slot, header, sector, .. } = st;
     let not_open = || "the run is not open".to_string();
@@ -764,10 +819,19 @@ fn cycles(
         mate_step_ms: None,
     };
     let mut done = ended.len() as u32;
+    // A stop the stop policy made while the run directory is short of space was most likely
+    // caused by that: the run is suspended, not ended.
+    let stopped = |c: &Cycles, why: String| match short_of_space(c.run_dir, c.device) {
+        Some(space) => Ending::Suspended(format!("{why}; {space}")),
+        None => Ending::Stopped(why),
+    };
     if resumed.is_some() {
         let last = history.last_cycle();
         let interrupted = (last > 0 && !ended.contains(&last)).then_some(last);
         let last_event = prior.last().map(Event::kind).unwrap_or_default();
+        if let Some(why) = short_of_space(c.run_dir, c.device) {
+            return Ok(Ending::Suspended(why));
+        }
         let t_ns = c.em.now();
         c.em.emit(Event::RunResumed { t_ns, resumed_at: (o.clock)(), cycles_ended: done, interrupted_cycle: interrupted, last_event });
         if let Some(cycle) = interrupted {
@@ -776,12 +840,15 @@ fn cycles(
             // none of them counts as durable beyond what had been recorded.
             *cycles_run += 1;
             done += 1;
-            if let Some(stop) = c.settle(cycle, None, done == s.cycles.count, 0, None, Duration::ZERO)? {
-                return Ok(Some(stop));
+            if let Some(why) = c.settle(cycle, None, done == s.cycles.count, 0, None, Duration::ZERO)? {
+                return Ok(stopped(&c, why));
             }
         }
     }
     while done < s.cycles.count {
+        if let Some(why) = short_of_space(c.run_dir, c.device) {
+            return Ok(Ending::Suspended(why));
+        }
         // Pin-mate sequencing sweeps its steps, one per cycle; a failure to set it up starts
         // no cycle.
         if let Fault::PowerCut { mate_steps_ms } = &s.fault {
@@ -792,10 +859,10 @@ fn cycles(
                     c.em.error(None, format!("cycle {cycle}: setting the pin-mate step to {step} ms: {e}"));
                     c.consecutive_errors += 1;
                     if s.stop.on_controller_failure == OnEvent::Stop {
-                        return Ok(Some(format!("cycle {cycle}: controller failure (stop.on_controller_failure = \"stop\")")));
+                        return Ok(Ending::Stopped(format!("cycle {cycle}: controller failure (stop.on_controller_failure = \"stop\")")));
                     }
                     if let Some(why) = c.too_many_errors() {
-                        return Ok(Some(why));
+                        return Ok(Ending::Stopped(why));
                     }
                     continue;
                 }
@@ -804,12 +871,12 @@ fn cycles(
         }
         done += 1;
         *cycles_run += 1;
-        if let Some(stop) = c.cycle(done == s.cycles.count)? {
-            return Ok(Some(stop));
+        if let Some(why) = c.cycle(done == s.cycles.count)? {
+            return Ok(stopped(&c, why));
         }
     }
     c.slot.as_mut().ok_or_else(not_open)?.ledger.sync().map_err(|e| e.to_string())?;
-    Ok(None)
+    Ok(Ending::Done)
 }
 
 impl Cycles<'_, '_> {
