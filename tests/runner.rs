@@ -197,7 +197,7 @@ fn a_run_directory_short_of_space_suspends_the_run_and_resume_finishes_it() {
     let file = d.join("space.toml");
     std::fs::write(&file, &s).unwrap();
     let rd = mnt.join("run");
-    let mut child = Command::new(BIN)
+    let child = Command::new(BIN)
         .args(["run", file.to_str().unwrap(), "--run-dir", rd.to_str().unwrap()])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())

@@ -216,6 +216,11 @@ pub enum Event {
         write_ns: u64,
         latency_p50_ns: Option<u64>,
         latency_p99_ns: Option<u64>,
+        /// Time the harness itself spent on the cycle: all of it less writing until the cut,
+        /// controller commands, the off time, waiting for the device, health reads and
+        /// verification (what is left: draining, saving, the ledger, events, bookkeeping).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        harness_ns: Option<u64>,
     },
     HarnessError {
         t_ns: u64,
@@ -414,6 +419,7 @@ impl SimEmitter {
             write_ns: nanos(o.elapsed),
             latency_p50_ns: None,
             latency_p99_ns: None,
+            harness_ns: None,
         });
         out
     }

@@ -768,6 +768,10 @@ struct Cycles<'r, 'e> {
     consecutive_errors: u32,
     /// The pin-mate step set for the next cut, if the scenario sweeps them.
     mate_step_ms: Option<u32>,
+    /// When the cycle in progress started, and how long of it was spent waiting on the
+    /// workload, the controller, the off time and the device (so the rest is the harness's).
+    cycle_t0: Instant,
+    waits: Duration,
 }
 
 /// How the cycles ended.
@@ -817,6 +821,8 @@ fn cycles(
         checked_upto,
         consecutive_errors: 0,
         mate_step_ms: None,
+        cycle_t0: Instant::now(),
+        waits: Duration::ZERO,
     };
     let mut done = ended.len() as u32;
     // A stop the stop policy made while the run directory is short of space was most likely
@@ -840,6 +846,7 @@ fn cycles(
             // none of them counts as durable beyond what had been recorded.
             *cycles_run += 1;
             done += 1;
+            (c.cycle_t0, c.waits) = (Instant::now(), Duration::ZERO);
             if let Some(why) = c.settle(cycle, None, done == s.cycles.count, 0, None, Duration::ZERO)? {
                 return Ok(stopped(&c, why));
             }
@@ -953,10 +960,15 @@ impl Cycles<'_, '_> {
             drain_timeout: Duration::from_secs(s.cycles.readiness_timeout_s.clamp(1, 30)),
         };
         let started = Instant::now();
+        (self.cycle_t0, self.waits) = (started, Duration::ZERO);
+        let mut cut_cmd = Duration::ZERO;
         let res = {
             let cutter = &mut *self.cutter;
+            let cut_cmd = &mut cut_cmd;
             let mut hook = || {
+                let t = Instant::now();
                 cutter.cut(off)?;
+                *cut_cmd = t.elapsed();
                 // Saved before the writer records what the cut left durable.
                 match &sim {
                     Some(d) => d.persist().map_err(|e| format!("cannot save the simulated drive after the cut: {e}")),
@@ -988,6 +1000,7 @@ impl Cycles<'_, '_> {
                     write_ns: nanos(started.elapsed()),
                     latency_p50_ns: None,
                     latency_p99_ns: None,
+                    harness_ns: None,
                 });
                 self.consecutive_errors += 1;
                 if controller && s.stop.on_controller_failure == OnEvent::Stop {
@@ -997,6 +1010,9 @@ impl Cycles<'_, '_> {
             }
         };
         emit_cut(self.em, cycle, started, &outcome, planned, self.mate_step_ms);
+        // Writing until the cut, and the cut command itself.
+        self.waits += outcome.cut_at.unwrap_or(outcome.elapsed) + cut_cmd;
+        let t_confirm = Instant::now();
 
         // A fault that cannot be confirmed is never a clean pass.
         let (span_start, sector) = (self.span.0, self.sector_bytes as usize);
@@ -1009,6 +1025,7 @@ impl Cycles<'_, '_> {
                 Err("the switch cannot read its state back and the device kept answering after the cut: the cut is not confirmed".into())
             }
         };
+        self.waits += t_confirm.elapsed();
         let mut stop = None;
         let mut cycle_errors = 0;
         if let Err(why) = confirmed {
@@ -1038,9 +1055,12 @@ impl Cycles<'_, '_> {
         let sector = self.sector_bytes as usize;
         let readiness = Duration::from_secs(s.cycles.readiness_timeout_s);
         self.device.release();
-        if let Err(e) = self.cutter.restore(off) {
+        let t_restore = Instant::now();
+        let restored = self.cutter.restore(off);
+        self.waits += t_restore.elapsed();
+        if let Err(e) = restored {
             self.em.error(Some(cycle), format!("power on: {e}"));
-            end_cycle(self.em, cycle, Verdict::Error, outcome);
+            end_cycle(self.em, cycle, Verdict::Error, outcome, None);
             if s.stop.on_controller_failure == OnEvent::Stop || self.consecutive_errors + 1 >= s.stop.max_consecutive_harness_errors {
                 return Ok(Some(format!("cycle {cycle}: power could not be restored")));
             }
@@ -1052,7 +1072,10 @@ impl Cycles<'_, '_> {
 
         let mut findings: Vec<Finding> = Vec::new();
         let mut dead = false;
-        match self.device.wait_ready(span_start, sector, readiness) {
+        let t_ready = Instant::now();
+        let ready = self.device.wait_ready(span_start, sector, readiness);
+        self.waits += t_ready.elapsed();
+        match ready {
             Ok((enumerate, first_read)) => {
                 let t_ns = self.em.now();
                 self.em.emit(Event::Ready {
@@ -1070,7 +1093,9 @@ impl Cycles<'_, '_> {
 
         let mut anomalies = 0;
         if !dead {
+            let t_health = Instant::now();
             anomalies = self.health(cycle, outcome.is_some());
+            self.waits += t_health.elapsed();
         }
         if !dead {
             let submitted_end = outcome.map_or_else(|| self.slot.as_ref().map_or(0, |r| r.history().submitted_end()), |o| o.submitted_end);
@@ -1102,6 +1127,7 @@ impl Cycles<'_, '_> {
                 }
             }
             let verify_ns = nanos(v0.elapsed());
+            self.waits += v0.elapsed();
             match result {
                 Ok(rep) => {
                     self.checked_upto = submitted_end;
@@ -1128,7 +1154,8 @@ impl Cycles<'_, '_> {
         }
 
         let new = self.em.findings(cycle, &findings);
-        end_cycle(self.em, cycle, if new > 0 || anomalies > 0 { Verdict::Findings } else { Verdict::Clean }, outcome);
+        let harness = self.cycle_t0.elapsed().saturating_sub(self.waits);
+        end_cycle(self.em, cycle, if new > 0 || anomalies > 0 { Verdict::Findings } else { Verdict::Clean }, outcome, Some(harness));
         self.consecutive_errors = if cycle_errors > 0 { self.consecutive_errors + 1 } else { 0 };
 
         if stop.is_some() {
@@ -1171,7 +1198,8 @@ fn emit_cut(em: &mut Emitter, cycle: u32, started: Instant, o: &CycleOutcome, pl
     }
 }
 
-fn end_cycle(em: &mut Emitter, cycle: u32, verdict: Verdict, o: Option<&CycleOutcome>) {
+/// Ends a cycle; `harness` is the time the harness itself spent on it (`None` when unknown).
+fn end_cycle(em: &mut Emitter, cycle: u32, verdict: Verdict, o: Option<&CycleOutcome>, harness: Option<Duration>) {
     let t_ns = em.now();
     em.emit(Event::CycleEnded {
         t_ns,
@@ -1182,6 +1210,7 @@ fn end_cycle(em: &mut Emitter, cycle: u32, verdict: Verdict, o: Option<&CycleOut
         write_ns: o.map_or(0, |o| nanos(o.elapsed)),
         latency_p50_ns: None,
         latency_p99_ns: None,
+        harness_ns: harness.map(nanos),
     });
 }
 

@@ -90,6 +90,7 @@ pub struct CycleEnd {
     pub write_ns: u64,
     pub latency_p50_ns: Option<u64>,
     pub latency_p99_ns: Option<u64>,
+    pub harness_ns: Option<u64>,
 }
 
 /// Everything recorded about one cycle.
@@ -184,7 +185,17 @@ impl RunModel {
                     Some(Verified { sectors: *sectors, bytes: *bytes, verify_ns: *verify_ns, counts: counts.clone() })
             }
             Event::Finding { cycle, finding, .. } => self.cycle(*cycle).findings.push(finding.clone()),
-            Event::CycleEnded { t_ns, cycle, verdict, writes_completed, bytes_written, write_ns, latency_p50_ns, latency_p99_ns } => {
+            Event::CycleEnded {
+                t_ns,
+                cycle,
+                verdict,
+                writes_completed,
+                bytes_written,
+                write_ns,
+                latency_p50_ns,
+                latency_p99_ns,
+                harness_ns,
+            } => {
                 self.cycle(*cycle).end = Some(CycleEnd {
                     t_ns: *t_ns,
                     verdict: *verdict,
@@ -193,6 +204,7 @@ impl RunModel {
                     write_ns: *write_ns,
                     latency_p50_ns: *latency_p50_ns,
                     latency_p99_ns: *latency_p99_ns,
+                    harness_ns: *harness_ns,
                 })
             }
             Event::HarnessError { cycle: Some(c), message, .. } => self.cycle(*c).errors.push(message.clone()),
@@ -437,6 +449,7 @@ pub(crate) mod testdata {
                 write_ns: 5_000_000,
                 latency_p50_ns: Some(80_000),
                 latency_p99_ns: Some(900_000),
+                harness_ns: Some(2_000_000),
             });
         }
         ev.push(Event::RunEnded { t_ns: 4_000_000_000, verdict: Verdict::Findings, exit_code: 1 });

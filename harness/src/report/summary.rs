@@ -52,6 +52,10 @@ pub struct Timings {
     pub first_read_us: Option<Stats>,
     /// Cut command issued to the device's first failed operation.
     pub cut_to_gone_ns: Option<Stats>,
+    /// Time the harness itself spent per cycle, outside the workload, controller commands,
+    /// off time, device waits, health reads and verification.
+    #[serde(default)]
+    pub harness_ns_per_cycle: Option<Stats>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -142,6 +146,7 @@ pub fn summarize(m: &RunModel) -> Summary {
             enumerate_us: Stats::of(cycles().filter_map(|c| c.enumerate_us).collect()),
             first_read_us: Stats::of(cycles().filter_map(|c| c.first_read_us).collect()),
             cut_to_gone_ns: Stats::of(cycles().filter_map(|c| Some(c.device_gone_ns?.saturating_sub(c.cut.as_ref()?.t_ns))).collect()),
+            harness_ns_per_cycle: Stats::of(ends().filter_map(|e| e.harness_ns).collect()),
         },
         figures: Figures {
             writes_completed: ends().map(|e| e.writes_completed).sum(),
