@@ -12,12 +12,11 @@
 
 use crate::health::{HealthAnomaly, SmartLog};
 use crate::ledger::Contract;
-use crate::soak::CycleResult;
 use crate::verify::{Finding, FindingClass};
 use crate::writer::CycleOutcome;
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, HashSet};
-use std::time::{Duration, Instant};
+use std::collections::BTreeMap;
+use std::time::Duration;
 
 /// How a cycle or a run ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -357,71 +356,6 @@ impl EventSink for Vec<Event> {
     fn event(&mut self, e: &Event) -> Result<(), SinkError> {
         self.push(e.clone());
         Ok(())
-    }
-}
-
-/// Turns the simulated soak's per-cycle results into events, on a run clock started at `t0`.
-///
-/// Damage stays on the drive until it is overwritten, so later cycles see it again: each
-/// finding is emitted once, in the cycle where it first appeared, and a cycle's verdict is
-/// `findings` only when it brought new ones. `Verified` counts everything that cycle saw.
-pub struct SimEmitter {
-    t0: Instant,
-    seen: HashSet<(FindingClass, u64, String)>,
-}
-
-impl SimEmitter {
-    pub fn new(t0: Instant) -> Self {
-        SimEmitter { t0, seen: HashSet::new() }
-    }
-
-    /// Run-relative nanoseconds of `at` (0 for instants before the run clock started).
-    pub fn ns(&self, at: Instant) -> u64 {
-        nanos(at.saturating_duration_since(self.t0))
-    }
-
-    pub fn now_ns(&self) -> u64 {
-        self.ns(Instant::now())
-    }
-
-    /// The events of one finished cycle, in the order they happened.
-    pub fn cycle_events(&mut self, r: &CycleResult) -> Vec<Event> {
-        let (cycle, o) = (r.cycle, &r.outcome);
-        let start = self.ns(r.started);
-        let mut out = vec![Event::CycleStarted { t_ns: start, cycle }];
-        out.extend(cut_events(start, cycle, o, None));
-        let restored = start + nanos(r.power_restored_at);
-        out.push(Event::PowerRestored { t_ns: restored, cycle });
-        let end = restored + nanos(r.verify_elapsed);
-        if let Some(rep) = &r.verify {
-            out.push(Event::Verified {
-                t_ns: end,
-                cycle,
-                sectors: rep.sectors,
-                bytes: rep.bytes,
-                verify_ns: nanos(r.verify_elapsed),
-                counts: class_counts(&rep.findings),
-            });
-        }
-        let mut new = 0;
-        for f in &r.findings {
-            if self.seen.insert((f.class, f.offset, format!("{:?}", f.expected))) {
-                new += 1;
-                out.push(Event::Finding { t_ns: end, cycle, finding: f.clone() });
-            }
-        }
-        out.push(Event::CycleEnded {
-            t_ns: end,
-            cycle,
-            verdict: if new == 0 { Verdict::Clean } else { Verdict::Findings },
-            writes_completed: o.completed,
-            bytes_written: o.bytes_written,
-            write_ns: nanos(o.elapsed),
-            latency_p50_ns: None,
-            latency_p99_ns: None,
-            harness_ns: None,
-        });
-        out
     }
 }
 

@@ -1,7 +1,7 @@
-//! Power-cut cycles against the simulated drive: write with the queue full, cut at a seeded
-//! point, power on, verify the whole span. This is the loop behind `faultline run`'s
-//! embedded default and the detection matrix; the hardware cycle runner follows the same
-//! order of steps.
+//! Power-cut cycles against the simulated drive, in memory: write with the queue full, cut at
+//! a seeded point, power on, verify the whole span. This is the loop behind the detection
+//! matrix (`faultline selftest`), which checks every cycle against the drive's ground truth;
+//! `faultline run` goes through `runner.rs` instead.
 
 use crate::ledger::{Contract, RunHeader, LEDGER_FORMAT};
 use crate::rng::WyRand;

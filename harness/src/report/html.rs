@@ -75,6 +75,12 @@ pub fn render(m: &RunModel) -> String {
         row("cycles", format!("{} of {} planned", m.cycles.values().filter(|c| c.end.is_some()).count(), s.cycles_planned));
     }
     row("duration", format!("{:.1} s", m.last_t_ns as f64 / 1e9));
+    if let Some(h) = super::summary::Stats::of(m.cycles.values().filter_map(|c| c.end.as_ref()?.harness_ns).collect()) {
+        row(
+            "harness time per cycle",
+            format!("{:.1} ms mean, {:.1} ms p99 (outside the workload, controller, off time, device waits and verification)", h.mean / 1e6, h.p99 as f64 / 1e6),
+        );
+    }
     if !m.resumes.is_empty() {
         let list: Vec<String> =
             m.resumes.iter().map(|(at, c)| c.map_or(at.clone(), |c| format!("{at} (cycle {c} interrupted)"))).collect();
