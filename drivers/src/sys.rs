@@ -208,6 +208,25 @@ pub fn nvme_admin(file: &File, cmd: &mut NvmeAdminCmd, data: &mut [u8]) -> io::R
     }
 }
 
+/// Bytes available to an unprivileged writer on the filesystem holding `path` (`statvfs`).
+pub fn available_bytes(path: &std::path::Path) -> io::Result<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: `statvfs` is plain data, valid all-zero; `c` is a NUL-terminated path that
+    // outlives the call, and `st` a live local that statvfs fills in; nothing is kept after.
+    let (r, st) = unsafe {
+        let mut st: libc::statvfs = std::mem::zeroed();
+        (libc::statvfs(c.as_ptr(), &mut st), st)
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // The field types differ between targets (u32 on some 32-bit ones).
+    #[allow(clippy::unnecessary_cast)]
+    let (blocks, block_bytes) = (st.f_bavail as u64, st.f_frsize as u64);
+    Ok(blocks.saturating_mul(block_bytes))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -256,20 +275,4 @@ mod tests {
         assert_eq!(e.raw_os_error(), Some(libc::ENOTTY), "{e}");
         assert_eq!(NvmeStatus::of(&e), None);
     }
-}
-
-/// Bytes available to an unprivileged writer on the filesystem holding `path` (`statvfs`).
-pub fn available_bytes(path: &std::path::Path) -> io::Result<u64> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
-    // SAFETY: `statvfs` is plain data, valid all-zero; `c` is a NUL-terminated path that
-    // outlives the call, and `st` a live local that statvfs fills in; nothing is kept after.
-    let (r, st) = unsafe {
-        let mut st: libc::statvfs = std::mem::zeroed();
-        (libc::statvfs(c.as_ptr(), &mut st), st)
-    };
-    if r != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok((st.f_bavail as u64).saturating_mul(st.f_frsize as u64))
 }

@@ -37,13 +37,7 @@ fn describe_target(s: &Scenario) -> String {
 }
 
 fn options(seed: u64) -> RunnerOptions {
-    RunnerOptions {
-        run_id: super::random_u64(),
-        seed,
-        started_at: super::now(),
-        clock: super::now,
-        control_env: ControlEnv::default(),
-    }
+    RunnerOptions { run_id: super::random_u64(), seed, started_at: super::now(), clock: super::now, control_env: ControlEnv::default() }
 }
 
 /// Prints what a run left to say and returns its exit code.
@@ -115,7 +109,10 @@ pub fn cmd_resume(dir: &Path) -> Result<u8> {
             // The harness died mid-line: the log goes on from its last whole event.
             let len = std::fs::metadata(&log)?.len() - read.torn_tail_bytes as u64;
             std::fs::OpenOptions::new().write(true).open(&log)?.set_len(len)?;
-            eprintln!("faultline: note: {EVENTS_FILE} ended in a torn line ({} bytes, the harness died mid-write), dropped", read.torn_tail_bytes);
+            eprintln!(
+                "faultline: note: {EVENTS_FILE} ended in a torn line ({} bytes, the harness died mid-write), dropped",
+                read.torn_tail_bytes
+            );
         }
         read.events
     } else {

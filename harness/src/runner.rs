@@ -20,6 +20,8 @@
 //! read back `off` after the cut; otherwise the device must have stopped answering.
 
 use crate::events::{class_counts, Event, Sinks, Verdict};
+use crate::events::{HealthNote, SmartFigures};
+use crate::health::{judge, judge_ocp, parse_ocp_smart, parse_smart, HealthAnomaly, HealthPolicy, OcpSmartLog, Shutdown, SmartLog};
 use crate::ledger::{Contract, RunHeader, LEDGER_FORMAT};
 use crate::report::{Recorder, RunModel};
 use crate::rng::WyRand;
@@ -29,8 +31,6 @@ use crate::soak::dead_device;
 use crate::verify::{Finding, FindingClass, Shown, Verifier, VerifyError, VerifyReport};
 use crate::workload::Layout;
 use crate::writer::{run_cycle, CutPlacement, CycleOptions, CycleOutcome, WriteError};
-use crate::events::{HealthNote, SmartFigures};
-use crate::health::{judge, judge_ocp, parse_ocp_smart, parse_smart, HealthAnomaly, HealthPolicy, OcpSmartLog, Shutdown, SmartLog};
 use faultline_drivers::blockdev::{find_by_identity, identify, Expectation, SysRoots};
 use faultline_drivers::control::{self, parse_spec, ControlEnv};
 use faultline_drivers::nvme::NvmeAdmin;
@@ -658,8 +658,14 @@ pub fn run_scenario(
         rec: Recorder::resumed(sinks, RunModel::from_events(prior)),
         t0: Instant::now(),
         base_ns: prior.iter().map(Event::t_ns).max().map_or(0, |t| t + 1),
-        seen: prior.iter().filter_map(|e| if let Event::Finding { finding, .. } = e { Some(Emitter::key(finding)) } else { None }).collect(),
-        errors: prior.iter().filter_map(|e| if let Event::HarnessError { message, .. } = e { Some(message.clone()) } else { None }).collect(),
+        seen: prior
+            .iter()
+            .filter_map(|e| if let Event::Finding { finding, .. } = e { Some(Emitter::key(finding)) } else { None })
+            .collect(),
+        errors: prior
+            .iter()
+            .filter_map(|e| if let Event::HarnessError { message, .. } = e { Some(message.clone()) } else { None })
+            .collect(),
     };
     let started = prior.iter().any(|e| matches!(e, Event::RunStarted { .. }));
     let run_started = |run_id: u64, target: String| Event::RunStarted {
@@ -799,7 +805,8 @@ fn cycles(
     let not_open = || "the run is not open".to_string();
     let spec = slot.as_ref().ok_or_else(not_open)?.layout.spec().clone();
     let history = slot.as_ref().ok_or_else(not_open)?.history().clone();
-    let ended: HashSet<u32> = prior.iter().filter_map(|e| if let Event::CycleEnded { cycle, .. } = e { Some(*cycle) } else { None }).collect();
+    let ended: HashSet<u32> =
+        prior.iter().filter_map(|e| if let Event::CycleEnded { cycle, .. } = e { Some(*cycle) } else { None }).collect();
     // Verified up to the writes of the last cycle whose verification was recorded.
     let last_verified = prior.iter().filter_map(|e| if let Event::Verified { cycle, .. } = e { Some(*cycle) } else { None }).max();
     let checked_upto = match last_verified {
@@ -1102,7 +1109,7 @@ impl Cycles<'_, '_> {
             // What to read: everything written since the last check, a seeded sample, or the
             // whole span when the policy says so.
             let every = s.verify.full_every_cycles;
-            let full = (every > 0 && cycle % every == 0) || (last && s.verify.full_at_end);
+            let full = (every > 0 && cycle.is_multiple_of(every)) || (last && s.verify.full_at_end);
             let whole = vec![(span_start, span_end)];
             let regions = if full {
                 whole.clone()

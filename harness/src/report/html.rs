@@ -78,12 +78,15 @@ pub fn render(m: &RunModel) -> String {
     if let Some(h) = super::summary::Stats::of(m.cycles.values().filter_map(|c| c.end.as_ref()?.harness_ns).collect()) {
         row(
             "harness time per cycle",
-            format!("{:.1} ms mean, {:.1} ms p99 (outside the workload, controller, off time, device waits and verification)", h.mean / 1e6, h.p99 as f64 / 1e6),
+            format!(
+                "{:.1} ms mean, {:.1} ms p99 (outside the workload, controller, off time, device waits and verification)",
+                h.mean / 1e6,
+                h.p99 as f64 / 1e6
+            ),
         );
     }
     if !m.resumes.is_empty() {
-        let list: Vec<String> =
-            m.resumes.iter().map(|(at, c)| c.map_or(at.clone(), |c| format!("{at} (cycle {c} interrupted)"))).collect();
+        let list: Vec<String> = m.resumes.iter().map(|(at, c)| c.map_or(at.clone(), |c| format!("{at} (cycle {c} interrupted)"))).collect();
         row("resumed", format!("{} times after the harness died: {}", m.resumes.len(), list.join(", ")));
     }
     h.push_str("</table>\n");
