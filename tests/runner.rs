@@ -239,3 +239,51 @@ fn a_run_directory_short_of_space_suspends_the_run_and_resume_finishes_it() {
     let summary: Value = serde_json::from_slice(&std::fs::read(rd.join("summary.json")).unwrap()).unwrap();
     assert_eq!((summary["verdict"].as_str(), summary["resumes"].as_u64()), (Some("clean"), Some(1)), "{summary}");
 }
+
+#[test]
+fn a_controller_that_fails_mid_run_is_reported_and_the_policy_decides() {
+    // A switch whose second `off` fails: with stop.on_controller_failure = "continue" the run
+    // records the failed cycle as a harness error and goes on; with "stop" it ends there.
+    let d = scratch("ctlfail");
+    let img = d.join("target.img");
+    std::fs::File::create(&img).unwrap().set_len(16 << 20).unwrap();
+    let dir = d.to_str().unwrap();
+    let off = d.join("off.sh");
+    std::fs::write(
+        &off,
+        format!("#!/bin/sh\ncd {dir}\nn=$(cat n 2>/dev/null || echo 0); n=$((n+1)); echo $n > n\n[ $n -ne 2 ] || {{ echo 'relay board not answering' >&2; exit 1; }}\necho off > state\n"),
+    )
+    .unwrap();
+    let on = d.join("on.sh");
+    std::fs::write(&on, format!("#!/bin/sh\necho on > {dir}/state\n")).unwrap();
+    for f in [&off, &on] {
+        Command::new("chmod").arg("+x").arg(f).status().unwrap();
+    }
+    let scenario = |policy: &str| {
+        format!(
+            "format_version = 1\nname = \"ctlfail\"\nseed = 5\ncontract = \"plp\"\n[target]\npath = \"{}\"\n\
+             [controllers]\npower = \"exec:?off={}&on={}&state=cat {dir}/state\"\n[fault]\nkind = \"power_cut\"\n\
+             [cut]\nkind = \"after_completions\"\ncompletions = 200\n[cycles]\ncount = 4\noff_time_ms = 1\nreadiness_timeout_s = 2\n\
+             [stop]\non_controller_failure = \"{policy}\"\n",
+            img.display(),
+            off.display(),
+            on.display()
+        )
+    };
+    let (o, rd) = run(&d, "continue", &scenario("continue"));
+    assert_eq!(o.status.code(), Some(2), "a harness error makes the verdict `error`\n{}", text(&o));
+    let ev = events(&rd);
+    let verdicts: Vec<&str> = of(&ev, "cycle_ended").map(|c| c["verdict"].as_str().unwrap()).collect();
+    assert_eq!(verdicts, vec!["clean", "error", "clean", "clean"], "{}", text(&o));
+    let errs: Vec<&Value> = of(&ev, "harness_error").collect();
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert!(errs[0]["message"].as_str().unwrap().contains("relay board not answering"), "{errs:?}");
+    assert_eq!(errs[0]["cycle"], 2);
+
+    std::fs::remove_file(d.join("n")).unwrap();
+    let (o, rd) = run(&d, "stop", &scenario("stop"));
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert_eq!(of(&events(&rd), "cycle_started").count(), 2, "the run stops at the failing controller");
+    assert!(text(&o).contains("controller failure"), "{}", text(&o));
+    let _ = std::fs::remove_dir_all(&d);
+}

@@ -378,7 +378,28 @@ fn run_cycle_inner(
             out.flush_outstanding_at_cut = flushes_inflight > 0;
             cut_instant = Some(Instant::now());
             out.cut_at = Some(start.elapsed());
-            cut().map_err(WriteError::Cut)?;
+            if let Err(e) = cut() {
+                // The cut may or may not have happened. Let what is in flight finish (or
+                // fail) so that the target is idle for whatever comes next; nothing of this
+                // cycle counts as durable beyond its last checkpoint.
+                let deadline = Instant::now() + opts.drain_timeout;
+                while (!inflight.is_empty() || flushes_inflight > 0) && Instant::now() < deadline {
+                    done.clear();
+                    if target.reap(&mut done, 1, deadline.saturating_duration_since(Instant::now()))? == 0 {
+                        break;
+                    }
+                    for c in done.drain(..) {
+                        if c.token & FLUSH_TOKEN != 0 {
+                            flushes_inflight = flushes_inflight.saturating_sub(1);
+                        } else if inflight.remove(&c.token).is_some() {
+                            if let Some(b) = c.buf {
+                                filler.give_back(b);
+                            }
+                        }
+                    }
+                }
+                return Err(WriteError::Cut(e));
+            }
             cut_done = true;
             stopping = true;
         }
