@@ -505,6 +505,7 @@ pub fn discover(path: &Path, writable: bool) -> Result<Discovered, TargetError> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fake_root::FakeRoot;
 
     #[test]
     fn stable_identity_names_hardware_not_paths() {
@@ -535,30 +536,27 @@ mod tests {
     /// laid out as the kernel does: real directories under `sys/devices`, symlinks to them in
     /// `sys/class/block`, partitions inside their disk's directory.
     struct FakeSys {
-        root: PathBuf,
+        root: FakeRoot,
     }
 
     impl FakeSys {
         fn new(name: &str) -> FakeSys {
-            let root = std::env::temp_dir().join(format!("faultline-fakesys-{name}-{}", std::process::id()));
-            let _ = std::fs::remove_dir_all(&root);
-            std::fs::create_dir_all(root.join("sys/class/block")).unwrap();
-            std::fs::create_dir_all(root.join("dev")).unwrap();
+            let root = FakeRoot::new(&format!("sys-{name}"));
+            root.dir("sys/class/block");
+            root.dir("dev");
             FakeSys { root }
         }
 
         fn roots(&self) -> SysRoots {
-            SysRoots { sys: self.root.join("sys"), dev: self.root.join("dev") }
+            SysRoots { sys: self.root.0.join("sys"), dev: self.root.0.join("dev") }
         }
 
         fn write(&self, rel: &str, text: &str) {
-            let p = self.root.join("sys").join(rel);
-            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-            std::fs::write(p, format!("{text}\n")).unwrap();
+            self.root.file(&format!("sys/{rel}"), &format!("{text}\n"));
         }
 
         fn link(&self, rel: &str, target: &str) {
-            let p = self.root.join("sys").join(rel);
+            let p = self.root.0.join("sys").join(rel);
             std::fs::create_dir_all(p.parent().unwrap()).unwrap();
             std::os::unix::fs::symlink(target, p).unwrap();
         }
@@ -572,13 +570,7 @@ mod tests {
             for (k, v) in attrs {
                 self.write(&format!("{dir}/{k}"), v);
             }
-            self.link(&format!("class/block/{name}"), self.root.join("sys").join(&dir).to_str().unwrap());
-        }
-    }
-
-    impl Drop for FakeSys {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.root);
+            self.link(&format!("class/block/{name}"), self.root.0.join("sys").join(&dir).to_str().unwrap());
         }
     }
 
@@ -618,7 +610,7 @@ mod tests {
         assert_eq!(names, ["loop0", "loop3", "nvme0n1", "nvme0n1p1", "nvme1n1"]);
         let by = |n: &str| all.iter().find(|c| c.identity.name == n).unwrap();
         let p1 = by("nvme0n1p1");
-        assert_eq!(p1.path, f.root.join("dev/nvme0n1p1"));
+        assert_eq!(p1.path, f.root.0.join("dev/nvme0n1p1"));
         assert_eq!(p1.identity.serial, "S1AAA");
         assert_eq!(p1.identity.model, "ACME SSD 9000");
         assert_eq!(p1.identity.wwid, "eui.0001");
@@ -631,7 +623,7 @@ mod tests {
         );
         assert_eq!(by("loop3").identity.backing_file, "/var/tmp/a.img");
         // identify() reads through the same function.
-        let dir = std::fs::canonicalize(f.root.join("sys/class/block/nvme0n1p1")).unwrap();
+        let dir = std::fs::canonicalize(f.root.0.join("sys/class/block/nvme0n1p1")).unwrap();
         assert_eq!(identify_sysfs(&dir, 1_000_000 * 512, 512), p1.identity);
         // The per-path node is recognised by name too, on kernels without `hidden`.
         assert!(is_hidden(Path::new("/sys/x/nvme12c3n45")));
@@ -646,7 +638,7 @@ mod tests {
     fn one_match_is_found_by_any_field() {
         let f = machine("unique");
         let r = f.roots();
-        let dev = |n: &str| f.root.join("dev").join(n);
+        let dev = |n: &str| f.root.0.join("dev").join(n);
         assert_eq!(find_by_identity(&exp(Some("S2BBB"), None, None), &r).unwrap(), dev("nvme1n1"));
         // The hidden node shares serial and size with nvme0n1: had it been scanned, this would
         // be ambiguous.
@@ -662,8 +654,8 @@ mod tests {
     fn size_alone_finds_a_device() {
         let f = machine("size");
         let r = f.roots();
-        assert_eq!(find_by_identity(&exp(None, None, Some(2_048_000_000)), &r).unwrap(), f.root.join("dev/nvme1n1"));
-        assert_eq!(find_by_identity(&exp(None, None, Some(16384 * 512)), &r).unwrap(), f.root.join("dev/loop3"));
+        assert_eq!(find_by_identity(&exp(None, None, Some(2_048_000_000)), &r).unwrap(), f.root.0.join("dev/nvme1n1"));
+        assert_eq!(find_by_identity(&exp(None, None, Some(16384 * 512)), &r).unwrap(), f.root.0.join("dev/loop3"));
         let e = find_by_identity(&exp(None, None, Some(12345)), &r).unwrap_err();
         assert!(matches!(e, FindError::NotFound { scanned: 5, .. }), "{e}");
     }
@@ -682,7 +674,7 @@ mod tests {
         {
             assert!(msg.contains(want), "{want} not in:\n{msg}");
         }
-        assert!(msg.contains(f.root.join("dev/nvme1n1").to_str().unwrap()), "{msg}");
+        assert!(msg.contains(f.root.0.join("dev/nvme1n1").to_str().unwrap()), "{msg}");
 
         // Nothing matches any field: the devices present are listed (not the empty loop0).
         let e = find_by_identity(&exp(Some("S9ZZZ"), None, None), &f.roots()).unwrap_err();
@@ -701,7 +693,7 @@ mod tests {
         let msg = e.to_string();
         assert!(msg.contains("3 block devices match") && msg.contains("never picks one"), "{msg}");
         for n in ["nvme0n1", "nvme0n1p1", "nvme1n1"] {
-            assert!(msg.contains(&format!("{}:", f.root.join("dev").join(n).display())), "{n} not in:\n{msg}");
+            assert!(msg.contains(&format!("{}:", f.root.0.join("dev").join(n).display())), "{n} not in:\n{msg}");
         }
         // A serial names the disk and each of its partitions.
         let e = find_by_identity(&exp(Some("S1AAA"), None, None), &f.roots()).unwrap_err();
@@ -718,7 +710,7 @@ mod tests {
         assert!(e.to_string().contains("give at least one of serial, wwid, model, size"), "{e}");
         let e = find_by_identity(&exp(Some("  "), None, Some(1)), &f.roots()).unwrap_err();
         assert!(matches!(e, FindError::BlankField { flag: "--expect-serial" }), "{e}");
-        let missing = SysRoots { sys: f.root.join("nosys"), dev: f.root.join("dev") };
+        let missing = SysRoots { sys: f.root.0.join("nosys"), dev: f.root.0.join("dev") };
         let e = find_by_identity(&exp(Some("S1AAA"), None, None), &missing).unwrap_err();
         assert!(matches!(e, FindError::Scan { .. }), "{e}");
     }

@@ -14,6 +14,8 @@
 pub mod block;
 pub mod blockdev;
 pub mod control;
+#[cfg(test)]
+mod fake_root;
 pub mod guard;
 pub mod link;
 pub mod nvme;

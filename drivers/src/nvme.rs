@@ -311,7 +311,7 @@ impl NvmeAdmin {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::fs::symlink;
+    use crate::fake_root::FakeRoot;
 
     #[test]
     fn get_log_page_encodes_lid_and_dword_counts() {
@@ -370,32 +370,7 @@ mod tests {
         assert!(!NvmeStatus(0x0370).log_page_unsupported(), "host path error");
     }
 
-    struct FakeRoot(PathBuf);
-
     impl FakeRoot {
-        fn new(tag: &str) -> FakeRoot {
-            let d = std::env::temp_dir().join(format!("faultline-nvme-{tag}-{}", std::process::id()));
-            let _ = std::fs::remove_dir_all(&d);
-            std::fs::create_dir_all(&d).unwrap();
-            FakeRoot(d)
-        }
-        fn file(&self, rel: &str, content: &str) -> PathBuf {
-            let p = self.0.join(rel);
-            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-            std::fs::write(&p, content).unwrap();
-            p
-        }
-        fn dir(&self, rel: &str) -> PathBuf {
-            let p = self.0.join(rel);
-            std::fs::create_dir_all(&p).unwrap();
-            p
-        }
-        /// `link` (relative to the root) pointing at the root-relative `target`.
-        fn link(&self, link: &str, target: &str) {
-            let l = self.0.join(link);
-            std::fs::create_dir_all(l.parent().unwrap()).unwrap();
-            symlink(self.0.join(target), l).unwrap();
-        }
         fn sys(&self) -> PathBuf {
             self.0.join("sys")
         }
@@ -406,12 +381,6 @@ mod tests {
             self.link(&format!("sys/class/nvme/nvme{n}"), &dir);
             self.link(&format!("sys/dev/char/240:{n}"), &dir);
             dir
-        }
-    }
-
-    impl Drop for FakeRoot {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
         }
     }
 

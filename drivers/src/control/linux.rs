@@ -291,25 +291,9 @@ impl PowerSwitch for SlotPower {
 mod tests {
     use super::*;
     use crate::control::parse_spec;
-
-    struct FakeRoot(PathBuf);
+    use crate::fake_root::FakeRoot;
 
     impl FakeRoot {
-        fn new(tag: &str) -> FakeRoot {
-            let d = std::env::temp_dir().join(format!("faultline-sysfs-{tag}-{}", std::process::id()));
-            let _ = std::fs::remove_dir_all(&d);
-            std::fs::create_dir_all(&d).unwrap();
-            FakeRoot(d)
-        }
-        fn file(&self, rel: &str, content: &str) -> PathBuf {
-            let p = self.0.join(rel);
-            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-            std::fs::write(&p, content).unwrap();
-            p
-        }
-        fn read(&self, rel: &str) -> String {
-            std::fs::read_to_string(self.0.join(rel)).unwrap()
-        }
         fn env(&self) -> ControlEnv {
             ControlEnv {
                 sysfs_root: self.0.clone(),
@@ -317,12 +301,6 @@ mod tests {
                 settle_timeout: Duration::from_millis(300),
                 ..ControlEnv::default()
             }
-        }
-    }
-
-    impl Drop for FakeRoot {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
         }
     }
 
