@@ -175,3 +175,27 @@ fn sigkill_at_random_points_and_resume_reaches_the_uninterrupted_verdict() {
     let hit: BTreeSet<&str> = all.keys().map(|e| phase(e)).collect();
     assert_eq!(hit.len(), 3, "seed {SEED}: the kills missed a phase: {all:?}");
 }
+
+#[test]
+fn a_run_in_progress_cannot_be_taken_up_by_a_second_process() {
+    let d = scratch("locked");
+    let file = d.join("locked.toml");
+    std::fs::write(&file, scenario(40, "{ kind = \"honest_plp\" }")).unwrap();
+    let rd = d.join("run");
+    let mut first = spawn(&["run", file.to_str().unwrap(), "--run-dir", rd.to_str().unwrap()]);
+    let start = Instant::now();
+    while !events(&rd).iter().any(|e| e["event"] == "cycle_ended") {
+        assert!(start.elapsed() < Duration::from_secs(60), "no progress");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let second = Command::new(BIN).args(["resume", rd.to_str().unwrap()]).output().unwrap();
+    assert_eq!(second.status.code(), Some(2), "{}", text(&second));
+    assert!(text(&second).contains("in use"), "{}", text(&second));
+    first.kill().unwrap();
+    first.wait().unwrap();
+    // Once the first is gone, the lock goes with it.
+    let o = Command::new(BIN).args(["resume", rd.to_str().unwrap()]).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    check_records(&rd, 40, "locked");
+    let _ = std::fs::remove_dir_all(&d);
+}

@@ -19,6 +19,27 @@ use std::path::{Path, PathBuf};
 /// The scenario as run, in its run directory.
 pub const SCENARIO_FILE: &str = "scenario.toml";
 
+/// Held (`flock`) by the process running the run, so a second one cannot take it up too.
+pub const LOCK_FILE: &str = "run.lock";
+
+/// Locks the run directory for this process; refused while another process holds it.
+fn lock(dir: &Path) -> Result<std::fs::File> {
+    let path = dir.join(LOCK_FILE);
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .with_context(|| format!("cannot open {}", path.display()))?;
+    match f.try_lock() {
+        Ok(()) => Ok(f),
+        Err(std::fs::TryLockError::WouldBlock) => {
+            bail!("{} is in use: another faultline process is running this run (it holds {LOCK_FILE})", dir.display())
+        }
+        Err(std::fs::TryLockError::Error(e)) => Err(e).with_context(|| format!("cannot lock {}", path.display())),
+    }
+}
+
 /// The embedded default of `faultline run` with no scenario file.
 pub const DEMO: &str = include_str!("../../scenarios/demo.toml");
 
@@ -78,6 +99,7 @@ pub fn cmd_run_scenario(mut s: Scenario, origin: &str, run_dir: Option<PathBuf>,
     );
     println!("run directory: {}", dir.display());
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let _lock = lock(&dir)?;
     let text = s.to_toml()?;
     let tmp = dir.join(format!("{SCENARIO_FILE}.tmp"));
     std::fs::write(&tmp, format!("# The scenario as run (from {origin}); `faultline resume` reads it.\n{text}"))
@@ -98,6 +120,7 @@ pub fn cmd_resume(dir: &Path) -> Result<u8> {
     if !scenario_path.is_file() {
         bail!("{} is not a run directory of `faultline run SCENARIO` (no {SCENARIO_FILE} in it)", dir.display());
     }
+    let _lock = lock(dir)?;
     let s = Scenario::load(&scenario_path)?;
     let Some(seed) = s.seed else {
         bail!("{}: the scenario as run has no seed, so the run cannot be continued as it began", scenario_path.display());
