@@ -321,4 +321,6 @@ fn the_demo_runs_and_finds_the_simulated_drive_out() {
     let o = run(&["run", "--run-dir", s(&d.join("r2")), "--cycles", "40", "--seed", "4", "--model", "honest-plp"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert!(text(&o).contains("verdict: clean"), "{}", text(&o));
+    // Each run directory holds its simulated drive.
+    let _ = std::fs::remove_dir_all(&d);
 }
