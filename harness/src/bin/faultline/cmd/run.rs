@@ -16,6 +16,43 @@ use faultline::scenario::Scenario;
 use faultline_drivers::control::ControlEnv;
 use std::path::{Path, PathBuf};
 
+use crate::args::ModelArg;
+use crate::exit::Exit;
+use anyhow::anyhow;
+use clap::Parser;
+use faultline::scenario::SimModel;
+
+#[derive(Parser)]
+pub struct RunArgs {
+    /// Scenario file (see scenarios/). Without it: the embedded demo (scenarios/demo.toml),
+    /// which the options below adjust.
+    scenario: Option<PathBuf>,
+    /// Run directory (default: faultline-runs/<timestamp>-<name>). Must not hold a run yet.
+    #[arg(long)]
+    run_dir: Option<PathBuf>,
+    /// Seed for the workload, the drive's faults and the cut points. With a scenario file,
+    /// used only when the scenario gives none; for the demo it replaces the demo's own.
+    /// Default: random.
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Demo only: number of cycles (default: the demo's 300).
+    #[arg(long, conflicts_with = "scenario")]
+    cycles: Option<u32>,
+    /// Demo only: the simulated drive's fault model (default: the demo's, which loses the
+    /// newest acknowledged write at each cut).
+    #[arg(long, value_enum, conflicts_with = "scenario")]
+    model: Option<ModelArg>,
+    /// Demo only: the contract the drive is held to (default: the demo's, plp).
+    #[arg(long, value_parser = ["plp", "flush"], conflicts_with = "scenario")]
+    contract: Option<String>,
+}
+
+#[derive(Parser)]
+pub struct ResumeArgs {
+    /// The run directory of the run to take up.
+    pub run_dir: PathBuf,
+}
+
 /// The scenario as run, in its run directory.
 pub const SCENARIO_FILE: &str = "scenario.toml";
 
@@ -41,7 +78,7 @@ fn lock(dir: &Path) -> Result<std::fs::File> {
 }
 
 /// The embedded default of `faultline run` with no scenario file.
-pub const DEMO: &str = include_str!("../../scenarios/demo.toml");
+pub const DEMO: &str = include_str!("../../../../../scenarios/demo.toml");
 
 /// The default run directory name: a timestamp and the scenario's name, made path-safe.
 fn default_dir(name: &str) -> PathBuf {
@@ -58,11 +95,11 @@ fn describe_target(s: &Scenario) -> String {
 }
 
 fn options(seed: u64) -> RunnerOptions {
-    RunnerOptions { run_id: super::random_u64(), seed, started_at: super::now(), clock: super::now, control_env: ControlEnv::default() }
+    RunnerOptions { run_id: crate::random_u64(), seed, started_at: crate::now(), clock: crate::now, control_env: ControlEnv::default() }
 }
 
 /// Prints what a run left to say and returns its exit code.
-fn finish(summary: &RunSummary, s: &Scenario, dir: &Path) -> u8 {
+fn finish(summary: &RunSummary, s: &Scenario, dir: &Path) -> Exit {
     for n in &summary.notes {
         eprintln!("faultline: note: {n}");
     }
@@ -71,24 +108,24 @@ fn finish(summary: &RunSummary, s: &Scenario, dir: &Path) -> u8 {
     }
     if summary.suspended {
         eprintln!("faultline: suspended after {} cycles: {}", summary.cycles_run, summary.stopped.as_deref().unwrap_or_default());
-        return 2;
+        return Exit::HarnessError;
     }
     if let Some(why) = summary.stopped.as_ref().filter(|w| !summary.errors.contains(w)) {
         println!("stopped after {} of {} cycles: {why}", summary.cycles_run, s.cycles.count);
     }
     println!("verdict: {}", summary.verdict.name());
     println!("reports: {} (rebuild them with `faultline report {}`)", dir.join(HTML_FILE).display(), dir.display());
-    summary.verdict.exit_code()
+    summary.verdict.into()
 }
 
 /// Runs `s` (read from `origin`) in a new run directory. The seed is the scenario's, else
 /// `seed`, else a random one; it is written into the run directory's copy of the scenario.
-pub fn cmd_run_scenario(mut s: Scenario, origin: &str, run_dir: Option<PathBuf>, seed: Option<u64>) -> Result<u8> {
+pub fn cmd_run_scenario(mut s: Scenario, origin: &str, run_dir: Option<PathBuf>, seed: Option<u64>) -> Result<Exit> {
     let dir = run_dir.unwrap_or_else(|| default_dir(&s.name));
     if exists(&dir) || dir.join(EVENTS_FILE).exists() || dir.join(SCENARIO_FILE).exists() {
         bail!("{} already holds a run: `faultline resume {}` continues it, or use a new run directory", dir.display(), dir.display());
     }
-    let seed = s.seed.or(seed).unwrap_or_else(super::random_u64);
+    let seed = s.seed.or(seed).unwrap_or_else(crate::random_u64);
     s.seed = Some(seed);
     println!(
         "faultline run: scenario {} ({origin}), target {}, contract {:?}, {} cycles, seed {seed}",
@@ -115,7 +152,7 @@ pub fn cmd_run_scenario(mut s: Scenario, origin: &str, run_dir: Option<PathBuf>,
 }
 
 /// Takes up the run in `dir` after the harness died.
-pub fn cmd_resume(dir: &Path) -> Result<u8> {
+pub fn cmd_resume(dir: &Path) -> Result<Exit> {
     let scenario_path = dir.join(SCENARIO_FILE);
     if !scenario_path.is_file() {
         bail!("{} is not a run directory of `faultline run SCENARIO` (no {SCENARIO_FILE} in it)", dir.display());
@@ -146,7 +183,7 @@ pub fn cmd_resume(dir: &Path) -> Result<u8> {
         println!("the run in {} had ended (verdict: {}); nothing to resume", dir.display(), verdict.name());
         regenerate(dir).with_context(|| format!("cannot rebuild the reports of {}", dir.display()))?;
         println!("reports: {} (rebuilt)", dir.join(HTML_FILE).display());
-        return Ok(*exit_code);
+        return Ok(Exit::from_code(*exit_code));
     }
     let ended = prior.iter().filter(|e| matches!(e, Event::CycleEnded { .. })).count();
     println!(
@@ -177,4 +214,39 @@ pub fn cmd_resume(dir: &Path) -> Result<u8> {
     }
     let summary = run_scenario(&s, dir, sinks, &o, Some(&prior))?;
     Ok(finish(&summary, &s, dir))
+}
+
+pub fn cmd_run(a: RunArgs) -> Result<Exit> {
+    if let Some(path) = &a.scenario {
+        let s = Scenario::load(path)?;
+        return cmd_run_scenario(s, &path.display().to_string(), a.run_dir.clone(), a.seed);
+    }
+    let origin = "the embedded demo, scenarios/demo.toml";
+    let mut s = Scenario::from_toml(DEMO, origin)?;
+    if let Some(n) = a.cycles {
+        s.cycles.count = n;
+    }
+    if let Some(m) = a.model {
+        let sim = s.target.sim.as_mut().ok_or_else(|| anyhow!("the demo scenario has no simulated drive"))?;
+        sim.model = match m {
+            ModelArg::HonestPlp => SimModel::HonestPlp,
+            ModelArg::HonestVolatile => SimModel::HonestVolatile,
+            ModelArg::LiesAboutFlush => SimModel::LiesAboutFlush,
+            ModelArg::TornWrites => SimModel::TornWrites,
+            ModelArg::Misdirects => SimModel::Misdirects { per_mille: 2 },
+            ModelArg::BitRot => SimModel::BitRot { flips_per_cut: 1 },
+            ModelArg::Rollback => SimModel::Rollback { writes_per_cut: 1 },
+            ModelArg::ReadErrors => SimModel::ReadErrors { sectors_per_cut: 1 },
+            ModelArg::ReadHangs => SimModel::ReadHangs { sectors_per_cut: 1 },
+            ModelArg::DiesAfterCuts => SimModel::DiesAfterCuts { cuts: 50 },
+        };
+    }
+    if let Some(c) = &a.contract {
+        s.contract = c.parse().map_err(|e: String| anyhow!(e))?;
+    }
+    if a.seed.is_some() {
+        s.seed = a.seed;
+    }
+    s.validate(origin)?;
+    cmd_run_scenario(s, origin, a.run_dir, None)
 }

@@ -1,6 +1,7 @@
 //! `faultline report RUN_DIR`: rebuilds `summary.json`, `junit.xml` and `report.html` from
 //! the run's event log, and exits with the run's verdict (0 clean, 1 findings, 2 error).
 
+use crate::exit::Exit;
 use anyhow::{Context, Result};
 use faultline::report::{regenerate, EVENTS_FILE};
 use std::path::PathBuf;
@@ -11,7 +12,7 @@ pub struct ReportArgs {
     run_dir: PathBuf,
 }
 
-pub fn cmd_report(a: ReportArgs) -> Result<u8> {
+pub fn cmd_report(a: ReportArgs) -> Result<Exit> {
     let r = regenerate(&a.run_dir).with_context(|| format!("cannot rebuild the reports of {}", a.run_dir.display()))?;
     if r.torn_tail_bytes > 0 {
         eprintln!("faultline: note: {EVENTS_FILE} ends in a torn line ({} bytes, the harness died mid-write), ignored", r.torn_tail_bytes);
@@ -33,5 +34,5 @@ pub fn cmd_report(a: ReportArgs) -> Result<u8> {
             _ => format!("harness error ({} recorded)", m.harness_errors()),
         }
     );
-    Ok(m.end.map_or(verdict.exit_code(), |(_, code)| code))
+    Ok(m.end.map_or(verdict.into(), |(_, code)| Exit::from_code(code)))
 }

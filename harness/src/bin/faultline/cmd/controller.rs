@@ -2,6 +2,7 @@
 //! the wiring before a soak. `list` shows what is plugged in; `SPEC ACTION` talks to one
 //! controller and prints what came back. Exit codes: 0 ok, 2 error.
 
+use crate::exit::Exit;
 use anyhow::{anyhow, bail, Result};
 use clap::{Parser, ValueEnum};
 use faultline_drivers::control::{self, parse_spec, ControlEnv, ControllerSpec};
@@ -41,7 +42,7 @@ pub struct ControllerArgs {
     port: Option<String>,
 }
 
-pub fn cmd_controller(a: ControllerArgs) -> Result<u8> {
+pub fn cmd_controller(a: ControllerArgs) -> Result<Exit> {
     if a.spec == "list" {
         if a.action.is_some() {
             bail!("`controller list` takes no action");
@@ -73,7 +74,7 @@ pub fn cmd_controller(a: ControllerArgs) -> Result<u8> {
         }
     }
     r?;
-    Ok(0)
+    Ok(Exit::Clean)
 }
 
 fn run(c: &mut control::Controller, action: Action, a: &ControllerArgs) -> Result<()> {
@@ -174,7 +175,7 @@ fn yes(b: bool) -> &'static str {
     }
 }
 
-fn list() -> Result<u8> {
+fn list() -> Result<Exit> {
     println!("serial ports:");
     match control::list_serial_ports() {
         Ok(ports) if ports.is_empty() => println!("  (none)"),
@@ -205,5 +206,5 @@ fn list() -> Result<u8> {
         }
         Err(e) => println!("  cannot list: {e}"),
     }
-    Ok(0)
+    Ok(Exit::Clean)
 }

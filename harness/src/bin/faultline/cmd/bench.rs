@@ -8,6 +8,7 @@
 //! faultline runs in this process (so its CPU time and peak memory are measured exactly);
 //! fio runs as a child (CPU from the children's times in /proc/self/stat).
 
+use crate::exit::Exit;
 use anyhow::{bail, Context, Result};
 use faultline::format::Format;
 use faultline::ledger::{Contract, LedgerWriter, RunHeader, LEDGER_FORMAT};
@@ -247,7 +248,7 @@ fn s(v: &[&str]) -> Vec<String> {
     v.iter().map(|x| x.to_string()).collect()
 }
 
-pub fn cmd_bench(a: BenchArgs) -> Result<u8> {
+pub fn cmd_bench(a: BenchArgs) -> Result<Exit> {
     if !a.target.exists() {
         std::fs::File::create(&a.target)
             .and_then(|f| f.set_len(a.size))
@@ -369,5 +370,5 @@ pub fn cmd_bench(a: BenchArgs) -> Result<u8> {
         status_kib("VmHWM:") / 1024,
         status_kib("VmRSS:") / 1024
     );
-    Ok(0)
+    Ok(Exit::Clean)
 }

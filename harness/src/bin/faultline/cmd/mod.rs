@@ -1,0 +1,10 @@
+//! One module per subcommand.
+
+pub mod bench;
+pub mod controller;
+pub mod decode;
+pub mod report;
+pub mod run;
+pub mod selftest;
+pub mod verify;
+pub mod write;

@@ -1,0 +1,84 @@
+//! The `faultline` binary: argument parsing, output, the wall clock, OS randomness and exit
+//! codes. All logic lives in the library, which returns verdicts; this crate only wires it to
+//! the command line, one file per command under `cmd/`. Exit codes ([`Exit`]): 0 clean,
+//! 1 findings, 2 harness error (bad arguments, unreadable ledger, wrong target).
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+mod args;
+mod cmd;
+mod exit;
+
+use exit::Exit;
+
+#[derive(Parser)]
+#[command(name = "faultline", version, about = "Proves or breaks an SSD's durability promises under power loss.")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run the cycles a scenario file describes (`faultline run SCENARIO.toml`); without one,
+    /// the embedded demo (scenarios/demo.toml): a simulated drive behind the Quarch emulator on
+    /// a pseudo-terminal, no hardware needed.
+    Run(cmd::run::RunArgs),
+    /// Take up a run of `faultline run` after the harness died (killed, or its host rebooted):
+    /// finishes the cycle it died in and runs the rest.
+    Resume(cmd::run::ResumeArgs),
+    /// Write tagged data over a target, recording the ledger in a run directory. Running it
+    /// again on the same run directory continues the run as a new cycle; killing it is the
+    /// manual power-loss mode.
+    Write(cmd::write::WriteArgs),
+    /// Verify every sector of the span against the ledger.
+    Verify(cmd::verify::VerifyArgs),
+    /// Print the identity of the sectors in a byte range of a target or dump file.
+    Decode(cmd::decode::DecodeArgs),
+    /// Run the detection matrix: every fault model against the verifier, with ground truth.
+    Selftest(cmd::selftest::SelftestArgs),
+    /// Benchmark faultline against fio on the same target, alternating (overwrites it).
+    Bench(cmd::bench::BenchArgs),
+    /// Bring-up of power and link controllers: `controller list`, or
+    /// `controller SPEC identify|status|on|off|cycle [--off-ms N]`.
+    Controller(cmd::controller::ControllerArgs),
+    /// Rebuild summary.json, junit.xml and report.html of a run directory from its event
+    /// log (events.jsonl); exits with the run's verdict.
+    Report(cmd::report::ReportArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let r = match cli.cmd {
+        Cmd::Write(a) => cmd::write::cmd_write(a),
+        Cmd::Verify(a) => cmd::verify::cmd_verify(a),
+        Cmd::Decode(a) => cmd::decode::cmd_decode(a),
+        Cmd::Selftest(a) => cmd::selftest::cmd_selftest(a),
+        Cmd::Run(a) => cmd::run::cmd_run(a),
+        Cmd::Resume(a) => cmd::run::cmd_resume(&a.run_dir),
+        Cmd::Bench(a) => cmd::bench::cmd_bench(a),
+        Cmd::Controller(a) => cmd::controller::cmd_controller(a),
+        Cmd::Report(a) => cmd::report::cmd_report(a),
+    };
+    match r {
+        Ok(exit) => exit.into(),
+        Err(e) => {
+            eprintln!("faultline: error: {e:#}");
+            Exit::HarnessError.into()
+        }
+    }
+}
+
+/// OS randomness for ids and default seeds, without a dependency: std's hasher keys come
+/// from the OS.
+pub(crate) fn random_u64() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
+    h.finish()
+}
+
+pub(crate) fn now() -> String {
+    chrono::Local::now().to_rfc3339()
+}
