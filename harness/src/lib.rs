@@ -3,6 +3,7 @@ pub mod format;
 pub mod health;
 pub mod ledger;
 pub mod matrix;
+pub mod port;
 pub mod report;
 pub mod rng;
 pub mod run;

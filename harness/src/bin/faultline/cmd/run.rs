@@ -88,14 +88,14 @@ fn default_dir(name: &str) -> PathBuf {
 
 fn describe_target(s: &Scenario) -> String {
     match (&s.target.sim, &s.target.path) {
-        (Some(sim), _) => format!("simulated drive ({:?}, {} bytes, switch {:?})", sim.model, sim.capacity_bytes, sim.switch),
+        (Some(sim), _) => format!("simulated drive ({}, {} bytes, switch {})", sim.model, sim.capacity_bytes, sim.switch),
         (None, Some(p)) => p.display().to_string(),
         (None, None) => "a device found by identity".to_string(),
     }
 }
 
-fn options(seed: u64) -> RunnerOptions {
-    RunnerOptions { run_id: crate::random_u64(), seed, started_at: crate::now(), clock: crate::now, control_env: ControlEnv::default() }
+fn options() -> RunnerOptions {
+    RunnerOptions { run_id: crate::random_u64(), started_at: crate::now(), clock: crate::now, control_env: ControlEnv::default() }
 }
 
 /// Prints what a run left to say and returns its exit code.
@@ -120,17 +120,17 @@ fn finish(summary: &RunSummary, s: &Scenario, dir: &Path) -> Exit {
 
 /// Runs `s` (read from `origin`) in a new run directory. The seed is the scenario's, else
 /// `seed`, else a random one; it is written into the run directory's copy of the scenario.
-pub fn cmd_run_scenario(mut s: Scenario, origin: &str, run_dir: Option<PathBuf>, seed: Option<u64>) -> Result<Exit> {
+pub fn cmd_run_scenario(s: Scenario, origin: &str, run_dir: Option<PathBuf>, seed: Option<u64>) -> Result<Exit> {
     let dir = run_dir.unwrap_or_else(|| default_dir(&s.name));
     if exists(&dir) || dir.join(EVENTS_FILE).exists() || dir.join(SCENARIO_FILE).exists() {
         bail!("{} already holds a run: `faultline resume {}` continues it, or use a new run directory", dir.display(), dir.display());
     }
-    let seed = s.seed.or(seed).unwrap_or_else(crate::random_u64);
-    s.seed = Some(seed);
+    let plan = s.plan(origin, seed.unwrap_or_else(crate::random_u64))?;
+    let (s, seed) = (&plan.scenario, plan.seed);
     println!(
         "faultline run: scenario {} ({origin}), target {}, contract {:?}, {} cycles, seed {seed}",
         s.name,
-        describe_target(&s),
+        describe_target(s),
         s.contract,
         s.cycles.count
     );
@@ -147,8 +147,8 @@ pub fn cmd_run_scenario(mut s: Scenario, origin: &str, run_dir: Option<PathBuf>,
     for r in file_reports(&dir) {
         sinks.push(r);
     }
-    let summary = run_scenario(&s, &dir, sinks, &options(seed), None)?;
-    Ok(finish(&summary, &s, &dir))
+    let summary = run_scenario(&plan, &dir, sinks, &options(), None)?;
+    Ok(finish(&summary, s, &dir))
 }
 
 /// Takes up the run in `dir` after the harness died.
@@ -208,11 +208,12 @@ pub fn cmd_resume(dir: &Path) -> Result<Exit> {
         sinks.push(r);
     }
     sinks.push(EventLog::append(&log)?);
-    let mut o = options(seed);
+    let plan = s.plan(&scenario_path.display().to_string(), seed)?;
+    let mut o = options();
     if let Some(Event::RunStarted { started_at, .. }) = prior.first() {
         o.started_at = started_at.clone();
     }
-    let summary = run_scenario(&s, dir, sinks, &o, Some(&prior))?;
+    let summary = run_scenario(&plan, dir, sinks, &o, Some(&prior))?;
     Ok(finish(&summary, &s, dir))
 }
 
@@ -247,6 +248,6 @@ pub fn cmd_run(a: RunArgs) -> Result<Exit> {
     if a.seed.is_some() {
         s.seed = a.seed;
     }
-    s.validate(origin)?;
+    // Validated (with the demo's seed or a drawn one) when it is planned.
     cmd_run_scenario(s, origin, a.run_dir, None)
 }

@@ -1,0 +1,300 @@
+//! One cycle's steps, in order: write with the queue full and fault at the placement
+//! ([`Cycles::cycle`]), confirm the fault, then settle: power on after the off time, wait
+//! until the device answers, read its health, verify what the cycle wrote, record, and let the
+//! stop policy decide.
+
+use super::dut::{DutCycleError, DutVerifyError, Workload};
+use super::emit::nanos;
+use super::fault::{cycle_rng, placement, PLACE_SALT, SAMPLE_SALT};
+use super::regions::{sample_regions, union, written_regions};
+use super::stop::{decide, ControllerStep, CycleEnd, Next};
+use super::{Cycles, Fatal};
+use crate::events::{class_counts, Event, HealthNote, SmartFigures, Verdict};
+use crate::health::{judge, judge_ocp, HealthAnomaly, HealthPolicy, Shutdown};
+use crate::ledger::RunHeader;
+use crate::run::{open_run, OpenRun};
+use crate::soak::dead_device;
+use crate::verify::{Finding, Verifier, VerifyError};
+use crate::writer::{CycleOptions, CycleOutcome, WriteError};
+use faultline_drivers::BlockTarget;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// A cycle whose fault is done (or whose harness died), waiting to be settled.
+pub(crate) struct Pending {
+    pub cycle: u32,
+    /// `None` for a cycle finished by `faultline resume`.
+    pub outcome: Option<CycleOutcome>,
+    /// The last cycle of the run (the whole span may be verified).
+    pub last: bool,
+    /// What the cycle came to so far (controller failures, harness errors).
+    pub end: CycleEnd,
+}
+
+impl Cycles<'_, '_> {
+    /// One cycle: write with the queue full, fault at the placement, confirm, then settle.
+    pub(super) fn cycle(&mut self, last: bool) -> Result<Option<String>, Fatal> {
+        let plan = self.plan;
+        let off = plan.off_time;
+        let (cycle, first_id) = self.run()?.next_cycle();
+        let t_start = self.em.now();
+        self.em.emit(Event::CycleStarted { t_ns: t_start, cycle });
+        let (place, planned) = placement(&plan.cut, plan.fault.is_clean_shutdown(), &mut cycle_rng(plan.seed, PLACE_SALT, cycle));
+        let copts = CycleOptions {
+            cycle,
+            first_id,
+            started_at: (self.o.clock)(),
+            port: plan.ports[0].id.0,
+            max_writes: None,
+            duration: None,
+            cut: Some(place),
+            checkpoint_every: self.st.dut.checkpoint_every(),
+            drain_timeout: plan.readiness_timeout.clamp(Duration::from_secs(1), Duration::from_secs(30)),
+        };
+        let started = Instant::now();
+        (self.cycle_t0, self.waits) = (started, Duration::ZERO);
+        let mut cut_cmd = Duration::ZERO;
+        let res = {
+            let cutter = &mut self.st.cutter;
+            let cut_cmd = &mut cut_cmd;
+            let mut fault = || {
+                let t = Instant::now();
+                cutter.cut(off).map_err(|e| e.to_string())?;
+                *cut_cmd = t.elapsed();
+                Ok(())
+            };
+            let run = self.st.run.as_mut().ok_or(Fatal::NotOpen)?;
+            let w = Workload { layout: &run.layout, format: &run.format, contract: plan.contract, opts: &copts };
+            self.st.dut.run_cycle(&w, &mut run.ledger, &mut fault)
+        };
+        let outcome = match res {
+            Ok(out) => out,
+            Err(e) => return self.failed_cycle(cycle, started, &e),
+        };
+        self.em.cut(cycle, started, &outcome, planned, self.mate_step_ms);
+        // Writing until the cut, and the cut command itself.
+        self.waits += outcome.cut_at.unwrap_or(outcome.elapsed) + cut_cmd;
+        let t_confirm = Instant::now();
+        let mut end = CycleEnd { cycle, ..CycleEnd::default() };
+        if let Err(why) = self.confirm(&outcome) {
+            self.em.error(Some(cycle), why);
+            end.errors += 1;
+            end.controller_failure = Some(ControllerStep::Unconfirmed);
+        }
+        self.waits += t_confirm.elapsed();
+        self.settle(Pending { cycle, outcome: Some(outcome), last, end }, off)
+    }
+
+    /// A fault that cannot be confirmed is never a clean pass: the switch reads back `off`, or
+    /// the device stopped answering.
+    fn confirm(&mut self, outcome: &CycleOutcome) -> Result<(), String> {
+        match self.st.cutter.confirm() {
+            Some(r) => r.map_err(|e| e.to_string()),
+            None if self.st.cutter.is_link() => Ok(()),
+            None if outcome.device_gone_at.is_some() || (outcome.in_flight_at_cut > 0 && outcome.failed > 0) => Ok(()),
+            None if !self.st.dut.answers(self.span.0) => Ok(()),
+            None => {
+                Err("the switch cannot read its state back and the device kept answering after the cut: the cut is not confirmed".into())
+            }
+        }
+    }
+
+    /// The workload failed: power back on (a partial cut), close the cycle the writer left open,
+    /// and let the stop policy decide.
+    fn failed_cycle(&mut self, cycle: u32, started: Instant, e: &DutCycleError) -> Result<Option<String>, Fatal> {
+        let controller = matches!(e, DutCycleError::Write(WriteError::Cut(_)));
+        self.em.error(Some(cycle), e.to_string());
+        if let Err(e2) = self.st.cutter.restore(self.plan.off_time) {
+            self.em.error(Some(cycle), format!("power on after the failed cycle: {e2}"));
+        }
+        let header = self.st.header.clone();
+        reopen(&mut self.st.run, self.run_dir, self.st.dut.local_target()?, &header)?;
+        let t_ns = self.em.now();
+        self.em.emit(Event::CycleEnded {
+            t_ns,
+            cycle,
+            verdict: Verdict::Error,
+            writes_completed: 0,
+            bytes_written: 0,
+            write_ns: nanos(started.elapsed()),
+            latency_p50_ns: None,
+            latency_p99_ns: None,
+            harness_ns: None,
+        });
+        let end = CycleEnd { cycle, controller_failure: controller.then_some(ControllerStep::Cut), errors: 1, ..CycleEnd::default() };
+        Ok(match decide(&self.plan.stop, &mut self.streak, &end) {
+            Next::Stop(why) => Some(why),
+            _ => None,
+        })
+    }
+
+    /// The rest of a cycle whose fault is done (or whose harness died): power on after `off`,
+    /// wait until the device answers, verify what the cycle wrote, record, apply the stop
+    /// policy.
+    pub(super) fn settle(&mut self, mut p: Pending, off: Duration) -> Result<Option<String>, Fatal> {
+        let cycle = p.cycle;
+        self.st.dut.release();
+        let t_restore = Instant::now();
+        let restored = self.st.cutter.restore(off);
+        self.waits += t_restore.elapsed();
+        if let Err(e) = restored {
+            self.em.error(Some(cycle), format!("power on: {e}"));
+            self.em.end_cycle(cycle, Verdict::Error, p.outcome.as_ref(), None);
+            p.end.errors += 1;
+            p.end.controller_failure = Some(ControllerStep::PowerOn);
+            return Ok(match decide(&self.plan.stop, &mut self.streak, &p.end) {
+                Next::Stop(why) => Some(why),
+                _ => None,
+            });
+        }
+        let t_ns = self.em.now();
+        self.em.emit(Event::PowerRestored { t_ns, cycle });
+
+        let mut findings: Vec<Finding> = Vec::new();
+        let t_ready = Instant::now();
+        let ready = self.st.dut.wait_ready(self.span.0, self.plan.readiness_timeout);
+        self.waits += t_ready.elapsed();
+        match ready {
+            Ok(r) => {
+                let t_ns = self.em.now();
+                let us = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+                self.em.emit(Event::Ready { t_ns, cycle, enumerate_us: r.enumerate.map(us), first_read_us: Some(us(r.first_read)) });
+            }
+            Err(why) => {
+                findings.push(dead_device(cycle, &why.to_string()));
+                p.end.dead_device = true;
+            }
+        }
+        let mut anomalies = 0;
+        if !p.end.dead_device {
+            let t_health = Instant::now();
+            anomalies = self.health(cycle, p.outcome.is_some());
+            self.waits += t_health.elapsed();
+            self.verify(&mut p, &mut findings)?;
+        }
+        p.end.new_findings = self.em.findings(cycle, &findings);
+        let harness = self.cycle_t0.elapsed().saturating_sub(self.waits);
+        let verdict = if p.end.new_findings > 0 || anomalies > 0 { Verdict::Findings } else { Verdict::Clean };
+        self.em.end_cycle(cycle, verdict, p.outcome.as_ref(), Some(harness));
+        match decide(&self.plan.stop, &mut self.streak, &p.end) {
+            Next::GoOn => Ok(None),
+            Next::Stop(why) => Ok(Some(why)),
+            Next::PowerCycleDeadDevice => Ok(self.power_cycle_dead_device(cycle)),
+        }
+    }
+
+    /// `stop.on_dead_device = "continue"`: cut once more and wait once more.
+    fn power_cycle_dead_device(&mut self, cycle: u32) -> Option<String> {
+        self.st.dut.release();
+        let hold = self.plan.off_time;
+        let again = self.st.cutter.cut(hold).and_then(|()| self.st.cutter.restore(hold));
+        if let Err(e) = again {
+            self.em.error(Some(cycle), format!("power cycle of a dead device: {e}"));
+            return Some(format!("cycle {cycle}: the device did not come back and could not be power-cycled"));
+        }
+        match self.st.dut.wait_ready(self.span.0, self.plan.readiness_timeout) {
+            Ok(_) => None,
+            Err(why) => Some(format!("cycle {cycle}: the device did not come back after a second power cycle: {why}")),
+        }
+    }
+
+    /// What to read after the cycle: everything written since the last check and a seeded
+    /// sample, or the whole span when the policy says so.
+    fn regions(&self, cycle: u32, last: bool, submitted_end: u64) -> Result<(bool, Vec<(u64, u64)>), Fatal> {
+        let v = &self.plan.verify;
+        let (start, end) = self.span;
+        let full = (v.full_every_cycles > 0 && cycle.is_multiple_of(v.full_every_cycles)) || (last && v.full_at_end);
+        if full {
+            return Ok((true, vec![(start, end)]));
+        }
+        let layout = &self.st.run.as_ref().ok_or(Fatal::NotOpen)?.layout;
+        let written = written_regions(layout, self.checked_upto, submitted_end);
+        let mut rng = cycle_rng(self.plan.seed, SAMPLE_SALT, cycle);
+        let sector = self.st.sector;
+        Ok((false, union(&written, &sample_regions(&mut rng, start, end, sector, v.sample_bytes))))
+    }
+
+    /// Verifies what the cycle may have changed; adds the findings, records `verified`.
+    fn verify(&mut self, p: &mut Pending, findings: &mut Vec<Finding>) -> Result<(), Fatal> {
+        let cycle = p.cycle;
+        let run = self.st.run.as_ref().ok_or(Fatal::NotOpen)?;
+        let submitted_end = p.outcome.as_ref().map_or_else(|| run.history().submitted_end(), |o| o.submitted_end);
+        let (full, regions) = self.regions(cycle, p.last, submitted_end)?;
+        let run = self.st.run.as_ref().ok_or(Fatal::NotOpen)?;
+        let v0 = Instant::now();
+        let verifier = Verifier::new(&run.layout, run.ledger.history(), &run.format);
+        let mut result = self.st.dut.verify(&verifier, &regions);
+        let mut extra = (0u64, 0u64);
+        // Stopping on a finding: the whole span is read once before the run ends.
+        if let Ok(rep) = &result {
+            let stops = self.plan.stop.on_finding == crate::scenario::OnEvent::Stop && rep.findings.iter().any(|f| self.em.is_new(f));
+            if stops && !full && self.plan.verify.full_at_end {
+                extra = (rep.sectors, rep.bytes);
+                result = self.st.dut.verify(&verifier, &[self.span]);
+            }
+        }
+        let verify_ns = nanos(v0.elapsed());
+        self.waits += v0.elapsed();
+        match result {
+            Ok(rep) => {
+                self.checked_upto = submitted_end;
+                let t_ns = self.em.now();
+                let (sectors, bytes, counts) = (rep.sectors + extra.0, rep.bytes + extra.1, class_counts(&rep.findings));
+                self.em.emit(Event::Verified { t_ns, cycle, sectors, bytes, verify_ns, counts });
+                findings.extend(rep.findings);
+            }
+            Err(DutVerifyError::Verify(VerifyError::DeviceGone(why))) => {
+                findings.push(dead_device(cycle, &why));
+                p.end.dead_device = true;
+            }
+            Err(e) => {
+                self.em.error(Some(cycle), e.to_string());
+                p.end.errors += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads an NVMe target's health logs after the cycle and compares them with the last
+    /// reading: emits a `health` event; returns the number of anomalies. `faulted` is false for
+    /// a cycle the harness died in, where nobody knows whether the fault happened.
+    fn health(&mut self, cycle: u32, faulted: bool) -> usize {
+        let Some(before) = &self.health else { return 0 };
+        let after = match self.st.dut.health() {
+            None => return 0,
+            Some(Ok(a)) => a,
+            Some(Err(why)) => {
+                self.em.error(Some(cycle), format!("SMART/health log: {why}"));
+                return 0;
+            }
+        };
+        let how = self.plan.fault.shutdown().filter(|_| faulted);
+        let policy = HealthPolicy { allow_clean_bump: false, report_error_log_growth: true };
+        let mut anomalies = judge(&before.smart, &after.smart, how.unwrap_or(Shutdown::Dirty), policy);
+        if how.is_none() {
+            // A link reset, or an unknown fault: no unsafe shutdown is expected either way.
+            anomalies.retain(|a| !matches!(a, HealthAnomaly::UnsafeShutdownsAfterDirtyCut { .. }));
+        }
+        if let (Some(b), Some(a), Some(how)) = (&before.ocp, &after.ocp, how) {
+            anomalies.extend(judge_ocp(b, a, how));
+        }
+        let t_ns = self.em.now();
+        self.em.emit(Event::Health {
+            t_ns,
+            cycle,
+            smart: SmartFigures::from(&after.smart),
+            anomalies: anomalies.iter().map(HealthNote::from).collect(),
+        });
+        self.health = Some(after);
+        anomalies.len()
+    }
+}
+
+/// Closes the ledger and opens the run again, which closes a cycle a failed writer left open
+/// (as `interrupted`, from its last checkpoint).
+fn reopen(slot: &mut Option<OpenRun>, run_dir: &Path, target: &mut dyn BlockTarget, header: &RunHeader) -> Result<(), Fatal> {
+    drop(slot.take());
+    let h = header.clone();
+    *slot = Some(open_run(run_dir, target, move || h).map_err(Fatal::Reopen)?);
+    Ok(())
+}

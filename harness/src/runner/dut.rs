@@ -1,0 +1,411 @@
+//! The device under test, as the runner sees it: run a cycle's workload, verify regions, wait
+//! until ready, let go of it, read its health.
+//!
+//! [`Dut`] says nothing of where the device is: the local implementations here drive the
+//! simulated drive ([`SimDut`]) and a real block device ([`RealDut`]) in this process; a remote
+//! one (another host's device, with two hosts coordinated over the network) implements the
+//! same calls over the wire. So every call takes what it needs by value or by reference and
+//! returns plain data: nothing hands out the device itself.
+
+use crate::format::Format;
+use crate::health::{parse_ocp_smart, parse_smart, OcpSmartLog, SmartLog};
+use crate::ledger::{Contract, LedgerWriter};
+use crate::verify::{Verifier, VerifyError, VerifyReport};
+use crate::workload::Layout;
+use crate::writer::{run_cycle, CycleOptions, CycleOutcome, WriteError};
+use faultline_drivers::blockdev::{find_by_identity, identify, Expectation, SysRoots};
+use faultline_drivers::nvme::NvmeAdmin;
+use faultline_drivers::{open_target, AlignedBuf, BlockTarget, OpenSpec};
+use faultline_fixtures::SimDrive;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// How long a read may wait when probing whether a device still answers after a cut.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// A call to the device under test that failed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DutError {
+    /// The device is not open (it went away in a fault and has not come back).
+    #[error("{0} is not open (it did not come back)")]
+    NotOpen(String),
+    /// The device did not answer within the readiness timeout.
+    #[error("the device did not answer a read within {timeout_s} s after the fault: {last}")]
+    NotReady { timeout_s: u64, last: String },
+    /// Saving the simulated drive's state failed.
+    #[error("cannot save the simulated drive after the cut: {0}")]
+    Persist(String),
+}
+
+/// What a cycle's workload is: the run's layout and sector format, the contract, the options.
+pub struct Workload<'a> {
+    pub layout: &'a Layout,
+    pub format: &'a Format,
+    pub contract: Contract,
+    pub opts: &'a CycleOptions,
+}
+
+/// How long the device took to come back: to be found and opened again (a real device after a
+/// fault; `None` when it stayed open), and to answer its first read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Readiness {
+    pub enumerate: Option<Duration>,
+    pub first_read: Duration,
+}
+
+/// The health logs as read after a cycle.
+#[derive(Clone, Debug)]
+pub struct HealthLogs {
+    pub smart: SmartLog,
+    pub ocp: Option<OcpSmartLog>,
+}
+
+/// What the runner does to a device under test.
+pub trait Dut {
+    /// The identity the run header records (never a `/dev` name).
+    fn identity(&mut self) -> Result<String, DutError>;
+
+    /// The device as a block target in this process, to bind the run directory to it (the
+    /// identity and geometry checks of `run::open_run`). A remote device has none here: its
+    /// agent makes those checks.
+    fn local_target(&mut self) -> Result<&mut dyn BlockTarget, DutError>;
+
+    /// Runs one cycle's workload; `fault` is called by the writer at the cut placement. The
+    /// state the cut left is saved (the simulated drive) before the writer records what the cut
+    /// left durable.
+    fn run_cycle(
+        &mut self,
+        w: &Workload<'_>,
+        ledger: &mut LedgerWriter,
+        fault: &mut dyn FnMut() -> Result<(), String>,
+    ) -> Result<CycleOutcome, DutCycleError>;
+
+    /// Verifies `regions` (sorted, disjoint) and merges the reports.
+    fn verify(&mut self, v: &Verifier<'_>, regions: &[(u64, u64)]) -> Result<VerifyReport, DutVerifyError>;
+
+    /// Whether the device still answers a read of `at` (an answer with a media error counts).
+    fn answers(&mut self, at: u64) -> bool;
+
+    /// Waits until the device answers a read of `at`, finding and opening it again if it went
+    /// away.
+    fn wait_ready(&mut self, at: u64, timeout: Duration) -> Result<Readiness, DutError>;
+
+    /// Lets go of the device before its power returns (a real one comes back as a new device).
+    fn release(&mut self);
+
+    /// Reads the health logs: `None` when the device has none (not NVMe, the simulator).
+    fn health(&mut self) -> Option<Result<HealthLogs, String>>;
+
+    /// How often the writer checkpoints inside a cycle. The simulated drive is saved at each
+    /// cut, and a checkpoint must never claim more than the saved drive holds: none for it.
+    fn checkpoint_every(&self) -> Duration;
+
+    /// How much the device's files in the run directory may still grow (the simulated drive's
+    /// media image), for the free-space check.
+    fn growth_bytes(&self) -> u64;
+
+    /// Lines to show the user (fallback engine, buffered I/O, no health checks).
+    fn notes(&mut self) -> Vec<String>;
+
+    /// Binds the device to the run's target identity (the run header's): when it is found
+    /// again after a fault, anything else is refused.
+    fn bind(&mut self, _identity: String) {}
+}
+
+/// A cycle's workload failed: the writer's error, or the device was not open.
+#[derive(Debug, thiserror::Error)]
+pub enum DutCycleError {
+    #[error(transparent)]
+    Write(#[from] WriteError),
+    #[error(transparent)]
+    Dut(#[from] DutError),
+}
+
+/// Verification failed: the verifier's error, or the device was not open.
+#[derive(Debug, thiserror::Error)]
+pub enum DutVerifyError {
+    #[error(transparent)]
+    Verify(#[from] VerifyError),
+    #[error(transparent)]
+    Dut(#[from] DutError),
+}
+
+/// Verifies `regions` of `target` and merges the reports.
+pub fn verify_regions(v: &Verifier<'_>, target: &mut dyn BlockTarget, regions: &[(u64, u64)]) -> Result<VerifyReport, VerifyError> {
+    let mut total: Option<VerifyReport> = None;
+    for &(a, b) in regions {
+        let r = v.verify(target, a, b)?;
+        match &mut total {
+            None => total = Some(r),
+            Some(t) => {
+                t.sectors += r.sectors;
+                t.bytes += r.bytes;
+                t.durable_ok += r.durable_ok;
+                t.newer_ok += r.newer_ok;
+                t.prior_ok += r.prior_ok;
+                t.findings.extend(r.findings);
+            }
+        }
+    }
+    Ok(total.unwrap_or_default())
+}
+
+/// Reads one sector at `at` within `timeout`.
+fn probe(t: &mut dyn BlockTarget, at: u64, timeout: Duration) -> Result<(), faultline_drivers::IoFailure> {
+    t.set_read_timeout(timeout);
+    let mut buf = AlignedBuf::zeroed((t.geometry().logical_block_bytes as usize).max(512));
+    t.read_at(at, &mut buf)
+}
+
+/// The simulated drive, in this process; it keeps itself in the run directory.
+pub struct SimDut {
+    pub drive: SimDrive,
+}
+
+impl Dut for SimDut {
+    fn identity(&mut self) -> Result<String, DutError> {
+        Ok(self.drive.identity())
+    }
+
+    fn local_target(&mut self) -> Result<&mut dyn BlockTarget, DutError> {
+        Ok(&mut self.drive)
+    }
+
+    fn run_cycle(
+        &mut self,
+        w: &Workload<'_>,
+        ledger: &mut LedgerWriter,
+        fault: &mut dyn FnMut() -> Result<(), String>,
+    ) -> Result<CycleOutcome, DutCycleError> {
+        let saved = self.drive.clone();
+        let mut hook = || {
+            fault()?;
+            // Saved before the writer records what the cut left durable.
+            saved.persist().map_err(|e| DutError::Persist(e.to_string()).to_string())
+        };
+        Ok(run_cycle(&mut self.drive, w.layout, w.format, ledger, w.contract, w.opts, &mut hook)?)
+    }
+
+    fn verify(&mut self, v: &Verifier<'_>, regions: &[(u64, u64)]) -> Result<VerifyReport, DutVerifyError> {
+        Ok(verify_regions(v, &mut self.drive, regions)?)
+    }
+
+    fn answers(&mut self, at: u64) -> bool {
+        probe(&mut self.drive, at, PROBE_TIMEOUT).is_ok()
+    }
+
+    fn wait_ready(&mut self, at: u64, timeout: Duration) -> Result<Readiness, DutError> {
+        let start = Instant::now();
+        loop {
+            match probe(&mut self.drive, at, timeout.saturating_sub(start.elapsed()).max(Duration::from_millis(100))) {
+                Ok(()) => return Ok(Readiness { enumerate: None, first_read: start.elapsed() }),
+                // A read that fails for one bad block still shows a device that answers; the
+                // verifier reports the block.
+                Err(e) if !e.device_gone() => return Ok(Readiness { enumerate: None, first_read: start.elapsed() }),
+                Err(e) if start.elapsed() >= timeout => {
+                    return Err(DutError::NotReady { timeout_s: timeout.as_secs(), last: e.to_string() })
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(10)),
+            }
+        }
+    }
+
+    fn release(&mut self) {}
+
+    fn health(&mut self) -> Option<Result<HealthLogs, String>> {
+        None
+    }
+
+    fn checkpoint_every(&self) -> Duration {
+        Duration::MAX
+    }
+
+    fn growth_bytes(&self) -> u64 {
+        self.drive.media_growth_bytes()
+    }
+
+    fn notes(&mut self) -> Vec<String> {
+        Vec::new()
+    }
+}
+
+/// A real block device in this host, and how to find it again after a fault.
+pub struct RealDut {
+    /// Where it was last found.
+    path: PathBuf,
+    spec: OpenSpec,
+    target: Option<Box<dyn BlockTarget>>,
+    /// Its identity, to find it again by when it comes back under another name (`nvme0n1` as
+    /// `nvme1n1`); `None` when sysfs names nothing stable (a regular file): found by path.
+    find: Option<Expectation>,
+    roots: SysRoots,
+    /// The run's target identity (the ledger header's): anything else is refused.
+    identity: Option<String>,
+    /// Whether the health logs can be read (an NVMe device).
+    has_health: bool,
+    notes: Vec<String>,
+}
+
+impl RealDut {
+    /// Opens the device at `path` (or found by `expect` when there is none). `begun`: the
+    /// device carries this run's data already (its signature was probed when the run began).
+    pub fn open(path: Option<&Path>, expect: &Expectation, queue_depth: usize, begun: bool, roots: SysRoots) -> Result<RealDut, String> {
+        let path = match path {
+            Some(p) => p.to_path_buf(),
+            None => find_by_identity(expect, &roots).map_err(|e| format!("target: {e}"))?,
+        };
+        let mut spec = OpenSpec { writable: true, queue_depth, expect: expect.clone(), allow_overwrite_signature: begun, io_threads: 1 };
+        let opened = open_target(&path, &spec).map_err(|e| e.to_string())?;
+        // From here on the device carries this run's data: re-opening it after a fault must not
+        // refuse it for what a signature probe might see in that data.
+        spec.allow_overwrite_signature = true;
+        let g = opened.target.geometry();
+        let mut notes = opened.notes;
+        // After a fault the device may come back under another name: it is found again by the
+        // scenario's identity or, when the scenario gives only a path, by what sysfs says of
+        // the device there now.
+        let find =
+            if expect.is_empty() { derived_expectation(&path, g.capacity_bytes, g.logical_block_bytes) } else { Some(expect.clone()) };
+        let has_health = match read_health(&path, &roots) {
+            Ok(_) => true,
+            Err(why) => {
+                notes.push(format!("no SMART/health checks: {why}"));
+                false
+            }
+        };
+        Ok(RealDut { path, spec, target: Some(opened.target), find, roots, identity: None, has_health, notes })
+    }
+
+    fn target(&mut self) -> Result<&mut dyn BlockTarget, DutError> {
+        match &mut self.target {
+            Some(t) => Ok(t.as_mut()),
+            None => Err(DutError::NotOpen(self.path.display().to_string())),
+        }
+    }
+
+    /// Finds the device again (by identity when it has one) and opens it, refusing anything
+    /// that is not the run's target.
+    fn reopen(&mut self) -> Result<(), String> {
+        if let Some(e) = &self.find {
+            self.path = find_by_identity(e, &self.roots).map_err(|e| e.to_string())?;
+        }
+        let o = open_target(&self.path, &self.spec).map_err(|e| e.to_string())?;
+        let found = o.target.identity();
+        if let Some(want) = self.identity.as_ref().filter(|want| **want != found) {
+            return Err(format!("{} is now {found}, not the run's target {want}", self.path.display()));
+        }
+        self.target = Some(o.target);
+        Ok(())
+    }
+}
+
+impl Dut for RealDut {
+    fn identity(&mut self) -> Result<String, DutError> {
+        Ok(self.target()?.identity())
+    }
+
+    fn local_target(&mut self) -> Result<&mut dyn BlockTarget, DutError> {
+        self.target()
+    }
+
+    fn run_cycle(
+        &mut self,
+        w: &Workload<'_>,
+        ledger: &mut LedgerWriter,
+        fault: &mut dyn FnMut() -> Result<(), String>,
+    ) -> Result<CycleOutcome, DutCycleError> {
+        let target = self.target()?;
+        Ok(run_cycle(target, w.layout, w.format, ledger, w.contract, w.opts, fault)?)
+    }
+
+    fn verify(&mut self, v: &Verifier<'_>, regions: &[(u64, u64)]) -> Result<VerifyReport, DutVerifyError> {
+        Ok(verify_regions(v, self.target()?, regions)?)
+    }
+
+    fn answers(&mut self, at: u64) -> bool {
+        self.target().is_ok_and(|t| probe(t, at, PROBE_TIMEOUT).is_ok())
+    }
+
+    fn wait_ready(&mut self, at: u64, timeout: Duration) -> Result<Readiness, DutError> {
+        let start = Instant::now();
+        let deadline = start + timeout;
+        let mut last = String::from("no attempt");
+        let mut enumerate = None;
+        loop {
+            if self.target.is_none() {
+                match self.reopen() {
+                    Ok(()) => enumerate = Some(start.elapsed()),
+                    Err(e) => last = e,
+                }
+            }
+            if let Some(t) = self.target.as_deref_mut() {
+                match probe(t, at, deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(100))) {
+                    // A read that fails for one bad block still shows a device that answers;
+                    // the verifier reports the block.
+                    Ok(()) => return Ok(Readiness { enumerate, first_read: start.elapsed() }),
+                    Err(e) if !e.device_gone() => return Ok(Readiness { enumerate, first_read: start.elapsed() }),
+                    Err(e) => {
+                        last = e.to_string();
+                        self.release();
+                    }
+                }
+            }
+            if Instant::now() >= deadline {
+                return Err(DutError::NotReady { timeout_s: timeout.as_secs(), last });
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn release(&mut self) {
+        self.target = None;
+    }
+
+    fn health(&mut self) -> Option<Result<HealthLogs, String>> {
+        self.has_health.then(|| read_health(&self.path, &self.roots))
+    }
+
+    fn checkpoint_every(&self) -> Duration {
+        Duration::from_secs(10)
+    }
+
+    fn growth_bytes(&self) -> u64 {
+        0
+    }
+
+    fn notes(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.notes)
+    }
+
+    fn bind(&mut self, identity: String) {
+        self.identity = Some(identity);
+    }
+}
+
+/// Reads the SMART/health log and, where the drive has it, the OCP extended log.
+fn read_health(path: &Path, roots: &SysRoots) -> Result<HealthLogs, String> {
+    let admin = NvmeAdmin::open_for_block_device_in(path, roots).map_err(|e| e.to_string())?;
+    let smart = parse_smart(&admin.smart_log().map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
+    let ocp = match admin.ocp_smart_log().map_err(|e| e.to_string())? {
+        Some(b) => Some(parse_ocp_smart(&b).map_err(|e| e.to_string())?),
+        None => None,
+    };
+    Ok(HealthLogs { smart, ocp })
+}
+
+/// The identity sysfs gives the block device at `path`, as an expectation to find it again by;
+/// `None` when it names nothing stable (a regular file, a device without serial or WWID).
+fn derived_expectation(path: &Path, capacity: u64, lbs: u32) -> Option<Expectation> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let meta = std::fs::metadata(path).ok().filter(|m| m.file_type().is_block_device())?;
+    let id = identify(meta.rdev(), capacity, lbs);
+    let some = |v: &str| (!v.trim().is_empty()).then(|| v.to_string());
+    let e = Expectation {
+        serial: some(&id.serial),
+        wwid: some(&id.wwid),
+        model: some(&id.model),
+        backing_file: some(&id.backing_file),
+        size_bytes: Some(capacity),
+    };
+    (e.serial.is_some() || e.wwid.is_some() || e.backing_file.is_some()).then_some(e)
+}

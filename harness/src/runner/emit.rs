@@ -1,0 +1,115 @@
+//! The runner's end of the event stream: the run clock (continued across a resume) and the
+//! findings seen so far, so that a finding seen again in a later cycle is recorded once.
+
+use crate::events::{Event, Verdict};
+use crate::report::Recorder;
+use crate::verify::{Finding, FindingClass, Shown};
+use crate::writer::CycleOutcome;
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+/// What makes a finding the same one seen again.
+type FindingKey = (FindingClass, u64, String);
+
+pub(crate) struct Emitter<'a> {
+    pub rec: Recorder<'a>,
+    t0: Instant,
+    /// The run clock at `t0`: 0 for a new run, just past the last event recorded for a resumed one.
+    base_ns: u64,
+    seen: HashSet<FindingKey>,
+    pub errors: Vec<String>,
+}
+
+impl<'a> Emitter<'a> {
+    /// An emitter that goes on from the events `prior` recorded (none for a new run).
+    pub fn new(rec: Recorder<'a>, prior: &[Event]) -> Self {
+        Emitter {
+            rec,
+            t0: Instant::now(),
+            base_ns: prior.iter().map(Event::t_ns).max().map_or(0, |t| t + 1),
+            seen: prior.iter().filter_map(|e| if let Event::Finding { finding, .. } = e { Some(key(finding)) } else { None }).collect(),
+            errors: prior
+                .iter()
+                .filter_map(|e| if let Event::HarnessError { message, .. } = e { Some(message.clone()) } else { None })
+                .collect(),
+        }
+    }
+
+    /// `at` on the run clock.
+    pub fn ns(&self, at: Instant) -> u64 {
+        self.base_ns + nanos(at.saturating_duration_since(self.t0))
+    }
+
+    pub fn now(&self) -> u64 {
+        self.ns(Instant::now())
+    }
+
+    pub fn emit(&mut self, e: Event) {
+        self.rec.emit(&e);
+    }
+
+    pub fn error(&mut self, cycle: Option<u32>, message: String) {
+        let t_ns = self.now();
+        self.errors.push(message.clone());
+        self.emit(Event::HarnessError { t_ns, cycle, message });
+    }
+
+    pub fn is_new(&self, f: &Finding) -> bool {
+        !self.seen.contains(&key(f))
+    }
+
+    /// Emits each finding not seen before, once; returns how many were new.
+    pub fn findings(&mut self, cycle: u32, findings: &[Finding]) -> usize {
+        let t_ns = self.now();
+        let mut new = 0;
+        for f in findings {
+            if self.seen.insert(key(f)) {
+                new += 1;
+                self.emit(Event::Finding { t_ns, cycle, finding: f.clone() });
+            }
+        }
+        new
+    }
+
+    /// `cut_issued` and `device_gone` of a cycle, on the run clock (the outcome's times count
+    /// from the start of the cycle's workload, within microseconds of `started`).
+    pub fn cut(&mut self, cycle: u32, started: Instant, o: &CycleOutcome, planned_after_ms: Option<u64>, mate: Option<u32>) {
+        let start = self.ns(started);
+        for mut e in crate::events::cut_events(start, cycle, o, planned_after_ms) {
+            if let Event::CutIssued { mate_step_ms, .. } = &mut e {
+                *mate_step_ms = mate;
+            }
+            self.emit(e);
+        }
+    }
+
+    /// Ends a cycle; `harness` is the time the harness itself spent on it (`None` when unknown).
+    pub fn end_cycle(&mut self, cycle: u32, verdict: Verdict, o: Option<&CycleOutcome>, harness: Option<Duration>) {
+        let t_ns = self.now();
+        self.emit(Event::CycleEnded {
+            t_ns,
+            cycle,
+            verdict,
+            writes_completed: o.map_or(0, |o| o.completed),
+            bytes_written: o.map_or(0, |o| o.bytes_written),
+            write_ns: o.map_or(0, |o| nanos(o.elapsed)),
+            latency_p50_ns: None,
+            latency_p99_ns: None,
+            harness_ns: harness.map(nanos),
+        });
+    }
+}
+
+/// What makes a finding the same one seen again: a lost or torn write is one finding however
+/// many of its sectors later writes have covered since; other damage is one per place and
+/// expected content.
+fn key(f: &Finding) -> FindingKey {
+    match (f.class, &f.expected) {
+        (FindingClass::LostWrite | FindingClass::TornWrite, Shown::Write { write_id, .. }) => (f.class, *write_id, String::new()),
+        _ => (f.class, f.offset, serde_json::to_string(&f.expected).unwrap_or_default()),
+    }
+}
+
+pub(crate) fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}

@@ -1,0 +1,230 @@
+//! Faults: where in a cycle the cut lands, what does it (a power switch or a link controller),
+//! and how it is confirmed. A fault that cannot be confirmed is never a clean pass: a switch
+//! with state readback must read back `off` after the cut; otherwise the device must have
+//! stopped answering (the runner checks that).
+
+use crate::rng::WyRand;
+use crate::scenario::{self, FaultPlan, SimSwitch, Switch};
+use crate::writer::CutPlacement;
+use faultline_drivers::control::{self, parse_spec, ControlEnv, ControllerSpec};
+use faultline_drivers::{LinkController, PowerState, PowerSwitch, ResetKind};
+use faultline_fixtures::emu::{LcusEmu, NumatoEmu, QuarchEmu, QuarchKind, QuarchModule};
+use faultline_fixtures::SimPower;
+use std::any::Any;
+use std::time::Duration;
+
+/// A power switch or link controller failed a command, could not be opened, or did not
+/// confirm a cut: a controller failure for the stop policy.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ControllerError(pub String);
+
+impl ControllerError {
+    fn of(e: impl std::fmt::Display) -> Self {
+        ControllerError(e.to_string())
+    }
+}
+
+/// The writer's placement for one cycle, and the `after_ms` drawn for `uniform_time`.
+///
+/// A clean shutdown cuts a drained drive: it takes the `Idle` placement after the scenario's
+/// completion count (the plan refuses a time window for it).
+pub fn placement(cut: &scenario::CutPlacement, clean_shutdown: bool, rng: &mut WyRand) -> (CutPlacement, Option<u64>) {
+    use scenario::CutPlacement as S;
+    if clean_shutdown {
+        let after = match *cut {
+            S::WhileIdle { after_completions } | S::WhileFlushOutstanding { after_completions } => after_completions,
+            S::AfterCompletions { completions } => completions,
+            // Refused by `Scenario::plan`; the first completion is the only sensible reading.
+            S::UniformTime { .. } => 1,
+        };
+        return (CutPlacement::Idle { after_completions: after.max(1) }, None);
+    }
+    match *cut {
+        S::UniformTime { window_start_ms, window_end_ms } => {
+            let ms = draw_after_ms(rng, window_start_ms, window_end_ms);
+            (CutPlacement::AfterTime { after_ms: ms }, Some(ms))
+        }
+        S::AfterCompletions { completions } => (CutPlacement::AfterCompletions { completions }, None),
+        S::WhileFlushOutstanding { after_completions } => (CutPlacement::WhileFlushOutstanding { after_completions }, None),
+        S::WhileIdle { after_completions } => (CutPlacement::Idle { after_completions }, None),
+    }
+}
+
+/// Uniform in `[start, end]` milliseconds (inclusive).
+pub fn draw_after_ms(rng: &mut WyRand, start: u64, end: u64) -> u64 {
+    let (lo, hi) = (start.min(end), start.max(end));
+    lo + rng.below(hi - lo + 1)
+}
+
+/// A per-cycle random stream: the same for a cycle whether or not the harness died before it.
+pub(crate) fn cycle_rng(seed: u64, salt: u64, cycle: u32) -> WyRand {
+    let mut r = WyRand::new(seed ^ salt);
+    WyRand::new(r.next_u64() ^ u64::from(cycle).wrapping_mul(0x9E37_79B9_7F4A_7C15))
+}
+
+pub(crate) const PLACE_SALT: u64 = 0x0c07_91ac_e000_0001;
+pub(crate) const SAMPLE_SALT: u64 = 0x5a3b_1e00_0000_0002;
+
+/// What the fault is done with.
+pub enum Cutter {
+    Power(Box<dyn PowerSwitch + Send>),
+    Link { ctl: Box<dyn LinkController + Send>, port: String, kind: ResetKind },
+}
+
+impl Cutter {
+    pub fn cut(&mut self, hold: Duration) -> Result<(), ControllerError> {
+        match self {
+            Cutter::Power(p) => p.power_off().map_err(ControllerError::of),
+            Cutter::Link { ctl, port, kind } => ctl.reset(port, *kind, hold).map_err(ControllerError::of),
+        }
+    }
+
+    /// Power back on after the off time; a link reset has already come back up.
+    pub fn restore(&mut self, off: Duration) -> Result<(), ControllerError> {
+        match self {
+            Cutter::Power(p) => {
+                std::thread::sleep(off);
+                p.power_on().map_err(ControllerError::of)
+            }
+            Cutter::Link { .. } => Ok(()),
+        }
+    }
+
+    /// Whether the switch itself confirms the cut: `None` when it cannot read its state back
+    /// (the device disappearing must confirm it) or for a link reset (the controller confirms
+    /// the reset it reports done).
+    pub fn confirm(&mut self) -> Option<Result<(), ControllerError>> {
+        match self {
+            Cutter::Power(p) if p.capabilities().state_readback => Some(match p.state() {
+                Ok(PowerState::Off) => Ok(()),
+                Ok(PowerState::On) => {
+                    Err(ControllerError(format!("power switch {} still reports power on after the cut: the cut did not happen", p.name())))
+                }
+                Err(e) => Err(ControllerError(format!("cannot read the switch state back after the cut: {e}"))),
+            }),
+            _ => None,
+        }
+    }
+
+    /// Sets the pin-mate step for the next cut and power-on (power switches only).
+    pub fn set_mate_step(&mut self, step_ms: u32) -> Result<(), ControllerError> {
+        match self {
+            Cutter::Power(p) => p.set_mate_step(step_ms).map_err(ControllerError::of),
+            Cutter::Link { ctl, .. } => Err(ControllerError(format!("{} is a link controller: no pin-mate sequencing", ctl.name()))),
+        }
+    }
+
+    pub fn is_link(&self) -> bool {
+        matches!(self, Cutter::Link { .. })
+    }
+}
+
+/// The switch of a simulated drive: in-process, or a protocol emulator started here (returned,
+/// to be kept alive for the run) and driven by the real controller driver.
+pub fn sim_switch(
+    switch: SimSwitch,
+    power: SimPower,
+    seed: u64,
+    env: &ControlEnv,
+) -> Result<(Cutter, Option<Box<dyn Any>>), ControllerError> {
+    let started = |e: std::io::Error| ControllerError(format!("cannot start the {switch} emulator: {e}"));
+    let (spec, emu): (String, Box<dyn Any>) = match switch {
+        SimSwitch::Direct => return Ok((Cutter::Power(Box::new(power)), None)),
+        SimSwitch::QuarchSerial => {
+            let e = QuarchEmu::serial(QuarchModule { kind: QuarchKind::Power, power }, seed).map_err(started)?;
+            (format!("quarch+serial://{}", e.endpoint()), Box::new(e))
+        }
+        SimSwitch::QuarchHotplugSerial => {
+            let e = QuarchEmu::serial(QuarchModule { kind: QuarchKind::HotPlug, power }, seed).map_err(started)?;
+            (format!("quarch+serial://{}", e.endpoint()), Box::new(e))
+        }
+        SimSwitch::QuarchTcp => {
+            let e = QuarchEmu::tcp(QuarchModule { kind: QuarchKind::Power, power }, seed).map_err(started)?;
+            (format!("quarch+tcp://{}", e.endpoint()), Box::new(e))
+        }
+        SimSwitch::LcusSerial => {
+            let e = LcusEmu::new(vec![(1, power)]).map_err(started)?;
+            (format!("lcus+serial://{}?channel=1", e.path()), Box::new(e))
+        }
+        SimSwitch::NumatoSerial => {
+            let e = NumatoEmu::new(vec![(1, power)], seed).map_err(started)?;
+            (format!("numato+serial://{}?relay=1", e.path()), Box::new(e))
+        }
+    };
+    let parsed = parse_spec(&spec).map_err(ControllerError::of)?;
+    let c = control::open(&parsed, env).map_err(ControllerError::of)?;
+    let p = c.power.ok_or_else(|| ControllerError(format!("{spec} opened without a power switch")))?;
+    Ok((Cutter::Power(p), Some(emu)))
+}
+
+/// Opens the controller a real target's fault needs.
+pub fn real_cutter(fault: &FaultPlan, env: &ControlEnv) -> Result<Cutter, ControllerError> {
+    let open = |spec: &ControllerSpec| control::open(spec, env).map_err(ControllerError::of);
+    match fault {
+        FaultPlan::PowerCut { switch, .. } | FaultPlan::CleanShutdown { switch } => {
+            let Switch::Controller(spec) = switch else {
+                return Err(ControllerError("controllers.power: a real target needs a real power switch".into()));
+            };
+            let c = open(spec)?;
+            Ok(Cutter::Power(c.power.ok_or_else(|| ControllerError("controllers.power: the controller has no power switch".into()))?))
+        }
+        FaultPlan::LinkReset { controller, port, kind } => {
+            let c = open(controller)?;
+            let ctl = c.link.ok_or_else(|| ControllerError("controllers.link: the controller cannot reset links".into()))?;
+            let port = match port {
+                Some(p) => p.clone(),
+                None => match ctl.ports().as_slice() {
+                    [only] => only.port.clone(),
+                    ports => {
+                        let names: Vec<&str> = ports.iter().map(|p| p.port.as_str()).collect();
+                        return Err(ControllerError(format!("fault.port: {} has ports [{}]: name one", ctl.name(), names.join(", "))));
+                    }
+                },
+            };
+            ctl.require(&port, *kind).map_err(ControllerError::of)?;
+            Ok(Cutter::Link { ctl, port, kind: *kind })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runner_uniform_time_draw_is_deterministic_and_inside_the_window() {
+        let cut = scenario::CutPlacement::UniformTime { window_start_ms: 5, window_end_ms: 9 };
+        let draws = |seed| {
+            let mut rng = WyRand::new(seed);
+            (0..200).map(|_| placement(&cut, false, &mut rng)).collect::<Vec<_>>()
+        };
+        let a = draws(11);
+        assert_eq!(a, draws(11));
+        assert_ne!(a, draws(12));
+        let ms: std::collections::BTreeSet<u64> = a.iter().map(|(_, m)| m.unwrap()).collect();
+        assert_eq!(ms, (5..=9).collect(), "every value of the inclusive window is drawn");
+        assert!(a.iter().all(|(p, m)| *p == CutPlacement::AfterTime { after_ms: m.unwrap() }));
+        assert_eq!(draw_after_ms(&mut WyRand::new(1), 7, 7), 7);
+    }
+
+    #[test]
+    fn runner_placements_map_onto_the_writer() {
+        let mut rng = WyRand::new(1);
+        use scenario::CutPlacement as S;
+        assert_eq!(
+            placement(&S::AfterCompletions { completions: 7 }, false, &mut rng),
+            (CutPlacement::AfterCompletions { completions: 7 }, None)
+        );
+        assert_eq!(
+            placement(&S::WhileFlushOutstanding { after_completions: 3 }, false, &mut rng),
+            (CutPlacement::WhileFlushOutstanding { after_completions: 3 }, None)
+        );
+        assert_eq!(placement(&S::WhileIdle { after_completions: 4 }, false, &mut rng), (CutPlacement::Idle { after_completions: 4 }, None));
+        assert_eq!(
+            placement(&S::AfterCompletions { completions: 7 }, true, &mut rng),
+            (CutPlacement::Idle { after_completions: 7 }, None),
+            "a clean shutdown cuts a drained drive"
+        );
+    }
+}

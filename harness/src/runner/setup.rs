@@ -1,0 +1,125 @@
+//! Opening what a run needs: the device under test, the fault's controller (with an emulator
+//! for a simulated drive's switch), and the run directory bound to the device.
+
+use super::dut::{Dut, DutError, RealDut, SimDut};
+use super::fault::{real_cutter, sim_switch, ControllerError, Cutter};
+use super::RunnerOptions;
+use crate::ledger::{Contract, RunHeader, LEDGER_FORMAT};
+use crate::run::{exists, open_run, OpenRun, RunError};
+use crate::scenario::{FaultPlan, RunPlan, ScenarioError, Switch, TargetPlan};
+use faultline_drivers::blockdev::SysRoots;
+use faultline_fixtures::{SimConfig, SimDrive, TruthContract};
+use std::any::Any;
+use std::path::{Path, PathBuf};
+
+/// Why a run could not be set up; nothing was recorded of it.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    #[error("{} already holds a run: `faultline resume {}` continues it", .0.display(), .0.display())]
+    Begun(PathBuf),
+    #[error("the simulated drive: {0}")]
+    Sim(std::io::Error),
+    /// The device could not be found or opened.
+    #[error("{0}")]
+    Target(String),
+    #[error(transparent)]
+    Dut(#[from] DutError),
+    #[error(transparent)]
+    Controller(#[from] ControllerError),
+    #[error(transparent)]
+    Scenario(#[from] ScenarioError),
+    #[error(transparent)]
+    Run(#[from] RunError),
+    #[error("{}: the run's workload differs from the scenario's ({ledger} in the ledger): the scenario file was changed", .dir.display())]
+    WorkloadChanged { dir: PathBuf, ledger: String },
+}
+
+/// Everything a run holds open.
+pub(crate) struct Setup {
+    pub dut: Box<dyn Dut>,
+    pub cutter: Cutter,
+    /// `None` only while the run is being reopened after a failed cycle.
+    pub run: Option<OpenRun>,
+    pub header: RunHeader,
+    pub sector: u64,
+    pub notes: Vec<String>,
+    /// The emulator serving the simulated drive's switch (kept alive for the run).
+    pub _emulator: Option<Box<dyn Any>>,
+}
+
+fn sim_dut(plan: &RunPlan, run_dir: &Path, o: &RunnerOptions) -> Result<(SimDut, Cutter, Option<Box<dyn Any>>), SetupError> {
+    let TargetPlan::Sim(t) = &plan.target else { unreachable!("sim_dut is called for a simulated target") };
+    let cfg = SimConfig {
+        capacity_bytes: t.capacity_bytes,
+        sector_bytes: t.sector_bytes,
+        atomic_bytes: t.atomic_bytes,
+        queue_depth: t.queue_depth as usize,
+        seed: plan.seed,
+        model: t.model.fault_model(),
+        contract: match plan.contract {
+            Contract::Plp => TruthContract::Plp,
+            Contract::Flush => TruthContract::Flush,
+        },
+    };
+    // The drive keeps itself in the run directory, so that it outlives a harness that is
+    // killed, as a real drive does.
+    let drive = SimDrive::persistent(cfg, run_dir).map_err(SetupError::Sim)?;
+    let switch = match &plan.fault {
+        FaultPlan::PowerCut { switch: Switch::Sim(s), .. } | FaultPlan::CleanShutdown { switch: Switch::Sim(s) } => *s,
+        _ => {
+            return Err(ControllerError(
+                "the simulated drive's power is switched through its own switch (controllers.power = \"sim\")".into(),
+            )
+            .into())
+        }
+    };
+    let (cutter, emu) = sim_switch(switch, drive.power(), plan.seed, &o.control_env)?;
+    Ok((SimDut { drive }, cutter, emu))
+}
+
+/// Opens the device, the controller and the run directory. `resuming`: the run directory must
+/// hold the run (else it must not).
+pub(crate) fn setup(plan: &RunPlan, run_dir: &Path, o: &RunnerOptions, resuming: bool) -> Result<Setup, SetupError> {
+    let begun = exists(run_dir);
+    if begun && !resuming {
+        return Err(SetupError::Begun(run_dir.to_path_buf()));
+    }
+    let (mut dut, cutter, emulator, sector, atomic, capacity): (Box<dyn Dut>, _, _, u64, u64, u64) = match &plan.target {
+        TargetPlan::Sim(t) => {
+            let (dut, cutter, emu) = sim_dut(plan, run_dir, o)?;
+            (Box::new(dut), cutter, emu, t.sector_bytes as u64, t.atomic_bytes as u64, t.capacity_bytes)
+        }
+        TargetPlan::Device { path, expect } => {
+            let roots = SysRoots { sys: o.control_env.sysfs_root.join("sys"), dev: o.control_env.dev_root.join("dev") };
+            let queue_depth = plan.scenario.workload.queue_depth as usize;
+            let mut dut = RealDut::open(path.as_deref(), expect, queue_depth, begun, roots).map_err(SetupError::Target)?;
+            let g = dut.local_target()?.geometry();
+            let sector = (g.logical_block_bytes as u64).max(512);
+            let cutter = real_cutter(&plan.fault, &o.control_env)?;
+            (Box::new(dut), cutter, None, sector, sector, g.capacity_bytes)
+        }
+    };
+    let layout = plan.layout(sector, capacity)?;
+    let identity = dut.identity()?;
+    let header = RunHeader {
+        ledger_format: LEDGER_FORMAT,
+        run_id: o.run_id,
+        created_at: o.started_at.clone(),
+        target_identity: identity,
+        target_capacity: capacity,
+        sector_bytes: sector,
+        atomic_bytes: atomic,
+        contract: plan.contract,
+        port: 0,
+        workload: layout.spec().clone(),
+    };
+    let run = open_run(run_dir, dut.local_target()?, move || header)?;
+    if begun && run.layout.spec() != layout.spec() {
+        let ledger = serde_json::to_string(run.layout.spec()).unwrap_or_default();
+        return Err(SetupError::WorkloadChanged { dir: run_dir.to_path_buf(), ledger });
+    }
+    let header = run.history().header.clone();
+    dut.bind(header.target_identity.clone());
+    let notes = dut.notes();
+    Ok(Setup { dut, cutter, run: Some(run), header, sector, notes, _emulator: emulator })
+}

@@ -1,0 +1,156 @@
+//! A scenario validated once into the plan the runner executes.
+//!
+//! [`Scenario::plan`] checks the file (as [`Scenario::validate`] does), parses every controller
+//! spec, resolves the ports and types the fault and the stop policy, so that the runner never
+//! looks at a string it could have refused before cycle 1.
+
+use super::{CutPlacement, Fault, Scenario, ScenarioError, SimSwitch, SimTarget, StopPolicy, VerifyPolicy};
+use crate::health::Shutdown;
+use crate::ledger::Contract;
+use crate::port::{PortEntry, PortId};
+use crate::workload::Layout;
+use faultline_drivers::blockdev::Expectation;
+use faultline_drivers::control::ControllerSpec;
+use faultline_drivers::ResetKind;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Everything a run does, validated.
+#[derive(Clone, Debug)]
+pub struct RunPlan {
+    /// The scenario as validated, with the run's seed filled in (the run directory keeps it).
+    pub scenario: Scenario,
+    pub seed: u64,
+    pub contract: Contract,
+    pub target: TargetPlan,
+    /// The ports of the device under test (one, `A`, for now).
+    pub ports: Vec<PortEntry>,
+    pub fault: FaultPlan,
+    pub cut: CutPlacement,
+    pub cycles: u32,
+    pub off_time: Duration,
+    pub readiness_timeout: Duration,
+    pub verify: VerifyPolicy,
+    pub stop: StopPolicy,
+}
+
+/// The device under test.
+#[derive(Clone, Debug)]
+pub enum TargetPlan {
+    /// The simulated drive, kept in the run directory.
+    Sim(SimTarget),
+    /// A real device: at `path` (checked against `expect`), or found by `expect` alone.
+    Device { path: Option<PathBuf>, expect: Expectation },
+}
+
+/// What switches the power.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Switch {
+    /// The simulated drive's switch, reached as the scenario says (in-process or through an
+    /// emulator started for the run).
+    Sim(SimSwitch),
+    /// A real controller.
+    Controller(ControllerSpec),
+}
+
+/// The fault each cycle injects.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FaultPlan {
+    /// Power cut with the queue full; `mate_steps_ms` sweeps pin-mate steps, one per cycle.
+    PowerCut { switch: Switch, mate_steps_ms: Vec<u32> },
+    /// The control case: the writer drains, then power is cut.
+    CleanShutdown { switch: Switch },
+    /// A link reset through a link controller, on `port` (`None`: its only port).
+    LinkReset { controller: ControllerSpec, port: Option<String>, kind: ResetKind },
+}
+
+impl FaultPlan {
+    /// How the drive is shut down by the fault, for the health checks (`None`: a link reset,
+    /// after which no shutdown count should move).
+    pub fn shutdown(&self) -> Option<Shutdown> {
+        match self {
+            FaultPlan::PowerCut { .. } => Some(Shutdown::Dirty),
+            FaultPlan::CleanShutdown { .. } => Some(Shutdown::Clean),
+            FaultPlan::LinkReset { .. } => None,
+        }
+    }
+
+    pub fn is_clean_shutdown(&self) -> bool {
+        matches!(self, FaultPlan::CleanShutdown { .. })
+    }
+
+    /// The pin-mate step of `cycle` (1-based), when the scenario sweeps them.
+    pub fn mate_step_ms(&self, cycle: u32) -> Option<u32> {
+        match self {
+            FaultPlan::PowerCut { mate_steps_ms, .. } if !mate_steps_ms.is_empty() => {
+                Some(mate_steps_ms[(cycle.max(1) as usize - 1) % mate_steps_ms.len()])
+            }
+            _ => None,
+        }
+    }
+}
+
+impl RunPlan {
+    /// The workload validated against the real target's geometry.
+    pub fn layout(&self, sector_bytes: u64, capacity_bytes: u64) -> Result<Layout, ScenarioError> {
+        self.scenario.layout(sector_bytes, capacity_bytes, self.seed)
+    }
+
+    pub fn name(&self) -> &str {
+        &self.scenario.name
+    }
+}
+
+impl Scenario {
+    /// Validates the scenario (errors prefixed by `origin`) and makes it a plan; the run's seed
+    /// is the scenario's own, else `seed`.
+    pub fn plan(&self, origin: &str, seed: u64) -> Result<RunPlan, ScenarioError> {
+        self.validate(origin)?;
+        let seed = self.seed.unwrap_or(seed);
+        let mut scenario = self.clone();
+        scenario.seed = Some(seed);
+        let bad =
+            |field: &str, message: &str| ScenarioError::Invalid { origin: origin.into(), field: field.into(), message: message.into() };
+        let switch = || -> Result<Switch, ScenarioError> {
+            let power = super::parse_controller(origin, "controllers.power", self.controllers.power.as_deref())?;
+            match (&self.target.sim, power) {
+                (Some(sim), _) => Ok(Switch::Sim(sim.switch)),
+                (None, Some(spec)) => Ok(Switch::Controller(spec)),
+                (None, None) => Err(bad("controllers.power", "the fault needs a power switch")),
+            }
+        };
+        let fault = match &self.fault {
+            Fault::PowerCut { mate_steps_ms } => FaultPlan::PowerCut { switch: switch()?, mate_steps_ms: mate_steps_ms.clone() },
+            Fault::CleanShutdown => FaultPlan::CleanShutdown { switch: switch()? },
+            Fault::LinkReset { reset, port } => {
+                let controller = super::parse_controller(origin, "controllers.link", self.controllers.link.as_deref())?
+                    .ok_or_else(|| bad("controllers.link", "a link_reset fault needs a link controller"))?;
+                FaultPlan::LinkReset { controller, port: port.clone(), kind: reset.reset_kind() }
+            }
+        };
+        if fault.is_clean_shutdown() && matches!(self.cut, CutPlacement::UniformTime { .. }) {
+            return Err(bad(
+                "cut.kind",
+                "a clean_shutdown fault cuts a drained drive: give cut.kind = \"while_idle\" (or \"after_completions\"), not a time window",
+            ));
+        }
+        let target = match &self.target.sim {
+            Some(sim) => TargetPlan::Sim(sim.clone()),
+            None => TargetPlan::Device { path: self.target.path.clone(), expect: self.expectation() },
+        };
+        Ok(RunPlan {
+            seed,
+            contract: self.contract,
+            target,
+            ports: vec![PortEntry { id: PortId::A, name: PortId::A.default_name() }],
+            fault,
+            cut: self.cut,
+            cycles: self.cycles.count,
+            off_time: Duration::from_millis(self.cycles.off_time_ms),
+            readiness_timeout: Duration::from_secs(self.cycles.readiness_timeout_s),
+            verify: self.verify,
+            stop: self.stop,
+            scenario,
+        })
+    }
+}

@@ -1,0 +1,338 @@
+use super::parse::line_column;
+use super::*;
+use proptest::prelude::*;
+
+const MINIMAL: &str = r#"
+format_version = 1
+name = "minimal"
+contract = "plp"
+
+[target]
+path = "/dev/nvme0n1"
+
+[controllers]
+power = "quarch+serial:///dev/ttyUSB0"
+
+[fault]
+kind = "power_cut"
+
+[cut]
+kind = "uniform_time"
+window_start_ms = 100
+window_end_ms = 2000
+
+[cycles]
+count = 10
+"#;
+
+fn minimal() -> Scenario {
+    Scenario::from_toml(MINIMAL, "minimal.toml").unwrap()
+}
+
+fn invalid_field(text: &str) -> (String, String) {
+    match Scenario::from_toml(text, "t.toml").unwrap_err() {
+        ScenarioError::Invalid { origin, field, message } => {
+            assert_eq!(origin, "t.toml");
+            (field, message)
+        }
+        other => panic!("expected a validation error, got {other}"),
+    }
+}
+
+#[test]
+fn scenario_minimal_file_gets_the_documented_defaults() {
+    let s = minimal();
+    assert_eq!(s.workload, Workload::default());
+    assert_eq!(s.verify, VerifyPolicy::default());
+    assert_eq!(s.stop, StopPolicy::default());
+    assert_eq!(s.cycles, Cycles { count: 10, off_time_ms: 3000, readiness_timeout_s: 120 });
+    assert_eq!(s.workload.pattern, Pattern::Random);
+    assert_eq!(s.seed, None);
+}
+
+#[test]
+fn scenario_line_column_counts_characters_from_one() {
+    let t = "ab\ncdé\nf";
+    assert_eq!(line_column(t, 0), (1, 1));
+    assert_eq!(line_column(t, 3), (2, 1));
+    assert_eq!(line_column(t, 7), (2, 4));
+    assert_eq!(line_column(t, 8), (3, 1));
+    assert_eq!(line_column(t, 6), (2, 3), "inside a multi-byte character: its start");
+    assert_eq!(line_column(t, 100), (3, 2));
+}
+
+#[test]
+fn scenario_unknown_key_names_line_and_column() {
+    let text = MINIMAL.replace("count = 10", "count = 10\noff_time = 5");
+    let e = Scenario::from_toml(&text, "t.toml").unwrap_err();
+    let line = text.lines().position(|l| l.starts_with("off_time")).unwrap() + 1;
+    match &e {
+        ScenarioError::Syntax { origin, line: l, column, message } => {
+            assert_eq!((origin.as_str(), *l, *column), ("t.toml", line, 1), "{e}");
+            assert!(message.contains("off_time") && message.contains("off_time_ms"), "{e}");
+        }
+        other => panic!("{other}"),
+    }
+    assert!(e.to_string().starts_with(&format!("t.toml:{line}:1: ")), "{e}");
+}
+
+#[test]
+fn scenario_wrong_type_and_bad_syntax_name_line_and_column() {
+    let text = MINIMAL.replace("count = 10", "count = \"ten\"");
+    let line = text.lines().position(|l| l.starts_with("count")).unwrap() + 1;
+    let ScenarioError::Syntax { line: l, column, .. } = Scenario::from_toml(&text, "t").unwrap_err() else { panic!() };
+    assert_eq!((l, column), (line, 9));
+    let text = MINIMAL.replace("[cycles]", "[cycles");
+    let line = text.lines().position(|l| l.starts_with("[cycles")).unwrap() + 1;
+    let ScenarioError::Syntax { line: l, .. } = Scenario::from_toml(&text, "t").unwrap_err() else { panic!() };
+    assert_eq!(l, line);
+}
+
+#[test]
+fn scenario_missing_or_other_format_version_is_refused_first() {
+    let text = MINIMAL.replace("format_version = 1", "format_version = 2\nnew_key_of_v2 = true");
+    let e = Scenario::from_toml(&text, "t.toml").unwrap_err();
+    assert!(matches!(e, ScenarioError::Version { found: 2, line: 2, column: 18, .. }), "{e}");
+    assert!(e.to_string().contains("reads format_version 1"), "{e}");
+    let e = Scenario::from_toml(&MINIMAL.replace("format_version = 1", ""), "t.toml").unwrap_err();
+    assert!(e.to_string().contains("missing `format_version = 1`"), "{e}");
+    let e = Scenario::from_toml(&MINIMAL.replace("format_version = 1", "format_version = \"1\""), "t.toml").unwrap_err();
+    assert!(e.to_string().contains("must be an integer"), "{e}");
+}
+
+#[test]
+fn scenario_bad_controller_spec_names_the_field_and_the_forms() {
+    let (field, msg) = invalid_field(&MINIMAL.replace("quarch+serial:///dev/ttyUSB0", "quarch+serial://ttyUSB0"));
+    assert_eq!(field, "controllers.power");
+    assert!(msg.contains("absolute path") && msg.contains("accepted forms:") && msg.contains("nvme-reset://nvme0"), "{msg}");
+    let e = Scenario::from_toml(&MINIMAL.replace("quarch+serial:///dev/ttyUSB0", "relay"), "t.toml").unwrap_err();
+    assert!(e.to_string().starts_with("t.toml: controllers.power: bad controller spec \"relay\""), "{e}");
+}
+
+#[test]
+fn scenario_semantic_errors_name_the_field() {
+    let cases: &[(&str, &str, &str)] = &[
+        ("[target]\npath = \"/dev/nvme0n1\"", "[target]", "target"),
+        ("path = \"/dev/nvme0n1\"", "path = \"nvme0n1\"", "target.path"),
+        ("[cycles]\ncount = 10", "[cycles]\ncount = 0", "cycles.count"),
+        ("count = 10", "count = 10\noff_time_ms = 0", "cycles.off_time_ms"),
+        ("window_end_ms = 2000", "window_end_ms = 50", "cut.window_end_ms"),
+        ("[cycles]", "[workload]\nmin_write_bytes = 1000\n[cycles]", "workload.min_write_bytes"),
+        ("[cycles]", "[workload]\nalign_bytes = 3000\n[cycles]", "workload.align_bytes"),
+        ("[cycles]", "[workload]\nmax_write_bytes = 65536\nmean_write_bytes = 131072\n[cycles]", "workload.mean_write_bytes"),
+        ("[cycles]", "[workload]\nqueue_depth = 0\n[cycles]", "workload.queue_depth"),
+        ("[cycles]", "[workload]\nflush = { fua_percent = 101 }\n[cycles]", "workload.flush.fua_percent"),
+        (
+            "[cycles]",
+            "[workload]\npattern = { kind = \"hot_cold\", hot_span_percent = 0, hot_write_percent = 90 }\n[cycles]",
+            "workload.pattern.hot_span_percent",
+        ),
+        ("[cycles]", "[workload]\nspan_start_bytes = 8192\nspan_end_bytes = 8192\n[cycles]", "workload.span_end_bytes"),
+        ("[cycles]", "[workload]\nmax_write_bytes = 8192\nmean_write_bytes = 8192\nspan_end_bytes = 4096\n[cycles]", "workload"),
+        (
+            "kind = \"uniform_time\"\nwindow_start_ms = 100\nwindow_end_ms = 2000",
+            "kind = \"while_idle\"\nafter_completions = 0",
+            "cut.after_completions",
+        ),
+        ("kind = \"power_cut\"", "kind = \"link_reset\"\nreset = \"nvme_controller\"", "controllers.link"),
+        ("power = \"quarch+serial:///dev/ttyUSB0\"", "power = \"nvme-reset://nvme0\"", "controllers.power"),
+        ("power = \"quarch+serial:///dev/ttyUSB0\"", "power = \"sim\"", "controllers.power"),
+        ("kind = \"power_cut\"", "kind = \"power_cut\"\nmate_steps_ms = [0]", "fault.mate_steps_ms"),
+        ("[cycles]", "[stop]\nmax_consecutive_harness_errors = 0\n[cycles]", "stop.max_consecutive_harness_errors"),
+        ("[cycles]", "[verify]\nsample_bytes = 1000\n[cycles]", "verify.sample_bytes"),
+        ("name = \"minimal\"", "name = \" \"", "name"),
+        ("path = \"/dev/nvme0n1\"", "serial = \"\"", "target.serial"),
+    ];
+    for (from, to, want) in cases {
+        assert!(MINIMAL.contains(from), "{from}");
+        let (field, msg) = invalid_field(&MINIMAL.replacen(from, to, 1));
+        assert_eq!(&field, want, "{to}: {msg}");
+    }
+}
+
+#[test]
+fn scenario_sim_target_rules() {
+    let sim = MINIMAL
+        .replace("path = \"/dev/nvme0n1\"", "sim = { capacity_bytes = 67108864, model = { kind = \"honest_plp\" } }")
+        .replace("quarch+serial:///dev/ttyUSB0", "sim");
+    let s = Scenario::from_toml(&sim, "t").unwrap();
+    let t = s.target.sim.as_ref().unwrap();
+    assert_eq!((t.sector_bytes, t.atomic_bytes, t.queue_depth, t.switch), (512, 4096, 64, SimSwitch::Direct));
+    assert!(s.expectation().is_empty());
+    let (field, _) = invalid_field(&sim.replace("\"sim\"", "\"quarch+serial:///dev/ttyUSB0\""));
+    assert_eq!(field, "controllers.power");
+    let (field, _) = invalid_field(&sim.replace("[controllers]", "[controllers]\nlink = \"nvme-reset://nvme0\""));
+    assert_eq!(field, "controllers.link");
+    let (field, _) = invalid_field(&sim.replace("[target]", "[target]\nserial = \"X\""));
+    assert_eq!(field, "target.sim");
+    let (field, _) = invalid_field(&sim.replace("capacity_bytes = 67108864", "capacity_bytes = 67108864, sector_bytes = 1024"));
+    assert_eq!(field, "target.sim.sector_bytes");
+    let (field, _) = invalid_field(&sim.replace("capacity_bytes = 67108864", "capacity_bytes = 67108864, queue_depth = 8"));
+    assert_eq!(field, "target.sim.queue_depth");
+    let (field, _) = invalid_field(&sim.replace("[cycles]", "[workload]\nspan_end_bytes = 134217728\n[cycles]"));
+    assert_eq!(field, "workload.span_end_bytes");
+    let (field, _) = invalid_field(
+        &sim.replace("capacity_bytes = 67108864", "capacity_bytes = 67108864, sector_bytes = 4096, atomic_bytes = 4096")
+            .replace("[cycles]", "[workload]\nalign_bytes = 512\nmin_write_bytes = 512\nmean_write_bytes = 512\n[cycles]"),
+    );
+    assert_eq!(field, "workload.align_bytes");
+}
+
+#[test]
+fn scenario_models_and_resets_map_onto_the_fixtures_and_drivers() {
+    assert_eq!(SimModel::DiesAfterCuts { cuts: 3 }.fault_model(), FaultModel::DiesAfterCuts(3));
+    assert_eq!(SimModel::Rollback { writes_per_cut: 2 }.fault_model(), FaultModel::Rollback { writes_per_cut: 2 });
+    assert_eq!(LinkReset::PciFunctionBus.reset_kind(), ResetKind::PciFunction(Some(PciResetMethod::Bus)));
+    assert_eq!(LinkReset::Perst.reset_kind().to_string(), "perst");
+}
+
+#[test]
+fn scenario_layout_checks_the_real_geometry() {
+    let s = minimal();
+    let l = s.layout(512, 1 << 30, 7).unwrap();
+    assert_eq!((l.spec().span_end, l.spec().seed), (1 << 30, 7));
+    let e = s.layout(8192, 1 << 30, 7).unwrap_err();
+    assert!(e.to_string().contains("align_bytes 4096"), "{e}");
+    let mut s2 = s.clone();
+    s2.workload.span_end_bytes = Some(2 << 30);
+    assert!(s2.layout(512, 1 << 30, 7).unwrap_err().to_string().contains("past the end"));
+}
+
+#[test]
+fn scenario_hand_written_schemas_match_the_serde_forms() {
+    let schema = scenario_schema();
+    let contract = &schema["properties"]["contract"];
+    for v in contract["enum"].as_array().unwrap() {
+        let name = v.as_str().unwrap();
+        assert!(name.parse::<Contract>().is_ok(), "{name}");
+        let toml_text = format!("c = \"{name}\"");
+        #[derive(Deserialize)]
+        struct C {
+            #[expect(dead_code, reason = "only deserialised")]
+            c: Contract,
+        }
+        toml::from_str::<C>(&toml_text).unwrap();
+    }
+    let patterns = schema["$defs"]["Workload"]["properties"]["pattern"]["oneOf"].as_array().unwrap();
+    let forms =
+        ["{ kind = \"sequential\" }", "{ kind = \"random\" }", "{ kind = \"hot_cold\", hot_span_percent = 10, hot_write_percent = 90 }"];
+    assert_eq!(patterns.len(), forms.len());
+    for (p, form) in patterns.iter().zip(forms) {
+        #[derive(Deserialize)]
+        struct P {
+            p: Pattern,
+        }
+        let parsed = toml::from_str::<P>(&format!("p = {form}")).unwrap().p;
+        let kind = serde_json::to_value(parsed).unwrap()["kind"].clone();
+        assert_eq!(p["properties"]["kind"]["const"], kind);
+    }
+}
+
+fn placements() -> impl Strategy<Value = CutPlacement> {
+    prop_oneof![
+        (0u64..10_000, 1u64..10_000).prop_map(|(a, d)| CutPlacement::UniformTime { window_start_ms: a, window_end_ms: a + d }),
+        (1u64..1 << 40).prop_map(|completions| CutPlacement::AfterCompletions { completions }),
+        (0u64..1 << 40).prop_map(|after_completions| CutPlacement::WhileFlushOutstanding { after_completions }),
+        (1u64..1 << 40).prop_map(|after_completions| CutPlacement::WhileIdle { after_completions }),
+    ]
+}
+
+fn faults() -> impl Strategy<Value = (Fault, Option<String>)> {
+    prop_oneof![
+        proptest::collection::vec(1u32..=1000, 0..4).prop_map(|mate_steps_ms| (Fault::PowerCut { mate_steps_ms }, None)),
+        (0usize..10, proptest::option::of("[a-zA-Z0-9:. é\"\\\\]{1,12}")).prop_map(|(i, port)| {
+            let resets = [
+                LinkReset::NvmeController,
+                LinkReset::NvmeSubsystem,
+                LinkReset::PciFunction,
+                LinkReset::PciFunctionFlr,
+                LinkReset::PciFunctionBus,
+                LinkReset::PciFunctionPm,
+                LinkReset::PciRemoveRescan,
+                LinkReset::SlotPower,
+                LinkReset::PortPull,
+                LinkReset::Perst,
+            ];
+            let port = port.filter(|p| !p.trim().is_empty());
+            (Fault::LinkReset { reset: resets[i], port }, Some("quarch+tcp://host:9760?module=2".to_string()))
+        }),
+        Just((Fault::CleanShutdown, None)),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+    #[test]
+    fn scenario_round_trips_through_toml(
+        seed in proptest::option::of(any::<u64>()),
+        description in "[ -~é\n\"']{0,40}",
+        plp in any::<bool>(),
+        (fault, link) in faults(),
+        cut in placements(),
+        count in 1u32..100_000,
+        off_time_ms in 1u64..3_600_000,
+        fua_percent in 0u8..=100,
+        every_writes in proptest::option::of(1u64..1 << 50),
+        full_at_end in any::<bool>(),
+        on_finding in prop_oneof![Just(OnEvent::Continue), Just(OnEvent::Stop)],
+        serial in proptest::option::of("[A-Z0-9 _-]{1,20}"),
+    ) {
+        let mut s = minimal();
+        s.seed = seed;
+        s.description = description;
+        s.contract = if plp { Contract::Plp } else { Contract::Flush };
+        s.fault = fault;
+        s.controllers.link = link;
+        s.cut = cut;
+        s.cycles.count = count;
+        s.cycles.off_time_ms = off_time_ms;
+        s.workload.flush = Flush { every_writes: every_writes.or(Some(64)), every_ms: None, fua_percent };
+        s.verify.full_at_end = full_at_end;
+        s.stop.on_finding = on_finding;
+        s.target.serial = serial.filter(|v| !v.trim().is_empty());
+        s.validate("generated").unwrap();
+        let text = s.to_toml().unwrap();
+        let back = Scenario::from_toml(&text, "generated").map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
+        prop_assert_eq!(back, s, "{}", text);
+    }
+}
+
+#[test]
+fn scenario_models_and_switches_display_as_the_file_spells_them() {
+    for (model, text) in [
+        (SimModel::HonestPlp, "honest_plp"),
+        (SimModel::Rollback { writes_per_cut: 1 }, "rollback (writes_per_cut = 1)"),
+        (SimModel::DiesAfterCuts { cuts: 50 }, "dies_after_cuts (cuts = 50)"),
+    ] {
+        assert_eq!(model.to_string(), text);
+        let kind = text.split(' ').next().unwrap();
+        let v = serde_json::to_value(model).unwrap();
+        assert_eq!(v["kind"], kind, "Display and the file agree on the name");
+    }
+    for sw in [
+        SimSwitch::Direct,
+        SimSwitch::QuarchSerial,
+        SimSwitch::QuarchHotplugSerial,
+        SimSwitch::QuarchTcp,
+        SimSwitch::LcusSerial,
+        SimSwitch::NumatoSerial,
+    ] {
+        assert_eq!(serde_json::to_value(sw).unwrap(), sw.to_string());
+    }
+}
+
+#[test]
+fn scenario_plan_refuses_a_clean_shutdown_in_a_time_window_and_fills_in_the_seed() {
+    let mut s = minimal();
+    let plan = s.plan("minimal.toml", 77).unwrap();
+    assert_eq!((plan.seed, plan.scenario.seed), (77, Some(77)), "a scenario without a seed takes the one given");
+    assert_eq!(plan.ports.len(), 1);
+    assert!(matches!(plan.fault, FaultPlan::PowerCut { switch: Switch::Controller(_), .. }));
+    s.seed = Some(5);
+    assert_eq!(s.plan("minimal.toml", 77).unwrap().seed, 5, "the scenario's own seed wins");
+    s.fault = Fault::CleanShutdown;
+    let e = s.plan("minimal.toml", 1).unwrap_err().to_string();
+    assert!(e.contains("cut.kind") && e.contains("while_idle"), "{e}");
+    s.cut = CutPlacement::WhileIdle { after_completions: 3 };
+    assert!(s.plan("minimal.toml", 1).unwrap().fault.is_clean_shutdown());
+}

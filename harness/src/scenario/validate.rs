@@ -1,0 +1,257 @@
+//! What the scenario file alone can tell: every field in range, the parts consistent.
+
+use super::*;
+
+impl Scenario {
+    /// Checks what the file alone can tell; the runner checks the workload again against the
+    /// target's geometry with [`Scenario::layout`].
+    pub fn validate(&self, origin: &str) -> Result<(), ScenarioError> {
+        let bad =
+            |field: &str, message: String| Err(ScenarioError::Invalid { origin: origin.to_string(), field: field.to_string(), message });
+        if self.format_version != FORMAT_VERSION {
+            return bad("format_version", format!("{} is not supported: this faultline reads {FORMAT_VERSION}", self.format_version));
+        }
+        if self.name.trim().is_empty() {
+            return bad("name", "must not be empty".into());
+        }
+        self.validate_target(origin)?;
+        let capacity = self.target.sim.as_ref().map(|s| s.capacity_bytes).or(self.target.size_bytes);
+        let sector = self.target.sim.as_ref().map_or(PARSE_SECTOR_BYTES, |s| s.sector_bytes as u64);
+        self.validate_workload(origin, sector, capacity)?;
+        if let Some(sim) = &self.target.sim {
+            if sim.queue_depth < self.workload.queue_depth {
+                return bad(
+                    "target.sim.queue_depth",
+                    format!(
+                        "{} is below workload.queue_depth {}: the drive would refuse writes",
+                        sim.queue_depth, self.workload.queue_depth
+                    ),
+                );
+            }
+        }
+        let power = parse_controller(origin, "controllers.power", self.controllers.power.as_deref())?;
+        let link = parse_controller(origin, "controllers.link", self.controllers.link.as_deref())?;
+        if let Some(p) = &power {
+            if !p.is_power() {
+                return bad("controllers.power", format!("{p} is a link controller, not a power switch (put it under controllers.link)"));
+            }
+            if (*p == ControllerSpec::Sim) != self.target.sim.is_some() {
+                return bad("controllers.power", "the `sim` switch and a `target.sim` drive go together: use both or neither".into());
+            }
+        }
+        if let Some(l) = &link {
+            if self.target.sim.is_some() {
+                return bad("controllers.link", format!("{l}: the simulated drive has no link to reset"));
+            }
+            if !l.is_link() {
+                return bad("controllers.link", format!("{l} cannot reset a link"));
+            }
+        }
+        match &self.fault {
+            Fault::PowerCut { mate_steps_ms } => {
+                if power.is_none() {
+                    return bad("controllers.power", "a power_cut fault needs a power switch".into());
+                }
+                if let Some(&step) = mate_steps_ms.iter().find(|&&s| s == 0 || s > 1000) {
+                    return bad(
+                        "fault.mate_steps_ms",
+                        format!("step {step} ms: expected 1 to 1000 (fast 10, standard 25, slow 100, very slow 500)"),
+                    );
+                }
+                let hotplug = match &self.target.sim {
+                    Some(sim) => sim.switch == SimSwitch::QuarchHotplugSerial,
+                    None => matches!(power, Some(ControllerSpec::Quarch { .. })),
+                };
+                if !mate_steps_ms.is_empty() && !hotplug {
+                    return bad(
+                        "fault.mate_steps_ms",
+                        "pin-mate sequencing needs a Quarch hot-plug module as the power switch (for the simulated drive: \
+                         switch = \"quarch_hotplug_serial\")"
+                            .into(),
+                    );
+                }
+            }
+            Fault::LinkReset { port, .. } => {
+                if link.is_none() {
+                    return bad("controllers.link", "a link_reset fault needs a link controller".into());
+                }
+                if port.as_deref().is_some_and(|p| p.trim().is_empty()) {
+                    return bad("fault.port", "must not be empty (leave it out for the controller's only port)".into());
+                }
+            }
+            Fault::CleanShutdown => {
+                if power.is_none() {
+                    return bad(
+                        "controllers.power",
+                        "a clean_shutdown fault cuts power through the controller: it needs a power switch".into(),
+                    );
+                }
+            }
+        }
+        match self.cut {
+            CutPlacement::UniformTime { window_start_ms, window_end_ms } => {
+                if window_end_ms < window_start_ms || window_end_ms == 0 {
+                    return bad(
+                        "cut.window_end_ms",
+                        format!("window [{window_start_ms}, {window_end_ms}] ms: the end must be positive and not before the start"),
+                    );
+                }
+            }
+            CutPlacement::AfterCompletions { completions } => {
+                if completions == 0 {
+                    return bad("cut.completions", "must be at least 1".into());
+                }
+            }
+            CutPlacement::WhileFlushOutstanding { .. } => {}
+            CutPlacement::WhileIdle { after_completions } => {
+                if after_completions == 0 {
+                    return bad("cut.after_completions", "must be at least 1: the drive must hold data to lose".into());
+                }
+            }
+        }
+        let c = &self.cycles;
+        if c.count == 0 {
+            return bad("cycles.count", "must be at least 1".into());
+        }
+        if c.off_time_ms == 0 || c.off_time_ms > 3_600_000 {
+            return bad("cycles.off_time_ms", format!("{}: expected 1 to 3600000 (one hour)", c.off_time_ms));
+        }
+        if c.readiness_timeout_s == 0 || c.readiness_timeout_s > 86_400 {
+            return bad("cycles.readiness_timeout_s", format!("{}: expected 1 to 86400 (one day)", c.readiness_timeout_s));
+        }
+        if !self.verify.sample_bytes.is_multiple_of(512) {
+            return bad("verify.sample_bytes", format!("{} is not a multiple of 512", self.verify.sample_bytes));
+        }
+        if self.stop.max_consecutive_harness_errors == 0 {
+            return bad("stop.max_consecutive_harness_errors", "must be at least 1".into());
+        }
+        Ok(())
+    }
+
+    fn validate_target(&self, origin: &str) -> Result<(), ScenarioError> {
+        let bad =
+            |field: &str, message: String| Err(ScenarioError::Invalid { origin: origin.to_string(), field: field.to_string(), message });
+        let t = &self.target;
+        let identity = t.serial.is_some() || t.wwid.is_some() || t.model.is_some() || t.size_bytes.is_some();
+        if let Some(sim) = &t.sim {
+            if t.path.is_some() || identity {
+                return bad("target.sim", "the simulated drive takes no path, serial, wwid, model or size_bytes".into());
+            }
+            if sim.sector_bytes != 512 && sim.sector_bytes != 4096 {
+                return bad("target.sim.sector_bytes", format!("{}: expected 512 or 4096", sim.sector_bytes));
+            }
+            if !sim.atomic_bytes.is_power_of_two() || sim.atomic_bytes < sim.sector_bytes {
+                return bad(
+                    "target.sim.atomic_bytes",
+                    format!("{}: expected a power of two, at least sector_bytes {}", sim.atomic_bytes, sim.sector_bytes),
+                );
+            }
+            if sim.capacity_bytes == 0 || sim.capacity_bytes % sim.sector_bytes as u64 != 0 {
+                return bad("target.sim.capacity_bytes", format!("{}: expected a positive multiple of sector_bytes", sim.capacity_bytes));
+            }
+            if sim.queue_depth == 0 {
+                return bad("target.sim.queue_depth", "must be at least 1".into());
+            }
+            return Ok(());
+        }
+        if t.path.is_none() && !identity {
+            return bad("target", "no way to find the device: give path, or serial, wwid, model or size_bytes, or sim".into());
+        }
+        if let Some(p) = &t.path {
+            if !p.is_absolute() {
+                return bad("target.path", format!("{}: expected an absolute path", p.display()));
+            }
+        }
+        for (field, v) in [("target.serial", &t.serial), ("target.wwid", &t.wwid), ("target.model", &t.model)] {
+            if v.as_deref().is_some_and(|s| s.trim().is_empty()) {
+                return bad(field, "must not be empty (leave it out instead)".into());
+            }
+        }
+        if t.size_bytes == Some(0) {
+            return bad("target.size_bytes", "must be positive".into());
+        }
+        Ok(())
+    }
+
+    fn validate_workload(&self, origin: &str, sector: u64, capacity: Option<u64>) -> Result<(), ScenarioError> {
+        let bad =
+            |field: &str, message: String| Err(ScenarioError::Invalid { origin: origin.to_string(), field: field.to_string(), message });
+        let w = &self.workload;
+        if !w.align_bytes.is_power_of_two() || w.align_bytes < sector {
+            return bad("workload.align_bytes", format!("{}: expected a power of two, at least the sector size {sector}", w.align_bytes));
+        }
+        let mut sizes = vec![
+            ("workload.min_write_bytes", w.min_write_bytes),
+            ("workload.max_write_bytes", w.max_write_bytes),
+            ("workload.mean_write_bytes", w.mean_write_bytes),
+            ("workload.span_start_bytes", w.span_start_bytes),
+        ];
+        sizes.extend(w.span_end_bytes.map(|e| ("workload.span_end_bytes", e)));
+        for (field, v) in sizes {
+            if v % w.align_bytes != 0 {
+                return bad(field, format!("{v} is not a multiple of align_bytes {}", w.align_bytes));
+            }
+        }
+        if w.min_write_bytes == 0 || w.min_write_bytes > w.max_write_bytes {
+            return bad(
+                "workload.min_write_bytes",
+                format!("{}: expected positive and at most max_write_bytes {}", w.min_write_bytes, w.max_write_bytes),
+            );
+        }
+        if w.max_write_bytes > 16 << 20 {
+            return bad("workload.max_write_bytes", format!("{} is above the 16 MiB limit", w.max_write_bytes));
+        }
+        if w.mean_write_bytes < w.min_write_bytes || w.mean_write_bytes > w.max_write_bytes {
+            return bad(
+                "workload.mean_write_bytes",
+                format!("{}: expected between min_write_bytes and max_write_bytes", w.mean_write_bytes),
+            );
+        }
+        if w.queue_depth == 0 || w.queue_depth > 4096 {
+            return bad("workload.queue_depth", format!("{}: expected 1 to 4096", w.queue_depth));
+        }
+        if w.flush.fua_percent > 100 {
+            return bad("workload.flush.fua_percent", format!("{}: expected 0 to 100", w.flush.fua_percent));
+        }
+        if w.flush.every_writes == Some(0) {
+            return bad("workload.flush.every_writes", "must be positive (leave it out for no flushes)".into());
+        }
+        if w.flush.every_ms == Some(0) {
+            return bad("workload.flush.every_ms", "must be positive (leave it out for no timed flushes)".into());
+        }
+        if let Pattern::HotCold { hot_span_percent, hot_write_percent } = w.pattern {
+            if !(1..=99).contains(&hot_span_percent) {
+                return bad("workload.pattern.hot_span_percent", format!("{hot_span_percent}: expected 1 to 99"));
+            }
+            if !(1..=99).contains(&hot_write_percent) {
+                return bad("workload.pattern.hot_write_percent", format!("{hot_write_percent}: expected 1 to 99"));
+            }
+        }
+        if let (Some(end), Some(cap)) = (w.span_end_bytes, capacity) {
+            if end > cap {
+                return bad("workload.span_end_bytes", format!("{end} is past the end of the target ({cap} bytes)"));
+            }
+        }
+        let end = match (w.span_end_bytes, capacity) {
+            (Some(end), _) => end,
+            (None, Some(cap)) => cap / w.align_bytes * w.align_bytes,
+            (None, None) => w.span_start_bytes.saturating_add(w.max_write_bytes.saturating_mul(PARSE_SPAN_CHUNKS)),
+        };
+        if end <= w.span_start_bytes {
+            let field = if w.span_end_bytes.is_some() { "workload.span_end_bytes" } else { "workload.span_start_bytes" };
+            return bad(field, format!("the span [{}, {end}) is empty", w.span_start_bytes));
+        }
+        Layout::new(self.workload_spec_with_end(end, 0), sector).map(drop).map_err(|e| ScenarioError::Invalid {
+            origin: origin.to_string(),
+            field: "workload".into(),
+            message: e.to_string(),
+        })
+    }
+}
+
+pub(super) fn parse_controller(origin: &str, field: &str, spec: Option<&str>) -> Result<Option<ControllerSpec>, ScenarioError> {
+    spec.map(|s| {
+        parse_spec(s).map_err(|e| ScenarioError::Invalid { origin: origin.to_string(), field: field.to_string(), message: e.to_string() })
+    })
+    .transpose()
+}
