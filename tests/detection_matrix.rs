@@ -4,7 +4,7 @@
 //! more than 10,000 cut cycles. The seed is printed on any failure; replay it with
 //! `faultline selftest --seed N`.
 
-use faultline::matrix::{run_matrix, table, MatrixOptions};
+use faultline::selftest::{run_matrix, table, MatrixOptions};
 
 #[test]
 fn detection_matrix_matches_ground_truth() {

@@ -1,5 +1,5 @@
 //! Prints the detection matrix: `cargo run --release -p faultline --example detection-matrix [SEED] [HONEST_CYCLES] [FAULTY_CYCLES]`.
-use faultline::matrix::{run_matrix, table, MatrixOptions};
+use faultline::selftest::{run_matrix, table, MatrixOptions};
 
 fn main() {
     let a: Vec<u64> = std::env::args().skip(1).map(|s| s.parse().expect("numbers")).collect();

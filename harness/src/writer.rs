@@ -517,6 +517,20 @@ pub fn prefill(
     port: u8,
     ledger: &mut LedgerWriter,
 ) -> Result<u64, WriteError> {
+    prefill_then(target, layout, format, port, ledger, &mut || Ok(()))
+}
+
+/// As [`prefill`], calling `before_record` once the data is written and flushed and before the
+/// ledger records it (a simulated drive saves itself there, so that the ledger never claims
+/// more than the saved drive holds).
+pub fn prefill_then(
+    target: &mut dyn BlockTarget,
+    layout: &Layout,
+    format: &Format,
+    port: u8,
+    ledger: &mut LedgerWriter,
+    before_record: &mut dyn FnMut() -> Result<(), String>,
+) -> Result<u64, WriteError> {
     let spec = layout.spec();
     let sector = format.sector_bytes();
     let chunk = 1u64 << 20;
@@ -556,6 +570,7 @@ pub fn prefill(
     if let Some(e) = failures.first().cloned().or_else(|| done.first().and_then(|c| c.result.as_ref().err().map(|e| e.to_string()))) {
         return Err(WriteError::Stalled(format!("prefill failed ({} errors), first: {e}", failures.len().max(1))));
     }
+    before_record().map_err(WriteError::Stalled)?;
     ledger.append(&Record::PrefillDone { span_start: spec.span_start, span_end: spec.span_end })?;
     ledger.sync()?;
     Ok(spec.span_end - spec.span_start)

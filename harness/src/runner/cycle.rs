@@ -13,8 +13,7 @@ use crate::events::{class_counts, Event, HealthNote, SmartFigures, Verdict};
 use crate::health::{judge, judge_ocp, HealthAnomaly, HealthPolicy, Shutdown};
 use crate::ledger::RunHeader;
 use crate::run::{open_run, OpenRun};
-use crate::soak::dead_device;
-use crate::verify::{Finding, Verifier, VerifyError};
+use crate::verify::{Finding, FindingClass, Shown, Verifier, VerifyError};
 use crate::writer::{CycleOptions, CycleOutcome, WriteError};
 use faultline_drivers::BlockTarget;
 use std::path::Path;
@@ -172,6 +171,9 @@ impl Cycles<'_, '_> {
             self.waits += t_health.elapsed();
             self.verify(&mut p, &mut findings)?;
         }
+        if let Some(obs) = self.observer.as_deref_mut() {
+            obs.checked(&super::CycleCheck { cycle, findings: &findings, truth: self.st.dut.ground_truth() });
+        }
         p.end.new_findings = self.em.findings(cycle, &findings);
         let harness = self.cycle_t0.elapsed().saturating_sub(self.waits);
         let verdict = if p.end.new_findings > 0 || anomalies > 0 { Verdict::Findings } else { Verdict::Clean };
@@ -297,4 +299,17 @@ fn reopen(slot: &mut Option<OpenRun>, run_dir: &Path, target: &mut dyn BlockTarg
     let h = header.clone();
     *slot = Some(open_run(run_dir, target, move || h).map_err(Fatal::Reopen)?);
     Ok(())
+}
+
+/// The finding for a device that did not come back.
+fn dead_device(cycle: u32, why: &str) -> Finding {
+    Finding {
+        class: FindingClass::DeadDevice,
+        offset: 0,
+        length: 0,
+        expected: Shown::Prior,
+        found: Shown::Prior,
+        cycle,
+        detail: why.to_string(),
+    }
 }

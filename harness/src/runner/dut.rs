@@ -12,11 +12,11 @@ use crate::health::{parse_ocp_smart, parse_smart, OcpSmartLog, SmartLog};
 use crate::ledger::{Contract, LedgerWriter};
 use crate::verify::{Verifier, VerifyError, VerifyReport};
 use crate::workload::Layout;
-use crate::writer::{run_cycle, CycleOptions, CycleOutcome, WriteError};
+use crate::writer::{prefill_then, run_cycle, CycleOptions, CycleOutcome, WriteError};
 use faultline_drivers::blockdev::{find_by_identity, identify, Expectation, SysRoots};
 use faultline_drivers::nvme::NvmeAdmin;
 use faultline_drivers::{open_target, AlignedBuf, BlockTarget, OpenSpec};
-use faultline_fixtures::SimDrive;
+use faultline_fixtures::{SimDrive, TruthExtent};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -53,6 +53,14 @@ pub struct Readiness {
     pub first_read: Duration,
 }
 
+/// The simulated drive's ground truth after a cycle: every sector extent whose content the
+/// contract forbids (what the drive injected), and whether it is gone for good.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GroundTruth {
+    pub extents: Vec<TruthExtent>,
+    pub dead: bool,
+}
+
 /// The health logs as read after a cycle.
 #[derive(Clone, Debug)]
 pub struct HealthLogs {
@@ -79,6 +87,15 @@ pub trait Dut {
         ledger: &mut LedgerWriter,
         fault: &mut dyn FnMut() -> Result<(), String>,
     ) -> Result<CycleOutcome, DutCycleError>;
+
+    /// Writes the whole span once before cycle 1 and records it; returns the bytes written.
+    fn prefill(&mut self, layout: &Layout, format: &Format, port: u8, ledger: &mut LedgerWriter) -> Result<u64, DutCycleError>;
+
+    /// What the device is known to have done wrong, where that is known (the simulated drive's
+    /// ground truth); `None` for a real device.
+    fn ground_truth(&self) -> Option<GroundTruth> {
+        None
+    }
 
     /// Verifies `regions` (sorted, disjoint) and merges the reports.
     fn verify(&mut self, v: &Verifier<'_>, regions: &[(u64, u64)]) -> Result<VerifyReport, DutVerifyError>;
@@ -184,6 +201,16 @@ impl Dut for SimDut {
             saved.persist().map_err(|e| DutError::Persist(e.to_string()).to_string())
         };
         Ok(run_cycle(&mut self.drive, w.layout, w.format, ledger, w.contract, w.opts, &mut hook)?)
+    }
+
+    fn prefill(&mut self, layout: &Layout, format: &Format, port: u8, ledger: &mut LedgerWriter) -> Result<u64, DutCycleError> {
+        let saved = self.drive.clone();
+        let mut persist = || saved.persist().map_err(|e| format!("cannot save the simulated drive after the prefill: {e}"));
+        Ok(prefill_then(&mut self.drive, layout, format, port, ledger, &mut persist)?)
+    }
+
+    fn ground_truth(&self) -> Option<GroundTruth> {
+        Some(GroundTruth { extents: self.drive.truth(), dead: !self.drive.present() })
     }
 
     fn verify(&mut self, v: &Verifier<'_>, regions: &[(u64, u64)]) -> Result<VerifyReport, DutVerifyError> {
@@ -316,6 +343,10 @@ impl Dut for RealDut {
     ) -> Result<CycleOutcome, DutCycleError> {
         let target = self.target()?;
         Ok(run_cycle(target, w.layout, w.format, ledger, w.contract, w.opts, fault)?)
+    }
+
+    fn prefill(&mut self, layout: &Layout, format: &Format, port: u8, ledger: &mut LedgerWriter) -> Result<u64, DutCycleError> {
+        Ok(prefill_then(self.target()?, layout, format, port, ledger, &mut || Ok(()))?)
     }
 
     fn verify(&mut self, v: &Verifier<'_>, regions: &[(u64, u64)]) -> Result<VerifyReport, DutVerifyError> {

@@ -35,6 +35,9 @@ pub fn placement(cut: &scenario::CutPlacement, clean_shutdown: bool, rng: &mut W
         let after = match *cut {
             S::WhileIdle { after_completions } | S::WhileFlushOutstanding { after_completions } => after_completions,
             S::AfterCompletions { completions } => completions,
+            S::UniformCompletions { min_completions, max_completions } => {
+                min_completions + rng.below(max_completions.saturating_sub(min_completions) + 1)
+            }
             // Refused by `Scenario::plan`; the first completion is the only sensible reading.
             S::UniformTime { .. } => 1,
         };
@@ -46,6 +49,10 @@ pub fn placement(cut: &scenario::CutPlacement, clean_shutdown: bool, rng: &mut W
             (CutPlacement::AfterTime { after_ms: ms }, Some(ms))
         }
         S::AfterCompletions { completions } => (CutPlacement::AfterCompletions { completions }, None),
+        S::UniformCompletions { min_completions, max_completions } => {
+            let completions = min_completions + rng.below(max_completions.saturating_sub(min_completions) + 1);
+            (CutPlacement::AfterCompletions { completions }, None)
+        }
         S::WhileFlushOutstanding { after_completions } => (CutPlacement::WhileFlushOutstanding { after_completions }, None),
         S::WhileIdle { after_completions } => (CutPlacement::Idle { after_completions }, None),
     }
@@ -220,6 +227,13 @@ mod tests {
             placement(&S::WhileFlushOutstanding { after_completions: 3 }, false, &mut rng),
             (CutPlacement::WhileFlushOutstanding { after_completions: 3 }, None)
         );
+        let drawn: std::collections::BTreeSet<u64> = (0..400)
+            .map(|_| match placement(&S::UniformCompletions { min_completions: 8, max_completions: 12 }, false, &mut rng).0 {
+                CutPlacement::AfterCompletions { completions } => completions,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(drawn, (8..=12).collect(), "every count of the inclusive range is drawn");
         assert_eq!(placement(&S::WhileIdle { after_completions: 4 }, false, &mut rng), (CutPlacement::Idle { after_completions: 4 }, None));
         assert_eq!(
             placement(&S::AfterCompletions { completions: 7 }, true, &mut rng),

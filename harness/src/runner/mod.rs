@@ -121,6 +121,33 @@ pub fn run_scenario(
     o: &RunnerOptions,
     prior: Option<&[Event]>,
 ) -> Result<RunSummary, RunnerError> {
+    run_observed(plan, run_dir, sinks, o, prior, None)
+}
+
+/// Sees every cycle's verification before its findings are deduplicated, with the device's
+/// ground truth where it has one: the detection matrix checks each cycle against it.
+pub trait CycleObserver {
+    fn checked(&mut self, check: &CycleCheck<'_>);
+}
+
+/// One cycle's verification, as a [`CycleObserver`] sees it.
+pub struct CycleCheck<'a> {
+    pub cycle: u32,
+    /// Every finding of the cycle (a `dead_device` included), seen before or not.
+    pub findings: &'a [crate::verify::Finding],
+    /// The simulated drive's ground truth after the cycle (`None` for a real device).
+    pub truth: Option<dut::GroundTruth>,
+}
+
+/// [`run_scenario`], with `observer` told of every cycle's verification.
+pub fn run_observed(
+    plan: &RunPlan,
+    run_dir: &Path,
+    sinks: Sinks<'_>,
+    o: &RunnerOptions,
+    prior: Option<&[Event]>,
+    observer: Option<&mut (dyn CycleObserver + 'static)>,
+) -> Result<RunSummary, RunnerError> {
     let resuming = prior.is_some();
     let prior = prior.unwrap_or_default();
     let mut em = Emitter::new(Recorder::resumed(sinks, RunModel::from_events(prior)), prior);
@@ -147,7 +174,7 @@ pub fn run_scenario(
                 em.emit(run_started(st.header.run_id, st.header.target_identity.clone()));
             }
             notes = std::mem::take(&mut st.notes);
-            match cycles(plan, o, run_dir, &mut st, &mut em, &mut cycles_run, resuming.then_some(prior)) {
+            match cycles(plan, o, run_dir, &mut st, &mut em, &mut cycles_run, resuming.then_some(prior), observer) {
                 Ok(Ending::Done) => None,
                 Ok(Ending::Stopped(why)) => Some(why),
                 Ok(Ending::Suspended(why)) => return suspended(em, cycles_run, why, notes),
@@ -181,6 +208,7 @@ struct Cycles<'r, 'e> {
     run_dir: &'r Path,
     st: &'r mut Setup,
     em: &'r mut Emitter<'e>,
+    observer: Option<&'r mut (dyn CycleObserver + 'static)>,
     span: (u64, u64),
     /// Writes below this id have been verified since they were written.
     checked_upto: u64,
@@ -211,14 +239,15 @@ impl Cycles<'_, '_> {
 }
 
 /// The cycles; `Err` ends the run with a harness error.
-fn cycles(
-    plan: &RunPlan,
-    o: &RunnerOptions,
-    run_dir: &Path,
-    st: &mut Setup,
-    em: &mut Emitter,
+fn cycles<'r>(
+    plan: &'r RunPlan,
+    o: &'r RunnerOptions,
+    run_dir: &'r Path,
+    st: &'r mut Setup,
+    em: &'r mut Emitter<'_>,
     cycles_run: &mut u32,
     resumed: Option<&[Event]>,
+    observer: Option<&'r mut (dyn CycleObserver + 'static)>,
 ) -> Result<Ending, Fatal> {
     let run = st.run.as_ref().ok_or(Fatal::NotOpen)?;
     let spec = run.layout.spec().clone();
@@ -237,6 +266,7 @@ fn cycles(
         run_dir,
         st,
         em,
+        observer,
         span: (spec.span_start, spec.span_end),
         checked_upto: from.checked_upto,
         streak: ErrorStreak::default(),

@@ -24,6 +24,8 @@ pub enum SetupError {
     Target(String),
     #[error(transparent)]
     Dut(#[from] DutError),
+    #[error("prefill: {0}")]
+    Prefill(#[from] super::dut::DutCycleError),
     #[error(transparent)]
     Controller(#[from] ControllerError),
     #[error(transparent)]
@@ -117,6 +119,10 @@ pub(crate) fn setup(plan: &RunPlan, run_dir: &Path, o: &RunnerOptions, resuming:
     if begun && run.layout.spec() != layout.spec() {
         let ledger = serde_json::to_string(run.layout.spec()).unwrap_or_default();
         return Err(SetupError::WorkloadChanged { dir: run_dir.to_path_buf(), ledger });
+    }
+    let mut run = run;
+    if run.created && plan.scenario.workload.prefill {
+        dut.prefill(&run.layout, &run.format, plan.ports[0].id.0, &mut run.ledger)?;
     }
     let header = run.history().header.clone();
     dut.bind(header.target_identity.clone());

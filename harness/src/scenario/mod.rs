@@ -283,6 +283,10 @@ pub struct Workload {
     /// Flushes and FUA. Default: no flushes, no FUA.
     #[serde(default)]
     pub flush: Flush,
+    /// Write the whole span once before the first cycle, so that data at rest is checked too
+    /// (every sector then holds a version of this run). Default: false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub prefill: bool,
 }
 
 /// When the writer flushes, and how often it uses FUA.
@@ -394,6 +398,9 @@ pub enum CutPlacement {
     UniformTime { window_start_ms: u64, window_end_ms: u64 },
     /// Right after the `completions`-th write completion of the cycle.
     AfterCompletions { completions: u64 },
+    /// Right after a number of write completions drawn uniformly from [`min_completions`,
+    /// `max_completions`] each cycle.
+    UniformCompletions { min_completions: u64, max_completions: u64 },
     /// While a flush is outstanding, once `after_completions` writes have completed (the
     /// writer submits a flush then if none is in flight, so `workload.flush` is not needed).
     WhileFlushOutstanding { after_completions: u64 },
@@ -517,6 +524,7 @@ impl Default for Workload {
             align_bytes: default_write_bytes(),
             queue_depth: default_queue_depth(),
             flush: Flush::default(),
+            prefill: false,
         }
     }
 }

@@ -102,6 +102,14 @@ impl Scenario {
                     return bad("cut.completions", "must be at least 1".into());
                 }
             }
+            CutPlacement::UniformCompletions { min_completions, max_completions } => {
+                if min_completions == 0 || max_completions < min_completions {
+                    return bad(
+                        "cut.max_completions",
+                        format!("[{min_completions}, {max_completions}]: expected 1 <= min_completions <= max_completions"),
+                    );
+                }
+            }
             CutPlacement::WhileFlushOutstanding { .. } => {}
             CutPlacement::WhileIdle { after_completions } => {
                 if after_completions == 0 {

@@ -3,7 +3,7 @@
 use crate::exit::Exit;
 use anyhow::Result;
 use clap::Parser;
-use faultline::matrix::{run_matrix, table, MatrixOptions};
+use faultline::selftest::{run_matrix, table, MatrixOptions};
 use std::time::Instant;
 
 #[derive(Parser)]

@@ -1,0 +1,239 @@
+//! The detection matrix (`faultline selftest`): every fault model of the simulated drive,
+//! under both contracts and several workloads, for many cut cycles, run through the scenario
+//! runner (the one cycle loop) with a consumer that scores each cycle's findings against the
+//! drive's ground truth sector by sector.
+//!
+//! Per class it counts injected sectors, and of those the ones detected (a finding of the
+//! same class covers the sector), misclassified (only findings of another class cover it)
+//! and missed (no finding covers it); findings on sectors the simulator did not damage are
+//! false findings. A device that does not come back counts once, as `dead_device`.
+//!
+//! Every row is a scenario: the simulated drive (in-process switch), the whole span verified
+//! after every cut, cuts after a number of completions drawn per cycle from its seed.
+
+mod score;
+
+pub use score::{score_cycle, ClassScore};
+
+use crate::events::Sinks;
+use crate::ledger::Contract;
+use crate::runner::{run_observed, CycleCheck, CycleObserver, RunnerError, RunnerOptions};
+use crate::scenario::{
+    Controllers, CutPlacement, Cycles, Fault, Flush, OnEvent, Scenario, ScenarioError, SimModel, SimSwitch, SimTarget, StopPolicy, Target,
+    VerifyPolicy, Workload, FORMAT_VERSION,
+};
+use crate::workload::Pattern;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// One row: a model, a contract, a workload.
+#[derive(Clone, Debug, Serialize)]
+pub struct RowResult {
+    pub model: String,
+    pub contract: Contract,
+    pub workload: String,
+    pub seed: u64,
+    pub cycles: u32,
+    pub honest: bool,
+    pub scores: BTreeMap<&'static str, ClassScore>,
+    /// First disagreement, for the failure message.
+    pub first_problem: Option<String>,
+}
+
+impl RowResult {
+    pub fn clean(&self) -> bool {
+        self.scores.values().all(|s| s.misclassified == 0 && s.missed == 0 && s.false_findings == 0)
+            && (!self.honest || self.scores.values().all(|s| s.injected == 0))
+    }
+}
+
+/// Why the matrix could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum MatrixError {
+    #[error("row {row}: {source}")]
+    Scenario { row: String, source: ScenarioError },
+    #[error("row {row}: {source}")]
+    Runner { row: String, source: RunnerError },
+    /// The harness failed inside a row: the row's verdict would mean nothing.
+    #[error("row {row} (seed {seed}): harness error: {message}")]
+    Harness { row: String, seed: u64, message: String },
+}
+
+/// The workloads the matrix runs (the `[workload]` of each row's scenario; `prefill` is set
+/// per row).
+pub fn workloads(span_bytes: u64) -> Vec<(&'static str, Workload)> {
+    let base = |pattern, min, max, mean, align, qd, every| Workload {
+        pattern,
+        span_start_bytes: 0,
+        span_end_bytes: Some(span_bytes),
+        min_write_bytes: min,
+        max_write_bytes: max,
+        mean_write_bytes: mean,
+        align_bytes: align,
+        queue_depth: qd,
+        flush: Flush { every_writes: Some(every), every_ms: None, fua_percent: 5 },
+        prefill: false,
+    };
+    vec![
+        ("4k-random-qd32", base(Pattern::Random, 4096, 4096, 4096, 4096, 32, 64)),
+        ("mixed-512-aligned", base(Pattern::Random, 512, 65536, 8192, 512, 16, 24)),
+        ("seq-128k-qd8", base(Pattern::Sequential, 131072, 131072, 131072, 4096, 8, 16)),
+        ("hot-cold-512", base(Pattern::HotCold { hot_span_percent: 10, hot_write_percent: 90 }, 512, 16384, 4096, 512, 16, 32)),
+    ]
+}
+
+/// The fault models, with the contracts each row runs under, and whether it is honest there.
+pub fn models() -> Vec<(SimModel, Vec<(Contract, bool)>)> {
+    use Contract::*;
+    vec![
+        (SimModel::HonestPlp, vec![(Plp, true), (Flush, true)]),
+        (SimModel::HonestVolatile, vec![(Flush, true), (Plp, false)]),
+        (SimModel::LiesAboutFlush, vec![(Flush, false), (Plp, false)]),
+        (SimModel::TornWrites, vec![(Plp, false), (Flush, false)]),
+        (SimModel::Misdirects { per_mille: 8 }, vec![(Plp, false), (Flush, false)]),
+        (SimModel::BitRot { flips_per_cut: 2 }, vec![(Plp, false), (Flush, false)]),
+        (SimModel::Rollback { writes_per_cut: 2 }, vec![(Plp, false), (Flush, false)]),
+        (SimModel::ReadErrors { sectors_per_cut: 2 }, vec![(Plp, false)]),
+        (SimModel::ReadHangs { sectors_per_cut: 1 }, vec![(Plp, false)]),
+        (SimModel::DiesAfterCuts { cuts: 7 }, vec![(Plp, false)]),
+    ]
+}
+
+/// How big the matrix is.
+#[derive(Clone, Debug)]
+pub struct MatrixOptions {
+    pub seed: u64,
+    pub honest_cycles: u32,
+    pub faulty_cycles: u32,
+    pub span_bytes: u64,
+}
+
+/// One row's scenario: the simulated drive behind its in-process switch, the whole span
+/// verified after every cut, cuts after 8 to 400 completions.
+pub fn row_scenario(model: SimModel, contract: Contract, workload: Workload, cycles: u32, seed: u64, span_bytes: u64) -> Scenario {
+    Scenario {
+        format_version: FORMAT_VERSION,
+        name: format!("selftest-{seed:016x}"),
+        description: String::new(),
+        seed: Some(seed),
+        contract,
+        target: Target {
+            sim: Some(SimTarget {
+                capacity_bytes: span_bytes,
+                sector_bytes: 512,
+                atomic_bytes: 4096,
+                queue_depth: workload.queue_depth,
+                model,
+                switch: SimSwitch::Direct,
+            }),
+            ..Target::default()
+        },
+        workload,
+        controllers: Controllers { power: Some("sim".into()), link: None },
+        fault: Fault::PowerCut { mate_steps_ms: Vec::new() },
+        cut: CutPlacement::UniformCompletions { min_completions: 8, max_completions: 400 },
+        cycles: Cycles { count: cycles, off_time_ms: 1, readiness_timeout_s: 1 },
+        verify: VerifyPolicy { sample_bytes: 0, full_every_cycles: 1, full_at_end: true },
+        // A dead device ends the row, as it would end a run; findings do not.
+        stop: StopPolicy {
+            on_finding: OnEvent::Continue,
+            on_dead_device: OnEvent::Stop,
+            on_controller_failure: OnEvent::Stop,
+            max_consecutive_harness_errors: 1,
+        },
+    }
+}
+
+/// The ground-truth consumer: scores every cycle of a row.
+#[derive(Default)]
+struct Scorer {
+    scores: BTreeMap<&'static str, ClassScore>,
+    first_problem: Option<String>,
+    cycles: u32,
+}
+
+impl CycleObserver for Scorer {
+    fn checked(&mut self, check: &CycleCheck<'_>) {
+        self.cycles += 1;
+        if let Some(p) = score_cycle(check, 512, &mut self.scores) {
+            self.first_problem.get_or_insert(p);
+        }
+    }
+}
+
+fn no_clock() -> String {
+    String::new()
+}
+
+/// Runs one row in `dir` (emptied first and removed after).
+fn run_row(s: &Scenario, dir: &Path, row: &str) -> Result<Scorer, MatrixError> {
+    let seed = s.seed.unwrap_or_default();
+    let plan = s.plan(row, seed).map_err(|source| MatrixError::Scenario { row: row.into(), source })?;
+    let _ = std::fs::remove_dir_all(dir);
+    let o = RunnerOptions { run_id: seed, started_at: String::new(), clock: no_clock, control_env: Default::default() };
+    let mut scorer = Scorer::default();
+    let summary = run_observed(&plan, dir, Sinks::new(), &o, None, Some(&mut scorer));
+    let _ = std::fs::remove_dir_all(dir);
+    let summary = summary.map_err(|source| MatrixError::Runner { row: row.into(), source })?;
+    if let Some(message) = summary.errors.first() {
+        return Err(MatrixError::Harness { row: row.into(), seed, message: message.clone() });
+    }
+    Ok(scorer)
+}
+
+/// Runs the whole matrix, calling `on_row` after each row. Run directories go under `scratch`.
+pub fn run_matrix(opts: &MatrixOptions, scratch: &Path, on_row: &mut dyn FnMut(&RowResult)) -> Result<Vec<RowResult>, MatrixError> {
+    let mut rows = Vec::new();
+    let mut n = 0u64;
+    for (model, contracts) in models() {
+        for (contract, honest) in contracts {
+            for (wname, mut workload) in workloads(opts.span_bytes) {
+                n += 1;
+                let seed = crate::rng::hash_words(&[opts.seed, n]);
+                let cycles = if honest { opts.honest_cycles } else { opts.faulty_cycles };
+                workload.prefill = n.is_multiple_of(2);
+                let s = row_scenario(model, contract, workload, cycles, seed, opts.span_bytes);
+                let name = format!("{model} {contract:?} {wname}").to_lowercase();
+                let scored = run_row(&s, &scratch.join(format!("row-{n}")), &name)?;
+                let row = RowResult {
+                    model: model.to_string(),
+                    contract,
+                    workload: wname.to_string(),
+                    seed,
+                    cycles: scored.cycles,
+                    honest,
+                    scores: scored.scores,
+                    first_problem: scored.first_problem,
+                };
+                on_row(&row);
+                rows.push(row);
+            }
+        }
+    }
+    Ok(rows)
+}
+
+/// A plain-text table of the matrix, one line per row and class seen.
+pub fn table(rows: &[RowResult]) -> String {
+    let line = |model: &str, contract: &str, workload: &str, cycles: u32, class: &str, c: &ClassScore| {
+        format!(
+            "{model:<34} {contract:<8} {workload:<18} {cycles:>6} {class:<19} {:>9} {:>9} {:>9} {:>7} {:>7}\n",
+            c.injected, c.detected, c.misclassified, c.missed, c.false_findings
+        )
+    };
+    let mut s = format!(
+        "{:<34} {:<8} {:<18} {:>6} {:<19} {:>9} {:>9} {:>9} {:>7} {:>7}\n",
+        "model", "contract", "workload", "cycles", "class", "injected", "detected", "misclass", "missed", "false"
+    );
+    for r in rows {
+        let contract = format!("{:?}", r.contract).to_lowercase();
+        if r.scores.is_empty() {
+            s += &line(&r.model, &contract, &r.workload, r.cycles, "(none)", &ClassScore::default());
+        }
+        for (class, c) in &r.scores {
+            s += &line(&r.model, &contract, &r.workload, r.cycles, class, c);
+        }
+    }
+    s
+}

@@ -1,0 +1,105 @@
+//! Scoring one cycle's findings against the simulated drive's ground truth, sector by sector.
+
+use crate::runner::CycleCheck;
+use crate::verify::FindingClass;
+use faultline_fixtures::TruthClass;
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+
+/// Counts for one class.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ClassScore {
+    pub injected: u64,
+    pub detected: u64,
+    pub misclassified: u64,
+    pub missed: u64,
+    pub false_findings: u64,
+}
+
+fn truth_class(c: TruthClass) -> FindingClass {
+    match c {
+        TruthClass::LostWrite => FindingClass::LostWrite,
+        TruthClass::TornWrite => FindingClass::TornWrite,
+        TruthClass::MisdirectedWrite => FindingClass::MisdirectedWrite,
+        TruthClass::Corruption => FindingClass::Corruption,
+        TruthClass::Unreadable => FindingClass::Unreadable,
+    }
+}
+
+/// Scores one cycle into `scores`; returns a description of the first disagreement.
+pub fn score_cycle(r: &CycleCheck<'_>, sector: u64, scores: &mut BTreeMap<&'static str, ClassScore>) -> Option<String> {
+    let (truth_extents, truth_dead) = r.truth.as_ref().map_or((&[][..], false), |t| (&t.extents[..], t.dead));
+    let mut problem = None;
+    let mut found: HashMap<u64, Vec<FindingClass>> = HashMap::new();
+    for f in r.findings {
+        if f.class == FindingClass::DeadDevice {
+            continue;
+        }
+        for s in (f.offset / sector)..((f.offset + f.length) / sector) {
+            found.entry(s).or_default().push(f.class);
+        }
+    }
+    let mut truth: HashMap<u64, FindingClass> = HashMap::new();
+    for t in truth_extents {
+        for s in (t.offset / sector)..((t.offset + t.length) / sector) {
+            truth.insert(s, truth_class(t.class));
+        }
+    }
+    let mut note = |p: String| {
+        if problem.is_none() {
+            problem = Some(p);
+        }
+    };
+    for (&s, &class) in &truth {
+        let e = scores.entry(class.name()).or_default();
+        e.injected += 1;
+        match found.get(&s) {
+            Some(v) if v.contains(&class) => e.detected += 1,
+            Some(v) => {
+                e.misclassified += 1;
+                let names: Vec<&str> = v.iter().map(|c| c.name()).collect();
+                note(format!(
+                    "cycle {}: sector at byte {} is {} in truth, found as {}",
+                    r.cycle,
+                    s * sector,
+                    class.name(),
+                    names.join(", ")
+                ));
+            }
+            None => {
+                e.missed += 1;
+                note(format!("cycle {}: sector at byte {} is {} in truth, not found", r.cycle, s * sector, class.name()));
+            }
+        }
+    }
+    for (&s, classes) in &found {
+        if !truth.contains_key(&s) {
+            for c in classes {
+                scores.entry(c.name()).or_default().false_findings += 1;
+            }
+            let f = r.findings.iter().find(|f| f.offset / sector <= s && s < (f.offset + f.length) / sector);
+            let f = f.map_or_else(String::new, |f| format!("{} at byte {} (+{}): {}", f.class.name(), f.offset, f.length, f.detail));
+            note(format!("cycle {}: false finding at byte {}: {f}", r.cycle, s * sector));
+        }
+    }
+    let dead_found = r.findings.iter().any(|f| f.class == FindingClass::DeadDevice);
+    if truth_dead || dead_found {
+        let e = scores.entry(FindingClass::DeadDevice.name()).or_default();
+        match (truth_dead, dead_found) {
+            (true, true) => {
+                e.injected += 1;
+                e.detected += 1;
+            }
+            (true, false) => {
+                e.injected += 1;
+                e.missed += 1;
+                note(format!("cycle {}: device dead, not reported", r.cycle));
+            }
+            (false, _) => {
+                e.false_findings += 1;
+                note(format!("cycle {}: dead_device reported for a live device", r.cycle));
+            }
+        }
+    }
+    problem
+}
