@@ -133,7 +133,7 @@ fn schema_is_current() {
         return;
     }
     panic!(
-        "{} is out of date with the scenario types in harness/src/scenario.rs.\n\
+        "{} is out of date with the scenario types in harness/src/scenario/.\n\
          Regenerate it with: FAULTLINE_BLESS=1 cargo test -p faultline --test scenarios schema_is_current",
         path.display()
     );
