@@ -129,7 +129,8 @@ pub fn zero_counts() -> BTreeMap<String, u64> {
 
 /// One thing that happened in a run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "event", rename_all = "snake_case")]
+// Unknown keys are refused: a damaged key must not pass as an event with a field left out.
+#[serde(tag = "event", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Event {
     RunStarted {
         t_ns: u64,
@@ -241,6 +242,32 @@ pub enum Event {
         /// The last event recorded before the harness died, by kind.
         last_event: String,
     },
+    /// The stop policy (or a harness error) ended the run before its planned cycles.
+    RunStopped {
+        t_ns: u64,
+        reason: String,
+    },
+    /// The run stopped without ending (the run directory ran short of space); `faultline
+    /// resume` takes it up again.
+    RunSuspended {
+        t_ns: u64,
+        reason: String,
+    },
+    /// Something the user should know that is neither a finding nor an error: the engine in
+    /// use (a fallback, buffered I/O), health checks that cannot be made.
+    Note {
+        t_ns: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cycle: Option<u32>,
+        message: String,
+    },
+    /// What a controller exchanged (the commands an `exec:` switch ran, with their output).
+    ControllerLog {
+        t_ns: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cycle: Option<u32>,
+        lines: Vec<String>,
+    },
     RunEnded {
         t_ns: u64,
         verdict: Verdict,
@@ -268,6 +295,10 @@ impl Event {
             | Event::CycleEnded { t_ns, .. }
             | Event::HarnessError { t_ns, .. }
             | Event::RunResumed { t_ns, .. }
+            | Event::RunStopped { t_ns, .. }
+            | Event::RunSuspended { t_ns, .. }
+            | Event::Note { t_ns, .. }
+            | Event::ControllerLog { t_ns, .. }
             | Event::RunEnded { t_ns, .. } => *t_ns,
         }
     }
@@ -275,7 +306,8 @@ impl Event {
     /// The cycle the event belongs to, if any.
     pub fn cycle(&self) -> Option<u32> {
         match self {
-            Event::RunStarted { .. } | Event::RunEnded { .. } => None,
+            Event::RunStarted { .. } | Event::RunEnded { .. } | Event::RunStopped { .. } | Event::RunSuspended { .. } => None,
+            Event::Note { cycle, .. } | Event::ControllerLog { cycle, .. } => *cycle,
             Event::RunResumed { interrupted_cycle, .. } => *interrupted_cycle,
             Event::HarnessError { cycle, .. } => *cycle,
             Event::CycleStarted { cycle, .. }

@@ -169,6 +169,9 @@ impl<W: Write> EventSink for Console<W> {
                     Verdict::Error => format!("verdict: harness error (exit {exit_code})"),
                 })?;
             }
+            // The binary prints why a run stopped or was suspended, and the notes, from the
+            // run's summary; controller transcripts are for the log.
+            Event::RunStopped { .. } | Event::RunSuspended { .. } | Event::Note { .. } | Event::ControllerLog { .. } => {}
             Event::DeviceGone { .. }
             | Event::PowerRestored { .. }
             | Event::Ready { .. }

@@ -1,5 +1,11 @@
 //! `events.jsonl`: the event stream itself, one JSON object per line, appended.
 //!
+//! Each line is an envelope around one event: `v` (the events format, [`EVENTS_FORMAT`]),
+//! `host` (who recorded it: `local` until two hosts share a run), `port` where an event
+//! concerns one port of the device, then the event's own keys: its kind (`event`), `t_ns`,
+//! and `cycle` where it belongs to one. Lines without `v` are format 1 (written before the
+//! envelope) and read the same; a line of a newer format is refused, naming it.
+//!
 //! Each event is written and flushed to the kernel as it happens; the file is fsync'd at
 //! the end of every cycle, at a harness error and at the end of the run, so a crash of the
 //! harness loses at most the cycle in progress and a power loss of the host at most that
@@ -12,10 +18,18 @@ use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
+/// The events format this build writes (1: bare events, before the envelope).
+pub const EVENTS_FORMAT: u32 = 2;
+
+/// The host name this process records its events under.
+pub const LOCAL_HOST: &str = "local";
+
 /// Appends events to a log file.
 pub struct EventLog {
     path: PathBuf,
     out: BufWriter<File>,
+    /// The envelope's opening, `{"v":2,"host":"local",`, written before each event's keys.
+    prefix: String,
 }
 
 impl EventLog {
@@ -23,7 +37,8 @@ impl EventLog {
     pub fn append(path: &Path) -> Result<Self, SinkError> {
         let file =
             OpenOptions::new().create(true).append(true).open(path).map_err(|e| SinkError::io("cannot open the event log", path, e))?;
-        Ok(EventLog { path: path.to_path_buf(), out: BufWriter::new(file) })
+        let host = serde_json::to_string(LOCAL_HOST)?;
+        Ok(EventLog { path: path.to_path_buf(), out: BufWriter::new(file), prefix: format!("{{\"v\":{EVENTS_FORMAT},\"host\":{host},") })
     }
 
     fn sync(&mut self) -> Result<(), SinkError> {
@@ -33,7 +48,7 @@ impl EventLog {
 
 impl EventSink for EventLog {
     fn event(&mut self, e: &Event) -> Result<(), SinkError> {
-        let mut line = serde_json::to_vec(e)?;
+        let mut line = encode_line(e, &self.prefix)?;
         debug_assert!(!line.contains(&b'\n'), "serde_json escapes newlines inside strings");
         line.push(b'\n');
         let io = |err| SinkError::io("cannot write the event log", &self.path, err);
@@ -60,6 +75,50 @@ pub fn read_events(path: &Path) -> Result<LogRead, ReportError> {
     parse_events(&bytes, &path.display().to_string())
 }
 
+/// One event in its envelope (`prefix` is the envelope's opening, up to the event's keys).
+fn encode_line(e: &Event, prefix: &str) -> Result<Vec<u8>, SinkError> {
+    let body = serde_json::to_vec(e)?;
+    // An internally tagged enum always serialises as a non-empty object: `{"event":...}`.
+    debug_assert!(body.starts_with(b"{\"event\":"));
+    let mut line = Vec::with_capacity(prefix.len() + body.len());
+    line.extend_from_slice(prefix.as_bytes());
+    line.extend_from_slice(&body[1..]);
+    Ok(line)
+}
+
+/// What a line's envelope says besides the event.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Envelope {
+    /// The events format of the line (1 for a line without an envelope).
+    pub format: u32,
+    pub host: Option<String>,
+    pub port: Option<crate::port::PortId>,
+}
+
+/// Reads one line: the envelope, then the event.
+pub fn decode_line(text: &[u8]) -> Result<(Envelope, Event), String> {
+    let mut v: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(text).map_err(|e| e.to_string())?;
+    let mut env = Envelope { format: 1, ..Envelope::default() };
+    if let Some(f) = v.remove("v") {
+        let f = f.as_u64().ok_or_else(|| format!("`v` must be the events format, a number (found {f})"))?;
+        if f == 0 || f > u64::from(EVENTS_FORMAT) {
+            return Err(format!("events format {f} is not one this faultline reads (1 to {EVENTS_FORMAT}): a newer faultline wrote it"));
+        }
+        env.format = f as u32;
+        env.host = match v.remove("host") {
+            None => None,
+            Some(serde_json::Value::String(h)) => Some(h),
+            Some(other) => return Err(format!("`host` must be a string (found {other})")),
+        };
+        env.port = match v.remove("port") {
+            None | Some(serde_json::Value::Null) => None,
+            Some(p) => Some(serde_json::from_value(p).map_err(|e| format!("`port`: {e}"))?),
+        };
+    }
+    let e = serde_json::from_value(serde_json::Value::Object(v)).map_err(|e| e.to_string())?;
+    Ok((env, e))
+}
+
 /// Parses log bytes; `name` appears in errors.
 pub fn parse_events(bytes: &[u8], name: &str) -> Result<LogRead, ReportError> {
     let mut out = LogRead::default();
@@ -68,12 +127,12 @@ pub fn parse_events(bytes: &[u8], name: &str) -> Result<LogRead, ReportError> {
         let last = lines.peek().is_none();
         let complete = line.ends_with(b"\n");
         let text = line.strip_suffix(b"\n").unwrap_or(line);
-        match serde_json::from_slice::<Event>(text) {
-            Ok(e) => out.events.push(e),
+        match decode_line(text) {
+            Ok((_, e)) => out.events.push(e),
             // Only the last line can be torn, and a torn line has no newline: the writer
             // ends every event with one, in the same write.
             Err(_) if last && !complete => out.torn_tail_bytes = line.len(),
-            Err(e) => return Err(ReportError::BadLine { path: name.to_string(), line: i + 1, message: e.to_string() }),
+            Err(message) => return Err(ReportError::BadLine { path: name.to_string(), line: i + 1, message }),
         }
     }
     Ok(out)
@@ -106,14 +165,15 @@ mod tests {
     #[test]
     fn a_torn_last_line_is_dropped_but_damage_in_the_middle_is_refused() {
         let ev = testdata::run();
+        let prefix = "{\"v\":2,\"host\":\"local\",";
         let mut bytes = Vec::new();
         for e in &ev {
-            bytes.extend(serde_json::to_vec(e).unwrap());
+            bytes.extend(encode_line(e, prefix).unwrap());
             bytes.push(b'\n');
         }
         let whole = bytes.len();
         // Every cut inside the last line loses that event only.
-        let last_len = serde_json::to_vec(ev.last().unwrap()).unwrap().len() + 1;
+        let last_len = encode_line(ev.last().unwrap(), prefix).unwrap().len() + 1;
         for cut in (whole - last_len + 1)..whole - 1 {
             let r = parse_events(&bytes[..cut], "log").unwrap();
             assert_eq!(r.events, ev[..ev.len() - 1], "cut at {cut}");
@@ -128,5 +188,33 @@ mod tests {
         let err = parse_events(&bad, "log").unwrap_err().to_string();
         assert!(err.contains("line 2"), "{err}");
         assert!(parse_events(b"", "log").unwrap().events.is_empty());
+    }
+
+    #[test]
+    fn lines_carry_the_envelope_and_logs_of_format_1_still_read() {
+        let ev = testdata::run();
+        let prefix = "{\"v\":2,\"host\":\"local\",";
+        for e in &ev {
+            let line = encode_line(e, prefix).unwrap();
+            let v: serde_json::Value = serde_json::from_slice(&line).unwrap();
+            assert_eq!((v["v"].as_u64(), v["host"].as_str()), (Some(2), Some("local")), "{v}");
+            assert_eq!(v["event"].as_str().unwrap(), e.kind());
+            assert_eq!(v["t_ns"].as_u64(), Some(e.t_ns()));
+            assert_eq!(v["cycle"].as_u64().map(|c| c as u32), e.cycle().filter(|_| v.get("cycle").is_some()));
+            let (env, back) = decode_line(&line).unwrap();
+            assert_eq!((env.format, env.host.as_deref(), back), (2, Some("local"), e.clone()));
+            // Format 1: the bare event, as faultline wrote it before the envelope.
+            let (env1, back1) = decode_line(&serde_json::to_vec(e).unwrap()).unwrap();
+            assert_eq!((env1.format, env1.host, back1), (1, None, e.clone()));
+        }
+        let newer = br#"{"v":3,"host":"local","event":"run_ended","t_ns":1,"verdict":"clean","exit_code":0}"#;
+        let err = decode_line(newer).unwrap_err();
+        assert!(err.contains("events format 3") && err.contains("newer"), "{err}");
+        let with_port = br#"{"v":2,"host":"b","port":1,"event":"cycle_started","t_ns":1,"cycle":2}"#;
+        let (env, e) = decode_line(with_port).unwrap();
+        assert_eq!(
+            (env.host.as_deref(), env.port, e),
+            (Some("b"), Some(crate::port::PortId(1)), Event::CycleStarted { t_ns: 1, cycle: 2 })
+        );
     }
 }

@@ -51,6 +51,14 @@ pub struct RunModel {
     pub last_t_ns: u64,
     /// Each time `faultline resume` took the run up again: (wall clock, interrupted cycle).
     pub resumes: Vec<(String, Option<u32>)>,
+    /// Why the run ended before its planned cycles (`run_stopped`).
+    pub stopped: Option<String>,
+    /// Why the run was last suspended (`run_suspended`).
+    pub suspended: Option<String>,
+    /// Notes the run recorded (engine, health checks).
+    pub notes: Vec<String>,
+    /// Lines of controller transcripts in the log.
+    pub controller_log_lines: u64,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -211,6 +219,10 @@ impl RunModel {
             Event::HarnessError { cycle: None, message, .. } => self.run_errors.push(message.clone()),
             Event::RunResumed { resumed_at, interrupted_cycle, .. } => self.resumes.push((resumed_at.clone(), *interrupted_cycle)),
             Event::RunEnded { verdict, exit_code, .. } => self.end = Some((*verdict, *exit_code)),
+            Event::RunStopped { reason, .. } => self.stopped = Some(reason.clone()),
+            Event::RunSuspended { reason, .. } => self.suspended = Some(reason.clone()),
+            Event::Note { message, .. } => self.notes.push(message.clone()),
+            Event::ControllerLog { lines, .. } => self.controller_log_lines += lines.len() as u64,
         }
     }
 

@@ -106,6 +106,7 @@ impl Cycles<'_, '_> {
         if let Err(e2) = self.st.cutter.restore(self.plan.off_time) {
             self.em.error(Some(cycle), format!("power on after the failed cycle: {e2}"));
         }
+        self.controller_log(Some(cycle));
         let header = self.st.header.clone();
         reopen(&mut self.st.run, self.run_dir, self.st.dut.local_target()?, &header)?;
         let t_ns = self.em.now();
@@ -138,6 +139,7 @@ impl Cycles<'_, '_> {
         self.waits += t_restore.elapsed();
         if let Err(e) = restored {
             self.em.error(Some(cycle), format!("power on: {e}"));
+            self.controller_log(Some(cycle));
             self.em.end_cycle(cycle, Verdict::Error, p.outcome.as_ref(), None);
             p.end.errors += 1;
             p.end.controller_failure = Some(ControllerStep::PowerOn);
@@ -175,6 +177,7 @@ impl Cycles<'_, '_> {
             obs.checked(&super::CycleCheck { cycle, findings: &findings, truth: self.st.dut.ground_truth() });
         }
         p.end.new_findings = self.em.findings(cycle, &findings);
+        self.controller_log(Some(cycle));
         let harness = self.cycle_t0.elapsed().saturating_sub(self.waits);
         let verdict = if p.end.new_findings > 0 || anomalies > 0 { Verdict::Findings } else { Verdict::Clean };
         self.em.end_cycle(cycle, verdict, p.outcome.as_ref(), Some(harness));
@@ -182,6 +185,15 @@ impl Cycles<'_, '_> {
             Next::GoOn => Ok(None),
             Next::Stop(why) => Ok(Some(why)),
             Next::PowerCycleDeadDevice => Ok(self.power_cycle_dead_device(cycle)),
+        }
+    }
+
+    /// Records what the controller exchanged since the last call, if anything.
+    pub(super) fn controller_log(&mut self, cycle: Option<u32>) {
+        let lines = self.st.cutter.take_log();
+        if !lines.is_empty() {
+            let t_ns = self.em.now();
+            self.em.emit(Event::ControllerLog { t_ns, cycle, lines });
         }
     }
 

@@ -122,6 +122,15 @@ impl Cutter {
         }
     }
 
+    /// The transcript of what the controller exchanged since the last call (an `exec:`
+    /// switch's commands and their output), for the event log.
+    pub fn take_log(&mut self) -> Vec<String> {
+        match self {
+            Cutter::Power(p) => p.take_log(),
+            Cutter::Link { .. } => Vec::new(),
+        }
+    }
+
     pub fn is_link(&self) -> bool {
         matches!(self, Cutter::Link { .. })
     }

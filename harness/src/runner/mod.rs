@@ -164,7 +164,9 @@ pub fn run_observed(
     };
     let mut cycles_run = 0;
     let mut notes = Vec::new();
-    let suspended = |em: Emitter, cycles_run, why, notes| {
+    let suspended = |mut em: Emitter, cycles_run, why: String, notes| {
+        let t_ns = em.now();
+        em.emit(Event::RunSuspended { t_ns, reason: why.clone() });
         let Emitter { errors, .. } = em;
         Ok(RunSummary { verdict: Verdict::Error, cycles_run, stopped: Some(why), errors, notes, suspended: true })
     };
@@ -174,6 +176,10 @@ pub fn run_observed(
                 em.emit(run_started(st.header.run_id, st.header.target_identity.clone()));
             }
             notes = std::mem::take(&mut st.notes);
+            for message in &notes {
+                let t_ns = em.now();
+                em.emit(Event::Note { t_ns, cycle: None, message: message.clone() });
+            }
             match cycles(plan, o, run_dir, &mut st, &mut em, &mut cycles_run, resuming.then_some(prior), observer) {
                 Ok(Ending::Done) => None,
                 Ok(Ending::Stopped(why)) => Some(why),
@@ -195,6 +201,10 @@ pub fn run_observed(
             Some(e.to_string())
         }
     };
+    if let Some(reason) = &stopped {
+        let t_ns = em.now();
+        em.emit(Event::RunStopped { t_ns, reason: reason.clone() });
+    }
     let t = em.now();
     let Emitter { rec, errors, .. } = em;
     let verdict = rec.end(t)?;
@@ -275,6 +285,7 @@ fn cycles<'r>(
         cycle_t0: Instant::now(),
         waits: Duration::ZERO,
     };
+    c.controller_log(None);
     let mut done = from.cycles_ended;
     if let Some(prior) = resumed {
         if let Some(why) = short_of_space(c.run_dir, c.st.dut.growth_bytes()) {
