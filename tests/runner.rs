@@ -222,6 +222,7 @@ fn a_run_directory_short_of_space_suspends_the_run_and_resume_finishes_it() {
     let ended = of(&ev, "cycle_ended").count();
     assert!((5..60).contains(&ended), "{ended}");
     assert_eq!(of(&ev, "run_ended").count(), 0, "a suspended run has not ended");
+    assert_eq!(of(&ev, "run_suspended").count(), 1, "the suspension is recorded, with its reason");
     assert_eq!(of(&ev, "harness_error").count(), 0, "{ev:?}");
 
     // Still short: resuming refuses, and records nothing.

@@ -19,6 +19,10 @@ use faultline_drivers::BlockTarget;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+/// How long a device may go on answering after a cut by a switch that cannot read its state
+/// back, before the cut counts as not confirmed.
+const CONFIRM_GRACE: Duration = Duration::from_secs(2);
+
 /// A cycle whose fault is done (or whose harness died), waiting to be settled.
 pub(crate) struct Pending {
     pub cycle: u32,
@@ -91,10 +95,26 @@ impl Cycles<'_, '_> {
             Some(r) => r.map_err(|e| e.to_string()),
             None if self.st.cutter.is_link() => Ok(()),
             None if outcome.device_gone_at.is_some() || (outcome.in_flight_at_cut > 0 && outcome.failed > 0) => Ok(()),
-            None if !self.st.dut.answers(self.span.0) => Ok(()),
-            None => {
-                Err("the switch cannot read its state back and the device kept answering after the cut: the cut is not confirmed".into())
+            None if self.stops_answering() => Ok(()),
+            None => Err(format!(
+                "the switch cannot read its state back and the device kept answering for {} ms after the cut: the cut is not confirmed",
+                CONFIRM_GRACE.as_millis()
+            )),
+        }
+    }
+
+    /// Whether the device stops answering within [`CONFIRM_GRACE`] of the cut: a relay that
+    /// does not acknowledge may switch a few milliseconds after its command was sent.
+    fn stops_answering(&mut self) -> bool {
+        let t = Instant::now();
+        loop {
+            if !self.st.dut.answers(self.span.0) {
+                return true;
             }
+            if t.elapsed() >= CONFIRM_GRACE {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(10));
         }
     }
 

@@ -18,6 +18,8 @@ pub(crate) struct Emitter<'a> {
     base_ns: u64,
     seen: HashSet<FindingKey>,
     pub errors: Vec<String>,
+    /// Events emitted by this process.
+    pub emitted: u64,
 }
 
 impl<'a> Emitter<'a> {
@@ -32,6 +34,7 @@ impl<'a> Emitter<'a> {
                 .iter()
                 .filter_map(|e| if let Event::HarnessError { message, .. } = e { Some(message.clone()) } else { None })
                 .collect(),
+            emitted: 0,
         }
     }
 
@@ -45,6 +48,7 @@ impl<'a> Emitter<'a> {
     }
 
     pub fn emit(&mut self, e: Event) {
+        self.emitted += 1;
         self.rec.emit(&e);
     }
 

@@ -165,8 +165,11 @@ pub fn run_observed(
     let mut cycles_run = 0;
     let mut notes = Vec::new();
     let suspended = |mut em: Emitter, cycles_run, why: String, notes| {
-        let t_ns = em.now();
-        em.emit(Event::RunSuspended { t_ns, reason: why.clone() });
+        // A resume refused at once (still short of space) records nothing: there is no room.
+        if em.emitted > 0 {
+            let t_ns = em.now();
+            em.emit(Event::RunSuspended { t_ns, reason: why.clone() });
+        }
         let Emitter { errors, .. } = em;
         Ok(RunSummary { verdict: Verdict::Error, cycles_run, stopped: Some(why), errors, notes, suspended: true })
     };
