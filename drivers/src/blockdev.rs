@@ -8,8 +8,16 @@
 //! The same identity finds a device again after it re-enumerates under a new name
 //! (`nvme0n1` back as `nvme1n1` after a power cycle): [`find_by_identity`] scans sysfs for
 //! the one device matching an [`Expectation`], and refuses when none or several match.
+//!
+//! One namespace may be reached through several controllers (a dual-port drive without native
+//! multipath: `nvme0n1` and `nvme1n1`, the same storage). [`find_namespace_paths`] returns
+//! every path of the one namespace an expectation names, refusing matches that belong to
+//! different namespaces, and [`find_path`] follows one given path (by `cntlid`, PCI address or
+//! controller name, see [`PathId`]) across re-enumeration. The namespace/path split itself is
+//! in [`crate::identity`].
 
 use crate::block::{Geometry, TargetError};
+use crate::identity::{disk_dir, namespace_id_sysfs, path_id_sysfs, read_trim, NamespaceId, PathId};
 use crate::sys;
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
@@ -187,10 +195,6 @@ impl Discovered {
     }
 }
 
-fn read_trim(p: &Path) -> String {
-    std::fs::read_to_string(p).map(|s| s.trim().to_string()).unwrap_or_default()
-}
-
 /// The sysfs directory of a block device (`/sys/dev/block/MAJ:MIN`, canonicalized).
 pub fn sysfs_dir(rdev: u64) -> Option<PathBuf> {
     let p = PathBuf::from(format!("/sys/dev/block/{}:{}", libc::major(rdev), libc::minor(rdev)));
@@ -203,15 +207,6 @@ pub fn identify(rdev: u64, capacity_bytes: u64, logical_block_bytes: u32) -> Dev
     match sysfs_dir(rdev) {
         Some(dir) => identify_sysfs(&dir, capacity_bytes, logical_block_bytes),
         None => DeviceIdentity { capacity_bytes, logical_block_bytes, ..Default::default() },
-    }
-}
-
-/// The whole disk's sysfs directory: `dir` itself, or its parent when `dir` is a partition.
-fn disk_dir(dir: &Path) -> PathBuf {
-    if dir.join("partition").exists() {
-        dir.parent().map(Path::to_path_buf).unwrap_or_else(|| dir.to_path_buf())
-    } else {
-        dir.to_path_buf()
     }
 }
 
@@ -299,6 +294,14 @@ pub enum FindError {
     },
     #[error("{}", ambiguous_text(.expect, .matches))]
     Ambiguous { expect: Box<Expectation>, matches: Vec<Candidate> },
+    /// [`find_namespace_paths`], [`find_path`]: the matches belong to more than one namespace
+    /// (or to a disk and its partitions); each inner list is one namespace's paths.
+    #[error("{}", several_namespaces_text(.expect, .namespaces))]
+    SeveralNamespaces { expect: Box<Expectation>, namespaces: Vec<Vec<PathMatch>> },
+    /// [`find_path`]: the namespace was found, but `want` selects none of its paths, or
+    /// several.
+    #[error("{}", no_such_path_text(.expect, .want, .paths, *.selected))]
+    Path { expect: Box<Expectation>, want: PathId, paths: Vec<PathMatch>, selected: usize },
 }
 
 /// At most this many candidates are listed when nothing matches.
@@ -330,6 +333,32 @@ fn ambiguous_text(expect: &Expectation, matches: &[Candidate]) -> String {
     );
     for c in matches {
         s.push_str(&format!("\n  {c}"));
+    }
+    s
+}
+
+fn several_namespaces_text(expect: &Expectation, namespaces: &[Vec<PathMatch>]) -> String {
+    let mut s = format!(
+        "block devices of {} different namespaces match {}; faultline never picks one (writing to the wrong drive destroys it): \
+         give more of --expect-serial, --expect-wwid, --expect-model, --expect-size, --expect-backing-file to tell them apart:",
+        namespaces.len(),
+        expect.summary()
+    );
+    for (i, paths) in namespaces.iter().enumerate() {
+        let key = paths.first().and_then(|m| m.namespace.key()).unwrap_or_else(|| "no NGUID, EUI-64 or WWID".into());
+        s.push_str(&format!("\n  namespace {} ({key}):", i + 1));
+        for m in paths {
+            s.push_str(&format!("\n    {m}"));
+        }
+    }
+    s
+}
+
+fn no_such_path_text(expect: &Expectation, want: &PathId, paths: &[PathMatch], selected: usize) -> String {
+    let what = if selected == 0 { "none".to_string() } else { format!("{selected}") };
+    let mut s = format!("the namespace matching {} has {} path(s); {what} of them is {want}:", expect.summary(), paths.len());
+    for m in paths {
+        s.push_str(&format!("\n  {m}"));
     }
     s
 }
@@ -371,6 +400,30 @@ fn dev_name(dir: &Path, name: &str) -> String {
 /// per-path nodes skipped), sorted by kernel name, with its `/dev` path and its identity
 /// read the same way [`identify`] reads it.
 pub fn scan_block_devices(roots: &SysRoots) -> Result<Vec<Candidate>, FindError> {
+    Ok(scan_paths(roots)?.into_iter().map(|m| Candidate { path: m.dev, identity: m.identity }).collect())
+}
+
+/// One block device seen by [`scan_paths`]: a path to a namespace (or to a partition of one).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PathMatch {
+    /// The device node (`/dev/nvme1n1`).
+    pub dev: PathBuf,
+    /// The identity [`find_by_identity`] compares (and run headers record).
+    pub identity: DeviceIdentity,
+    /// What the namespace is, the same through each of its paths.
+    pub namespace: NamespaceId,
+    /// Which controller this device goes through.
+    pub path: PathId,
+}
+
+impl std::fmt::Display for PathMatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {} ({})", self.dev.display(), self.identity.stable(), self.path)
+    }
+}
+
+/// What [`scan_block_devices`] sees, with each device's namespace and path identities.
+pub fn scan_paths(roots: &SysRoots) -> Result<Vec<PathMatch>, FindError> {
     let class = roots.sys.join("class/block");
     let rd = std::fs::read_dir(&class).map_err(|source| FindError::Scan { dir: class.display().to_string(), source })?;
     let mut out = Vec::new();
@@ -383,11 +436,85 @@ pub fn scan_block_devices(roots: &SysRoots) -> Result<Vec<Candidate>, FindError>
         let sectors: u64 = read_trim(&dir.join("size")).parse().unwrap_or(0);
         let lbs: u32 = read_trim(&disk.join("queue/logical_block_size")).parse().unwrap_or(0);
         let identity = identify_sysfs(&dir, sectors.saturating_mul(512), lbs);
-        let path = roots.dev.join(dev_name(&dir, &identity.name));
-        out.push(Candidate { path, identity });
+        let dev = roots.dev.join(dev_name(&dir, &identity.name));
+        let namespace = namespace_id_sysfs(&dir, identity.capacity_bytes, lbs);
+        out.push(PathMatch { dev, identity, namespace, path: path_id_sysfs(&dir) });
     }
     out.sort_by(|a, b| a.identity.name.cmp(&b.identity.name));
     Ok(out)
+}
+
+/// Refuses an empty expectation and a blank string field.
+fn check_expectation(expect: &Expectation) -> Result<(), FindError> {
+    if expect.is_empty() {
+        return Err(FindError::EmptyExpectation);
+    }
+    if let Some((flag, _)) = expect.strings().into_iter().find(|(_, v)| v.as_deref().is_some_and(|v| v.trim().is_empty())) {
+        return Err(FindError::BlankField { flag });
+    }
+    Ok(())
+}
+
+/// Nothing matched: the closest candidates, most matching fields first.
+fn not_found(expect: &Expectation, scanned: usize, rest: Vec<Candidate>) -> FindError {
+    let given = expect.given();
+    let score = |c: &Candidate| given - expect.mismatches(&c.identity).len();
+    let mut closest: Vec<Candidate> = rest.iter().filter(|c| score(c) > 0).cloned().collect();
+    if closest.is_empty() {
+        closest = rest.into_iter().filter(|c| c.identity.capacity_bytes > 0).collect();
+    }
+    // Stable: equal scores keep the name order.
+    closest.sort_by_key(|c| std::cmp::Reverse(score(c)));
+    let omitted = closest.len().saturating_sub(MAX_CLOSEST);
+    closest.truncate(MAX_CLOSEST);
+    FindError::NotFound { expect: Box::new(expect.clone()), scanned, closest, omitted }
+}
+
+/// Every path of the one namespace whose identity matches every field `expect` gives,
+/// sorted by device name: `nvme0n1` and `nvme1n1` for one namespace behind two controllers,
+/// a single path for most devices. Matches are the same namespace when they share an NGUID,
+/// EUI-64 or WWID ([`NamespaceId::same_namespace`]) and are the same partition (or both the
+/// whole disk); a device reporting none of these identifiers is a namespace of its own.
+///
+/// Refuses what [`find_by_identity`] refuses, except that several paths of one namespace are
+/// the answer; matches in two different namespaces (or a disk and its partition) are refused,
+/// naming every one.
+pub fn find_namespace_paths(expect: &Expectation, roots: &SysRoots) -> Result<Vec<PathMatch>, FindError> {
+    check_expectation(expect)?;
+    let all = scan_paths(roots)?;
+    let scanned = all.len();
+    let (matches, rest): (Vec<PathMatch>, Vec<PathMatch>) = all.into_iter().partition(|m| expect.mismatches(&m.identity).is_empty());
+    if matches.is_empty() {
+        let rest = rest.into_iter().map(|m| Candidate { path: m.dev, identity: m.identity }).collect();
+        return Err(not_found(expect, scanned, rest));
+    }
+    let mut namespaces: Vec<Vec<PathMatch>> = Vec::new();
+    for m in matches {
+        let same = |g: &Vec<PathMatch>| g[0].namespace.same_namespace(&m.namespace) && g[0].identity.partition == m.identity.partition;
+        match namespaces.iter_mut().find(|g| same(g)) {
+            Some(g) => g.push(m),
+            None => namespaces.push(vec![m]),
+        }
+    }
+    if namespaces.len() == 1 {
+        Ok(namespaces.remove(0))
+    } else {
+        Err(FindError::SeveralNamespaces { expect: Box::new(expect.clone()), namespaces })
+    }
+}
+
+/// The path `want` selects (see [`PathId`]: by `cntlid`, else PCI address, else controller
+/// name, else device name) among the paths of the one namespace `expect` names
+/// ([`find_namespace_paths`]): after re-enumeration `nvme1n1` through `nvme1` may be back as
+/// `nvme2n1` through `nvme2`, with the same `cntlid` and PCI address. Refuses when it selects
+/// none of the paths, or more than one.
+pub fn find_path(expect: &Expectation, want: &PathId, roots: &SysRoots) -> Result<PathMatch, FindError> {
+    let paths = find_namespace_paths(expect, roots)?;
+    let selected: Vec<usize> = (0..paths.len()).filter(|&i| want.selects(&paths[i].path)).collect();
+    if let [i] = selected[..] {
+        return Ok(paths[i].clone());
+    }
+    Err(FindError::Path { expect: Box::new(expect.clone()), want: want.clone(), paths, selected: selected.len() })
 }
 
 /// The `/dev` path of the one block device whose identity matches every field `expect`
@@ -401,30 +528,13 @@ pub fn scan_block_devices(roots: &SysRoots) -> Result<Vec<Candidate>, FindError>
 /// [`crate::open::open_target`] and the same expectation, which measures with ioctls and
 /// checks again.
 pub fn find_by_identity(expect: &Expectation, roots: &SysRoots) -> Result<PathBuf, FindError> {
-    if expect.is_empty() {
-        return Err(FindError::EmptyExpectation);
-    }
-    if let Some((flag, _)) = expect.strings().into_iter().find(|(_, v)| v.as_deref().is_some_and(|v| v.trim().is_empty())) {
-        return Err(FindError::BlankField { flag });
-    }
+    check_expectation(expect)?;
     let all = scan_block_devices(roots)?;
     let scanned = all.len();
     let (mut matches, rest): (Vec<Candidate>, Vec<Candidate>) = all.into_iter().partition(|c| expect.mismatches(&c.identity).is_empty());
     match matches.len() {
         1 => Ok(matches.remove(0).path),
-        0 => {
-            let given = expect.given();
-            let score = |c: &Candidate| given - expect.mismatches(&c.identity).len();
-            let mut closest: Vec<Candidate> = rest.iter().filter(|c| score(c) > 0).cloned().collect();
-            if closest.is_empty() {
-                closest = rest.into_iter().filter(|c| c.identity.capacity_bytes > 0).collect();
-            }
-            // Stable: equal scores keep the name order.
-            closest.sort_by_key(|c| std::cmp::Reverse(score(c)));
-            let omitted = closest.len().saturating_sub(MAX_CLOSEST);
-            closest.truncate(MAX_CLOSEST);
-            Err(FindError::NotFound { expect: Box::new(expect.clone()), scanned, closest, omitted })
-        }
+        0 => Err(not_found(expect, scanned, rest)),
         _ => Err(FindError::Ambiguous { expect: Box::new(expect.clone()), matches }),
     }
 }
@@ -503,215 +613,4 @@ pub fn discover(path: &Path, writable: bool) -> Result<Discovered, TargetError> 
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::fake_root::FakeRoot;
-
-    #[test]
-    fn stable_identity_names_hardware_not_paths() {
-        let id = DeviceIdentity {
-            name: "nvme0n1".into(),
-            model: "ACME SSD 9000".into(),
-            serial: "S123".into(),
-            wwid: "eui.0025388b91b2c3d4".into(),
-            capacity_bytes: 1 << 40,
-            logical_block_bytes: 512,
-            ..Default::default()
-        };
-        let s = id.stable();
-        assert_eq!(s, "block:model=ACME_SSD_9000 serial=S123 wwid=eui.0025388b91b2c3d4 size=1099511627776 lbs=512");
-        assert!(!s.contains("nvme0n1"));
-        let e = Expectation { serial: Some("S999".into()), size_bytes: Some(1 << 40), ..Default::default() };
-        let m = e.mismatches(&id);
-        assert_eq!(m.len(), 1, "{m:?}");
-        assert!(m[0].contains("--expect-serial"), "{m:?}");
-        let e = Expectation { backing_file: Some("/var/tmp/a.img".into()), ..Default::default() };
-        assert!(!e.is_empty());
-        let m = e.mismatches(&id);
-        assert_eq!(m.len(), 1, "{m:?}");
-        assert!(m[0].contains("--expect-backing-file"), "{m:?}");
-    }
-
-    /// A fake sysfs and /dev under a temporary directory, removed on drop. Block devices are
-    /// laid out as the kernel does: real directories under `sys/devices`, symlinks to them in
-    /// `sys/class/block`, partitions inside their disk's directory.
-    struct FakeSys {
-        root: FakeRoot,
-    }
-
-    impl FakeSys {
-        fn new(name: &str) -> FakeSys {
-            let root = FakeRoot::new(&format!("sys-{name}"));
-            root.dir("sys/class/block");
-            root.dir("dev");
-            FakeSys { root }
-        }
-
-        fn roots(&self) -> SysRoots {
-            SysRoots { sys: self.root.0.join("sys"), dev: self.root.0.join("dev") }
-        }
-
-        fn write(&self, rel: &str, text: &str) {
-            self.root.file(&format!("sys/{rel}"), &format!("{text}\n"));
-        }
-
-        fn link(&self, rel: &str, target: &str) {
-            let p = self.root.0.join("sys").join(rel);
-            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-            std::os::unix::fs::symlink(target, p).unwrap();
-        }
-
-        /// A block device at `sys/devices/<devpath>`, listed in class/block.
-        fn block(&self, devpath: &str, sectors: u64, attrs: &[(&str, &str)]) {
-            let name = devpath.rsplit('/').next().unwrap();
-            let dir = format!("devices/{devpath}");
-            self.write(&format!("{dir}/size"), &sectors.to_string());
-            self.write(&format!("{dir}/uevent"), &format!("MAJOR=259\nMINOR=0\nDEVNAME={name}\nDEVTYPE=disk"));
-            for (k, v) in attrs {
-                self.write(&format!("{dir}/{k}"), v);
-            }
-            self.link(&format!("class/block/{name}"), self.root.0.join("sys").join(&dir).to_str().unwrap());
-        }
-    }
-
-    const NVME0: &str = "pci0000:00/0000:00:01.0/nvme/nvme0";
-    const NVME1: &str = "pci0000:00/0000:00:02.0/nvme/nvme1";
-
-    /// Two NVMe namespaces of one model with different serials, a hidden multipath per-path
-    /// node of the first (same serial, WWID and size), a partition of the first, an attached
-    /// loop device and a detached one.
-    fn machine(name: &str) -> FakeSys {
-        let f = FakeSys::new(name);
-        f.write(&format!("devices/{NVME0}/model"), "ACME SSD 9000                           ");
-        f.write(&format!("devices/{NVME0}/serial"), "S1AAA   ");
-        f.block(&format!("{NVME0}/nvme0n1"), 2_000_000, &[("wwid", "eui.0001"), ("queue/logical_block_size", "512"), ("hidden", "0")]);
-        f.link(&format!("devices/{NVME0}/nvme0n1/device"), "..");
-        f.block(&format!("{NVME0}/nvme0n1/nvme0n1p1"), 1_000_000, &[("partition", "1"), ("start", "2048")]);
-        f.block(&format!("{NVME0}/nvme0c0n1"), 2_000_000, &[("wwid", "eui.0001"), ("queue/logical_block_size", "512"), ("hidden", "1")]);
-        f.link(&format!("devices/{NVME0}/nvme0c0n1/device"), "..");
-        f.write(&format!("devices/{NVME1}/model"), "ACME SSD 9000");
-        f.write(&format!("devices/{NVME1}/serial"), "S2BBB");
-        f.block(&format!("{NVME1}/nvme1n1"), 4_000_000, &[("wwid", "eui.0002"), ("queue/logical_block_size", "4096")]);
-        f.link(&format!("devices/{NVME1}/nvme1n1/device"), "..");
-        f.block("virtual/block/loop3", 16384, &[("queue/logical_block_size", "512"), ("loop/backing_file", "/var/tmp/a.img")]);
-        f.block("virtual/block/loop0", 0, &[("queue/logical_block_size", "512")]);
-        f
-    }
-
-    fn exp(serial: Option<&str>, model: Option<&str>, size_bytes: Option<u64>) -> Expectation {
-        Expectation { serial: serial.map(String::from), model: model.map(String::from), size_bytes, ..Default::default() }
-    }
-
-    #[test]
-    fn scan_reads_identities_and_skips_hidden_path_nodes() {
-        let f = machine("scan");
-        let all = scan_block_devices(&f.roots()).unwrap();
-        let names: Vec<&str> = all.iter().map(|c| c.identity.name.as_str()).collect();
-        assert_eq!(names, ["loop0", "loop3", "nvme0n1", "nvme0n1p1", "nvme1n1"]);
-        let by = |n: &str| all.iter().find(|c| c.identity.name == n).unwrap();
-        let p1 = by("nvme0n1p1");
-        assert_eq!(p1.path, f.root.0.join("dev/nvme0n1p1"));
-        assert_eq!(p1.identity.serial, "S1AAA");
-        assert_eq!(p1.identity.model, "ACME SSD 9000");
-        assert_eq!(p1.identity.wwid, "eui.0001");
-        assert_eq!(p1.identity.partition, Some((1, 2048 * 512)));
-        assert_eq!((p1.identity.capacity_bytes, p1.identity.logical_block_bytes), (1_000_000 * 512, 512), "lbs from the disk's queue");
-        let n1 = by("nvme1n1");
-        assert_eq!(
-            (n1.identity.serial.as_str(), n1.identity.capacity_bytes, n1.identity.logical_block_bytes),
-            ("S2BBB", 2_048_000_000, 4096)
-        );
-        assert_eq!(by("loop3").identity.backing_file, "/var/tmp/a.img");
-        // identify() reads through the same function.
-        let dir = std::fs::canonicalize(f.root.0.join("sys/class/block/nvme0n1p1")).unwrap();
-        assert_eq!(identify_sysfs(&dir, 1_000_000 * 512, 512), p1.identity);
-        // The per-path node is recognised by name too, on kernels without `hidden`.
-        assert!(is_hidden(Path::new("/sys/x/nvme12c3n45")));
-        assert!(!is_hidden(Path::new("/sys/x/nvme1n1")) && !is_hidden(Path::new("/sys/x/nvme1c2n")));
-        // And by the attribute alone, whatever the name.
-        f.write("devices/virtual/block/loop3/hidden", "1");
-        let names: Vec<String> = scan_block_devices(&f.roots()).unwrap().into_iter().map(|c| c.identity.name).collect();
-        assert_eq!(names, ["loop0", "nvme0n1", "nvme0n1p1", "nvme1n1"]);
-    }
-
-    #[test]
-    fn one_match_is_found_by_any_field() {
-        let f = machine("unique");
-        let r = f.roots();
-        let dev = |n: &str| f.root.0.join("dev").join(n);
-        assert_eq!(find_by_identity(&exp(Some("S2BBB"), None, None), &r).unwrap(), dev("nvme1n1"));
-        // The hidden node shares serial and size with nvme0n1: had it been scanned, this would
-        // be ambiguous.
-        assert_eq!(find_by_identity(&exp(Some("S1AAA"), None, Some(1_024_000_000)), &r).unwrap(), dev("nvme0n1"));
-        assert_eq!(find_by_identity(&exp(Some("S1AAA"), Some("ACME SSD 9000"), Some(512_000_000)), &r).unwrap(), dev("nvme0n1p1"));
-        let wwid = Expectation { wwid: Some("eui.0002".into()), ..Default::default() };
-        assert_eq!(find_by_identity(&wwid, &r).unwrap(), dev("nvme1n1"));
-        let backing = Expectation { backing_file: Some("/var/tmp/a.img".into()), ..Default::default() };
-        assert_eq!(find_by_identity(&backing, &r).unwrap(), dev("loop3"));
-    }
-
-    #[test]
-    fn size_alone_finds_a_device() {
-        let f = machine("size");
-        let r = f.roots();
-        assert_eq!(find_by_identity(&exp(None, None, Some(2_048_000_000)), &r).unwrap(), f.root.0.join("dev/nvme1n1"));
-        assert_eq!(find_by_identity(&exp(None, None, Some(16384 * 512)), &r).unwrap(), f.root.0.join("dev/loop3"));
-        let e = find_by_identity(&exp(None, None, Some(12345)), &r).unwrap_err();
-        assert!(matches!(e, FindError::NotFound { scanned: 5, .. }), "{e}");
-    }
-
-    #[test]
-    fn no_match_lists_what_was_scanned_and_the_closest() {
-        let f = machine("nomatch");
-        let e = find_by_identity(&exp(Some("S9ZZZ"), Some("ACME SSD 9000"), None), &f.roots()).unwrap_err();
-        let FindError::NotFound { scanned, closest, omitted, .. } = &e else { panic!("{e}") };
-        assert_eq!((*scanned, *omitted), (5, 0));
-        let names: Vec<&str> = closest.iter().map(|c| c.identity.name.as_str()).collect();
-        assert_eq!(names, ["nvme0n1", "nvme0n1p1", "nvme1n1"], "those with the model");
-        let msg = e.to_string();
-        for want in
-            ["no block device matches", "serial=\"S9ZZZ\"", "5 scanned", "closest, matching some fields", "serial=S2BBB", "--expect-serial"]
-        {
-            assert!(msg.contains(want), "{want} not in:\n{msg}");
-        }
-        assert!(msg.contains(f.root.0.join("dev/nvme1n1").to_str().unwrap()), "{msg}");
-
-        // Nothing matches any field: the devices present are listed (not the empty loop0).
-        let e = find_by_identity(&exp(Some("S9ZZZ"), None, None), &f.roots()).unwrap_err();
-        let FindError::NotFound { closest, .. } = &e else { panic!("{e}") };
-        let names: Vec<&str> = closest.iter().map(|c| c.identity.name.as_str()).collect();
-        assert_eq!(names, ["loop3", "nvme0n1", "nvme0n1p1", "nvme1n1"]);
-        assert!(e.to_string().contains("none matches any field"), "{e}");
-    }
-
-    #[test]
-    fn several_matches_are_refused_naming_each() {
-        let f = machine("ambiguous");
-        let e = find_by_identity(&exp(None, Some("ACME SSD 9000"), None), &f.roots()).unwrap_err();
-        let FindError::Ambiguous { matches, .. } = &e else { panic!("{e}") };
-        assert_eq!(matches.len(), 3);
-        let msg = e.to_string();
-        assert!(msg.contains("3 block devices match") && msg.contains("never picks one"), "{msg}");
-        for n in ["nvme0n1", "nvme0n1p1", "nvme1n1"] {
-            assert!(msg.contains(&format!("{}:", f.root.0.join("dev").join(n).display())), "{n} not in:\n{msg}");
-        }
-        // A serial names the disk and each of its partitions.
-        let e = find_by_identity(&exp(Some("S1AAA"), None, None), &f.roots()).unwrap_err();
-        let FindError::Ambiguous { matches, .. } = &e else { panic!("{e}") };
-        let names: Vec<&str> = matches.iter().map(|c| c.identity.name.as_str()).collect();
-        assert_eq!(names, ["nvme0n1", "nvme0n1p1"]);
-    }
-
-    #[test]
-    fn empty_or_blank_expectations_are_refused() {
-        let f = machine("empty");
-        let e = find_by_identity(&Expectation::default(), &f.roots()).unwrap_err();
-        assert!(matches!(e, FindError::EmptyExpectation), "{e}");
-        assert!(e.to_string().contains("give at least one of serial, wwid, model, size"), "{e}");
-        let e = find_by_identity(&exp(Some("  "), None, Some(1)), &f.roots()).unwrap_err();
-        assert!(matches!(e, FindError::BlankField { flag: "--expect-serial" }), "{e}");
-        let missing = SysRoots { sys: f.root.0.join("nosys"), dev: f.root.0.join("dev") };
-        let e = find_by_identity(&exp(Some("S1AAA"), None, None), &missing).unwrap_err();
-        assert!(matches!(e, FindError::Scan { .. }), "{e}");
-    }
-}
+mod tests;

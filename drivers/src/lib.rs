@@ -17,6 +17,7 @@ pub mod control;
 #[cfg(test)]
 mod fake_root;
 pub mod guard;
+pub mod identity;
 pub mod link;
 pub mod nvme;
 pub mod open;

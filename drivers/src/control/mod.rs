@@ -2,14 +2,16 @@
 //! [`crate::LinkController`] for what labs own.
 //!
 //! - `spec.rs`: the one-string controller specs (`quarch+tcp://host`, `nvme-reset://nvme0`).
-//! - `quarch.rs`: Quarch power and hot-plug modules, Torridon array controllers (serial, TCP,
-//!   USB).
+//! - `quarch/`: Quarch power and hot-plug modules, Torridon array controllers: `mod.rs` (the
+//!   driver), `wire.rs` (the wire trait, its faults, serial and TCP framing), `usb.rs` (the USB
+//!   framing over a bulk pipe).
 //! - `relay.rs`: USB HID relays, CH340 "LCUS" serial relays, Numato relays.
 //! - `linux.rs`: NVMe controller and subsystem resets, PCI function resets, remove and rescan,
 //!   slot power, all through a configurable sysfs/dev root.
 //! - `exec.rs`: `exec:` command hooks; `manual.rs`: a person at the keyboard.
-//! - `usb.rs`: the rusb layer (device listing, HID reports, Quarch bulk pipes) behind small
-//!   traits, so the protocol bytes are tested without hardware.
+//! - `usb.rs`: the rusb layer (device listing, HID reports, bulk pipes) behind small traits,
+//!   so the protocol bytes are tested without hardware; it knows no controller protocol, and
+//!   the protocols above it (`relay.rs`, `quarch/usb.rs`) import it, never the reverse.
 //! - `sys.rs`: the only `unsafe` (the NVMe subsystem-reset ioctl, `geteuid`).
 //!
 //! Invariants: every call has a timeout and every retry loop a bound; every error names the

@@ -1,12 +1,13 @@
-//! The rusb layer: listing USB controllers, HID relay reports and Quarch bulk pipes.
+//! The rusb layer: listing USB controllers, HID reports and bulk pipes.
 //!
 //! rusb hands out raw libusb handles that cannot be faked, so everything above it talks to two
 //! small traits: [`HidReports`] (an output report, a feature report) and [`BulkPipe`] (64-byte
-//! bulk packets). The relay and Quarch protocol bytes are tested against fakes of these traits;
-//! the thin rusb implementations below them need real hardware and are not tested here.
+//! bulk packets). The relay and Quarch protocol bytes (`relay.rs`, `quarch/usb.rs`) are tested
+//! against fakes of these traits; the thin rusb implementations here need real hardware and
+//! are not tested. This file knows no controller protocol: it imports nothing from the
+//! drivers built on it.
 
-use super::quarch::{QuarchWire, WireFault};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub const QUARCH_VID: u16 = 0x16D0;
 pub const QUARCH_PID: u16 = 0x0449;
@@ -147,7 +148,7 @@ impl HidReports for RusbHid {
     }
 }
 
-// --- Quarch bulk pipe ------------------------------------------------------------------------
+// --- bulk pipes ------------------------------------------------------------------------------
 
 /// 64-byte bulk packets to and from one endpoint pair.
 pub trait BulkPipe: Send {
@@ -159,7 +160,51 @@ pub trait BulkPipe: Send {
 pub struct RusbBulk {
     handle: rusb::DeviceHandle<rusb::Context>,
     ep: u8,
-    unlock_on_close: bool,
+    max_packet: u16,
+}
+
+impl RusbBulk {
+    /// Opens interface 0 of the first `vid:pid` device whose USB serial number `matches`, for
+    /// bulk transfers on its highest OUT endpoint (and the IN endpoint of the same number).
+    /// `label` names the device kind in errors and `want` the serial asked for.
+    pub fn open(vid: u16, pid: u16, label: &str, want: &str, matches: impl Fn(&str) -> bool) -> Result<RusbBulk, String> {
+        let devices = usb_devices()?;
+        let mut seen = Vec::new();
+        for d in devices.iter() {
+            let Ok(desc) = d.device_descriptor() else { continue };
+            if (desc.vendor_id(), desc.product_id()) != (vid, pid) {
+                continue;
+            }
+            let Ok(h) = d.open() else { continue };
+            let sn = h.read_serial_number_string_ascii(&desc).unwrap_or_default();
+            if !matches(&sn) {
+                seen.push(sn);
+                continue;
+            }
+            let _ = h.set_auto_detach_kernel_driver(true);
+            h.claim_interface(0).map_err(|e| format!("cannot claim interface 0 of {label} {sn}: {e}"))?;
+            // The command endpoint is the highest OUT endpoint of interface 0.
+            let cfg = d.active_config_descriptor().map_err(|e| format!("cannot read configuration of {label} {sn}: {e}"))?;
+            let mut best: Option<(u8, u16)> = None;
+            for intf in cfg.interfaces().filter(|i| i.number() == 0) {
+                for alt in intf.descriptors() {
+                    for ep in alt.endpoint_descriptors() {
+                        if ep.direction() == rusb::Direction::Out && best.is_none_or(|(a, _)| ep.address() > a) {
+                            best = Some((ep.address(), ep.max_packet_size()));
+                        }
+                    }
+                }
+            }
+            let (ep, max_packet) = best.ok_or_else(|| format!("{label} {sn} has no OUT endpoint on interface 0"))?;
+            return Ok(RusbBulk { handle: h, ep, max_packet });
+        }
+        Err(format!("no {label} USB module with serial {want:?} (found: {seen:?})"))
+    }
+
+    /// The OUT endpoint's maximum packet size.
+    pub fn max_packet_size(&self) -> u16 {
+        self.max_packet
+    }
 }
 
 impl BulkPipe for RusbBulk {
@@ -173,211 +218,13 @@ impl BulkPipe for RusbBulk {
 
 impl Drop for RusbBulk {
     fn drop(&mut self) {
-        if self.unlock_on_close {
-            let mut buf = [0u8; 64];
-            let t = Duration::from_millis(500);
-            if self.write(&QUARCH_USB_UNLOCK, t).is_ok() {
-                let _ = self.read(&mut buf, t);
-            }
-        }
         let _ = self.handle.release_interface(0);
-    }
-}
-
-const QUARCH_USB_LOCK: [u8; 6] = [0x02, 0x00, 0x00, 0x01, 0x04, 0x01];
-const QUARCH_USB_UNLOCK: [u8; 6] = [0x02, 0x00, 0x00, 0x01, 0x03, 0x00];
-
-/// The Quarch USB framing over any [`BulkPipe`].
-pub struct QuarchUsbWire<P: BulkPipe = RusbBulk> {
-    pipe: P,
-}
-
-impl QuarchUsbWire<RusbBulk> {
-    /// Opens the Quarch module whose USB serial number is `serial` (a `QTL` prefix is ignored
-    /// on both sides, as quarchpy does).
-    pub fn open(serial: &str, timeout: Duration) -> Result<QuarchUsbWire<RusbBulk>, String> {
-        let strip = |s: &str| s.trim().trim_start_matches("QTL").trim_start_matches("qtl").to_string();
-        let want = strip(serial);
-        let devices = usb_devices()?;
-        let mut seen = Vec::new();
-        for d in devices.iter() {
-            let Ok(desc) = d.device_descriptor() else { continue };
-            if (desc.vendor_id(), desc.product_id()) != (QUARCH_VID, QUARCH_PID) {
-                continue;
-            }
-            let Ok(h) = d.open() else { continue };
-            let sn = h.read_serial_number_string_ascii(&desc).unwrap_or_default();
-            if strip(&sn) != want {
-                seen.push(sn);
-                continue;
-            }
-            let _ = h.set_auto_detach_kernel_driver(true);
-            h.claim_interface(0).map_err(|e| format!("cannot claim interface 0 of Quarch {sn}: {e}"))?;
-            // The command endpoint is the highest OUT endpoint of interface 0.
-            let cfg = d.active_config_descriptor().map_err(|e| format!("cannot read configuration of Quarch {sn}: {e}"))?;
-            let mut best: Option<(u8, u16)> = None;
-            for intf in cfg.interfaces().filter(|i| i.number() == 0) {
-                for alt in intf.descriptors() {
-                    for ep in alt.endpoint_descriptors() {
-                        if ep.direction() == rusb::Direction::Out && best.is_none_or(|(a, _)| ep.address() > a) {
-                            best = Some((ep.address(), ep.max_packet_size()));
-                        }
-                    }
-                }
-            }
-            let (ep, max) = best.ok_or_else(|| format!("Quarch {sn} has no OUT endpoint on interface 0"))?;
-            let mut pipe = RusbBulk { handle: h, ep, unlock_on_close: max <= 64 };
-            if max <= 64 {
-                lock_usb_mode(&mut pipe, timeout)?;
-            }
-            return Ok(QuarchUsbWire { pipe });
-        }
-        Err(format!("no Quarch USB module with serial {serial:?} (found: {seen:?})"))
-    }
-}
-
-/// Locks a 64-byte-endpoint module into USB mode (unlock first, to free a module a previous
-/// process left locked).
-pub fn lock_usb_mode<P: BulkPipe>(pipe: &mut P, timeout: Duration) -> Result<(), String> {
-    let mut buf = [0u8; 64];
-    pipe.write(&QUARCH_USB_UNLOCK, timeout)?;
-    let _ = pipe.read(&mut buf, timeout);
-    pipe.write(&QUARCH_USB_LOCK, timeout)?;
-    let n = pipe.read(&mut buf, timeout)?;
-    if n < 3 || buf[2] != 1 {
-        return Err(format!("USB-mode lock refused: {}", super::show_bytes(&buf[..n])));
-    }
-    Ok(())
-}
-
-impl<P: BulkPipe> QuarchUsbWire<P> {
-    pub fn new(pipe: P) -> Self {
-        QuarchUsbWire { pipe }
-    }
-
-    /// The 64-byte, NUL-padded command packet.
-    pub fn packet(cmd: &str) -> Result<[u8; 64], String> {
-        let b = cmd.as_bytes();
-        if b.len() > 64 {
-            return Err(format!("command of {} bytes does not fit a 64-byte USB packet", b.len()));
-        }
-        let mut p = [0u8; 64];
-        p[..b.len()].copy_from_slice(b);
-        Ok(p)
-    }
-}
-
-impl<P: BulkPipe> QuarchWire for QuarchUsbWire<P> {
-    fn exchange(&mut self, cmd: &str, timeout: Duration) -> Result<String, WireFault> {
-        let packet = Self::packet(cmd).map_err(|why| WireFault::Garbage { got: Vec::new(), why })?;
-        let n = self.pipe.write(&packet, timeout).map_err(|why| WireFault::Closed { got: Vec::new(), why })?;
-        if n != 64 {
-            return Err(WireFault::Closed { got: Vec::new(), why: format!("bulk write sent {n} of 64 bytes") });
-        }
-        let mut lines: Vec<String> = Vec::new();
-        let mut raw = Vec::new();
-        let deadline = Instant::now() + timeout;
-        // Bounded: at most 1024 packets (64 KiB), and the deadline.
-        for _ in 0..1024 {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Err(WireFault::Timeout { got: raw });
-            }
-            let mut buf = [0u8; 64];
-            let n = match self.pipe.read(&mut buf, left) {
-                Ok(n) => n,
-                Err(why) if why.contains("Timeout") || why.contains("timed out") => return Err(WireFault::Timeout { got: raw }),
-                Err(why) => return Err(WireFault::Closed { got: raw, why }),
-            };
-            raw.extend_from_slice(&buf[..n]);
-            let end = buf[..n].iter().position(|&c| c == 0).unwrap_or(n);
-            let line = &buf[..end];
-            if !line.iter().all(|&c| c == b'\r' || c == b'\n' || c == b'\t' || (0x20..0x7f).contains(&c)) {
-                return Err(WireFault::Garbage { got: raw, why: "non-text bytes in the reply".into() });
-            }
-            let line = String::from_utf8_lossy(line).trim().to_string();
-            if line.starts_with('>') {
-                return Ok(lines.join("\r\n").trim().to_string());
-            }
-            lines.push(line);
-        }
-        Err(WireFault::Garbage { got: raw, why: "no prompt after 1024 packets".into() })
-    }
-
-    /// Sends a junk command and reads until the pipe is quiet, as quarchpy's
-    /// `clean_and_flush_stuck_usb_comms` does.
-    fn resync(&mut self, timeout: Duration) -> Result<(), WireFault> {
-        let p = Self::packet("HEZZ0?").expect("fits");
-        self.pipe.write(&p, timeout).map_err(|why| WireFault::Closed { got: Vec::new(), why })?;
-        let mut buf = [0u8; 64];
-        for _ in 0..1024 {
-            if self.pipe.read(&mut buf, Duration::from_millis(250)).is_err() {
-                return Ok(());
-            }
-        }
-        Err(WireFault::Garbage { got: Vec::new(), why: "the pipe never went quiet".into() })
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::VecDeque;
-
-    #[derive(Default)]
-    struct FakePipe {
-        written: Vec<Vec<u8>>,
-        replies: VecDeque<Vec<u8>>,
-    }
-
-    impl BulkPipe for FakePipe {
-        fn write(&mut self, packet: &[u8], _t: Duration) -> Result<usize, String> {
-            self.written.push(packet.to_vec());
-            Ok(packet.len())
-        }
-        fn read(&mut self, buf: &mut [u8], _t: Duration) -> Result<usize, String> {
-            let r = self.replies.pop_front().ok_or("bulk read: Timeout")?;
-            buf[..r.len()].copy_from_slice(&r);
-            Ok(r.len())
-        }
-    }
-
-    fn padded(s: &str) -> Vec<u8> {
-        let mut v = s.as_bytes().to_vec();
-        v.resize(64, 0);
-        v
-    }
-
-    #[test]
-    fn usb_commands_are_nul_padded_to_64_bytes_and_replies_end_at_the_prompt() {
-        let mut pipe = FakePipe::default();
-        pipe.replies.extend([padded("Family: Torridon\r\n"), padded("Name: Drive Control Module"), padded(">")]);
-        let mut w = QuarchUsbWire::new(pipe);
-        let r = w.exchange("*IDN?", Duration::from_millis(10)).unwrap();
-        assert_eq!(r, "Family: Torridon\r\nName: Drive Control Module");
-        assert_eq!(w.pipe.written, vec![padded("*IDN?")]);
-        assert!(QuarchUsbWire::<FakePipe>::packet(&"x".repeat(65)).is_err());
-    }
-
-    #[test]
-    fn usb_missing_prompt_is_a_timeout_and_binary_is_garbage() {
-        let mut pipe = FakePipe::default();
-        pipe.replies.push_back(padded("OK"));
-        let mut w = QuarchUsbWire::new(pipe);
-        assert!(matches!(w.exchange("RUN:POWer UP", Duration::from_millis(10)), Err(WireFault::Timeout { .. })));
-        w.pipe.replies.push_back(vec![b'O', 0xff, b'K']);
-        assert!(matches!(w.exchange("RUN:POWer UP", Duration::from_millis(10)), Err(WireFault::Garbage { .. })));
-    }
-
-    #[test]
-    fn usb_mode_lock_checks_the_reply() {
-        let mut pipe = FakePipe::default();
-        pipe.replies.extend([vec![0, 0, 1], vec![2, 0, 1]]);
-        lock_usb_mode(&mut pipe, Duration::from_millis(10)).unwrap();
-        assert_eq!(pipe.written, vec![QUARCH_USB_UNLOCK.to_vec(), QUARCH_USB_LOCK.to_vec()]);
-        pipe.replies.extend([vec![0, 0, 1], vec![2, 0, 0]]);
-        assert!(lock_usb_mode(&mut pipe, Duration::from_millis(10)).unwrap_err().contains("refused"));
-    }
 
     #[test]
     fn controller_kinds_by_vendor_and_product() {
