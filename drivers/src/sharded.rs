@@ -12,8 +12,8 @@
 //! fdatasync acts on the file (or the device's cache), whichever ring carries it.
 
 use crate::block::{AlignedBuf, BlockTarget, Completion, Geometry, IoFailure, Op, TargetError};
-use crate::latency::LatencyHistogram;
 use crate::blockdev::Discovered;
+use crate::latency::LatencyHistogram;
 use crate::uring::UringTarget;
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
 use std::thread::JoinHandle;

@@ -8,8 +8,8 @@
 //! in a row) nothing more is sent: new operations fail at once with that failure.
 
 use crate::block::{AlignedBuf, BlockTarget, Completion, Geometry, IoFailure, Op, TargetError};
-use crate::latency::LatencyHistogram;
 use crate::blockdev::Discovered;
+use crate::latency::LatencyHistogram;
 use crate::sys;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};

@@ -19,8 +19,8 @@
 //! "failed write" already allows). Nothing here panics on an I/O result.
 
 use crate::block::{AlignedBuf, BlockTarget, Completion, Geometry, IoFailure, Op, TargetError};
-use crate::latency::LatencyHistogram;
 use crate::blockdev::Discovered;
+use crate::latency::LatencyHistogram;
 use io_uring::{opcode, types, IoUring};
 use std::collections::VecDeque;
 use std::os::unix::io::AsRawFd;
