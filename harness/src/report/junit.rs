@@ -130,7 +130,10 @@ mod tests {
                         .attributes()
                         .map(|a| {
                             let a = a.unwrap();
-                            (String::from_utf8(a.key.as_ref().to_vec()).unwrap(), a.unescape_value().unwrap().into_owned())
+                            (
+                                String::from_utf8(a.key.as_ref().to_vec()).unwrap(),
+                                a.normalized_value(quick_xml::XmlVersion::Explicit1_0).unwrap().into_owned(),
+                            )
                         })
                         .collect();
                     out.push((String::from_utf8(e.name().as_ref().to_vec()).unwrap(), attrs));
@@ -177,7 +180,13 @@ mod tests {
             [("1 new findings", "lost_write"), ("1 health anomalies", "health_anomaly")]
         );
         let texts: Vec<&str> = named("#text").iter().map(|t| t.1[0].1.as_str()).collect();
-        assert!(texts.iter().any(|t| t.contains("expected write 42 (cycle 2, port 0), sector 1 of 8") && t.contains("<script>alert('x')</script> & gone")), "{texts:?}");
+        assert!(
+            texts
+                .iter()
+                .any(|t| t.contains("expected write 42 (cycle 2, port 0), sector 1 of 8")
+                    && t.contains("<script>alert('x')</script> & gone")),
+            "{texts:?}"
+        );
         assert!(texts.contains(&"health anomaly media_errors_grew: media errors 0 -> 1\n"), "{texts:?}");
         // The markup arrives escaped, never as markup.
         assert!(x.contains("&lt;script&gt;alert(&apos;x&apos;)&lt;/script&gt; &amp; gone") && !x.contains("<script>"), "{x}");

@@ -12,6 +12,7 @@
 //! same as the live run wrote them. No report reads anything but events.
 
 pub mod console;
+mod escape;
 pub mod html;
 pub mod jsonl;
 pub mod junit;
