@@ -54,7 +54,7 @@ pub fn render(m: &RunModel) -> String {
     if let Some(s) = s {
         row("scenario", s.scenario.clone());
         row("target", s.target.clone());
-        row("contract", format!("{:?}", s.contract).to_lowercase());
+        row("contract", s.contract.to_string());
         row("seed", s.seed.to_string());
         row("started", s.started_at.clone());
         row("cycles", format!("{} of {} planned", m.cycles.values().filter(|c| c.end.is_some()).count(), s.cycles_planned));

@@ -53,7 +53,7 @@ pub fn render(m: &RunModel) -> String {
         suite.add_properties([
             Property::new("run_id", &s.run_id),
             Property::new("target", &s.target),
-            Property::new("contract", format!("{:?}", s.contract).to_lowercase()),
+            Property::new("contract", s.contract.to_string()),
             Property::new("seed", s.seed.to_string()),
             Property::new("started_at", &s.started_at),
         ]);
