@@ -5,8 +5,8 @@
 //! fetched, so the page opens the same offline. Every text from the run is escaped.
 
 use super::escape::esc;
+use super::model::{describe, RunModel};
 use super::svg::{histogram, xy_chart, Series};
-use super::{describe, RunModel};
 use crate::events::Verdict;
 use crate::verify::FindingClass;
 use std::fmt::Write;

@@ -4,7 +4,7 @@
 //! test case named `run` with an `<error>`. quick-junit escapes every text and attribute, and
 //! drops the characters XML 1.0 cannot carry (most C0 controls, ANSI escapes).
 
-use super::{describe, CycleRecord, RunModel};
+use super::model::{describe, CycleRecord, RunModel};
 use crate::events::Verdict;
 use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite};
 use std::fmt::Write;
