@@ -187,7 +187,7 @@ fn flush_and_fua_complete_and_are_timed() {
     assert!(out.iter().all(|c| c.result.is_ok()), "{out:?}");
     assert!(out.iter().filter(|c| c.token < 8).all(|c| c.buf.is_some()), "write buffers come back");
     let lat = t.latencies();
-    let count = |n: &str| lat.iter().find(|(k, _)| *k == n).map_or(0, |(_, h)| h.count);
+    let count = |n: &str| lat.iter().find(|(k, _)| *k == n).map_or(0, |(_, h)| h.count());
     assert_eq!((count("write"), count("write_fua"), count("flush")), (4, 4, 1), "{lat:?}");
     let mut back = AlignedBuf::zeroed(4096);
     t.read_at(3 * 4096, &mut back).unwrap();

@@ -43,7 +43,13 @@ fn junit_cases(xml: &[u8]) -> Vec<(String, bool, bool)> {
         let ev = r.read_event_into(&mut buf).expect("well-formed XML");
         match &ev {
             Xml::Start(e) | Xml::Empty(e) if e.name().as_ref() == b"testcase" => {
-                let name = e.try_get_attribute("name").unwrap().expect("a name").unescape_value().unwrap().to_string();
+                let name = e
+                    .try_get_attribute("name")
+                    .unwrap()
+                    .expect("a name")
+                    .normalized_value(quick_xml::XmlVersion::Explicit1_0)
+                    .unwrap()
+                    .to_string();
                 cases.push((name, false, false));
             }
             Xml::Start(e) | Xml::Empty(e) if e.name().as_ref() == b"failure" => cases.last_mut().expect("inside a testcase").1 = true,

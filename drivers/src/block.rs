@@ -7,6 +7,7 @@
 //! Verification reads are synchronous ([`BlockTarget::read_at`]): they run after the cut, on a
 //! quiet device, and their failures are data for the verifier, not errors.
 
+use crate::latency::LatencyHistogram;
 use std::fmt;
 use std::time::{Duration, Instant};
 
@@ -206,58 +207,5 @@ pub trait BlockTarget {
     /// engines that measure them.
     fn latencies(&self) -> Vec<(&'static str, LatencyHistogram)> {
         Vec::new()
-    }
-}
-
-/// Completion latencies on a monotonic clock, in power-of-two nanosecond buckets.
-#[derive(Clone, Debug)]
-pub struct LatencyHistogram {
-    /// `buckets[i]` counts latencies in `[2^i, 2^(i+1))` ns (bucket 0 also holds 0).
-    pub buckets: [u64; 48],
-    pub count: u64,
-    pub sum_ns: u64,
-    pub max_ns: u64,
-}
-
-impl Default for LatencyHistogram {
-    fn default() -> Self {
-        LatencyHistogram { buckets: [0; 48], count: 0, sum_ns: 0, max_ns: 0 }
-    }
-}
-
-impl LatencyHistogram {
-    pub fn record(&mut self, ns: u64) {
-        let b = (63 - ns.max(1).leading_zeros() as usize).min(47);
-        self.buckets[b] += 1;
-        self.count += 1;
-        self.sum_ns = self.sum_ns.saturating_add(ns);
-        self.max_ns = self.max_ns.max(ns);
-    }
-
-    /// Upper bound (ns) of the bucket holding the `p`-th percentile (0 < p <= 100).
-    pub fn percentile_ns(&self, p: f64) -> u64 {
-        let want = ((self.count as f64) * p / 100.0).ceil().max(1.0) as u64;
-        let mut seen = 0;
-        for (i, n) in self.buckets.iter().enumerate() {
-            seen += n;
-            if seen >= want {
-                return (1u64 << (i + 1)).min(self.max_ns.max(1));
-            }
-        }
-        self.max_ns
-    }
-
-    /// Adds another histogram's counts (several rings' latencies as one).
-    pub fn merge(&mut self, other: &LatencyHistogram) {
-        for (a, b) in self.buckets.iter_mut().zip(other.buckets) {
-            *a += b;
-        }
-        self.count += other.count;
-        self.sum_ns = self.sum_ns.saturating_add(other.sum_ns);
-        self.max_ns = self.max_ns.max(other.max_ns);
-    }
-
-    pub fn mean_ns(&self) -> u64 {
-        self.sum_ns.checked_div(self.count).unwrap_or(0)
     }
 }

@@ -18,6 +18,7 @@ pub mod control;
 mod fake_root;
 pub mod guard;
 pub mod identity;
+pub mod latency;
 pub mod link;
 pub mod nvme;
 pub mod open;
@@ -27,7 +28,8 @@ pub mod sync;
 mod sys;
 pub mod uring;
 
-pub use block::{AlignedBuf, BlockTarget, Completion, Geometry, IoFailure, LatencyHistogram, Op, TargetError};
+pub use block::{AlignedBuf, BlockTarget, Completion, Geometry, IoFailure, Op, TargetError};
+pub use latency::{LatencyHistogram, LatencySummary};
 pub use link::{LinkController, LinkError, PciResetMethod, PortCaps, ResetKind};
 pub use open::{open_target, Engine, OpenError, OpenSpec, Opened};
 pub use power::{PowerCaps, PowerError, PowerState, PowerSwitch};

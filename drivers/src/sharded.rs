@@ -11,8 +11,9 @@
 //! the kernel leaks their buffers (see `uring.rs`). A flush may travel on any ring:
 //! fdatasync acts on the file (or the device's cache), whichever ring carries it.
 
-use crate::block::{AlignedBuf, BlockTarget, Completion, Geometry, IoFailure, LatencyHistogram, Op, TargetError};
+use crate::block::{AlignedBuf, BlockTarget, Completion, Geometry, IoFailure, Op, TargetError};
 use crate::blockdev::Discovered;
+use crate::latency::LatencyHistogram;
 use crate::uring::UringTarget;
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
 use std::thread::JoinHandle;
@@ -224,7 +225,7 @@ impl BlockTarget for ShardedTarget {
             if let Ok(ls) = rx.recv_timeout(Duration::from_secs(1)) {
                 for (name, h) in ls {
                     match merged.iter_mut().find(|(n, _)| *n == name) {
-                        Some((_, m)) => m.merge(&h),
+                        Some((_, m)) => m.add(&h),
                         None => merged.push((name, h)),
                     }
                 }
@@ -232,7 +233,7 @@ impl BlockTarget for ShardedTarget {
         }
         for (name, h) in self.reader.latencies() {
             match merged.iter_mut().find(|(n, _)| *n == name) {
-                Some((_, m)) => m.merge(&h),
+                Some((_, m)) => m.add(&h),
                 None => merged.push((name, h)),
             }
         }

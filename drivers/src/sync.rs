@@ -7,8 +7,9 @@
 //! a flush is `fdatasync`. After the device is gone (ENODEV, ENXIO, ESHUTDOWN, or several EIOs
 //! in a row) nothing more is sent: new operations fail at once with that failure.
 
-use crate::block::{AlignedBuf, BlockTarget, Completion, Geometry, IoFailure, LatencyHistogram, Op, TargetError};
+use crate::block::{AlignedBuf, BlockTarget, Completion, Geometry, IoFailure, Op, TargetError};
 use crate::blockdev::Discovered;
+use crate::latency::LatencyHistogram;
 use crate::sys;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -160,6 +161,6 @@ impl BlockTarget for SyncTarget {
     }
 
     fn latencies(&self) -> Vec<(&'static str, LatencyHistogram)> {
-        ["write", "write_fua", "flush"].iter().zip(&self.lat).filter(|(_, h)| h.count > 0).map(|(n, h)| (*n, h.clone())).collect()
+        ["write", "write_fua", "flush"].iter().zip(&self.lat).filter(|(_, h)| !h.is_empty()).map(|(n, h)| (*n, h.clone())).collect()
     }
 }

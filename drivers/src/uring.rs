@@ -18,8 +18,9 @@
 //! every new operation at once with the failure (it was never sent, which the harness's
 //! "failed write" already allows). Nothing here panics on an I/O result.
 
-use crate::block::{AlignedBuf, BlockTarget, Completion, Geometry, IoFailure, LatencyHistogram, Op, TargetError};
+use crate::block::{AlignedBuf, BlockTarget, Completion, Geometry, IoFailure, Op, TargetError};
 use crate::blockdev::Discovered;
+use crate::latency::LatencyHistogram;
 use io_uring::{opcode, types, IoUring};
 use std::collections::VecDeque;
 use std::os::unix::io::AsRawFd;
@@ -449,7 +450,7 @@ impl BlockTarget for UringTarget {
     }
 
     fn latencies(&self) -> Vec<(&'static str, LatencyHistogram)> {
-        LAT_NAMES.iter().zip(&self.lat).filter(|(_, h)| h.count > 0).map(|(n, h)| (*n, h.clone())).collect()
+        LAT_NAMES.iter().zip(&self.lat).filter(|(_, h)| !h.is_empty()).map(|(n, h)| (*n, h.clone())).collect()
     }
 }
 

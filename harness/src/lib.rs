@@ -1,3 +1,4 @@
+mod display;
 pub mod events;
 pub mod format;
 pub mod health;

@@ -14,7 +14,7 @@ use crate::format::{Format, SectorId};
 use crate::ledger::{Contract, EndKind, LedgerError, LedgerWriter, Record};
 use crate::verify::prefill_id;
 use crate::workload::{Layout, WritePlan};
-use faultline_drivers::{AlignedBuf, BlockTarget, Completion, Op, TargetError};
+use faultline_drivers::{AlignedBuf, BlockTarget, Completion, LatencyHistogram, LatencySummary, Op, TargetError};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::mpsc::{channel, sync_channel, Receiver, Sender};
 use std::time::{Duration, Instant};
@@ -92,6 +92,9 @@ pub struct CycleOutcome {
     pub completed_at_cut: u64,
     /// A flush was in flight when the cut was issued.
     pub flush_outstanding_at_cut: bool,
+    /// Latencies of this cycle's writes that completed successfully, from submission to the
+    /// completion's timestamp (same monotonic clock); `None` when none completed.
+    pub write_latency: Option<LatencySummary>,
 }
 
 struct FlushSnap {
@@ -286,7 +289,9 @@ fn run_cycle_inner(
     let start = Instant::now();
     let mut out = CycleOutcome::default();
     let mut t = Tracker::new(contract, opts.first_id);
-    let mut inflight: BTreeMap<u64, WritePlan> = BTreeMap::new();
+    // In-flight writes with the instant each was submitted.
+    let mut inflight: BTreeMap<u64, (WritePlan, Instant)> = BTreeMap::new();
+    let mut write_latency = LatencyHistogram::new();
     let mut flushes_inflight = 0usize;
     let mut done: Vec<Completion> = Vec::new();
 
@@ -345,12 +350,13 @@ fn run_cycle_inner(
             }
             let w = filler.peek()?;
             debug_assert_eq!(w.id, next_id);
-            if inflight.values().any(|o| o.overlaps(w.offset, w.len)) {
+            if inflight.values().any(|(o, _)| o.overlaps(w.offset, w.len)) {
                 break;
             }
             let (w, buf) = filler.take()?;
+            let submitted_at = Instant::now();
             target.submit(Op::Write { token: w.id, offset: w.offset, buf, fua: w.fua, write_id: w.id })?;
-            inflight.insert(w.id, w);
+            inflight.insert(w.id, (w, submitted_at));
             next_id += 1;
             since_flush += 1;
             out.submitted += 1;
@@ -373,7 +379,7 @@ fn run_cycle_inner(
             };
         if due {
             out.in_flight_at_cut = (inflight.len() + flushes_inflight) as u32;
-            out.bytes_at_risk = inflight.values().map(|w| w.len).sum();
+            out.bytes_at_risk = inflight.values().map(|(w, _)| w.len).sum();
             out.completed_at_cut = out.completed;
             out.flush_outstanding_at_cut = flushes_inflight > 0;
             cut_instant = Some(Instant::now());
@@ -449,11 +455,13 @@ fn run_cycle_inner(
             if let Some(b) = c.buf {
                 filler.give_back(b);
             }
-            let Some(w) = inflight.remove(&c.token) else {
+            let Some((w, submitted_at)) = inflight.remove(&c.token) else {
                 continue;
             };
             match c.result {
                 Ok(()) => {
+                    let ns = c.at.saturating_duration_since(submitted_at).as_nanos();
+                    write_latency.record(u64::try_from(ns).unwrap_or(u64::MAX));
                     out.completed += 1;
                     out.bytes_written += w.len;
                     t.write_done(w.id, true, w.fua);
@@ -506,6 +514,7 @@ fn run_cycle_inner(
     ledger.sync()?;
     out.end = Some(end);
     out.elapsed = start.elapsed();
+    out.write_latency = write_latency.summary();
     Ok(out)
 }
 
@@ -713,6 +722,41 @@ mod tests {
         let (o, rep) = sim_cycle(FaultModel::HonestPlp, Contract::Plp, CutPlacement::Idle { after_completions: 200 });
         assert_eq!((o.in_flight_at_cut, o.bytes_at_risk, o.device_gone_at), (0, 0, None), "the control case cuts a quiet drive: {o:?}");
         assert!(rep.findings.is_empty());
+    }
+
+    #[test]
+    fn a_cycle_reports_the_latencies_of_its_completed_writes() {
+        fn check(o: &CycleOutcome) {
+            let l = o.write_latency.unwrap_or_else(|| panic!("writes completed, so latencies are known: {o:?}"));
+            assert_eq!(l.count, o.completed, "one latency per completed write, none for failed ones: {o:?}");
+            assert!(l.p50_ns <= l.p99_ns && l.p99_ns <= l.max_ns, "{l:?}");
+            assert!(Duration::from_nanos(l.max_ns) <= o.elapsed, "no write outlasts its cycle: {l:?} {o:?}");
+        }
+        // A cut cycle: writes in flight at the cut fail, and only the completed ones count.
+        let (o, _) = sim_cycle(FaultModel::HonestPlp, Contract::Plp, CutPlacement::AfterCompletions { completions: 300 });
+        assert!(o.completed >= 300 && o.failed > 0, "{o:?}");
+        check(&o);
+
+        // A graceful cycle of 500 writes.
+        let mut r = rig(FaultModel::HonestPlp, Contract::Plp, CutPlacement::Idle { after_completions: 0 }, 9);
+        (r.opts.cut, r.opts.max_writes) = (None, Some(500));
+        let mut target = r.sim.clone();
+        let o = run_cycle(&mut target, &r.layout, &r.format, &mut r.ledger, Contract::Plp, &r.opts, &mut || Ok(())).unwrap();
+        assert_eq!((o.end, o.completed, o.failed), (Some(EndKind::Graceful), 500, 0));
+        check(&o);
+    }
+
+    #[test]
+    fn a_cycle_whose_writes_all_failed_has_no_latencies() {
+        let mut r = rig(FaultModel::HonestPlp, Contract::Plp, CutPlacement::AfterCompletions { completions: 0 }, 4);
+        let mut power = r.sim.power();
+        let mut target = r.sim.clone();
+        let o = run_cycle(&mut target, &r.layout, &r.format, &mut r.ledger, Contract::Plp, &r.opts, &mut || {
+            power.power_off().map_err(|e| e.to_string())
+        })
+        .unwrap();
+        assert_eq!((o.completed, o.write_latency), (0, None), "{o:?}");
+        assert!(o.failed > 0, "the cut landed on writes in flight: {o:?}");
     }
 
     #[test]

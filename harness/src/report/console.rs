@@ -162,7 +162,7 @@ impl<W: Write> EventSink for Console<W> {
                     self.line(l)?;
                 }
                 let n: u64 = self.totals.values().sum();
-                let promise = self.contract.map_or(String::new(), |c| format!(": the drive broke its {c:?} promise"));
+                let promise = self.contract.map_or(String::new(), |c| format!(": the drive broke its {c} promise"));
                 self.line(match verdict {
                     Verdict::Clean => "verdict: clean".to_string(),
                     Verdict::Findings => format!("verdict: {n} findings{promise}"),
@@ -205,7 +205,7 @@ mod tests {
             "{out}"
         );
         assert!(out.contains("3 cycles in 4.0 s") && out.contains("  lost_write           1"), "{out}");
-        assert!(out.ends_with("verdict: 1 findings: the drive broke its Flush promise\n"), "{out}");
+        assert!(out.ends_with("verdict: 1 findings: the drive broke its flush promise\n"), "{out}");
         assert!(!out.contains("no new findings"), "no periodic line within the interval: {out}");
     }
 

@@ -4,30 +4,15 @@
 //! counters over cycles). No scripts, no external fonts, styles or images: nothing is
 //! fetched, so the page opens the same offline. Every text from the run is escaped.
 
+use super::escape::esc;
+use super::model::{describe, RunModel};
 use super::svg::{histogram, xy_chart, Series};
-use super::{describe, RunModel};
 use crate::events::Verdict;
 use crate::verify::FindingClass;
 use std::fmt::Write;
 
 /// Findings listed in the table; the rest are counted (the event log has them all).
 pub const MAX_FINDING_ROWS: usize = 2000;
-
-/// Escapes text for HTML content and quoted attribute values.
-pub fn esc(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
 
 const STYLE: &str = "body{font:14px/1.4 system-ui,sans-serif;margin:2em auto;max-width:70em;color:#222}\
 table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:2px 8px;text-align:left;vertical-align:top}\
@@ -69,7 +54,7 @@ pub fn render(m: &RunModel) -> String {
     if let Some(s) = s {
         row("scenario", s.scenario.clone());
         row("target", s.target.clone());
-        row("contract", format!("{:?}", s.contract).to_lowercase());
+        row("contract", s.contract.to_string());
         row("seed", s.seed.to_string());
         row("started", s.started_at.clone());
         row("cycles", format!("{} of {} planned", m.cycles.values().filter(|c| c.end.is_some()).count(), s.cycles_planned));
@@ -228,7 +213,7 @@ mod tests {
         for bad in ["http://", "https://", "<script", "src=", "href=", "@import", "url("] {
             assert!(!page.contains(bad), "found {bad:?}");
         }
-        assert!(page.contains("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; gone"));
+        assert!(page.contains("&lt;script&gt;alert(&apos;x&apos;)&lt;/script&gt; &amp; gone"));
         assert!(page.contains("verdict: 1 findings"));
         assert!(page.contains("write 42 (cycle 2, port 0), sector 1 of 8, for byte 16384"));
         assert!(page.contains("media_errors_grew"));

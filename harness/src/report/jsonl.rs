@@ -12,7 +12,7 @@
 //! too. A reader accepts a torn last line (the harness died mid-write) and refuses damage
 //! anywhere else: a line in the middle that does not parse means the log is not ours.
 
-use super::ReportError;
+use super::error::ReportError;
 use crate::events::{Event, EventSink, SinkError};
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};

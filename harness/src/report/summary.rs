@@ -2,7 +2,7 @@
 //! class, cycles, timings and figures. Built from the events alone (see [`super::RunModel`]),
 //! so a regenerated summary is byte-identical to the one the run wrote.
 
-use super::RunModel;
+use super::model::RunModel;
 use crate::events::{zero_counts, Verdict};
 use crate::ledger::Contract;
 use serde::{Deserialize, Serialize};

@@ -1,8 +1,8 @@
 //! Two small chart drawers for the HTML report, as inline SVG text: a histogram and an x/y
 //! chart (lines or points). No scripts, no fonts or styles fetched: the page must open
-//! offline, in a lab, years later. Every label is escaped by the caller's escaper.
+//! offline, in a lab, years later. Every label is escaped (`escape.rs`).
 
-use super::html::esc;
+use super::escape::esc;
 use std::fmt::Write;
 
 const W: f64 = 640.0;
