@@ -84,6 +84,11 @@ fn an_honest_drive_is_clean_through_every_switch() {
         assert_eq!(of(&ev, "finding").count(), 0, "{switch}");
         assert_eq!(of(&ev, "harness_error").count(), 0, "{switch}");
         assert!(of(&ev, "cycle_ended").all(|c| c["verdict"] == "clean"), "{switch}");
+        // Write latency from the completions, per cycle: p50 <= p99 <= max.
+        for c in of(&ev, "cycle_ended") {
+            let ns = |k: &str| c[k].as_u64().unwrap_or_else(|| panic!("{switch}: {k} missing in {c}"));
+            assert!(ns("latency_p50_ns") <= ns("latency_p99_ns") && ns("latency_p99_ns") <= ns("latency_max_ns"), "{switch}: {c}");
+        }
         assert!(of(&ev, "verified").all(|v| v["bytes"].as_u64().unwrap() > 0), "{switch}");
         // The last cycle reads the whole span (`full_at_end`).
         let last = of(&ev, "verified").last().unwrap();

@@ -216,6 +216,9 @@ pub enum Event {
         write_ns: u64,
         latency_p50_ns: Option<u64>,
         latency_p99_ns: Option<u64>,
+        /// The slowest write completion of the cycle (absent in logs from before it was kept).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        latency_max_ns: Option<u64>,
         /// Time the harness itself spent on the cycle: all of it less writing until the cut,
         /// controller commands, the off time, waiting for the device, health reads and
         /// verification (what is left: draining, saving, the ledger, events, bookkeeping).

@@ -65,6 +65,7 @@ pub struct CycleEnd {
     pub write_ns: u64,
     pub latency_p50_ns: Option<u64>,
     pub latency_p99_ns: Option<u64>,
+    pub latency_max_ns: Option<u64>,
     pub harness_ns: Option<u64>,
 }
 
@@ -169,6 +170,7 @@ impl RunModel {
                 write_ns,
                 latency_p50_ns,
                 latency_p99_ns,
+                latency_max_ns,
                 harness_ns,
             } => {
                 self.cycle(*cycle).end = Some(CycleEnd {
@@ -179,6 +181,7 @@ impl RunModel {
                     write_ns: *write_ns,
                     latency_p50_ns: *latency_p50_ns,
                     latency_p99_ns: *latency_p99_ns,
+                    latency_max_ns: *latency_max_ns,
                     harness_ns: *harness_ns,
                 })
             }

@@ -77,6 +77,7 @@ pub fn run() -> Vec<Event> {
             write_ns: 5_000_000,
             latency_p50_ns: Some(80_000),
             latency_p99_ns: Some(900_000),
+            latency_max_ns: Some(2_500_000),
             harness_ns: Some(2_000_000),
         });
     }

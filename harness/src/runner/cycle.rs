@@ -139,6 +139,7 @@ impl Cycles<'_, '_> {
             write_ns: nanos(started.elapsed()),
             latency_p50_ns: None,
             latency_p99_ns: None,
+            latency_max_ns: None,
             harness_ns: None,
         });
         let end = CycleEnd { cycle, controller_failure: controller.then_some(ControllerStep::Cut), errors: 1, ..CycleEnd::default() };

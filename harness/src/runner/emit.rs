@@ -97,8 +97,9 @@ impl<'a> Emitter<'a> {
             writes_completed: o.map_or(0, |o| o.completed),
             bytes_written: o.map_or(0, |o| o.bytes_written),
             write_ns: o.map_or(0, |o| nanos(o.elapsed)),
-            latency_p50_ns: None,
-            latency_p99_ns: None,
+            latency_p50_ns: o.and_then(|o| o.write_latency).map(|l| l.p50_ns),
+            latency_p99_ns: o.and_then(|o| o.write_latency).map(|l| l.p99_ns),
+            latency_max_ns: o.and_then(|o| o.write_latency).map(|l| l.max_ns),
             harness_ns: harness.map(nanos),
         });
     }
