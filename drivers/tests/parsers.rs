@@ -63,7 +63,8 @@ fn spec_case(s: &str) -> Result<bool, TestCaseError> {
     match parse_spec(s) {
         Ok(spec) => {
             let shown = spec.to_string();
-            let again = parse_spec(&shown).map_err(|e| TestCaseError::fail(format!("{s:?} displays as {shown:?}, which is refused: {e}")))?;
+            let again =
+                parse_spec(&shown).map_err(|e| TestCaseError::fail(format!("{s:?} displays as {shown:?}, which is refused: {e}")))?;
             prop_assert_eq!(&again, &spec, "{:?} displays as {:?}, which parses to something else", s, shown);
             prop_assert_eq!(again.to_string(), shown);
             Ok(true)
@@ -274,11 +275,8 @@ fn power_error_is_clear(e: &PowerError, name: &str) -> Result<(), TestCaseError>
 /// to the switch and then reported the new state.
 #[test]
 fn quarch_module_answering_anything() {
-    let idn = prop_oneof![
-        Just(Answer::Text("Name: Power Module".into())),
-        Just(Answer::Text("Name: Drive Control Module".into())),
-        answer()
-    ];
+    let idn =
+        prop_oneof![Just(Answer::Text("Name: Power Module".into())), Just(Answer::Text("Name: Drive Control Module".into())), answer()];
     let strategy = (idn, proptest::collection::vec(answer(), 0..24), any::<bool>(), 0u8..6);
     let confirmed = AtomicU32::new(0);
     check("quarch_module_answering_anything", CASES * 2, strategy, |(idn, answers, torridon, op)| {
@@ -308,7 +306,10 @@ fn quarch_module_answering_anything() {
                 let state = last_answer(&log, "RUN:POWer?", module);
                 prop_assert!(state.as_deref().is_some_and(|s| want.contains(&s)), "reported done, state read {:?}: {:?}", state, log);
                 if kind == ModuleKind::Power {
-                    prop_assert!(last_answer(&log, "Measure:Voltage 12V?", module).is_some(), "power module switched without a rail reading");
+                    prop_assert!(
+                        last_answer(&log, "Measure:Voltage 12V?", module).is_some(),
+                        "power module switched without a rail reading"
+                    );
                 }
                 confirmed.fetch_add(1, Ordering::Relaxed);
             }
@@ -393,7 +394,12 @@ impl BulkPipe for ScriptedPipe {
 }
 
 fn packet() -> impl Strategy<Value = Result<Vec<u8>, String>> {
-    let text = prop_oneof![Just(b"OK\r\n".to_vec()), Just(b">".to_vec()), Just(b"ON\x00\x00".to_vec()), "[ -~]{0,64}".prop_map(String::into_bytes)];
+    let text = prop_oneof![
+        Just(b"OK\r\n".to_vec()),
+        Just(b">".to_vec()),
+        Just(b"ON\x00\x00".to_vec()),
+        "[ -~]{0,64}".prop_map(String::into_bytes)
+    ];
     prop_oneof![
         4 => text.prop_map(Ok),
         2 => bytes(65).prop_map(Ok),
@@ -409,7 +415,10 @@ fn quarch_usb_packets_of_any_content() {
         match w.exchange("RUN:POWer?", Duration::from_millis(200)) {
             Ok(text) => {
                 prop_assert!(printable(&text) && text.trim() == text, "reply {:?}", text);
-                prop_assert!(packets.iter().any(|p| p.as_ref().is_ok_and(|b| b.trim_ascii_start().starts_with(b">"))), "a reply without a prompt");
+                prop_assert!(
+                    packets.iter().any(|p| p.as_ref().is_ok_and(|b| b.trim_ascii_start().starts_with(b">"))),
+                    "a reply without a prompt"
+                );
             }
             Err(f) => wire_fault_is_clear(&f)?,
         }
