@@ -12,11 +12,14 @@
 
 mod common;
 
+use common::scratch;
 use common::seeded::{check, mutate, mutations};
 use faultline::events::{Event, HealthNote, SmartFigures, Verdict};
 use faultline::format::{Decoded, Format, SectorId};
 use faultline::health::{critical_warning_meaning, judge, judge_ocp, parse_ocp_smart, parse_smart, HealthPolicy, Shutdown, LOG_BYTES};
-use faultline::ledger::{parse_ledger, replay, Contract, EndKind, LedgerError, LedgerWriter, Record, RunHeader, LEDGER_FILE, LEDGER_FORMAT};
+use faultline::ledger::{
+    parse_ledger, replay, Contract, EndKind, LedgerError, LedgerWriter, Record, RunHeader, LEDGER_FILE, LEDGER_FORMAT,
+};
 use faultline::report::jsonl::parse_events;
 use faultline::report::{html, junit, summary, ReportError, RunModel};
 use faultline::scenario::{Scenario, ScenarioError};
@@ -315,13 +318,6 @@ fn events_cut_anywhere_read_back_as_a_prefix() {
 }
 
 // --- the ledger ----------------------------------------------------------------------------
-
-fn scratch(name: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("faultline-parsers-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).expect("scratch dir");
-    d
-}
 
 fn header() -> RunHeader {
     RunHeader {
