@@ -7,6 +7,9 @@
 //! `SKIP <test>: <reason>` and returns; it never skips silently. Every loop device and mount
 //! is undone by a Drop guard. Seeds are fixed and printed.
 
+mod common;
+
+use common::{ok, run, s, scratch, skip, text, BIN};
 use faultline::ledger::{Contract, LedgerWriter, RunHeader, LEDGER_FORMAT};
 use faultline::verify::Verifier;
 use faultline::workload::{FlushPolicy, Layout, Pattern, WorkloadSpec};
@@ -17,15 +20,6 @@ use faultline_fixtures::{FaultModel, SimConfig, SimDrive, TruthContract};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
-
-const BIN: &str = env!("CARGO_BIN_EXE_faultline");
-
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("faultline-blk-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
 
 fn sh(cmd: &str, args: &[&str]) -> Result<String, String> {
     let o = Command::new(cmd).args(args).output().map_err(|e| format!("{cmd}: {e}"))?;
@@ -96,8 +90,7 @@ fn loop_or_skip(test: &str, dir: &Path, bytes: u64, sector: u32) -> Option<Loop>
     match Loop::new(dir, bytes, sector) {
         Ok(l) => Some(l),
         Err(why) => {
-            println!("SKIP {test}: {why}");
-            eprintln!("SKIP {test}: {why}");
+            skip(test, &why);
             None
         }
     }
@@ -111,29 +104,11 @@ impl Drop for Mount {
     }
 }
 
-fn run(args: &[&str]) -> Output {
-    Command::new(BIN).args(args).output().expect("run faultline")
-}
-
-fn text(o: &Output) -> String {
-    format!("exit {:?}\nstdout:\n{}\nstderr:\n{}", o.status.code(), String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
-}
-
-fn ok(args: &[&str]) -> Output {
-    let o = run(args);
-    assert_eq!(o.status.code(), Some(0), "faultline {args:?}\n{}", text(&o));
-    o
-}
-
 fn refused(args: &[&str], why: &str) -> Output {
     let o = run(args);
     assert_eq!(o.status.code(), Some(2), "faultline {args:?} should be refused\n{}", text(&o));
     assert!(text(&o).contains(why), "expected '{why}' in:\n{}", text(&o));
     o
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
 }
 
 fn reap_all(t: &mut dyn BlockTarget, n: usize) -> Vec<Completion> {
@@ -273,7 +248,7 @@ fn mounted_ext4_is_refused_and_its_signature_needs_the_flag() {
     let d = scratch("mounted");
     let Some(lp) = loop_or_skip("mounted_ext4_is_refused_and_its_signature_needs_the_flag", &d, 32 << 20, 512) else { return };
     if let Err(e) = sh("mkfs.ext4", &["-q", "-F", &lp.dev]) {
-        println!("SKIP mounted_ext4_is_refused...: mkfs.ext4 failed: {e}");
+        skip("mounted_ext4_is_refused_and_its_signature_needs_the_flag", &format!("mkfs.ext4 failed: {e}"));
         return;
     }
     let mnt = d.join("mnt");
@@ -281,7 +256,7 @@ fn mounted_ext4_is_refused_and_its_signature_needs_the_flag() {
     let rd = d.join("run");
     {
         if let Err(e) = sh("mount", &[&lp.dev, s(&mnt)]) {
-            println!("SKIP mounted_ext4_is_refused...: mount failed: {e}");
+            skip("mounted_ext4_is_refused_and_its_signature_needs_the_flag", &format!("mount failed: {e}"));
             return;
         }
         let _m = Mount(mnt.clone());

@@ -1,19 +1,13 @@
 //! End-to-end tests: the real `faultline` binary on real files in scratch directories.
 //! Every test is deterministic from the seeds it names; failures print them.
 
+mod common;
+
+use common::{ok, run, s, scratch, text, BIN};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
-
-const BIN: &str = env!("CARGO_BIN_EXE_faultline");
-
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("faultline-e2e-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
 
 fn target(dir: &Path, bytes: u64) -> PathBuf {
     let p = dir.join("target.img");
@@ -22,30 +16,11 @@ fn target(dir: &Path, bytes: u64) -> PathBuf {
     p
 }
 
-fn run(args: &[&str]) -> Output {
-    let out = Command::new(BIN).args(args).output().expect("run faultline");
-    out
-}
-
-fn text(o: &Output) -> String {
-    format!("exit {:?}\nstdout:\n{}\nstderr:\n{}", o.status.code(), String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
-}
-
-fn ok(args: &[&str]) -> Output {
-    let o = run(args);
-    assert_eq!(o.status.code(), Some(0), "faultline {args:?}\n{}", text(&o));
-    o
-}
-
 fn verify_json(t: &Path, rd: &Path) -> (i32, Value) {
     let o = run(&["verify", "--target", t.to_str().unwrap(), "--run-dir", rd.to_str().unwrap(), "--json"]);
     let code = o.status.code().unwrap();
     assert!(code == 0 || code == 1, "verify failed as a harness error:\n{}", text(&o));
     (code, serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("verify --json output is not JSON ({e}):\n{}", text(&o))))
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
 }
 
 #[test]

@@ -3,27 +3,13 @@
 //! JUnit file is well-formed XML with one test case per cycle; the HTML page fetches
 //! nothing; exit codes are 0 clean, 1 findings, 2 harness error. Seeds are fixed and named.
 
+mod common;
+
+use common::{run, scratch, text};
 use quick_xml::events::Event as Xml;
 use quick_xml::Reader;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-const BIN: &str = env!("CARGO_BIN_EXE_faultline");
-
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("faultline-reports-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn run(args: &[&str]) -> Output {
-    Command::new(BIN).args(args).output().expect("run faultline")
-}
-
-fn text(o: &Output) -> String {
-    format!("exit {:?}\nstdout:\n{}\nstderr:\n{}", o.status.code(), String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
-}
+use std::path::Path;
+use std::process::Output;
 
 fn demo(dir: &Path, model: &str, seed: &str) -> Output {
     eprintln!("faultline run --cycles 30 --seed {seed} --model {model}");

@@ -6,26 +6,17 @@
 //! The kill delays come from `SEED` (printed on failure). Where each kill landed is read from
 //! the last event the run had recorded, and the phases hit are printed.
 
+mod common;
+
+use common::{scratch, text, BIN};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_faultline");
 const DEMO: &str = include_str!("../scenarios/demo.toml");
 const SEED: u64 = 20261130;
-
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("faultline-resume-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn text(o: &Output) -> String {
-    format!("exit {:?}\nstdout:\n{}\nstderr:\n{}", o.status.code(), String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
-}
 
 /// SplitMix64: the kill delays.
 struct Rng(u64);

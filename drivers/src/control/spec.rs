@@ -306,14 +306,31 @@ fn device_path(s: &str) -> Result<PathBuf, String> {
     Ok(PathBuf::from(s))
 }
 
+/// `HOST[:PORT]` or `[IPV6][:PORT]`; the host is kept without brackets (as a socket address
+/// lookup wants it) and displayed with them, so that the form round-trips.
 fn host_port(s: &str) -> Result<(String, u16), String> {
-    let (host, port) = match s.rsplit_once(':') {
-        Some((h, p)) if !h.ends_with(':') && !p.contains(']') => {
-            (h, p.parse::<u16>().ok().filter(|&p| p != 0).ok_or_else(|| format!("port {p:?}: expected 1..65535"))?)
+    let (host, port) = match s.strip_prefix('[') {
+        Some(v6) => {
+            let (addr, rest) = v6.split_once(']').ok_or_else(|| format!("host {s:?}: no ] after the IPv6 address"))?;
+            if !addr.contains(':') || addr.contains('[') {
+                return Err(format!("host {s:?}: expected an IPv6 address inside [ ]"));
+            }
+            (addr, rest)
         }
-        _ => (s, QUARCH_TCP_PORT),
+        None if s.matches(':').count() > 1 => {
+            return Err(format!("host {s:?}: write an IPv6 address in brackets, e.g. [::1]:{QUARCH_TCP_PORT}"))
+        }
+        None => s.find(':').map_or((s, ""), |i| (&s[..i], &s[i..])),
     };
-    if host.is_empty() || host.contains('/') {
+    let port = match port {
+        "" => QUARCH_TCP_PORT,
+        p => p
+            .strip_prefix(':')
+            .and_then(|p| p.parse::<u16>().ok())
+            .filter(|&p| p != 0)
+            .ok_or_else(|| format!("port {:?}: expected 1..65535", p.trim_start_matches(':')))?,
+    };
+    if host.is_empty() || host.contains(['/', '[', ']']) {
         return Err(format!("host {host:?}: expected a host name or address"));
     }
     Ok((host.to_string(), port))
@@ -346,6 +363,7 @@ impl fmt::Display for ControllerSpec {
             ControllerSpec::Quarch { transport, module } => {
                 match transport {
                     QuarchTransport::Serial(p) => write!(f, "quarch+serial://{}", p.display())?,
+                    QuarchTransport::Tcp { host, port } if host.contains(':') => write!(f, "quarch+tcp://[{host}]:{port}")?,
                     QuarchTransport::Tcp { host, port } => write!(f, "quarch+tcp://{host}:{port}")?,
                     QuarchTransport::Usb { serial } => write!(f, "quarch+usb://{serial}")?,
                 }
@@ -457,6 +475,28 @@ mod tests {
             let msg = e.to_string();
             assert!(msg.contains(want), "{c}: {msg}");
             assert!(msg.contains("accepted forms:") && msg.contains("quarch+tcp://HOST"), "{c}: {msg}");
+        }
+    }
+
+    /// Found by `drivers/tests/parsers.rs` (spec_mutated_documented_forms): `quarch+tcp://[::`
+    /// parsed as host `[::` and displayed as `quarch+tcp://[:::9760`, which parsed as another
+    /// host; and a bracketed host was kept with its brackets, which no address lookup accepts.
+    #[test]
+    fn tcp_hosts_take_ipv6_in_brackets_and_round_trip() {
+        let tcp = |host: &str, port| ControllerSpec::Quarch { transport: QuarchTransport::Tcp { host: host.into(), port }, module: None };
+        assert_eq!(parse("quarch+tcp://[::1]:9761").unwrap(), tcp("::1", 9761));
+        assert_eq!(parse("quarch+tcp://[fe80::1]").unwrap().to_string(), "quarch+tcp://[fe80::1]:9760");
+        for (bad, why) in [
+            ("quarch+tcp://[::", "no ]"),
+            ("quarch+tcp://::1", "in brackets"),
+            ("quarch+tcp://a::", "in brackets"),
+            ("quarch+tcp://[host]", "IPv6 address inside"),
+            ("quarch+tcp://[::1]x", "port \"x\""),
+            ("quarch+tcp://host:", "port \"\""),
+            ("quarch+tcp://:9760", "host \"\""),
+        ] {
+            let e = parse(bad).expect_err(bad).to_string();
+            assert!(e.contains(why), "{bad}: {e}");
         }
     }
 

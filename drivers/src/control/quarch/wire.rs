@@ -65,7 +65,8 @@ impl SerialWire {
         Ok(SerialWire { port: open_serial(path, 19200, timeout)? })
     }
 
-    /// Parses `echo\r\nreply\r\n>`.
+    /// Parses `echo\r\nreply\r\n>`. Bytes that stop after the echo line, or end without the
+    /// prompt, are garbage (never an index past the reply).
     pub fn parse_reply(cmd: &str, buf: &[u8]) -> Result<String, WireFault> {
         let Some(eol) = buf.windows(2).position(|w| w == b"\r\n") else {
             return Err(WireFault::Garbage { got: buf.to_vec(), why: "no echo line".into() });
@@ -74,7 +75,9 @@ impl SerialWire {
         if !echo.trim().eq_ignore_ascii_case(cmd.trim()) {
             return Err(WireFault::Garbage { got: buf.to_vec(), why: format!("echo {:?} does not match the command", echo.trim()) });
         }
-        let body = &buf[eol + 2..buf.len() - 1];
+        let Some(body) = buf[eol + 2..].strip_suffix(b">") else {
+            return Err(WireFault::Garbage { got: buf.to_vec(), why: "no prompt after the echo line".into() });
+        };
         reply_text(body, buf)
     }
 }
@@ -232,6 +235,19 @@ mod tests {
         assert_eq!(SerialWire::parse_reply("run:power down <3>", b"run:power down <3>\r\n<3> OK\r\n>").unwrap(), "<3> OK");
         assert!(matches!(SerialWire::parse_reply("*IDN?", b"*IXN?\r\nOK\r\n>"), Err(WireFault::Garbage { .. })));
         assert!(matches!(SerialWire::parse_reply("*IDN?", b"*IDN?\r\nO\x00K\r\n>"), Err(WireFault::Garbage { .. })));
+    }
+
+    /// Found by `drivers/tests/parsers.rs` (quarch_serial_mutated_replies): an echo line and
+    /// nothing after it sliced `buf[7..6]` and panicked.
+    #[test]
+    fn serial_reply_that_stops_after_the_echo_is_garbage_not_a_panic() {
+        for buf in [&b"*IDN?\r\n"[..], b"*IDN?\r\nOK\r\n", b"*IDN?\r\nOK"] {
+            match SerialWire::parse_reply("*IDN?", buf) {
+                Err(WireFault::Garbage { why, .. }) => assert!(why.contains("no prompt"), "{why}"),
+                other => panic!("{:?}: {other:?}", buf.escape_ascii().to_string()),
+            }
+        }
+        assert_eq!(SerialWire::parse_reply("*IDN?", b"*IDN?\r\n>").unwrap(), "");
     }
 
     #[test]

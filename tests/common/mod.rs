@@ -1,0 +1,50 @@
+//! Helpers shared by the end-to-end tests: scratch directories, running the real binary and
+//! showing what it did, and skipping with a printed reason. Each test file is its own crate
+//! and uses what it needs (hence the `dead_code` allowance); `mod common;` brings them in.
+
+#![allow(dead_code)]
+
+pub mod seeded;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The `faultline` binary this package builds.
+pub const BIN: &str = env!("CARGO_BIN_EXE_faultline");
+
+/// A fresh, empty directory for one test: `faultline-<test file>-<name>-<pid>` under the
+/// system temporary directory (whatever an earlier run left there is removed first).
+pub fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("faultline-{}-{name}-{}", env!("CARGO_CRATE_NAME"), std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Runs `faultline ARGS` to completion.
+pub fn run(args: &[&str]) -> Output {
+    Command::new(BIN).args(args).output().expect("run faultline")
+}
+
+/// Exit code, stdout and stderr of a run, for failure messages and `contains` checks.
+pub fn text(o: &Output) -> String {
+    format!("exit {:?}\nstdout:\n{}\nstderr:\n{}", o.status.code(), String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+/// Runs `faultline ARGS` and insists that it exits 0.
+pub fn ok(args: &[&str]) -> Output {
+    let o = run(args);
+    assert_eq!(o.status.code(), Some(0), "faultline {args:?}\n{}", text(&o));
+    o
+}
+
+/// A path as the `&str` a command line takes.
+pub fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// Says why `test` is skipped, on stdout and stderr (a test never skips silently).
+pub fn skip(test: &str, why: &str) {
+    println!("SKIP {test}: {why}");
+    eprintln!("SKIP {test}: {why}");
+}
