@@ -227,7 +227,7 @@ pub fn table(rows: &[RowResult]) -> String {
         "model", "contract", "workload", "cycles", "class", "injected", "detected", "misclass", "missed", "false"
     );
     for r in rows {
-        let contract = format!("{:?}", r.contract).to_lowercase();
+        let contract = r.contract.to_string();
         if r.scores.is_empty() {
             s += &line(&r.model, &contract, &r.workload, r.cycles, "(none)", &ClassScore::default());
         }

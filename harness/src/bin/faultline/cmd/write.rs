@@ -147,7 +147,7 @@ pub fn cmd_write(a: WriteArgs) -> Result<Exit> {
             }
         };
         cmp("seed", a.seed.map(|v| v.to_string()), w.seed.to_string());
-        cmp("contract", a.contract.clone(), format!("{:?}", h.header.contract).to_lowercase());
+        cmp("contract", a.contract.clone(), h.header.contract.to_string());
         cmp(
             "block-size",
             a.block_size.map(|v| v.to_string()),
