@@ -4,7 +4,7 @@
 
 use super::frame::frame;
 use super::history::History;
-use super::{LedgerError, Record, RunHeader, LEDGER_FILE};
+use super::{Ledger, LedgerError, Record, RunHeader, LEDGER_FILE};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -148,6 +148,30 @@ impl LedgerWriter {
     }
 }
 
+/// The trait's methods are the inherent ones above, which callers holding a `LedgerWriter`
+/// use without importing [`Ledger`].
+impl Ledger for LedgerWriter {
+    fn append(&mut self, rec: &Record) -> Result<u64, LedgerError> {
+        LedgerWriter::append(self, rec)
+    }
+
+    fn is_durable(&self, seq: u64) -> bool {
+        LedgerWriter::is_durable(self, seq)
+    }
+
+    fn wait_durable(&mut self, seq: u64) -> Result<(), LedgerError> {
+        LedgerWriter::wait_durable(self, seq)
+    }
+
+    fn sync(&mut self) -> Result<(), LedgerError> {
+        LedgerWriter::sync(self)
+    }
+
+    fn history(&self) -> &History {
+        LedgerWriter::history(self)
+    }
+}
+
 impl Drop for LedgerWriter {
     fn drop(&mut self) {
         let _ = self.tx.send(Msg::Stop);
@@ -223,5 +247,23 @@ mod tests {
         w.close().unwrap();
         let h = replay(&dir).unwrap();
         assert_eq!((h.records, h.torn_tail_bytes, h.cycles[0].durable_prefix), (4, 0, 9));
+    }
+
+    #[test]
+    fn the_trait_appends_in_order_and_refuses_a_contradiction() {
+        let dir = tempdir();
+        let mut w = LedgerWriter::create(&dir, header()).unwrap();
+        let l: &mut dyn Ledger = &mut w;
+        let a = l.append(&Record::CycleStart { cycle: 1, first_id: 1, at: "t".into() }).unwrap();
+        let b = l.append(&Record::Reserve { cycle: 1, upto: 64 }).unwrap();
+        assert_eq!((a, b), (1, 2), "the run header is record 0");
+        l.wait_durable(b).unwrap();
+        assert!(l.is_durable(a) && l.is_durable(b) && !l.is_durable(b + 1));
+        let e = l.append(&Record::Reserve { cycle: 2, upto: 64 }).unwrap_err();
+        assert!(matches!(e, LedgerError::Invalid { .. }), "{e}");
+        l.sync().unwrap();
+        assert_eq!((l.history().records, l.history().submitted_end()), (3, 64));
+        w.close().unwrap();
+        assert_eq!(replay(&dir).unwrap().records, 3, "the refused record was never written");
     }
 }

@@ -165,6 +165,33 @@ pub enum LedgerError {
     WriterFailed(String),
 }
 
+/// Where a run's records go: the file in the run directory today ([`LedgerWriter`]), a ledger
+/// kept on another machine later. The writer (`crate::writer`) sees only this.
+///
+/// Records get sequence numbers from 0 with no gaps, in append order; a record is durable
+/// once the implementation has it on stable storage, and durability is a watermark: once
+/// `seq` is durable, every record before it is too. Every implementation checks a record
+/// against its [`History`] (with [`History::apply`]) and refuses one that contradicts it,
+/// before it is stored.
+pub trait Ledger {
+    /// Queues `rec` and returns its sequence number, without waiting for it to be durable.
+    fn append(&mut self, rec: &Record) -> Result<u64, LedgerError>;
+
+    /// True when record `seq` is durable. A query of the watermark known now, which never
+    /// waits; a failure of the store shows in the other methods.
+    fn is_durable(&self, seq: u64) -> bool;
+
+    /// Waits until record `seq` is durable.
+    fn wait_durable(&mut self, seq: u64) -> Result<(), LedgerError>;
+
+    /// Waits until every record appended so far is durable.
+    fn sync(&mut self) -> Result<(), LedgerError>;
+
+    /// The run as the ledger records it so far, appended records included (what replaying it
+    /// would give once they are durable).
+    fn history(&self) -> &History;
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
