@@ -6,6 +6,7 @@ pub mod port;
 pub mod report;
 pub mod rng;
 pub mod run;
+pub mod run_dir;
 pub mod runner;
 pub mod scenario;
 pub mod selftest;

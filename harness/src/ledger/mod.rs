@@ -39,7 +39,7 @@ use crate::workload::WorkloadSpec;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
-pub const LEDGER_FILE: &str = "ledger.fl";
+pub use crate::run_dir::LEDGER_FILE;
 pub const LEDGER_FORMAT: u32 = 1;
 
 /// The durability promise under test (DOMAIN.md section 2).

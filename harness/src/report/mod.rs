@@ -24,10 +24,7 @@ use crate::verify::{Finding, Shown};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-pub const EVENTS_FILE: &str = "events.jsonl";
-pub const SUMMARY_FILE: &str = "summary.json";
-pub const JUNIT_FILE: &str = "junit.xml";
-pub const HTML_FILE: &str = "report.html";
+pub use crate::run_dir::{EVENTS_FILE, HTML_FILE, JUNIT_FILE, SUMMARY_FILE};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {

@@ -3,7 +3,8 @@
 
 use crate::exit::Exit;
 use anyhow::{Context, Result};
-use faultline::report::{regenerate, EVENTS_FILE};
+use faultline::report::regenerate;
+use faultline::run_dir::EVENTS_FILE;
 use std::path::PathBuf;
 
 #[derive(clap::Args)]

@@ -3,14 +3,16 @@
 //! the run to `faultline::runner`.
 //!
 //! A run directory holds the scenario as run (`scenario.toml`, with its seed), the ledger, the
-//! event log, the reports and, for a simulated drive, the drive itself: all `resume` needs.
+//! event log, the reports and, for a simulated drive, the drive itself: all `resume` needs
+//! (`faultline::run_dir` names them). The process running a run holds its lock.
 
 use anyhow::{bail, Context, Result};
 use faultline::events::{Event, EventSink, Sinks};
 use faultline::report::console::Console;
 use faultline::report::jsonl::{read_events, EventLog};
-use faultline::report::{file_reports, regenerate, EVENTS_FILE, HTML_FILE};
+use faultline::report::{file_reports, regenerate};
 use faultline::run::exists;
+use faultline::run_dir::{lock, EVENTS_FILE, HTML_FILE, SCENARIO_FILE};
 use faultline::runner::{run_scenario, RunSummary, RunnerOptions};
 use faultline::scenario::Scenario;
 use faultline_drivers::control::ControlEnv;
@@ -51,30 +53,6 @@ pub struct RunArgs {
 pub struct ResumeArgs {
     /// The run directory of the run to take up.
     pub run_dir: PathBuf,
-}
-
-/// The scenario as run, in its run directory.
-pub const SCENARIO_FILE: &str = "scenario.toml";
-
-/// Held (`flock`) by the process running the run, so a second one cannot take it up too.
-pub const LOCK_FILE: &str = "run.lock";
-
-/// Locks the run directory for this process; refused while another process holds it.
-fn lock(dir: &Path) -> Result<std::fs::File> {
-    let path = dir.join(LOCK_FILE);
-    let f = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .with_context(|| format!("cannot open {}", path.display()))?;
-    match f.try_lock() {
-        Ok(()) => Ok(f),
-        Err(std::fs::TryLockError::WouldBlock) => {
-            bail!("{} is in use: another faultline process is running this run (it holds {LOCK_FILE})", dir.display())
-        }
-        Err(std::fs::TryLockError::Error(e)) => Err(e).with_context(|| format!("cannot lock {}", path.display())),
-    }
 }
 
 /// The embedded default of `faultline run` with no scenario file.
