@@ -47,7 +47,7 @@ impl LedgerWriter {
         Ok(w)
     }
 
-    /// Opens an existing ledger for appending after `history` (from [`replay`]), cutting off
+    /// Opens an existing ledger for appending after `history` (from [`replay`](super::replay)), cutting off
     /// a torn tail first.
     pub fn open(run_dir: &Path, history: &History) -> Result<Self, LedgerError> {
         let path = run_dir.join(LEDGER_FILE);

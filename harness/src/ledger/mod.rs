@@ -24,7 +24,7 @@
 //!
 //! Modules, each depending only on those before it and on this one: [`frame`] (the framing
 //! above: torn tail dropped, damage in the middle refused), [`history`] (what the records
-//! say: per-cycle watermarks, the one `apply` that replay and the writer share), [`file`]
+//! say: per-cycle watermarks, the one `apply` that replay and the writer share), [`file`](mod@file)
 //! (the writer thread: group commit and sync).
 
 pub mod file;
