@@ -100,6 +100,7 @@ mod tests {
         assert!(matches!(lock(&dir), Err(RunDirError::InUse { .. })));
         drop(again);
         lock(&dir).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
@@ -126,5 +127,6 @@ mod tests {
         let mut names: Vec<String> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
         names.sort();
         assert_eq!(names, [SIM_STATE_FILE, SIM_MEDIA_FILE]);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
