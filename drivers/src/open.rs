@@ -35,6 +35,15 @@ pub enum Engine {
     Sync,
 }
 
+impl std::fmt::Display for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Engine::IoUring => "io_uring",
+            Engine::Sync => "pwritev2/preadv2",
+        })
+    }
+}
+
 /// An opened target, with the lines its opener must show the user.
 pub struct Opened {
     pub target: Box<dyn BlockTarget>,

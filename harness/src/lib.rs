@@ -1,4 +1,3 @@
-mod display;
 pub mod events;
 pub mod format;
 pub mod health;
@@ -7,6 +6,7 @@ pub mod port;
 pub mod report;
 pub mod rng;
 pub mod run;
+pub mod run_dir;
 pub mod runner;
 pub mod scenario;
 pub mod selftest;

@@ -1,10 +1,11 @@
 //! Run directories: creating a run, continuing one, and refusing the wrong target.
 //!
-//! A run directory holds the ledger (and, later, the event log and reports). It is tied to
-//! one target by the identity recorded in the run header; every later use checks it.
+//! A run directory (its files: [`crate::run_dir`]) is tied to one target by the identity
+//! recorded in its ledger's run header; every later use checks it.
 
 use crate::format::Format;
-use crate::ledger::{replay, EndKind, History, LedgerError, LedgerWriter, Record, RunHeader, LEDGER_FILE};
+use crate::ledger::{replay, EndKind, History, LedgerError, LedgerWriter, Record, RunHeader};
+use crate::run_dir::LEDGER_FILE;
 use crate::workload::{Layout, WorkloadError};
 use faultline_drivers::BlockTarget;
 use std::path::Path;

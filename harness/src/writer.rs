@@ -11,7 +11,7 @@
 //! ids completed past it (at most the submission window), plus failed ids.
 
 use crate::format::{Format, SectorId};
-use crate::ledger::{Contract, EndKind, LedgerError, LedgerWriter, Record};
+use crate::ledger::{Contract, EndKind, Ledger, LedgerError, Record};
 use crate::verify::prefill_id;
 use crate::workload::{Layout, WritePlan};
 use faultline_drivers::{AlignedBuf, BlockTarget, Completion, LatencyHistogram, LatencySummary, Op, TargetError};
@@ -215,7 +215,7 @@ pub fn run_cycle(
     target: &mut dyn BlockTarget,
     layout: &Layout,
     format: &Format,
-    ledger: &mut LedgerWriter,
+    ledger: &mut dyn Ledger,
     contract: Contract,
     opts: &CycleOptions,
     cut: &mut dyn FnMut() -> Result<(), String>,
@@ -272,7 +272,7 @@ impl Filler {
 fn run_cycle_inner(
     target: &mut dyn BlockTarget,
     layout: &Layout,
-    ledger: &mut LedgerWriter,
+    ledger: &mut dyn Ledger,
     contract: Contract,
     opts: &CycleOptions,
     cut: &mut dyn FnMut() -> Result<(), String>,
@@ -434,7 +434,8 @@ fn run_cycle_inner(
             ledger.append(&Record::Checkpoint { cycle, durable_prefix, durable_extras, failed })?;
             ledger.sync()?;
             return Err(WriteError::Stalled(format!(
-                "no completion within {wait:?} with {} writes and {flushes_inflight} flushes in flight",
+                "no completion within {} ms with {} writes and {flushes_inflight} flushes in flight",
+                wait.as_millis(),
                 inflight.len()
             )));
         }
@@ -524,7 +525,7 @@ pub fn prefill(
     layout: &Layout,
     format: &Format,
     port: u8,
-    ledger: &mut LedgerWriter,
+    ledger: &mut dyn Ledger,
 ) -> Result<u64, WriteError> {
     prefill_then(target, layout, format, port, ledger, &mut || Ok(()))
 }
@@ -537,7 +538,7 @@ pub fn prefill_then(
     layout: &Layout,
     format: &Format,
     port: u8,
-    ledger: &mut LedgerWriter,
+    ledger: &mut dyn Ledger,
     before_record: &mut dyn FnMut() -> Result<(), String>,
 ) -> Result<u64, WriteError> {
     let spec = layout.spec();
@@ -588,7 +589,7 @@ pub fn prefill_then(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ledger::{tests::tempdir, RunHeader, LEDGER_FORMAT};
+    use crate::ledger::{tests::tempdir, LedgerWriter, RunHeader, LEDGER_FORMAT};
     use crate::workload::{FlushPolicy, Pattern, WorkloadSpec};
     use faultline_drivers::{Geometry, IoFailure, PowerSwitch};
     use faultline_fixtures::{FaultModel, SimConfig, SimDrive, TruthContract};

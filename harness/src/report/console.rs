@@ -9,6 +9,31 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::collections::BTreeMap;
 use std::io::Write;
 
+/// The one verdict line of a run: `verdict: clean`, `verdict: 1 finding: the drive broke its
+/// plp promise`, `verdict: 2 health anomalies: ...`, `verdict: harness error (...)`.
+pub fn verdict_line(verdict: Verdict, findings: u64, anomalies: u64, contract: Option<Contract>, error: &str) -> String {
+    let count = |n: u64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    match verdict {
+        Verdict::Clean => "verdict: clean".to_string(),
+        Verdict::Error => format!("verdict: harness error ({error})"),
+        Verdict::Findings => {
+            let mut parts = Vec::new();
+            if findings > 0 {
+                parts.push(count(findings, "finding", "findings"));
+            }
+            if anomalies > 0 {
+                parts.push(count(anomalies, "health anomaly", "health anomalies"));
+            }
+            let why = match (findings > 0, contract) {
+                (true, Some(c)) => format!(": the drive broke its {c} promise"),
+                (true, None) => String::new(),
+                (false, _) => ": the drive's health logs disagree with what was done to it".to_string(),
+            };
+            format!("verdict: {}{why}", parts.join(" and "))
+        }
+    }
+}
+
 /// How progress is shown between cycle lines.
 pub enum Progress {
     /// A progress bar on stderr.
@@ -23,6 +48,7 @@ pub struct Console<W: Write> {
     bar: Option<ProgressBar>,
     contract: Option<Contract>,
     totals: BTreeMap<String, u64>,
+    anomalies: u64,
     cycles_done: u64,
     bad_cycles: u64,
     last_line_ns: u64,
@@ -48,6 +74,7 @@ impl<W: Write> Console<W> {
             bar: None,
             contract: None,
             totals: zero_counts(),
+            anomalies: 0,
             cycles_done: 0,
             bad_cycles: 0,
             last_line_ns: 0,
@@ -162,21 +189,14 @@ impl<W: Write> EventSink for Console<W> {
                     self.line(l)?;
                 }
                 let n: u64 = self.totals.values().sum();
-                let promise = self.contract.map_or(String::new(), |c| format!(": the drive broke its {c} promise"));
-                self.line(match verdict {
-                    Verdict::Clean => "verdict: clean".to_string(),
-                    Verdict::Findings => format!("verdict: {n} findings{promise}"),
-                    Verdict::Error => format!("verdict: harness error (exit {exit_code})"),
-                })?;
+                let line = verdict_line(*verdict, n, self.anomalies, self.contract, &format!("exit {exit_code}"));
+                self.line(line)?;
             }
             // The binary prints why a run stopped or was suspended, and the notes, from the
             // run's summary; controller transcripts are for the log.
             Event::RunStopped { .. } | Event::RunSuspended { .. } | Event::Note { .. } | Event::ControllerLog { .. } => {}
-            Event::DeviceGone { .. }
-            | Event::PowerRestored { .. }
-            | Event::Ready { .. }
-            | Event::Health { .. }
-            | Event::Verified { .. } => {}
+            Event::Health { anomalies, .. } => self.anomalies += anomalies.len() as u64,
+            Event::DeviceGone { .. } | Event::PowerRestored { .. } | Event::Ready { .. } | Event::Verified { .. } => {}
         }
         Ok(())
     }
@@ -205,7 +225,7 @@ mod tests {
             "{out}"
         );
         assert!(out.contains("3 cycles in 4.0 s") && out.contains("  lost_write           1"), "{out}");
-        assert!(out.ends_with("verdict: 1 findings: the drive broke its flush promise\n"), "{out}");
+        assert!(out.ends_with("verdict: 1 finding and 1 health anomaly: the drive broke its flush promise\n"), "{out}");
         assert!(!out.contains("no new findings"), "no periodic line within the interval: {out}");
     }
 
@@ -214,5 +234,15 @@ mod tests {
         let out = lines(Progress::Lines { every_ns: 500_000_000 });
         assert_eq!(out.matches("no new findings").count(), 2, "cycles 1 and 3: {out}");
         assert!(out.contains("cycle     3: no new findings (1 cycles with findings so far"), "{out}");
+    }
+
+    #[test]
+    fn one_verdict_line_counts_in_the_singular_and_never_says_0_findings() {
+        let v = |f, a| verdict_line(Verdict::Findings, f, a, Some(Contract::Plp), "");
+        assert_eq!(v(1, 0), "verdict: 1 finding: the drive broke its plp promise");
+        assert_eq!(v(3, 2), "verdict: 3 findings and 2 health anomalies: the drive broke its plp promise");
+        assert_eq!(v(0, 1), "verdict: 1 health anomaly: the drive's health logs disagree with what was done to it");
+        assert_eq!(verdict_line(Verdict::Clean, 0, 0, None, ""), "verdict: clean");
+        assert_eq!(verdict_line(Verdict::Error, 0, 0, None, "exit 2"), "verdict: harness error (exit 2)");
     }
 }

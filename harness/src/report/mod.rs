@@ -28,10 +28,7 @@ pub use error::ReportError;
 pub use model::{describe, Cut, CycleEnd, CycleRecord, RunModel, RunStart, Verified};
 use std::path::{Path, PathBuf};
 
-pub const EVENTS_FILE: &str = "events.jsonl";
-pub const SUMMARY_FILE: &str = "summary.json";
-pub const JUNIT_FILE: &str = "junit.xml";
-pub const HTML_FILE: &str = "report.html";
+pub use crate::run_dir::{EVENTS_FILE, HTML_FILE, JUNIT_FILE, SUMMARY_FILE};
 
 /// The runner's end of the stream: forwards each event to the consumers, keeps its own
 /// [`RunModel`] so the run's verdict is the one the events imply, and remembers the first

@@ -9,7 +9,7 @@
 
 use crate::format::Format;
 use crate::health::{parse_ocp_smart, parse_smart, OcpSmartLog, SmartLog};
-use crate::ledger::{Contract, LedgerWriter};
+use crate::ledger::{Contract, Ledger};
 use crate::verify::{Verifier, VerifyError, VerifyReport};
 use crate::workload::Layout;
 use crate::writer::{prefill_then, run_cycle, CycleOptions, CycleOutcome, WriteError};
@@ -84,12 +84,12 @@ pub trait Dut {
     fn run_cycle(
         &mut self,
         w: &Workload<'_>,
-        ledger: &mut LedgerWriter,
+        ledger: &mut dyn Ledger,
         fault: &mut dyn FnMut() -> Result<(), String>,
     ) -> Result<CycleOutcome, DutCycleError>;
 
     /// Writes the whole span once before cycle 1 and records it; returns the bytes written.
-    fn prefill(&mut self, layout: &Layout, format: &Format, port: u8, ledger: &mut LedgerWriter) -> Result<u64, DutCycleError>;
+    fn prefill(&mut self, layout: &Layout, format: &Format, port: u8, ledger: &mut dyn Ledger) -> Result<u64, DutCycleError>;
 
     /// What the device is known to have done wrong, where that is known (the simulated drive's
     /// ground truth); `None` for a real device.
@@ -191,7 +191,7 @@ impl Dut for SimDut {
     fn run_cycle(
         &mut self,
         w: &Workload<'_>,
-        ledger: &mut LedgerWriter,
+        ledger: &mut dyn Ledger,
         fault: &mut dyn FnMut() -> Result<(), String>,
     ) -> Result<CycleOutcome, DutCycleError> {
         let saved = self.drive.clone();
@@ -203,7 +203,7 @@ impl Dut for SimDut {
         Ok(run_cycle(&mut self.drive, w.layout, w.format, ledger, w.contract, w.opts, &mut hook)?)
     }
 
-    fn prefill(&mut self, layout: &Layout, format: &Format, port: u8, ledger: &mut LedgerWriter) -> Result<u64, DutCycleError> {
+    fn prefill(&mut self, layout: &Layout, format: &Format, port: u8, ledger: &mut dyn Ledger) -> Result<u64, DutCycleError> {
         let saved = self.drive.clone();
         let mut persist = || saved.persist().map_err(|e| format!("cannot save the simulated drive after the prefill: {e}"));
         Ok(prefill_then(&mut self.drive, layout, format, port, ledger, &mut persist)?)
@@ -338,14 +338,14 @@ impl Dut for RealDut {
     fn run_cycle(
         &mut self,
         w: &Workload<'_>,
-        ledger: &mut LedgerWriter,
+        ledger: &mut dyn Ledger,
         fault: &mut dyn FnMut() -> Result<(), String>,
     ) -> Result<CycleOutcome, DutCycleError> {
         let target = self.target()?;
         Ok(run_cycle(target, w.layout, w.format, ledger, w.contract, w.opts, fault)?)
     }
 
-    fn prefill(&mut self, layout: &Layout, format: &Format, port: u8, ledger: &mut LedgerWriter) -> Result<u64, DutCycleError> {
+    fn prefill(&mut self, layout: &Layout, format: &Format, port: u8, ledger: &mut dyn Ledger) -> Result<u64, DutCycleError> {
         Ok(prefill_then(self.target()?, layout, format, port, ledger, &mut || Ok(()))?)
     }
 

@@ -194,7 +194,7 @@ pub fn run_matrix(opts: &MatrixOptions, scratch: &Path, on_row: &mut dyn FnMut(&
                 let cycles = if honest { opts.honest_cycles } else { opts.faulty_cycles };
                 workload.prefill = n.is_multiple_of(2);
                 let s = row_scenario(model, contract, workload, cycles, seed, opts.span_bytes);
-                let name = format!("{model} {contract:?} {wname}").to_lowercase();
+                let name = format!("{model} {contract} {wname}");
                 let scored = run_row(&s, &scratch.join(format!("row-{n}")), &name)?;
                 let row = RowResult {
                     model: model.to_string(),
@@ -227,7 +227,7 @@ pub fn table(rows: &[RowResult]) -> String {
         "model", "contract", "workload", "cycles", "class", "injected", "detected", "misclass", "missed", "false"
     );
     for r in rows {
-        let contract = format!("{:?}", r.contract).to_lowercase();
+        let contract = r.contract.to_string();
         if r.scores.is_empty() {
             s += &line(&r.model, &contract, &r.workload, r.cycles, "(none)", &ClassScore::default());
         }

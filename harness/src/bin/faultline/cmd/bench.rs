@@ -269,7 +269,7 @@ pub fn cmd_bench(a: BenchArgs) -> Result<Exit> {
     std::fs::create_dir_all(&scratch)?;
     let mut c = Ctx { a: &a, capacity, direct, scratch: scratch.clone(), runs: 0 };
     println!(
-        "bench on {} ({} MiB, {:?} engine, {}), {} s per run, {} rounds, alternating faultline and fio",
+        "bench on {} ({} MiB, {} engine, {}), {} s per run, {} rounds, alternating faultline and fio",
         a.target.display(),
         capacity >> 20,
         engine,

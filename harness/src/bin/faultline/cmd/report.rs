@@ -3,7 +3,9 @@
 
 use crate::exit::Exit;
 use anyhow::{Context, Result};
-use faultline::report::{regenerate, EVENTS_FILE};
+use faultline::report::console::verdict_line;
+use faultline::report::regenerate;
+use faultline::run_dir::EVENTS_FILE;
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
@@ -22,17 +24,12 @@ pub fn cmd_report(a: ReportArgs) -> Result<Exit> {
     }
     let m = &r.model;
     let verdict = m.verdict();
-    let findings = m.findings().count();
+    let findings = m.findings().count() as u64;
+    let anomalies: u64 = m.cycles.values().map(|c| c.anomalies.len() as u64).sum();
     let cycles = m.cycles.values().filter(|c| c.end.is_some()).count();
-    println!(
-        "{} events, {cycles} cycles{}; verdict: {}",
-        r.events,
-        if m.end.is_none() { " (the run did not end)" } else { "" },
-        match verdict.exit_code() {
-            0 => "clean".to_string(),
-            1 => format!("{findings} findings"),
-            _ => format!("harness error ({} recorded)", m.harness_errors()),
-        }
-    );
+    let contract = m.start.as_ref().map(|s| s.contract);
+    let line = verdict_line(verdict, findings, anomalies, contract, &format!("{} recorded", m.harness_errors()));
+    println!("{} events, {cycles} cycles{}", r.events, if m.end.is_none() { " (the run did not end)" } else { "" });
+    println!("{line}");
     Ok(m.end.map_or(verdict.into(), |(_, code)| Exit::from_code(code)))
 }

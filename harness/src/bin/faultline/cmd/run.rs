@@ -3,14 +3,16 @@
 //! the run to `faultline::runner`.
 //!
 //! A run directory holds the scenario as run (`scenario.toml`, with its seed), the ledger, the
-//! event log, the reports and, for a simulated drive, the drive itself: all `resume` needs.
+//! event log, the reports and, for a simulated drive, the drive itself: all `resume` needs
+//! (`faultline::run_dir` names them). The process running a run holds its lock.
 
 use anyhow::{bail, Context, Result};
 use faultline::events::{Event, EventSink, Sinks};
 use faultline::report::console::Console;
 use faultline::report::jsonl::{read_events, EventLog};
-use faultline::report::{file_reports, regenerate, EVENTS_FILE, HTML_FILE};
+use faultline::report::{file_reports, regenerate};
 use faultline::run::exists;
+use faultline::run_dir::{lock, EVENTS_FILE, HTML_FILE, SCENARIO_FILE};
 use faultline::runner::{run_scenario, RunSummary, RunnerOptions};
 use faultline::scenario::Scenario;
 use faultline_drivers::control::ControlEnv;
@@ -53,30 +55,6 @@ pub struct ResumeArgs {
     pub run_dir: PathBuf,
 }
 
-/// The scenario as run, in its run directory.
-pub const SCENARIO_FILE: &str = "scenario.toml";
-
-/// Held (`flock`) by the process running the run, so a second one cannot take it up too.
-pub const LOCK_FILE: &str = "run.lock";
-
-/// Locks the run directory for this process; refused while another process holds it.
-fn lock(dir: &Path) -> Result<std::fs::File> {
-    let path = dir.join(LOCK_FILE);
-    let f = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .with_context(|| format!("cannot open {}", path.display()))?;
-    match f.try_lock() {
-        Ok(()) => Ok(f),
-        Err(std::fs::TryLockError::WouldBlock) => {
-            bail!("{} is in use: another faultline process is running this run (it holds {LOCK_FILE})", dir.display())
-        }
-        Err(std::fs::TryLockError::Error(e)) => Err(e).with_context(|| format!("cannot lock {}", path.display())),
-    }
-}
-
 /// The embedded default of `faultline run` with no scenario file.
 pub const DEMO: &str = include_str!("../../../../../scenarios/demo.toml");
 
@@ -113,7 +91,7 @@ fn finish(summary: &RunSummary, s: &Scenario, dir: &Path) -> Exit {
     if let Some(why) = summary.stopped.as_ref().filter(|w| !summary.errors.contains(w)) {
         println!("stopped after {} of {} cycles: {why}", summary.cycles_run, s.cycles.count);
     }
-    println!("verdict: {}", summary.verdict.name());
+    // The console printed the verdict line as the run ended.
     println!("reports: {} (rebuild them with `faultline report {}`)", dir.join(HTML_FILE).display(), dir.display());
     summary.verdict.into()
 }
@@ -128,7 +106,7 @@ pub fn cmd_run_scenario(s: Scenario, origin: &str, run_dir: Option<PathBuf>, see
     let plan = s.plan(origin, seed.unwrap_or_else(crate::random_u64))?;
     let (s, seed) = (&plan.scenario, plan.seed);
     println!(
-        "faultline run: scenario {} ({origin}), target {}, contract {:?}, {} cycles, seed {seed}",
+        "faultline run: scenario {} ({origin}), target {}, contract {}, {} cycles, seed {seed}",
         s.name,
         describe_target(s),
         s.contract,

@@ -27,7 +27,7 @@ pub fn cmd_selftest(a: SelftestArgs) -> Result<Exit> {
     let rows = run_matrix(&opts, &scratch, &mut |r| {
         if !a.json {
             eprintln!(
-                "  {} {:?} {}: {} cycles{}",
+                "  {} {} {}: {} cycles{}",
                 r.model,
                 r.contract,
                 r.workload,

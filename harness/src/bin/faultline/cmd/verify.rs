@@ -5,8 +5,10 @@ use crate::args::DeviceArgs;
 use crate::exit::Exit;
 use anyhow::Result;
 use clap::Parser;
+use faultline::events::Verdict;
 use faultline::format::Format;
 use faultline::ledger::replay;
+use faultline::report::console::verdict_line;
 use faultline::run::check_target;
 use faultline::verify::{Verifier, VerifyReport};
 use faultline::workload::Layout;
@@ -115,9 +117,6 @@ fn print_report(rep: &VerifyReport, secs: f64) {
     if rep.findings.len() > 20 {
         println!("  ... {} more (use --json for all)", rep.findings.len() - 20);
     }
-    if rep.findings.is_empty() {
-        println!("verdict: clean");
-    } else {
-        println!("verdict: {} findings", rep.findings.len());
-    }
+    let verdict = if rep.findings.is_empty() { Verdict::Clean } else { Verdict::Findings };
+    println!("{}", verdict_line(verdict, rep.findings.len() as u64, 0, None, ""));
 }

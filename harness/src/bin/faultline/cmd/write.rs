@@ -147,7 +147,7 @@ pub fn cmd_write(a: WriteArgs) -> Result<Exit> {
             }
         };
         cmp("seed", a.seed.map(|v| v.to_string()), w.seed.to_string());
-        cmp("contract", a.contract.clone(), format!("{:?}", h.header.contract).to_lowercase());
+        cmp("contract", a.contract.clone(), h.header.contract.to_string());
         cmp(
             "block-size",
             a.block_size.map(|v| v.to_string()),
@@ -190,7 +190,7 @@ pub fn cmd_write(a: WriteArgs) -> Result<Exit> {
     let h = run.history().header.clone();
     if run.created {
         eprintln!(
-            "faultline: new run {:016x} on {} (seed {}, contract {:?}, span [{}, {}))",
+            "faultline: new run {:016x} on {} (seed {}, contract {}, span [{}, {}))",
             h.run_id, h.target_identity, h.workload.seed, h.contract, h.workload.span_start, h.workload.span_end
         );
         if run.layout.uncovered_tail() > 0 {

@@ -1,0 +1,231 @@
+//! What the ledger says: the run header, the prefill and each cycle's durable watermarks,
+//! built by applying records one by one. [`History::apply`] serves replay and the writer
+//! alike, so a record that contradicts the ledger is refused before it is written.
+
+use super::frame::parse_ledger;
+use super::{EndKind, LedgerError, Record, RunHeader, LEDGER_FILE, LEDGER_FORMAT};
+use std::path::Path;
+
+/// A cycle's durable state as replayed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CycleState {
+    pub cycle: u32,
+    pub first_id: u64,
+    pub submitted_end: u64,
+    pub durable_prefix: u64,
+    pub durable_extras: Vec<u64>,
+    pub failed: Vec<u64>,
+    pub end: Option<EndKind>,
+    pub in_flight_at_end: u32,
+    pub bytes_at_risk: u64,
+}
+
+/// Everything the ledger says, replayed.
+#[derive(Clone, Debug)]
+pub struct History {
+    pub header: RunHeader,
+    pub prefill: Option<(u64, u64)>,
+    pub cycles: Vec<CycleState>,
+    pub records: u64,
+    /// Bytes of a torn final frame that replay ignored.
+    pub torn_tail_bytes: u64,
+    /// Length of the valid part of the file.
+    pub valid_bytes: u64,
+}
+
+impl History {
+    /// The cycle whose submitted ids include `id`.
+    pub fn cycle_of(&self, id: u64) -> Option<&CycleState> {
+        let i = self.cycles.partition_point(|c| c.first_id <= id);
+        let c = self.cycles.get(i.checked_sub(1)?)?;
+        (id < c.submitted_end).then_some(c)
+    }
+
+    /// True when the contract made write `id` durable.
+    pub fn is_durable(&self, id: u64) -> bool {
+        match self.cycle_of(id) {
+            Some(c) => (id < c.durable_prefix && c.failed.binary_search(&id).is_err()) || c.durable_extras.binary_search(&id).is_ok(),
+            None => false,
+        }
+    }
+
+    /// One past the highest id that may have been submitted.
+    pub fn submitted_end(&self) -> u64 {
+        self.cycles.last().map_or(1, |c| c.submitted_end)
+    }
+
+    /// The last cycle number (0 before the first cycle).
+    pub fn last_cycle(&self) -> u32 {
+        self.cycles.last().map_or(0, |c| c.cycle)
+    }
+}
+
+/// Reads and replays the ledger of `run_dir`.
+pub fn replay(run_dir: &Path) -> Result<History, LedgerError> {
+    let path = run_dir.join(LEDGER_FILE);
+    let bytes = std::fs::read(&path).map_err(|source| LedgerError::Io { path: path.clone(), source })?;
+    let (records, valid_bytes, torn_tail_bytes) = parse_ledger(&path, &bytes)?;
+    let mut h = build_history(&path, records)?;
+    h.valid_bytes = valid_bytes;
+    h.torn_tail_bytes = torn_tail_bytes;
+    Ok(h)
+}
+
+fn build_history(path: &Path, records: Vec<(u64, Record)>) -> Result<History, LedgerError> {
+    let n = records.len() as u64;
+    let mut it = records.into_iter().enumerate();
+    let header = match it.next() {
+        Some((_, (_, Record::RunStart(h)))) => h,
+        Some(_) => {
+            return Err(LedgerError::Invalid { path: path.into(), index: 0, offset: 0, why: "first record is not run_start".into() })
+        }
+        None => return Err(LedgerError::Empty { path: path.into() }),
+    };
+    if header.ledger_format != LEDGER_FORMAT {
+        return Err(LedgerError::Invalid {
+            path: path.into(),
+            index: 0,
+            offset: 0,
+            why: format!("ledger format {} (this build reads {LEDGER_FORMAT})", header.ledger_format),
+        });
+    }
+    let mut h = History::new(header);
+    for (i, (offset, rec)) in it {
+        h.apply(rec).map_err(|why| LedgerError::Invalid { path: path.into(), index: i as u64, offset, why })?;
+    }
+    debug_assert_eq!(h.records, n);
+    Ok(h)
+}
+
+impl History {
+    /// The history of a run with no records but its header.
+    pub fn new(header: RunHeader) -> Self {
+        History { header, prefill: None, cycles: Vec::new(), records: 1, torn_tail_bytes: 0, valid_bytes: 0 }
+    }
+
+    /// Applies one record after the header; `Err` names what is inconsistent.
+    pub fn apply(&mut self, rec: Record) -> Result<(), String> {
+        let h = self;
+        let open_cycle = |h: &mut History, cycle: u32| -> Result<usize, String> {
+            match h.cycles.last() {
+                Some(c) if c.cycle == cycle && c.end.is_none() => Ok(h.cycles.len() - 1),
+                _ => Err(format!("record for cycle {cycle}, which is not open")),
+            }
+        };
+        match rec {
+            Record::RunStart(_) => return Err("a second run_start".into()),
+            Record::PrefillDone { span_start, span_end } => {
+                if !h.cycles.is_empty() {
+                    return Err("prefill after writes began".into());
+                }
+                h.prefill = Some((span_start, span_end));
+            }
+            Record::CycleStart { cycle, first_id, .. } => {
+                if let Some(prev) = h.cycles.last() {
+                    if prev.end.is_none() || cycle != prev.cycle + 1 || first_id < prev.submitted_end {
+                        return Err(format!(
+                            "cycle {cycle} starting at id {first_id} does not follow cycle {} (ended: {}, ids below {})",
+                            prev.cycle,
+                            prev.end.is_some(),
+                            prev.submitted_end
+                        ));
+                    }
+                } else if cycle != 1 || first_id == 0 {
+                    return Err(format!("first cycle is {cycle} starting at id {first_id}"));
+                }
+                h.cycles.push(CycleState {
+                    cycle,
+                    first_id,
+                    submitted_end: first_id,
+                    durable_prefix: first_id,
+                    durable_extras: vec![],
+                    failed: vec![],
+                    end: None,
+                    in_flight_at_end: 0,
+                    bytes_at_risk: 0,
+                });
+            }
+            Record::Reserve { cycle, upto } => {
+                let c = open_cycle(h, cycle)?;
+                let c = &mut h.cycles[c];
+                c.submitted_end = c.submitted_end.max(upto);
+            }
+            Record::Checkpoint { cycle, durable_prefix, durable_extras, failed } => {
+                let c = open_cycle(h, cycle)?;
+                let c = &mut h.cycles[c];
+                c.durable_prefix = durable_prefix.max(c.first_id);
+                c.durable_extras = sorted(durable_extras);
+                c.failed = sorted(failed);
+            }
+            Record::WriteFailed { cycle, .. } => {
+                open_cycle(h, cycle)?;
+            }
+            Record::CycleEnd { cycle, end, submitted_end, durable_prefix, durable_extras, failed, in_flight_at_end, bytes_at_risk } => {
+                let c = open_cycle(h, cycle)?;
+                let c = &mut h.cycles[c];
+                if submitted_end < c.first_id || durable_prefix > submitted_end {
+                    return Err(format!(
+                        "cycle {cycle} ends with durable prefix {durable_prefix} and submitted end {submitted_end}, first id {}",
+                        c.first_id
+                    ));
+                }
+                c.submitted_end = submitted_end;
+                c.durable_prefix = durable_prefix.max(c.first_id);
+                c.durable_extras = sorted(durable_extras);
+                c.failed = sorted(failed);
+                c.end = Some(end);
+                c.in_flight_at_end = in_flight_at_end;
+                c.bytes_at_risk = bytes_at_risk;
+            }
+        }
+        h.records += 1;
+        Ok(())
+    }
+}
+
+fn sorted(mut v: Vec<u64>) -> Vec<u64> {
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ledger::tests::{image, sample_records, tempdir};
+
+    #[test]
+    fn replay_builds_durable_state() {
+        let dir = tempdir();
+        std::fs::write(dir.join(LEDGER_FILE), image(&sample_records())).unwrap();
+        let h = replay(&dir).unwrap();
+        assert_eq!(h.cycles.len(), 2);
+        assert!(h.is_durable(1) && h.is_durable(49) && !h.is_durable(3) && !h.is_durable(51) && h.is_durable(55) && !h.is_durable(56));
+        assert!(h.cycle_of(60).is_none() && h.cycle_of(99).is_none());
+        assert_eq!(h.cycle_of(150).unwrap().cycle, 2);
+        assert_eq!(h.submitted_end(), 200);
+        assert!(!h.is_durable(150), "an interrupted cycle has nothing durable past its first checkpoint");
+    }
+
+    #[test]
+    fn torn_tail_is_dropped_at_every_cut_point() {
+        let full = image(&sample_records());
+        let first_frame = image(&sample_records()[..1]).len();
+        let dir = tempdir();
+        let whole = {
+            std::fs::write(dir.join(LEDGER_FILE), &full).unwrap();
+            replay(&dir).unwrap().records
+        };
+        for cut in 1..full.len() {
+            std::fs::write(dir.join(LEDGER_FILE), &full[..cut]).unwrap();
+            match replay(&dir) {
+                Ok(h) => {
+                    assert!(h.records < whole || cut == full.len());
+                    assert_eq!(h.valid_bytes + h.torn_tail_bytes, cut as u64);
+                }
+                Err(LedgerError::Empty { .. }) => assert!(cut < first_frame),
+                Err(e) => panic!("cut at {cut}: {e}"),
+            }
+        }
+    }
+}

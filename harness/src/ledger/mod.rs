@@ -1,0 +1,281 @@
+//! The ledger: an append-only, checksummed record of what happened in a run.
+//!
+//! It lives in the run directory, never on the target. Records are JSON payloads in frames
+//!
+//! | bytes | field |
+//! |---|---|
+//! | 0..4 | magic `FLR1` |
+//! | 4..8 | payload length, u32 LE |
+//! | 8..16 | sequence number, u64 LE, from 0, no gaps |
+//! | 16..24 | first 8 bytes of BLAKE3(sequence LE ++ payload) |
+//! | 24.. | payload (one JSON object) |
+//!
+//! A frame that does not check out at the end of the file is a torn tail (the harness host
+//! lost power mid-append): it is dropped and reported. A bad frame followed by any good one
+//! is corruption in the middle, and replay refuses with the byte offset.
+//!
+//! Growth per cycle is bounded by queue depth and failures, not by writes: the workload is a
+//! pure function of the write id, so the ledger records only watermarks (the durable prefix
+//! of ids), the exceptions above them (durable ids past the prefix, failed ids) and the bound
+//! of ids that may have been submitted. Flushes leave no record of their own: their effect
+//! is in the next checkpoint and the cycle end. Reservations grow geometrically, so a cycle
+//! of N writes appends O(log N) of them. A writer thread group-commits appended records with
+//! one write and one fdatasync per batch, so appending never waits on the disk.
+//!
+//! Modules, each depending only on those before it and on this one: [`frame`] (the framing
+//! above: torn tail dropped, damage in the middle refused), [`history`] (what the records
+//! say: per-cycle watermarks, the one `apply` that replay and the writer share), [`file`](mod@file)
+//! (the writer thread: group commit and sync).
+
+pub mod file;
+pub mod frame;
+pub mod history;
+
+pub use file::LedgerWriter;
+pub use frame::{parse_ledger, ParsedLedger};
+pub use history::{replay, CycleState, History};
+
+use crate::workload::WorkloadSpec;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+pub use crate::run_dir::LEDGER_FILE;
+pub const LEDGER_FORMAT: u32 = 1;
+
+/// The durability promise under test (DOMAIN.md section 2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Contract {
+    /// A write survives once it completed.
+    Plp,
+    /// A write survives once a flush submitted after its completion completed, or it was FUA.
+    Flush,
+}
+
+impl std::str::FromStr for Contract {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "plp" => Ok(Contract::Plp),
+            "flush" => Ok(Contract::Flush),
+            other => Err(format!("unknown contract {other:?}: expected plp or flush")),
+        }
+    }
+}
+
+/// The contract's name as scenarios, flags and reports spell it (`plp`, `flush`); the inverse
+/// of its `FromStr`. Width and alignment apply (`{:<8}`).
+impl std::fmt::Display for Contract {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(match self {
+            Contract::Plp => "plp",
+            Contract::Flush => "flush",
+        })
+    }
+}
+
+/// The first record of every ledger: what the run is.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunHeader {
+    pub ledger_format: u32,
+    pub run_id: u64,
+    pub created_at: String,
+    pub target_identity: String,
+    pub target_capacity: u64,
+    pub sector_bytes: u64,
+    /// Atomic write unit the drive claims (writes are all-or-nothing inside each aligned unit).
+    pub atomic_bytes: u64,
+    pub contract: Contract,
+    pub port: u8,
+    pub workload: WorkloadSpec,
+}
+
+/// How a cycle ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EndKind {
+    /// The writer stopped, drained and flushed: everything it wrote is durable.
+    Graceful,
+    /// Power was cut (or the link reset) with I/O in flight.
+    Cut,
+    /// The harness died mid-cycle; the state is the last checkpoint, the bound the last
+    /// reservation. Recorded by the next writer that opens the run.
+    Interrupted,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Record {
+    RunStart(RunHeader),
+    /// The whole span was written once with prefill sectors and flushed.
+    PrefillDone {
+        span_start: u64,
+        span_end: u64,
+    },
+    CycleStart {
+        cycle: u32,
+        first_id: u64,
+        at: String,
+    },
+    /// Ids below `upto` may be submitted from now on (appended before they are).
+    Reserve {
+        cycle: u32,
+        upto: u64,
+    },
+    /// Durable state so far in the cycle (for recovery after the harness dies).
+    Checkpoint {
+        cycle: u32,
+        durable_prefix: u64,
+        durable_extras: Vec<u64>,
+        failed: Vec<u64>,
+    },
+    WriteFailed {
+        cycle: u32,
+        id: u64,
+        errno: i32,
+        detail: String,
+    },
+    CycleEnd {
+        cycle: u32,
+        end: EndKind,
+        /// Ids in [first_id, submitted_end) were (or may have been) submitted.
+        submitted_end: u64,
+        /// Ids in [first_id, durable_prefix) are durable, except `failed`.
+        durable_prefix: u64,
+        /// Durable ids at or above the prefix.
+        durable_extras: Vec<u64>,
+        failed: Vec<u64>,
+        in_flight_at_end: u32,
+        bytes_at_risk: u64,
+    },
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LedgerError {
+    #[error("ledger {path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("ledger {path}: record {index} at byte {offset} is damaged ({why}), and a valid record follows at byte {next}: the ledger is corrupted in the middle, not torn at the end; refusing to guess")]
+    CorruptMiddle { path: PathBuf, index: u64, offset: u64, why: String, next: u64 },
+    #[error("ledger {path}: record {index} at byte {offset}: {why}")]
+    Invalid { path: PathBuf, index: u64, offset: u64, why: String },
+    #[error("ledger {path} is empty: no run was started in this run directory")]
+    Empty { path: PathBuf },
+    #[error("ledger writer failed earlier: {0}")]
+    WriterFailed(String),
+}
+
+/// Where a run's records go: the file in the run directory today ([`LedgerWriter`]), a ledger
+/// kept on another machine later. The writer (`crate::writer`) sees only this.
+///
+/// Records get sequence numbers from 0 with no gaps, in append order; a record is durable
+/// once the implementation has it on stable storage, and durability is a watermark: once
+/// `seq` is durable, every record before it is too. Every implementation checks a record
+/// against its [`History`] (with [`History::apply`]) and refuses one that contradicts it,
+/// before it is stored.
+pub trait Ledger {
+    /// Queues `rec` and returns its sequence number, without waiting for it to be durable.
+    fn append(&mut self, rec: &Record) -> Result<u64, LedgerError>;
+
+    /// True when record `seq` is durable. A query of the watermark known now, which never
+    /// waits; a failure of the store shows in the other methods.
+    fn is_durable(&self, seq: u64) -> bool;
+
+    /// Waits until record `seq` is durable.
+    fn wait_durable(&mut self, seq: u64) -> Result<(), LedgerError>;
+
+    /// Waits until every record appended so far is durable.
+    fn sync(&mut self) -> Result<(), LedgerError>;
+
+    /// The run as the ledger records it so far, appended records included (what replaying it
+    /// would give once they are durable).
+    fn history(&self) -> &History;
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    #[test]
+    fn contracts_display_as_scenario_files_and_serde_name_them() {
+        for c in [Contract::Plp, Contract::Flush] {
+            let shown = c.to_string();
+            assert_eq!(shown.parse::<Contract>(), Ok(c));
+            assert_eq!(serde_json::to_value(c).unwrap(), serde_json::Value::String(shown));
+        }
+        assert_eq!(format!("the drive broke its {} promise", Contract::Flush), "the drive broke its flush promise");
+        assert_eq!(format!("[{:<6}]", Contract::Plp), "[plp   ]");
+    }
+
+    pub(crate) fn header() -> RunHeader {
+        RunHeader {
+            ledger_format: LEDGER_FORMAT,
+            run_id: 7,
+            created_at: "now".into(),
+            target_identity: "file:/x size=1".into(),
+            target_capacity: 1 << 20,
+            sector_bytes: 512,
+            atomic_bytes: 512,
+            contract: Contract::Plp,
+            port: 0,
+            workload: crate::workload::WorkloadSpec {
+                seed: 1,
+                pattern: crate::workload::Pattern::Random,
+                span_start: 0,
+                span_end: 1 << 20,
+                min_write_bytes: 4096,
+                max_write_bytes: 4096,
+                mean_write_bytes: 4096,
+                align_bytes: 4096,
+                queue_depth: 4,
+                flush: Default::default(),
+            },
+        }
+    }
+
+    pub(crate) fn sample_records() -> Vec<Record> {
+        vec![
+            Record::RunStart(header()),
+            Record::CycleStart { cycle: 1, first_id: 1, at: "t".into() },
+            Record::Reserve { cycle: 1, upto: 100 },
+            Record::Checkpoint { cycle: 1, durable_prefix: 40, durable_extras: vec![45, 42], failed: vec![3] },
+            Record::CycleEnd {
+                cycle: 1,
+                end: EndKind::Cut,
+                submitted_end: 60,
+                durable_prefix: 50,
+                durable_extras: vec![55],
+                failed: vec![3, 51],
+                in_flight_at_end: 4,
+                bytes_at_risk: 16384,
+            },
+            Record::CycleStart { cycle: 2, first_id: 100, at: "t".into() },
+            Record::Reserve { cycle: 2, upto: 200 },
+        ]
+    }
+
+    pub(crate) fn image(recs: &[Record]) -> Vec<u8> {
+        recs.iter().enumerate().flat_map(|(i, r)| super::frame::frame(i as u64, &serde_json::to_vec(r).unwrap())).collect()
+    }
+
+    pub(crate) fn tempdir() -> PathBuf {
+        static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let d = std::env::temp_dir().join(format!(
+            "faultline-ut-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+        ));
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn contract_displays_as_it_parses() {
+        for c in [Contract::Plp, Contract::Flush] {
+            assert_eq!(c.to_string().parse::<Contract>(), Ok(c));
+            assert_eq!(c.to_string(), format!("{c:?}").to_lowercase());
+        }
+        assert_eq!((Contract::Plp.to_string(), Contract::Flush.to_string()), ("plp".into(), "flush".into()));
+        assert_eq!(format!("[{:<6}]", Contract::Plp), "[plp   ]");
+    }
+}
