@@ -3,7 +3,7 @@
 //! until the device answers, read its health, verify what the cycle wrote, record, and let the
 //! stop policy decide.
 
-use super::dut::{DutCycleError, DutVerifyError, Workload};
+use super::dut::{DutCycleError, DutError, DutVerifyError, Workload};
 use super::emit::nanos;
 use super::fault::{cycle_rng, placement, PLACE_SALT, SAMPLE_SALT};
 use super::regions::{sample_regions, union, written_regions};
@@ -182,6 +182,8 @@ impl Cycles<'_, '_> {
                 let us = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
                 self.em.emit(Event::Ready { t_ns, cycle, enumerate_us: r.enumerate.map(us), first_read_us: Some(us(r.first_read)) });
             }
+            // Which device the run is about is unknown: the harness cannot judge this drive.
+            Err(e @ DutError::Ambiguous(_)) => return Err(e.into()),
             Err(why) => {
                 findings.push(dead_device(cycle, &why.to_string()));
                 p.end.dead_device = true;

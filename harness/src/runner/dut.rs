@@ -13,7 +13,10 @@ use crate::ledger::{Contract, Ledger};
 use crate::verify::{Verifier, VerifyError, VerifyReport};
 use crate::workload::Layout;
 use crate::writer::{prefill_then, run_cycle, CycleOptions, CycleOutcome, WriteError};
-use faultline_drivers::blockdev::{find_by_identity, identify, Expectation, SysRoots};
+use faultline_drivers::blockdev::{
+    find_by_identity, find_namespace_paths, find_path, identify, Expectation, FindError, PathMatch, SysRoots,
+};
+use faultline_drivers::identity::PathId;
 use faultline_drivers::nvme::NvmeAdmin;
 use faultline_drivers::{open_target, AlignedBuf, BlockTarget, OpenSpec};
 use faultline_fixtures::{SimDrive, TruthExtent};
@@ -32,6 +35,10 @@ pub enum DutError {
     /// The device did not answer within the readiness timeout.
     #[error("the device did not answer a read within {timeout_s} s after the fault: {last}")]
     NotReady { timeout_s: u64, last: String },
+    /// The target's identity matches more than one device, and nothing says which one the run
+    /// is about: a harness error (a scenario to fix), never a finding about the drive.
+    #[error("the target is ambiguous: {0}")]
+    Ambiguous(String),
     /// Saving the simulated drive's state failed.
     #[error("cannot save the simulated drive after the cut: {0}")]
     Persist(String),
@@ -265,6 +272,9 @@ pub struct RealDut {
     /// Its identity, to find it again by when it comes back under another name (`nvme0n1` as
     /// `nvme1n1`); `None` when sysfs names nothing stable (a regular file): found by path.
     find: Option<Expectation>,
+    /// The path the run goes through (controller, cntlid, PCI address), followed across
+    /// faults: one namespace may have several paths (a dual-port drive with multipath off).
+    via: Option<PathId>,
     roots: SysRoots,
     /// The run's target identity (the ledger header's): anything else is refused.
     identity: Option<String>,
@@ -277,10 +287,7 @@ impl RealDut {
     /// Opens the device at `path` (or found by `expect` when there is none). `begun`: the
     /// device carries this run's data already (its signature was probed when the run began).
     pub fn open(path: Option<&Path>, expect: &Expectation, queue_depth: usize, begun: bool, roots: SysRoots) -> Result<RealDut, String> {
-        let path = match path {
-            Some(p) => p.to_path_buf(),
-            None => find_by_identity(expect, &roots).map_err(|e| format!("target: {e}"))?,
-        };
+        let (path, via) = first_path(path, expect, &roots)?;
         let mut spec = OpenSpec { writable: true, queue_depth, expect: expect.clone(), allow_overwrite_signature: begun, io_threads: 1 };
         let opened = open_target(&path, &spec).map_err(|e| e.to_string())?;
         // From here on the device carries this run's data: re-opening it after a fault must not
@@ -300,7 +307,13 @@ impl RealDut {
                 false
             }
         };
-        Ok(RealDut { path, spec, target: Some(opened.target), find, roots, identity: None, has_health, notes })
+        // A path found by a derived identity (the scenario gave only a path) is followed by it.
+        let via = match (via, &find) {
+            (Some(v), _) => Some(v),
+            (None, Some(f)) if expect.is_empty() => path_of(&path, f, &roots),
+            _ => None,
+        };
+        Ok(RealDut { path, spec, target: Some(opened.target), find, via, roots, identity: None, has_health, notes })
     }
 
     fn target(&mut self) -> Result<&mut dyn BlockTarget, DutError> {
@@ -312,14 +325,14 @@ impl RealDut {
 
     /// Finds the device again (by identity when it has one) and opens it, refusing anything
     /// that is not the run's target.
-    fn reopen(&mut self) -> Result<(), String> {
+    fn reopen(&mut self) -> Result<(), Refind> {
         if let Some(e) = &self.find {
-            self.path = find_by_identity(e, &self.roots).map_err(|e| e.to_string())?;
+            self.path = refind(e, self.via.as_ref(), &self.roots)?;
         }
-        let o = open_target(&self.path, &self.spec).map_err(|e| e.to_string())?;
+        let o = open_target(&self.path, &self.spec).map_err(|e| Refind::NotYet(e.to_string()))?;
         let found = o.target.identity();
         if let Some(want) = self.identity.as_ref().filter(|want| **want != found) {
-            return Err(format!("{} is now {found}, not the run's target {want}", self.path.display()));
+            return Err(Refind::NotYet(format!("{} is now {found}, not the run's target {want}", self.path.display())));
         }
         self.target = Some(o.target);
         Ok(())
@@ -366,7 +379,8 @@ impl Dut for RealDut {
             if self.target.is_none() {
                 match self.reopen() {
                     Ok(()) => enumerate = Some(start.elapsed()),
-                    Err(e) => last = e,
+                    Err(Refind::NotYet(e)) => last = e,
+                    Err(Refind::Ambiguous(e)) => return Err(DutError::Ambiguous(e)),
                 }
             }
             if let Some(t) = self.target.as_deref_mut() {
@@ -413,6 +427,69 @@ impl Dut for RealDut {
     }
 }
 
+/// Why a device could not be found again after a fault.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Refind {
+    /// Not there (yet): keep waiting until the readiness timeout.
+    NotYet(String),
+    /// More than one device could be it: waiting will not tell them apart.
+    Ambiguous(String),
+}
+
+/// The device a run starts on, and the path it goes through when its namespace has several.
+/// With a path, that device (its path recorded when sysfs names one). With an identity alone,
+/// its one namespace; if that namespace has several paths (the two ports of a dual-port drive
+/// with `nvme_core.multipath=N`), nothing says which to go through: refused before cycle 1.
+fn first_path(path: Option<&Path>, expect: &Expectation, roots: &SysRoots) -> Result<(PathBuf, Option<PathId>), String> {
+    if let Some(p) = path {
+        return Ok((p.to_path_buf(), if expect.is_empty() { None } else { path_of(p, expect, roots) }));
+    }
+    let paths = find_namespace_paths(expect, roots).map_err(|e| format!("target: {e}"))?;
+    match &paths[..] {
+        [one] => Ok((one.dev.clone(), Some(one.path.clone()).filter(is_controller_path))),
+        several => Err(format!(
+            "target: {} matches {} paths of one namespace ({}): the identity cannot tell them apart; give target.path              (e.g. {}) to name the path the run goes through",
+            expect.summary(),
+            several.len(),
+            several.iter().map(|m| m.path.to_string()).collect::<Vec<_>>().join("; "),
+            several[0].dev.display()
+        )),
+    }
+}
+
+/// The path (controller, cntlid, PCI address) of the device at `dev`, when sysfs names one.
+fn path_of(dev: &Path, expect: &Expectation, roots: &SysRoots) -> Option<PathId> {
+    let want = std::fs::canonicalize(dev).unwrap_or_else(|_| dev.to_path_buf());
+    let same = |m: &PathMatch| std::fs::canonicalize(&m.dev).unwrap_or_else(|_| m.dev.clone()) == want;
+    // Only a controller names a path that survives re-enumeration; a device name alone (a loop
+    // device, a SCSI disk) does not, and such a device is found again by its identity.
+    find_namespace_paths(expect, roots).ok()?.into_iter().find(same).map(|m| m.path).filter(is_controller_path)
+}
+
+fn is_controller_path(p: &PathId) -> bool {
+    p.controller.is_some() || p.cntlid.is_some() || p.pci_address.is_some()
+}
+
+/// Finds the run's device again: by its path when it has one (the controller may come back
+/// under another name), else by its identity alone.
+fn refind(expect: &Expectation, via: Option<&PathId>, roots: &SysRoots) -> Result<PathBuf, Refind> {
+    let found = match via {
+        Some(v) => find_path(expect, v, roots).map(|m| m.dev),
+        None => find_by_identity(expect, roots),
+    };
+    found.map_err(classify)
+}
+
+/// Matches in two namespaces, two paths selected, or two devices for an identity without a
+/// path: ambiguous. Anything else (nothing there, the path not back): not yet.
+fn classify(e: FindError) -> Refind {
+    match &e {
+        FindError::SeveralNamespaces { .. } | FindError::Ambiguous { .. } => Refind::Ambiguous(e.to_string()),
+        FindError::Path { selected, .. } if *selected > 1 => Refind::Ambiguous(e.to_string()),
+        _ => Refind::NotYet(e.to_string()),
+    }
+}
+
 /// Reads the SMART/health log and, where the drive has it, the OCP extended log.
 fn read_health(path: &Path, roots: &SysRoots) -> Result<HealthLogs, String> {
     let admin = NvmeAdmin::open_for_block_device_in(path, roots).map_err(|e| e.to_string())?;
@@ -439,4 +516,26 @@ fn derived_expectation(path: &Path, capacity: u64, lbs: u32) -> Option<Expectati
         size_bytes: Some(capacity),
     };
     (e.serial.is_some() || e.wwid.is_some() || e.backing_file.is_some()).then_some(e)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use faultline_drivers::blockdev::{Candidate, DeviceIdentity};
+
+    fn expect() -> Expectation {
+        Expectation { serial: Some("S1".into()), ..Expectation::default() }
+    }
+
+    #[test]
+    fn two_paths_or_two_namespaces_are_ambiguous_and_a_missing_device_is_not_yet() {
+        let roots = SysRoots { sys: "/nonexistent/sys".into(), dev: "/nonexistent/dev".into() };
+        // Nothing to scan: the device is not (yet) there, and waiting may help.
+        assert!(matches!(refind(&expect(), None, &roots), Err(Refind::NotYet(_))));
+        let c = |n: &str| Candidate { path: PathBuf::from(format!("/dev/{n}")), identity: DeviceIdentity::default() };
+        let two = FindError::Ambiguous { expect: Box::new(expect()), matches: vec![c("nvme0n1"), c("nvme1n1")] };
+        assert!(matches!(classify(two), Refind::Ambiguous(m) if m.contains("nvme0n1") && m.contains("nvme1n1")));
+        let none = FindError::Path { expect: Box::new(expect()), want: PathId::default(), paths: Vec::new(), selected: 0 };
+        assert!(matches!(classify(none), Refind::NotYet(_)), "the path is not back yet");
+    }
 }
