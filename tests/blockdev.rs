@@ -516,7 +516,7 @@ fn body_cut_cycles_verify_clean(s: &mut Subject) {
         sector_bytes: 512,
         atomic_bytes: 512,
         contract: Contract::Plp,
-        port: 0,
+        ports: faultline::port::PortEntry::single(),
         workload: spec.clone(),
     };
     let dir = scratch(&format!("conf-{}-{}", s.name, seed));
@@ -529,7 +529,7 @@ fn body_cut_cycles_verify_clean(s: &mut Subject) {
             cycle,
             first_id,
             started_at: String::new(),
-            port: 0,
+            port: faultline::port::PortId::A,
             max_writes: None,
             duration: None,
             cut: Some(CutPlacement::AfterCompletions { completions: 500 * cycle as u64 }),

@@ -330,7 +330,7 @@ fn header() -> RunHeader {
         sector_bytes: 512,
         atomic_bytes: 4096,
         contract: Contract::Flush,
-        port: 0,
+        ports: faultline::port::PortEntry::single(),
         workload: WorkloadSpec {
             seed: 1,
             pattern: Pattern::Random,
@@ -354,7 +354,7 @@ fn valid_ledger() -> &'static [u8] {
         let mut w = LedgerWriter::create(&dir, header()).expect("create");
         let records = [
             Record::PrefillDone { span_start: 0, span_end: 1 << 20 },
-            Record::CycleStart { cycle: 1, first_id: 1, at: "t1".into() },
+            Record::CycleStart { cycle: 1, first_id: 1, at: "t1".into(), port: faultline::port::PortId::A },
             Record::Reserve { cycle: 1, upto: 64 },
             Record::Checkpoint { cycle: 1, durable_prefix: 20, durable_extras: vec![25, 22], failed: vec![3] },
             Record::WriteFailed { cycle: 1, id: 30, errno: 5, detail: "EIO".into() },
@@ -368,7 +368,7 @@ fn valid_ledger() -> &'static [u8] {
                 in_flight_at_end: 4,
                 bytes_at_risk: 16384,
             },
-            Record::CycleStart { cycle: 2, first_id: 64, at: "t2".into() },
+            Record::CycleStart { cycle: 2, first_id: 64, at: "t2".into(), port: faultline::port::PortId::A },
             Record::Reserve { cycle: 2, upto: 128 },
         ];
         for r in &records {

@@ -41,6 +41,13 @@ pub struct PortEntry {
     pub name: String,
 }
 
+impl PortEntry {
+    /// The table of a single-port run: port `A`.
+    pub fn single() -> Vec<PortEntry> {
+        vec![PortEntry { id: PortId::A, name: PortId::A.default_name() }]
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -246,13 +246,13 @@ impl<'a> Verifier<'a> {
         let h = &self.history.header;
         match d {
             Durable::Prior => None,
-            Durable::Prefill => Some(prefill_id(h.run_id, addr, h.port)),
+            Durable::Prefill => Some(prefill_id(h.run_id, addr, h.first_port().0)),
             Durable::Write(w) => Some(SectorId {
                 run_id: h.run_id,
                 addr,
                 write_id: w.id,
                 cycle: self.history.cycle_of(w.id).map_or(0, |c| c.cycle),
-                port: h.port,
+                port: self.history.cycle_of(w.id).map_or(h.first_port(), |c| c.port).0,
                 flags: 0,
                 index: ((addr - w.offset) / self.sector) as u32,
                 count: (w.len / self.sector) as u32,
@@ -304,7 +304,6 @@ impl<'a> Verifier<'a> {
             }
         };
         let found = shown_valid(&id);
-        let h = &self.history.header;
         if id.addr != addr {
             return Verdict::Finding {
                 class: FindingClass::MisdirectedWrite,
@@ -344,10 +343,17 @@ impl<'a> Verifier<'a> {
             return unexpected(format!("write {} covers [{}, {}), not this sector", id.write_id, plan.offset, plan.end()));
         }
         let (index, count) = (((addr - plan.offset) / self.sector) as u32, (plan.len / self.sector) as u32);
-        if id.index != index || id.count != count || id.cycle != c.cycle || id.port != h.port || id.flags != 0 {
+        if id.index != index || id.count != count || id.cycle != c.cycle || id.port != c.port.0 || id.flags != 0 {
             return unexpected(format!(
                 "identity disagrees with write {}: sector {}/{} cycle {} port {} flags {:#x}, expected {index}/{count} cycle {} port {} flags 0",
-                id.write_id, id.index, id.count, id.cycle, id.port, id.flags, c.cycle, h.port
+                id.write_id,
+                id.index,
+                id.count,
+                id.cycle,
+                crate::port::PortId(id.port),
+                id.flags,
+                c.cycle,
+                c.port
             ));
         }
         let rank = id.write_id + 1;
@@ -714,7 +720,7 @@ mod tests {
             sector_bytes: 512,
             atomic_bytes: 4096,
             contract: Contract::Plp,
-            port: 0,
+            ports: crate::port::PortEntry::single(),
             workload: spec.clone(),
         };
         let mut ledger = LedgerWriter::create(&tempdir(), header).unwrap();
@@ -724,7 +730,7 @@ mod tests {
             cycle: 1,
             first_id: 1,
             started_at: String::new(),
-            port: 0,
+            port: crate::port::PortId::A,
             max_writes: Some(300),
             duration: None,
             cut: None,

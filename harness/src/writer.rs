@@ -12,6 +12,7 @@
 
 use crate::format::{Format, SectorId};
 use crate::ledger::{Contract, EndKind, Ledger, LedgerError, Record};
+use crate::port::PortId;
 use crate::verify::prefill_id;
 use crate::workload::{Layout, WritePlan};
 use faultline_drivers::{AlignedBuf, BlockTarget, Completion, LatencyHistogram, LatencySummary, Op, TargetError};
@@ -40,7 +41,7 @@ pub struct CycleOptions {
     pub first_id: u64,
     /// Wall-clock timestamp recorded with the cycle start (the harness logic has no clock).
     pub started_at: String,
-    pub port: u8,
+    pub port: PortId,
     /// Stop gracefully after this many writes were submitted.
     pub max_writes: Option<u64>,
     /// Stop gracefully after this long.
@@ -230,7 +231,7 @@ pub fn run_cycle(
                 let w = layout.plan(id);
                 let mut buf = returned.try_recv().unwrap_or_else(|_| AlignedBuf::zeroed(max_bytes));
                 buf.resize(w.len as usize);
-                fill_write(format, &w, cycle, port, &mut buf);
+                fill_write(format, &w, cycle, port.0, &mut buf);
                 if filled.send((w, buf)).is_err() {
                     return; // the cycle is over
                 }
@@ -295,7 +296,7 @@ fn run_cycle_inner(
     let mut flushes_inflight = 0usize;
     let mut done: Vec<Completion> = Vec::new();
 
-    ledger.append(&Record::CycleStart { cycle, first_id: opts.first_id, at: opts.started_at.clone() })?;
+    ledger.append(&Record::CycleStart { cycle, first_id: opts.first_id, at: opts.started_at.clone(), port: opts.port })?;
     let mut reserved_req = opts.first_id + reserve_step;
     let mut reserve_seq = ledger.append(&Record::Reserve { cycle, upto: reserved_req })?;
     let mut reserved_ok = opts.first_id;
@@ -524,7 +525,7 @@ pub fn prefill(
     target: &mut dyn BlockTarget,
     layout: &Layout,
     format: &Format,
-    port: u8,
+    port: PortId,
     ledger: &mut dyn Ledger,
 ) -> Result<u64, WriteError> {
     prefill_then(target, layout, format, port, ledger, &mut || Ok(()))
@@ -537,7 +538,7 @@ pub fn prefill_then(
     target: &mut dyn BlockTarget,
     layout: &Layout,
     format: &Format,
-    port: u8,
+    port: PortId,
     ledger: &mut dyn Ledger,
     before_record: &mut dyn FnMut() -> Result<(), String>,
 ) -> Result<u64, WriteError> {
@@ -556,7 +557,7 @@ pub fn prefill_then(
             let mut buf = pool.pop().unwrap_or_else(|| AlignedBuf::zeroed(chunk as usize));
             buf.resize(n as usize);
             for (i, s) in buf.chunks_exact_mut(sector).enumerate() {
-                format.encode(&prefill_id(format.run_id(), pos + (i * sector) as u64, port), s);
+                format.encode(&prefill_id(format.run_id(), pos + (i * sector) as u64, port.0), s);
             }
             target.submit(Op::Write { token: pos, offset: pos, buf, fua: false, write_id: 0 })?;
             inflight += 1;
@@ -672,14 +673,14 @@ mod tests {
             sector_bytes: 512,
             atomic_bytes: 512,
             contract,
-            port: 0,
+            ports: crate::port::PortEntry::single(),
             workload: spec.clone(),
         };
         let opts = CycleOptions {
             cycle: 1,
             first_id: 1,
             started_at: String::new(),
-            port: 0,
+            port: crate::port::PortId::A,
             max_writes: None,
             duration: None,
             cut: Some(placement),
@@ -723,6 +724,39 @@ mod tests {
         let (o, rep) = sim_cycle(FaultModel::HonestPlp, Contract::Plp, CutPlacement::Idle { after_completions: 200 });
         assert_eq!((o.in_flight_at_cut, o.bytes_at_risk, o.device_gone_at), (0, 0, None), "the control case cuts a quiet drive: {o:?}");
         assert!(rep.findings.is_empty());
+    }
+
+    #[test]
+    fn sectors_carry_the_cycle_port_and_the_verifier_expects_it() {
+        // A cycle through port B: its sectors say port 1, the ledger records it, and the
+        // verifier expects it (before ports were recorded, any port but 0 was unexpected).
+        let mut r = rig(FaultModel::HonestPlp, Contract::Plp, CutPlacement::AfterCompletions { completions: 100 }, 9);
+        r.opts.port = crate::port::PortId(1);
+        let mut power = r.sim.power();
+        let mut target = r.sim.clone();
+        let out = run_cycle(&mut target, &r.layout, &r.format, &mut r.ledger, Contract::Plp, &r.opts, &mut || {
+            power.power_off().map_err(|e| e.to_string())
+        })
+        .unwrap();
+        power.power_on().unwrap();
+        assert_eq!(r.ledger.history().cycles[0].port, crate::port::PortId(1));
+        let v = crate::verify::Verifier::new(&r.layout, r.ledger.history(), &r.format);
+        let rep = v.verify(&mut target, 0, 1 << 20).unwrap();
+        assert!(rep.findings.is_empty() && rep.durable_ok > 0, "{:?}", rep.findings);
+        // A sector of a completed write rewritten as if port A had written it: not this write.
+        let w = r.layout.plan(1);
+        let mut sector = AlignedBuf::zeroed(512);
+        target.read_at(w.offset, &mut sector).unwrap();
+        let mut id = crate::format::read_header(&sector);
+        assert_eq!((id.write_id, id.port), (1, 1), "{out:?}");
+        id.port = 0;
+        r.format.encode(&id, &mut sector);
+        target.submit(Op::Write { token: 1, offset: w.offset, buf: sector, fua: true, write_id: 0 }).unwrap();
+        let mut done = Vec::new();
+        target.reap(&mut done, 1, Duration::from_secs(1)).unwrap();
+        let rep = v.verify(&mut target, w.offset, w.offset + 512).unwrap();
+        assert_eq!(rep.findings.len(), 1, "{:?}", rep.findings);
+        assert!(rep.findings[0].detail.contains("port A") && rep.findings[0].detail.contains("port B"), "{:?}", rep.findings);
     }
 
     #[test]

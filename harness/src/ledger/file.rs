@@ -234,7 +234,7 @@ mod tests {
     fn writer_appends_and_reopens_after_torn_tail() {
         let dir = tempdir();
         let mut w = LedgerWriter::create(&dir, header()).unwrap();
-        w.append(&Record::CycleStart { cycle: 1, first_id: 1, at: "t".into() }).unwrap();
+        w.append(&Record::CycleStart { cycle: 1, first_id: 1, at: "t".into(), port: crate::port::PortId::A }).unwrap();
         let s = w.append(&Record::Reserve { cycle: 1, upto: 64 }).unwrap();
         w.wait_durable(s).unwrap();
         w.close().unwrap();
@@ -254,7 +254,7 @@ mod tests {
         let dir = tempdir();
         let mut w = LedgerWriter::create(&dir, header()).unwrap();
         let l: &mut dyn Ledger = &mut w;
-        let a = l.append(&Record::CycleStart { cycle: 1, first_id: 1, at: "t".into() }).unwrap();
+        let a = l.append(&Record::CycleStart { cycle: 1, first_id: 1, at: "t".into(), port: crate::port::PortId::A }).unwrap();
         let b = l.append(&Record::Reserve { cycle: 1, upto: 64 }).unwrap();
         assert_eq!((a, b), (1, 2), "the run header is record 0");
         l.wait_durable(b).unwrap();

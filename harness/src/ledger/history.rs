@@ -4,6 +4,7 @@
 
 use super::frame::parse_ledger;
 use super::{EndKind, LedgerError, Record, RunHeader, LEDGER_FILE, LEDGER_FORMAT};
+use crate::port::PortId;
 use std::path::Path;
 
 /// A cycle's durable state as replayed.
@@ -18,6 +19,8 @@ pub struct CycleState {
     pub end: Option<EndKind>,
     pub in_flight_at_end: u32,
     pub bytes_at_risk: u64,
+    /// The port the cycle's writes went through (their sectors carry it).
+    pub port: PortId,
 }
 
 /// Everything the ledger says, replayed.
@@ -120,7 +123,7 @@ impl History {
                 }
                 h.prefill = Some((span_start, span_end));
             }
-            Record::CycleStart { cycle, first_id, .. } => {
+            Record::CycleStart { cycle, first_id, port, .. } => {
                 if let Some(prev) = h.cycles.last() {
                     if prev.end.is_none() || cycle != prev.cycle + 1 || first_id < prev.submitted_end {
                         return Err(format!(
@@ -143,6 +146,7 @@ impl History {
                     end: None,
                     in_flight_at_end: 0,
                     bytes_at_risk: 0,
+                    port,
                 });
             }
             Record::Reserve { cycle, upto } => {

@@ -35,6 +35,7 @@ pub use file::LedgerWriter;
 pub use frame::{parse_ledger, ParsedLedger};
 pub use history::{replay, CycleState, History};
 
+use crate::port::{PortEntry, PortId};
 use crate::workload::WorkloadSpec;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -76,7 +77,7 @@ impl std::fmt::Display for Contract {
 
 /// The first record of every ledger: what the run is.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, from = "RawHeader")]
 pub struct RunHeader {
     pub ledger_format: u32,
     pub run_id: u64,
@@ -87,8 +88,57 @@ pub struct RunHeader {
     /// Atomic write unit the drive claims (writes are all-or-nothing inside each aligned unit).
     pub atomic_bytes: u64,
     pub contract: Contract,
-    pub port: u8,
+    /// The ports of the device under test, each with the id its sectors carry (one, `A`,
+    /// until dual-port runs).
+    pub ports: Vec<PortEntry>,
     pub workload: WorkloadSpec,
+}
+
+impl RunHeader {
+    /// The port that writes the prefill and, in a single-port run, everything.
+    pub fn first_port(&self) -> PortId {
+        self.ports.first().map_or(PortId::A, |p| p.id)
+    }
+}
+
+/// A run header as read: ledgers written before the port table carry one `port` number.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHeader {
+    ledger_format: u32,
+    run_id: u64,
+    created_at: String,
+    target_identity: String,
+    target_capacity: u64,
+    sector_bytes: u64,
+    atomic_bytes: u64,
+    contract: Contract,
+    #[serde(default)]
+    ports: Option<Vec<PortEntry>>,
+    #[serde(default)]
+    port: Option<u8>,
+    workload: WorkloadSpec,
+}
+
+impl From<RawHeader> for RunHeader {
+    fn from(r: RawHeader) -> RunHeader {
+        let ports = r.ports.unwrap_or_else(|| {
+            let id = PortId(r.port.unwrap_or(0));
+            vec![PortEntry { id, name: id.default_name() }]
+        });
+        RunHeader {
+            ledger_format: r.ledger_format,
+            run_id: r.run_id,
+            created_at: r.created_at,
+            target_identity: r.target_identity,
+            target_capacity: r.target_capacity,
+            sector_bytes: r.sector_bytes,
+            atomic_bytes: r.atomic_bytes,
+            contract: r.contract,
+            ports,
+            workload: r.workload,
+        }
+    }
 }
 
 /// How a cycle ended.
@@ -117,6 +167,9 @@ pub enum Record {
         cycle: u32,
         first_id: u64,
         at: String,
+        /// The port the cycle's writes go through (absent before ports were recorded: `A`).
+        #[serde(default)]
+        port: PortId,
     },
     /// Ids below `upto` may be submitted from now on (appended before they are).
     Reserve {
@@ -197,6 +250,21 @@ pub(crate) mod tests {
     use super::*;
 
     #[test]
+    fn headers_written_before_the_port_table_read_as_one_port() {
+        let mut v = serde_json::to_value(header()).unwrap();
+        assert_eq!(v["ports"], serde_json::json!([{ "id": 0, "name": "A" }]));
+        let o = v.as_object_mut().unwrap();
+        o.remove("ports");
+        o.insert("port".into(), 0.into());
+        let old: RunHeader = serde_json::from_value(v).unwrap();
+        assert_eq!(old, header(), "a format-1 header (`port: 0`) is the same run as one with the table");
+        let both = serde_json::json!({ "port": 3 });
+        let mut v = serde_json::to_value(header()).unwrap();
+        v.as_object_mut().unwrap().insert("bogus".into(), both);
+        assert!(serde_json::from_value::<RunHeader>(v).is_err(), "unknown keys are still refused");
+    }
+
+    #[test]
     fn contracts_display_as_scenario_files_and_serde_name_them() {
         for c in [Contract::Plp, Contract::Flush] {
             let shown = c.to_string();
@@ -217,7 +285,7 @@ pub(crate) mod tests {
             sector_bytes: 512,
             atomic_bytes: 512,
             contract: Contract::Plp,
-            port: 0,
+            ports: crate::port::PortEntry::single(),
             workload: crate::workload::WorkloadSpec {
                 seed: 1,
                 pattern: crate::workload::Pattern::Random,
@@ -236,7 +304,7 @@ pub(crate) mod tests {
     pub(crate) fn sample_records() -> Vec<Record> {
         vec![
             Record::RunStart(header()),
-            Record::CycleStart { cycle: 1, first_id: 1, at: "t".into() },
+            Record::CycleStart { cycle: 1, first_id: 1, at: "t".into(), port: crate::port::PortId::A },
             Record::Reserve { cycle: 1, upto: 100 },
             Record::Checkpoint { cycle: 1, durable_prefix: 40, durable_extras: vec![45, 42], failed: vec![3] },
             Record::CycleEnd {
@@ -249,7 +317,7 @@ pub(crate) mod tests {
                 in_flight_at_end: 4,
                 bytes_at_risk: 16384,
             },
-            Record::CycleStart { cycle: 2, first_id: 100, at: "t".into() },
+            Record::CycleStart { cycle: 2, first_id: 100, at: "t".into(), port: crate::port::PortId::A },
             Record::Reserve { cycle: 2, upto: 200 },
         ]
     }

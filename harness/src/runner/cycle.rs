@@ -47,7 +47,7 @@ impl Cycles<'_, '_> {
             cycle,
             first_id,
             started_at: (self.o.clock)(),
-            port: plan.ports[0].id.0,
+            port: plan.ports[0].id,
             max_writes: None,
             duration: None,
             cut: Some(place),

@@ -10,6 +10,7 @@
 use crate::format::Format;
 use crate::health::{parse_ocp_smart, parse_smart, OcpSmartLog, SmartLog};
 use crate::ledger::{Contract, Ledger};
+use crate::port::PortId;
 use crate::verify::{Verifier, VerifyError, VerifyReport};
 use crate::workload::Layout;
 use crate::writer::{prefill_then, run_cycle, CycleOptions, CycleOutcome, WriteError};
@@ -96,7 +97,7 @@ pub trait Dut {
     ) -> Result<CycleOutcome, DutCycleError>;
 
     /// Writes the whole span once before cycle 1 and records it; returns the bytes written.
-    fn prefill(&mut self, layout: &Layout, format: &Format, port: u8, ledger: &mut dyn Ledger) -> Result<u64, DutCycleError>;
+    fn prefill(&mut self, layout: &Layout, format: &Format, port: PortId, ledger: &mut dyn Ledger) -> Result<u64, DutCycleError>;
 
     /// What the device is known to have done wrong, where that is known (the simulated drive's
     /// ground truth); `None` for a real device.
@@ -210,7 +211,7 @@ impl Dut for SimDut {
         Ok(run_cycle(&mut self.drive, w.layout, w.format, ledger, w.contract, w.opts, &mut hook)?)
     }
 
-    fn prefill(&mut self, layout: &Layout, format: &Format, port: u8, ledger: &mut dyn Ledger) -> Result<u64, DutCycleError> {
+    fn prefill(&mut self, layout: &Layout, format: &Format, port: PortId, ledger: &mut dyn Ledger) -> Result<u64, DutCycleError> {
         let saved = self.drive.clone();
         let mut persist = || saved.persist().map_err(|e| format!("cannot save the simulated drive after the prefill: {e}"));
         Ok(prefill_then(&mut self.drive, layout, format, port, ledger, &mut persist)?)
@@ -358,7 +359,7 @@ impl Dut for RealDut {
         Ok(run_cycle(target, w.layout, w.format, ledger, w.contract, w.opts, fault)?)
     }
 
-    fn prefill(&mut self, layout: &Layout, format: &Format, port: u8, ledger: &mut dyn Ledger) -> Result<u64, DutCycleError> {
+    fn prefill(&mut self, layout: &Layout, format: &Format, port: PortId, ledger: &mut dyn Ledger) -> Result<u64, DutCycleError> {
         Ok(prefill_then(self.target()?, layout, format, port, ledger, &mut || Ok(()))?)
     }
 

@@ -112,7 +112,7 @@ pub(crate) fn setup(plan: &RunPlan, run_dir: &Path, o: &RunnerOptions, resuming:
         sector_bytes: sector,
         atomic_bytes: atomic,
         contract: plan.contract,
-        port: 0,
+        ports: plan.ports.clone(),
         workload: layout.spec().clone(),
     };
     let run = open_run(run_dir, dut.local_target()?, move || header)?;
@@ -122,7 +122,7 @@ pub(crate) fn setup(plan: &RunPlan, run_dir: &Path, o: &RunnerOptions, resuming:
     }
     let mut run = run;
     if run.created && plan.scenario.workload.prefill {
-        dut.prefill(&run.layout, &run.format, plan.ports[0].id.0, &mut run.ledger)?;
+        dut.prefill(&run.layout, &run.format, plan.ports[0].id, &mut run.ledger)?;
     }
     let header = run.history().header.clone();
     dut.bind(header.target_identity.clone());

@@ -129,7 +129,7 @@ fn new_run(c: &mut Ctx, t: &dyn BlockTarget, w: WorkloadSpec) -> Result<(LedgerW
         sector_bytes: 512,
         atomic_bytes: 512,
         contract: Contract::Plp,
-        port: 0,
+        ports: faultline::port::PortEntry::single(),
         workload: w.clone(),
     };
     std::fs::create_dir_all(&dir)?;
@@ -145,7 +145,7 @@ fn fl_write(c: &mut Ctx, bs: u64, pattern: Pattern) -> Result<Fig> {
         cycle: 1,
         first_id: 1,
         started_at: String::new(),
-        port: 0,
+        port: faultline::port::PortId::A,
         max_writes: None,
         duration: Some(Duration::from_secs_f64(c.a.seconds)),
         cut: None,
@@ -163,7 +163,7 @@ fn fl_write(c: &mut Ctx, bs: u64, pattern: Pattern) -> Result<Fig> {
 fn fl_prepare(c: &mut Ctx) -> Result<(Box<dyn BlockTarget>, LedgerWriter, Layout, Format)> {
     let mut t = open(c.a, true, 32)?;
     let (mut ledger, layout, format) = new_run(c, t.as_ref(), spec(77, c.capacity, 4096, Pattern::Random, 32))?;
-    prefill(t.as_mut(), &layout, &format, 0, &mut ledger)?;
+    prefill(t.as_mut(), &layout, &format, faultline::port::PortId::A, &mut ledger)?;
     Ok((t, ledger, layout, format))
 }
 

@@ -180,7 +180,7 @@ pub fn cmd_write(a: WriteArgs) -> Result<Exit> {
         sector_bytes: sector,
         atomic_bytes: a.atomic_bytes.unwrap_or(sector),
         contract,
-        port: 0,
+        ports: faultline::port::PortEntry::single(),
         workload: spec.clone(),
     };
     let mut run = open_run(&a.run_dir, target.as_ref(), header)?;
@@ -198,7 +198,7 @@ pub fn cmd_write(a: WriteArgs) -> Result<Exit> {
         }
         if a.prefill {
             let t = Instant::now();
-            let n = prefill(target.as_mut(), &run.layout, &run.format, 0, &mut run.ledger)?;
+            let n = prefill(target.as_mut(), &run.layout, &run.format, faultline::port::PortId::A, &mut run.ledger)?;
             eprintln!("faultline: prefilled {} MiB in {:.1} s", n >> 20, t.elapsed().as_secs_f64());
         }
     }
@@ -212,7 +212,7 @@ pub fn cmd_write(a: WriteArgs) -> Result<Exit> {
         cycle,
         first_id,
         started_at: crate::now(),
-        port: 0,
+        port: faultline::port::PortId::A,
         max_writes,
         duration: a.duration_s.map(Duration::from_secs_f64),
         cut: None,
