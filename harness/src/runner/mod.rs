@@ -30,30 +30,19 @@ pub mod stop;
 
 use crate::events::{Event, Sinks, Verdict};
 use crate::report::{Recorder, RunModel};
-use crate::run::OpenRun;
 use crate::scenario::RunPlan;
-use dut::HealthLogs;
+use cycle::{cycles, Ending};
 use emit::Emitter;
-use faultline_drivers::control::ControlEnv;
-use setup::{setup, Setup};
+use setup::setup;
 use std::path::Path;
-use std::time::{Duration, Instant};
-use stop::{short_of_space, ErrorStreak};
+use stop::short_of_space;
+
+pub use cycle::{CycleCheck, CycleObserver};
+pub use setup::RunnerOptions;
 
 pub use fault::{draw_after_ms, placement, ControllerError};
 pub use regions::{coalesce, sample_regions, written_regions};
 pub use stop::MIN_FREE_BYTES;
-
-/// What the binary supplies: the run id and the wall clock (the harness has none).
-pub struct RunnerOptions {
-    pub run_id: u64,
-    /// Wall-clock start of the run, RFC 3339.
-    pub started_at: String,
-    /// Wall-clock timestamps for the ledger's cycle records.
-    pub clock: fn() -> String,
-    /// Where controllers find the machine, and their timeouts.
-    pub control_env: ControlEnv,
-}
 
 /// How a run ended.
 #[derive(Clone, Debug)]
@@ -81,29 +70,6 @@ pub enum RunnerError {
     Resume(setup::SetupError),
 }
 
-/// An error that ends the run with a harness error (recorded as `harness_error`).
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum Fatal {
-    #[error("the run is not open")]
-    NotOpen,
-    #[error("cannot reopen the run after a failed cycle: {0}")]
-    Reopen(crate::run::RunError),
-    #[error(transparent)]
-    Ledger(#[from] crate::ledger::LedgerError),
-    #[error(transparent)]
-    Dut(#[from] dut::DutError),
-}
-
-/// How the cycles ended.
-enum Ending {
-    /// Every cycle ran.
-    Done,
-    /// The stop policy ended the run early, for this reason.
-    Stopped(String),
-    /// The run stopped without ending, to be resumed (the run directory ran short of space).
-    Suspended(String),
-}
-
 /// Runs a plan in `run_dir`, sending every event to `sinks`.
 ///
 /// `prior` is `None` for a new run (`run_dir` must not hold one). For `faultline resume` it
@@ -122,21 +88,6 @@ pub fn run_scenario(
     prior: Option<&[Event]>,
 ) -> Result<RunSummary, RunnerError> {
     run_observed(plan, run_dir, sinks, o, prior, None)
-}
-
-/// Sees every cycle's verification before its findings are deduplicated, with the device's
-/// ground truth where it has one: the detection matrix checks each cycle against it.
-pub trait CycleObserver {
-    fn checked(&mut self, check: &CycleCheck<'_>);
-}
-
-/// One cycle's verification, as a [`CycleObserver`] sees it.
-pub struct CycleCheck<'a> {
-    pub cycle: u32,
-    /// Every finding of the cycle (a `dead_device` included), seen before or not.
-    pub findings: &'a [crate::verify::Finding],
-    /// The simulated drive's ground truth after the cycle (`None` for a real device).
-    pub truth: Option<dut::GroundTruth>,
 }
 
 /// [`run_scenario`], with `observer` told of every cycle's verification.
@@ -212,134 +163,4 @@ pub fn run_observed(
     let Emitter { rec, errors, .. } = em;
     let verdict = rec.end(t)?;
     Ok(RunSummary { verdict, cycles_run, stopped, errors, notes, suspended: false })
-}
-
-/// What the cycles share.
-struct Cycles<'r, 'e> {
-    plan: &'r RunPlan,
-    o: &'r RunnerOptions,
-    run_dir: &'r Path,
-    st: &'r mut Setup,
-    em: &'r mut Emitter<'e>,
-    observer: Option<&'r mut (dyn CycleObserver + 'static)>,
-    span: (u64, u64),
-    /// Writes below this id have been verified since they were written.
-    checked_upto: u64,
-    streak: ErrorStreak,
-    /// The pin-mate step set for the next cut, if the scenario sweeps them.
-    mate_step_ms: Option<u32>,
-    /// The health logs as last read, to compare the next cycle's with.
-    health: Option<HealthLogs>,
-    /// When the cycle in progress started, and how long of it was spent waiting on the
-    /// workload, the controller, the off time and the device (so the rest is the harness's).
-    cycle_t0: Instant,
-    waits: Duration,
-}
-
-impl Cycles<'_, '_> {
-    fn run(&mut self) -> Result<&mut OpenRun, Fatal> {
-        self.st.run.as_mut().ok_or(Fatal::NotOpen)
-    }
-
-    /// A stop made while the run directory is short of space was most likely caused by that:
-    /// the run is suspended, not ended.
-    fn stopped(&self, why: String) -> Ending {
-        match short_of_space(self.run_dir, self.st.dut.growth_bytes()) {
-            Some(space) => Ending::Suspended(format!("{why}; {space}")),
-            None => Ending::Stopped(why),
-        }
-    }
-}
-
-/// The cycles; `Err` ends the run with a harness error.
-fn cycles<'r>(
-    plan: &'r RunPlan,
-    o: &'r RunnerOptions,
-    run_dir: &'r Path,
-    st: &'r mut Setup,
-    em: &'r mut Emitter<'_>,
-    cycles_run: &mut u32,
-    resumed: Option<&[Event]>,
-    observer: Option<&'r mut (dyn CycleObserver + 'static)>,
-) -> Result<Ending, Fatal> {
-    let run = st.run.as_ref().ok_or(Fatal::NotOpen)?;
-    let spec = run.layout.spec().clone();
-    let from = resume::From::new(run.history(), resumed);
-    let health = match st.dut.health() {
-        Some(Ok(logs)) => Some(logs),
-        Some(Err(why)) => {
-            em.error(None, format!("SMART/health log: {why}"));
-            None
-        }
-        None => None,
-    };
-    let mut c = Cycles {
-        plan,
-        o,
-        run_dir,
-        st,
-        em,
-        observer,
-        span: (spec.span_start, spec.span_end),
-        checked_upto: from.checked_upto,
-        streak: ErrorStreak::default(),
-        mate_step_ms: None,
-        health,
-        cycle_t0: Instant::now(),
-        waits: Duration::ZERO,
-    };
-    c.controller_log(None);
-    let mut done = from.cycles_ended;
-    if let Some(prior) = resumed {
-        if let Some(why) = short_of_space(c.run_dir, c.st.dut.growth_bytes()) {
-            return Ok(Ending::Suspended(why));
-        }
-        let t_ns = c.em.now();
-        let last_event = prior.last().map(Event::kind).unwrap_or_default();
-        let interrupted = from.interrupted;
-        c.em.emit(Event::RunResumed { t_ns, resumed_at: (o.clock)(), cycles_ended: done, interrupted_cycle: interrupted, last_event });
-        if let Some(cycle) = interrupted {
-            // The harness died inside this cycle: whatever it was doing, power the drive (back)
-            // on and check every write of the cycle; the ledger has closed it as interrupted, so
-            // none of them counts as durable beyond what had been recorded.
-            *cycles_run += 1;
-            done += 1;
-            (c.cycle_t0, c.waits) = (Instant::now(), Duration::ZERO);
-            let end = cycle::Pending { cycle, outcome: None, last: done == plan.cycles, end: Default::default() };
-            if let Some(why) = c.settle(end, Duration::ZERO)? {
-                return Ok(c.stopped(why));
-            }
-        }
-    }
-    while done < plan.cycles {
-        if let Some(why) = short_of_space(c.run_dir, c.st.dut.growth_bytes()) {
-            return Ok(Ending::Suspended(why));
-        }
-        // Pin-mate sequencing sweeps its steps, one per cycle; a failure to set it up starts
-        // no cycle.
-        let next = c.run()?.next_cycle().0;
-        if let Some(step) = plan.fault.mate_step_ms(next) {
-            if let Err(e) = c.st.cutter.set_mate_step(step) {
-                c.em.error(None, format!("cycle {next}: setting the pin-mate step to {step} ms: {e}"));
-                let end = stop::CycleEnd {
-                    cycle: next,
-                    controller_failure: Some(stop::ControllerStep::MateStep),
-                    errors: 1,
-                    ..Default::default()
-                };
-                match stop::decide(&plan.stop, &mut c.streak, &end) {
-                    stop::Next::Stop(why) => return Ok(Ending::Stopped(why)),
-                    _ => continue,
-                }
-            }
-            c.mate_step_ms = Some(step);
-        }
-        done += 1;
-        *cycles_run += 1;
-        if let Some(why) = c.cycle(done == plan.cycles)? {
-            return Ok(c.stopped(why));
-        }
-    }
-    c.run()?.ledger.sync()?;
-    Ok(Ending::Done)
 }

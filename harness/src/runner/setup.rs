@@ -3,14 +3,25 @@
 
 use super::dut::{Dut, DutError, RealDut, SimDut};
 use super::fault::{real_cutter, sim_switch, ControllerError, Cutter};
-use super::RunnerOptions;
 use crate::ledger::{Contract, RunHeader, LEDGER_FORMAT};
 use crate::run::{exists, open_run, OpenRun, RunError};
 use crate::scenario::{FaultPlan, RunPlan, ScenarioError, Switch, TargetPlan};
 use faultline_drivers::blockdev::SysRoots;
+use faultline_drivers::control::ControlEnv;
 use faultline_fixtures::{SimConfig, SimDrive, TruthContract};
 use std::any::Any;
 use std::path::{Path, PathBuf};
+
+/// What the binary supplies: the run id and the wall clock (the harness has none).
+pub struct RunnerOptions {
+    pub run_id: u64,
+    /// Wall-clock start of the run, RFC 3339.
+    pub started_at: String,
+    /// Wall-clock timestamps for the ledger's cycle records.
+    pub clock: fn() -> String,
+    /// Where controllers find the machine, and their timeouts.
+    pub control_env: ControlEnv,
+}
 
 /// Why a run could not be set up; nothing was recorded of it.
 #[derive(Debug, thiserror::Error)]
