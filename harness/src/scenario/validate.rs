@@ -29,6 +29,15 @@ impl Scenario {
                 );
             }
         }
+        self.validate_controllers(origin)?;
+        self.validate_cut(origin)?;
+        self.validate_cycles(origin)
+    }
+
+    /// The controllers parse, fit the target, and can do the fault.
+    fn validate_controllers(&self, origin: &str) -> Result<(), ScenarioError> {
+        let bad =
+            |field: &str, message: String| Err(ScenarioError::Invalid { origin: origin.to_string(), field: field.to_string(), message });
         let power = parse_controller(origin, "controllers.power", self.controllers.power.as_deref())?;
         let link = parse_controller(origin, "controllers.link", self.controllers.link.as_deref())?;
         if let Some(p) = &power {
@@ -88,6 +97,13 @@ impl Scenario {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// The cut placement's numbers are usable.
+    fn validate_cut(&self, origin: &str) -> Result<(), ScenarioError> {
+        let bad =
+            |field: &str, message: String| Err(ScenarioError::Invalid { origin: origin.to_string(), field: field.to_string(), message });
         match self.cut {
             CutPlacement::UniformTime { window_start_ms, window_end_ms } => {
                 if window_end_ms < window_start_ms || window_end_ms == 0 {
@@ -117,6 +133,13 @@ impl Scenario {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// Cycles, verification and the stop policy.
+    fn validate_cycles(&self, origin: &str) -> Result<(), ScenarioError> {
+        let bad =
+            |field: &str, message: String| Err(ScenarioError::Invalid { origin: origin.to_string(), field: field.to_string(), message });
         let c = &self.cycles;
         if c.count == 0 {
             return bad("cycles.count", "must be at least 1".into());
