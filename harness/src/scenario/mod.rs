@@ -34,10 +34,9 @@
 mod parse;
 mod plan;
 mod schema;
-mod validate;
-use validate::parse_controller;
 #[cfg(test)]
 mod tests;
+mod validate;
 
 pub use plan::*;
 pub use schema::{scenario_schema, scenario_schema_text};
@@ -83,7 +82,7 @@ pub struct Scenario {
     pub seed: Option<u64>,
     /// The durability promise under test: `plp` (a write survives once it completed) or `flush`
     /// (once a flush submitted after its completion completed, or it was written with FUA).
-    #[schemars(schema_with = "schema::contract_schema")]
+    #[schemars(schema_with = "contract_schema")]
     pub contract: Contract,
     pub target: Target,
     #[serde(default)]
@@ -255,7 +254,7 @@ pub struct Workload {
     /// Address pattern: `{ kind = "random" }`, `{ kind = "sequential" }` or
     /// `{ kind = "hot_cold", hot_span_percent = 10, hot_write_percent = 90 }`. Default: random.
     #[serde(default = "default_pattern")]
-    #[schemars(schema_with = "schema::pattern_schema")]
+    #[schemars(schema_with = "pattern_schema")]
     pub pattern: Pattern,
     /// First byte of the span written. Default: 0.
     #[serde(default)]
@@ -601,14 +600,29 @@ impl Scenario {
         let t = &self.target;
         Expectation { serial: t.serial.clone(), wwid: t.wwid.clone(), model: t.model.clone(), size_bytes: t.size_bytes, backing_file: None }
     }
+}
 
-    /// `controllers.power`, parsed (errors name the scenario by its `name`).
-    pub fn power_controller(&self) -> Result<Option<ControllerSpec>, ScenarioError> {
-        parse_controller(&self.name, "controllers.power", self.controllers.power.as_deref())
-    }
+// `Contract` and `Pattern` are shared with the ledger and the workload, which know nothing of
+// schemas; their schemas are written here, and tests hold them to the serde forms.
+fn contract_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({ "type": "string", "enum": ["plp", "flush"] })
+}
 
-    /// `controllers.link`, parsed (errors name the scenario by its `name`).
-    pub fn link_controller(&self) -> Result<Option<ControllerSpec>, ScenarioError> {
-        parse_controller(&self.name, "controllers.link", self.controllers.link.as_deref())
-    }
+fn pattern_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "oneOf": [
+            { "type": "object", "properties": { "kind": { "const": "sequential" } }, "required": ["kind"], "additionalProperties": false },
+            { "type": "object", "properties": { "kind": { "const": "random" } }, "required": ["kind"], "additionalProperties": false },
+            {
+                "type": "object",
+                "properties": {
+                    "kind": { "const": "hot_cold" },
+                    "hot_span_percent": { "type": "integer", "minimum": 1, "maximum": 99 },
+                    "hot_write_percent": { "type": "integer", "minimum": 1, "maximum": 99 }
+                },
+                "required": ["kind", "hot_span_percent", "hot_write_percent"],
+                "additionalProperties": false
+            }
+        ]
+    })
 }

@@ -112,7 +112,7 @@ impl Scenario {
         let bad =
             |field: &str, message: &str| ScenarioError::Invalid { origin: origin.into(), field: field.into(), message: message.into() };
         let switch = || -> Result<Switch, ScenarioError> {
-            let power = super::parse_controller(origin, "controllers.power", self.controllers.power.as_deref())?;
+            let power = super::validate::parse_controller(origin, "controllers.power", self.controllers.power.as_deref())?;
             match (&self.target.sim, power) {
                 (Some(sim), _) => Ok(Switch::Sim(sim.switch)),
                 (None, Some(spec)) => Ok(Switch::Controller(spec)),
@@ -123,7 +123,7 @@ impl Scenario {
             Fault::PowerCut { mate_steps_ms } => FaultPlan::PowerCut { switch: switch()?, mate_steps_ms: mate_steps_ms.clone() },
             Fault::CleanShutdown => FaultPlan::CleanShutdown { switch: switch()? },
             Fault::LinkReset { reset, port } => {
-                let controller = super::parse_controller(origin, "controllers.link", self.controllers.link.as_deref())?
+                let controller = super::validate::parse_controller(origin, "controllers.link", self.controllers.link.as_deref())?
                     .ok_or_else(|| bad("controllers.link", "a link_reset fault needs a link controller"))?;
                 FaultPlan::LinkReset { controller, port: port.clone(), kind: reset.reset_kind() }
             }

@@ -2,31 +2,6 @@
 
 use super::Scenario;
 
-// `Contract` and `Pattern` are shared with the ledger and the workload, which know nothing of
-// schemas; their schemas are written here, and tests hold them to the serde forms.
-pub(super) fn contract_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    schemars::json_schema!({ "type": "string", "enum": ["plp", "flush"] })
-}
-
-pub(super) fn pattern_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    schemars::json_schema!({
-        "oneOf": [
-            { "type": "object", "properties": { "kind": { "const": "sequential" } }, "required": ["kind"], "additionalProperties": false },
-            { "type": "object", "properties": { "kind": { "const": "random" } }, "required": ["kind"], "additionalProperties": false },
-            {
-                "type": "object",
-                "properties": {
-                    "kind": { "const": "hot_cold" },
-                    "hot_span_percent": { "type": "integer", "minimum": 1, "maximum": 99 },
-                    "hot_write_percent": { "type": "integer", "minimum": 1, "maximum": 99 }
-                },
-                "required": ["kind", "hot_span_percent", "hot_write_percent"],
-                "additionalProperties": false
-            }
-        ]
-    })
-}
-
 /// The JSON Schema of scenario files, generated from these types.
 pub fn scenario_schema() -> serde_json::Value {
     let mut v = schemars::schema_for!(Scenario).to_value();

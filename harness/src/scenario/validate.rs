@@ -3,6 +3,16 @@
 use super::*;
 
 impl Scenario {
+    /// `controllers.power`, parsed (errors name the scenario by its `name`).
+    pub fn power_controller(&self) -> Result<Option<ControllerSpec>, ScenarioError> {
+        parse_controller(&self.name, "controllers.power", self.controllers.power.as_deref())
+    }
+
+    /// `controllers.link`, parsed (errors name the scenario by its `name`).
+    pub fn link_controller(&self) -> Result<Option<ControllerSpec>, ScenarioError> {
+        parse_controller(&self.name, "controllers.link", self.controllers.link.as_deref())
+    }
+
     /// Checks what the file alone can tell; the runner checks the workload again against the
     /// target's geometry with [`Scenario::layout`].
     pub fn validate(&self, origin: &str) -> Result<(), ScenarioError> {
