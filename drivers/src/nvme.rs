@@ -1,5 +1,5 @@
 //! NVMe admin commands through the Linux passthrough ioctl (`NVME_IOCTL_ADMIN_CMD`, see
-//! `sys.rs`; faultline's `shared/DOMAIN.md` section 6): Get Log Page for the SMART / health log
+//! `sys.rs`; `docs/DOMAIN.md` section 6): Get Log Page for the SMART / health log
 //! (0x02) and the OCP datacenter SMART extended log (0xC0), and Identify Controller. The bytes
 //! are returned as the drive sent them; `faultline::health` parses the log pages.
 //!

@@ -3,7 +3,7 @@
 //! Pure functions over the 512-byte log pages (the cycle runner fetches them through the
 //! admin passthrough ioctl), so they are tested here against hand-built pages.
 //!
-//! SMART / health information (log 0x02, NVMe base specification; DOMAIN.md section 6):
+//! SMART / health information (log 0x02, NVMe base specification; docs/DOMAIN.md section 6):
 //!
 //! | bytes | field |
 //! |---|---|

@@ -1,5 +1,5 @@
 //! The verifier: reads a region of the target and classifies every sector against the
-//! envelope the ledger and the contract allow (DOMAIN.md section 2).
+//! envelope the ledger and the contract allow (docs/DOMAIN.md section 2).
 //!
 //! For each sector, D is the newest durable write covering it (computed from the workload
 //! mapping and the ledger's watermarks, stepping back past writes that are not durable), or
@@ -29,7 +29,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, sync_channel};
 
-/// Classes of finding (DOMAIN.md section 3).
+/// Classes of finding (docs/DOMAIN.md section 3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FindingClass {

@@ -1,4 +1,4 @@
-//! Linux NVMe and PCIe link control (faultline's `shared/DOMAIN.md` section 6; the sysfs files
+//! Linux NVMe and PCIe link control (`docs/DOMAIN.md` section 6; the sysfs files
 //! are the kernel's `Documentation/ABI/testing/sysfs-bus-pci` and `sysfs-class-nvme`):
 //! - NVMe controller reset: `echo 1 > /sys/class/nvme/nvmeX/reset_controller`, then wait for
 //!   `state` to read `live` again.

@@ -1,7 +1,7 @@
 //! Relay boards: USB HID relays, CH340 "LCUS" serial relays and Numato USB relays.
 //!
 //! Wiring convention: the drive is powered while the relay is energised ("on"), i.e. its
-//! supply runs through the normally-open contact. Protocols (faultline's `shared/DOMAIN.md`
+//! supply runs through the normally-open contact. Protocols (`docs/DOMAIN.md`
 //! section 5; the HID report layout as the `usbrelay` project drives DCT Tech boards, the
 //! transfers as hidapi's libusb backend performs them; Numato from Numato Lab's USB relay
 //! module documentation):

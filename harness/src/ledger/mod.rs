@@ -43,7 +43,7 @@ use std::path::PathBuf;
 pub use crate::run_dir::LEDGER_FILE;
 pub const LEDGER_FORMAT: u32 = 1;
 
-/// The durability promise under test (DOMAIN.md section 2).
+/// The durability promise under test (docs/DOMAIN.md section 2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Contract {

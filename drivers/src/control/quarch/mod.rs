@@ -1,6 +1,6 @@
 //! Quarch power modules, hot-plug (drive control) modules and Torridon array controllers.
 //!
-//! Protocol (faultline's `shared/DOMAIN.md` section 5, checked against Quarch's public Python
+//! Protocol (`docs/DOMAIN.md` section 5, checked against Quarch's public Python
 //! client quarchpy, `connection_TCP.py` and `connection_USB.py`):
 //! - Text commands, case-insensitive SCPI style; replies `OK`, `FAIL...`, or a value.
 //! - Serial: 19200 8N1, no flow control. `CMD\r\n`; the module echoes the line, then the reply,
@@ -25,7 +25,7 @@
 //! modules also by measuring the 12 V rail.
 //!
 //! The hot-plug signal commands (port pull, PERST#, pin-mate source delays, glitch) follow the
-//! signal/source model of DOMAIN.md section 5; check the exact signal names against the
+//! signal/source model of docs/DOMAIN.md section 5; check the exact signal names against the
 //! module's technical manual before relying on them.
 
 //!

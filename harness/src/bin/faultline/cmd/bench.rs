@@ -1,7 +1,7 @@
 //! `faultline bench`: faultline and fio on the same target in the same run, alternating,
 //! with ratios. Not a test: figures for humans.
 //!
-//! Workloads (DOMAIN.md section 7): 4 KiB random write at QD32, 128 KiB sequential write at
+//! Workloads (docs/DOMAIN.md section 7): 4 KiB random write at QD32, 128 KiB sequential write at
 //! QD32, 4 KiB random read with verification (QD1: faultline's verification reads are
 //! synchronous), full-span sequential verify (1 MiB reads, QD1) against fio's sequential
 //! read. fio runs with `--verify=crc32c` (its fastest checksum) and without verification.
