@@ -10,9 +10,9 @@
 #[path = "../../tests/common/seeded.rs"]
 mod seeded;
 
+use faultline_drivers::control::quarch::usb::{lock_usb_mode, QuarchUsbWire};
 use faultline_drivers::control::quarch::{ModuleKind, Quarch, QuarchWire, SerialWire, TcpWire, WireFault};
 use faultline_drivers::control::relay::{HidRelay, Numato};
-use faultline_drivers::control::quarch::usb::{lock_usb_mode, QuarchUsbWire};
 use faultline_drivers::control::usb::{BulkPipe, HidReports};
 use faultline_drivers::control::{parse_spec, ControlEnv};
 use faultline_drivers::nvme::{ControllerIdentity, IDENTIFY_BYTES};
