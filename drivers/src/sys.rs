@@ -5,7 +5,10 @@
 //! Invariant: together with `uring.rs`, this is the only module with `unsafe`. Every call
 //! here borrows its buffer for the duration of the call only; nothing outlives the syscall.
 
-#![expect(unsafe_code, reason = "block-device and NVMe ioctls, pwritev2/preadv2 and statvfs have no safe std wrapper; each unsafe block states why its call is sound")]
+#![expect(
+    unsafe_code,
+    reason = "block-device and NVMe ioctls, pwritev2/preadv2 and statvfs have no safe std wrapper; each unsafe block states why its call is sound"
+)]
 
 use std::fs::File;
 use std::io;
