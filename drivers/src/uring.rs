@@ -18,6 +18,11 @@
 //! every new operation at once with the failure (it was never sent, which the harness's
 //! "failed write" already allows). Nothing here panics on an I/O result.
 
+#![expect(
+    unsafe_code,
+    reason = "pushing an io_uring submission entry is unsafe: the buffers it names must outlive the operation, as the SAFETY comment at the push explains"
+)]
+
 use crate::block::{AlignedBuf, BlockTarget, Completion, Geometry, IoFailure, Op, TargetError};
 use crate::blockdev::Discovered;
 use crate::latency::LatencyHistogram;

@@ -14,7 +14,7 @@ use crate::format::{Format, SectorId};
 use crate::ledger::{Contract, EndKind, Ledger, LedgerError, Record};
 use crate::port::PortId;
 use crate::verify::prefill_id;
-use crate::workload::{Layout, WritePlan};
+use crate::workload::{Layout, WorkloadSpec, WritePlan};
 use faultline_drivers::{AlignedBuf, BlockTarget, Completion, LatencyHistogram, LatencySummary, Op, TargetError};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::mpsc::{channel, sync_channel, Receiver, Sender};
@@ -280,244 +280,350 @@ fn run_cycle_inner(
     qd: usize,
     filler: &mut Filler,
 ) -> Result<CycleOutcome, WriteError> {
-    let spec = layout.spec();
-    let window = 4 * qd as u64 + 64;
-    // Reservations double (up to 2^20 ids) so a cycle appends O(log writes) of them; the
-    // price is that after a harness crash up to one step of never-submitted ids counts as
-    // possibly submitted.
-    let mut reserve_step = 1024.max(16 * qd as u64);
-    let cycle = opts.cycle;
-    let start = Instant::now();
-    let mut out = CycleOutcome::default();
-    let mut t = Tracker::new(contract, opts.first_id);
-    // In-flight writes with the instant each was submitted.
-    let mut inflight: BTreeMap<u64, (WritePlan, Instant)> = BTreeMap::new();
-    let mut write_latency = LatencyHistogram::new();
-    let mut flushes_inflight = 0usize;
-    let mut done: Vec<Completion> = Vec::new();
-
-    ledger.append(&Record::CycleStart { cycle, first_id: opts.first_id, at: opts.started_at.clone(), port: opts.port })?;
-    let mut reserved_req = opts.first_id + reserve_step;
-    let mut reserve_seq = ledger.append(&Record::Reserve { cycle, upto: reserved_req })?;
-    let mut reserved_ok = opts.first_id;
-    let mut next_id = opts.first_id;
-    let mut since_flush = 0u64;
-    let mut last_flush = Instant::now();
-    let mut last_checkpoint = Instant::now();
-    let mut flush_no = 0u64;
-    let mut stopping = false;
-    let mut cut_done = false;
-    let mut cut_instant: Option<Instant> = None;
-
+    let mut c = CycleLoop::start(target, layout.spec(), ledger, contract, opts, qd, filler)?;
     loop {
-        // Submit while there is room.
         // Cut placements that wait for something: an outstanding flush (submit one if none
         // is in flight), or a drained queue.
         let placement_ready = match opts.cut {
             Some(CutPlacement::WhileFlushOutstanding { after_completions: k }) | Some(CutPlacement::Idle { after_completions: k }) => {
-                !cut_done && out.completed >= k
+                !c.cut_done && c.out.completed >= k
             }
             _ => false,
         };
         let quiescing = placement_ready && matches!(opts.cut, Some(CutPlacement::Idle { .. }));
-        while !stopping && !quiescing && inflight.len() + flushes_inflight < qd {
-            let force_flush = placement_ready && flushes_inflight == 0;
-            let wants_flush = force_flush
-                || spec.flush.every_writes.is_some_and(|n| since_flush >= n)
-                || spec.flush.every_ms.is_some_and(|ms| since_flush > 0 && last_flush.elapsed() >= Duration::from_millis(ms));
-            if wants_flush {
-                flush_no += 1;
-                t.flush_submitted(flush_no);
-                target.submit(Op::Flush { token: FLUSH_TOKEN | flush_no })?;
-                flushes_inflight += 1;
-                since_flush = 0;
-                last_flush = Instant::now();
-                out.flushes += 1;
-                continue;
-            }
-            if next_id >= t.finished_prefix() + window {
-                break;
-            }
-            if next_id >= reserved_ok {
-                if !ledger.is_durable(reserve_seq) {
-                    ledger.wait_durable(reserve_seq)?;
-                }
-                reserved_ok = reserved_req;
-            }
-            if next_id + reserve_step / 2 >= reserved_req {
-                reserve_step = (reserve_step * 2).min(1 << 20).max(reserve_step);
-                reserved_req += reserve_step;
-                reserve_seq = ledger.append(&Record::Reserve { cycle, upto: reserved_req })?;
-            }
-            let w = filler.peek()?;
-            debug_assert_eq!(w.id, next_id);
-            if inflight.values().any(|(o, _)| o.overlaps(w.offset, w.len)) {
-                break;
-            }
-            let (w, buf) = filler.take()?;
-            let submitted_at = Instant::now();
-            target.submit(Op::Write { token: w.id, offset: w.offset, buf, fua: w.fua, write_id: w.id })?;
-            inflight.insert(w.id, (w, submitted_at));
-            next_id += 1;
-            since_flush += 1;
-            out.submitted += 1;
-            if opts.max_writes.is_some_and(|m| out.submitted >= m) || opts.duration.is_some_and(|d| start.elapsed() >= d) {
-                stopping = true;
-            }
-        }
-        if opts.duration.is_some_and(|d| start.elapsed() >= d) {
-            stopping = true;
+        c.submit(placement_ready, quiescing)?;
+        if opts.duration.is_some_and(|d| c.start.elapsed() >= d) {
+            c.stopping = true;
         }
 
         // Reap.
-        let due = !cut_done
-            && match opts.cut {
-                None => false,
-                Some(CutPlacement::AfterCompletions { completions }) => out.completed >= completions,
-                Some(CutPlacement::AfterTime { after_ms }) => start.elapsed() >= Duration::from_millis(after_ms),
-                Some(CutPlacement::WhileFlushOutstanding { .. }) => placement_ready && flushes_inflight > 0,
-                Some(CutPlacement::Idle { .. }) => quiescing && inflight.is_empty() && flushes_inflight == 0,
-            };
-        if due {
-            out.in_flight_at_cut = (inflight.len() + flushes_inflight) as u32;
-            out.bytes_at_risk = inflight.values().map(|(w, _)| w.len).sum();
-            out.completed_at_cut = out.completed;
-            out.flush_outstanding_at_cut = flushes_inflight > 0;
-            cut_instant = Some(Instant::now());
-            out.cut_at = Some(start.elapsed());
-            if let Err(e) = cut() {
-                // The cut may or may not have happened. Let what is in flight finish (or
-                // fail) so that the target is idle for whatever comes next; nothing of this
-                // cycle counts as durable beyond its last checkpoint.
-                let deadline = Instant::now() + opts.drain_timeout;
-                while (!inflight.is_empty() || flushes_inflight > 0) && Instant::now() < deadline {
-                    done.clear();
-                    if target.reap(&mut done, 1, deadline.saturating_duration_since(Instant::now()))? == 0 {
-                        break;
-                    }
-                    for c in done.drain(..) {
-                        if c.token & FLUSH_TOKEN != 0 {
-                            flushes_inflight = flushes_inflight.saturating_sub(1);
-                        } else if inflight.remove(&c.token).is_some() {
-                            if let Some(b) = c.buf {
-                                filler.give_back(b);
-                            }
-                        }
-                    }
-                }
-                return Err(WriteError::Cut(e));
-            }
-            cut_done = true;
-            stopping = true;
+        if c.cut_due(placement_ready, quiescing) {
+            c.cut(cut)?;
         }
-        if inflight.is_empty() && flushes_inflight == 0 {
-            if stopping {
+        if c.inflight.is_empty() && c.flushes_inflight == 0 {
+            if c.stopping {
                 break;
             }
             continue;
         }
-        done.clear();
-        let wait = if stopping { opts.drain_timeout } else { Duration::from_secs(30) };
-        let got = target.reap(&mut done, 1, wait)?;
-        if got == 0 {
-            if cut_done {
-                // After a cut, operations that never come back are uncertain, exactly like
-                // failed ones: record them as failed and close the cycle. Their buffers stay
-                // with the target, which must never free memory the kernel may still use.
-                out.failed += inflight.len() as u64;
-                for id in std::mem::take(&mut inflight).into_keys() {
-                    t.write_done(id, false, false);
-                }
+        if !c.reap()? {
+            break;
+        }
+
+        if c.last_checkpoint.elapsed() >= opts.checkpoint_every {
+            c.checkpoint()?;
+            c.last_checkpoint = Instant::now();
+        }
+    }
+    c.finish()
+}
+
+/// The state of one cycle's I/O loop (`run_cycle_inner`): what is in flight, what the
+/// ledger has reserved, and what the cycle has seen so far.
+struct CycleLoop<'a> {
+    target: &'a mut dyn BlockTarget,
+    spec: &'a WorkloadSpec,
+    ledger: &'a mut dyn Ledger,
+    opts: &'a CycleOptions,
+    filler: &'a mut Filler,
+    qd: usize,
+    window: u64,
+    reserve_step: u64,
+    start: Instant,
+    out: CycleOutcome,
+    t: Tracker,
+    /// In-flight writes with the instant each was submitted.
+    inflight: BTreeMap<u64, (WritePlan, Instant)>,
+    write_latency: LatencyHistogram,
+    flushes_inflight: usize,
+    done: Vec<Completion>,
+    reserved_req: u64,
+    reserve_seq: u64,
+    reserved_ok: u64,
+    next_id: u64,
+    since_flush: u64,
+    last_flush: Instant,
+    last_checkpoint: Instant,
+    flush_no: u64,
+    stopping: bool,
+    cut_done: bool,
+    cut_instant: Option<Instant>,
+}
+
+impl<'a> CycleLoop<'a> {
+    /// Records the cycle start and the first reservation.
+    fn start(
+        target: &'a mut dyn BlockTarget,
+        spec: &'a WorkloadSpec,
+        ledger: &'a mut dyn Ledger,
+        contract: Contract,
+        opts: &'a CycleOptions,
+        qd: usize,
+        filler: &'a mut Filler,
+    ) -> Result<Self, WriteError> {
+        // Reservations double (up to 2^20 ids) so a cycle appends O(log writes) of them; the
+        // price is that after a harness crash up to one step of never-submitted ids counts as
+        // possibly submitted.
+        let reserve_step = 1024.max(16 * qd as u64);
+        let cycle = opts.cycle;
+        let start = Instant::now();
+        ledger.append(&Record::CycleStart { cycle, first_id: opts.first_id, at: opts.started_at.clone(), port: opts.port })?;
+        let reserved_req = opts.first_id + reserve_step;
+        let reserve_seq = ledger.append(&Record::Reserve { cycle, upto: reserved_req })?;
+        Ok(CycleLoop {
+            target,
+            spec,
+            ledger,
+            opts,
+            filler,
+            qd,
+            window: 4 * qd as u64 + 64,
+            reserve_step,
+            start,
+            out: CycleOutcome::default(),
+            t: Tracker::new(contract, opts.first_id),
+            inflight: BTreeMap::new(),
+            write_latency: LatencyHistogram::new(),
+            flushes_inflight: 0,
+            done: Vec::new(),
+            reserved_req,
+            reserve_seq,
+            reserved_ok: opts.first_id,
+            next_id: opts.first_id,
+            since_flush: 0,
+            last_flush: Instant::now(),
+            last_checkpoint: Instant::now(),
+            flush_no: 0,
+            stopping: false,
+            cut_done: false,
+            cut_instant: None,
+        })
+    }
+
+    /// Submits while there is room: flushes when due (or when the cut placement waits for
+    /// one), writes in id order within the window and the reservation, never two
+    /// overlapping writes in flight.
+    fn submit(&mut self, placement_ready: bool, quiescing: bool) -> Result<(), WriteError> {
+        let (spec, opts, cycle) = (self.spec, self.opts, self.opts.cycle);
+        while !self.stopping && !quiescing && self.inflight.len() + self.flushes_inflight < self.qd {
+            let force_flush = placement_ready && self.flushes_inflight == 0;
+            let wants_flush = force_flush
+                || spec.flush.every_writes.is_some_and(|n| self.since_flush >= n)
+                || spec.flush.every_ms.is_some_and(|ms| self.since_flush > 0 && self.last_flush.elapsed() >= Duration::from_millis(ms));
+            if wants_flush {
+                self.flush_no += 1;
+                self.t.flush_submitted(self.flush_no);
+                self.target.submit(Op::Flush { token: FLUSH_TOKEN | self.flush_no })?;
+                self.flushes_inflight += 1;
+                self.since_flush = 0;
+                self.last_flush = Instant::now();
+                self.out.flushes += 1;
+                continue;
+            }
+            if self.next_id >= self.t.finished_prefix() + self.window {
                 break;
             }
-            // A stall without a cut: keep what is known, then fail the cycle.
-            let (durable_prefix, durable_extras, failed) = t.durable();
-            ledger.append(&Record::Checkpoint { cycle, durable_prefix, durable_extras, failed })?;
-            ledger.sync()?;
-            return Err(WriteError::Stalled(format!(
-                "no completion within {} ms with {} writes and {flushes_inflight} flushes in flight",
-                wait.as_millis(),
-                inflight.len()
-            )));
+            if self.next_id >= self.reserved_ok {
+                if !self.ledger.is_durable(self.reserve_seq) {
+                    self.ledger.wait_durable(self.reserve_seq)?;
+                }
+                self.reserved_ok = self.reserved_req;
+            }
+            if self.next_id + self.reserve_step / 2 >= self.reserved_req {
+                self.reserve_step = (self.reserve_step * 2).min(1 << 20).max(self.reserve_step);
+                self.reserved_req += self.reserve_step;
+                self.reserve_seq = self.ledger.append(&Record::Reserve { cycle, upto: self.reserved_req })?;
+            }
+            let w = self.filler.peek()?;
+            debug_assert_eq!(w.id, self.next_id);
+            if self.inflight.values().any(|(o, _)| o.overlaps(w.offset, w.len)) {
+                break;
+            }
+            let (w, buf) = self.filler.take()?;
+            let submitted_at = Instant::now();
+            self.target.submit(Op::Write { token: w.id, offset: w.offset, buf, fua: w.fua, write_id: w.id })?;
+            self.inflight.insert(w.id, (w, submitted_at));
+            self.next_id += 1;
+            self.since_flush += 1;
+            self.out.submitted += 1;
+            if opts.max_writes.is_some_and(|m| self.out.submitted >= m) || opts.duration.is_some_and(|d| self.start.elapsed() >= d) {
+                self.stopping = true;
+            }
         }
-        for c in done.drain(..) {
-            if let (Some(t0), None, Err(_)) = (cut_instant, out.device_gone_at, &c.result) {
-                if c.at >= t0 {
-                    out.device_gone_at = Some(c.at.duration_since(start));
-                }
+        Ok(())
+    }
+
+    /// Whether the cut placement is reached now.
+    fn cut_due(&self, placement_ready: bool, quiescing: bool) -> bool {
+        !self.cut_done
+            && match self.opts.cut {
+                None => false,
+                Some(CutPlacement::AfterCompletions { completions }) => self.out.completed >= completions,
+                Some(CutPlacement::AfterTime { after_ms }) => self.start.elapsed() >= Duration::from_millis(after_ms),
+                Some(CutPlacement::WhileFlushOutstanding { .. }) => placement_ready && self.flushes_inflight > 0,
+                Some(CutPlacement::Idle { .. }) => quiescing && self.inflight.is_empty() && self.flushes_inflight == 0,
             }
-            if c.token & FLUSH_TOKEN != 0 {
-                let no = c.token & !FLUSH_TOKEN;
-                flushes_inflight = flushes_inflight.saturating_sub(1);
-                t.flush_done(no, c.result.is_ok());
-                continue;
+    }
+
+    /// Records what is at risk and cuts. A failed cut drains what is in flight and ends the
+    /// cycle with the error.
+    fn cut(&mut self, cut: &mut dyn FnMut() -> Result<(), String>) -> Result<(), WriteError> {
+        self.out.in_flight_at_cut = (self.inflight.len() + self.flushes_inflight) as u32;
+        self.out.bytes_at_risk = self.inflight.values().map(|(w, _)| w.len).sum();
+        self.out.completed_at_cut = self.out.completed;
+        self.out.flush_outstanding_at_cut = self.flushes_inflight > 0;
+        self.cut_instant = Some(Instant::now());
+        self.out.cut_at = Some(self.start.elapsed());
+        if let Err(e) = cut() {
+            // The cut may or may not have happened. Let what is in flight finish (or
+            // fail) so that the target is idle for whatever comes next; nothing of this
+            // cycle counts as durable beyond its last checkpoint.
+            self.drain_after_failed_cut()?;
+            return Err(WriteError::Cut(e));
+        }
+        self.cut_done = true;
+        self.stopping = true;
+        Ok(())
+    }
+
+    fn drain_after_failed_cut(&mut self) -> Result<(), WriteError> {
+        let deadline = Instant::now() + self.opts.drain_timeout;
+        while (!self.inflight.is_empty() || self.flushes_inflight > 0) && Instant::now() < deadline {
+            self.done.clear();
+            if self.target.reap(&mut self.done, 1, deadline.saturating_duration_since(Instant::now()))? == 0 {
+                break;
             }
-            // A completion for an operation abandoned in an earlier cycle (a device that came
-            // back late) is stale: it changes nothing recorded.
-            if let Some(b) = c.buf {
-                filler.give_back(b);
-            }
-            let Some((w, submitted_at)) = inflight.remove(&c.token) else {
-                continue;
-            };
-            match c.result {
-                Ok(()) => {
-                    let ns = c.at.saturating_duration_since(submitted_at).as_nanos();
-                    write_latency.record(u64::try_from(ns).unwrap_or(u64::MAX));
-                    out.completed += 1;
-                    out.bytes_written += w.len;
-                    t.write_done(w.id, true, w.fua);
-                }
-                Err(e) => {
-                    out.failed += 1;
-                    t.write_done(w.id, false, w.fua);
-                    // Failures during the drain after a cut are expected by the thousand;
-                    // they are recorded in the cycle end, not one record each.
-                    if !cut_done {
-                        ledger.append(&Record::WriteFailed { cycle, id: w.id, errno: e.errno, detail: e.detail })?;
+            for c in self.done.drain(..) {
+                if c.token & FLUSH_TOKEN != 0 {
+                    self.flushes_inflight = self.flushes_inflight.saturating_sub(1);
+                } else if self.inflight.remove(&c.token).is_some() {
+                    if let Some(b) = c.buf {
+                        self.filler.give_back(b);
                     }
                 }
             }
         }
-
-        if last_checkpoint.elapsed() >= opts.checkpoint_every {
-            let (durable_prefix, durable_extras, failed) = t.durable();
-            ledger.append(&Record::Checkpoint { cycle, durable_prefix, durable_extras, failed })?;
-            last_checkpoint = Instant::now();
-        }
+        Ok(())
     }
 
-    let end = if cut_done {
-        EndKind::Cut
-    } else {
-        // Graceful: everything finished; one last flush makes it all durable.
-        flush_no += 1;
-        t.flush_submitted(flush_no);
-        target.submit(Op::Flush { token: FLUSH_TOKEN | flush_no })?;
-        done.clear();
-        target.reap(&mut done, 1, opts.drain_timeout)?;
-        let ok = done.first().is_some_and(|c| c.token == FLUSH_TOKEN | flush_no && c.result.is_ok());
-        t.flush_done(flush_no, ok);
-        out.flushes += 1;
-        EndKind::Graceful
-    };
-    let (durable_prefix, durable_extras, failed) = t.durable();
-    out.submitted_end = next_id;
-    ledger.append(&Record::CycleEnd {
-        cycle,
-        end,
-        submitted_end: next_id,
-        durable_prefix,
-        durable_extras,
-        failed,
-        in_flight_at_end: out.in_flight_at_cut,
-        bytes_at_risk: out.bytes_at_risk,
-    })?;
-    ledger.sync()?;
-    out.end = Some(end);
-    out.elapsed = start.elapsed();
-    out.write_latency = write_latency.summary();
-    Ok(out)
+    /// Waits for completions and records them. `Ok(false)`: nothing came back after the
+    /// cut, and the cycle is over.
+    fn reap(&mut self) -> Result<bool, WriteError> {
+        self.done.clear();
+        let wait = if self.stopping { self.opts.drain_timeout } else { Duration::from_secs(30) };
+        let got = self.target.reap(&mut self.done, 1, wait)?;
+        if got == 0 {
+            if self.cut_done {
+                // After a cut, operations that never come back are uncertain, exactly like
+                // failed ones: record them as failed and close the cycle. Their buffers stay
+                // with the target, which must never free memory the kernel may still use.
+                self.out.failed += self.inflight.len() as u64;
+                for id in std::mem::take(&mut self.inflight).into_keys() {
+                    self.t.write_done(id, false, false);
+                }
+                return Ok(false);
+            }
+            // A stall without a cut: keep what is known, then fail the cycle.
+            self.checkpoint()?;
+            self.ledger.sync()?;
+            return Err(WriteError::Stalled(format!(
+                "no completion within {} ms with {} writes and {} flushes in flight",
+                wait.as_millis(),
+                self.inflight.len(),
+                self.flushes_inflight
+            )));
+        }
+        let mut done = std::mem::take(&mut self.done);
+        let recorded = done.drain(..).try_for_each(|c| self.complete(c));
+        self.done = done;
+        recorded?;
+        Ok(true)
+    }
+
+    /// Records one completion.
+    fn complete(&mut self, c: Completion) -> Result<(), WriteError> {
+        if let (Some(t0), None, Err(_)) = (self.cut_instant, self.out.device_gone_at, &c.result) {
+            if c.at >= t0 {
+                self.out.device_gone_at = Some(c.at.duration_since(self.start));
+            }
+        }
+        if c.token & FLUSH_TOKEN != 0 {
+            let no = c.token & !FLUSH_TOKEN;
+            self.flushes_inflight = self.flushes_inflight.saturating_sub(1);
+            self.t.flush_done(no, c.result.is_ok());
+            return Ok(());
+        }
+        // A completion for an operation abandoned in an earlier cycle (a device that came
+        // back late) is stale: it changes nothing recorded.
+        if let Some(b) = c.buf {
+            self.filler.give_back(b);
+        }
+        let Some((w, submitted_at)) = self.inflight.remove(&c.token) else {
+            return Ok(());
+        };
+        match c.result {
+            Ok(()) => {
+                let ns = c.at.saturating_duration_since(submitted_at).as_nanos();
+                self.write_latency.record(u64::try_from(ns).unwrap_or(u64::MAX));
+                self.out.completed += 1;
+                self.out.bytes_written += w.len;
+                self.t.write_done(w.id, true, w.fua);
+            }
+            Err(e) => {
+                self.out.failed += 1;
+                self.t.write_done(w.id, false, w.fua);
+                // Failures during the drain after a cut are expected by the thousand;
+                // they are recorded in the cycle end, not one record each.
+                if !self.cut_done {
+                    self.ledger.append(&Record::WriteFailed { cycle: self.opts.cycle, id: w.id, errno: e.errno, detail: e.detail })?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Appends a checkpoint of what is durable so far.
+    fn checkpoint(&mut self) -> Result<(), WriteError> {
+        let (durable_prefix, durable_extras, failed) = self.t.durable();
+        self.ledger.append(&Record::Checkpoint { cycle: self.opts.cycle, durable_prefix, durable_extras, failed })?;
+        Ok(())
+    }
+
+    /// Ends the cycle (a last flush if it ended gracefully) and records its end.
+    fn finish(mut self) -> Result<CycleOutcome, WriteError> {
+        let end = if self.cut_done {
+            EndKind::Cut
+        } else {
+            // Graceful: everything finished; one last flush makes it all durable.
+            self.flush_no += 1;
+            self.t.flush_submitted(self.flush_no);
+            self.target.submit(Op::Flush { token: FLUSH_TOKEN | self.flush_no })?;
+            self.done.clear();
+            self.target.reap(&mut self.done, 1, self.opts.drain_timeout)?;
+            let ok = self.done.first().is_some_and(|c| c.token == FLUSH_TOKEN | self.flush_no && c.result.is_ok());
+            self.t.flush_done(self.flush_no, ok);
+            self.out.flushes += 1;
+            EndKind::Graceful
+        };
+        let (durable_prefix, durable_extras, failed) = self.t.durable();
+        let mut out = self.out;
+        out.submitted_end = self.next_id;
+        self.ledger.append(&Record::CycleEnd {
+            cycle: self.opts.cycle,
+            end,
+            submitted_end: self.next_id,
+            durable_prefix,
+            durable_extras,
+            failed,
+            in_flight_at_end: out.in_flight_at_cut,
+            bytes_at_risk: out.bytes_at_risk,
+        })?;
+        self.ledger.sync()?;
+        out.end = Some(end);
+        out.elapsed = self.start.elapsed();
+        out.write_latency = self.write_latency.summary();
+        Ok(out)
+    }
 }
 
 /// Writes the prefill version of every sector in the span, flushes, and records it.

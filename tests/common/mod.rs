@@ -2,7 +2,7 @@
 //! showing what it did, and skipping with a printed reason. Each test file is its own crate
 //! and uses what it needs (hence the `dead_code` allowance); `mod common;` brings them in.
 
-#![allow(dead_code)]
+#![allow(dead_code, reason = "each test crate uses only some of these helpers")]
 
 pub mod seeded;
 

@@ -1,6 +1,11 @@
 //! The only `unsafe` in the controllers: the NVMe subsystem-reset ioctl (it has no sysfs
 //! equivalent) and `geteuid`.
 
+#![expect(
+    unsafe_code,
+    reason = "the NVMe subsystem-reset ioctl and geteuid have no safe std wrapper; each unsafe block states why its call is sound"
+)]
+
 use std::os::fd::AsRawFd;
 
 /// `NVME_IOCTL_SUBSYS_RESET` = `_IO('N', 0x45)` (linux/nvme_ioctl.h): no argument, no data.

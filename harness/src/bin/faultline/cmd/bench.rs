@@ -317,25 +317,42 @@ pub fn cmd_bench(a: BenchArgs) -> Result<Exit> {
             &mut |c| fio(c, "w128", &w128, true),
             &mut c,
         )?;
-        // Reads: each side prepares its own data (untimed), then reads it back.
-        let mut prep = fl_prepare(&mut c)?;
-        let fl_r = fl_rand_verify(&mut c, &mut prep)?;
-        let fl_s = fl_seq_verify(&mut c, &mut prep)?;
-        drop(prep);
-        fio(&c, "fill", &s(&["--rw=write", "--bs=4k", "--iodepth=32", "--verify=crc32c", "--do_verify=0"]), false)?;
-        let fio_r_crc = fio(&c, "r4crc", &s(&["--rw=randread", "--bs=4k", "--iodepth=1", "--verify=crc32c"]), true)?;
-        let fio_r = fio(&c, "r4", &s(&["--rw=randread", "--bs=4k", "--iodepth=1"]), true)?;
-        let fio_s_crc = fio(&c, "seqcrc", &s(&["--rw=read", "--bs=1m", "--iodepth=1", "--verify=crc32c", "--verify_interval=4096"]), false);
-        let fio_s = fio(&c, "seq", &s(&["--rw=read", "--bs=1m", "--iodepth=1"]), false)?;
-        figs[2][0].add(fl_r);
-        figs[2][1].add(fio_r_crc);
-        figs[2][2].add(fio_r);
-        figs[3][0].add(fl_s);
-        figs[3][1].add(fio_s_crc.unwrap_or_default());
-        figs[3][2].add(fio_s);
+        read_round(&mut c, &mut figs)?;
         eprintln!("faultline bench: round {} of {} done", round + 1, a.rounds);
     }
     let _ = std::fs::remove_dir_all(&scratch);
+    print_table(&names, &figs);
+    println!(
+        "faultline memory: peak RSS {} MiB (VmHWM of this process, which ran every faultline workload), RSS now {} MiB",
+        status_kib("VmHWM:") / 1024,
+        status_kib("VmRSS:") / 1024
+    );
+    Ok(Exit::Clean)
+}
+
+/// The read workloads of one round: each side prepares its own data (untimed), then reads
+/// it back.
+fn read_round(c: &mut Ctx, figs: &mut [[Fig; 3]]) -> Result<()> {
+    let mut prep = fl_prepare(c)?;
+    let fl_r = fl_rand_verify(c, &mut prep)?;
+    let fl_s = fl_seq_verify(c, &mut prep)?;
+    drop(prep);
+    fio(c, "fill", &s(&["--rw=write", "--bs=4k", "--iodepth=32", "--verify=crc32c", "--do_verify=0"]), false)?;
+    let fio_r_crc = fio(c, "r4crc", &s(&["--rw=randread", "--bs=4k", "--iodepth=1", "--verify=crc32c"]), true)?;
+    let fio_r = fio(c, "r4", &s(&["--rw=randread", "--bs=4k", "--iodepth=1"]), true)?;
+    let fio_s_crc = fio(c, "seqcrc", &s(&["--rw=read", "--bs=1m", "--iodepth=1", "--verify=crc32c", "--verify_interval=4096"]), false);
+    let fio_s = fio(c, "seq", &s(&["--rw=read", "--bs=1m", "--iodepth=1"]), false)?;
+    figs[2][0].add(fl_r);
+    figs[2][1].add(fio_r_crc);
+    figs[2][2].add(fio_r);
+    figs[3][0].add(fl_s);
+    figs[3][1].add(fio_s_crc.unwrap_or_default());
+    figs[3][2].add(fio_s);
+    Ok(())
+}
+
+/// One row per workload: each side's figures, faultline's ratio to fio, CPU per GB.
+fn print_table(names: &[&str], figs: &[[Fig; 3]]) {
     println!(
         "{:<24} {:>22} {:>22} {:>22} {:>9} {:>9}   cpu s/GB (fl / fio-crc / fio)",
         "workload", "faultline", "fio crc32c", "fio plain", "fl/crc", "fl/plain"
@@ -365,10 +382,4 @@ pub fn cmd_bench(a: BenchArgs) -> Result<Exit> {
             cpg(&fp)
         );
     }
-    println!(
-        "faultline memory: peak RSS {} MiB (VmHWM of this process, which ran every faultline workload), RSS now {} MiB",
-        status_kib("VmHWM:") / 1024,
-        status_kib("VmRSS:") / 1024
-    );
-    Ok(Exit::Clean)
 }

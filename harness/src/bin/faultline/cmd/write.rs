@@ -7,8 +7,8 @@ use clap::Parser;
 use faultline::ledger::{replay, Contract, RunHeader, LEDGER_FORMAT};
 use faultline::run::{exists, open_run};
 use faultline::workload::{FlushPolicy, Pattern, WorkloadSpec};
-use faultline::writer::{prefill, run_cycle, CycleOptions};
-use faultline_drivers::{open_target, BlockTarget, OpenSpec, Opened};
+use faultline::writer::{prefill, run_cycle, CycleOptions, CycleOutcome};
+use faultline_drivers::{open_target, BlockTarget, Geometry, OpenSpec, Opened};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -100,76 +100,12 @@ pub fn cmd_write(a: WriteArgs) -> Result<Exit> {
     let mut target =
         open_cli_target(&a.target, true, qd as usize, &a.device, a.allow_overwrite_signature || continuing, a.io_threads as usize)?;
     let geo = target.geometry();
-    if a.misaligned && geo.logical_block_bytes != 512 {
-        bail!(
-            "--misaligned needs 512-byte logical sectors, but {} has {}-byte logical sectors (4Kn): it cannot address a \
-             512-byte offset; misaligned writes are only meaningful on 512n/512e devices",
-            a.target.display(),
-            geo.logical_block_bytes
-        );
-    }
-    let misaligned_start = 63 * 512;
+    let spec = workload_spec(&a, &geo, qd)?;
     let sector = (geo.logical_block_bytes as u64).max(512);
-    let mut spec = WorkloadSpec {
-        seed: a.seed.unwrap_or_else(crate::random_u64),
-        pattern: match a.pattern.unwrap_or(PatternArg::Random) {
-            PatternArg::Seq => Pattern::Sequential,
-            PatternArg::Random => Pattern::Random,
-            PatternArg::Hotcold => Pattern::HotCold { hot_span_percent: 10, hot_write_percent: 90 },
-        },
-        span_start: a.span_start.unwrap_or(if a.misaligned { misaligned_start } else { 0 }),
-        span_end: 0,
-        min_write_bytes: a.block_size.or(a.min_write).unwrap_or(4096),
-        max_write_bytes: a.block_size.or(a.max_write).unwrap_or(4096),
-        mean_write_bytes: 0,
-        align_bytes: 0,
-        queue_depth: qd,
-        flush: FlushPolicy { every_writes: a.flush_every, every_ms: a.flush_every_ms, fua_percent: a.fua_percent.unwrap_or(0) },
-    };
-    spec.mean_write_bytes = a.mean_write.unwrap_or((spec.min_write_bytes + spec.max_write_bytes) / 2);
-    spec.align_bytes = a.align.unwrap_or_else(|| if spec.min_write_bytes.is_multiple_of(4096) && !a.misaligned { 4096 } else { sector });
-    if a.misaligned && spec.span_start.is_multiple_of(4096) {
-        bail!("--misaligned with --span-start {} (4 KiB-aligned) would write aligned data; use a start that is a multiple of 512 but not of 4096", spec.span_start);
-    }
-    spec.mean_write_bytes -= spec.mean_write_bytes % spec.align_bytes;
-    spec.span_end = a.span_end.unwrap_or(geo.capacity_bytes / spec.max_write_bytes.max(1) * spec.max_write_bytes);
     let contract: Contract = a.contract.as_deref().unwrap_or("plp").parse().map_err(|e: String| anyhow!(e))?;
 
     if continuing {
-        let h = replay(&a.run_dir)?;
-        let w = &h.header.workload;
-        let mut diffs = Vec::new();
-        let mut cmp = |name: &str, given: Option<String>, recorded: String| {
-            if let Some(g) = given {
-                if g != recorded {
-                    diffs.push(format!("--{name} {g} (the run has {recorded})"));
-                }
-            }
-        };
-        cmp("seed", a.seed.map(|v| v.to_string()), w.seed.to_string());
-        cmp("contract", a.contract.clone(), h.header.contract.to_string());
-        cmp(
-            "block-size",
-            a.block_size.map(|v| v.to_string()),
-            if w.min_write_bytes == w.max_write_bytes {
-                w.min_write_bytes.to_string()
-            } else {
-                format!("{}..{}", w.min_write_bytes, w.max_write_bytes)
-            },
-        );
-        cmp("queue-depth", a.queue_depth.map(|v| v.to_string()), w.queue_depth.to_string());
-        cmp("flush-every", a.flush_every.map(|v| v.to_string()), w.flush.every_writes.map_or("none".into(), |v| v.to_string()));
-        cmp("span-end", a.span_end.map(|v| v.to_string()), w.span_end.to_string());
-        if !diffs.is_empty() {
-            bail!(
-                "run directory {} already holds a run with other settings: {}; omit them to continue the run, or use a new run directory",
-                a.run_dir.display(),
-                diffs.join(", ")
-            );
-        }
-        if a.prefill {
-            bail!("--prefill applies only to a new run (the run in {} has begun)", a.run_dir.display());
-        }
+        check_continued_run(&a)?;
     }
     let header = || RunHeader {
         ledger_format: LEDGER_FORMAT,
@@ -224,6 +160,89 @@ pub fn cmd_write(a: WriteArgs) -> Result<Exit> {
         Err("no cut in a write-only cycle".into())
     })?;
     run.ledger.close()?;
+    print_cycle(cycle, first_id, &out, target.as_ref());
+    Ok(Exit::Clean)
+}
+
+/// The workload of a new run, from the flags and the target's geometry.
+fn workload_spec(a: &WriteArgs, geo: &Geometry, qd: u32) -> Result<WorkloadSpec> {
+    if a.misaligned && geo.logical_block_bytes != 512 {
+        bail!(
+            "--misaligned needs 512-byte logical sectors, but {} has {}-byte logical sectors (4Kn): it cannot address a \
+             512-byte offset; misaligned writes are only meaningful on 512n/512e devices",
+            a.target.display(),
+            geo.logical_block_bytes
+        );
+    }
+    let misaligned_start = 63 * 512;
+    let sector = (geo.logical_block_bytes as u64).max(512);
+    let mut spec = WorkloadSpec {
+        seed: a.seed.unwrap_or_else(crate::random_u64),
+        pattern: match a.pattern.unwrap_or(PatternArg::Random) {
+            PatternArg::Seq => Pattern::Sequential,
+            PatternArg::Random => Pattern::Random,
+            PatternArg::Hotcold => Pattern::HotCold { hot_span_percent: 10, hot_write_percent: 90 },
+        },
+        span_start: a.span_start.unwrap_or(if a.misaligned { misaligned_start } else { 0 }),
+        span_end: 0,
+        min_write_bytes: a.block_size.or(a.min_write).unwrap_or(4096),
+        max_write_bytes: a.block_size.or(a.max_write).unwrap_or(4096),
+        mean_write_bytes: 0,
+        align_bytes: 0,
+        queue_depth: qd,
+        flush: FlushPolicy { every_writes: a.flush_every, every_ms: a.flush_every_ms, fua_percent: a.fua_percent.unwrap_or(0) },
+    };
+    spec.mean_write_bytes = a.mean_write.unwrap_or((spec.min_write_bytes + spec.max_write_bytes) / 2);
+    spec.align_bytes = a.align.unwrap_or_else(|| if spec.min_write_bytes.is_multiple_of(4096) && !a.misaligned { 4096 } else { sector });
+    if a.misaligned && spec.span_start.is_multiple_of(4096) {
+        bail!("--misaligned with --span-start {} (4 KiB-aligned) would write aligned data; use a start that is a multiple of 512 but not of 4096", spec.span_start);
+    }
+    spec.mean_write_bytes -= spec.mean_write_bytes % spec.align_bytes;
+    spec.span_end = a.span_end.unwrap_or(geo.capacity_bytes / spec.max_write_bytes.max(1) * spec.max_write_bytes);
+    Ok(spec)
+}
+
+/// Refuses flags that contradict the settings of the run being continued.
+fn check_continued_run(a: &WriteArgs) -> Result<()> {
+    let h = replay(&a.run_dir)?;
+    let w = &h.header.workload;
+    let mut diffs = Vec::new();
+    let mut cmp = |name: &str, given: Option<String>, recorded: String| {
+        if let Some(g) = given {
+            if g != recorded {
+                diffs.push(format!("--{name} {g} (the run has {recorded})"));
+            }
+        }
+    };
+    cmp("seed", a.seed.map(|v| v.to_string()), w.seed.to_string());
+    cmp("contract", a.contract.clone(), h.header.contract.to_string());
+    cmp(
+        "block-size",
+        a.block_size.map(|v| v.to_string()),
+        if w.min_write_bytes == w.max_write_bytes {
+            w.min_write_bytes.to_string()
+        } else {
+            format!("{}..{}", w.min_write_bytes, w.max_write_bytes)
+        },
+    );
+    cmp("queue-depth", a.queue_depth.map(|v| v.to_string()), w.queue_depth.to_string());
+    cmp("flush-every", a.flush_every.map(|v| v.to_string()), w.flush.every_writes.map_or("none".into(), |v| v.to_string()));
+    cmp("span-end", a.span_end.map(|v| v.to_string()), w.span_end.to_string());
+    if !diffs.is_empty() {
+        bail!(
+            "run directory {} already holds a run with other settings: {}; omit them to continue the run, or use a new run directory",
+            a.run_dir.display(),
+            diffs.join(", ")
+        );
+    }
+    if a.prefill {
+        bail!("--prefill applies only to a new run (the run in {} has begun)", a.run_dir.display());
+    }
+    Ok(())
+}
+
+/// The cycle's summary line and the target's latency percentiles.
+fn print_cycle(cycle: u32, first_id: u64, out: &CycleOutcome, target: &dyn BlockTarget) {
     let secs = out.elapsed.as_secs_f64().max(1e-9);
     println!(
         "cycle {cycle}: {} writes ({} failed), {} flushes, {:.1} MiB in {:.2} s ({:.1} MiB/s, {:.0} writes/s); ids {}..{}",
@@ -252,7 +271,6 @@ pub fn cmd_write(a: WriteArgs) -> Result<Exit> {
     if !lat.is_empty() {
         println!("latency: {}", lat.join("; "));
     }
-    Ok(Exit::Clean)
 }
 
 /// Opens a write or verify target through the engine and its guards, printing the engine's
