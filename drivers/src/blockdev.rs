@@ -539,6 +539,27 @@ pub fn find_by_identity(expect: &Expectation, roots: &SysRoots) -> Result<PathBu
     }
 }
 
+/// How long an exclusive open keeps retrying a device that is busy.
+const BUSY_GRACE: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// Opens with `open`, retrying `EBUSY` for [`BUSY_GRACE`] when opening exclusively. A process
+/// killed with io_uring operations in flight lets go of its files only when the kernel's
+/// teardown of its ring has run (asynchronously, after the process is reaped), so the device a
+/// killed writer held can stay busy for a moment after it died: `faultline write` right after
+/// a `kill -9` (the manual power-loss mode) met `EBUSY` on a loaded machine. A device that is
+/// mounted or held stays busy, and is refused after the grace.
+fn open_retrying_busy(open: impl Fn() -> std::io::Result<File>, exclusive: bool) -> std::io::Result<File> {
+    let start = std::time::Instant::now();
+    loop {
+        match open() {
+            Err(e) if exclusive && e.raw_os_error() == Some(libc::EBUSY) && start.elapsed() < BUSY_GRACE => {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            r => return r,
+        }
+    }
+}
+
 fn open_err(path: &Path) -> impl Fn(std::io::Error) -> TargetError + '_ {
     move |source| TargetError::Open { path: path.display().to_string(), source }
 }
@@ -564,7 +585,7 @@ pub fn discover(path: &Path, writable: bool) -> Result<Discovered, TargetError> 
         o.open(path)
     };
     if ft.is_block_device() {
-        let file = open(true, writable).map_err(|e| {
+        let file = open_retrying_busy(|| open(true, writable), writable).map_err(|e| {
             if e.raw_os_error() == Some(libc::EBUSY) {
                 TargetError::Unsupported {
                     path: shown.clone(),
