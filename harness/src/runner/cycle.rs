@@ -430,6 +430,7 @@ impl Cycles<'_, '_> {
 }
 
 /// The cycles; `Err` ends the run with a harness error.
+#[expect(clippy::too_many_arguments, reason = "what a run holds open, lent to its cycles once")]
 pub(super) fn cycles<'r>(
     plan: &'r RunPlan,
     o: &'r RunnerOptions,

@@ -60,7 +60,10 @@ pub(crate) struct Setup {
     pub _emulator: Option<Box<dyn Any>>,
 }
 
-fn sim_dut(plan: &RunPlan, run_dir: &Path, o: &RunnerOptions) -> Result<(SimDut, Cutter, Option<Box<dyn Any>>), SetupError> {
+/// An emulator kept alive for the run (dropped, it stops serving).
+type Emulator = Option<Box<dyn Any>>;
+
+fn sim_dut(plan: &RunPlan, run_dir: &Path, o: &RunnerOptions) -> Result<(SimDut, Cutter, Emulator), SetupError> {
     let TargetPlan::Sim(t) = &plan.target else { unreachable!("sim_dut is called for a simulated target") };
     let cfg = SimConfig {
         capacity_bytes: t.capacity_bytes,
