@@ -535,6 +535,7 @@ fn body_cut_cycles_verify_clean(s: &mut Subject) {
             cut: Some(CutPlacement::AfterCompletions { completions: 500 * cycle as u64 }),
             checkpoint_every: Duration::from_secs(60),
             drain_timeout: Duration::from_secs(5),
+            stop: None,
         };
         let out = run_cycle(s.target.as_mut(), &layout, &format, &mut ledger, Contract::Plp, &opts, &mut *s.cut).unwrap();
         assert!(out.completed >= 500 * cycle as u64, "{}: {out:?}", s.name);

@@ -736,6 +736,7 @@ mod tests {
             cut: None,
             checkpoint_every: Duration::from_secs(60),
             drain_timeout: Duration::from_secs(1),
+            stop: None,
         };
         run_cycle(&mut sim, &layout, &format, &mut ledger, Contract::Plp, &opts, &mut || Ok(())).unwrap();
         (sim, layout, format, ledger)

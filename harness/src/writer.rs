@@ -52,6 +52,25 @@ pub struct CycleOptions {
     pub checkpoint_every: Duration,
     /// How long to wait for in-flight operations to come back after a cut or at the end.
     pub drain_timeout: Duration,
+    /// Ends the cycle gracefully when stopped from another thread (`None`: it ends by its
+    /// placement, `max_writes` or `duration` alone).
+    pub stop: Option<StopToken>,
+}
+
+/// Ends a cycle from another thread, gracefully: the writer stops submitting, drains, flushes
+/// and records, as at the end of its `duration` (a surviving port's writer is stopped this way
+/// when its fault window is over).
+#[derive(Clone, Debug, Default)]
+pub struct StopToken(std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+impl StopToken {
+    pub fn stop(&self) {
+        self.0.store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    pub fn is_stopped(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::Acquire)
+    }
 }
 
 /// Where in the workload the cut lands. Every placement but `Idle` cuts from inside the I/O
@@ -292,7 +311,7 @@ fn run_cycle_inner(
         };
         let quiescing = placement_ready && matches!(opts.cut, Some(CutPlacement::Idle { .. }));
         c.submit(placement_ready, quiescing)?;
-        if opts.duration.is_some_and(|d| c.start.elapsed() >= d) {
+        if opts.duration.is_some_and(|d| c.start.elapsed() >= d) || opts.stop.as_ref().is_some_and(StopToken::is_stopped) {
             c.stopping = true;
         }
 
@@ -792,6 +811,7 @@ mod tests {
             cut: Some(placement),
             checkpoint_every: Duration::from_secs(60),
             drain_timeout: Duration::from_secs(1),
+            stop: None,
         };
         let ledger = LedgerWriter::create(&tempdir(), header).unwrap();
         Rig { sim, ledger, layout: Layout::new(spec, 512).unwrap(), format: Format::new(seed, 512), opts }
@@ -863,6 +883,26 @@ mod tests {
         let rep = v.verify(&mut target, w.offset, w.offset + 512).unwrap();
         assert_eq!(rep.findings.len(), 1, "{:?}", rep.findings);
         assert!(rep.findings[0].detail.contains("port A") && rep.findings[0].detail.contains("port B"), "{:?}", rep.findings);
+    }
+
+    #[test]
+    fn a_stop_token_ends_the_cycle_gracefully_from_another_thread() {
+        let mut r = rig(FaultModel::HonestPlp, Contract::Plp, CutPlacement::AfterCompletions { completions: 100 }, 4);
+        let token = StopToken::default();
+        (r.opts.cut, r.opts.stop) = (None, Some(token.clone()));
+        let mut target = r.sim.clone();
+        let out = std::thread::scope(|sc| {
+            sc.spawn(|| {
+                std::thread::sleep(Duration::from_millis(50));
+                token.stop();
+            });
+            run_cycle(&mut target, &r.layout, &r.format, &mut r.ledger, Contract::Plp, &r.opts, &mut || Err("no cut".into())).unwrap()
+        });
+        assert!(token.is_stopped());
+        assert_eq!(out.end, Some(EndKind::Graceful), "{out:?}");
+        assert!(out.completed > 0 && out.failed == 0 && out.cut_at.is_none(), "{out:?}");
+        let rep = crate::verify::Verifier::new(&r.layout, r.ledger.history(), &r.format).verify(&mut target, 0, 1 << 20).unwrap();
+        assert!(rep.findings.is_empty() && rep.durable_ok > 0, "everything it wrote is durable: {:?}", rep.findings);
     }
 
     #[test]

@@ -7,7 +7,7 @@ use super::dut::{self, HealthLogs};
 use super::dut::{DutCycleError, DutError, DutVerifyError, Workload};
 use super::emit::nanos;
 use super::emit::Emitter;
-use super::fault::{cycle_rng, placement, PLACE_SALT, SAMPLE_SALT};
+use super::fault::{cycle_rng, placement, FaultThread, PLACE_SALT, SAMPLE_SALT};
 use super::regions::{sample_regions, union, written_regions};
 use super::resume;
 use super::setup::{RunnerOptions, Setup};
@@ -58,23 +58,24 @@ impl Cycles<'_, '_> {
             cut: Some(place),
             checkpoint_every: self.st.dut.checkpoint_every(),
             drain_timeout: plan.readiness_timeout.clamp(Duration::from_secs(1), Duration::from_secs(30)),
+            stop: None,
         };
         let started = Instant::now();
         (self.cycle_t0, self.waits) = (started, Duration::ZERO);
         let mut cut_cmd = Duration::ZERO;
-        let res = {
-            let cutter = &mut self.st.cutter;
+        let Setup { dut, cutter, run, .. } = &mut *self.st;
+        let run = run.as_mut().ok_or(Fatal::NotOpen)?;
+        let res = std::thread::scope(|sc| {
+            // The cut runs on the fault's thread; the writer waits for it to land.
+            let fault_thread = FaultThread::spawn(sc, cutter, off);
             let cut_cmd = &mut cut_cmd;
             let mut fault = || {
-                let t = Instant::now();
-                cutter.cut(off).map_err(|e| e.to_string())?;
-                *cut_cmd = t.elapsed();
+                *cut_cmd = fault_thread.fire().map_err(|e| e.to_string())?;
                 Ok(())
             };
-            let run = self.st.run.as_mut().ok_or(Fatal::NotOpen)?;
             let w = Workload { layout: &run.layout, format: &run.format, contract: plan.contract, opts: &copts };
-            self.st.dut.run_cycle(&w, &mut run.ledger, &mut fault)
-        };
+            dut.run_cycle(&w, &mut run.ledger, &mut fault)
+        });
         let outcome = match res {
             Ok(out) => out,
             Err(e) => return self.failed_cycle(cycle, started, &e),

@@ -136,6 +136,38 @@ impl Cutter {
     }
 }
 
+/// The fault's own thread, for one cycle: the writer asks it to cut ([`FaultThread::fire`])
+/// when the placement is reached and waits until the cut has landed; the controller's
+/// commands (and a link reset's whole hold) run here, never on a writer's thread, so a writer
+/// of another port is never held up by them.
+pub struct FaultThread {
+    go: std::sync::mpsc::SyncSender<()>,
+    landed: std::sync::mpsc::Receiver<Result<Duration, ControllerError>>,
+}
+
+impl FaultThread {
+    /// Starts the thread in `scope`; it cuts with `cutter` (holding a link reset for `hold`)
+    /// once, when fired, and ends with the scope.
+    pub fn spawn<'s, 'e>(scope: &'s std::thread::Scope<'s, 'e>, cutter: &'e mut Cutter, hold: Duration) -> FaultThread {
+        let (go, go_rx) = std::sync::mpsc::sync_channel::<()>(1);
+        let (landed_tx, landed) = std::sync::mpsc::sync_channel(1);
+        scope.spawn(move || {
+            if go_rx.recv().is_ok() {
+                let t = std::time::Instant::now();
+                let _ = landed_tx.send(cutter.cut(hold).map(|()| t.elapsed()));
+            }
+        });
+        FaultThread { go, landed }
+    }
+
+    /// Cuts now; returns once the cut command has landed, with how long it took.
+    pub fn fire(&self) -> Result<Duration, ControllerError> {
+        let gone = || ControllerError("the fault thread ended before it cut".into());
+        self.go.send(()).map_err(|_| gone())?;
+        self.landed.recv().map_err(|_| gone())?
+    }
+}
+
 /// The switch of a simulated drive: in-process, or a protocol emulator started here (returned,
 /// to be kept alive for the run) and driven by the real controller driver.
 pub fn sim_switch(
@@ -207,6 +239,43 @@ pub fn real_cutter(fault: &FaultPlan, env: &ControlEnv) -> Result<Cutter, Contro
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A switch that records the thread it was cut from.
+    struct ThreadSwitch(std::sync::Arc<std::sync::Mutex<Option<std::thread::ThreadId>>>);
+
+    impl PowerSwitch for ThreadSwitch {
+        fn name(&self) -> String {
+            "thread-recording switch".into()
+        }
+        fn capabilities(&self) -> faultline_drivers::PowerCaps {
+            faultline_drivers::PowerCaps::default()
+        }
+        fn power_off(&mut self) -> Result<(), faultline_drivers::PowerError> {
+            *self.0.lock().unwrap() = Some(std::thread::current().id());
+            Ok(())
+        }
+        fn power_on(&mut self) -> Result<(), faultline_drivers::PowerError> {
+            Ok(())
+        }
+        fn state(&mut self) -> Result<PowerState, faultline_drivers::PowerError> {
+            Ok(PowerState::On)
+        }
+    }
+
+    #[test]
+    fn the_fault_runs_on_its_own_thread_and_the_writer_learns_when_it_landed() {
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(None));
+        let mut cutter = Cutter::Power(Box::new(ThreadSwitch(seen.clone())));
+        std::thread::scope(|sc| {
+            let ft = FaultThread::spawn(sc, &mut cutter, Duration::ZERO);
+            ft.fire().unwrap();
+            assert!(ft.fire().is_err(), "one cut per cycle");
+        });
+        let cut_on = seen.lock().unwrap().expect("the switch was cut");
+        assert_ne!(cut_on, std::thread::current().id(), "not on the caller's (the writer's) thread");
+        // A thread never fired ends with its scope.
+        std::thread::scope(|sc| drop(FaultThread::spawn(sc, &mut cutter, Duration::ZERO)));
+    }
 
     #[test]
     fn runner_uniform_time_draw_is_deterministic_and_inside_the_window() {
