@@ -118,6 +118,14 @@ fn a_dead_device_is_a_finding_and_stops_the_run() {
     let f: Vec<&Value> = of(&ev, "finding").collect();
     assert_eq!(f.len(), 1);
     assert_eq!(f[0]["finding"]["class"], "dead_device");
+    // Why the run stopped is an event, and the summary and the page say it.
+    let stopped: Vec<&Value> = of(&ev, "run_stopped").collect();
+    assert_eq!(stopped.len(), 1, "{ev:?}");
+    let why = stopped[0]["reason"].as_str().unwrap();
+    assert!(why.contains("cycle 2") && why.contains("on_dead_device"), "{why}");
+    let summary: Value = serde_json::from_slice(&std::fs::read(rd.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["stopped"].as_str(), Some(why), "{summary}");
+    assert!(std::fs::read_to_string(rd.join("report.html")).unwrap().contains("on_dead_device"));
     let _ = std::fs::remove_dir_all(&d);
 }
 

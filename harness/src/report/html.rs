@@ -86,6 +86,15 @@ fn head(h: &mut String, m: &RunModel) {
         let list: Vec<String> = m.resumes.iter().map(|(at, c)| c.map_or(at.clone(), |c| format!("{at} (cycle {c} interrupted)"))).collect();
         row("resumed", format!("{} times after the harness died: {}", m.resumes.len(), list.join(", ")));
     }
+    if let Some(why) = &m.stopped {
+        row("stopped", why.clone());
+    }
+    if let Some(why) = &m.suspended {
+        row("suspended", why.clone());
+    }
+    for n in &m.notes {
+        row("note", n.clone());
+    }
     h.push_str("</table>\n");
 }
 

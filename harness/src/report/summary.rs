@@ -36,6 +36,12 @@ pub struct Summary {
     /// Times `faultline resume` took the run up again after the harness died.
     #[serde(default)]
     pub resumes: u32,
+    /// Why the run ended before its planned cycles, if it did (`run_stopped`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<String>,
+    /// Notes the run recorded (the engine in use, health checks that cannot be made).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
     pub timings: Timings,
     pub figures: Figures,
 }
@@ -139,6 +145,8 @@ pub fn summarize(m: &RunModel) -> Summary {
         health_anomalies: cycles().map(|c| c.anomalies.len() as u64).sum(),
         harness_errors: errors,
         resumes: m.resumes.len() as u32,
+        stopped: m.stopped.clone(),
+        notes: m.notes.clone(),
         timings: Timings {
             run_ns: m.last_t_ns,
             write_ns_total,
