@@ -52,7 +52,7 @@ impl Cycles<'_, '_> {
             cycle,
             first_id,
             started_at: (self.o.clock)(),
-            port: plan.ports[0].id,
+            port: plan.first_port(),
             max_writes: None,
             duration: None,
             cut: Some(place),

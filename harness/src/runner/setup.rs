@@ -5,7 +5,7 @@ use super::dut::{Dut, DutError, RealDut, SimDut};
 use super::fault::{real_cutter, sim_switch, ControllerError, Cutter};
 use crate::ledger::{Contract, RunHeader, LEDGER_FORMAT};
 use crate::run::{exists, open_run, OpenRun, RunError};
-use crate::scenario::{FaultPlan, RunPlan, ScenarioError, Switch, TargetPlan};
+use crate::scenario::{FaultPlan, RunPlan, ScenarioError, SimTarget, Switch, TargetPlan};
 use faultline_drivers::blockdev::SysRoots;
 use faultline_drivers::control::ControlEnv;
 use faultline_fixtures::{SimConfig, SimDrive, TruthContract};
@@ -63,8 +63,7 @@ pub(crate) struct Setup {
 /// An emulator kept alive for the run (dropped, it stops serving).
 type Emulator = Option<Box<dyn Any>>;
 
-fn sim_dut(plan: &RunPlan, run_dir: &Path, o: &RunnerOptions) -> Result<(SimDut, Cutter, Emulator), SetupError> {
-    let TargetPlan::Sim(t) = &plan.target else { unreachable!("sim_dut is called for a simulated target") };
+fn sim_dut(plan: &RunPlan, t: &SimTarget, run_dir: &Path, o: &RunnerOptions) -> Result<(SimDut, Cutter, Emulator), SetupError> {
     let cfg = SimConfig {
         capacity_bytes: t.capacity_bytes,
         sector_bytes: t.sector_bytes,
@@ -102,7 +101,7 @@ pub(crate) fn setup(plan: &RunPlan, run_dir: &Path, o: &RunnerOptions, resuming:
     }
     let (mut dut, cutter, emulator, sector, atomic, capacity): (Box<dyn Dut>, _, _, u64, u64, u64) = match &plan.target {
         TargetPlan::Sim(t) => {
-            let (dut, cutter, emu) = sim_dut(plan, run_dir, o)?;
+            let (dut, cutter, emu) = sim_dut(plan, t, run_dir, o)?;
             (Box::new(dut), cutter, emu, t.sector_bytes as u64, t.atomic_bytes as u64, t.capacity_bytes)
         }
         TargetPlan::Device { path, expect } => {
@@ -136,7 +135,7 @@ pub(crate) fn setup(plan: &RunPlan, run_dir: &Path, o: &RunnerOptions, resuming:
     }
     let mut run = run;
     if run.created && plan.scenario.workload.prefill {
-        dut.prefill(&run.layout, &run.format, plan.ports[0].id, &mut run.ledger)?;
+        dut.prefill(&run.layout, &run.format, plan.first_port(), &mut run.ledger)?;
     }
     let header = run.history().header.clone();
     dut.bind(header.target_identity.clone());

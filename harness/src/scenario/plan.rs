@@ -96,6 +96,11 @@ impl RunPlan {
         self.scenario.layout(sector_bytes, capacity_bytes, self.seed)
     }
 
+    /// The port the run writes through (a single-port run's only one).
+    pub fn first_port(&self) -> PortId {
+        self.ports.first().map_or(PortId::A, |p| p.id)
+    }
+
     pub fn name(&self) -> &str {
         &self.scenario.name
     }
