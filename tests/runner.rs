@@ -284,6 +284,10 @@ fn a_controller_that_fails_mid_run_is_reported_and_the_policy_decides() {
     assert_eq!(errs.len(), 1, "{errs:?}");
     assert!(errs[0]["message"].as_str().unwrap().contains("relay board not answering"), "{errs:?}");
     assert_eq!(errs[0]["cycle"], 2);
+    // The exec: switch's transcript is in the log: every command it ran, with its output.
+    let logs: Vec<String> = of(&ev, "controller_log").flat_map(|l| l["lines"].as_array().unwrap().iter().map(|x| x.to_string())).collect();
+    assert!(logs.iter().any(|l| l.contains("off.sh")) && logs.iter().any(|l| l.contains("on.sh")), "{logs:?}");
+    assert!(logs.iter().any(|l| l.contains("relay board not answering")), "the failing command's stderr too: {logs:?}");
 
     std::fs::remove_file(d.join("n")).unwrap();
     let (o, rd) = run(&d, "stop", &scenario("stop"));
