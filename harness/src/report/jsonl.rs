@@ -95,27 +95,39 @@ pub struct Envelope {
     pub port: Option<crate::port::PortId>,
 }
 
+/// Why a line of the event log is not an event.
+#[derive(Debug, thiserror::Error)]
+pub enum LineError {
+    #[error("{0}")]
+    Json(#[from] serde_json::Error),
+    /// Written by a newer faultline, or not by faultline.
+    #[error("events format {0} is not one this faultline reads (1 to {EVENTS_FORMAT}): a newer faultline wrote it")]
+    Format(u64),
+    #[error("{0}")]
+    Envelope(String),
+}
+
 /// Reads one line: the envelope, then the event.
-pub fn decode_line(text: &[u8]) -> Result<(Envelope, Event), String> {
-    let mut v: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(text).map_err(|e| e.to_string())?;
+pub fn decode_line(text: &[u8]) -> Result<(Envelope, Event), LineError> {
+    let mut v: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(text)?;
     let mut env = Envelope { format: 1, ..Envelope::default() };
     if let Some(f) = v.remove("v") {
-        let f = f.as_u64().ok_or_else(|| format!("`v` must be the events format, a number (found {f})"))?;
+        let f = f.as_u64().ok_or_else(|| LineError::Envelope(format!("`v` must be the events format, a number (found {f})")))?;
         if f == 0 || f > u64::from(EVENTS_FORMAT) {
-            return Err(format!("events format {f} is not one this faultline reads (1 to {EVENTS_FORMAT}): a newer faultline wrote it"));
+            return Err(LineError::Format(f));
         }
         env.format = f as u32;
         env.host = match v.remove("host") {
             None => None,
             Some(serde_json::Value::String(h)) => Some(h),
-            Some(other) => return Err(format!("`host` must be a string (found {other})")),
+            Some(other) => return Err(LineError::Envelope(format!("`host` must be a string (found {other})"))),
         };
         env.port = match v.remove("port") {
             None | Some(serde_json::Value::Null) => None,
-            Some(p) => Some(serde_json::from_value(p).map_err(|e| format!("`port`: {e}"))?),
+            Some(p) => Some(serde_json::from_value(p).map_err(|e| LineError::Envelope(format!("`port`: {e}")))?),
         };
     }
-    let e = serde_json::from_value(serde_json::Value::Object(v)).map_err(|e| e.to_string())?;
+    let e = serde_json::from_value(serde_json::Value::Object(v))?;
     Ok((env, e))
 }
 
@@ -132,7 +144,7 @@ pub fn parse_events(bytes: &[u8], name: &str) -> Result<LogRead, ReportError> {
             // Only the last line can be torn, and a torn line has no newline: the writer
             // ends every event with one, in the same write.
             Err(_) if last && !complete => out.torn_tail_bytes = line.len(),
-            Err(message) => return Err(ReportError::BadLine { path: name.to_string(), line: i + 1, message }),
+            Err(e) => return Err(ReportError::BadLine { path: name.to_string(), line: i + 1, message: e.to_string() }),
         }
     }
     Ok(out)
@@ -208,7 +220,7 @@ mod tests {
             assert_eq!((env1.format, env1.host, back1), (1, None, e.clone()));
         }
         let newer = br#"{"v":3,"host":"local","event":"run_ended","t_ns":1,"verdict":"clean","exit_code":0}"#;
-        let err = decode_line(newer).unwrap_err();
+        let err = decode_line(newer).unwrap_err().to_string();
         assert!(err.contains("events format 3") && err.contains("newer"), "{err}");
         let with_port = br#"{"v":2,"host":"b","port":1,"event":"cycle_started","t_ns":1,"cycle":2}"#;
         let (env, e) = decode_line(with_port).unwrap();

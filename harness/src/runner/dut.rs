@@ -36,6 +36,9 @@ pub enum DutError {
     /// The device did not answer within the readiness timeout.
     #[error("the device did not answer a read within {timeout_s} s after the fault: {last}")]
     NotReady { timeout_s: u64, last: String },
+    /// The device could not be found or opened at the start of the run.
+    #[error("{0}")]
+    Open(String),
     /// The target's identity matches more than one device, and nothing says which one the run
     /// is about: a harness error (a scenario to fix), never a finding about the drive.
     #[error("the target is ambiguous: {0}")]
@@ -287,10 +290,10 @@ pub struct RealDut {
 impl RealDut {
     /// Opens the device at `path` (or found by `expect` when there is none). `begun`: the
     /// device carries this run's data already (its signature was probed when the run began).
-    pub fn open(path: Option<&Path>, expect: &Expectation, queue_depth: usize, begun: bool, roots: SysRoots) -> Result<RealDut, String> {
-        let (path, via) = first_path(path, expect, &roots)?;
+    pub fn open(path: Option<&Path>, expect: &Expectation, queue_depth: usize, begun: bool, roots: SysRoots) -> Result<RealDut, DutError> {
+        let (path, via) = first_path(path, expect, &roots).map_err(DutError::Open)?;
         let mut spec = OpenSpec { writable: true, queue_depth, expect: expect.clone(), allow_overwrite_signature: begun, io_threads: 1 };
-        let opened = open_target(&path, &spec).map_err(|e| e.to_string())?;
+        let opened = open_target(&path, &spec).map_err(|e| DutError::Open(e.to_string()))?;
         // From here on the device carries this run's data: re-opening it after a fault must not
         // refuse it for what a signature probe might see in that data.
         spec.allow_overwrite_signature = true;

@@ -30,9 +30,6 @@ pub enum SetupError {
     Begun(PathBuf),
     #[error("the simulated drive: {0}")]
     Sim(std::io::Error),
-    /// The device could not be found or opened.
-    #[error("{0}")]
-    Target(String),
     #[error(transparent)]
     Dut(#[from] DutError),
     #[error("prefill: {0}")]
@@ -107,7 +104,7 @@ pub(crate) fn setup(plan: &RunPlan, run_dir: &Path, o: &RunnerOptions, resuming:
         TargetPlan::Device { path, expect } => {
             let roots = SysRoots { sys: o.control_env.sysfs_root.join("sys"), dev: o.control_env.dev_root.join("dev") };
             let queue_depth = plan.scenario.workload.queue_depth as usize;
-            let mut dut = RealDut::open(path.as_deref(), expect, queue_depth, begun, roots).map_err(SetupError::Target)?;
+            let mut dut = RealDut::open(path.as_deref(), expect, queue_depth, begun, roots)?;
             let g = dut.local_target()?.geometry();
             let sector = (g.logical_block_bytes as u64).max(512);
             let cutter = real_cutter(&plan.fault, &o.control_env)?;
