@@ -439,7 +439,7 @@ fn first_frame_len() -> usize {
     24 + u32::from_le_bytes(b[4..8].try_into().expect("4")) as usize
 }
 
-/// The frame layout of `ledger.rs`, written out again: magic, length, sequence, check, payload.
+/// The frame layout of `ledger/frame.rs`, written out again: magic, length, sequence, check, payload.
 fn frame(seq: u64, payload: &[u8]) -> Vec<u8> {
     let mut h = blake3::Hasher::new();
     h.update(&seq.to_le_bytes());

@@ -11,7 +11,7 @@
 //! | [`SIM_MEDIA_FILE`] `sim-drive.media`, [`SIM_STATE_FILE`] `sim-drive.json` | a simulated drive kept in the run directory (media image, state saved at each cut, via `sim-drive.json.tmp`) | `faultline_fixtures::SimDrive::persistent` |
 //!
 //! The simulated drive names its files itself: the fixtures crate cannot depend on this one,
-//! so its constants (`MEDIA_FILE`, `STATE_FILE` in `fixtures/src/sim.rs`) are the source and
+//! so its constants (`MEDIA_FILE`, `STATE_FILE` in `fixtures/src/sim/store.rs`) are the source and
 //! the two here mirror them; a test checks that they agree.
 //!
 //! This module depends on nothing else in the crate, so the ledger, the reports and the binary
