@@ -16,8 +16,8 @@
 //! whole span every `verify.full_every_cycles` and at the end.
 //!
 //! Rooms: [`setup`] (opening), [`dut`] (the device seam), [`fault`] (placement, cutters,
-//! confirmation), [`regions`], [`stop`] (the stop policy, suspension), [`emit`] (run clock,
-//! finding deduplication), [`resume`] (taking a run up again), `cycle` (one cycle's steps).
+//! confirmation), [`regions`], [`stop`] (the stop policy, suspension), `emit` (run clock,
+//! finding deduplication), `resume` (taking a run up again), `cycle` (one cycle's steps).
 
 mod cycle;
 pub mod dut;
