@@ -452,7 +452,7 @@ fn first_path(path: Option<&Path>, expect: &Expectation, roots: &SysRoots) -> Re
     match &paths[..] {
         [one] => Ok((one.dev.clone(), Some(one.path.clone()).filter(is_controller_path))),
         several => Err(format!(
-            "target: {} matches {} paths of one namespace ({}): the identity cannot tell them apart; give target.path              (e.g. {}) to name the path the run goes through",
+            "target: {} matches {} paths of one namespace ({}): the identity cannot tell them apart; give target.path (e.g. {}) to name the path the run goes through",
             expect.summary(),
             several.len(),
             several.iter().map(|m| m.path.to_string()).collect::<Vec<_>>().join("; "),
