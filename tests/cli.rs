@@ -138,6 +138,59 @@ fn damage_done_to_the_file_is_found_and_classified() {
     assert!(lost["found"]["write_id"].as_u64() < lost["expected"]["write_id"].as_u64());
 }
 
+/// Issue 12: a sector inside a durable write overwritten with bytes that are no version at
+/// all was reported as a torn write ("7 of its 8 expected sectors hold older content").
+#[test]
+fn garbage_inside_a_durable_write_is_corruption_not_a_torn_write() {
+    let d = scratch("garbage");
+    let garbage = |seed: u64| -> Vec<u8> {
+        // Deterministic bytes that decode as nothing (SplitMix64).
+        let mut x = seed;
+        (0..512)
+            .map(|_| {
+                x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+                let mut z = x;
+                z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+                z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+                (z ^ (z >> 31)) as u8
+            })
+            .collect()
+    };
+    let class_of_garbage = |name: &str, cycles: u32, prefill: bool| {
+        let t = target(&d, 8 << 20);
+        let rd = d.join(name);
+        for c in 0..cycles {
+            let mut a = vec!["write", "--target", s(&t), "--run-dir", s(&rd), "--block-size", "4096"];
+            if c == 0 {
+                a.extend(["--seed", "12"]);
+                if prefill {
+                    a.push("--prefill");
+                }
+            }
+            ok(&a);
+        }
+        assert_eq!(verify_json(&t, &rd).0, 0);
+        let at = (3 << 20) + 512;
+        copy_range(&t, &garbage(7), at);
+        let (code, v) = verify_json(&t, &rd);
+        assert_eq!(code, 1, "{v}");
+        assert_eq!(v["findings"].as_array().unwrap().len(), 1, "{v}");
+        let f = &v["findings"][0];
+        assert_eq!((f["offset"].as_u64(), f["length"].as_u64()), (Some(at), Some(512)), "{v}");
+        (f["class"].as_str().unwrap().to_string(), f["detail"].as_str().unwrap().to_string())
+    };
+    // Two full passes: the sector held only this run's versions, so nothing older explains it.
+    let (class, detail) = class_of_garbage("two-cycles", 2, false);
+    assert_eq!(class, "corruption", "{detail}");
+    assert!(detail.contains("matches no version"), "{detail}");
+    // Prefilled, one pass: the same.
+    assert_eq!(class_of_garbage("prefilled", 1, true).0, "corruption");
+    // One pass, no prefill: the bytes may be what the sector held before the run (the file was
+    // zeros here, but the verifier cannot know that of a drive): older content, so torn.
+    assert_eq!(class_of_garbage("first-version", 1, false).0, "torn_write");
+    let _ = std::fs::remove_dir_all(&d);
+}
+
 #[test]
 fn half_rolled_back_write_is_torn() {
     let d = scratch("torn");

@@ -10,7 +10,10 @@
 //! - `misdirected_write`: a valid sector of this run whose own address is another;
 //! - `unexpected_version`: a valid sector claiming a write that was never submitted, or whose
 //!   identity disagrees with the workload (wrong extent, cycle, position or port);
-//! - `corruption`: our sector with a failing checksum, or bytes within a few bits of D;
+//! - `corruption`: our sector with a failing checksum, or bytes within a few bits of D, or
+//!   bytes that are no version at all (not ours, not another run's, not zeros) where every
+//!   version the sector held before D is known to be this run's (the prefill or an earlier
+//!   write of the run covered it): nothing older can explain them;
 //! - `lost_write` / `torn_write`: sectors older than D. Grouped by D: when none of D's
 //!   expected sectors show it, the write is lost; when some do, it is torn. Inside an atomic
 //!   unit, a write that is not durable must be all-or-nothing too: a unit where some of its
@@ -19,6 +22,15 @@
 //!
 //! Never-written space (no durable write, no prefill) accepts anything except a sector of
 //! this run that no acceptable write explains.
+//!
+//! What a sector under a durable D may show instead, and its class:
+//! - zeros (an unmapped read): older content, so D is lost (or torn);
+//! - another run's sector: what the drive held before this run, brought back: older content;
+//! - this run's sector written for another address: `misdirected_write`, whatever D is;
+//! - bytes that are no version at all: `corruption` when the sector's whole history in this
+//!   run is known (above); when D is the first version of this run there and the span was not
+//!   prefilled, the bytes may be what the sector held before the run, so D is lost (prefill
+//!   the span to tell the two apart).
 
 use crate::format::{bit_distance, Decoded, Format, SectorId, FLAG_PREFILL, PREFILL_WRITE_ID};
 use crate::ledger::History;
@@ -268,6 +280,18 @@ impl<'a> Verifier<'a> {
         }
     }
 
+    /// Whether everything the sector at `addr` held before its durable version `d` is known to
+    /// be this run's: the prefill covered it, or an earlier write of the run did (before that,
+    /// it held whatever the drive had, which a lost write may bring back).
+    fn only_own_versions_before(&self, d: &Durable, addr: u64) -> bool {
+        let prefilled = self.history.prefill.is_some_and(|(s, e)| addr >= s && addr < e);
+        match d {
+            Durable::Prior => false,
+            Durable::Prefill => true,
+            Durable::Write(w) => prefilled || self.layout.latest_covering(addr, w.id).is_some(),
+        }
+    }
+
     /// `last_plan` caches the previous sector's write (sectors of one write come in runs).
     fn classify(&self, addr: u64, bytes: &[u8], d: &Durable, last_plan: &mut Option<WritePlan>) -> Verdict {
         let decoded = self.format.decode(bytes);
@@ -298,6 +322,15 @@ impl<'a> Verifier<'a> {
                         class: FindingClass::Corruption,
                         found,
                         detail: format!("{dist} bits differ from the durable version"),
+                    };
+                }
+                // Bytes that are no version at all, where every version the sector ever held is
+                // known to be this run's: nothing older can explain them.
+                if found == Shown::Unrecognized && self.only_own_versions_before(d, addr) {
+                    return Verdict::Finding {
+                        class: FindingClass::Corruption,
+                        found,
+                        detail: "matches no version of this run: neither the durable one nor any older one".into(),
                     };
                 }
                 return Verdict::Old { found };
