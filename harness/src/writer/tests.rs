@@ -1,0 +1,277 @@
+use super::*;
+use crate::ledger::{tests::tempdir, LedgerWriter, RunHeader, LEDGER_FORMAT};
+use crate::workload::{FlushPolicy, Pattern, WorkloadSpec};
+use faultline_drivers::{Geometry, IoFailure, PowerSwitch};
+use faultline_fixtures::{FaultModel, SimConfig, SimDrive, TruthContract};
+
+/// A drive whose in-flight operations never come back after the cut (a hung device):
+/// wraps the simulated drive and withholds every completion once power is off.
+struct Hangs {
+    sim: SimDrive,
+    cut: std::rc::Rc<std::cell::Cell<bool>>,
+}
+
+impl BlockTarget for Hangs {
+    fn geometry(&self) -> Geometry {
+        self.sim.geometry()
+    }
+    fn identity(&self) -> String {
+        self.sim.identity()
+    }
+    fn queue_depth(&self) -> usize {
+        self.sim.queue_depth()
+    }
+    fn submit(&mut self, op: Op) -> Result<(), TargetError> {
+        self.sim.submit(op)
+    }
+    fn reap(&mut self, out: &mut Vec<Completion>, min: usize, timeout: Duration) -> Result<usize, TargetError> {
+        if self.cut.get() {
+            return Ok(0);
+        }
+        self.sim.reap(out, min, timeout)
+    }
+    fn in_flight(&self) -> usize {
+        self.sim.in_flight()
+    }
+    fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), IoFailure> {
+        self.sim.read_at(offset, buf)
+    }
+}
+
+/// A 1 MiB simulated drive, a run on it (random 4 KiB writes, QD16) and the cycle options.
+struct Rig {
+    sim: SimDrive,
+    ledger: LedgerWriter,
+    layout: Layout,
+    format: Format,
+    opts: CycleOptions,
+}
+
+fn rig(model: FaultModel, contract: Contract, placement: CutPlacement, seed: u64) -> Rig {
+    let truth = match contract {
+        Contract::Plp => TruthContract::Plp,
+        Contract::Flush => TruthContract::Flush,
+    };
+    let sim = SimDrive::new(SimConfig {
+        capacity_bytes: 1 << 20,
+        sector_bytes: 512,
+        atomic_bytes: 512,
+        queue_depth: 16,
+        seed,
+        model,
+        contract: truth,
+    });
+    let spec = WorkloadSpec {
+        seed,
+        pattern: Pattern::Random,
+        span_start: 0,
+        span_end: 1 << 20,
+        min_write_bytes: 4096,
+        max_write_bytes: 4096,
+        mean_write_bytes: 4096,
+        align_bytes: 4096,
+        queue_depth: 16,
+        flush: FlushPolicy::default(),
+    };
+    let header = RunHeader {
+        ledger_format: LEDGER_FORMAT,
+        run_id: seed,
+        created_at: String::new(),
+        target_identity: sim.identity(),
+        target_capacity: 1 << 20,
+        sector_bytes: 512,
+        atomic_bytes: 512,
+        contract,
+        ports: crate::port::PortEntry::single(),
+        workload: spec.clone(),
+    };
+    let opts = CycleOptions {
+        cycle: 1,
+        first_id: 1,
+        started_at: String::new(),
+        port: crate::port::PortId::A,
+        max_writes: None,
+        duration: None,
+        cut: Some(placement),
+        checkpoint_every: Duration::from_secs(60),
+        drain_timeout: Duration::from_secs(1),
+        stop: None,
+    };
+    let ledger = LedgerWriter::create(&tempdir(), header).unwrap();
+    Rig { sim, ledger, layout: Layout::new(spec, 512).unwrap(), format: Format::new(seed, 512), opts }
+}
+
+fn sim_cycle(model: FaultModel, contract: Contract, placement: CutPlacement) -> (CycleOutcome, crate::verify::VerifyReport) {
+    let mut r = rig(model, contract, placement, 5);
+    let mut power = r.sim.power();
+    let mut target = r.sim.clone();
+    let out = run_cycle(&mut target, &r.layout, &r.format, &mut r.ledger, contract, &r.opts, &mut || {
+        power.power_off().map_err(|e| e.to_string())
+    })
+    .unwrap();
+    power.power_on().unwrap();
+    let rep = crate::verify::Verifier::new(&r.layout, r.ledger.history(), &r.format).verify(&mut target, 0, 1 << 20).unwrap();
+    (out, rep)
+}
+
+#[test]
+fn cut_placements_land_where_asked_and_are_timed() {
+    let (o, rep) = sim_cycle(FaultModel::HonestPlp, Contract::Plp, CutPlacement::AfterCompletions { completions: 300 });
+    assert_eq!((o.end, o.completed_at_cut), (Some(EndKind::Cut), 300));
+    assert!(o.in_flight_at_cut > 0 && o.bytes_at_risk > 0, "the queue is full at the cut: {o:?}");
+    let (cut, gone) = (o.cut_at.unwrap(), o.device_gone_at.unwrap());
+    assert!(gone >= cut, "the device stops answering after the cut: {o:?}");
+    assert!(rep.findings.is_empty());
+
+    let (o, _) = sim_cycle(FaultModel::HonestPlp, Contract::Plp, CutPlacement::AfterTime { after_ms: 30 });
+    assert!(o.cut_at.unwrap() >= Duration::from_millis(30) && o.in_flight_at_cut > 0, "{o:?}");
+
+    let (o, rep) = sim_cycle(FaultModel::HonestVolatile, Contract::Flush, CutPlacement::WhileFlushOutstanding { after_completions: 200 });
+    assert!(o.flush_outstanding_at_cut && o.completed_at_cut >= 200, "{o:?}");
+    assert!(rep.findings.is_empty(), "{:?}", rep.findings);
+
+    let (o, rep) = sim_cycle(FaultModel::HonestPlp, Contract::Plp, CutPlacement::Idle { after_completions: 200 });
+    assert_eq!((o.in_flight_at_cut, o.bytes_at_risk, o.device_gone_at), (0, 0, None), "the control case cuts a quiet drive: {o:?}");
+    assert!(rep.findings.is_empty());
+}
+
+#[test]
+fn sectors_carry_the_cycle_port_and_the_verifier_expects_it() {
+    // A cycle through port B: its sectors say port 1, the ledger records it, and the
+    // verifier expects it (before ports were recorded, any port but 0 was unexpected).
+    let mut r = rig(FaultModel::HonestPlp, Contract::Plp, CutPlacement::AfterCompletions { completions: 100 }, 9);
+    r.opts.port = crate::port::PortId(1);
+    let mut power = r.sim.power();
+    let mut target = r.sim.clone();
+    let out = run_cycle(&mut target, &r.layout, &r.format, &mut r.ledger, Contract::Plp, &r.opts, &mut || {
+        power.power_off().map_err(|e| e.to_string())
+    })
+    .unwrap();
+    power.power_on().unwrap();
+    assert_eq!(r.ledger.history().cycles[0].port, crate::port::PortId(1));
+    let v = crate::verify::Verifier::new(&r.layout, r.ledger.history(), &r.format);
+    let rep = v.verify(&mut target, 0, 1 << 20).unwrap();
+    assert!(rep.findings.is_empty() && rep.durable_ok > 0, "{:?}", rep.findings);
+    // A sector of a completed write rewritten as if port A had written it: not this write.
+    let w = r.layout.plan(1);
+    let mut sector = AlignedBuf::zeroed(512);
+    target.read_at(w.offset, &mut sector).unwrap();
+    let mut id = crate::format::read_header(&sector);
+    assert_eq!((id.write_id, id.port), (1, 1), "{out:?}");
+    id.port = 0;
+    r.format.encode(&id, &mut sector);
+    target.submit(Op::Write { token: 1, offset: w.offset, buf: sector, fua: true, write_id: 0 }).unwrap();
+    let mut done = Vec::new();
+    target.reap(&mut done, 1, Duration::from_secs(1)).unwrap();
+    let rep = v.verify(&mut target, w.offset, w.offset + 512).unwrap();
+    assert_eq!(rep.findings.len(), 1, "{:?}", rep.findings);
+    assert!(rep.findings[0].detail.contains("port A") && rep.findings[0].detail.contains("port B"), "{:?}", rep.findings);
+}
+
+#[test]
+fn a_stop_token_ends_the_cycle_gracefully_from_another_thread() {
+    let mut r = rig(FaultModel::HonestPlp, Contract::Plp, CutPlacement::AfterCompletions { completions: 100 }, 4);
+    let token = StopToken::default();
+    (r.opts.cut, r.opts.stop) = (None, Some(token.clone()));
+    let mut target = r.sim.clone();
+    let out = std::thread::scope(|sc| {
+        sc.spawn(|| {
+            std::thread::sleep(Duration::from_millis(50));
+            token.stop();
+        });
+        run_cycle(&mut target, &r.layout, &r.format, &mut r.ledger, Contract::Plp, &r.opts, &mut || Err("no cut".into())).unwrap()
+    });
+    assert!(token.is_stopped());
+    assert_eq!(out.end, Some(EndKind::Graceful), "{out:?}");
+    assert!(out.completed > 0 && out.failed == 0 && out.cut_at.is_none(), "{out:?}");
+    let rep = crate::verify::Verifier::new(&r.layout, r.ledger.history(), &r.format).verify(&mut target, 0, 1 << 20).unwrap();
+    assert!(rep.findings.is_empty() && rep.durable_ok > 0, "everything it wrote is durable: {:?}", rep.findings);
+}
+
+#[test]
+fn a_cycle_reports_the_latencies_of_its_completed_writes() {
+    fn check(o: &CycleOutcome) {
+        let l = o.write_latency.unwrap_or_else(|| panic!("writes completed, so latencies are known: {o:?}"));
+        assert_eq!(l.count, o.completed, "one latency per completed write, none for failed ones: {o:?}");
+        assert!(l.p50_ns <= l.p99_ns && l.p99_ns <= l.max_ns, "{l:?}");
+        assert!(Duration::from_nanos(l.max_ns) <= o.elapsed, "no write outlasts its cycle: {l:?} {o:?}");
+    }
+    // A cut cycle: writes in flight at the cut fail, and only the completed ones count.
+    let (o, _) = sim_cycle(FaultModel::HonestPlp, Contract::Plp, CutPlacement::AfterCompletions { completions: 300 });
+    assert!(o.completed >= 300 && o.failed > 0, "{o:?}");
+    check(&o);
+
+    // A graceful cycle of 500 writes.
+    let mut r = rig(FaultModel::HonestPlp, Contract::Plp, CutPlacement::Idle { after_completions: 0 }, 9);
+    (r.opts.cut, r.opts.max_writes) = (None, Some(500));
+    let mut target = r.sim.clone();
+    let o = run_cycle(&mut target, &r.layout, &r.format, &mut r.ledger, Contract::Plp, &r.opts, &mut || Ok(())).unwrap();
+    assert_eq!((o.end, o.completed, o.failed), (Some(EndKind::Graceful), 500, 0));
+    check(&o);
+}
+
+#[test]
+fn a_cycle_whose_writes_all_failed_has_no_latencies() {
+    let mut r = rig(FaultModel::HonestPlp, Contract::Plp, CutPlacement::AfterCompletions { completions: 0 }, 4);
+    let mut power = r.sim.power();
+    let mut target = r.sim.clone();
+    let o = run_cycle(&mut target, &r.layout, &r.format, &mut r.ledger, Contract::Plp, &r.opts, &mut || {
+        power.power_off().map_err(|e| e.to_string())
+    })
+    .unwrap();
+    assert_eq!((o.completed, o.write_latency), (0, None), "{o:?}");
+    assert!(o.failed > 0, "the cut landed on writes in flight: {o:?}");
+}
+
+#[test]
+fn operations_that_never_return_after_a_cut_are_recorded_as_failed() {
+    let mut r = rig(FaultModel::HonestPlp, Contract::Plp, CutPlacement::AfterCompletions { completions: 100 }, 3);
+    r.opts.drain_timeout = Duration::from_millis(10);
+    let mut power = r.sim.power();
+    let cut = std::rc::Rc::new(std::cell::Cell::new(false));
+    let mut target = Hangs { sim: r.sim.clone(), cut: cut.clone() };
+    let out = run_cycle(&mut target, &r.layout, &r.format, &mut r.ledger, Contract::Plp, &r.opts, &mut || {
+        cut.set(true);
+        power.power_off().map_err(|e| e.to_string())
+    })
+    .unwrap();
+    let ledger = r.ledger;
+    assert_eq!(out.end, Some(EndKind::Cut));
+    assert!(out.in_flight_at_cut > 0);
+    assert_eq!(out.failed, out.in_flight_at_cut as u64, "every abandoned write counts as failed");
+    let c = &ledger.history().cycles[0];
+    assert_eq!(c.end, Some(EndKind::Cut));
+    assert_eq!(c.failed.len() as u32, out.in_flight_at_cut);
+    assert!(c.failed.iter().all(|&id| !ledger.history().is_durable(id)));
+}
+
+#[test]
+fn plp_prefix_skips_failures_and_keeps_extras_bounded() {
+    let mut t = Tracker::new(Contract::Plp, 10);
+    t.write_done(11, true, false);
+    t.write_done(13, true, false);
+    assert_eq!(t.durable(), (10, vec![11, 13], vec![]));
+    t.write_done(10, false, false);
+    assert_eq!(t.durable(), (12, vec![13], vec![10]));
+    t.write_done(12, true, false);
+    assert_eq!(t.durable(), (14, vec![], vec![10]));
+}
+
+#[test]
+fn flush_covers_only_what_completed_before_its_submission() {
+    let mut t = Tracker::new(Contract::Flush, 1);
+    t.write_done(1, true, false);
+    t.write_done(3, true, false);
+    t.flush_submitted(1);
+    t.write_done(2, true, false); // completes after the flush was submitted
+    t.write_done(4, true, true); // FUA: durable on its own
+    assert_eq!(t.durable(), (1, vec![4], vec![]));
+    t.flush_done(1, true);
+    assert_eq!(t.durable(), (2, vec![3, 4], vec![]));
+    t.flush_submitted(2);
+    t.flush_done(2, false);
+    assert_eq!(t.durable(), (2, vec![3, 4], vec![]), "a failed flush makes nothing durable");
+    t.flush_submitted(3);
+    t.flush_done(3, true);
+    assert_eq!(t.durable(), (5, vec![], vec![]));
+}
