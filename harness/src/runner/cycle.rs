@@ -444,7 +444,7 @@ pub(super) fn cycles<'r>(
 ) -> Result<Ending, Fatal> {
     let run = st.run.as_ref().ok_or(Fatal::NotOpen)?;
     let spec = run.layout.spec().clone();
-    let from = resume::From::new(run.history(), resumed);
+    let from = resume::Start::new(run.history(), resumed);
     let health = match st.dut.health() {
         Some(Ok(logs)) => Some(logs),
         Some(Err(why)) => {

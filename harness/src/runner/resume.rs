@@ -8,7 +8,7 @@ use std::collections::HashSet;
 
 /// The state a run (new or resumed) starts its cycles from.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct From {
+pub(crate) struct Start {
     /// Cycles whose `cycle_ended` was recorded.
     pub cycles_ended: u32,
     /// Writes below this id have been verified since they were written.
@@ -17,9 +17,9 @@ pub(crate) struct From {
     pub interrupted: Option<u32>,
 }
 
-impl From {
+impl Start {
     /// `prior` is `None` for a new run.
-    pub fn new(history: &History, prior: Option<&[Event]>) -> From {
+    pub fn new(history: &History, prior: Option<&[Event]>) -> Start {
         let events = prior.unwrap_or_default();
         let ended: HashSet<u32> =
             events.iter().filter_map(|e| if let Event::CycleEnded { cycle, .. } = e { Some(*cycle) } else { None }).collect();
@@ -32,6 +32,6 @@ impl From {
         };
         let last = history.last_cycle();
         let interrupted = (prior.is_some() && last > 0 && !ended.contains(&last)).then_some(last);
-        From { cycles_ended: ended.len() as u32, checked_upto, interrupted }
+        Start { cycles_ended: ended.len() as u32, checked_upto, interrupted }
     }
 }

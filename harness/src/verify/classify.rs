@@ -1,0 +1,176 @@
+//! One sector against its envelope: the newest durable version, what the sector's bytes are,
+//! and the verdict.
+
+use super::taxonomy::shown_valid;
+use super::*;
+
+impl<'a> Verifier<'a> {
+    /// D for `addr`, and the end of the run of addresses from `addr` that share it.
+    pub(super) fn durable(&self, addr: u64) -> Result<(Durable, u64), VerifyError> {
+        let mut bound = self.history.submitted_end();
+        let mut end = u64::MAX;
+        let mut steps = 0u32;
+        loop {
+            let (w, e) = self.layout.latest_covering_span(addr, bound);
+            end = end.min(e);
+            match w {
+                None => break,
+                Some(w) if self.history.is_durable(w.id) => return Ok((Durable::Write(w), end)),
+                Some(w) => bound = w.id,
+            }
+            steps += 1;
+            if steps >= MAX_STEPS_BACK {
+                return Err(VerifyError::Inconsistent(format!("more than {MAX_STEPS_BACK} non-durable writes cover byte {addr}")));
+            }
+        }
+        Ok(match self.history.prefill {
+            Some((s, e)) if addr >= s && addr < e => (Durable::Prefill, end.min(e)),
+            Some((s, _)) if addr < s => (Durable::Prior, end.min(s)),
+            _ => (Durable::Prior, end),
+        })
+    }
+
+    /// The sector identity a durable version has at `addr`.
+    fn expected_id(&self, d: &Durable, addr: u64) -> Option<SectorId> {
+        let h = &self.history.header;
+        match d {
+            Durable::Prior => None,
+            Durable::Prefill => Some(prefill_id(h.run_id, addr, h.first_port().0)),
+            Durable::Write(w) => Some(SectorId {
+                run_id: h.run_id,
+                addr,
+                write_id: w.id,
+                cycle: self.history.cycle_of(w.id).map_or(0, |c| c.cycle),
+                port: self.history.cycle_of(w.id).map_or(h.first_port(), |c| c.port).0,
+                flags: 0,
+                index: ((addr - w.offset) / self.sector) as u32,
+                count: (w.len / self.sector) as u32,
+            }),
+        }
+    }
+
+    pub(super) fn shown_of(&self, d: &Durable, addr: u64) -> Shown {
+        match (d, self.expected_id(d, addr)) {
+            (Durable::Prior, _) | (_, None) => Shown::Prior,
+            (Durable::Prefill, _) => Shown::Prefill,
+            (Durable::Write(_), Some(id)) => shown_valid(&id),
+        }
+    }
+
+    /// Whether everything the sector at `addr` held before its durable version `d` is known to
+    /// be this run's: the prefill covered it, or an earlier write of the run did (before that,
+    /// it held whatever the drive had, which a lost write may bring back).
+    fn only_own_versions_before(&self, d: &Durable, addr: u64) -> bool {
+        let prefilled = self.history.prefill.is_some_and(|(s, e)| addr >= s && addr < e);
+        match d {
+            Durable::Prior => false,
+            Durable::Prefill => true,
+            Durable::Write(w) => prefilled || self.layout.latest_covering(addr, w.id).is_some(),
+        }
+    }
+
+    /// `last_plan` caches the previous sector's write (sectors of one write come in runs).
+    pub(super) fn classify(&self, addr: u64, bytes: &[u8], d: &Durable, last_plan: &mut Option<WritePlan>) -> Verdict {
+        let decoded = self.format.decode(bytes);
+        let id = match decoded {
+            Decoded::Valid(id) => id,
+            Decoded::Damaged { id, magic_ok, version } => {
+                return Verdict::Finding {
+                    class: FindingClass::Corruption,
+                    found: Shown::Damaged { write_id: id.write_id, cycle: id.cycle, addr: id.addr, run_id: id.run_id },
+                    detail: format!("checksum mismatch (magic {}, version {version})", if magic_ok { "intact" } else { "damaged" }),
+                }
+            }
+            other => {
+                let found = match other {
+                    Decoded::Zeros => Shown::Zeros,
+                    Decoded::ForeignRun(f) => Shown::ForeignRun { run_id: f.run_id, write_id: f.write_id },
+                    _ => Shown::Unrecognized,
+                };
+                let Some(exp) = self.expected_id(d, addr) else {
+                    return Verdict::Ok { rank: 0, durable: true };
+                };
+                // Within 1/32 of the bits of what should be here: damaged in place, not lost.
+                let mut want = vec![0u8; bytes.len()];
+                self.format.encode(&exp, &mut want);
+                let dist = bit_distance(&want, bytes);
+                if dist <= (bytes.len() as u64 * 8) / 32 {
+                    return Verdict::Finding {
+                        class: FindingClass::Corruption,
+                        found,
+                        detail: format!("{dist} bits differ from the durable version"),
+                    };
+                }
+                // Bytes that are no version at all, where every version the sector ever held is
+                // known to be this run's: nothing older can explain them.
+                if found == Shown::Unrecognized && self.only_own_versions_before(d, addr) {
+                    return Verdict::Finding {
+                        class: FindingClass::Corruption,
+                        found,
+                        detail: "matches no version of this run: neither the durable one nor any older one".into(),
+                    };
+                }
+                return Verdict::Old { found };
+            }
+        };
+        let found = shown_valid(&id);
+        if id.addr != addr {
+            return Verdict::Finding {
+                class: FindingClass::MisdirectedWrite,
+                found,
+                detail: format!("sector written for byte {} found at byte {addr}", id.addr),
+            };
+        }
+        let unexpected = |detail: String| Verdict::Finding { class: FindingClass::UnexpectedVersion, found: found.clone(), detail };
+        if id.write_id == PREFILL_WRITE_ID {
+            if id.flags & FLAG_PREFILL == 0 || id.cycle != 0 || id.index != 0 || id.count != 1 {
+                return unexpected("write id 0 without the prefill identity".into());
+            }
+            if !self.history.prefill.is_some_and(|(s, e)| addr >= s && addr < e) {
+                return unexpected("prefill sector, but the ledger records no prefill here".into());
+            }
+            return match d {
+                Durable::Write(_) => Verdict::Old { found: Shown::Prefill },
+                Durable::Prefill | Durable::Prior => Verdict::Ok { rank: 1, durable: true },
+            };
+        }
+        let Some(c) = self.history.cycle_of(id.write_id) else {
+            return unexpected(format!(
+                "write {} was never submitted (ids submitted end below {})",
+                id.write_id,
+                self.history.submitted_end()
+            ));
+        };
+        let plan = match *last_plan {
+            Some(p) if p.id == id.write_id => p,
+            _ => {
+                let p = self.layout.plan(id.write_id);
+                *last_plan = Some(p);
+                p
+            }
+        };
+        if !plan.overlaps(addr, 1) {
+            return unexpected(format!("write {} covers [{}, {}), not this sector", id.write_id, plan.offset, plan.end()));
+        }
+        let (index, count) = (((addr - plan.offset) / self.sector) as u32, (plan.len / self.sector) as u32);
+        if id.index != index || id.count != count || id.cycle != c.cycle || id.port != c.port.0 || id.flags != 0 {
+            return unexpected(format!(
+                "identity disagrees with write {}: sector {}/{} cycle {} port {} flags {:#x}, expected {index}/{count} cycle {} port {} flags 0",
+                id.write_id,
+                id.index,
+                id.count,
+                id.cycle,
+                crate::port::PortId(id.port),
+                id.flags,
+                c.cycle,
+                c.port
+            ));
+        }
+        let rank = id.write_id + 1;
+        match d.rank().cmp(&rank) {
+            std::cmp::Ordering::Equal => Verdict::Ok { rank, durable: true },
+            std::cmp::Ordering::Less => Verdict::Ok { rank, durable: false },
+            std::cmp::Ordering::Greater => Verdict::Old { found },
+        }
+    }
+}

@@ -1,0 +1,390 @@
+//! The verifier: reads a region of the target and classifies every sector against the
+//! envelope the ledger and the contract allow (docs/DOMAIN.md section 2).
+//!
+//! For each sector, D is the newest durable write covering it (computed from the workload
+//! mapping and the ledger's watermarks, stepping back past writes that are not durable), or
+//! the prefill version, or nothing. Acceptable: D, or any submitted write newer than D that
+//! covers the sector (in flight at a cut, failed, completed but unflushed). Everything else
+//! is a finding, returned as data:
+//!
+//! - `misdirected_write`: a valid sector of this run whose own address is another;
+//! - `unexpected_version`: a valid sector claiming a write that was never submitted, or whose
+//!   identity disagrees with the workload (wrong extent, cycle, position or port);
+//! - `corruption`: our sector with a failing checksum, or bytes within a few bits of D, or
+//!   bytes that are no version at all (not ours, not another run's, not zeros) where every
+//!   version the sector held before D is known to be this run's (the prefill or an earlier
+//!   write of the run covered it): nothing older can explain them;
+//! - `lost_write` / `torn_write`: sectors older than D. Grouped by D: when none of D's
+//!   expected sectors show it, the write is lost; when some do, it is torn. Inside an atomic
+//!   unit, a write that is not durable must be all-or-nothing too: a unit where some of its
+//!   sectors show it and others show older content is a torn write;
+//! - `unreadable`: reads fail (media error) or time out.
+//!
+//! Never-written space (no durable write, no prefill) accepts anything except a sector of
+//! this run that no acceptable write explains.
+//!
+//! What a sector under a durable D may show instead, and its class:
+//! - zeros (an unmapped read): older content, so D is lost (or torn);
+//! - another run's sector: what the drive held before this run, brought back: older content;
+//! - this run's sector written for another address: `misdirected_write`, whatever D is;
+//! - bytes that are no version at all: `corruption` when the sector's whole history in this
+//!   run is known (above); when D is the first version of this run there and the span was not
+//!   prefilled, the bytes may be what the sector held before the run, so D is lost (prefill
+//!   the span to tell the two apart).
+
+mod classify;
+mod taxonomy;
+#[cfg(test)]
+mod tests;
+
+use taxonomy::push;
+pub use taxonomy::{prefill_id, Finding, FindingClass, Shown, VerifyError, VerifyReport};
+
+use crate::format::{bit_distance, Decoded, Format, SectorId, FLAG_PREFILL, PREFILL_WRITE_ID};
+use crate::ledger::History;
+use crate::workload::{Layout, WritePlan};
+use faultline_drivers::{AlignedBuf, BlockTarget, IoFailure};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{channel, sync_channel};
+
+/// What the contract requires of one sector.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Durable {
+    Prior,
+    Prefill,
+    Write(WritePlan),
+}
+
+impl Durable {
+    fn rank(&self) -> u64 {
+        match self {
+            Durable::Prior => 0,
+            Durable::Prefill => 1,
+            Durable::Write(w) => w.id + 1,
+        }
+    }
+}
+
+enum Verdict {
+    /// Acceptable; the version shown, ranked like `Durable::rank` (0 prior, 1 prefill, id+1).
+    Ok {
+        rank: u64,
+        durable: bool,
+    },
+    Old {
+        found: Shown,
+    },
+    Finding {
+        class: FindingClass,
+        found: Shown,
+        detail: String,
+    },
+}
+
+struct Group {
+    plan: WritePlan,
+    shows: u64,
+    old: Vec<(u64, Shown)>,
+}
+
+/// Verifies sectors against a run's history.
+pub struct Verifier<'a> {
+    layout: &'a Layout,
+    history: &'a History,
+    format: &'a Format,
+    sector: u64,
+    atomic: u64,
+    cycle: u32,
+}
+
+/// Bound on stepping back through non-durable writes for one sector.
+const MAX_STEPS_BACK: u32 = 1 << 20;
+const READ_CHUNK: u64 = 1 << 20;
+
+impl<'a> Verifier<'a> {
+    pub fn new(layout: &'a Layout, history: &'a History, format: &'a Format) -> Self {
+        let sector = format.sector_bytes() as u64;
+        let atomic = history.header.atomic_bytes.max(sector);
+        Verifier { layout, history, format, sector, atomic, cycle: history.last_cycle() }
+    }
+
+    /// D for `addr`, and the end of the run of addresses from `addr` that share it.
+    /// Verifies `[start, end)` (sector-aligned, inside the span) of `target`.
+    pub fn verify(&self, target: &mut dyn BlockTarget, start: u64, end: u64) -> Result<VerifyReport, VerifyError> {
+        self.verify_with_progress(target, start, end, &mut |_, _| {})
+    }
+
+    /// As [`Verifier::verify`], calling `progress(bytes done, findings so far)` after every
+    /// read chunk (1 MiB).
+    pub fn verify_with_progress(
+        &self,
+        target: &mut dyn BlockTarget,
+        start: u64,
+        end: u64,
+        progress: &mut dyn FnMut(u64, usize),
+    ) -> Result<VerifyReport, VerifyError> {
+        let spec = self.layout.spec();
+        if start >= end
+            || start < spec.span_start
+            || end > spec.span_end
+            || !start.is_multiple_of(self.sector)
+            || !end.is_multiple_of(self.sector)
+        {
+            return Err(VerifyError::BadRegion { start, end, span_start: spec.span_start, span_end: spec.span_end });
+        }
+        if end - start <= READ_CHUNK {
+            // One read: nothing to overlap, so no second thread (random-read verification
+            // calls this per block).
+            let chunk = self.read_chunk(target, start, AlignedBuf::zeroed((end - start) as usize))?;
+            let mut scan = Scan::new(end);
+            self.check_chunk(&mut scan, &chunk)?;
+            self.close_groups(&mut scan.groups, u64::MAX, &mut scan.rep.findings);
+            scan.rep.findings.sort_by_key(|f| (f.offset, f.class));
+            progress(end - start, scan.rep.findings.len());
+            return Ok(scan.rep);
+        }
+        // The calling thread reads (the target stays on it); a scoped thread checks the
+        // chunks in order, so reading chunk N+1 overlaps checking chunk N. Buffers circulate
+        // between the two: at most three exist.
+        let findings_so_far = AtomicUsize::new(0);
+        std::thread::scope(|sc| {
+            let (to_check, checking) = sync_channel::<Chunk>(1);
+            let (give_back, returned) = channel::<AlignedBuf>();
+            let found_count = &findings_so_far;
+            let checker = sc.spawn(move || {
+                let mut scan = Scan::new(end);
+                for chunk in checking {
+                    let r = self.check_chunk(&mut scan, &chunk);
+                    found_count.store(scan.rep.findings.len(), Ordering::Relaxed);
+                    // The reader may have stopped already; the buffer is then simply dropped.
+                    let _ = give_back.send(chunk.buf);
+                    r?;
+                }
+                self.close_groups(&mut scan.groups, u64::MAX, &mut scan.rep.findings);
+                scan.rep.findings.sort_by_key(|f| (f.offset, f.class));
+                Ok(scan.rep)
+            });
+            let mut spare = 3usize;
+            let mut pos = start;
+            let mut read_result = Ok(());
+            while pos < end {
+                let n = (end - pos).min(READ_CHUNK);
+                let mut buf = if spare > 0 {
+                    spare -= 1;
+                    AlignedBuf::zeroed(READ_CHUNK.min(end - start) as usize)
+                } else {
+                    match returned.recv() {
+                        Ok(b) => b,
+                        Err(_) => break, // the checker stopped: its result says why
+                    }
+                };
+                buf.resize(n as usize);
+                match self.read_chunk(target, pos, buf) {
+                    Ok(chunk) => {
+                        if to_check.send(chunk).is_err() {
+                            break;
+                        }
+                    }
+                    Err(e) => {
+                        read_result = Err(e);
+                        break;
+                    }
+                }
+                pos += n;
+                progress(pos - start, findings_so_far.load(Ordering::Relaxed));
+            }
+            drop(to_check);
+            let checked = checker.join().expect("the verification thread does not panic");
+            read_result?;
+            checked
+        })
+    }
+
+    /// Reads one chunk; when the read fails, reads it sector by sector to find exactly
+    /// which sectors fail.
+    fn read_chunk(&self, target: &mut dyn BlockTarget, pos: u64, buf: AlignedBuf) -> Result<Chunk, VerifyError> {
+        let (mut buf, whole) = target.read_owned(pos, buf);
+        let mut errors: Vec<Option<IoFailure>> = Vec::new();
+        if let Err(e) = whole {
+            if e.device_gone() {
+                return Err(VerifyError::DeviceGone(e.to_string()));
+            }
+            for (i, s) in buf.chunks_mut(self.sector as usize).enumerate() {
+                let r = target.read_at(pos + i as u64 * self.sector, s);
+                if let Err(e) = &r {
+                    if e.device_gone() {
+                        return Err(VerifyError::DeviceGone(e.to_string()));
+                    }
+                }
+                errors.push(r.err());
+            }
+        }
+        Ok(Chunk { pos, buf, errors })
+    }
+
+    /// Classifies every sector of one chunk, in address order, into `scan`.
+    fn check_chunk(&self, scan: &mut Scan, chunk: &Chunk) -> Result<(), VerifyError> {
+        let end = scan.end;
+        let rep = &mut scan.rep;
+        for (i, bytes) in chunk.buf.chunks(self.sector as usize).enumerate() {
+            let addr = chunk.pos + i as u64 * self.sector;
+            if addr >= scan.cached.1 {
+                scan.cached = self.durable(addr)?;
+            }
+            let d = scan.cached.0;
+            let verdict = match chunk.errors.get(i) {
+                Some(Some(e)) => Verdict::Finding {
+                    class: FindingClass::Unreadable,
+                    found: Shown::ReadError { errno: e.errno, detail: e.detail.clone() },
+                    detail: e.to_string(),
+                },
+                _ => self.classify(addr, bytes, &d, &mut scan.last_plan),
+            };
+            rep.sectors += 1;
+            let expected = || self.shown_of(&d, addr);
+            let mut unit_rank = None;
+            match verdict {
+                Verdict::Ok { rank, durable } => {
+                    match (durable, rank) {
+                        (true, 0) => rep.prior_ok += 1,
+                        (true, _) => rep.durable_ok += 1,
+                        (false, _) => rep.newer_ok += 1,
+                    }
+                    if let Durable::Write(w) = d {
+                        scan.groups.entry(w.id).or_insert(Group { plan: w, shows: 0, old: vec![] }).shows += 1;
+                    }
+                    unit_rank = Some(rank);
+                }
+                Verdict::Old { found } => match d {
+                    Durable::Write(w) => {
+                        scan.groups.entry(w.id).or_insert(Group { plan: w, shows: 0, old: vec![] }).old.push((addr, found))
+                    }
+                    _ => push(
+                        &mut rep.findings,
+                        Finding {
+                            class: FindingClass::LostWrite,
+                            offset: addr,
+                            length: self.sector,
+                            expected: expected(),
+                            found,
+                            cycle: self.cycle,
+                            detail: "prefill version missing".into(),
+                        },
+                    ),
+                },
+                Verdict::Finding { class, found, detail } => push(
+                    &mut rep.findings,
+                    Finding { class, offset: addr, length: self.sector, expected: expected(), found, cycle: self.cycle, detail },
+                ),
+            }
+            if self.atomic > self.sector {
+                scan.unit.push(UnitSector { addr, shown: unit_rank.unwrap_or(u64::MAX), durable_rank: d.rank(), ok: unit_rank.is_some() });
+                if (addr + self.sector).is_multiple_of(self.atomic) || addr + self.sector == end {
+                    self.check_unit(&scan.unit, &mut rep.findings);
+                    scan.unit.clear();
+                }
+            }
+        }
+        let n = chunk.buf.len() as u64;
+        rep.bytes += n;
+        self.close_groups(&mut scan.groups, chunk.pos + n, &mut rep.findings);
+        Ok(())
+    }
+
+    /// Judges durable writes whose extents the scan has passed: lost when none of their
+    /// expected sectors show them, torn when some do.
+    fn close_groups(&self, groups: &mut HashMap<u64, Group>, upto: u64, out: &mut Vec<Finding>) {
+        let done: Vec<u64> = groups.iter().filter(|(_, g)| g.plan.end() <= upto).map(|(&k, _)| k).collect();
+        for k in done {
+            let g = groups.remove(&k).expect("key listed");
+            let class = if g.shows == 0 { FindingClass::LostWrite } else { FindingClass::TornWrite };
+            let total = g.shows + g.old.len() as u64;
+            for (addr, found) in g.old {
+                let expected = self.shown_of(&Durable::Write(g.plan), addr);
+                let detail = format!(
+                    "durable write {} [{}, {}): {} of its {total} expected sectors hold older content",
+                    g.plan.id,
+                    g.plan.offset,
+                    g.plan.end(),
+                    total - g.shows
+                );
+                push(out, Finding { class, offset: addr, length: self.sector, expected, found, cycle: self.cycle, detail });
+            }
+        }
+    }
+
+    /// Inside one atomic unit, every write that is not durable must show on all of its
+    /// sectors in the unit or on none (newer writes over it excepted).
+    fn check_unit(&self, unit: &[UnitSector], out: &mut Vec<Finding>) {
+        // Writes shown somewhere in the unit as a version newer than the durable one.
+        let mut seen: Vec<u64> = unit.iter().filter(|u| u.ok && u.shown >= 2 && u.durable_rank < u.shown).map(|u| u.shown).collect();
+        seen.sort_unstable();
+        seen.dedup();
+        for rank in seen {
+            let w = self.layout.plan(rank - 1);
+            // If any other sector of the write in this unit holds older content, every sector
+            // of the write in the unit is part of the tear (those showing it and those not).
+            let mine = || unit.iter().filter(|u| u.ok && w.overlaps(u.addr, 1));
+            if !mine().any(|u| u.shown < rank) {
+                continue;
+            }
+            for u in mine().filter(|u| u.shown <= rank) {
+                let found = match u.shown {
+                    0 => Shown::Prior,
+                    1 => Shown::Prefill,
+                    r => self.shown_of(&Durable::Write(self.layout.plan(r - 1)), u.addr),
+                };
+                let expected = self.shown_of(&Durable::Write(w), u.addr);
+                let detail =
+                    format!("write {} is partly applied inside the atomic unit at byte {}", w.id, u.addr / self.atomic * self.atomic);
+                push(
+                    out,
+                    Finding {
+                        class: FindingClass::TornWrite,
+                        offset: u.addr,
+                        length: self.sector,
+                        expected,
+                        found,
+                        cycle: self.cycle,
+                        detail,
+                    },
+                );
+            }
+        }
+    }
+}
+
+/// One chunk read from the target, with per-sector read errors when the whole read failed.
+struct Chunk {
+    pos: u64,
+    buf: AlignedBuf,
+    errors: Vec<Option<IoFailure>>,
+}
+
+/// State of a scan, carried from chunk to chunk.
+struct Scan {
+    end: u64,
+    rep: VerifyReport,
+    groups: HashMap<u64, Group>,
+    unit: Vec<UnitSector>,
+    /// D and the end of the run of sectors sharing it (computed once per piece).
+    cached: (Durable, u64),
+    last_plan: Option<WritePlan>,
+}
+
+impl Scan {
+    fn new(end: u64) -> Self {
+        Scan { end, rep: VerifyReport::default(), groups: HashMap::new(), unit: Vec::new(), cached: (Durable::Prior, 0), last_plan: None }
+    }
+}
+
+/// One sector of the atomic unit being scanned.
+struct UnitSector {
+    addr: u64,
+    /// Version shown, ranked as in `Durable::rank` (`u64::MAX` when it is a finding).
+    shown: u64,
+    durable_rank: u64,
+    /// The sector's own verdict was acceptable.
+    ok: bool,
+}

@@ -1,0 +1,163 @@
+//! The failure taxonomy: finding classes, what a sector showed, findings and the report.
+
+use crate::format::{SectorId, FLAG_PREFILL, PREFILL_WRITE_ID};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Classes of finding (docs/DOMAIN.md section 3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FindingClass {
+    LostWrite,
+    TornWrite,
+    MisdirectedWrite,
+    Corruption,
+    UnexpectedVersion,
+    Unreadable,
+    DeadDevice,
+}
+
+impl FindingClass {
+    pub const ALL: [FindingClass; 7] = [
+        FindingClass::LostWrite,
+        FindingClass::TornWrite,
+        FindingClass::MisdirectedWrite,
+        FindingClass::Corruption,
+        FindingClass::UnexpectedVersion,
+        FindingClass::Unreadable,
+        FindingClass::DeadDevice,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            FindingClass::LostWrite => "lost_write",
+            FindingClass::TornWrite => "torn_write",
+            FindingClass::MisdirectedWrite => "misdirected_write",
+            FindingClass::Corruption => "corruption",
+            FindingClass::UnexpectedVersion => "unexpected_version",
+            FindingClass::Unreadable => "unreadable",
+            FindingClass::DeadDevice => "dead_device",
+        }
+    }
+}
+
+/// The identity a sector should have had, or the one it had.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Shown {
+    /// No write of this run; content from before the run.
+    Prior,
+    /// The prefill pass's version of this sector.
+    Prefill,
+    /// Sector `index` of write `write_id` (cycle `cycle`, port `port`).
+    Write {
+        write_id: u64,
+        cycle: u32,
+        port: u8,
+        addr: u64,
+        index: u32,
+        count: u32,
+    },
+    /// Our format, but the checksum fails; fields as read.
+    Damaged {
+        write_id: u64,
+        cycle: u32,
+        addr: u64,
+        run_id: u64,
+    },
+    /// A faultline sector of another run.
+    ForeignRun {
+        run_id: u64,
+        write_id: u64,
+    },
+    Zeros,
+    Unrecognized,
+    ReadError {
+        errno: i32,
+        detail: String,
+    },
+}
+
+/// One finding: data, never an error.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Finding {
+    pub class: FindingClass,
+    /// Byte offset on the target.
+    pub offset: u64,
+    /// Bytes affected.
+    pub length: u64,
+    /// What the contract required at `offset` (first sector of the range).
+    pub expected: Shown,
+    /// What was there (first sector of the range).
+    pub found: Shown,
+    /// Cycle in which the verification ran.
+    pub cycle: u32,
+    pub detail: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum VerifyError {
+    #[error("verify: region [{start}, {end}) is not inside the span [{span_start}, {span_end}) or not sector-aligned")]
+    BadRegion { start: u64, end: u64, span_start: u64, span_end: u64 },
+    #[error("verify: the target is gone: {0}")]
+    DeviceGone(String),
+    #[error("verify: {0}")]
+    Inconsistent(String),
+}
+
+/// Counts and findings of one verification pass.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct VerifyReport {
+    pub sectors: u64,
+    pub bytes: u64,
+    /// Sectors holding their durable version.
+    pub durable_ok: u64,
+    /// Sectors holding a newer, legitimately uncertain version.
+    pub newer_ok: u64,
+    /// Sectors with no durable expectation holding prior content.
+    pub prior_ok: u64,
+    pub findings: Vec<Finding>,
+}
+
+impl VerifyReport {
+    /// Findings per class, every class present.
+    pub fn summary(&self) -> BTreeMap<&'static str, u64> {
+        let mut m: BTreeMap<&'static str, u64> = FindingClass::ALL.iter().map(|c| (c.name(), 0)).collect();
+        for f in &self.findings {
+            *m.get_mut(f.class.name()).expect("all classes") += 1;
+        }
+        m
+    }
+}
+
+/// The identity of the prefill sector at `addr`.
+pub fn prefill_id(run_id: u64, addr: u64, port: u8) -> SectorId {
+    SectorId { run_id, addr, write_id: PREFILL_WRITE_ID, cycle: 0, port, flags: FLAG_PREFILL, index: 0, count: 1 }
+}
+
+pub(super) fn shown_valid(id: &SectorId) -> Shown {
+    if id.write_id == PREFILL_WRITE_ID {
+        return Shown::Prefill;
+    }
+    Shown::Write { write_id: id.write_id, cycle: id.cycle, port: id.port, addr: id.addr, index: id.index, count: id.count }
+}
+
+/// Appends, merging with the previous finding when it is the same class, adjacent, and
+/// about the same expected write.
+pub(super) fn push(out: &mut Vec<Finding>, f: Finding) {
+    if let Some(last) = out.last_mut() {
+        let same_write = match (&last.expected, &f.expected) {
+            (Shown::Write { write_id: a, .. }, Shown::Write { write_id: b, .. }) => a == b,
+            (a, b) => std::mem::discriminant(a) == std::mem::discriminant(b),
+        };
+        if last.class == f.class
+            && last.offset + last.length == f.offset
+            && same_write
+            && std::mem::discriminant(&last.found) == std::mem::discriminant(&f.found)
+        {
+            last.length += f.length;
+            return;
+        }
+    }
+    out.push(f);
+}
