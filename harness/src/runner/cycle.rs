@@ -135,19 +135,7 @@ impl Cycles<'_, '_> {
         self.controller_log(Some(cycle));
         let header = self.st.header.clone();
         reopen(&mut self.st.run, self.run_dir, self.st.dut.local_target()?, &header)?;
-        let t_ns = self.em.now();
-        self.em.emit(Event::CycleEnded {
-            t_ns,
-            cycle,
-            verdict: Verdict::Error,
-            writes_completed: 0,
-            bytes_written: 0,
-            write_ns: nanos(started.elapsed()),
-            latency_p50_ns: None,
-            latency_p99_ns: None,
-            latency_max_ns: None,
-            harness_ns: None,
-        });
+        self.em.end_cycle_written(cycle, Verdict::Error, None, Some(started.elapsed()), None);
         let end = CycleEnd { cycle, controller_failure: controller.then_some(ControllerStep::Cut), errors: 1, ..CycleEnd::default() };
         Ok(match decide(&self.plan.stop, &mut self.streak, &end) {
             Next::Stop(why) => Some(why),

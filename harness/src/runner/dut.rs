@@ -41,7 +41,7 @@ pub enum DutError {
     Open(String),
     /// The target's identity matches more than one device, and nothing says which one the run
     /// is about: a harness error (a scenario to fix), never a finding about the drive.
-    #[error("the target is ambiguous: {0}")]
+    #[error("the target is ambiguous: {0}; give target.path (with the identity) to name the one device the run is about")]
     Ambiguous(String),
     /// Saving the simulated drive's state failed.
     #[error("cannot save the simulated drive after the cut: {0}")]

@@ -89,6 +89,19 @@ impl<'a> Emitter<'a> {
 
     /// Ends a cycle; `harness` is the time the harness itself spent on it (`None` when unknown).
     pub fn end_cycle(&mut self, cycle: u32, verdict: Verdict, o: Option<&CycleOutcome>, harness: Option<Duration>) {
+        self.end_cycle_written(cycle, verdict, o, o.map(|o| o.elapsed), harness);
+    }
+
+    /// [`Self::end_cycle`], with the write phase's duration given: a cycle whose workload
+    /// failed has no outcome, but its write phase lasted.
+    pub fn end_cycle_written(
+        &mut self,
+        cycle: u32,
+        verdict: Verdict,
+        o: Option<&CycleOutcome>,
+        write: Option<Duration>,
+        harness: Option<Duration>,
+    ) {
         let t_ns = self.now();
         self.emit(Event::CycleEnded {
             t_ns,
@@ -96,7 +109,7 @@ impl<'a> Emitter<'a> {
             verdict,
             writes_completed: o.map_or(0, |o| o.completed),
             bytes_written: o.map_or(0, |o| o.bytes_written),
-            write_ns: o.map_or(0, |o| nanos(o.elapsed)),
+            write_ns: write.map_or(0, nanos),
             latency_p50_ns: o.and_then(|o| o.write_latency).map(|l| l.p50_ns),
             latency_p99_ns: o.and_then(|o| o.write_latency).map(|l| l.p99_ns),
             latency_max_ns: o.and_then(|o| o.write_latency).map(|l| l.max_ns),
