@@ -284,6 +284,8 @@ pub struct RealDut {
     identity: Option<String>,
     /// Whether the health logs can be read (an NVMe device).
     has_health: bool,
+    /// The reading taken when the device was opened, handed out by the first `health()`.
+    first_health: Option<HealthLogs>,
     notes: Vec<String>,
 }
 
@@ -304,20 +306,21 @@ impl RealDut {
         // the device there now.
         let find =
             if expect.is_empty() { derived_expectation(&path, g.capacity_bytes, g.logical_block_bytes) } else { Some(expect.clone()) };
-        let has_health = match read_health(&path, &roots) {
-            Ok(_) => true,
+        let first_health = match read_health(&path, &roots) {
+            Ok(logs) => Some(logs),
             Err(why) => {
                 notes.push(format!("no SMART/health checks: {why}"));
-                false
+                None
             }
         };
+        let has_health = first_health.is_some();
         // A path found by a derived identity (the scenario gave only a path) is followed by it.
         let via = match (via, &find) {
             (Some(v), _) => Some(v),
             (None, Some(f)) if expect.is_empty() => path_of(&path, f, &roots),
             _ => None,
         };
-        Ok(RealDut { path, spec, target: Some(opened.target), find, via, roots, identity: None, has_health, notes })
+        Ok(RealDut { path, spec, target: Some(opened.target), find, via, roots, identity: None, has_health, first_health, notes })
     }
 
     fn target(&mut self) -> Result<&mut dyn BlockTarget, DutError> {
@@ -411,6 +414,9 @@ impl Dut for RealDut {
     }
 
     fn health(&mut self) -> Option<Result<HealthLogs, String>> {
+        if let Some(first) = self.first_health.take() {
+            return Some(Ok(first));
+        }
         self.has_health.then(|| read_health(&self.path, &self.roots))
     }
 
