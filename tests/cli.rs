@@ -191,6 +191,45 @@ fn garbage_inside_a_durable_write_is_corruption_not_a_torn_write() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
+/// The byte offset just past the ledger frame holding the first record for which `pick`
+/// says yes (frames: 24-byte header with the payload length at bytes 4..8, JSON payload).
+fn ledger_boundary_after(ledger: &[u8], pick: impl Fn(&Value) -> bool) -> usize {
+    let mut at = 0;
+    while at + 24 <= ledger.len() {
+        let len = u32::from_le_bytes(ledger[at + 4..at + 8].try_into().unwrap()) as usize;
+        let rec: Value = serde_json::from_slice(&ledger[at + 24..at + 24 + len]).unwrap();
+        at += 24 + len;
+        if pick(&rec) {
+            return at;
+        }
+    }
+    panic!("no such ledger record");
+}
+
+/// Issue 12: a ledger cut short at a frame boundary (a run directory restored from an old
+/// backup) made `verify` blame the drive with `unexpected_version` findings. A valid sector of
+/// this run above every reservation proves the ledger lost records: a harness error.
+#[test]
+fn a_ledger_that_lost_records_is_a_harness_error_not_a_finding() {
+    let d = scratch("ledger-behind");
+    let t = target(&d, 8 << 20);
+    let rd = d.join("run");
+    ok(&["write", "--target", s(&t), "--run-dir", s(&rd), "--seed", "21", "--block-size", "4096", "--writes", "1500"]);
+    ok(&["write", "--target", s(&t), "--run-dir", s(&rd), "--writes", "1500"]);
+    assert_eq!(verify_json(&t, &rd).0, 0);
+    let ledger_path = rd.join("ledger.fl");
+    let ledger = std::fs::read(&ledger_path).unwrap();
+    let cut = ledger_boundary_after(&ledger, |r| r["type"] == "cycle_end" && r["cycle"] == 1);
+    assert!(cut < ledger.len());
+    std::fs::write(&ledger_path, &ledger[..cut]).unwrap();
+    let o = run(&["verify", "--target", s(&t), "--run-dir", s(&rd), "--json"]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(2), "seed 21: {out}");
+    assert!(out.contains("the ledger lost records") && out.contains("of cycle 2, a valid sector of this run") && out.contains("ids only below 1501"), "seed 21: {out}");
+    assert!(!out.contains("unexpected_version"), "seed 21: {out}");
+    let _ = std::fs::remove_dir_all(&d);
+}
+
 #[test]
 fn half_rolled_back_write_is_torn() {
     let d = scratch("torn");

@@ -135,6 +135,11 @@ impl<'a> Verifier<'a> {
             };
         }
         let Some(c) = self.history.cycle_of(id.write_id) else {
+            if id.write_id >= self.history.submitted_end() {
+                // Our keyed checksum proves faultline wrote this sector, and every id is
+                // reserved in the ledger before it is submitted: the ledger lost records.
+                return Verdict::LedgerBehind { write_id: id.write_id, cycle: id.cycle };
+            }
             return unexpected(format!(
                 "write {} was never submitted (ids submitted end below {})",
                 id.write_id,

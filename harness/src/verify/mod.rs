@@ -9,7 +9,11 @@
 //!
 //! - `misdirected_write`: a valid sector of this run whose own address is another;
 //! - `unexpected_version`: a valid sector claiming a write that was never submitted, or whose
-//!   identity disagrees with the workload (wrong extent, cycle, position or port);
+//!   identity disagrees with the workload (wrong extent, cycle, position or port). A valid
+//!   sector whose write id is above every reservation the ledger holds is not a finding but
+//!   `VerifyError::LedgerBehind`: ids are reserved durably before they are submitted and the
+//!   keyed checksum proves faultline wrote the sector, so the ledger lost records (a restored
+//!   run directory, a filesystem that lied about fsync); the drive cannot invent it;
 //! - `corruption`: our sector with a failing checksum, or bytes within a few bits of D, or
 //!   bytes that are no version at all (not ours, not another run's, not zeros) where every
 //!   version the sector held before D is known to be this run's (the prefill or an earlier
@@ -79,6 +83,11 @@ enum Verdict {
         class: FindingClass,
         found: Shown,
         detail: String,
+    },
+    /// A valid sector of this run whose write id is above every reservation in the ledger.
+    LedgerBehind {
+        write_id: u64,
+        cycle: u32,
     },
 }
 
@@ -245,6 +254,15 @@ impl<'a> Verifier<'a> {
             let expected = || self.shown_of(&d, addr);
             let mut unit_rank = None;
             match verdict {
+                Verdict::LedgerBehind { write_id, cycle } => {
+                    return Err(VerifyError::LedgerBehind {
+                        addr,
+                        write_id,
+                        cycle,
+                        submitted_end: self.history.submitted_end(),
+                        last_cycle: self.history.last_cycle(),
+                    })
+                }
                 Verdict::Ok { rank, durable } => {
                     match (durable, rank) {
                         (true, 0) => rep.prior_ok += 1,

@@ -103,6 +103,15 @@ pub enum VerifyError {
     DeviceGone(String),
     #[error("verify: {0}")]
     Inconsistent(String),
+    #[error(
+        "verify: the ledger lost records: the sector at byte {addr} is write {write_id} of cycle {cycle}, \
+         a valid sector of this run (its keyed checksum proves faultline wrote it), but the ledger \
+         reserved ids only below {submitted_end} (its last cycle is {last_cycle}). Ids are recorded \
+         before they are written, so the ledger is behind what was written: was the run directory \
+         restored from an older copy, or does its filesystem not honour fsync? This is the harness's \
+         failure, not the drive's; nothing was concluded about the drive"
+    )]
+    LedgerBehind { addr: u64, write_id: u64, cycle: u32, submitted_end: u64, last_cycle: u32 },
 }
 
 /// Counts and findings of one verification pass.

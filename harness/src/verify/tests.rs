@@ -89,8 +89,8 @@ fn versions_never_submitted_or_not_matching_the_workload_are_unexpected() {
     let (mut sim, layout, format, ledger) = setup();
     let w = layout.plan(100);
     let good = SectorId { run_id: 77, addr: w.offset, write_id: 100, cycle: 1, port: 0, flags: 0, index: 0, count: 8 };
-    // A write id past everything submitted.
-    put(&mut sim, &format, SectorId { write_id: 5000, ..good }, w.offset);
+    // A submitted write whose extent is elsewhere.
+    put(&mut sim, &format, SectorId { write_id: 101, ..good }, w.offset);
     // Right write, wrong position inside it.
     put(&mut sim, &format, SectorId { addr: w.offset + 512, index: 3, ..good }, w.offset + 512);
     // Right write, wrong cycle.
@@ -101,7 +101,30 @@ fn versions_never_submitted_or_not_matching_the_workload_are_unexpected() {
     let sectors: Vec<_> =
         rep.findings.iter().flat_map(|f| (f.offset..f.offset + f.length).step_by(512).map(move |o| (o - w.offset, f.class))).collect();
     assert_eq!(sectors, (0..4).map(|i| (i * 512, FindingClass::UnexpectedVersion)).collect::<Vec<_>>(), "{:#?}", rep.findings);
-    assert!(rep.findings.iter().any(|f| f.detail.contains("never submitted")), "{:#?}", rep.findings);
+    assert!(rep.findings.iter().any(|f| f.detail.contains("covers [")), "{:#?}", rep.findings);
+}
+
+#[test]
+fn a_valid_sector_above_every_reservation_means_the_ledger_lost_records() {
+    // Ids are reserved in the ledger before they are submitted, and the keyed checksum proves
+    // faultline wrote the sector: the drive cannot invent it, so this is the harness's error.
+    let (mut sim, layout, format, ledger) = setup();
+    let w = layout.plan(100);
+    let id = SectorId { run_id: 77, addr: w.offset, write_id: 5000, cycle: 3, port: 0, flags: 0, index: 0, count: 8 };
+    put(&mut sim, &format, id, w.offset);
+    let err = Verifier::new(&layout, ledger.history(), &format).verify(&mut sim, 0, SPAN).unwrap_err();
+    match &err {
+        VerifyError::LedgerBehind { addr, write_id, cycle, submitted_end, last_cycle } => {
+            assert_eq!((*addr, *write_id, *cycle, *submitted_end, *last_cycle), (w.offset, 5000, 3, 301, 1));
+        }
+        other => panic!("expected LedgerBehind, got {other:?}"),
+    }
+    let msg = err.to_string();
+    assert!(msg.contains("the ledger lost records") && msg.contains("ledger reserved ids only below 301") && msg.contains("not the drive's"), "{msg}");
+    // A sector of another run with a high id is no evidence about this ledger.
+    let (mut sim, layout, format, ledger) = setup();
+    put(&mut sim, &Format::new(78, 512), SectorId { run_id: 78, ..id }, w.offset);
+    assert!(Verifier::new(&layout, ledger.history(), &format).verify(&mut sim, 0, SPAN).is_ok());
 }
 
 #[test]
