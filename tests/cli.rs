@@ -230,6 +230,44 @@ fn a_ledger_that_lost_records_is_a_harness_error_not_a_finding() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
+/// Issue 12: a user who dumped a drive with `dd` verifies the dump against the run directory,
+/// explicitly, read-only; `write` refuses the option.
+#[test]
+fn a_copy_of_the_target_verifies_only_when_named_a_copy() {
+    let d = scratch("image-of-target");
+    let t = target(&d, 8 << 20);
+    let rd = d.join("run");
+    ok(&["write", "--target", s(&t), "--run-dir", s(&rd), "--seed", "23", "--block-size", "4096", "--pattern", "seq", "--writes", "1200"]);
+    let copy = d.join("dump.img");
+    std::fs::copy(&t, &copy).unwrap();
+    // Without the option, the copy is another target: refused, with the hint.
+    let o = run(&["verify", "--target", s(&copy), "--run-dir", s(&rd)]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("--image-of-target"), "{}", text(&o));
+    // With it: verified, both identities in the output.
+    let o = run(&["verify", "--target", s(&copy), "--run-dir", s(&rd), "--json", "--image-of-target"]);
+    assert_eq!(o.status.code(), Some(0), "seed 23: {}", text(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v["target"]["identity"].as_str().unwrap().contains("dump.img"), "{v}");
+    assert!(v["target"]["image_of"].as_str().unwrap().contains("target.img"), "{v}");
+    // Damage in the copy is found in the copy.
+    flip_byte(&copy, 4096 * 10 + 100);
+    let o = run(&["verify", "--target", s(&copy), "--run-dir", s(&rd), "--image-of-target"]);
+    assert_eq!(o.status.code(), Some(1), "seed 23: {}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("verified as a copy of"), "{}", text(&o));
+    // A copy too short for the span is refused.
+    let short = d.join("short.img");
+    std::fs::write(&short, vec![0u8; 1 << 20]).unwrap();
+    let o = run(&["verify", "--target", s(&short), "--run-dir", s(&rd), "--image-of-target"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("shorter than the run's span end"), "{}", text(&o));
+    // `write` refuses it.
+    let o = run(&["write", "--target", s(&copy), "--run-dir", s(&rd), "--image-of-target"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("read-only `faultline verify`"), "{}", text(&o));
+    let _ = std::fs::remove_dir_all(&d);
+}
+
 #[test]
 fn half_rolled_back_write_is_torn() {
     let d = scratch("torn");

@@ -19,7 +19,7 @@ pub enum RunError {
     #[error("run directory {dir}: {source}")]
     Dir { dir: String, source: std::io::Error },
     #[error(
-        "run directory {dir} belongs to target `{recorded}`, but the target given is `{given}`; use a new run directory for a new target"
+        "run directory {dir} belongs to target `{recorded}`, but the target given is `{given}`; use a new run directory for a new target (to verify a copy of that target, such as a dd image, `faultline verify --image-of-target`)"
     )]
     WrongTarget { dir: String, recorded: String, given: String },
     #[error("target `{target}` is {capacity} bytes, shorter than the run's span end {span_end}")]
@@ -56,6 +56,21 @@ impl OpenRun {
 /// True when `dir` already holds a ledger.
 pub fn exists(dir: &Path) -> bool {
     dir.join(LEDGER_FILE).exists()
+}
+
+/// Checks that `target` can stand in for the run's target as a copy of it (a `dd` image,
+/// verified read-only): big enough for the span, and its logical blocks no larger than the
+/// run's sectors and dividing them. Its identity is not checked: that is what makes it a copy.
+pub fn check_copy(header: &RunHeader, target: &dyn BlockTarget) -> Result<(), RunError> {
+    let g = target.geometry();
+    if g.capacity_bytes < header.workload.span_end {
+        return Err(RunError::TargetTooShort { target: target.identity(), capacity: g.capacity_bytes, span_end: header.workload.span_end });
+    }
+    let block = (g.logical_block_bytes as u64).max(1);
+    if block > header.sector_bytes || !header.sector_bytes.is_multiple_of(block) {
+        return Err(RunError::SectorSize { target: block, recorded: header.sector_bytes });
+    }
+    Ok(())
 }
 
 /// Checks that `target` is the one `header` names and is big enough.

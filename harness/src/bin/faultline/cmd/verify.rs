@@ -9,7 +9,7 @@ use faultline::events::Verdict;
 use faultline::format::Format;
 use faultline::ledger::replay;
 use faultline::report::console::verdict_line;
-use faultline::run::check_target;
+use faultline::run::{check_copy, check_target};
 use faultline::verify::{Verifier, VerifyReport};
 use faultline::workload::Layout;
 use std::path::PathBuf;
@@ -35,6 +35,10 @@ pub struct VerifyArgs {
     /// Verify this many bytes (default: to the span end).
     #[arg(long)]
     length: Option<u64>,
+    /// The target is a copy (a `dd` image) of the drive the run directory is bound to: verify
+    /// it although its identity differs. Read-only; the output names both identities.
+    #[arg(long)]
+    image_of_target: bool,
 }
 
 pub fn cmd_verify(a: VerifyArgs) -> Result<Exit> {
@@ -44,8 +48,17 @@ pub fn cmd_verify(a: VerifyArgs) -> Result<Exit> {
     }
     let mut target = open_cli_target(&a.target, false, 1, &a.device, false, 1)?;
     target.set_read_timeout(Duration::from_secs_f64(a.read_timeout_s.max(0.001)));
-    check_target(&a.run_dir, &history.header, target.as_ref())?;
     let h = &history.header;
+    let given = target.identity();
+    if a.image_of_target {
+        check_copy(h, target.as_ref())?;
+        eprintln!(
+            "faultline: note: verifying `{given}` as a copy of `{}`, the run's target (--image-of-target): findings are about the copy as read",
+            h.target_identity
+        );
+    } else {
+        check_target(&a.run_dir, h, target.as_ref())?;
+    }
     let layout = Layout::new(h.workload.clone(), h.sector_bytes)?;
     let format = Format::new(h.run_id, h.sector_bytes as usize);
     let start = a.offset.unwrap_or(h.workload.span_start);
@@ -80,9 +93,16 @@ pub fn cmd_verify(a: VerifyArgs) -> Result<Exit> {
             "prior_ok": rep.prior_ok,
             "cycle": history.last_cycle(),
             "run_id": format!("{:016x}", h.run_id),
+            "target": {
+                "identity": given,
+                "image_of": a.image_of_target.then(|| h.target_identity.clone()),
+            },
         });
         println!("{}", serde_json::to_string(&v)?);
     } else {
+        if a.image_of_target {
+            println!("target `{given}`, verified as a copy of `{}` (--image-of-target)", h.target_identity);
+        }
         print_report(&rep, secs);
     }
     Ok(if rep.findings.is_empty() { Exit::Clean } else { Exit::Findings })

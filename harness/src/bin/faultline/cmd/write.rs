@@ -24,6 +24,10 @@ pub struct WriteArgs {
     /// destroying it.
     #[arg(long)]
     allow_overwrite_signature: bool,
+    /// Refused: a copy of a run's target can be verified (`faultline verify
+    /// --image-of-target`), never written as the run's target.
+    #[arg(long, hide = true)]
+    image_of_target: bool,
     /// Issue 512 B-aligned writes that are not 4 KiB-aligned, as operating systems with
     /// misaligned partitions do: the span starts at byte 32256 (sector 63) unless
     /// --span-start says otherwise. Needs 512-byte logical sectors (refused on 4Kn).
@@ -93,6 +97,11 @@ pub struct WriteArgs {
 }
 
 pub fn cmd_write(a: WriteArgs) -> Result<Exit> {
+    if a.image_of_target {
+        anyhow::bail!(
+            "--image-of-target is for a read-only `faultline verify` of a copy; `write` writes only to the target its run directory is bound to"
+        );
+    }
     let qd = a.queue_depth.unwrap_or(64);
     let continuing = exists(&a.run_dir);
     // A run that has begun wrote its own data over the device: its signature check was done
