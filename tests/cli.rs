@@ -429,3 +429,19 @@ fn the_demo_runs_and_finds_the_simulated_drive_out() {
     // Each run directory holds its simulated drive.
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// `selftest --cycles N` splits N honest cut cycles evenly over the honest rows.
+#[test]
+fn selftest_cycles_is_the_honest_total() {
+    let o = ok(&["selftest", "--seed", "5", "--cycles", "24", "--faulty-cycles", "1", "--json"]);
+    let rows: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let rows = rows.as_array().unwrap();
+    let honest: Vec<&Value> = rows.iter().filter(|r| r["honest"] == true).collect();
+    assert!(!honest.is_empty());
+    let per_row = 24u64.div_ceil(honest.len() as u64);
+    for r in &honest {
+        assert_eq!(r["cycles"].as_u64(), Some(per_row), "seed 5: {r}");
+    }
+    let o = run(&["selftest", "--cycles", "0"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+}

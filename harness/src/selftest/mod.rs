@@ -100,6 +100,13 @@ pub fn models() -> Vec<(SimModel, Vec<(Contract, bool)>)> {
     ]
 }
 
+/// How many rows run an honest model (under a contract it keeps): the rows whose cycles
+/// must give no finding at all.
+pub fn honest_rows(span_bytes: u64) -> u32 {
+    let per_model: usize = models().iter().map(|(_, cs)| cs.iter().filter(|(_, honest)| *honest).count()).sum();
+    (per_model * workloads(span_bytes).len()) as u32
+}
+
 /// How big the matrix is.
 #[derive(Clone, Debug)]
 pub struct MatrixOptions {

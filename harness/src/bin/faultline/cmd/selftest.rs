@@ -3,7 +3,7 @@
 use crate::exit::Exit;
 use anyhow::Result;
 use clap::Parser;
-use faultline::selftest::{run_matrix, table, MatrixOptions};
+use faultline::selftest::{honest_rows, run_matrix, table, MatrixOptions};
 use std::time::Instant;
 
 #[derive(Parser)]
@@ -13,6 +13,10 @@ pub struct SelftestArgs {
     /// Cycles per row on honest models.
     #[arg(long, default_value_t = 850)]
     honest_cycles: u32,
+    /// Honest cut cycles in total, split evenly over the honest rows (overrides
+    /// --honest-cycles): `--cycles 100000` for a long confidence run.
+    #[arg(long)]
+    cycles: Option<u32>,
     /// Cycles per row on faulty models.
     #[arg(long, default_value_t = 40)]
     faulty_cycles: u32,
@@ -21,7 +25,13 @@ pub struct SelftestArgs {
 }
 
 pub fn cmd_selftest(a: SelftestArgs) -> Result<Exit> {
-    let opts = MatrixOptions { seed: a.seed, honest_cycles: a.honest_cycles, faulty_cycles: a.faulty_cycles, span_bytes: 2 << 20 };
+    let span_bytes = 2 << 20;
+    let honest_cycles = match a.cycles {
+        Some(0) => anyhow::bail!("--cycles 0: give the honest cut cycles in total, at least 1"),
+        Some(total) => total.div_ceil(honest_rows(span_bytes)),
+        None => a.honest_cycles,
+    };
+    let opts = MatrixOptions { seed: a.seed, honest_cycles, faulty_cycles: a.faulty_cycles, span_bytes };
     let scratch = std::env::temp_dir().join(format!("faultline-selftest-{}", std::process::id()));
     let t = Instant::now();
     let rows = run_matrix(&opts, &scratch, &mut |r| {
