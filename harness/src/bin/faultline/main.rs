@@ -9,6 +9,7 @@ use std::process::ExitCode;
 mod args;
 mod cmd;
 mod exit;
+mod metrics;
 
 use exit::Exit;
 
@@ -56,7 +57,7 @@ fn main() -> ExitCode {
         Cmd::Decode(a) => cmd::decode::cmd_decode(a),
         Cmd::Selftest(a) => cmd::selftest::cmd_selftest(a),
         Cmd::Run(a) => cmd::run::cmd_run(a),
-        Cmd::Resume(a) => cmd::run::cmd_resume(&a.run_dir),
+        Cmd::Resume(a) => cmd::run::cmd_resume(&a.run_dir, &a.metrics),
         Cmd::Bench(a) => cmd::bench::cmd_bench(a),
         Cmd::Controller(a) => cmd::controller::cmd_controller(a),
         Cmd::Report(a) => cmd::report::cmd_report(a),

@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 
 use crate::args::ModelArg;
 use crate::exit::Exit;
+use crate::metrics::{MetricsArgs, MetricsFeed};
 use anyhow::anyhow;
 use clap::Parser;
 use faultline::scenario::SimModel;
@@ -47,12 +48,16 @@ pub struct RunArgs {
     /// Demo only: the contract the drive is held to (default: the demo's, plp).
     #[arg(long, value_parser = ["plp", "flush"], conflicts_with = "scenario")]
     contract: Option<String>,
+    #[command(flatten)]
+    metrics: MetricsArgs,
 }
 
 #[derive(Parser)]
 pub struct ResumeArgs {
     /// The run directory of the run to take up.
     pub run_dir: PathBuf,
+    #[command(flatten)]
+    pub metrics: MetricsArgs,
 }
 
 /// The embedded default of `faultline run` with no scenario file.
@@ -98,7 +103,7 @@ fn finish(summary: &RunSummary, s: &Scenario, dir: &Path) -> Exit {
 
 /// Runs `s` (read from `origin`) in a new run directory. The seed is the scenario's, else
 /// `seed`, else a random one; it is written into the run directory's copy of the scenario.
-pub fn cmd_run_scenario(s: Scenario, origin: &str, run_dir: Option<PathBuf>, seed: Option<u64>) -> Result<Exit> {
+pub fn cmd_run_scenario(s: Scenario, origin: &str, run_dir: Option<PathBuf>, seed: Option<u64>, metrics: &MetricsArgs) -> Result<Exit> {
     let dir = run_dir.unwrap_or_else(|| default_dir(&s.name));
     if exists(&dir) || dir.join(EVENTS_FILE).exists() || dir.join(SCENARIO_FILE).exists() {
         bail!("{} already holds a run: `faultline resume {}` continues it, or use a new run directory", dir.display(), dir.display());
@@ -115,6 +120,7 @@ pub fn cmd_run_scenario(s: Scenario, origin: &str, run_dir: Option<PathBuf>, see
     println!("run directory: {}", dir.display());
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let _lock = lock(&dir)?;
+    let feed = MetricsFeed::start(metrics)?;
     let text = s.to_toml()?;
     let tmp = dir.join(format!("{SCENARIO_FILE}.tmp"));
     std::fs::write(&tmp, format!("# The scenario as run (from {origin}); `faultline resume` reads it.\n{text}"))
@@ -125,12 +131,15 @@ pub fn cmd_run_scenario(s: Scenario, origin: &str, run_dir: Option<PathBuf>, see
     for r in file_reports(&dir) {
         sinks.push(r);
     }
+    if let Some(f) = feed {
+        sinks.push(f);
+    }
     let summary = run_scenario(&plan, &dir, sinks, &options(), None)?;
     Ok(finish(&summary, s, &dir))
 }
 
 /// Takes up the run in `dir` after the harness died.
-pub fn cmd_resume(dir: &Path) -> Result<Exit> {
+pub fn cmd_resume(dir: &Path, metrics: &MetricsArgs) -> Result<Exit> {
     let scenario_path = dir.join(SCENARIO_FILE);
     if !scenario_path.is_file() {
         bail!("{} is not a run directory of `faultline run SCENARIO` (no {SCENARIO_FILE} in it)", dir.display());
@@ -185,6 +194,12 @@ pub fn cmd_resume(dir: &Path) -> Result<Exit> {
         }
         sinks.push(r);
     }
+    if let Some(mut f) = MetricsFeed::start(metrics)? {
+        for e in &prior {
+            f.event(e)?;
+        }
+        sinks.push(f);
+    }
     sinks.push(EventLog::append(&log)?);
     let plan = s.plan(&scenario_path.display().to_string(), seed)?;
     let mut o = options();
@@ -198,7 +213,7 @@ pub fn cmd_resume(dir: &Path) -> Result<Exit> {
 pub fn cmd_run(a: RunArgs) -> Result<Exit> {
     if let Some(path) = &a.scenario {
         let s = Scenario::load(path)?;
-        return cmd_run_scenario(s, &path.display().to_string(), a.run_dir.clone(), a.seed);
+        return cmd_run_scenario(s, &path.display().to_string(), a.run_dir.clone(), a.seed, &a.metrics);
     }
     let origin = "the embedded demo, scenarios/demo.toml";
     let mut s = Scenario::from_toml(DEMO, origin)?;
@@ -227,5 +242,5 @@ pub fn cmd_run(a: RunArgs) -> Result<Exit> {
         s.seed = a.seed;
     }
     // Validated (with the demo's seed or a drawn one) when it is planned.
-    cmd_run_scenario(s, origin, a.run_dir, None)
+    cmd_run_scenario(s, origin, a.run_dir, None, &a.metrics)
 }
