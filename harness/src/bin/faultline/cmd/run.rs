@@ -118,9 +118,9 @@ pub fn cmd_run_scenario(s: Scenario, origin: &str, run_dir: Option<PathBuf>, see
         s.cycles.count
     );
     println!("run directory: {}", dir.display());
+    let feed = MetricsFeed::start(metrics)?;
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let _lock = lock(&dir)?;
-    let feed = MetricsFeed::start(metrics)?;
     let text = s.to_toml()?;
     let tmp = dir.join(format!("{SCENARIO_FILE}.tmp"));
     std::fs::write(&tmp, format!("# The scenario as run (from {origin}); `faultline resume` reads it.\n{text}"))
