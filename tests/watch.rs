@@ -143,6 +143,11 @@ fn watch_follows_a_run_killed_and_resumed_meanwhile() {
     let verdict = ours.last().unwrap();
     assert!(verdict.starts_with(&format!("verdict: {} finding", sm["findings"])), "seed {SEED}: {verdict} vs {sm}");
     assert_eq!(sm["resumes"], 1, "seed {SEED}");
+    // The resumed process's console counts the whole run too: the same totals and verdict.
+    let tail = |v: &[String]| v.iter().skip_while(|l| !l.contains(" cycles in ")).cloned().collect::<Vec<_>>();
+    let theirs_tail = tail(&console_lines(&stdout(&resumed)));
+    assert!(theirs_tail.len() >= 2, "seed {SEED}: {}", text(&resumed));
+    assert_eq!(tail(&ours), theirs_tail, "seed {SEED}: totals and verdict");
     // Each cycle with new findings is shown as the process that ran it showed it (but the
     // interrupted one, which each process saw only part of).
     let interrupted: Option<u64> = std::fs::read_to_string(rd.join("events.jsonl"))

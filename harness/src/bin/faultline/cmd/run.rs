@@ -180,13 +180,11 @@ pub fn cmd_resume(dir: &Path, metrics: &MetricsArgs) -> Result<Exit> {
         s.cycles.count
     );
     println!("run directory: {}", dir.display());
-    // The reports fold the earlier events, the console only the run's start; the log holds
-    // them already.
+    // The reports and the console fold the earlier events (the console without printing
+    // them, so its totals and verdict line count the whole run); the log holds them already.
     let mut sinks = Sinks::new();
     let mut console = Console::stdout();
-    for e in prior.iter().filter(|e| matches!(e, Event::RunStarted { .. })) {
-        console.event(e)?;
-    }
+    console.replay(&prior)?;
     sinks.push(console);
     for mut r in file_reports(dir) {
         for e in &prior {
