@@ -214,3 +214,35 @@ fn a_listen_address_that_is_not_one_is_refused_before_the_run_starts() {
     assert!(!rd.join("events.jsonl").exists(), "nothing ran");
     let _ = std::fs::remove_dir_all(&d);
 }
+
+#[test]
+fn a_resumed_run_counts_its_whole_log_in_the_metrics() {
+    if let Some(why) = parser_missing() {
+        return skip("a_resumed_run_counts_its_whole_log_in_the_metrics", &why);
+    }
+    let d = scratch("resumed");
+    let (rd, prom) = (d.join("run"), d.join("faultline.prom"));
+    let seed = SEED.to_string();
+    let mut run = Command::new(BIN)
+        .args(["run", "--cycles", "30", "--seed", &seed, "--run-dir", s(&rd), "--metrics-file", s(&prom)])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while cycles_ended(&rd) < 5 {
+        assert!(Instant::now() < deadline, "seed {SEED}: no 5 cycles within 60 s");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    run.kill().unwrap(); // SIGKILL
+    run.wait().unwrap();
+    // What the killed run left: a whole file, still saying `running`.
+    let left = parse(s(&prom));
+    assert_eq!(left.value("faultline_run_state", "gauge", "faultline_run_state", &[("state", "running")]), 1.0, "seed {SEED}");
+    let o = Command::new(BIN).args(["resume", s(&rd), "--metrics-file", s(&prom)]).output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "seed {SEED}: {}", text(&o));
+    let m = parse(s(&prom));
+    assert_eq!(m.value("faultline_resumes", "counter", "faultline_resumes_total", &[]), 1.0, "seed {SEED}");
+    check_against_summary(&m, &rd);
+    let _ = std::fs::remove_dir_all(&d);
+}
