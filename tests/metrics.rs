@@ -107,9 +107,16 @@ fn check_against_summary(m: &Families, rd: &Path) {
     let sm = &summary(rd);
     let log = std::fs::read_to_string(rd.join("events.jsonl")).unwrap();
     let with_max = log.lines().filter(|l| l.contains("\"event\":\"cycle_ended\"") && l.contains("\"latency_max_ns\"")).count();
-    let run = [("run_id", sm["run_id"].as_str().unwrap()), ("scenario", sm["scenario"].as_str().unwrap()), ("target", sm["target"].as_str().unwrap())];
+    let run = [
+        ("run_id", sm["run_id"].as_str().unwrap()),
+        ("scenario", sm["scenario"].as_str().unwrap()),
+        ("target", sm["target"].as_str().unwrap()),
+    ];
     m.all_labelled(&run);
-    let cycles: f64 = ["clean", "findings", "error"].iter().map(|v| m.value("faultline_cycles", "counter", "faultline_cycles_total", &[("verdict", v)])).sum();
+    let cycles: f64 = ["clean", "findings", "error"]
+        .iter()
+        .map(|v| m.value("faultline_cycles", "counter", "faultline_cycles_total", &[("verdict", v)]))
+        .sum();
     assert_eq!(cycles, sm["cycles_done"].as_f64().unwrap(), "seed {SEED}: cycles by verdict add up to the cycles run");
     let with_findings = m.value("faultline_cycles", "counter", "faultline_cycles_total", &[("verdict", "findings")]);
     assert!(with_findings >= sm["cycles_with_findings"].as_f64().unwrap(), "seed {SEED}: {with_findings} {sm}");
@@ -125,13 +132,20 @@ fn check_against_summary(m: &Families, rd: &Path) {
     }
     assert_eq!(m.value("faultline_cycles_planned", "gauge", "faultline_cycles_planned", &[]), sm["cycles_planned"].as_f64().unwrap());
     let port = [("port", "A")];
-    assert_eq!(m.value("faultline_written_bytes", "counter", "faultline_written_bytes_total", &port), sm["figures"]["bytes_written"].as_f64().unwrap());
+    assert_eq!(
+        m.value("faultline_written_bytes", "counter", "faultline_written_bytes_total", &port),
+        sm["figures"]["bytes_written"].as_f64().unwrap()
+    );
     assert_eq!(
         m.value("faultline_writes_completed", "counter", "faultline_writes_completed_total", &port),
         sm["figures"]["writes_completed"].as_f64().unwrap()
     );
-    assert_eq!(m.value("faultline_verified_bytes", "counter", "faultline_verified_bytes_total", &[]), sm["figures"]["bytes_verified"].as_f64().unwrap());
-    let ready = m.value("faultline_time_to_ready_seconds", "histogram", "faultline_time_to_ready_seconds_count", &[("stage", "first_read")]);
+    assert_eq!(
+        m.value("faultline_verified_bytes", "counter", "faultline_verified_bytes_total", &[]),
+        sm["figures"]["bytes_verified"].as_f64().unwrap()
+    );
+    let ready =
+        m.value("faultline_time_to_ready_seconds", "histogram", "faultline_time_to_ready_seconds_count", &[("stage", "first_read")]);
     assert_eq!(ready, sm["timings"]["first_read_us"]["n"].as_f64().unwrap(), "seed {SEED}");
     let durations = m.value("faultline_cycle_duration_seconds", "histogram", "faultline_cycle_duration_seconds_count", &[]);
     assert_eq!(durations, sm["cycles_done"].as_f64().unwrap(), "seed {SEED}");
@@ -151,12 +165,17 @@ fn metrics_scraped_live_and_written_to_a_file_agree_with_the_summary() {
     let d = scratch("live");
     let (rd, prom) = (d.join("run"), d.join("faultline.prom"));
     let seed = SEED.to_string();
-    let args = ["run", "--cycles", "40", "--seed", &seed, "--run-dir", s(&rd), "--metrics-file", s(&prom), "--metrics-listen", "127.0.0.1:0"];
+    let args =
+        ["run", "--cycles", "40", "--seed", &seed, "--run-dir", s(&rd), "--metrics-file", s(&prom), "--metrics-listen", "127.0.0.1:0"];
     let mut child = Command::new(BIN).args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     let mut stderr = BufReader::new(child.stderr.take().unwrap());
     let mut line = String::new();
     stderr.read_line(&mut line).unwrap();
-    let url = line.trim().strip_prefix("faultline: metrics on ").unwrap_or_else(|| panic!("seed {SEED}: no address on stderr: {line:?}")).to_string();
+    let url = line
+        .trim()
+        .strip_prefix("faultline: metrics on ")
+        .unwrap_or_else(|| panic!("seed {SEED}: no address on stderr: {line:?}"))
+        .to_string();
     let rest = std::thread::spawn(move || {
         let mut t = String::new();
         std::io::Read::read_to_string(&mut stderr, &mut t).unwrap();
@@ -170,7 +189,10 @@ fn metrics_scraped_live_and_written_to_a_file_agree_with_the_summary() {
     }
     let live = parse(&url);
     assert_eq!(live.1.as_deref(), Some("text/plain; version=0.0.4; charset=utf-8"), "seed {SEED}");
-    let done: f64 = ["clean", "findings", "error"].iter().map(|v| live.value("faultline_cycles", "counter", "faultline_cycles_total", &[("verdict", v)])).sum();
+    let done: f64 = ["clean", "findings", "error"]
+        .iter()
+        .map(|v| live.value("faultline_cycles", "counter", "faultline_cycles_total", &[("verdict", v)]))
+        .sum();
     assert!((3.0..=40.0).contains(&done), "seed {SEED}: {done} cycles at the scrape");
     let running = live.value("faultline_run_state", "gauge", "faultline_run_state", &[("state", "running")]);
     let ended = live.value("faultline_run_state", "gauge", "faultline_run_state", &[("state", "ended")]);
@@ -184,7 +206,8 @@ fn metrics_scraped_live_and_written_to_a_file_agree_with_the_summary() {
     assert_eq!(out.status.code(), Some(1), "seed {SEED}: the demo's drive loses writes\n{}\n{err}", text(&out));
     assert!(!err.contains("warning"), "seed {SEED}: {err}");
     check_against_summary(&parse(s(&prom)), &rd);
-    let leftovers: Vec<_> = std::fs::read_dir(&d).unwrap().map(|e| e.unwrap().file_name()).filter(|n| n.to_string_lossy().ends_with(".tmp")).collect();
+    let leftovers: Vec<_> =
+        std::fs::read_dir(&d).unwrap().map(|e| e.unwrap().file_name()).filter(|n| n.to_string_lossy().ends_with(".tmp")).collect();
     assert!(leftovers.is_empty(), "seed {SEED}: {leftovers:?}");
     let _ = std::fs::remove_dir_all(&d);
 }
@@ -195,7 +218,10 @@ fn a_metrics_file_that_cannot_be_written_is_warned_about_once_and_the_run_goes_o
     let rd = d.join("run");
     let prom = d.join("no-such-dir").join("faultline.prom");
     let seed = SEED.to_string();
-    let o = Command::new(BIN).args(["run", "--cycles", "5", "--seed", &seed, "--run-dir", s(&rd), "--metrics-file", s(&prom)]).output().unwrap();
+    let o = Command::new(BIN)
+        .args(["run", "--cycles", "5", "--seed", &seed, "--run-dir", s(&rd), "--metrics-file", s(&prom)])
+        .output()
+        .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "seed {SEED}: {}", text(&o));
     assert_eq!(err.matches("cannot write the metrics file").count(), 1, "seed {SEED}: once\n{err}");

@@ -28,7 +28,9 @@ fn stdout(o: &Output) -> String {
 /// The console's lines of a `run`/`resume` output (without the lines the command itself adds).
 fn console_lines(out: &str) -> Vec<String> {
     out.lines()
-        .filter(|l| !["faultline run:", "faultline resume:", "run directory:", "reports:", "stopped after"].iter().any(|p| l.starts_with(p)))
+        .filter(|l| {
+            !["faultline run:", "faultline resume:", "run directory:", "reports:", "stopped after"].iter().any(|p| l.starts_with(p))
+        })
         .map(str::to_string)
         .collect()
 }

@@ -198,13 +198,27 @@ impl Families {
         r.register("faultline_run_state", "The run's state: 1 for the current one (starting, running, suspended, ended)", f.state.clone());
         r.register("faultline_cycles_planned", "Cycles the scenario plans", f.cycles_planned.clone());
         r.register("faultline_last_cycle", "The number of the last cycle that ended", f.last_cycle.clone());
-        r.register_with_unit("faultline_run_elapsed", "Run clock at the last event (continues across a resume)", Unit::Seconds, f.elapsed.clone());
+        r.register_with_unit(
+            "faultline_run_elapsed",
+            "Run clock at the last event (continues across a resume)",
+            Unit::Seconds,
+            f.elapsed.clone(),
+        );
         r.register("faultline_cycles", "Cycles ended, by verdict (clean, findings, error)", f.cycles.clone());
-        r.register("faultline_findings", "Distinct findings, by class (each counted in the cycle where it first appeared)", f.findings.clone());
+        r.register(
+            "faultline_findings",
+            "Distinct findings, by class (each counted in the cycle where it first appeared)",
+            f.findings.clone(),
+        );
         r.register("faultline_health_anomalies", "Health anomalies, by kind", f.anomalies.clone());
         r.register("faultline_harness_errors", "Harness errors (the harness could not do its job)", f.harness_errors.clone());
         r.register("faultline_resumes", "Times `faultline resume` took the run up again", f.resumes.clone());
-        r.register_with_unit("faultline_cycle_duration", "Cycle start to cycle end on the run clock", Unit::Seconds, f.cycle_duration.clone());
+        r.register_with_unit(
+            "faultline_cycle_duration",
+            "Cycle start to cycle end on the run clock",
+            Unit::Seconds,
+            f.cycle_duration.clone(),
+        );
         r.register_with_unit(
             "faultline_time_to_ready",
             "Power-on to the device being back, by stage (enumerate, first_read)",
@@ -221,15 +235,34 @@ impl Families {
         r.register("faultline_writes_completed", "Writes the device acknowledged, by port", f.writes.clone());
         r.register_with_unit("faultline_verified", "Bytes read back and verified", Unit::Bytes, f.verified.clone());
         let s = &f.smart;
-        r.register("faultline_smart_critical_warning", "SMART critical-warning bits at the last health reading", s.critical_warning.clone());
+        r.register(
+            "faultline_smart_critical_warning",
+            "SMART critical-warning bits at the last health reading",
+            s.critical_warning.clone(),
+        );
         r.register_with_unit("faultline_smart_temperature", "SMART composite temperature", Unit::Celsius, s.temperature.clone());
-        r.register_with_unit("faultline_smart_available_spare", "SMART available spare, 0 to 1", Unit::Other("ratio".into()), s.available_spare.clone());
-        r.register_with_unit("faultline_smart_percentage_used", "SMART endurance used, 0 to 1 (may pass 1)", Unit::Other("ratio".into()), s.percentage_used.clone());
+        r.register_with_unit(
+            "faultline_smart_available_spare",
+            "SMART available spare, 0 to 1",
+            Unit::Other("ratio".into()),
+            s.available_spare.clone(),
+        );
+        r.register_with_unit(
+            "faultline_smart_percentage_used",
+            "SMART endurance used, 0 to 1 (may pass 1)",
+            Unit::Other("ratio".into()),
+            s.percentage_used.clone(),
+        );
         r.register("faultline_smart_power_cycles", "SMART power cycles (the device's counter)", s.power_cycles.clone());
         r.register("faultline_smart_unsafe_shutdowns", "SMART unsafe shutdowns (the device's counter)", s.unsafe_shutdowns.clone());
         r.register("faultline_smart_media_errors", "SMART media and data integrity errors (the device's counter)", s.media_errors.clone());
         r.register("faultline_smart_error_log_entries", "SMART error-log entries (the device's counter)", s.error_log_entries.clone());
-        r.register_with_unit("faultline_smart_data_written", "SMART data units written, in bytes (1 unit = 512,000 bytes)", Unit::Bytes, s.data_written.clone());
+        r.register_with_unit(
+            "faultline_smart_data_written",
+            "SMART data units written, in bytes (1 unit = 512,000 bytes)",
+            Unit::Bytes,
+            s.data_written.clone(),
+        );
         for v in [Verdict::Clean, Verdict::Findings, Verdict::Error] {
             let _ = f.cycles.get_or_create(&vec![("verdict", v.name().to_string())]);
         }

@@ -91,10 +91,7 @@ pub fn cmd_watch(a: WatchArgs) -> Result<Exit> {
         let mut f = std::fs::File::open(&path).with_context(|| format!("cannot open {}", path.display()))?;
         let len = f.metadata().with_context(|| format!("cannot read {}", path.display()))?.len();
         if len < offset {
-            bail!(
-                "{} shrank to {len} bytes, below the {offset} already read: it was replaced or cut, not appended to",
-                path.display()
-            );
+            bail!("{} shrank to {len} bytes, below the {offset} already read: it was replaced or cut, not appended to", path.display());
         }
         buf.clear();
         f.seek(SeekFrom::Start(offset)).and_then(|_| f.read_to_end(&mut buf)).with_context(|| format!("cannot read {}", path.display()))?;
@@ -117,7 +114,8 @@ pub fn cmd_watch(a: WatchArgs) -> Result<Exit> {
         }
         offset += used as u64;
         if a.no_follow {
-            let partial = if buf.len() > used { format!(" (and {} bytes of a line being written)", buf.len() - used) } else { String::new() };
+            let partial =
+                if buf.len() > used { format!(" (and {} bytes of a line being written)", buf.len() - used) } else { String::new() };
             println!("the run has not ended: {} events so far{partial}", tally.events);
             return Ok(tally.unfinished());
         }
