@@ -3,7 +3,8 @@
 //! drive behind the Quarch emulator, seed 7) once per count, each in a fresh process wired
 //! as `faultline run` wires it (event log, console, summary/junit/html reports, metrics), and
 //! prints its peak resident set (VmHWM), the growth per cycle between counts, and the size
-//! of the files it left.
+//! of the files it left. `--without-file-reports` first leaves out summary.json, junit.xml and
+//! report.html (each folds its own `RunModel`), to tell their growth from the rest's.
 
 use faultline::events::Sinks;
 use faultline::metrics::RunMetrics;
@@ -24,7 +25,7 @@ fn peak_kib() -> u64 {
 }
 
 /// One run of `cycles` cycles; prints `cycles peak_kib events_bytes html_bytes`.
-fn one(cycles: u32) {
+fn one(cycles: u32, file_reports_too: bool) {
     let mut s = Scenario::from_toml(DEMO, "scenarios/demo.toml").expect("the demo parses");
     s.cycles.count = cycles;
     let plan = s.plan("scenarios/demo.toml", 7).expect("the demo plans");
@@ -34,8 +35,10 @@ fn one(cycles: u32) {
     let mut sinks = Sinks::new();
     sinks.push(EventLog::append(&dir.join(EVENTS_FILE)).unwrap());
     sinks.push(Console::new(std::io::sink(), Progress::Lines { every_ns: 10_000_000_000 }));
-    for r in file_reports(&dir) {
-        sinks.push(r);
+    if file_reports_too {
+        for r in file_reports(&dir) {
+            sinks.push(r);
+        }
     }
     sinks.push(RunMetrics::new());
     let o = RunnerOptions {
@@ -51,10 +54,14 @@ fn one(cycles: u32) {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let without = args.first().is_some_and(|a| a == "--without-file-reports");
+    if without {
+        args.remove(0);
+    }
     if let [flag, n] = args.as_slice() {
         if flag == "--one" {
-            return one(n.parse().expect("a cycle count"));
+            return one(n.parse().expect("a cycle count"), !without);
         }
     }
     let counts: Vec<u32> =
@@ -63,7 +70,11 @@ fn main() {
     println!("{:>8} {:>12} {:>14} {:>14} {:>14}", "cycles", "peak RSS MB", "KB per cycle", "events.jsonl KB", "report.html KB");
     let mut prev: Option<(u32, u64)> = None;
     for n in counts {
-        let o = Command::new(&me).args(["--one", &n.to_string()]).output().expect("run this example again");
+        let mut c = Command::new(&me);
+        if without {
+            c.arg("--without-file-reports");
+        }
+        let o = c.args(["--one", &n.to_string()]).output().expect("run this example again");
         assert!(o.status.success(), "{n} cycles: {}", String::from_utf8_lossy(&o.stderr));
         let out = String::from_utf8_lossy(&o.stdout);
         let f: Vec<u64> = out.split_whitespace().map(|w| w.parse().expect("figures")).collect();
