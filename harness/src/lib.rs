@@ -15,6 +15,7 @@ pub mod events;
 pub mod format;
 pub mod health;
 pub mod ledger;
+pub mod metrics;
 pub mod port;
 pub mod report;
 pub mod rng;

@@ -55,6 +55,8 @@ pub struct Console<W: Write> {
     /// The current cycle's cut (completions, in flight) and new findings.
     cut: Option<(u64, u32)>,
     new: Vec<crate::verify::Finding>,
+    /// Folding earlier events without printing them ([`Console::replay`]).
+    quiet: bool,
 }
 
 impl Console<std::io::Stdout> {
@@ -80,11 +82,24 @@ impl<W: Write> Console<W> {
             last_line_ns: 0,
             cut: None,
             new: Vec::new(),
+            quiet: false,
         }
+    }
+
+    /// Takes in the events a resumed run recorded before, printing nothing, so that the
+    /// totals and the verdict line count the whole run, not just what follows the resume.
+    pub fn replay(&mut self, prior: &[Event]) -> Result<(), SinkError> {
+        self.quiet = true;
+        let r = prior.iter().try_for_each(|e| self.event(e));
+        self.quiet = false;
+        r
     }
 
     /// Writes a line, above the bar if there is one.
     fn line(&mut self, text: String) -> Result<(), SinkError> {
+        if self.quiet {
+            return Ok(());
+        }
         let out = &mut self.out;
         let mut write = || writeln!(out, "{text}").and_then(|_| out.flush());
         let r = match &self.bar {
@@ -234,6 +249,20 @@ mod tests {
         let out = lines(Progress::Lines { every_ns: 500_000_000 });
         assert_eq!(out.matches("no new findings").count(), 2, "cycles 1 and 3: {out}");
         assert!(out.contains("cycle     3: no new findings (1 cycles with findings so far"), "{out}");
+    }
+
+    #[test]
+    fn a_replayed_start_prints_nothing_but_counts_in_the_totals() {
+        let ev = testdata::run();
+        let mut buf = Vec::new();
+        let mut c = Console::new(&mut buf, Progress::Lines { every_ns: u64::MAX });
+        let (before, after) = ev.split_at(ev.len() - 1);
+        c.replay(before).unwrap();
+        c.event(&after[0]).unwrap();
+        drop(c);
+        let out = String::from_utf8(buf).unwrap();
+        assert!(!out.contains("cycle     2:"), "{out}");
+        assert!(out.starts_with("3 cycles in 4.0 s") && out.ends_with("verdict: 1 finding and 1 health anomaly: the drive broke its flush promise\n"), "{out}");
     }
 
     #[test]

@@ -9,6 +9,7 @@ use std::process::ExitCode;
 mod args;
 mod cmd;
 mod exit;
+mod metrics;
 
 use exit::Exit;
 
@@ -46,6 +47,10 @@ enum Cmd {
     /// Rebuild summary.json, junit.xml and report.html of a run directory from its event
     /// log (events.jsonl); exits with the run's verdict.
     Report(cmd::report::ReportArgs),
+    /// Follow a run's event log live (from another terminal, or over ssh): progress, each
+    /// cycle with new findings, the verdict; exits with the run's exit code. Goes on across
+    /// `faultline resume`.
+    Watch(cmd::watch::WatchArgs),
 }
 
 fn main() -> ExitCode {
@@ -56,10 +61,11 @@ fn main() -> ExitCode {
         Cmd::Decode(a) => cmd::decode::cmd_decode(a),
         Cmd::Selftest(a) => cmd::selftest::cmd_selftest(a),
         Cmd::Run(a) => cmd::run::cmd_run(a),
-        Cmd::Resume(a) => cmd::run::cmd_resume(&a.run_dir),
+        Cmd::Resume(a) => cmd::run::cmd_resume(&a.run_dir, &a.metrics),
         Cmd::Bench(a) => cmd::bench::cmd_bench(a),
         Cmd::Controller(a) => cmd::controller::cmd_controller(a),
         Cmd::Report(a) => cmd::report::cmd_report(a),
+        Cmd::Watch(a) => cmd::watch::cmd_watch(a),
     };
     match r {
         Ok(exit) => exit.into(),

@@ -7,4 +7,5 @@ pub mod report;
 pub mod run;
 pub mod selftest;
 pub mod verify;
+pub mod watch;
 pub mod write;

@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 
 use crate::args::ModelArg;
 use crate::exit::Exit;
+use crate::metrics::{MetricsArgs, MetricsFeed};
 use anyhow::anyhow;
 use clap::Parser;
 use faultline::scenario::SimModel;
@@ -47,12 +48,16 @@ pub struct RunArgs {
     /// Demo only: the contract the drive is held to (default: the demo's, plp).
     #[arg(long, value_parser = ["plp", "flush"], conflicts_with = "scenario")]
     contract: Option<String>,
+    #[command(flatten)]
+    metrics: MetricsArgs,
 }
 
 #[derive(Parser)]
 pub struct ResumeArgs {
     /// The run directory of the run to take up.
     pub run_dir: PathBuf,
+    #[command(flatten)]
+    pub metrics: MetricsArgs,
 }
 
 /// The embedded default of `faultline run` with no scenario file.
@@ -98,7 +103,7 @@ fn finish(summary: &RunSummary, s: &Scenario, dir: &Path) -> Exit {
 
 /// Runs `s` (read from `origin`) in a new run directory. The seed is the scenario's, else
 /// `seed`, else a random one; it is written into the run directory's copy of the scenario.
-pub fn cmd_run_scenario(s: Scenario, origin: &str, run_dir: Option<PathBuf>, seed: Option<u64>) -> Result<Exit> {
+pub fn cmd_run_scenario(s: Scenario, origin: &str, run_dir: Option<PathBuf>, seed: Option<u64>, metrics: &MetricsArgs) -> Result<Exit> {
     let dir = run_dir.unwrap_or_else(|| default_dir(&s.name));
     if exists(&dir) || dir.join(EVENTS_FILE).exists() || dir.join(SCENARIO_FILE).exists() {
         bail!("{} already holds a run: `faultline resume {}` continues it, or use a new run directory", dir.display(), dir.display());
@@ -113,6 +118,7 @@ pub fn cmd_run_scenario(s: Scenario, origin: &str, run_dir: Option<PathBuf>, see
         s.cycles.count
     );
     println!("run directory: {}", dir.display());
+    let feed = MetricsFeed::start(metrics)?;
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let _lock = lock(&dir)?;
     let text = s.to_toml()?;
@@ -125,12 +131,15 @@ pub fn cmd_run_scenario(s: Scenario, origin: &str, run_dir: Option<PathBuf>, see
     for r in file_reports(&dir) {
         sinks.push(r);
     }
+    if let Some(f) = feed {
+        sinks.push(f);
+    }
     let summary = run_scenario(&plan, &dir, sinks, &options(), None)?;
     Ok(finish(&summary, s, &dir))
 }
 
 /// Takes up the run in `dir` after the harness died.
-pub fn cmd_resume(dir: &Path) -> Result<Exit> {
+pub fn cmd_resume(dir: &Path, metrics: &MetricsArgs) -> Result<Exit> {
     let scenario_path = dir.join(SCENARIO_FILE);
     if !scenario_path.is_file() {
         bail!("{} is not a run directory of `faultline run SCENARIO` (no {SCENARIO_FILE} in it)", dir.display());
@@ -171,19 +180,23 @@ pub fn cmd_resume(dir: &Path) -> Result<Exit> {
         s.cycles.count
     );
     println!("run directory: {}", dir.display());
-    // The reports fold the earlier events, the console only the run's start; the log holds
-    // them already.
+    // The reports and the console fold the earlier events (the console without printing
+    // them, so its totals and verdict line count the whole run); the log holds them already.
     let mut sinks = Sinks::new();
     let mut console = Console::stdout();
-    for e in prior.iter().filter(|e| matches!(e, Event::RunStarted { .. })) {
-        console.event(e)?;
-    }
+    console.replay(&prior)?;
     sinks.push(console);
     for mut r in file_reports(dir) {
         for e in &prior {
             r.event(e)?;
         }
         sinks.push(r);
+    }
+    if let Some(mut f) = MetricsFeed::start(metrics)? {
+        for e in &prior {
+            f.event(e)?;
+        }
+        sinks.push(f);
     }
     sinks.push(EventLog::append(&log)?);
     let plan = s.plan(&scenario_path.display().to_string(), seed)?;
@@ -198,7 +211,7 @@ pub fn cmd_resume(dir: &Path) -> Result<Exit> {
 pub fn cmd_run(a: RunArgs) -> Result<Exit> {
     if let Some(path) = &a.scenario {
         let s = Scenario::load(path)?;
-        return cmd_run_scenario(s, &path.display().to_string(), a.run_dir.clone(), a.seed);
+        return cmd_run_scenario(s, &path.display().to_string(), a.run_dir.clone(), a.seed, &a.metrics);
     }
     let origin = "the embedded demo, scenarios/demo.toml";
     let mut s = Scenario::from_toml(DEMO, origin)?;
@@ -227,5 +240,5 @@ pub fn cmd_run(a: RunArgs) -> Result<Exit> {
         s.seed = a.seed;
     }
     // Validated (with the demo's seed or a drawn one) when it is planned.
-    cmd_run_scenario(s, origin, a.run_dir, None)
+    cmd_run_scenario(s, origin, a.run_dir, None, &a.metrics)
 }

@@ -1,0 +1,461 @@
+//! Live metrics of a run in the Prometheus text exposition format (0.0.4), folded from the
+//! event stream like every report, so they never disagree with the event log.
+//!
+//! [`RunMetrics`] is an [`EventSink`]: feed it every event of the run (for `faultline
+//! resume`, the earlier events first) and [`RunMetrics::render`] gives the exposition text.
+//! The encoding is `prometheus-client`'s (the Prometheus project's Rust client); the binary
+//! writes it to a file for node_exporter's textfile collector or serves it over HTTP. Metric
+//! names and meanings: `docs/METRICS.md`.
+//!
+//! Every sample carries the run's labels (`run_id`, `scenario`, `target`, and `model` and
+//! `serial` where the target identity names them); the per-port ones also `port` (one port,
+//! `A`, today: events carry no port yet). State is O(1) in cycles: counters, gauges and
+//! histograms with fixed buckets, plus the current cycle's flags.
+
+use crate::events::{Event, EventSink, SinkError, Verdict};
+use crate::port::PortId;
+use crate::verify::FindingClass;
+use prometheus_client::encoding::prometheus_text;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::{Registry, Unit};
+use std::borrow::Cow;
+use std::sync::atomic::AtomicU64;
+
+/// The content type of [`RunMetrics::render`]'s text.
+pub const CONTENT_TYPE: &str = prometheus_text::CONTENT_TYPE;
+
+/// The states `faultline_run_state` reports, one sample each (1 for the current one).
+pub const STATES: [&str; 4] = ["starting", "running", "suspended", "ended"];
+
+type Labels = Vec<(&'static str, String)>;
+
+/// The metrics of one run, folded from its events.
+pub struct RunMetrics {
+    build: Registry,
+    run: Option<Families>,
+}
+
+/// The run's families, made when `run_started` gives the run's labels.
+struct Families {
+    registry: Registry,
+    state: Family<Labels, Gauge>,
+    cycles_planned: Gauge,
+    last_cycle: Gauge,
+    elapsed: Gauge<f64, AtomicU64>,
+    cycles: Family<Labels, Counter>,
+    findings: Family<Labels, Counter>,
+    anomalies: Family<Labels, Counter>,
+    harness_errors: Counter,
+    resumes: Counter,
+    cycle_duration: Histogram,
+    ready: Family<Labels, Histogram>,
+    stall: Family<Labels, Histogram>,
+    written: Family<Labels, Counter>,
+    writes: Family<Labels, Counter>,
+    verified: Counter,
+    smart: Smart,
+    /// The cycle under way: its start on the run clock, and whether it has brought findings,
+    /// health anomalies or harness errors (its verdict, as `CycleRecord::verdict` tells it).
+    cycle_start_ns: Option<u64>,
+    cycle_found: bool,
+    cycle_errors: bool,
+}
+
+struct Smart {
+    critical_warning: Gauge,
+    temperature: Gauge,
+    available_spare: Gauge<f64, AtomicU64>,
+    percentage_used: Gauge<f64, AtomicU64>,
+    power_cycles: Gauge,
+    unsafe_shutdowns: Gauge,
+    media_errors: Gauge,
+    error_log_entries: Gauge,
+    data_written: Gauge,
+}
+
+impl Default for RunMetrics {
+    fn default() -> Self {
+        RunMetrics::new()
+    }
+}
+
+fn int(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+fn secs(ns: u64) -> f64 {
+    ns as f64 / 1e9
+}
+
+/// `model` and `serial` where a target identity names them (`block:model=X serial=Y ...`).
+fn identity_labels(target: &str) -> Vec<(&'static str, String)> {
+    let mut out = Vec::new();
+    for word in target.split_whitespace() {
+        let word = word.strip_prefix("block:").unwrap_or(word);
+        for key in ["model", "serial"] {
+            if let Some(v) = word.strip_prefix(key).and_then(|w| w.strip_prefix('=')) {
+                out.push((key, v.to_string()));
+            }
+        }
+    }
+    out
+}
+
+fn port_labels() -> Labels {
+    vec![("port", PortId::A.default_name())]
+}
+
+impl RunMetrics {
+    pub fn new() -> Self {
+        let mut build = Registry::default();
+        let info = Family::<Labels, Gauge>::default();
+        build.register("faultline_build_info", "The faultline build that runs the run (always 1)", info.clone());
+        info.get_or_create(&vec![("version", env!("CARGO_PKG_VERSION").to_string())]).set(1);
+        RunMetrics { build, run: None }
+    }
+
+    /// The exposition text: the build's gauge, and the run's families once it has started.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        prometheus_text::encode(&mut out, &self.build).expect("writing to a String cannot fail");
+        if let Some(f) = &self.run {
+            prometheus_text::encode(&mut out, &f.registry).expect("writing to a String cannot fail");
+        }
+        out
+    }
+
+    /// The state the events so far put the run in (`starting` before `run_started`).
+    pub fn state(&self) -> &'static str {
+        let Some(f) = &self.run else { return STATES[0] };
+        STATES.iter().find(|s| f.state.get_or_create(&vec![("state", s.to_string())]).get() == 1).copied().unwrap_or(STATES[1])
+    }
+
+    pub fn apply(&mut self, e: &Event) {
+        if let Event::RunStarted { run_id, scenario, target, cycles_planned, .. } = e {
+            let mut labels: Vec<(Cow<'static, str>, Cow<'static, str>)> = vec![
+                ("run_id".into(), run_id.clone().into()),
+                ("scenario".into(), scenario.clone().into()),
+                ("target".into(), target.clone().into()),
+            ];
+            labels.extend(identity_labels(target).into_iter().map(|(k, v)| (k.into(), v.into())));
+            let f = Families::new(Registry::with_labels(labels.into_iter()));
+            f.cycles_planned.set(i64::from(*cycles_planned));
+            f.set_state("running");
+            self.run = Some(f);
+            return;
+        }
+        let Some(f) = &mut self.run else { return };
+        f.elapsed.set(secs(e.t_ns()).max(f.elapsed.get()));
+        f.apply(e);
+    }
+}
+
+impl EventSink for RunMetrics {
+    fn event(&mut self, e: &Event) -> Result<(), SinkError> {
+        self.apply(e);
+        Ok(())
+    }
+}
+
+impl Families {
+    fn new(mut r: Registry) -> Self {
+        let seconds_buckets = || Histogram::new(exponential_buckets(0.001, 2.0, 20));
+        let f = Families {
+            state: Family::default(),
+            cycles_planned: Gauge::default(),
+            last_cycle: Gauge::default(),
+            elapsed: Gauge::default(),
+            cycles: Family::default(),
+            findings: Family::default(),
+            anomalies: Family::default(),
+            harness_errors: Counter::default(),
+            resumes: Counter::default(),
+            cycle_duration: seconds_buckets(),
+            ready: Family::new_with_constructor(|| Histogram::new(exponential_buckets(0.0001, 2.0, 20))),
+            stall: Family::new_with_constructor(|| Histogram::new(exponential_buckets(0.00001, 2.0, 24))),
+            written: Family::default(),
+            writes: Family::default(),
+            verified: Counter::default(),
+            smart: Smart {
+                critical_warning: Gauge::default(),
+                temperature: Gauge::default(),
+                available_spare: Gauge::default(),
+                percentage_used: Gauge::default(),
+                power_cycles: Gauge::default(),
+                unsafe_shutdowns: Gauge::default(),
+                media_errors: Gauge::default(),
+                error_log_entries: Gauge::default(),
+                data_written: Gauge::default(),
+            },
+            cycle_start_ns: None,
+            cycle_found: false,
+            cycle_errors: false,
+            registry: Registry::default(),
+        };
+        r.register("faultline_run_state", "The run's state: 1 for the current one (starting, running, suspended, ended)", f.state.clone());
+        r.register("faultline_cycles_planned", "Cycles the scenario plans", f.cycles_planned.clone());
+        r.register("faultline_last_cycle", "The number of the last cycle that ended", f.last_cycle.clone());
+        r.register_with_unit(
+            "faultline_run_elapsed",
+            "Run clock at the last event (continues across a resume)",
+            Unit::Seconds,
+            f.elapsed.clone(),
+        );
+        r.register("faultline_cycles", "Cycles ended, by verdict (clean, findings, error)", f.cycles.clone());
+        r.register(
+            "faultline_findings",
+            "Distinct findings, by class (each counted in the cycle where it first appeared)",
+            f.findings.clone(),
+        );
+        r.register("faultline_health_anomalies", "Health anomalies, by kind", f.anomalies.clone());
+        r.register("faultline_harness_errors", "Harness errors (the harness could not do its job)", f.harness_errors.clone());
+        r.register("faultline_resumes", "Times `faultline resume` took the run up again", f.resumes.clone());
+        r.register_with_unit(
+            "faultline_cycle_duration",
+            "Cycle start to cycle end on the run clock",
+            Unit::Seconds,
+            f.cycle_duration.clone(),
+        );
+        r.register_with_unit(
+            "faultline_time_to_ready",
+            "Power-on to the device being back, by stage (enumerate, first_read)",
+            Unit::Seconds,
+            f.ready.clone(),
+        );
+        r.register_with_unit(
+            "faultline_port_stall",
+            "Per cycle, the slowest write completion on the port (the longest the port kept a write waiting)",
+            Unit::Seconds,
+            f.stall.clone(),
+        );
+        r.register_with_unit("faultline_written", "Bytes of writes the device acknowledged, by port", Unit::Bytes, f.written.clone());
+        r.register("faultline_writes_completed", "Writes the device acknowledged, by port", f.writes.clone());
+        r.register_with_unit("faultline_verified", "Bytes read back and verified", Unit::Bytes, f.verified.clone());
+        let s = &f.smart;
+        r.register(
+            "faultline_smart_critical_warning",
+            "SMART critical-warning bits at the last health reading",
+            s.critical_warning.clone(),
+        );
+        r.register_with_unit("faultline_smart_temperature", "SMART composite temperature", Unit::Celsius, s.temperature.clone());
+        r.register_with_unit(
+            "faultline_smart_available_spare",
+            "SMART available spare, 0 to 1",
+            Unit::Other("ratio".into()),
+            s.available_spare.clone(),
+        );
+        r.register_with_unit(
+            "faultline_smart_percentage_used",
+            "SMART endurance used, 0 to 1 (may pass 1)",
+            Unit::Other("ratio".into()),
+            s.percentage_used.clone(),
+        );
+        r.register("faultline_smart_power_cycles", "SMART power cycles (the device's counter)", s.power_cycles.clone());
+        r.register("faultline_smart_unsafe_shutdowns", "SMART unsafe shutdowns (the device's counter)", s.unsafe_shutdowns.clone());
+        r.register("faultline_smart_media_errors", "SMART media and data integrity errors (the device's counter)", s.media_errors.clone());
+        r.register("faultline_smart_error_log_entries", "SMART error-log entries (the device's counter)", s.error_log_entries.clone());
+        r.register_with_unit(
+            "faultline_smart_data_written",
+            "SMART data units written, in bytes (1 unit = 512,000 bytes)",
+            Unit::Bytes,
+            s.data_written.clone(),
+        );
+        for v in [Verdict::Clean, Verdict::Findings, Verdict::Error] {
+            let _ = f.cycles.get_or_create(&vec![("verdict", v.name().to_string())]);
+        }
+        for c in FindingClass::ALL {
+            let _ = f.findings.get_or_create(&vec![("class", c.name().to_string())]);
+        }
+        let _ = f.written.get_or_create(&port_labels());
+        let _ = f.writes.get_or_create(&port_labels());
+        for s in STATES {
+            let _ = f.state.get_or_create(&vec![("state", s.to_string())]);
+        }
+        Families { registry: r, ..f }
+    }
+
+    fn set_state(&self, state: &str) {
+        for s in STATES {
+            self.state.get_or_create(&vec![("state", s.to_string())]).set(i64::from(s == state));
+        }
+    }
+
+    fn apply(&mut self, e: &Event) {
+        match e {
+            Event::RunStarted { .. } => {}
+            Event::CycleStarted { t_ns, .. } => {
+                self.cycle_start_ns = Some(*t_ns);
+                self.cycle_found = false;
+                self.cycle_errors = false;
+            }
+            Event::Ready { enumerate_us, first_read_us, .. } => {
+                for (stage, us) in [("enumerate", enumerate_us), ("first_read", first_read_us)] {
+                    if let Some(us) = us {
+                        self.ready.get_or_create(&vec![("stage", stage.to_string())]).observe(*us as f64 / 1e6);
+                    }
+                }
+            }
+            Event::Health { smart, anomalies, .. } => {
+                let s = &self.smart;
+                s.critical_warning.set(i64::from(smart.critical_warning));
+                s.temperature.set(i64::from(smart.temperature_k) - 273);
+                s.available_spare.set(f64::from(smart.available_spare_pct) / 100.0);
+                s.percentage_used.set(f64::from(smart.percentage_used) / 100.0);
+                s.power_cycles.set(int(smart.power_cycles));
+                s.unsafe_shutdowns.set(int(smart.unsafe_shutdowns));
+                s.media_errors.set(int(smart.media_errors));
+                s.error_log_entries.set(int(smart.error_log_entries));
+                s.data_written.set(int(smart.data_units_written.saturating_mul(512_000)));
+                for a in anomalies {
+                    self.anomalies.get_or_create(&vec![("kind", a.kind.clone())]).inc();
+                }
+                self.cycle_found |= !anomalies.is_empty();
+            }
+            Event::Verified { bytes, .. } => {
+                self.verified.inc_by(*bytes);
+            }
+            Event::Finding { finding, .. } => {
+                self.findings.get_or_create(&vec![("class", finding.class.name().to_string())]).inc();
+                self.cycle_found = true;
+            }
+            Event::CycleEnded { t_ns, cycle, verdict, writes_completed, bytes_written, latency_max_ns, .. } => {
+                // The cycle's verdict as the reports tell it (`CycleRecord::verdict`).
+                let verdict = match verdict {
+                    _ if self.cycle_errors => Verdict::Error,
+                    Verdict::Clean if self.cycle_found => Verdict::Findings,
+                    v => *v,
+                };
+                self.cycles.get_or_create(&vec![("verdict", verdict.name().to_string())]).inc();
+                if let Some(start) = self.cycle_start_ns.take() {
+                    self.cycle_duration.observe(secs(t_ns.saturating_sub(start)));
+                }
+                if let Some(max) = latency_max_ns {
+                    self.stall.get_or_create(&port_labels()).observe(secs(*max));
+                }
+                self.written.get_or_create(&port_labels()).inc_by(*bytes_written);
+                self.writes.get_or_create(&port_labels()).inc_by(*writes_completed);
+                self.last_cycle.set(i64::from(*cycle));
+            }
+            Event::HarnessError { cycle, .. } => {
+                self.harness_errors.inc();
+                self.cycle_errors |= cycle.is_some();
+            }
+            Event::RunResumed { .. } => {
+                self.resumes.inc();
+                self.set_state("running");
+            }
+            Event::RunSuspended { .. } => self.set_state("suspended"),
+            Event::RunEnded { .. } => self.set_state("ended"),
+            Event::CutIssued { .. }
+            | Event::DeviceGone { .. }
+            | Event::PowerRestored { .. }
+            | Event::RunStopped { .. }
+            | Event::Note { .. }
+            | Event::ControllerLog { .. } => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::HealthNote;
+    use crate::ledger::Contract;
+    use crate::verify::{Finding, Shown};
+
+    /// Three cycles: the second finds a lost write, the third a health anomaly.
+    fn run() -> Vec<Event> {
+        let mut ev = vec![Event::RunStarted {
+            t_ns: 0,
+            run_id: "00000000000000ab".into(),
+            scenario: "demo \"q\"".into(),
+            target: "block:model=M1 serial=S1 size=1".into(),
+            contract: Contract::Plp,
+            cycles_planned: 3,
+            seed: 1,
+            started_at: "x".into(),
+        }];
+        for c in 1..=3u32 {
+            let t = u64::from(c) * 1_000_000_000;
+            ev.push(Event::CycleStarted { t_ns: t, cycle: c });
+            ev.push(Event::Ready { t_ns: t + 10, cycle: c, enumerate_us: Some(1500), first_read_us: Some(3000) });
+            let anomalies = if c == 3 { vec![HealthNote { kind: "media_errors_grew".into(), detail: "1 -> 2".into() }] } else { vec![] };
+            let smart = crate::events::SmartFigures { temperature_k: 310, unsafe_shutdowns: u64::from(c), ..Default::default() };
+            ev.push(Event::Health { t_ns: t + 20, cycle: c, smart, anomalies });
+            if c == 2 {
+                let finding = Finding {
+                    class: FindingClass::LostWrite,
+                    offset: 4096,
+                    length: 4096,
+                    expected: Shown::Prefill,
+                    found: Shown::Zeros,
+                    cycle: c,
+                    detail: "gone".into(),
+                };
+                ev.push(Event::Finding { t_ns: t + 30, cycle: c, finding });
+            }
+            ev.push(Event::CycleEnded {
+                t_ns: t + 500_000_000,
+                cycle: c,
+                verdict: if c == 2 { Verdict::Findings } else { Verdict::Clean },
+                writes_completed: 10,
+                bytes_written: 40960,
+                write_ns: 1000,
+                latency_p50_ns: Some(100),
+                latency_p99_ns: Some(200),
+                latency_max_ns: Some(300),
+                harness_ns: None,
+            });
+        }
+        ev.push(Event::RunEnded { t_ns: 4_000_000_000, verdict: Verdict::Findings, exit_code: 1 });
+        ev
+    }
+
+    fn sample<'a>(text: &'a str, name_and_labels: &str) -> Option<&'a str> {
+        text.lines().find_map(|l| l.strip_prefix(name_and_labels).and_then(|r| r.strip_prefix(' ')))
+    }
+
+    #[test]
+    fn the_run_folds_into_counters_gauges_and_histograms() {
+        let mut m = RunMetrics::new();
+        assert!(m.render().contains("faultline_build_info{version=\""), "{}", m.render());
+        assert_eq!(m.state(), "starting");
+        for e in run() {
+            m.apply(&e);
+        }
+        let t = m.render();
+        let run = r#"run_id="00000000000000ab",scenario="demo \"q\"",target="block:model=M1 serial=S1 size=1",model="M1",serial="S1""#;
+        assert!(t.contains(&format!("faultline_cycles_total{{{run},verdict=\"findings\"}} 2")), "{t}");
+        assert!(t.contains(&format!("faultline_cycles_total{{{run},verdict=\"clean\"}} 1")), "{t}");
+        assert!(t.contains(&format!("faultline_findings_total{{{run},class=\"lost_write\"}} 1")), "{t}");
+        assert!(t.contains(&format!("faultline_findings_total{{{run},class=\"torn_write\"}} 0")), "every class: {t}");
+        assert!(t.contains(&format!("faultline_run_state{{{run},state=\"ended\"}} 1")), "{t}");
+        assert!(t.contains(&format!("faultline_run_state{{{run},state=\"running\"}} 0")), "{t}");
+        assert!(t.contains("# TYPE faultline_cycle_duration_seconds histogram"), "{t}");
+        assert_eq!(sample(&t, &format!("faultline_cycle_duration_seconds_count{{{run}}}")), Some("3"), "{t}");
+        assert!(t.contains(&format!("faultline_port_stall_seconds_count{{{run},port=\"A\"}}")), "{t}");
+        assert_eq!(m.state(), "ended");
+    }
+
+    #[test]
+    fn model_and_serial_come_from_the_target_identity() {
+        let l = identity_labels("block:model=ACME_SSD serial=S123 wwid=eui.1 size=1");
+        assert_eq!(l, [("model", "ACME_SSD".to_string()), ("serial", "S123".to_string())]);
+        assert!(identity_labels("sim:7 size=1").is_empty());
+    }
+
+    #[test]
+    fn a_suspended_run_says_so_and_a_resume_runs_again() {
+        let mut m = RunMetrics::new();
+        let ev = run();
+        m.apply(&ev[0]);
+        m.apply(&Event::RunSuspended { t_ns: 5, reason: "short of space".into() });
+        assert_eq!(m.state(), "suspended");
+        m.apply(&Event::RunResumed { t_ns: 6, resumed_at: "x".into(), cycles_ended: 0, interrupted_cycle: None, last_event: "x".into() });
+        assert_eq!(m.state(), "running");
+        assert!(m.render().contains("faultline_resumes_total{"), "{}", m.render());
+    }
+}
