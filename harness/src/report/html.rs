@@ -138,7 +138,7 @@ fn write_and_port(f: &Finding) -> (String, String) {
 
 fn finding_rows(h: &mut String, m: &RunModel, findings: &[Finding]) {
     h.push_str(
-        "<table class=\"findings\"><tr><th>cycle</th><th>write</th><th>port</th><th>LBA</th><th>bytes</th>\
+        "<table class=\"rows\"><tr><th>cycle</th><th>write</th><th>port</th><th>LBA</th><th>bytes</th>\
          <th>expected</th><th>found</th><th>detail</th></tr>\n",
     );
     for f in findings {

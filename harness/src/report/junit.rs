@@ -121,7 +121,7 @@ impl<S: io::Write + Read + Seek> Junit<S> {
         report.add_test_suite(suite);
         let text = report.to_string().map_err(io::Error::other)?;
         let (from, to) = cases_span(&text);
-        self.spool.write_all(text[from..to].as_bytes())?;
+        self.spool.write_all(&text.as_bytes()[from..to])?;
         self.spooled.0 += 1;
         match &c.status {
             TestCaseStatus::NonSuccess { kind: NonSuccessKind::Failure, .. } => self.spooled.1 += 1,
@@ -184,11 +184,11 @@ impl<S: io::Write + Read + Seek> Junit<S> {
         // The spooled cases go before the first case of this report (there is one whenever
         // a case was spooled: the last cycle's).
         let at = if n > 0 { cases_span(&text).0 } else { text.len() };
-        out.write_all(text[..at].as_bytes())?;
+        out.write_all(&text.as_bytes()[..at])?;
         self.spool.flush()?;
         self.spool.seek(SeekFrom::Start(0))?;
         io::copy(&mut self.spool, out)?;
-        out.write_all(text[at..].as_bytes())
+        out.write_all(&text.as_bytes()[at..])
     }
 }
 

@@ -86,19 +86,19 @@ pub struct FileReport {
 
 enum Kind {
     /// `summary.json`, `report.html`: rendered from the model.
-    Model { model: RunModel, render: fn(&RunModel) -> String },
+    Model { model: Box<RunModel>, render: fn(&RunModel) -> String },
     /// `junit.xml`: cases spooled as cycles close (`None` once written).
-    Junit(Option<junit::Junit<Spool>>),
+    Junit(Option<Box<junit::Junit<Spool>>>),
 }
 
 impl FileReport {
     pub fn new(path: PathBuf, render: fn(&RunModel) -> String) -> Self {
-        FileReport { path, kind: Kind::Model { model: RunModel::default(), render } }
+        FileReport { path, kind: Kind::Model { model: Box::default(), render } }
     }
 
     /// `junit.xml` at `path`, its cases spooled to `spool` (created when the first case is).
     pub fn junit(path: PathBuf, spool: PathBuf) -> Self {
-        FileReport { path, kind: Kind::Junit(Some(junit::Junit::new(Spool { path: spool, file: None }))) }
+        FileReport { path, kind: Kind::Junit(Some(Box::new(junit::Junit::new(Spool { path: spool, file: None })))) }
     }
 
     fn fold(&mut self, e: &Event) {
@@ -117,7 +117,7 @@ impl FileReport {
                 let Some(j) = j.take() else { return Ok(()) };
                 let spool = j.spool_path().to_path_buf();
                 let mut j = Some(j);
-                let r = write_atomically_with(&self.path, &mut |out| j.take().map_or(Ok(()), |j| j.finish(out)));
+                let r = write_atomically_with(&self.path, &mut |out| j.take().map_or(Ok(()), |j| (*j).finish(out)));
                 match std::fs::remove_file(&spool) {
                     Err(e) if e.kind() != std::io::ErrorKind::NotFound => r.and(Err(SinkError::io("cannot remove the spool", &spool, e))),
                     _ => r,

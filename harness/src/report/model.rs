@@ -467,8 +467,12 @@ impl RunModel {
             t.bytes_verified += v.bytes;
             t.verify_ns += v.verify_ns;
         }
-        c.enumerate_us.map(|v| f.enumerate_us.push(v));
-        c.first_read_us.map(|v| f.first_read_us.push(v));
+        if let Some(v) = c.enumerate_us {
+            f.enumerate_us.push(v);
+        }
+        if let Some(v) = c.first_read_us {
+            f.first_read_us.push(v);
+        }
         if let Some(cut) = &c.cut {
             if let Some(gone) = c.device_gone_ns {
                 f.cut_to_gone_ns.push(gone.saturating_sub(cut.t_ns));
@@ -490,7 +494,9 @@ impl RunModel {
             t.writes_completed += e.writes_completed;
             t.bytes_written += e.bytes_written;
             t.write_ns += e.write_ns;
-            e.harness_ns.map(|v| f.harness_ns.push(v));
+            if let Some(v) = e.harness_ns {
+                f.harness_ns.push(v);
+            }
             if let Some(v) = e.latency_p50_ns {
                 f.latency_p50_ns.push(v);
                 ch.latency_p50_ns.push(x, v as f64);

@@ -104,7 +104,7 @@ impl Thinned {
     }
 
     pub fn push(&mut self, p: (f64, f64)) {
-        if self.seen % self.stride == 0 {
+        if self.seen.is_multiple_of(self.stride) {
             self.points.push(p);
             if self.points.len() > self.cap {
                 // Kept points are those with index a multiple of `stride`; keeping every
