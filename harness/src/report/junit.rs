@@ -311,6 +311,33 @@ mod tests {
     }
 
     #[test]
+    fn spooled_cases_are_spliced_in_order_with_the_totals_in_the_head() {
+        let ev = testdata::run();
+        let mut all = vec![ev[0].clone()];
+        for k in 0..400u32 {
+            for e in &ev[1..ev.len() - 1] {
+                let mut e = e.clone();
+                crate::report::model::tests::renumber(&mut e, 3 * k);
+                all.push(e);
+            }
+        }
+        // The run died in cycle 1201: its case is an error, last.
+        all.push(crate::events::Event::CycleStarted { t_ns: 5_000_000_000, cycle: 1201 });
+        let x = render(&all);
+        let el = elements(&x);
+        let cases: Vec<&str> = el.iter().filter(|e| e.0 == "testcase").map(|e| attr(e, "name")).collect();
+        assert_eq!(cases.len(), 1201);
+        assert!(cases.iter().enumerate().all(|(i, c)| *c == format!("cycle {}", i + 1)), "in cycle order");
+        let suite = el.iter().find(|e| e.0 == "testsuite").unwrap();
+        let failures = el.iter().filter(|e| e.0 == "failure").count();
+        assert_eq!([attr(suite, "tests"), attr(suite, "failures"), attr(suite, "errors")], ["1201", "800", "1"]);
+        assert_eq!(failures, 800);
+        // No cycle at all: a suite with its properties only.
+        let x = render(&ev[..1]);
+        assert!(elements(&x).iter().all(|e| e.0 != "testcase") && x.contains("<property name=\"seed\" value=\"4\"/>"), "{x}");
+    }
+
+    #[test]
     fn errors_get_error_cases_and_unwritable_characters_are_dropped() {
         let mut ev = testdata::run();
         ev.insert(1, crate::events::Event::HarnessError { t_ns: 1, cycle: None, message: "lost \u{1}the\u{1b}[31m controller".into() });

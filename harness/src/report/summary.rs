@@ -33,6 +33,8 @@ pub struct Summary {
     pub findings: u64,
     pub findings_per_class: BTreeMap<String, u64>,
     pub health_anomalies: u64,
+    /// The first 200 harness errors outside cycles and the first 200 in cycles; a last line
+    /// counts any beyond (all are in `events.jsonl`).
     pub harness_errors: Vec<String>,
     /// Times `faultline resume` took the run up again after the harness died.
     #[serde(default)]
