@@ -7,6 +7,7 @@
 //! | [`LEDGER_FILE`] `ledger.fl` | what the durability contract made durable | [`crate::ledger`] |
 //! | [`EVENTS_FILE`] `events.jsonl` | the one event stream | `report::jsonl` |
 //! | [`SUMMARY_FILE`] `summary.json`, [`JUNIT_FILE`] `junit.xml`, [`HTML_FILE`] `report.html` | reports, rebuilt from the events by `faultline report` | [`crate::report`] |
+//! | [`JUNIT_SPOOL_FILE`] `junit.cases.tmp` | `junit.xml`'s test cases while they are written, removed once it is | [`crate::report`] |
 //! | [`LOCK_FILE`] `run.lock` | held (`flock`) while a process runs the run | [`lock`] |
 //! | [`SIM_MEDIA_FILE`] `sim-drive.media`, [`SIM_STATE_FILE`] `sim-drive.json` | a simulated drive kept in the run directory (media image, state saved at each cut, via `sim-drive.json.tmp`) | `faultline_fixtures::SimDrive::persistent` |
 //!
@@ -31,6 +32,8 @@ pub const EVENTS_FILE: &str = "events.jsonl";
 pub const SUMMARY_FILE: &str = "summary.json";
 /// The run as JUnit XML.
 pub const JUNIT_FILE: &str = "junit.xml";
+/// `junit.xml`'s test cases, spooled while the run goes on (removed once the file is written).
+pub const JUNIT_SPOOL_FILE: &str = "junit.cases.tmp";
 /// The run's HTML report.
 pub const HTML_FILE: &str = "report.html";
 /// Held (`flock`) by the process running the run, so a second one cannot take it up too.

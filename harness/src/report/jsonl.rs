@@ -15,7 +15,7 @@
 use super::error::ReportError;
 use crate::events::{Event, EventSink, SinkError};
 use std::fs::{File, OpenOptions};
-use std::io::{BufWriter, Write};
+use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 /// The events format this build writes (1: bare events, before the envelope).
@@ -69,10 +69,77 @@ pub struct LogRead {
     pub torn_tail_bytes: usize,
 }
 
-/// Reads a log written by [`EventLog`].
+/// What streaming a log found besides its events.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LogStats {
+    pub events: usize,
+    /// Length of a torn last line that was dropped (0 if none).
+    pub torn_tail_bytes: usize,
+}
+
+/// Reads a log written by [`EventLog`], whole, into memory (see [`for_each_event`] to
+/// stream it).
 pub fn read_events(path: &Path) -> Result<LogRead, ReportError> {
-    let bytes = std::fs::read(path).map_err(|e| SinkError::io("cannot read the event log", path, e))?;
-    parse_events(&bytes, &path.display().to_string())
+    let mut events = Vec::new();
+    let stats = for_each_event(path, &mut |e| {
+        events.push(e);
+        Ok(())
+    })?;
+    Ok(LogRead { events, torn_tail_bytes: stats.torn_tail_bytes })
+}
+
+/// Streams a log written by [`EventLog`] through `f`, one event at a time, in order, in
+/// memory bounded by its longest line.
+pub fn for_each_event(path: &Path, f: &mut dyn FnMut(Event) -> Result<(), ReportError>) -> Result<LogStats, ReportError> {
+    let file = File::open(path).map_err(|e| SinkError::io("cannot read the event log", path, e))?;
+    stream_events(BufReader::with_capacity(1 << 16, file), &path.display().to_string(), f)
+        .map_err(|e| e.or_io(|cause| SinkError::io("cannot read the event log", path, cause)))
+}
+
+/// Why [`stream_events`] stopped.
+pub enum StreamError {
+    Report(ReportError),
+    Io(std::io::Error),
+}
+
+impl StreamError {
+    fn or_io(self, io: impl FnOnce(std::io::Error) -> SinkError) -> ReportError {
+        match self {
+            StreamError::Report(r) => r,
+            StreamError::Io(e) => io(e).into(),
+        }
+    }
+}
+
+/// Streams log lines from `r` through `f`; `name` appears in errors. A torn last line (no
+/// newline, and not an event) is dropped and counted; any other line that is not an event
+/// is refused, naming its line number.
+pub fn stream_events(
+    mut r: impl BufRead,
+    name: &str,
+    f: &mut dyn FnMut(Event) -> Result<(), ReportError>,
+) -> Result<LogStats, StreamError> {
+    let mut stats = LogStats::default();
+    let mut line = Vec::new();
+    for i in 1.. {
+        line.clear();
+        if r.read_until(b'\n', &mut line).map_err(StreamError::Io)? == 0 {
+            break;
+        }
+        let complete = line.ends_with(b"\n");
+        let text = line.strip_suffix(b"\n").unwrap_or(&line);
+        match decode_line(text) {
+            Ok((_, e)) => {
+                stats.events += 1;
+                f(e).map_err(StreamError::Report)?
+            }
+            // Only the last line can be torn, and a torn line has no newline: the writer
+            // ends every event with one, in the same write.
+            Err(_) if !complete => stats.torn_tail_bytes = line.len(),
+            Err(e) => return Err(StreamError::Report(ReportError::BadLine { path: name.to_string(), line: i, message: e.to_string() })),
+        }
+    }
+    Ok(stats)
 }
 
 /// One event in its envelope (`prefix` is the envelope's opening, up to the event's keys).
@@ -133,21 +200,13 @@ pub fn decode_line(text: &[u8]) -> Result<(Envelope, Event), LineError> {
 
 /// Parses log bytes; `name` appears in errors.
 pub fn parse_events(bytes: &[u8], name: &str) -> Result<LogRead, ReportError> {
-    let mut out = LogRead::default();
-    let mut lines = bytes.split_inclusive(|&b| b == b'\n').enumerate().peekable();
-    while let Some((i, line)) = lines.next() {
-        let last = lines.peek().is_none();
-        let complete = line.ends_with(b"\n");
-        let text = line.strip_suffix(b"\n").unwrap_or(line);
-        match decode_line(text) {
-            Ok((_, e)) => out.events.push(e),
-            // Only the last line can be torn, and a torn line has no newline: the writer
-            // ends every event with one, in the same write.
-            Err(_) if last && !complete => out.torn_tail_bytes = line.len(),
-            Err(e) => return Err(ReportError::BadLine { path: name.to_string(), line: i + 1, message: e.to_string() }),
-        }
-    }
-    Ok(out)
+    let mut events = Vec::new();
+    let stats = stream_events(bytes, name, &mut |e| {
+        events.push(e);
+        Ok(())
+    })
+    .map_err(|e| e.or_io(|cause| SinkError::io("cannot read", Path::new(name), cause)))?;
+    Ok(LogRead { events, torn_tail_bytes: stats.torn_tail_bytes })
 }
 
 #[cfg(test)]

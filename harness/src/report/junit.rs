@@ -3,21 +3,28 @@
 //! cycle the harness could not finish has an `<error>`; harness errors outside any cycle add a
 //! test case named `run` with an `<error>`. quick-junit escapes every text and attribute, and
 //! drops the characters XML 1.0 cannot carry (most C0 controls, ANSI escapes).
+//!
+//! The file grows with the cycles (one case each), but writing it does not: each cycle's
+//! case is serialised as the cycle closes and spooled (to a file beside the report, or any
+//! `Read + Write + Seek`); at the end the suite's head, with its totals, is written, then
+//! the spooled cases are copied in, then the last case and the tail. The spooled text is
+//! what quick-junit writes for the case inside a suite, cut out of a one-case report.
 
 use super::model::{describe, CycleRecord, RunModel};
-use crate::events::Verdict;
+use crate::events::{Event, Verdict};
 use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite};
 use std::fmt::Write;
+use std::io::{self, Read, Seek, SeekFrom};
 use std::time::Duration;
 
 /// Findings listed in one cycle's failure text; the rest are counted (CI tools choke on
 /// megabytes per test case, and the event log has them all).
-pub const MAX_FINDING_LINES: usize = 200;
+pub const MAX_FINDING_LINES: usize = super::model::MAX_CYCLE_FINDINGS;
 
 /// The failure text of a cycle: one line per finding, then one per health anomaly.
 fn failure_text(c: &CycleRecord) -> String {
     let mut t = String::new();
-    for f in c.findings.iter().take(MAX_FINDING_LINES) {
+    for f in c.findings.kept.iter().take(MAX_FINDING_LINES) {
         let _ = writeln!(
             t,
             "{} at byte {} (+{}): expected {}; found {}: {}",
@@ -29,70 +36,181 @@ fn failure_text(c: &CycleRecord) -> String {
             f.detail
         );
     }
-    if c.findings.len() > MAX_FINDING_LINES {
-        let _ = writeln!(t, "... {} more findings in events.jsonl", c.findings.len() - MAX_FINDING_LINES);
+    if c.findings.dropped() > 0 {
+        let _ = writeln!(t, "... {} more findings in events.jsonl", c.findings.dropped());
     }
-    for a in &c.anomalies {
+    for a in &c.anomalies.kept {
         let _ = writeln!(t, "health anomaly {}: {}", a.kind, a.detail);
+    }
+    if c.anomalies.dropped() > 0 {
+        let _ = writeln!(t, "... {} more health anomalies in events.jsonl", c.anomalies.dropped());
     }
     t
 }
 
-/// The text of `junit.xml`.
-pub fn render(m: &RunModel) -> String {
-    let scenario = m.start.as_ref().map_or("faultline", |s| s.scenario.as_str());
-    let class = format!("faultline.{scenario}");
-    let mut suite = TestSuite::new(scenario);
-    suite.set_time(Duration::from_nanos(m.last_t_ns));
-    if let Some(s) = &m.start {
-        // JUnit's timestamp is ISO 8601 to the millisecond; the property keeps the run's own
-        // text (and is the only record of it when it does not parse).
-        if let Ok(t) = chrono::DateTime::parse_from_rfc3339(&s.started_at) {
-            suite.set_timestamp(t);
+fn class_name(m: &RunModel) -> String {
+    format!("faultline.{}", m.start.as_ref().map_or("faultline", |s| s.scenario.as_str()))
+}
+
+/// A cycle's test case.
+fn case(c: &CycleRecord, class: &str) -> TestCase {
+    let status = match c.verdict() {
+        Verdict::Clean => TestCaseStatus::success(),
+        Verdict::Findings => {
+            let msg = match (c.findings.total, c.anomalies.total) {
+                (n, 0) => format!("{n} new findings"),
+                (0, a) => format!("{a} health anomalies"),
+                (n, a) => format!("{n} new findings, {a} health anomalies"),
+            };
+            let kind = c.findings.kept.first().map_or("health_anomaly", |f| f.class.name());
+            non_success(NonSuccessKind::Failure, msg, kind, failure_text(c))
         }
-        suite.add_properties([
-            Property::new("run_id", &s.run_id),
-            Property::new("target", &s.target),
-            Property::new("contract", s.contract.to_string()),
-            Property::new("seed", s.seed.to_string()),
-            Property::new("started_at", &s.started_at),
-        ]);
+        Verdict::Error => {
+            let msg = if c.errors.is_empty() { "the cycle did not end".to_string() } else { c.errors.kept.join("; ") };
+            non_success(NonSuccessKind::Error, msg, "harness_error", failure_text(c))
+        }
+    };
+    let mut case = TestCase::new(format!("cycle {}", c.cycle), status);
+    case.set_classname(class);
+    case.set_time(match (c.started_ns, c.end.as_ref()) {
+        (Some(s), Some(e)) => Duration::from_nanos(e.t_ns.saturating_sub(s)),
+        _ => Duration::ZERO,
+    });
+    case
+}
+
+/// Builds `junit.xml` from the events, spooling cases to `S` as cycles close.
+pub struct Junit<S> {
+    model: RunModel,
+    spool: S,
+    /// Cases spooled, and of them failures and errors.
+    spooled: (usize, usize, usize),
+    /// The latest closed cycle's case, not spooled yet (the file's head is cut at it).
+    last: Option<TestCase>,
+    /// The first spool write that failed (reported at the end).
+    failed: Option<io::Error>,
+}
+
+impl<S: io::Write + Read + Seek> Junit<S> {
+    /// A report spooling to `spool`, which must be empty.
+    pub fn new(spool: S) -> Self {
+        Junit { model: RunModel::default(), spool, spooled: (0, 0, 0), last: None, failed: None }
     }
-    for c in m.cycles.values() {
-        let status = match c.verdict() {
-            Verdict::Clean => TestCaseStatus::success(),
-            Verdict::Findings => {
-                let msg = match (c.findings.len(), c.anomalies.len()) {
-                    (n, 0) => format!("{n} new findings"),
-                    (0, a) => format!("{a} health anomalies"),
-                    (n, a) => format!("{n} new findings, {a} health anomalies"),
-                };
-                let kind = c.findings.first().map_or("health_anomaly", |f| f.class.name());
-                non_success(NonSuccessKind::Failure, msg, kind, failure_text(c))
+
+    pub fn event(&mut self, e: &Event) {
+        let class = class_name(&self.model);
+        let mut closed = Vec::new();
+        self.model.fold(e, &mut |c| closed.push(case(c, &class)));
+        for c in closed {
+            if let Some(prev) = self.last.replace(c) {
+                if let Err(err) = self.spool_case(&prev) {
+                    self.failed.get_or_insert(err);
+                }
             }
-            Verdict::Error => {
-                let msg = if c.errors.is_empty() { "the cycle did not end".to_string() } else { c.errors.join("; ") };
-                non_success(NonSuccessKind::Error, msg, "harness_error", failure_text(c))
+        }
+    }
+
+    pub fn spool(&self) -> &S {
+        &self.spool
+    }
+
+    fn spool_case(&mut self, c: &TestCase) -> io::Result<()> {
+        let mut suite = TestSuite::new("");
+        suite.add_test_case(c.clone());
+        let mut report = Report::new("");
+        report.add_test_suite(suite);
+        let text = report.to_string().map_err(io::Error::other)?;
+        let (from, to) = cases_span(&text);
+        self.spool.write_all(&text.as_bytes()[from..to])?;
+        self.spooled.0 += 1;
+        match &c.status {
+            TestCaseStatus::NonSuccess { kind: NonSuccessKind::Failure, .. } => self.spooled.1 += 1,
+            TestCaseStatus::NonSuccess { kind: NonSuccessKind::Error, .. } => self.spooled.2 += 1,
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Writes the whole file to `out`: open cycles count as they stand.
+    pub fn finish(mut self, out: &mut dyn io::Write) -> io::Result<()> {
+        if let Some(err) = self.failed.take() {
+            return Err(err);
+        }
+        // What is still open (the run did not end) closes as it stands, in cycle order.
+        let class = class_name(&self.model);
+        let mut closed = Vec::new();
+        self.model.close_open(&mut |c| closed.push(case(c, &class)));
+        for c in closed {
+            if let Some(prev) = self.last.replace(c) {
+                self.spool_case(&prev)?;
             }
-        };
-        let mut case = TestCase::new(format!("cycle {}", c.cycle), status);
-        case.set_classname(&class);
-        case.set_time(match (c.started_ns, c.end.as_ref()) {
-            (Some(s), Some(e)) => Duration::from_nanos(e.t_ns.saturating_sub(s)),
-            _ => Duration::ZERO,
-        });
-        suite.add_test_case(case);
+        }
+        let m = &self.model;
+        let scenario = m.start.as_ref().map_or("faultline", |s| s.scenario.as_str());
+        let mut suite = TestSuite::new(scenario);
+        suite.set_time(Duration::from_nanos(m.last_t_ns));
+        if let Some(s) = &m.start {
+            // JUnit's timestamp is ISO 8601 to the millisecond; the property keeps the run's
+            // own text (and is the only record of it when it does not parse).
+            if let Ok(t) = chrono::DateTime::parse_from_rfc3339(&s.started_at) {
+                suite.set_timestamp(t);
+            }
+            suite.add_properties([
+                Property::new("run_id", &s.run_id),
+                Property::new("target", &s.target),
+                Property::new("contract", s.contract.to_string()),
+                Property::new("seed", s.seed.to_string()),
+                Property::new("started_at", &s.started_at),
+            ]);
+        }
+        suite.add_test_cases(self.last.take());
+        if !m.run_errors.is_empty() {
+            let mut msg = m.run_errors.kept.join("; ");
+            if m.run_errors.dropped() > 0 {
+                let _ = write!(msg, "; and {} more in events.jsonl", m.run_errors.dropped());
+            }
+            let mut case = TestCase::new("run", non_success(NonSuccessKind::Error, msg.clone(), "harness_error", msg));
+            case.set_classname(class_name(m)).set_time(Duration::ZERO);
+            suite.add_test_case(case);
+        }
+        let (n, failures, errors) = self.spooled;
+        suite.tests += n;
+        suite.failures += failures;
+        suite.errors += errors;
+        let mut report = Report::new("faultline");
+        report.set_time(Duration::from_nanos(m.last_t_ns));
+        report.add_test_suite(suite);
+        let text = report.to_string().map_err(io::Error::other)?;
+        // The spooled cases go before the first case of this report (there is one whenever
+        // a case was spooled: the last cycle's).
+        let at = if n > 0 { cases_span(&text).0 } else { text.len() };
+        out.write_all(&text.as_bytes()[..at])?;
+        self.spool.flush()?;
+        self.spool.seek(SeekFrom::Start(0))?;
+        io::copy(&mut self.spool, out)?;
+        out.write_all(&text.as_bytes()[at..])
     }
-    if !m.run_errors.is_empty() {
-        let msg = m.run_errors.join("; ");
-        let mut case = TestCase::new("run", non_success(NonSuccessKind::Error, msg.clone(), "harness_error", msg));
-        case.set_classname(&class).set_time(Duration::ZERO);
-        suite.add_test_case(case);
+}
+
+/// Where the test cases of a serialised report begin (the start of the line of the first
+/// `<testcase`) and end (the start of the line that closes the suite). Neither tag can occur
+/// inside a text or an attribute, where `<` is escaped.
+fn cases_span(text: &str) -> (usize, usize) {
+    let first = text.find("<testcase").expect("a report with a case");
+    let close = text.rfind("</testsuite>").expect("a report with a suite");
+    let line = |i: usize| text[..i].rfind('\n').map_or(0, |n| n + 1);
+    (line(first), line(close))
+}
+
+/// The text of `junit.xml` for `events`, spooled in memory (tests and small runs).
+pub fn render<'a>(events: impl IntoIterator<Item = &'a Event>) -> String {
+    let mut j = Junit::new(io::Cursor::new(Vec::new()));
+    for e in events {
+        j.event(e);
     }
-    let mut report = Report::new("faultline");
-    report.set_time(Duration::from_nanos(m.last_t_ns));
-    report.add_test_suite(suite);
-    report.to_string().expect("serializing to a String cannot fail: no I/O, and every text is UTF-8")
+    let mut out = Vec::new();
+    j.finish(&mut out).expect("writing to memory cannot fail");
+    String::from_utf8(out).expect("quick-junit writes UTF-8")
 }
 
 /// A `<failure>` or `<error>` with its message, type and text.
@@ -150,7 +268,7 @@ mod tests {
 
     #[test]
     fn one_case_per_cycle_with_failures_where_cycles_found_something() {
-        let x = render(&RunModel::from_events(&testdata::run()));
+        let x = render(&testdata::run());
         let el = elements(&x);
         let named = |n: &str| el.iter().filter(|e| e.0 == n).collect::<Vec<_>>();
         let (suites, suite) = (named("testsuites"), named("testsuite"));
@@ -193,10 +311,37 @@ mod tests {
     }
 
     #[test]
+    fn spooled_cases_are_spliced_in_order_with_the_totals_in_the_head() {
+        let ev = testdata::run();
+        let mut all = vec![ev[0].clone()];
+        for k in 0..400u32 {
+            for e in &ev[1..ev.len() - 1] {
+                let mut e = e.clone();
+                crate::report::model::tests::renumber(&mut e, 3 * k);
+                all.push(e);
+            }
+        }
+        // The run died in cycle 1201: its case is an error, last.
+        all.push(crate::events::Event::CycleStarted { t_ns: 5_000_000_000, cycle: 1201 });
+        let x = render(&all);
+        let el = elements(&x);
+        let cases: Vec<&str> = el.iter().filter(|e| e.0 == "testcase").map(|e| attr(e, "name")).collect();
+        assert_eq!(cases.len(), 1201);
+        assert!(cases.iter().enumerate().all(|(i, c)| *c == format!("cycle {}", i + 1)), "in cycle order");
+        let suite = el.iter().find(|e| e.0 == "testsuite").unwrap();
+        let failures = el.iter().filter(|e| e.0 == "failure").count();
+        assert_eq!([attr(suite, "tests"), attr(suite, "failures"), attr(suite, "errors")], ["1201", "800", "1"]);
+        assert_eq!(failures, 800);
+        // No cycle at all: a suite with its properties only.
+        let x = render(&ev[..1]);
+        assert!(elements(&x).iter().all(|e| e.0 != "testcase") && x.contains("<property name=\"seed\" value=\"4\"/>"), "{x}");
+    }
+
+    #[test]
     fn errors_get_error_cases_and_unwritable_characters_are_dropped() {
         let mut ev = testdata::run();
         ev.insert(1, crate::events::Event::HarnessError { t_ns: 1, cycle: None, message: "lost \u{1}the\u{1b}[31m controller".into() });
-        let x = render(&RunModel::from_events(&ev));
+        let x = render(&ev);
         let el = elements(&x);
         let errors: Vec<_> = el.iter().filter(|e| e.0 == "error").collect();
         assert_eq!(errors.len(), 1, "{x}");

@@ -7,9 +7,10 @@
 //! - `report.html` ([`html`]): one self-contained page with inline SVG charts;
 //! - the console ([`console`]): a progress bar on a terminal, plain periodic lines elsewhere.
 //!
-//! Each file report folds the events into its own [`RunModel`] and writes its file when the
-//! run ends; [`regenerate`] rebuilds all three from `events.jsonl` alone, byte for byte the
-//! same as the live run wrote them. No report reads anything but events.
+//! Each file report folds the events into its own [`RunModel`] (bounded: see [`model`]) and
+//! writes its file when the run ends; [`regenerate`] rebuilds all three from `events.jsonl`
+//! alone, streaming it, byte for byte the same as the live run wrote them. No report reads
+//! anything but events.
 
 pub mod console;
 mod error;
@@ -17,15 +18,17 @@ mod escape;
 pub mod html;
 pub mod jsonl;
 pub mod junit;
-mod model;
+pub mod model;
+pub mod series;
 pub mod summary;
 mod svg;
 #[cfg(test)]
 mod testdata;
+pub mod ticks;
 
 use crate::events::{Event, EventSink, SinkError, Sinks, Verdict};
 pub use error::ReportError;
-pub use model::{describe, Cut, CycleEnd, CycleRecord, RunModel, RunStart, Verified};
+pub use model::{describe, Capped, ClassFindings, Cut, CycleEnd, CycleRecord, RunModel, RunStart, Totals, Verified};
 use std::path::{Path, PathBuf};
 
 pub use crate::run_dir::{EVENTS_FILE, HTML_FILE, JUNIT_FILE, SUMMARY_FILE};
@@ -74,32 +77,123 @@ impl<'a> Recorder<'a> {
 }
 
 /// A file report: folds the events and writes `path` (whole, through a temporary file and a
-/// rename, so a reader never sees half a report) when the run ends.
+/// rename, so a reader never sees half a report) when the run ends. Its memory is bounded
+/// whatever the run's length (see [`model`]).
 pub struct FileReport {
     path: PathBuf,
-    model: RunModel,
-    render: fn(&RunModel) -> String,
+    kind: Kind,
+}
+
+enum Kind {
+    /// `summary.json`, `report.html`: rendered from the model.
+    Model { model: Box<RunModel>, render: fn(&RunModel) -> String },
+    /// `junit.xml`: cases spooled as cycles close (`None` once written).
+    Junit(Option<Box<junit::Junit<Spool>>>),
 }
 
 impl FileReport {
     pub fn new(path: PathBuf, render: fn(&RunModel) -> String) -> Self {
-        FileReport { path, model: RunModel::default(), render }
+        FileReport { path, kind: Kind::Model { model: Box::default(), render } }
+    }
+
+    /// `junit.xml` at `path`, its cases spooled to `spool` (created when the first case is).
+    pub fn junit(path: PathBuf, spool: PathBuf) -> Self {
+        FileReport { path, kind: Kind::Junit(Some(Box::new(junit::Junit::new(Spool { path: spool, file: None })))) }
+    }
+
+    fn fold(&mut self, e: &Event) {
+        match &mut self.kind {
+            Kind::Model { model, .. } => model.apply(e),
+            Kind::Junit(Some(j)) => j.event(e),
+            Kind::Junit(None) => {}
+        }
+    }
+
+    /// Writes the file from the events folded so far.
+    pub fn write(&mut self) -> Result<(), SinkError> {
+        match &mut self.kind {
+            Kind::Model { model, render } => write_atomically(&self.path, &render(model)),
+            Kind::Junit(j) => {
+                let Some(j) = j.take() else { return Ok(()) };
+                let spool = j.spool_path().to_path_buf();
+                let mut j = Some(j);
+                let r = write_atomically_with(&self.path, &mut |out| j.take().map_or(Ok(()), |j| (*j).finish(out)));
+                match std::fs::remove_file(&spool) {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => r.and(Err(SinkError::io("cannot remove the spool", &spool, e))),
+                    _ => r,
+                }
+            }
+        }
     }
 }
 
 impl EventSink for FileReport {
     fn event(&mut self, e: &Event) -> Result<(), SinkError> {
-        self.model.apply(e);
+        self.fold(e);
         if matches!(e, Event::RunEnded { .. }) {
-            write_atomically(&self.path, &(self.render)(&self.model))?;
+            self.write()?;
         }
         Ok(())
     }
 }
 
+/// Where `junit.xml`'s cases wait: a file created on the first write, truncated if it was
+/// left over by a harness that died.
+pub struct Spool {
+    path: PathBuf,
+    file: Option<std::fs::File>,
+}
+
+impl Spool {
+    fn file(&mut self) -> std::io::Result<&mut std::fs::File> {
+        if self.file.is_none() {
+            let f = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&self.path)?;
+            self.file = Some(f);
+        }
+        Ok(self.file.as_mut().expect("just opened"))
+    }
+}
+
+impl std::io::Write for Spool {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.file()?.write(buf)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.file.as_mut().map_or(Ok(()), std::io::Write::flush)
+    }
+}
+
+impl std::io::Read for Spool {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.file.as_mut().map_or(Ok(0), |f| f.read(buf))
+    }
+}
+
+impl std::io::Seek for Spool {
+    fn seek(&mut self, pos: std::io::SeekFrom) -> std::io::Result<u64> {
+        self.file.as_mut().map_or(Ok(0), |f| f.seek(pos))
+    }
+}
+
+impl junit::Junit<Spool> {
+    fn spool_path(&self) -> &Path {
+        &self.spool().path
+    }
+}
+
 pub(crate) fn write_atomically(path: &Path, text: &str) -> Result<(), SinkError> {
+    write_atomically_with(path, &mut |out| out.write_all(text.as_bytes()))
+}
+
+/// Writes `path` through a temporary file and a rename; `write` gets the temporary file.
+fn write_atomically_with(path: &Path, write: &mut dyn FnMut(&mut dyn std::io::Write) -> std::io::Result<()>) -> Result<(), SinkError> {
+    use std::io::Write;
     let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, text).map_err(|e| SinkError::io("cannot write", &tmp, e))?;
+    let file = std::fs::File::create(&tmp).map_err(|e| SinkError::io("cannot write", &tmp, e))?;
+    let mut out = std::io::BufWriter::new(file);
+    write(&mut out).and_then(|()| out.flush()).map_err(|e| SinkError::io("cannot write", &tmp, e))?;
+    drop(out);
     std::fs::rename(&tmp, path).map_err(|e| SinkError::io("cannot rename into place", path, e))
 }
 
@@ -107,7 +201,7 @@ pub(crate) fn write_atomically(path: &Path, text: &str) -> Result<(), SinkError>
 pub fn file_reports(run_dir: &Path) -> [FileReport; 3] {
     [
         FileReport::new(run_dir.join(SUMMARY_FILE), summary::render),
-        FileReport::new(run_dir.join(JUNIT_FILE), junit::render),
+        FileReport::junit(run_dir.join(JUNIT_FILE), run_dir.join(crate::run_dir::JUNIT_SPOOL_FILE)),
         FileReport::new(run_dir.join(HTML_FILE), html::render),
     ]
 }
@@ -122,19 +216,28 @@ pub struct Regenerated {
     pub written: Vec<PathBuf>,
 }
 
-/// Rebuilds `summary.json`, `junit.xml` and `report.html` from `RUN_DIR/events.jsonl`.
+/// Rebuilds `summary.json`, `junit.xml` and `report.html` from `RUN_DIR/events.jsonl`,
+/// streaming the log: memory stays bounded whatever its length.
 pub fn regenerate(run_dir: &Path) -> Result<Regenerated, ReportError> {
-    let log = jsonl::read_events(&run_dir.join(EVENTS_FILE))?;
-    if log.events.is_empty() {
-        return Err(ReportError::Empty(run_dir.join(EVENTS_FILE).display().to_string()));
+    let path = run_dir.join(EVENTS_FILE);
+    let mut model = RunModel::default();
+    let mut reports = file_reports(run_dir);
+    let read = jsonl::for_each_event(&path, &mut |e| {
+        model.apply(&e);
+        for r in &mut reports {
+            r.fold(&e);
+        }
+        Ok(())
+    })?;
+    if read.events == 0 {
+        return Err(ReportError::Empty(path.display().to_string()));
     }
-    let model = RunModel::from_events(&log.events);
     let mut written = Vec::new();
-    for r in file_reports(run_dir) {
-        write_atomically(&r.path, &(r.render)(&model))?;
+    for mut r in reports {
+        r.write()?;
         written.push(r.path);
     }
-    Ok(Regenerated { model, events: log.events.len(), torn_tail_bytes: log.torn_tail_bytes, written })
+    Ok(Regenerated { model, events: read.events, torn_tail_bytes: read.torn_tail_bytes, written })
 }
 
 #[cfg(test)]

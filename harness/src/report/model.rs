@@ -1,31 +1,211 @@
 //! The run as its events tell it: [`RunModel`] folds the stream, in order, into what every
 //! file report renders. It depends on the events alone, never on a report.
+//!
+//! The model is bounded whatever the number of cycles or findings: a cycle is kept whole
+//! only while it is open (begun, not ended; at most [`MAX_OPEN_CYCLES`]), then folded into
+//! totals, distributions and downsampled series ([`super::series`]) and dropped. Findings
+//! are counted per class, and the first [`MAX_LISTED_PER_CLASS`] of each class kept; lists
+//! of messages (harness errors, notes, anomalies, resumes) keep their first entries and count
+//! the rest. Everything dropped is still in `events.jsonl`. A consumer that needs each cycle
+//! whole (`junit.xml`) gets it as the cycle closes ([`RunModel::fold`]).
+//!
+//! An event for a cycle that has already closed (none in logs the runner writes) counts in
+//! the run's totals but does not reopen the cycle.
 
+use super::series::{Buckets, Dist, Thinned};
 use crate::events::{Event, HealthNote, SmartFigures, Verdict};
 use crate::ledger::Contract;
-use crate::verify::{Finding, Shown};
+use crate::verify::{Finding, FindingClass, Shown};
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
+/// Cycles held open at once; beyond that the oldest is closed as unfinished.
+pub const MAX_OPEN_CYCLES: usize = 16;
+/// Findings kept per class (the report lists these; the rest are counted).
+pub const MAX_LISTED_PER_CLASS: usize = 100;
+/// Findings kept in an open cycle (for its JUnit failure text).
+pub const MAX_CYCLE_FINDINGS: usize = 200;
+/// Entries kept of each list of messages (errors, notes, anomalies, resumes).
+pub const MAX_MESSAGES: usize = 200;
+/// Buckets a series over cycles is downsampled to (between this and twice this).
+pub const SERIES_BUCKETS: usize = 200;
+/// Points kept of each scatter series.
+pub const SCATTER_POINTS: usize = 1000;
+
+/// The first [`MAX_MESSAGES`] of a list, and how many there were in all.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Capped<T> {
+    pub kept: Vec<T>,
+    pub total: u64,
+}
+
+impl<T> Default for Capped<T> {
+    fn default() -> Self {
+        Capped { kept: Vec::new(), total: 0 }
+    }
+}
+
+impl<T> Capped<T> {
+    pub fn push(&mut self, v: T) {
+        self.push_within(v, MAX_MESSAGES);
+    }
+
+    fn push_within(&mut self, v: T, cap: usize) {
+        self.total += 1;
+        if self.kept.len() < cap {
+            self.kept.push(v);
+        }
+    }
+
+    /// How many were not kept.
+    pub fn dropped(&self) -> u64 {
+        self.total - self.kept.len() as u64
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.total == 0
+    }
+}
+
 /// The run as told by its events, folded in order.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct RunModel {
     pub start: Option<RunStart>,
-    pub cycles: BTreeMap<u32, CycleRecord>,
+    /// Cycles begun and not yet ended, by number.
+    pub open: BTreeMap<u32, CycleRecord>,
+    /// The highest cycle closed so far.
+    pub last_closed: Option<u32>,
     /// Harness errors not tied to a cycle.
-    pub run_errors: Vec<String>,
+    pub run_errors: Capped<String>,
+    /// Harness errors of cycles, as `cycle N: message`.
+    pub cycle_errors: Capped<String>,
     pub end: Option<(Verdict, u8)>,
     /// The latest timestamp seen.
     pub last_t_ns: u64,
     /// Each time `faultline resume` took the run up again: (wall clock, interrupted cycle).
-    pub resumes: Vec<(String, Option<u32>)>,
+    pub resumes: Capped<(String, Option<u32>)>,
     /// Why the run ended before its planned cycles (`run_stopped`).
     pub stopped: Option<String>,
     /// Why the run was last suspended (`run_suspended`).
     pub suspended: Option<String>,
     /// Notes the run recorded (engine, health checks).
-    pub notes: Vec<String>,
+    pub notes: Capped<String>,
     /// Lines of controller transcripts in the log.
     pub controller_log_lines: u64,
+    /// Bytes per sector, from the first verification that tells (to show LBAs).
+    pub sector_bytes: Option<u64>,
+    /// Findings per class, in [`FindingClass::ALL`] order.
+    pub classes: Vec<ClassFindings>,
+    /// Health anomalies, as (cycle, note).
+    pub anomalies: Capped<(u32, HealthNote)>,
+    pub totals: Totals,
+    pub figures: Figures,
+    pub charts: Charts,
+}
+
+/// The findings of one class.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClassFindings {
+    pub class: FindingClass,
+    /// The first findings, up to [`MAX_LISTED_PER_CLASS`]; `total` counts them all.
+    pub findings: Capped<Finding>,
+    /// Cycles in which findings of this class first appeared.
+    pub cycles: u64,
+}
+
+/// Counts over the closed cycles.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Totals {
+    /// Cycles closed (ended or given up as unfinished).
+    pub cycles: u64,
+    /// Cycles that ended (`cycle_ended`).
+    pub cycles_ended: u64,
+    pub cycles_clean: u64,
+    pub cycles_with_findings_verdict: u64,
+    pub cycles_error: u64,
+    /// Cycles in which new findings appeared.
+    pub cycles_with_findings: u64,
+    pub cycles_with_anomalies: u64,
+    pub writes_completed: u64,
+    pub bytes_written: u64,
+    pub write_ns: u64,
+    pub bytes_verified: u64,
+    pub verify_ns: u64,
+}
+
+/// Distributions of the per-cycle figures.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Figures {
+    pub enumerate_us: Dist,
+    pub first_read_us: Dist,
+    pub cut_to_gone_ns: Dist,
+    pub harness_ns: Dist,
+    pub cut_completions: Dist,
+    pub cut_phase_us: Dist,
+    pub in_flight_ops: Dist,
+    pub bytes_at_risk: Dist,
+    pub latency_p50_ns: Dist,
+    pub latency_p99_ns: Dist,
+}
+
+/// The charts' series, downsampled.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Charts {
+    /// (workload phase ns, completions) of each cut, without and with new findings.
+    pub cuts_clean: Thinned,
+    pub cuts_bad: Thinned,
+    /// Over cycles: bytes in flight at the cut, MiB/s, latency ns, SMART counters.
+    pub bytes_at_risk: Buckets,
+    pub throughput_mib_s: Buckets,
+    pub latency_p50_ns: Buckets,
+    pub latency_p99_ns: Buckets,
+    pub unsafe_shutdowns: Buckets,
+    pub power_cycles: Buckets,
+    pub media_errors: Buckets,
+    pub error_log_entries: Buckets,
+}
+
+impl Default for Charts {
+    fn default() -> Self {
+        let b = || Buckets::new(SERIES_BUCKETS);
+        Charts {
+            cuts_clean: Thinned::new(SCATTER_POINTS),
+            cuts_bad: Thinned::new(SCATTER_POINTS),
+            bytes_at_risk: b(),
+            throughput_mib_s: b(),
+            latency_p50_ns: b(),
+            latency_p99_ns: b(),
+            unsafe_shutdowns: b(),
+            power_cycles: b(),
+            media_errors: b(),
+            error_log_entries: b(),
+        }
+    }
+}
+
+impl Default for RunModel {
+    fn default() -> Self {
+        RunModel {
+            start: None,
+            open: BTreeMap::new(),
+            last_closed: None,
+            run_errors: Capped::default(),
+            cycle_errors: Capped::default(),
+            end: None,
+            last_t_ns: 0,
+            resumes: Capped::default(),
+            stopped: None,
+            suspended: None,
+            notes: Capped::default(),
+            controller_log_lines: 0,
+            sector_bytes: None,
+            classes: FindingClass::ALL.iter().map(|&class| ClassFindings { class, findings: Capped::default(), cycles: 0 }).collect(),
+            anomalies: Capped::default(),
+            totals: Totals::default(),
+            figures: Figures::default(),
+            charts: Charts::default(),
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -69,7 +249,7 @@ pub struct CycleEnd {
     pub harness_ns: Option<u64>,
 }
 
-/// Everything recorded about one cycle.
+/// Everything recorded about one cycle (while it is open).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct CycleRecord {
     pub cycle: u32,
@@ -80,11 +260,13 @@ pub struct CycleRecord {
     pub enumerate_us: Option<u64>,
     pub first_read_us: Option<u64>,
     pub smart: Option<SmartFigures>,
-    pub anomalies: Vec<HealthNote>,
+    pub anomalies: Capped<HealthNote>,
     pub verified: Option<Verified>,
-    /// Findings that first appeared in this cycle.
-    pub findings: Vec<Finding>,
-    pub errors: Vec<String>,
+    /// Findings that first appeared in this cycle (the first [`MAX_CYCLE_FINDINGS`]).
+    pub findings: Capped<Finding>,
+    /// Classes of the findings that first appeared in this cycle.
+    pub classes: Vec<FindingClass>,
+    pub errors: Capped<String>,
     pub end: Option<CycleEnd>,
 }
 
@@ -116,11 +298,28 @@ impl RunModel {
         m
     }
 
-    fn cycle(&mut self, cycle: u32) -> &mut CycleRecord {
-        self.cycles.entry(cycle).or_insert_with(|| CycleRecord { cycle, ..CycleRecord::default() })
+    pub fn apply(&mut self, e: &Event) {
+        self.fold(e, &mut |_| {});
     }
 
-    pub fn apply(&mut self, e: &Event) {
+    /// The open record of `cycle`, opened if need be; None for a cycle already closed.
+    fn cycle(&mut self, cycle: u32, on_close: &mut dyn FnMut(&CycleRecord)) -> Option<&mut CycleRecord> {
+        if !self.open.contains_key(&cycle) {
+            if self.last_closed.is_some_and(|c| cycle <= c) {
+                return None;
+            }
+            if self.open.len() >= MAX_OPEN_CYCLES {
+                let oldest = *self.open.keys().next().expect("the map is full");
+                self.close(oldest, on_close);
+            }
+            self.open.insert(cycle, CycleRecord { cycle, ..CycleRecord::default() });
+        }
+        self.open.get_mut(&cycle)
+    }
+
+    /// Folds `e` in; `on_close` sees each cycle as it closes (at its `cycle_ended`, or when
+    /// too many are open at once), whole, just before it is folded into the totals.
+    pub fn fold(&mut self, e: &Event, on_close: &mut dyn FnMut(&CycleRecord)) {
         self.last_t_ns = self.last_t_ns.max(e.t_ns());
         match e {
             Event::RunStarted { run_id, scenario, target, contract, cycles_planned, seed, started_at, .. } => {
@@ -134,33 +333,67 @@ impl RunModel {
                     started_at: started_at.clone(),
                 })
             }
-            Event::CycleStarted { t_ns, cycle } => self.cycle(*cycle).started_ns = Some(*t_ns),
-            Event::CutIssued { t_ns, cycle, completions, in_flight_ops, bytes_at_risk, phase_us, .. } => {
-                self.cycle(*cycle).cut = Some(Cut {
-                    t_ns: *t_ns,
-                    completions: *completions,
-                    in_flight_ops: *in_flight_ops,
-                    bytes_at_risk: *bytes_at_risk,
-                    phase_us: *phase_us,
-                })
+            Event::CycleStarted { t_ns, cycle } => {
+                if let Some(c) = self.cycle(*cycle, on_close) {
+                    c.started_ns = Some(*t_ns)
+                }
             }
-            Event::DeviceGone { t_ns, cycle } => self.cycle(*cycle).device_gone_ns = Some(*t_ns),
-            Event::PowerRestored { t_ns, cycle } => self.cycle(*cycle).power_restored_ns = Some(*t_ns),
+            Event::CutIssued { t_ns, cycle, completions, in_flight_ops, bytes_at_risk, phase_us, .. } => {
+                if let Some(c) = self.cycle(*cycle, on_close) {
+                    c.cut = Some(Cut {
+                        t_ns: *t_ns,
+                        completions: *completions,
+                        in_flight_ops: *in_flight_ops,
+                        bytes_at_risk: *bytes_at_risk,
+                        phase_us: *phase_us,
+                    })
+                }
+            }
+            Event::DeviceGone { t_ns, cycle } => {
+                if let Some(c) = self.cycle(*cycle, on_close) {
+                    c.device_gone_ns = Some(*t_ns)
+                }
+            }
+            Event::PowerRestored { t_ns, cycle } => {
+                if let Some(c) = self.cycle(*cycle, on_close) {
+                    c.power_restored_ns = Some(*t_ns)
+                }
+            }
             Event::Ready { cycle, enumerate_us, first_read_us, .. } => {
-                let c = self.cycle(*cycle);
-                c.enumerate_us = *enumerate_us;
-                c.first_read_us = *first_read_us;
+                if let Some(c) = self.cycle(*cycle, on_close) {
+                    c.enumerate_us = *enumerate_us;
+                    c.first_read_us = *first_read_us;
+                }
             }
             Event::Health { cycle, smart, anomalies, .. } => {
-                let c = self.cycle(*cycle);
-                c.smart = Some(smart.clone());
-                c.anomalies.extend(anomalies.iter().cloned());
+                for a in anomalies {
+                    self.anomalies.push((*cycle, a.clone()));
+                }
+                if let Some(c) = self.cycle(*cycle, on_close) {
+                    c.smart = Some(smart.clone());
+                    for a in anomalies {
+                        c.anomalies.push(a.clone());
+                    }
+                }
             }
             Event::Verified { cycle, sectors, bytes, verify_ns, counts, .. } => {
-                self.cycle(*cycle).verified =
-                    Some(Verified { sectors: *sectors, bytes: *bytes, verify_ns: *verify_ns, counts: counts.clone() })
+                if self.sector_bytes.is_none() && *sectors > 0 && bytes % sectors == 0 {
+                    self.sector_bytes = Some(bytes / sectors);
+                }
+                if let Some(c) = self.cycle(*cycle, on_close) {
+                    c.verified = Some(Verified { sectors: *sectors, bytes: *bytes, verify_ns: *verify_ns, counts: counts.clone() })
+                }
             }
-            Event::Finding { cycle, finding, .. } => self.cycle(*cycle).findings.push(finding.clone()),
+            Event::Finding { cycle, finding, .. } => {
+                let class = &mut self.classes[class_index(finding.class)];
+                class.findings.push_within(finding.clone(), MAX_LISTED_PER_CLASS);
+                if let Some(c) = self.cycle(*cycle, on_close) {
+                    c.findings.push_within(finding.clone(), MAX_CYCLE_FINDINGS);
+                    if !c.classes.contains(&finding.class) {
+                        c.classes.push(finding.class);
+                    }
+                }
+            }
             Event::CycleEnded {
                 t_ns,
                 cycle,
@@ -173,19 +406,27 @@ impl RunModel {
                 latency_max_ns,
                 harness_ns,
             } => {
-                self.cycle(*cycle).end = Some(CycleEnd {
-                    t_ns: *t_ns,
-                    verdict: *verdict,
-                    writes_completed: *writes_completed,
-                    bytes_written: *bytes_written,
-                    write_ns: *write_ns,
-                    latency_p50_ns: *latency_p50_ns,
-                    latency_p99_ns: *latency_p99_ns,
-                    latency_max_ns: *latency_max_ns,
-                    harness_ns: *harness_ns,
-                })
+                if let Some(c) = self.cycle(*cycle, on_close) {
+                    c.end = Some(CycleEnd {
+                        t_ns: *t_ns,
+                        verdict: *verdict,
+                        writes_completed: *writes_completed,
+                        bytes_written: *bytes_written,
+                        write_ns: *write_ns,
+                        latency_p50_ns: *latency_p50_ns,
+                        latency_p99_ns: *latency_p99_ns,
+                        latency_max_ns: *latency_max_ns,
+                        harness_ns: *harness_ns,
+                    });
+                    self.close(*cycle, on_close);
+                }
             }
-            Event::HarnessError { cycle: Some(c), message, .. } => self.cycle(*c).errors.push(message.clone()),
+            Event::HarnessError { cycle: Some(c), message, .. } => {
+                self.cycle_errors.push(format!("cycle {c}: {message}"));
+                if let Some(r) = self.cycle(*c, on_close) {
+                    r.errors.push(message.clone())
+                }
+            }
             Event::HarnessError { cycle: None, message, .. } => self.run_errors.push(message.clone()),
             Event::RunResumed { resumed_at, interrupted_cycle, .. } => self.resumes.push((resumed_at.clone(), *interrupted_cycle)),
             Event::RunEnded { verdict, exit_code, .. } => self.end = Some((*verdict, *exit_code)),
@@ -196,12 +437,117 @@ impl RunModel {
         }
     }
 
-    pub fn findings(&self) -> impl Iterator<Item = &Finding> {
-        self.cycles.values().flat_map(|c| c.findings.iter())
+    /// Folds the open cycle `cycle` into the totals and drops it.
+    fn close(&mut self, cycle: u32, on_close: &mut dyn FnMut(&CycleRecord)) {
+        let Some(c) = self.open.remove(&cycle) else { return };
+        on_close(&c);
+        self.last_closed = Some(self.last_closed.map_or(cycle, |l| l.max(cycle)));
+        self.fold_cycle(&c);
     }
 
-    pub fn harness_errors(&self) -> usize {
-        self.run_errors.len() + self.cycles.values().map(|c| c.errors.len()).sum::<usize>()
+    fn fold_cycle(&mut self, c: &CycleRecord) {
+        let (t, f, ch) = (&mut self.totals, &mut self.figures, &mut self.charts);
+        let x = u64::from(c.cycle);
+        t.cycles += 1;
+        match c.verdict() {
+            Verdict::Clean => t.cycles_clean += 1,
+            Verdict::Findings => t.cycles_with_findings_verdict += 1,
+            Verdict::Error => t.cycles_error += 1,
+        }
+        if !c.findings.is_empty() {
+            t.cycles_with_findings += 1;
+        }
+        for class in &c.classes {
+            self.classes[class_index(*class)].cycles += 1;
+        }
+        if !c.anomalies.is_empty() {
+            t.cycles_with_anomalies += 1;
+        }
+        if let Some(v) = &c.verified {
+            t.bytes_verified += v.bytes;
+            t.verify_ns += v.verify_ns;
+        }
+        if let Some(v) = c.enumerate_us {
+            f.enumerate_us.push(v);
+        }
+        if let Some(v) = c.first_read_us {
+            f.first_read_us.push(v);
+        }
+        if let Some(cut) = &c.cut {
+            if let Some(gone) = c.device_gone_ns {
+                f.cut_to_gone_ns.push(gone.saturating_sub(cut.t_ns));
+            }
+            f.cut_completions.push(cut.completions);
+            f.cut_phase_us.push(cut.phase_us);
+            f.in_flight_ops.push(u64::from(cut.in_flight_ops));
+            f.bytes_at_risk.push(cut.bytes_at_risk);
+            let p = (cut.phase_us as f64 * 1e3, cut.completions as f64);
+            if c.findings.is_empty() {
+                ch.cuts_clean.push(p)
+            } else {
+                ch.cuts_bad.push(p)
+            }
+            ch.bytes_at_risk.push(x, cut.bytes_at_risk as f64);
+        }
+        if let Some(e) = &c.end {
+            t.cycles_ended += 1;
+            t.writes_completed += e.writes_completed;
+            t.bytes_written += e.bytes_written;
+            t.write_ns += e.write_ns;
+            if let Some(v) = e.harness_ns {
+                f.harness_ns.push(v);
+            }
+            if let Some(v) = e.latency_p50_ns {
+                f.latency_p50_ns.push(v);
+                ch.latency_p50_ns.push(x, v as f64);
+            }
+            if let Some(v) = e.latency_p99_ns {
+                f.latency_p99_ns.push(v);
+                ch.latency_p99_ns.push(x, v as f64);
+            }
+        }
+        if let Some(tp) = c.throughput_mib_s() {
+            ch.throughput_mib_s.push(x, tp);
+        }
+        if let Some(s) = &c.smart {
+            ch.unsafe_shutdowns.push(x, s.unsafe_shutdowns as f64);
+            ch.power_cycles.push(x, s.power_cycles as f64);
+            ch.media_errors.push(x, s.media_errors as f64);
+            ch.error_log_entries.push(x, s.error_log_entries as f64);
+        }
+    }
+
+    /// The model with its open cycles closed as they stand (a cycle without `cycle_ended`
+    /// closes as unfinished): what a report of a run that did not end shows. Borrowed when
+    /// no cycle is open.
+    pub fn settled(&self) -> Cow<'_, RunModel> {
+        if self.open.is_empty() {
+            return Cow::Borrowed(self);
+        }
+        let mut m = self.clone();
+        m.close_open(&mut |_| {});
+        Cow::Owned(m)
+    }
+
+    /// Closes every open cycle as it stands, in cycle order (see [`Self::fold`]).
+    pub fn close_open(&mut self, on_close: &mut dyn FnMut(&CycleRecord)) {
+        while let Some(&c) = self.open.keys().next() {
+            self.close(c, on_close);
+        }
+    }
+
+    /// Findings recorded, all classes.
+    pub fn findings_total(&self) -> u64 {
+        self.classes.iter().map(|c| c.findings.total).sum()
+    }
+
+    /// Findings of `class` recorded.
+    pub fn class(&self, class: FindingClass) -> &ClassFindings {
+        &self.classes[class_index(class)]
+    }
+
+    pub fn harness_errors(&self) -> u64 {
+        self.run_errors.total + self.cycle_errors.total
     }
 
     /// The run's verdict: what `run_ended` said; for a run that never ended (the harness
@@ -209,7 +555,7 @@ impl RunModel {
     pub fn verdict(&self) -> Verdict {
         match self.end {
             Some((v, _)) => v,
-            None if self.harness_errors() == 0 && self.findings().next().is_some() => Verdict::Findings,
+            None if self.harness_errors() == 0 && self.findings_total() > 0 => Verdict::Findings,
             None => Verdict::Error,
         }
     }
@@ -219,12 +565,16 @@ impl RunModel {
     pub fn implied_verdict(&self) -> Verdict {
         if self.harness_errors() > 0 {
             Verdict::Error
-        } else if self.cycles.values().any(|c| c.verdict() == Verdict::Findings) {
+        } else if self.totals.cycles_with_findings_verdict > 0 || self.open.values().any(|c| c.verdict() == Verdict::Findings) {
             Verdict::Findings
         } else {
             Verdict::Clean
         }
     }
+}
+
+fn class_index(class: FindingClass) -> usize {
+    FindingClass::ALL.iter().position(|&c| c == class).expect("ALL holds every class")
 }
 
 /// A decoded sector identity, in words.
@@ -246,26 +596,95 @@ pub fn describe(s: &Shown) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::report::testdata;
 
     #[test]
     fn the_model_folds_cycles_findings_and_verdicts() {
-        let m = RunModel::from_events(&testdata::run());
-        assert_eq!(m.cycles.len(), 3);
-        let v: Vec<Verdict> = m.cycles.values().map(CycleRecord::verdict).collect();
-        assert_eq!(v, [Verdict::Clean, Verdict::Findings, Verdict::Findings], "cycle 3 has a health anomaly");
-        assert_eq!((m.verdict(), m.implied_verdict(), m.findings().count()), (Verdict::Findings, Verdict::Findings, 1));
-        assert_eq!(m.cycles[&2].throughput_mib_s(), Some(200.0));
+        let mut closed = Vec::new();
+        let mut m = RunModel::default();
+        for e in testdata::run() {
+            m.fold(&e, &mut |c| closed.push((c.cycle, c.verdict(), c.throughput_mib_s())));
+        }
+        assert_eq!(
+            closed,
+            [(1, Verdict::Clean, Some(200.0)), (2, Verdict::Findings, Some(200.0)), (3, Verdict::Findings, Some(200.0))],
+            "cycle 3 has a health anomaly"
+        );
+        assert!(m.open.is_empty());
+        assert_eq!((m.verdict(), m.implied_verdict(), m.findings_total()), (Verdict::Findings, Verdict::Findings, 1));
+        assert_eq!((m.totals.cycles_ended, m.totals.cycles_with_findings, m.class(FindingClass::LostWrite).cycles), (3, 1, 1));
+        assert_eq!(m.sector_bytes, Some(512));
 
         // A run that died mid-cycle: findings stay findings, and nothing else is clean.
         let mut ev = testdata::run();
         ev.truncate(ev.len() - 2);
         let m = RunModel::from_events(&ev);
-        assert_eq!((m.cycles[&3].verdict(), m.verdict()), (Verdict::Error, Verdict::Findings));
+        assert_eq!((m.open[&3].verdict(), m.verdict()), (Verdict::Error, Verdict::Findings));
         let m = RunModel::from_events(&ev[..3]);
         assert_eq!(m.verdict(), Verdict::Error, "an unfinished run without findings is not clean");
+    }
+
+    #[test]
+    fn the_model_stays_bounded_however_many_cycles_and_findings() {
+        let ev = testdata::run();
+        let (start, cycle) = (&ev[0], &ev[1..ev.len() - 1]);
+        let mut m = RunModel::default();
+        m.apply(start);
+        let mut closed = 0u32;
+        for k in 0..5_000u32 {
+            for e in cycle {
+                let mut e = e.clone();
+                // Renumber the template's cycles 1..=3 into 3k+1..=3k+3.
+                renumber(&mut e, 3 * k);
+                m.fold(&e, &mut |_| closed += 1);
+            }
+        }
+        assert_eq!((closed, m.totals.cycles, m.open.len()), (15_000, 15_000, 0));
+        let lost = m.class(FindingClass::LostWrite);
+        assert_eq!((lost.findings.total, lost.findings.kept.len(), lost.cycles), (5_000, MAX_LISTED_PER_CLASS, 5_000));
+        assert_eq!((m.anomalies.total, m.anomalies.kept.len()), (5_000, MAX_MESSAGES));
+        assert!(m.charts.throughput_mib_s.buckets().len() <= 2 * SERIES_BUCKETS);
+        assert!(m.charts.cuts_clean.points().len() <= SCATTER_POINTS && m.charts.cuts_bad.points().len() <= SCATTER_POINTS);
+        assert_eq!(m.figures.enumerate_us.n(), 15_000);
+    }
+
+    /// Moves a template event's cycle numbers up by `by`.
+    pub(crate) fn renumber(e: &mut Event, by: u32) {
+        match e {
+            Event::CycleStarted { cycle, .. }
+            | Event::CutIssued { cycle, .. }
+            | Event::DeviceGone { cycle, .. }
+            | Event::PowerRestored { cycle, .. }
+            | Event::Ready { cycle, .. }
+            | Event::Health { cycle, .. }
+            | Event::Verified { cycle, .. }
+            | Event::CycleEnded { cycle, .. } => *cycle += by,
+            Event::Finding { cycle, finding, .. } => {
+                *cycle += by;
+                finding.cycle += by;
+            }
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn late_events_of_a_closed_cycle_count_but_do_not_reopen_it() {
+        let mut m = RunModel::from_events(&testdata::run());
+        m.apply(&Event::Finding { t_ns: 9, cycle: 1, finding: testdata::finding(1, FindingClass::TornWrite, "late") });
+        assert_eq!((m.open.len(), m.findings_total(), m.totals.cycles), (0, 2, 3));
+    }
+
+    #[test]
+    fn too_many_open_cycles_close_the_oldest_as_unfinished() {
+        let mut m = RunModel::default();
+        let mut closed = Vec::new();
+        for c in 1..=(MAX_OPEN_CYCLES as u32 + 2) {
+            m.fold(&Event::CycleStarted { t_ns: u64::from(c), cycle: c }, &mut |r| closed.push((r.cycle, r.verdict())));
+        }
+        assert_eq!(closed, [(1, Verdict::Error), (2, Verdict::Error)]);
+        assert_eq!((m.open.len(), m.totals.cycles_error), (MAX_OPEN_CYCLES, 2));
     }
 
     #[test]

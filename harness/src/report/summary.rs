@@ -3,6 +3,7 @@
 //! so a regenerated summary is byte-identical to the one the run wrote.
 
 use super::model::RunModel;
+use super::series::Dist;
 use crate::events::{zero_counts, Verdict};
 use crate::ledger::Contract;
 use serde::{Deserialize, Serialize};
@@ -32,6 +33,8 @@ pub struct Summary {
     pub findings: u64,
     pub findings_per_class: BTreeMap<String, u64>,
     pub health_anomalies: u64,
+    /// The first 200 harness errors outside cycles and the first 200 in cycles; a last line
+    /// counts any beyond (all are in `events.jsonl`).
     pub harness_errors: Vec<String>,
     /// Times `faultline resume` took the run up again after the harness died.
     #[serde(default)]
@@ -79,7 +82,7 @@ pub struct Figures {
     pub latency_p99_ns: Option<Stats>,
 }
 
-/// Order statistics of a set of integer samples.
+/// Order statistics of a set of integer samples (see [`Stats::of_dist`] for how exact).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Stats {
     pub n: u64,
@@ -108,23 +111,38 @@ impl Stats {
             mean: sum as f64 / v.len() as f64,
         })
     }
+
+    /// The statistics of a bounded distribution: count, min, max and mean exact,
+    /// percentiles nearest-rank to 3 significant digits ([`Dist::percentile`]).
+    pub fn of_dist(d: &Dist) -> Option<Stats> {
+        let (min, max) = d.range()?;
+        Some(Stats { n: d.n(), min, p50: d.percentile(50.0)?, p99: d.percentile(99.0)?, max, mean: d.mean()? })
+    }
+}
+
+/// The harness errors of a run, the first ones listed, the rest counted.
+pub fn error_lines(m: &RunModel) -> Vec<String> {
+    let mut errors: Vec<String> = m.run_errors.kept.iter().chain(&m.cycle_errors.kept).cloned().collect();
+    let dropped = m.run_errors.dropped() + m.cycle_errors.dropped();
+    if dropped > 0 {
+        errors.push(format!("... and {dropped} more harness errors; all are in events.jsonl"));
+    }
+    errors
 }
 
 pub fn summarize(m: &RunModel) -> Summary {
+    // A run that did not end may leave cycles open: they count as they stand.
+    let m = &*m.settled();
     let s = m.start.as_ref();
-    let cycles = || m.cycles.values();
-    let ends = || cycles().filter_map(|c| c.end.as_ref());
-    let cuts = || cycles().filter_map(|c| c.cut.as_ref());
+    let (t, f) = (&m.totals, &m.figures);
     let mut per_class = zero_counts();
-    for f in m.findings() {
-        *per_class.get_mut(f.class.name()).expect("every class") += 1;
+    for c in &m.classes {
+        *per_class.get_mut(c.class.name()).expect("every class") = c.findings.total;
     }
     let verdict = m.verdict();
-    let write_ns_total: u64 = ends().map(|e| e.write_ns).sum();
-    let bytes_written: u64 = ends().map(|e| e.bytes_written).sum();
-    let mut errors: Vec<String> = m.run_errors.clone();
-    for c in cycles() {
-        errors.extend(c.errors.iter().map(|e| format!("cycle {}: {e}", c.cycle)));
+    let mut notes = m.notes.kept.clone();
+    if m.notes.dropped() > 0 {
+        notes.push(format!("... and {} more notes; all are in events.jsonl", m.notes.dropped()));
     }
     Summary {
         summary_format: SUMMARY_FORMAT,
@@ -138,35 +156,35 @@ pub fn summarize(m: &RunModel) -> Summary {
         exit_code: m.end.map_or(verdict.exit_code(), |(_, code)| code),
         complete: m.end.is_some(),
         cycles_planned: s.map(|s| s.cycles_planned),
-        cycles_done: ends().count() as u32,
-        cycles_with_findings: cycles().filter(|c| !c.findings.is_empty()).count() as u32,
+        cycles_done: t.cycles_ended as u32,
+        cycles_with_findings: t.cycles_with_findings as u32,
         findings: per_class.values().sum(),
         findings_per_class: per_class,
-        health_anomalies: cycles().map(|c| c.anomalies.len() as u64).sum(),
-        harness_errors: errors,
-        resumes: m.resumes.len() as u32,
+        health_anomalies: m.anomalies.total,
+        harness_errors: error_lines(m),
+        resumes: m.resumes.total as u32,
         stopped: m.stopped.clone(),
-        notes: m.notes.clone(),
+        notes,
         timings: Timings {
             run_ns: m.last_t_ns,
-            write_ns_total,
-            verify_ns_total: cycles().filter_map(|c| c.verified.as_ref()).map(|v| v.verify_ns).sum(),
-            enumerate_us: Stats::of(cycles().filter_map(|c| c.enumerate_us).collect()),
-            first_read_us: Stats::of(cycles().filter_map(|c| c.first_read_us).collect()),
-            cut_to_gone_ns: Stats::of(cycles().filter_map(|c| Some(c.device_gone_ns?.saturating_sub(c.cut.as_ref()?.t_ns))).collect()),
-            harness_ns_per_cycle: Stats::of(ends().filter_map(|e| e.harness_ns).collect()),
+            write_ns_total: t.write_ns,
+            verify_ns_total: t.verify_ns,
+            enumerate_us: Stats::of_dist(&f.enumerate_us),
+            first_read_us: Stats::of_dist(&f.first_read_us),
+            cut_to_gone_ns: Stats::of_dist(&f.cut_to_gone_ns),
+            harness_ns_per_cycle: Stats::of_dist(&f.harness_ns),
         },
         figures: Figures {
-            writes_completed: ends().map(|e| e.writes_completed).sum(),
-            bytes_written,
-            bytes_verified: cycles().filter_map(|c| c.verified.as_ref()).map(|v| v.bytes).sum(),
-            write_mib_s: (write_ns_total > 0).then(|| bytes_written as f64 / 1_048_576.0 / (write_ns_total as f64 / 1e9)),
-            cut_completions: Stats::of(cuts().map(|c| c.completions).collect()),
-            cut_phase_us: Stats::of(cuts().map(|c| c.phase_us).collect()),
-            in_flight_ops_at_cut: Stats::of(cuts().map(|c| u64::from(c.in_flight_ops)).collect()),
-            bytes_at_risk: Stats::of(cuts().map(|c| c.bytes_at_risk).collect()),
-            latency_p50_ns: Stats::of(ends().filter_map(|e| e.latency_p50_ns).collect()),
-            latency_p99_ns: Stats::of(ends().filter_map(|e| e.latency_p99_ns).collect()),
+            writes_completed: t.writes_completed,
+            bytes_written: t.bytes_written,
+            bytes_verified: t.bytes_verified,
+            write_mib_s: (t.write_ns > 0).then(|| t.bytes_written as f64 / 1_048_576.0 / (t.write_ns as f64 / 1e9)),
+            cut_completions: Stats::of_dist(&f.cut_completions),
+            cut_phase_us: Stats::of_dist(&f.cut_phase_us),
+            in_flight_ops_at_cut: Stats::of_dist(&f.in_flight_ops),
+            bytes_at_risk: Stats::of_dist(&f.bytes_at_risk),
+            latency_p50_ns: Stats::of_dist(&f.latency_p50_ns),
+            latency_p99_ns: Stats::of_dist(&f.latency_p99_ns),
         },
     }
 }

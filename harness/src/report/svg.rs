@@ -1,8 +1,12 @@
 //! Two small chart drawers for the HTML report, as inline SVG text: a histogram and an x/y
-//! chart (lines or points). No scripts, no fonts or styles fetched: the page must open
-//! offline, in a lab, years later. Every label is escaped (`escape.rs`).
+//! chart (dots, lines, or min/max bands around a mean line for downsampled series). No
+//! scripts, no fonts or styles fetched: the page must open offline, in a lab, years later.
+//! Axes tick at round numbers in units that fit the range ([`super::ticks`]). Every label
+//! is escaped (`escape.rs`). Tick labels carry the classes `xt` and `yt`.
 
 use super::escape::esc;
+use super::series::{Bucket, Dist};
+use super::ticks::{axis_for, Axis, Scale, Unit};
 use std::fmt::Write;
 
 const W: f64 = 640.0;
@@ -11,38 +15,75 @@ const LEFT: f64 = 64.0;
 const RIGHT: f64 = 16.0;
 const TOP: f64 = 28.0;
 const BOTTOM: f64 = 44.0;
-const TICKS: usize = 4;
+/// Intervals an axis aims for.
+const TICKS: usize = 5;
 
-/// One set of points on an x/y chart.
+/// What an axis shows: its name and the unit its values arrive in.
+#[derive(Clone, Copy)]
+pub struct Quantity<'a> {
+    pub label: &'a str,
+    pub unit: Unit,
+}
+
+/// The values of one series.
+pub enum Shape<'a> {
+    /// Points drawn as dots.
+    Dots(&'a [(f64, f64)]),
+    /// A series over cycles: a line through the means, and where a bucket holds more than
+    /// one cycle, a band from its min to its max.
+    Band(&'a [Bucket]),
+}
+
+/// One series on an x/y chart.
 pub struct Series<'a> {
     pub name: &'a str,
     pub color: &'a str,
-    pub points: Vec<(f64, f64)>,
-    /// Joined by a line (else drawn as dots).
-    pub line: bool,
+    pub shape: Shape<'a>,
 }
 
-/// A tick label: integers as integers, small values with a few significant digits.
-fn num(v: f64) -> String {
-    if (v == v.trunc() && v.abs() < 1e15) || v.abs() >= 100.0 {
-        format!("{v:.0}")
-    } else if v.abs() >= 1.0 {
-        format!("{v:.1}")
-    } else {
-        format!("{v:.3}")
+impl Series<'_> {
+    /// Every (x, y) the series reaches.
+    fn extent(&self) -> Vec<(f64, f64)> {
+        match self.shape {
+            Shape::Dots(p) => p.to_vec(),
+            Shape::Band(b) => b.iter().flat_map(|b| [(b.x0 as f64, b.min), (b.x1 as f64, b.max)]).collect(),
+        }
     }
 }
 
-/// The range to draw for values in `[lo, hi]` (never empty).
-fn span(lo: f64, hi: f64) -> (f64, f64) {
-    if hi > lo {
-        (lo, hi)
+/// An axis title with its unit: `latency (ms)`.
+fn titled(q: Quantity, s: Scale) -> String {
+    if s.name.is_empty() {
+        q.label.to_string()
     } else {
-        (lo - 1.0, hi + 1.0)
+        format!("{} ({})", q.label, s.name)
     }
 }
 
-fn frame(svg: &mut String, title: &str, x_label: &str, y_label: &str, x: (f64, f64), y: (f64, f64)) {
+/// The frame, ticks and axis titles; returns the maps from (scaled) values to pixels.
+struct Frame {
+    x: Axis,
+    y: Axis,
+    xs: Scale,
+    ys: Scale,
+}
+
+impl Frame {
+    fn px(&self, v: f64) -> f64 {
+        let (x0, x1) = (LEFT, W - RIGHT);
+        x0 + (v / self.xs.per - self.x.lo) / (self.x.hi - self.x.lo) * (x1 - x0)
+    }
+
+    fn py(&self, v: f64) -> f64 {
+        let (y0, y1) = (H - BOTTOM, TOP);
+        y0 - (v / self.ys.per - self.y.lo) / (self.y.hi - self.y.lo) * (y0 - y1)
+    }
+}
+
+fn frame(svg: &mut String, title: &str, x: (Quantity, f64, f64), y: (Quantity, f64, f64)) -> Frame {
+    let (xs, xa) = axis_for(x.0.unit, x.1, x.2, TICKS);
+    let (ys, ya) = axis_for(y.0.unit, y.1, y.2, TICKS);
+    let f = Frame { x: xa, y: ya, xs, ys };
     let _ = write!(
         svg,
         "<svg role=\"img\" viewBox=\"0 0 {W} {H}\" width=\"{W}\" height=\"{H}\" class=\"chart\">\
@@ -52,31 +93,31 @@ fn frame(svg: &mut String, title: &str, x_label: &str, y_label: &str, x: (f64, f
     );
     let (x0, x1, y0, y1) = (LEFT, W - RIGHT, H - BOTTOM, TOP);
     let _ = write!(svg, "<path d=\"M{x0} {y1}V{y0}H{x1}\" class=\"axis\"/>");
-    for i in 0..=TICKS {
-        let f = i as f64 / TICKS as f64;
-        let (px, py) = (x0 + f * (x1 - x0), y0 - f * (y0 - y1));
-        let (vx, vy) = (x.0 + f * (x.1 - x.0), y.0 + f * (y.1 - y.0));
+    for &t in &f.x.ticks {
+        let px = f.px(t * f.xs.per);
+        let _ = write!(svg, "<text x=\"{px:.1}\" y=\"{:.1}\" text-anchor=\"middle\" class=\"xt\">{}</text>", y0 + 14.0, f.x.label(t));
+    }
+    for &t in &f.y.ticks {
+        let py = f.py(t * f.ys.per);
         let _ = write!(
             svg,
-            "<text x=\"{px:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text><text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>\
-             <path d=\"M{x0} {py:.1}H{x1}\" class=\"grid\"/>",
-            y0 + 14.0,
-            num(vx),
+            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\" class=\"yt\">{}</text><path d=\"M{x0} {py:.1}H{x1}\" class=\"grid\"/>",
             x0 - 4.0,
             py + 4.0,
-            num(vy)
+            f.y.label(t)
         );
     }
     let _ = write!(
         svg,
-        "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text><text x=\"12\" y=\"{:.1}\" text-anchor=\"middle\" transform=\"rotate(-90 12 {:.1})\">{}</text>",
+        "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\" class=\"xl\">{}</text><text x=\"12\" y=\"{:.1}\" text-anchor=\"middle\" transform=\"rotate(-90 12 {:.1})\" class=\"yl\">{}</text>",
         (x0 + x1) / 2.0,
         H - 8.0,
-        esc(x_label),
+        esc(&titled(x.0, f.xs)),
         (y0 + y1) / 2.0,
         (y0 + y1) / 2.0,
-        esc(y_label)
+        esc(&titled(y.0, f.ys))
     );
+    f
 }
 
 fn no_data(title: &str) -> String {
@@ -89,79 +130,87 @@ fn no_data(title: &str) -> String {
     )
 }
 
-/// A histogram of `values` in `bins` equal-width bins.
-pub fn histogram(title: &str, x_label: &str, values: &[f64], bins: usize) -> String {
-    let bins = bins.max(1);
-    let Some((lo, hi)) = values.iter().fold(None, |r: Option<(f64, f64)>, &v| Some(r.map_or((v, v), |(a, b)| (a.min(v), b.max(v))))) else {
+/// A histogram of the cycles' values of `x`, in about `bins` bins of a round width between
+/// round ends.
+pub fn histogram(title: &str, x: Quantity, d: &Dist, bins: usize) -> String {
+    let Some((lo, hi)) = d.range() else {
         return no_data(title);
     };
-    let (lo, hi) = span(lo, hi);
-    let mut counts = vec![0u64; bins];
-    for &v in values {
-        let i = (((v - lo) / (hi - lo)) * bins as f64) as usize;
-        counts[i.min(bins - 1)] += 1;
-    }
+    let (xs, xa) = axis_for(x.unit, lo as f64, hi as f64, TICKS);
+    // Bins split each tick interval evenly, so bar edges meet the ticks.
+    let intervals = xa.ticks.len() - 1;
+    let per = (bins / intervals).max(1);
+    let n = intervals * per;
+    let counts = d.bins(xa.lo * xs.per, xa.hi * xs.per, n);
     let top = *counts.iter().max().expect("at least one bin") as f64;
     let mut svg = String::new();
-    frame(&mut svg, title, x_label, "cycles", (lo, hi), (0.0, top));
-    let (x0, x1, y0, y1) = (LEFT, W - RIGHT, H - BOTTOM, TOP);
-    let bw = (x1 - x0) / bins as f64;
+    let f = frame(&mut svg, title, (x, xa.lo * xs.per, xa.hi * xs.per), (Quantity { label: "cycles", unit: Unit::Count }, 0.0, top));
+    let bw = (W - RIGHT - LEFT) / n as f64;
     for (i, &c) in counts.iter().enumerate() {
-        let h = c as f64 / top * (y0 - y1);
+        let y = f.py(c as f64);
         let _ = write!(
             svg,
-            "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{h:.1}\" class=\"bar\"><title>{c}</title></rect>",
-            x0 + i as f64 * bw + 1.0,
-            y0 - h,
-            (bw - 2.0).max(1.0)
+            "<rect x=\"{:.1}\" y=\"{y:.1}\" width=\"{:.1}\" height=\"{:.1}\" class=\"bar\"><title>{c}</title></rect>",
+            LEFT + i as f64 * bw + 1.0,
+            (bw - 2.0).max(1.0),
+            (H - BOTTOM - y).max(0.0)
         );
     }
     svg.push_str("</svg>");
     svg
 }
 
-/// An x/y chart of one or more series, with a legend.
-pub fn xy_chart(title: &str, x_label: &str, y_label: &str, series: &[Series]) -> String {
-    let all = || series.iter().flat_map(|s| s.points.iter());
-    let Some(&(fx, fy)) = all().next() else {
+/// An x/y chart of one or more series, with a legend. The y axis starts at 0 unless a value
+/// is negative.
+pub fn xy_chart(title: &str, x: Quantity, y: Quantity, series: &[Series]) -> String {
+    let pts: Vec<(f64, f64)> = series.iter().flat_map(Series::extent).collect();
+    let Some(&(fx, fy)) = pts.first() else {
         return no_data(title);
     };
     let (mut xl, mut xh, mut yl, mut yh) = (fx, fx, fy.min(0.0), fy);
-    for &(x, y) in all() {
-        (xl, xh, yl, yh) = (xl.min(x), xh.max(x), yl.min(y), yh.max(y));
+    for &(a, b) in &pts {
+        (xl, xh, yl, yh) = (xl.min(a), xh.max(a), yl.min(b), yh.max(b));
     }
-    let (x, y) = (span(xl, xh), span(yl, yh));
     let mut svg = String::new();
-    frame(&mut svg, title, x_label, y_label, x, y);
-    let (x0, x1, y0, y1) = (LEFT, W - RIGHT, H - BOTTOM, TOP);
-    let px = |v: f64| x0 + (v - x.0) / (x.1 - x.0) * (x1 - x0);
-    let py = |v: f64| y0 - (v - y.0) / (y.1 - y.0) * (y0 - y1);
+    let f = frame(&mut svg, title, (x, xl, xh), (y, yl, yh));
     for (k, s) in series.iter().enumerate() {
-        if s.line && s.points.len() > 1 {
-            let d: Vec<String> = s.points.iter().map(|&(a, b)| format!("{:.1} {:.1}", px(a), py(b))).collect();
-            let _ = write!(svg, "<path d=\"M{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"1.5\"/>", d.join("L"), esc(s.color));
-        } else {
-            for &(a, b) in &s.points {
-                let _ = write!(
-                    svg,
-                    "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"2.5\" fill=\"{}\"><title>{}</title></circle>",
-                    px(a),
-                    py(b),
-                    esc(s.color),
-                    esc(s.name)
-                );
+        let c = esc(s.color);
+        match s.shape {
+            Shape::Dots(points) => {
+                // One group per series: its name is every dot's tooltip, written once.
+                let _ = write!(svg, "<g fill=\"{c}\" class=\"dots\"><title>{}</title>", esc(s.name));
+                for &(a, b) in points {
+                    let _ = write!(svg, "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"2.5\"/>", f.px(a), f.py(b));
+                }
+                svg.push_str("</g>");
+            }
+            Shape::Band(buckets) => {
+                let mid = |b: &Bucket| (b.x0 as f64 + b.x1 as f64) / 2.0;
+                if buckets.iter().any(|b| b.n > 1) {
+                    let top = buckets.iter().map(|b| format!("{:.1} {:.1}", f.px(mid(b)), f.py(b.max)));
+                    let bottom = buckets.iter().rev().map(|b| format!("{:.1} {:.1}", f.px(mid(b)), f.py(b.min)));
+                    let d: Vec<String> = top.chain(bottom).collect();
+                    let _ =
+                        write!(svg, "<path d=\"M{}Z\" fill=\"{c}\" fill-opacity=\"0.25\" stroke=\"none\" class=\"band\"/>", d.join("L"));
+                }
+                if buckets.len() > 1 {
+                    let d: Vec<String> = buckets.iter().map(|b| format!("{:.1} {:.1}", f.px(mid(b)), f.py(b.mean()))).collect();
+                    let _ = write!(svg, "<path d=\"M{}\" fill=\"none\" stroke=\"{c}\" stroke-width=\"1.5\" class=\"line\"/>", d.join("L"));
+                } else if let Some(b) = buckets.first() {
+                    let _ = write!(svg, "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"2.5\" fill=\"{c}\"/>", f.px(mid(b)), f.py(b.mean()));
+                }
             }
         }
         let ly = TOP + 4.0 + 14.0 * k as f64;
+        let x1 = W - RIGHT;
         let _ = write!(
             svg,
-            "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"10\" height=\"10\" fill=\"{c}\"/><text x=\"{:.1}\" y=\"{:.1}\">{}</text>",
+            "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"10\" height=\"10\" fill=\"{c}\"/><text x=\"{:.1}\" y=\"{:.1}\" class=\"legend\">{}</text>",
             x1 - 150.0,
             ly,
             x1 - 136.0,
             ly + 9.0,
             esc(s.name),
-            c = esc(s.color)
         );
     }
     svg.push_str("</svg>");
@@ -171,26 +220,65 @@ pub fn xy_chart(title: &str, x_label: &str, y_label: &str, series: &[Series]) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::series::Buckets;
 
-    #[test]
-    fn histograms_put_every_value_in_a_bin() {
-        let svg = histogram("t", "x", &[0.0, 1.0, 1.0, 9.0, 10.0], 5);
-        assert_eq!(svg.matches("<rect ").count(), 5);
-        // Bins of width 2 from 0: [0, 2) holds 0, 1, 1; the last bin holds 9 and 10.
-        assert!(svg.contains("<title>3</title></rect><rect") && svg.ends_with("<title>2</title></rect></svg>"), "{svg}");
-        assert!(histogram("one value", "x", &[3.0], 4).contains("<rect "), "a single value still draws");
-        assert!(histogram("none", "x", &[], 4).contains("not recorded"));
+    fn labels(svg: &str, class: &str) -> Vec<String> {
+        let open = format!("class=\"{class}\">");
+        svg.split(&open).skip(1).map(|s| s[..s.find('<').unwrap()].to_string()).collect()
     }
 
     #[test]
-    fn charts_draw_lines_dots_and_escape_labels() {
+    fn histograms_put_every_value_in_a_bin_between_round_ticks() {
+        let mut d = Dist::default();
+        for v in [0, 1, 1, 9, 10] {
+            d.push(v);
+        }
+        let svg = histogram("t", Quantity { label: "x", unit: Unit::Count }, &d, 5);
+        assert_eq!(labels(&svg, "xt"), ["0", "2", "4", "6", "8", "10"], "{svg}");
+        // Five bins of width 2 from 0: [0, 2) holds 0, 1, 1; the last bin holds 9 and 10.
+        assert_eq!(svg.matches("<rect ").count(), 5);
+        assert!(svg.contains("<title>3</title></rect><rect") && svg.ends_with("<title>2</title></rect></svg>"), "{svg}");
+        let mut one = Dist::default();
+        one.push(3);
+        assert!(
+            histogram("one value", Quantity { label: "x", unit: Unit::Count }, &one, 4).contains("<rect "),
+            "a single value still draws"
+        );
+        assert!(histogram("none", Quantity { label: "x", unit: Unit::Count }, &Dist::default(), 4).contains("not recorded"));
+    }
+
+    #[test]
+    fn times_read_in_a_unit_that_fits() {
+        let mut d = Dist::default();
+        for v in [1_200_000, 3_400_000, 5_000_000] {
+            d.push(v);
+        }
+        let svg = histogram("ready", Quantity { label: "time to ready", unit: Unit::Nanos }, &d, 20);
+        assert_eq!(labels(&svg, "xt"), ["1", "2", "3", "4", "5"], "{svg}");
+        assert_eq!(labels(&svg, "xl"), ["time to ready (ms)"]);
+    }
+
+    #[test]
+    fn charts_draw_bands_dots_and_escape_labels() {
+        let mut b = Buckets::new(2);
+        for x in 1..=20 {
+            b.push(x, x as f64 * 1e6);
+        }
+        let dots = [(1.5, 1e6)];
         let s = [
-            Series { name: "a<b", color: "#123", points: vec![(1.0, 2.0), (2.0, 3.0)], line: true },
-            Series { name: "dots", color: "red", points: vec![(1.5, 1.0)], line: false },
+            Series { name: "a<b", color: "#123", shape: Shape::Band(b.buckets()) },
+            Series { name: "dots", color: "red", shape: Shape::Dots(&dots) },
         ];
-        let svg = xy_chart("c & d", "x", "y", &s);
-        assert_eq!((svg.matches("<path d=\"M").count() > 1, svg.matches("<circle ").count()), (true, 1));
+        let svg = xy_chart("c & d", Quantity { label: "cycle", unit: Unit::Count }, Quantity { label: "latency", unit: Unit::Nanos }, &s);
+        assert_eq!(
+            (svg.matches("class=\"band\"").count(), svg.matches("class=\"line\"").count(), svg.matches("<circle ").count()),
+            (1, 1, 1)
+        );
+        assert_eq!(labels(&svg, "xt"), ["0", "5", "10", "15", "20"], "{svg}");
+        assert_eq!(labels(&svg, "yt"), ["0", "5", "10", "15", "20"], "{svg}");
+        assert_eq!(labels(&svg, "yl"), ["latency (ms)"]);
         assert!(svg.contains("a&lt;b") && svg.contains("c &amp; d") && !svg.contains("a<b"), "{svg}");
-        assert!(xy_chart("empty", "x", "y", &[]).contains("not recorded"));
+        let q = Quantity { label: "x", unit: Unit::Plain };
+        assert!(xy_chart("empty", q, q, &[]).contains("not recorded"));
     }
 }

@@ -1,5 +1,5 @@
 //! `faultline report RUN_DIR`: rebuilds `summary.json`, `junit.xml` and `report.html` from
-//! the run's event log, and exits with the run's verdict (0 clean, 1 findings, 2 error).
+//! the run's event log (streamed: memory stays bounded whatever its length), and exits with the run's verdict (0 clean, 1 findings, 2 error).
 
 use crate::exit::Exit;
 use anyhow::{Context, Result};
@@ -24,9 +24,9 @@ pub fn cmd_report(a: ReportArgs) -> Result<Exit> {
     }
     let m = &r.model;
     let verdict = m.verdict();
-    let findings = m.findings().count() as u64;
-    let anomalies: u64 = m.cycles.values().map(|c| c.anomalies.len() as u64).sum();
-    let cycles = m.cycles.values().filter(|c| c.end.is_some()).count();
+    let findings = m.findings_total();
+    let anomalies = m.anomalies.total;
+    let cycles = m.totals.cycles_ended;
     let contract = m.start.as_ref().map(|s| s.contract);
     let line = verdict_line(verdict, findings, anomalies, contract, &format!("{} recorded", m.harness_errors()));
     println!("{} events, {cycles} cycles{}", r.events, if m.end.is_none() { " (the run did not end)" } else { "" });
