@@ -46,6 +46,11 @@ enum Cmd {
     /// Rebuild summary.json, junit.xml and report.html of a run directory from its event
     /// log (events.jsonl); exits with the run's verdict.
     Report(cmd::report::ReportArgs),
+    /// Run one controller emulator on its own, with a simulated drive behind it, for bringing
+    /// up lab scripts without hardware: `emulate quarch|lcus|numato --pty | --tcp ADDR`.
+    /// Prints where it listens, logs each command and reply on stderr, runs until SIGINT or
+    /// SIGTERM.
+    Emulate(cmd::emulate::EmulateArgs),
 }
 
 fn main() -> ExitCode {
@@ -60,6 +65,7 @@ fn main() -> ExitCode {
         Cmd::Bench(a) => cmd::bench::cmd_bench(a),
         Cmd::Controller(a) => cmd::controller::cmd_controller(a),
         Cmd::Report(a) => cmd::report::cmd_report(a),
+        Cmd::Emulate(a) => cmd::emulate::cmd_emulate(a),
     };
     match r {
         Ok(exit) => exit.into(),
