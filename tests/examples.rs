@@ -55,7 +55,11 @@ fn check_run_or_resume(origin: &str, script: &str) {
     assert_eq!(subs, ["resume", "run"], "{origin}");
     let dirs: Vec<String> = inv.iter().map(|a| run_dir_of(a)).collect();
     assert_eq!(dirs[0], dirs[1], "{origin}: resume and run must work on the same run directory");
-    assert!(script.contains(&format!("[ -e {}/scenario.toml ]", dirs[0])), "{origin}: the script must resume exactly when {}/scenario.toml exists", dirs[0]);
+    assert!(
+        script.contains(&format!("[ -e {}/scenario.toml ]", dirs[0])),
+        "{origin}: the script must resume exactly when {}/scenario.toml exists",
+        dirs[0]
+    );
     for a in &inv {
         parses(origin, a);
     }
@@ -76,7 +80,10 @@ fn the_systemd_unit_resumes_after_a_reboot_and_never_restarts_a_finding_away() {
     let prevent: Vec<&str> = svc.get("RestartPreventExitStatus").unwrap_or_default().split_whitespace().collect();
     assert!(prevent.contains(&"1"), "{origin}: exit 1 (findings) must never be restarted away");
     assert!(!prevent.contains(&"2"), "{origin}: exit 2 (harness error) is worth a retry");
-    assert!(svc.get("SuccessExitStatus").is_none_or(|s| !s.split_whitespace().any(|c| c == "1")), "{origin}: findings must leave the unit failed");
+    assert!(
+        svc.get("SuccessExitStatus").is_none_or(|s| !s.split_whitespace().any(|c| c == "1")),
+        "{origin}: findings must leave the unit failed"
+    );
     let unit_sec = unit.section(Some("Unit")).expect("[Unit]");
     assert!(unit_sec.get("StartLimitBurst").is_some(), "{origin}: retries are bounded");
     assert_eq!(unit.section(Some("Install")).and_then(|s| s.get("WantedBy")), Some("multi-user.target"), "{origin}: started at boot");

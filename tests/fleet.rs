@@ -32,7 +32,8 @@ fn the_fleet_page_merges_runs_from_many_hosts_per_drive() {
     }
     let broken = fleet.join("host-9/run-broken");
     std::fs::create_dir_all(&broken).unwrap();
-    std::fs::write(broken.join("events.jsonl"), "{\"v\":2,\"host\":\"local\",\"event\":\"run_started\",\"t_ns\":\"<b>soon</b>\"}\n").unwrap();
+    std::fs::write(broken.join("events.jsonl"), "{\"v\":2,\"host\":\"local\",\"event\":\"run_started\",\"t_ns\":\"<b>soon</b>\"}\n")
+        .unwrap();
 
     let out = root.join("out");
     let o = run(&["report", "--fleet", s(&fleet), "--out", s(&out)]);

@@ -85,7 +85,11 @@ impl Drop for Emulator {
 fn drive(conn: &str) -> Vec<(String, String)> {
     let o = Command::new("python3").args([SCRIPT, conn]).output().expect("run python3");
     let out = String::from_utf8_lossy(&o.stdout);
-    assert!(o.status.success(), "seed {SEED:#x}: quarchpy against {conn} failed\nstdout:\n{out}\nstderr:\n{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "seed {SEED:#x}: quarchpy against {conn} failed\nstdout:\n{out}\nstderr:\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     out.lines()
         .map(|l| {
             let v: serde_json::Value = serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l:?}: {e}"));

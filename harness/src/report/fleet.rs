@@ -411,7 +411,12 @@ pub fn render_html(f: &Fleet) -> String {
     for r in &f.runs {
         let report = r.report.as_deref().map_or("-".into(), |l| format!("<a href=\"{0}\">{0}</a>", esc(l)));
         if let Some(why) = &r.error {
-            let _ = writeln!(h, "<tr><td>{}</td><td colspan=\"5\" class=\"error\">unreadable: {}</td><td class=\"error\">error</td><td>{report}</td></tr>", esc(&r.dir), esc(why));
+            let _ = writeln!(
+                h,
+                "<tr><td>{}</td><td colspan=\"5\" class=\"error\">unreadable: {}</td><td class=\"error\">error</td><td>{report}</td></tr>",
+                esc(&r.dir),
+                esc(why)
+            );
             continue;
         }
         let drive = r.drive.as_ref().map_or(String::new(), |d| format!("{} {}", esc(&d.model), esc(&d.serial)));

@@ -171,7 +171,7 @@ impl Quarch {
         let mut c = self.lock();
         c.require_hotplug("set pin-mate sequencing")?;
         let last = 2 * step_ms;
-        if !(last <= 127 || (last <= 1270 && last % 10 == 0)) {
+        if !(last <= 127 || (last <= 1270 && last.is_multiple_of(10))) {
             return Err(c.err(
                 "SOURce:3:DELay",
                 format!("a {step_ms} ms step puts source 3 at {last} ms; a source takes 0-127 ms, or up to 1270 ms in 10 ms steps"),

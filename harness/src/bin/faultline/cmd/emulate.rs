@@ -75,7 +75,7 @@ pub fn cmd_emulate(a: EmulateArgs) -> Result<Exit> {
     if a.tcp.is_some() && !matches!(a.device, Device::Quarch) {
         bail!("--tcp: only the Quarch emulator speaks TCP; LCUS and Numato boards are serial (use --pty)");
     }
-    if a.capacity_bytes == 0 || a.capacity_bytes % 4096 != 0 {
+    if a.capacity_bytes == 0 || !a.capacity_bytes.is_multiple_of(4096) {
         bail!("--capacity-bytes {}: must be a positive multiple of 4096", a.capacity_bytes);
     }
     let seed = a.seed.unwrap_or_else(crate::random_u64);

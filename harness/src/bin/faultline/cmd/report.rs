@@ -6,8 +6,8 @@
 
 use crate::exit::Exit;
 use anyhow::{Context, Result};
-use faultline::report::console::verdict_line;
 use faultline::events::Verdict;
+use faultline::report::console::verdict_line;
 use faultline::report::regenerate;
 use faultline::run_dir::EVENTS_FILE;
 use std::path::PathBuf;
