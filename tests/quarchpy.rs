@@ -81,15 +81,32 @@ impl Drop for Emulator {
     }
 }
 
-/// Runs the script against `conn`; the (command, reply) pairs quarchpy returned.
+/// Runs the script against `conn`; the (command, reply) pairs quarchpy returned. quarchpy
+/// waits for a reply ending `\r\n>` forever, so a framing it cannot read is a hang: the script
+/// gets 120 s (it needs about one), then is killed and the test fails saying so.
 fn drive(conn: &str) -> Vec<(String, String)> {
-    let o = Command::new("python3").args([SCRIPT, conn]).output().expect("run python3");
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "seed {SEED:#x}: quarchpy against {conn} failed\nstdout:\n{out}\nstderr:\n{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let mut child =
+        Command::new("python3").args([SCRIPT, conn]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("run python3");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break Some(st);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut out = String::new();
+    let mut err = String::new();
+    let _ = child.stdout.take().unwrap().read_to_string(&mut out);
+    let _ = child.stderr.take().unwrap().read_to_string(&mut err);
+    let Some(status) = status else {
+        panic!("seed {SEED:#x}: quarchpy against {conn} hung (a reply it cannot read never ends in \\r\\n> for it); replies so far:\n{out}\nstderr:\n{err}");
+    };
+    assert!(status.success(), "seed {SEED:#x}: quarchpy against {conn} failed\nstdout:\n{out}\nstderr:\n{err}");
     out.lines()
         .map(|l| {
             let v: serde_json::Value = serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l:?}: {e}"));
