@@ -225,11 +225,18 @@ fn quarch_hotplug_port_pull_perst_mate_speed_and_glitch() {
     assert_eq!(count(&emu, "SIGnal:PORT_B:SOURce 0"), 1);
 
     q.set_mate_step(25).unwrap();
-    assert_eq!(emu.source_delays(1).into_iter().collect::<Vec<_>>(), vec![(1, 0), (2, 25), (3, 50), (4, 75), (5, 100), (6, 125)]);
+    assert_eq!(emu.source_delays(1).into_iter().collect::<Vec<_>>(), vec![(1, 0), (2, 25), (3, 50), (4, 50), (5, 50), (6, 50)]);
     // The same through the power-switch trait, as the cycle runner sets it before each cut.
     let mut p: Box<dyn PowerSwitch> = Box::new(q.clone());
     p.set_mate_step(10).unwrap();
-    assert_eq!(emu.source_delays(1).values().copied().collect::<Vec<_>>(), vec![0, 10, 20, 30, 40, 50]);
+    assert_eq!(emu.source_delays(1).values().copied().collect::<Vec<_>>(), vec![0, 10, 20, 20, 20, 20]);
+    // Very slow (500 ms) fits a module's limits only on three sources: 1000 ms is the last.
+    p.set_mate_step(500).unwrap();
+    assert_eq!(emu.source_delays(1).values().copied().collect::<Vec<_>>(), vec![0, 500, 1000, 1000, 1000, 1000]);
+    let sent = emu.commands().len();
+    let e = p.set_mate_step(700).unwrap_err().to_string();
+    assert!(e.contains("1400 ms") && e.contains("1270"), "{e}");
+    assert_eq!(emu.commands().len(), sent, "a step out of range is refused before anything is sent");
     q.perst(true).unwrap();
     assert_eq!(emu.perst(1), (Some(0), true));
     q.perst(false).unwrap();

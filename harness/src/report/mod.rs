@@ -5,7 +5,8 @@
 //! - `summary.json` ([`summary`]): verdict, counts per class, cycles, timings, figures;
 //! - `junit.xml` ([`junit`]): one test case per cycle, for CI;
 //! - `report.html` ([`html`]): one self-contained page with inline SVG charts;
-//! - the console ([`console`]): a progress bar on a terminal, plain periodic lines elsewhere.
+//! - the console ([`console`]): a progress bar on a terminal, plain periodic lines elsewhere;
+//! - `fleet.json` and `fleet.html` ([`fleet`]): many runs' event logs merged per drive.
 //!
 //! Each file report folds the events into its own [`RunModel`] (bounded: see [`model`]) and
 //! writes its file when the run ends; [`regenerate`] rebuilds all three from `events.jsonl`
@@ -15,6 +16,7 @@
 pub mod console;
 mod error;
 mod escape;
+pub mod fleet;
 pub mod html;
 pub mod jsonl;
 pub mod junit;

@@ -188,6 +188,22 @@ impl Dist {
         Some(max)
     }
 
+    /// Adds every sample of `other` (pooling runs: percentiles do not average).
+    pub fn merge(&mut self, other: &Dist) {
+        if other.n == 0 {
+            return;
+        }
+        if self.hist.add(&other.hist).is_err() {
+            for v in other.hist.iter_recorded() {
+                self.hist.saturating_record_n(v.value_iterated_to(), v.count_since_last_iteration());
+            }
+        }
+        self.n += other.n;
+        self.min = self.min.min(other.min);
+        self.max = self.max.max(other.max);
+        self.sum += other.sum;
+    }
+
     /// The distribution of every value times `k` (microseconds to nanoseconds, say).
     pub fn scaled(&self, k: u64) -> Dist {
         let mut d = Dist::default();

@@ -5,10 +5,11 @@
 //! - Text commands, case-insensitive SCPI style; replies `OK`, `FAIL...`, or a value.
 //! - Serial: 19200 8N1, no flow control. `CMD\r\n`; the module echoes the line, then the reply,
 //!   then the prompt `>` at the start of a line.
-//! - TCP (port 9760): a command goes out as `[len][0x00]CMD\r\n`, `len` counting `CMD\r\n`;
-//!   reply packets carry a 2-byte little-endian length of the bytes that follow it (quarchpy
-//!   ignores it and strips two bytes per packet; we honour it), and the reply ends with `\r\n>`.
-//!   No echo.
+//! - TCP (port 9760): a command goes out as `[len][0x00]CMD\r\n`, the 16-bit little-endian
+//!   count of `CMD\r\n`; a reply is a packet with the same 2-byte length and the text ending
+//!   `\r\n>`. No echo. A module sends one packet per reply (quarchpy strips two bytes per
+//!   `recv`, so it could not read more); we reassemble any number, honouring each length.
+//!   docs/CONTROLLERS.md has the sources.
 //! - USB (vendor 0x16D0, product 0x0449): interface 0, the command endpoint is the highest
 //!   OUT endpoint; commands NUL-padded to 64 bytes; reply packets until one that starts with
 //!   `>`. Modules with 64-byte endpoints are first locked into USB mode (`02 00 00 01 04 01`,
@@ -160,13 +161,24 @@ impl Quarch {
         c.command_ok("RUN:POWer UP")
     }
 
-    /// Hot-plug modules: pin-mate sequencing speed; timed source N (1..=6) switches
-    /// `(N-1) * step_ms` after the first. [`MATE_SPEEDS_MS`] lists the usual steps.
+    /// Hot-plug modules: pin-mate sequencing speed. The signals of a drive's connector sit on
+    /// timed sources 1..=3 by default (Quarch AN-003): source N switches `(N-1) * step_ms`
+    /// after the first, and sources 4..=6 with source 3, as AN-003 sets them. A source takes
+    /// 0..=127 ms, or up to 1270 ms in 10 ms steps (the module config files): a step whose last
+    /// delay is outside that is refused before anything is sent. [`MATE_SPEEDS_MS`] lists the
+    /// usual steps, all within it.
     pub fn set_mate_step(&self, step_ms: u32) -> Result<(), PowerError> {
         let mut c = self.lock();
         c.require_hotplug("set pin-mate sequencing")?;
+        let last = 2 * step_ms;
+        if !(last <= 127 || (last <= 1270 && last.is_multiple_of(10))) {
+            return Err(c.err(
+                "SOURce:3:DELay",
+                format!("a {step_ms} ms step puts source 3 at {last} ms; a source takes 0-127 ms, or up to 1270 ms in 10 ms steps"),
+            ));
+        }
         for n in 1..=6u32 {
-            c.command_ok(&format!("SOURce:{n}:DELay {}", (n - 1) * step_ms))?;
+            c.command_ok(&format!("SOURce:{n}:DELay {}", (n.min(3) - 1) * step_ms))?;
         }
         Ok(())
     }

@@ -154,7 +154,8 @@ impl TcpWire {
         Err(last)
     }
 
-    /// Encodes one command frame.
+    /// Encodes one command frame: the 16-bit little-endian length of `CMD\r\n` (its high byte
+    /// always 0 here: no Quarch command comes near 256 bytes), then the text.
     pub fn frame(cmd: &str) -> Result<Vec<u8>, String> {
         let body = format!("{cmd}\r\n");
         let len = u8::try_from(body.len()).map_err(|_| format!("command of {} bytes is too long for one TCP frame", body.len()))?;

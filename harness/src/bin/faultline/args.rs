@@ -1,6 +1,7 @@
 //! Argument types shared by several commands.
 
 use clap::ValueEnum;
+use faultline::scenario::SimModel;
 use faultline_drivers::blockdev::Expectation;
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -50,4 +51,22 @@ pub enum ModelArg {
     ReadErrors,
     ReadHangs,
     DiesAfterCuts,
+}
+
+impl ModelArg {
+    /// The simulated drive's model this names, with the demo's parameters.
+    pub fn sim_model(self) -> SimModel {
+        match self {
+            ModelArg::HonestPlp => SimModel::HonestPlp,
+            ModelArg::HonestVolatile => SimModel::HonestVolatile,
+            ModelArg::LiesAboutFlush => SimModel::LiesAboutFlush,
+            ModelArg::TornWrites => SimModel::TornWrites,
+            ModelArg::Misdirects => SimModel::Misdirects { per_mille: 2 },
+            ModelArg::BitRot => SimModel::BitRot { flips_per_cut: 1 },
+            ModelArg::Rollback => SimModel::Rollback { writes_per_cut: 1 },
+            ModelArg::ReadErrors => SimModel::ReadErrors { sectors_per_cut: 1 },
+            ModelArg::ReadHangs => SimModel::ReadHangs { sectors_per_cut: 1 },
+            ModelArg::DiesAfterCuts => SimModel::DiesAfterCuts { cuts: 50 },
+        }
+    }
 }

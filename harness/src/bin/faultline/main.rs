@@ -51,6 +51,11 @@ enum Cmd {
     /// cycle with new findings, the verdict; exits with the run's exit code. Goes on across
     /// `faultline resume`.
     Watch(cmd::watch::WatchArgs),
+    /// Run one controller emulator on its own, with a simulated drive behind it, for bringing
+    /// up lab scripts without hardware: `emulate quarch|lcus|numato --pty | --tcp ADDR`.
+    /// Prints where it listens, logs each command and reply on stderr, runs until SIGINT or
+    /// SIGTERM.
+    Emulate(cmd::emulate::EmulateArgs),
 }
 
 fn main() -> ExitCode {
@@ -66,6 +71,7 @@ fn main() -> ExitCode {
         Cmd::Controller(a) => cmd::controller::cmd_controller(a),
         Cmd::Report(a) => cmd::report::cmd_report(a),
         Cmd::Watch(a) => cmd::watch::cmd_watch(a),
+        Cmd::Emulate(a) => cmd::emulate::cmd_emulate(a),
     };
     match r {
         Ok(exit) => exit.into(),

@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod controller;
 pub mod decode;
+pub mod emulate;
 pub mod report;
 pub mod run;
 pub mod selftest;

@@ -23,7 +23,6 @@ use crate::exit::Exit;
 use crate::metrics::{MetricsArgs, MetricsFeed};
 use anyhow::anyhow;
 use clap::Parser;
-use faultline::scenario::SimModel;
 
 #[derive(Parser)]
 pub struct RunArgs {
@@ -220,18 +219,7 @@ pub fn cmd_run(a: RunArgs) -> Result<Exit> {
     }
     if let Some(m) = a.model {
         let sim = s.target.sim.as_mut().ok_or_else(|| anyhow!("the demo scenario has no simulated drive"))?;
-        sim.model = match m {
-            ModelArg::HonestPlp => SimModel::HonestPlp,
-            ModelArg::HonestVolatile => SimModel::HonestVolatile,
-            ModelArg::LiesAboutFlush => SimModel::LiesAboutFlush,
-            ModelArg::TornWrites => SimModel::TornWrites,
-            ModelArg::Misdirects => SimModel::Misdirects { per_mille: 2 },
-            ModelArg::BitRot => SimModel::BitRot { flips_per_cut: 1 },
-            ModelArg::Rollback => SimModel::Rollback { writes_per_cut: 1 },
-            ModelArg::ReadErrors => SimModel::ReadErrors { sectors_per_cut: 1 },
-            ModelArg::ReadHangs => SimModel::ReadHangs { sectors_per_cut: 1 },
-            ModelArg::DiesAfterCuts => SimModel::DiesAfterCuts { cuts: 50 },
-        };
+        sim.model = m.sim_model();
     }
     if let Some(c) = &a.contract {
         s.contract = c.parse().map_err(|e: String| anyhow!(e))?;
