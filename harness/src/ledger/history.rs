@@ -3,7 +3,7 @@
 //! alike, so a record that contradicts the ledger is refused before it is written.
 
 use super::frame::parse_ledger;
-use super::{EndKind, LedgerError, Record, RunHeader, LEDGER_FILE, LEDGER_FORMAT};
+use super::{Applied, EndKind, LedgerError, Record, RunHeader, SeenWrite, LEDGER_FILE, LEDGER_FORMAT};
 use crate::port::PortId;
 use std::path::Path;
 
@@ -34,6 +34,19 @@ pub struct History {
     pub torn_tail_bytes: u64,
     /// Length of the valid part of the file.
     pub valid_bytes: u64,
+    /// Uncertain writes a verify saw applied, fully or partly (from `seen` records, in ledger
+    /// order): the sectors the drive must keep showing them on, or newer versions.
+    pub pins: Vec<Pin>,
+    /// Cycles with a `seen` record, ascending.
+    pub seen_cycles: Vec<u32>,
+}
+
+/// One write a verify saw applied: `write.applied` is `fully` or `partly`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pin {
+    /// The cycle whose verify saw it (the write's own cycle).
+    pub cycle: u32,
+    pub write: SeenWrite,
 }
 
 impl History {
@@ -103,7 +116,16 @@ fn build_history(path: &Path, records: Vec<(u64, Record)>) -> Result<History, Le
 impl History {
     /// The history of a run with no records but its header.
     pub fn new(header: RunHeader) -> Self {
-        History { header, prefill: None, cycles: Vec::new(), records: 1, torn_tail_bytes: 0, valid_bytes: 0 }
+        History {
+            header,
+            prefill: None,
+            cycles: Vec::new(),
+            records: 1,
+            torn_tail_bytes: 0,
+            valid_bytes: 0,
+            pins: Vec::new(),
+            seen_cycles: Vec::new(),
+        }
     }
 
     /// Applies one record after the header; `Err` names what is inconsistent.
@@ -181,10 +203,54 @@ impl History {
                 c.in_flight_at_end = in_flight_at_end;
                 c.bytes_at_risk = bytes_at_risk;
             }
+            Record::Seen { cycle, writes } => {
+                check_seen(h, cycle, &writes)?;
+                if h.seen_cycles.last() != Some(&cycle) {
+                    h.seen_cycles.push(cycle);
+                }
+                h.pins.extend(writes.into_iter().filter(|w| w.applied != Applied::NotAtAll).map(|write| Pin { cycle, write }));
+            }
         }
         h.records += 1;
         Ok(())
     }
+}
+
+/// A `seen` record is about the last cycle, once it ended, and names only its writes that the
+/// contract left uncertain, each once, with sector runs exactly when it was partly applied.
+fn check_seen(h: &History, cycle: u32, writes: &[SeenWrite]) -> Result<(), String> {
+    let c = match h.cycles.last() {
+        Some(c) if c.cycle == cycle && c.end.is_some() => c,
+        _ => return Err(format!("seen record for cycle {cycle}, which is not the last cycle ended")),
+    };
+    let mut ids: Vec<u64> = writes.iter().map(|w| w.id).collect();
+    ids.sort_unstable();
+    if let Some(w) = ids.windows(2).find(|w| w[0] == w[1]) {
+        return Err(format!("seen record for cycle {cycle} names write {} twice", w[0]));
+    }
+    for w in writes {
+        if w.id < c.first_id || w.id >= c.submitted_end {
+            return Err(format!(
+                "seen record for cycle {cycle} names write {}, outside the cycle's ids [{}, {})",
+                w.id, c.first_id, c.submitted_end
+            ));
+        }
+        if h.is_durable(w.id) {
+            return Err(format!("seen record for cycle {cycle} names write {}, which the contract made durable", w.id));
+        }
+        let runs_ok = w.sectors.iter().all(|r| r[0] < r[1]) && w.sectors.windows(2).all(|p| p[0][1] < p[1][0]);
+        let shape_ok = match w.applied {
+            Applied::Partly => !w.sectors.is_empty() && runs_ok,
+            Applied::Fully | Applied::NotAtAll => w.sectors.is_empty(),
+        };
+        if !shape_ok {
+            return Err(format!(
+                "seen record for cycle {cycle}: write {} is {:?} with sector runs {:?} (partly needs sorted, disjoint, non-empty runs; the others none)",
+                w.id, w.applied, w.sectors
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn sorted(mut v: Vec<u64>) -> Vec<u64> {

@@ -33,7 +33,7 @@ pub mod history;
 
 pub use file::LedgerWriter;
 pub use frame::{parse_ledger, ParsedLedger};
-pub use history::{replay, CycleState, History};
+pub use history::{replay, CycleState, History, Pin};
 
 use crate::port::{PortEntry, PortId};
 use crate::workload::WorkloadSpec;
@@ -202,6 +202,37 @@ pub enum Record {
         in_flight_at_end: u32,
         bytes_at_risk: u64,
     },
+    /// What the verify after `cycle`'s cut saw of the cycle's writes that the contract left
+    /// uncertain (in flight, failed, or completed and unflushed): from now on the drive must
+    /// keep showing what it showed (see `crate::verify`). Absent from ledgers written before it.
+    Seen {
+        cycle: u32,
+        writes: Vec<SeenWrite>,
+    },
+}
+
+/// How much of one uncertain write a verify saw applied.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Applied {
+    /// Every sector of the write was read and showed it.
+    Fully,
+    /// Some sectors showed it (`sectors`), others were older, newer or not read.
+    Partly,
+    /// Every sector read showed an older version; none showed it.
+    NotAtAll,
+}
+
+/// One write of a [`Record::Seen`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SeenWrite {
+    pub id: u64,
+    pub applied: Applied,
+    /// `partly`: the sectors seen holding the write, as sorted, disjoint `[first, end)` runs of
+    /// sector indices inside the write (0 is its first sector). Empty otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sectors: Vec<[u32; 2]>,
 }
 
 #[derive(Debug, thiserror::Error)]

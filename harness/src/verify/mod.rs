@@ -33,10 +33,13 @@
 //!   the span to tell the two apart).
 
 mod classify;
+mod seen;
 mod taxonomy;
 #[cfg(test)]
 mod tests;
 
+use seen::{push_seen, PinAt, PinIndex};
+pub use seen::{offline_seen_record, seen_record, SeenRun, MAX_SEEN_WRITES};
 use taxonomy::push;
 pub use taxonomy::{prefill_id, Finding, FindingClass, Shown, VerifyError, VerifyReport};
 
@@ -80,6 +83,12 @@ enum Verdict {
         found: Shown,
         detail: String,
     },
+    /// Older than the write an earlier verify saw here (`expected`).
+    Stale {
+        expected: Shown,
+        found: Shown,
+        detail: String,
+    },
 }
 
 struct Group {
@@ -96,6 +105,10 @@ pub struct Verifier<'a> {
     sector: u64,
     atomic: u64,
     cycle: u32,
+    /// The sectors earlier verifies saw uncertain writes on.
+    pins: PinIndex,
+    /// Uncertain writes from this id on are recorded as [`SeenRun`]s (the last cycle's).
+    track_from: u64,
 }
 
 /// Bound on stepping back through non-durable writes for one sector.
@@ -106,7 +119,9 @@ impl<'a> Verifier<'a> {
     pub fn new(layout: &'a Layout, history: &'a History, format: &'a Format) -> Self {
         let sector = format.sector_bytes() as u64;
         let atomic = history.header.atomic_bytes.max(sector);
-        Verifier { layout, history, format, sector, atomic, cycle: history.last_cycle() }
+        let pins = PinIndex::new(history, layout, sector);
+        let track_from = seen::track_from(history);
+        Verifier { layout, history, format, sector, atomic, cycle: history.last_cycle(), pins, track_from }
     }
 
     /// D for `addr`, and the end of the run of addresses from `addr` that share it.
@@ -233,7 +248,7 @@ impl<'a> Verifier<'a> {
                 scan.cached = self.durable(addr)?;
             }
             let d = scan.cached.0;
-            let verdict = match chunk.errors.get(i) {
+            let mut verdict = match chunk.errors.get(i) {
                 Some(Some(e)) => Verdict::Finding {
                     class: FindingClass::Unreadable,
                     found: Shown::ReadError { errno: e.errno, detail: e.detail.clone() },
@@ -241,11 +256,22 @@ impl<'a> Verifier<'a> {
                 },
                 _ => self.classify(addr, bytes, &d, &mut scan.last_plan),
             };
+            if !self.pins.is_empty() {
+                if addr >= scan.pin.1 {
+                    scan.pin = self.pins.at(addr);
+                }
+                if let Some(pin) = scan.pin.0 {
+                    verdict = self.held(pin, &d, addr, bytes, verdict);
+                }
+            }
             rep.sectors += 1;
             let expected = || self.shown_of(&d, addr);
             let mut unit_rank = None;
             match verdict {
                 Verdict::Ok { rank, durable } => {
+                    if !durable && rank > self.track_from {
+                        push_seen(&mut rep.seen, rank - 1, addr, self.sector);
+                    }
                     match (durable, rank) {
                         (true, 0) => rep.prior_ok += 1,
                         (true, _) => rep.durable_ok += 1,
@@ -276,6 +302,10 @@ impl<'a> Verifier<'a> {
                 Verdict::Finding { class, found, detail } => push(
                     &mut rep.findings,
                     Finding { class, offset: addr, length: self.sector, expected: expected(), found, cycle: self.cycle, detail },
+                ),
+                Verdict::Stale { expected, found, detail } => push(
+                    &mut rep.findings,
+                    Finding { class: FindingClass::StaleVersion, offset: addr, length: self.sector, expected, found, cycle: self.cycle, detail },
                 ),
             }
             if self.atomic > self.sector {
@@ -371,11 +401,13 @@ struct Scan {
     /// D and the end of the run of sectors sharing it (computed once per piece).
     cached: (Durable, u64),
     last_plan: Option<WritePlan>,
+    /// The pin covering the sector and the end of the run of sectors sharing it.
+    pin: (Option<PinAt>, u64),
 }
 
 impl Scan {
     fn new(end: u64) -> Self {
-        Scan { end, rep: VerifyReport::default(), groups: HashMap::new(), unit: Vec::new(), cached: (Durable::Prior, 0), last_plan: None }
+        Scan { end, rep: VerifyReport::default(), groups: HashMap::new(), unit: Vec::new(), cached: (Durable::Prior, 0), last_plan: None, pin: (None, 0) }
     }
 }
 

@@ -50,4 +50,5 @@ pub enum ModelArg {
     ReadErrors,
     ReadHangs,
     DiesAfterCuts,
+    Resurrect,
 }

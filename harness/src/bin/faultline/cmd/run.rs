@@ -218,6 +218,7 @@ pub fn cmd_run(a: RunArgs) -> Result<Exit> {
             ModelArg::ReadErrors => SimModel::ReadErrors { sectors_per_cut: 1 },
             ModelArg::ReadHangs => SimModel::ReadHangs { sectors_per_cut: 1 },
             ModelArg::DiesAfterCuts => SimModel::DiesAfterCuts { cuts: 50 },
+            ModelArg::Resurrect => SimModel::Resurrect { after_cuts: 1 },
         };
     }
     if let Some(c) = &a.contract {

@@ -7,10 +7,11 @@ use anyhow::Result;
 use clap::Parser;
 use faultline::events::Verdict;
 use faultline::format::Format;
-use faultline::ledger::replay;
+use faultline::ledger::{replay, Applied, LedgerWriter, Record};
+use faultline::run_dir;
 use faultline::report::console::verdict_line;
 use faultline::run::check_target;
-use faultline::verify::{Verifier, VerifyReport};
+use faultline::verify::{offline_seen_record, Verifier, VerifyReport};
 use faultline::workload::Layout;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -38,6 +39,16 @@ pub struct VerifyArgs {
 }
 
 pub fn cmd_verify(a: VerifyArgs) -> Result<Exit> {
+    // Held while reading the ledger and appending what this verify saw; a run in progress
+    // holds it, and then nothing is recorded.
+    let lock = match run_dir::lock(&a.run_dir) {
+        Ok(l) => Some(l),
+        Err(e @ run_dir::RunDirError::InUse { .. }) => {
+            eprintln!("faultline: note: {e}: verifying without recording what the drive showed");
+            None
+        }
+        Err(e) => return Err(e.into()),
+    };
     let history = replay(&a.run_dir)?;
     if history.torn_tail_bytes > 0 {
         eprintln!("faultline: note: the ledger ends in a torn record ({} bytes), ignored", history.torn_tail_bytes);
@@ -69,6 +80,17 @@ pub fn cmd_verify(a: VerifyArgs) -> Result<Exit> {
         }
     })?;
     let secs = t.elapsed().as_secs_f64();
+    let seen = match (&lock, offline_seen_record(&history, &layout, &[(start, end)], &rep.seen)) {
+        (Some(_), Some(ref rec @ Record::Seen { cycle, ref writes })) => {
+            let held = writes.iter().filter(|w| w.applied != Applied::NotAtAll).count();
+            let mut ledger = LedgerWriter::open(&a.run_dir, &history)?;
+            ledger.append(rec)?;
+            ledger.close()?;
+            Some(serde_json::json!({ "cycle": cycle, "writes": writes.len(), "held": held }))
+        }
+        _ => None,
+    };
+    drop(lock);
     if a.json {
         let v = serde_json::json!({
             "summary": rep.summary(),
@@ -80,10 +102,17 @@ pub fn cmd_verify(a: VerifyArgs) -> Result<Exit> {
             "prior_ok": rep.prior_ok,
             "cycle": history.last_cycle(),
             "run_id": format!("{:016x}", h.run_id),
+            "seen_recorded": seen,
         });
         println!("{}", serde_json::to_string(&v)?);
     } else {
         print_report(&rep, secs);
+        if let Some(s) = &seen {
+            println!(
+                "recorded in the ledger: {} of cycle {}'s uncertain writes seen applied (a later verify holds them)",
+                s["held"], s["cycle"]
+            );
+        }
     }
     Ok(if rep.findings.is_empty() { Exit::Clean } else { Exit::Findings })
 }
