@@ -298,4 +298,74 @@ mod tests {
             }
         }
     }
+
+    #[test]
+    fn ledgers_written_before_the_seen_record_still_read() {
+        // Records as a build without `seen` wrote them, byte for byte (no `seen` anywhere).
+        let header = serde_json::to_string(&crate::ledger::tests::header()).unwrap();
+        let old = [
+            header.as_str(),
+            r#"{"type":"cycle_start","cycle":1,"first_id":1,"at":"t","port":0}"#,
+            r#"{"type":"reserve","cycle":1,"upto":64}"#,
+            r#"{"type":"cycle_end","cycle":1,"end":"cut","submitted_end":40,"durable_prefix":30,"durable_extras":[33],"failed":[],"in_flight_at_end":4,"bytes_at_risk":16384}"#,
+        ];
+        let header_rec = format!(r#"{{"type":"run_start",{}"#, &old[0][1..]);
+        let frames: Vec<u8> = std::iter::once(header_rec.as_str())
+            .chain(old[1..].iter().copied())
+            .enumerate()
+            .flat_map(|(i, p)| crate::ledger::frame::frame(i as u64, p.as_bytes()))
+            .collect();
+        let dir = tempdir();
+        std::fs::write(dir.join(LEDGER_FILE), frames).unwrap();
+        let h = replay(&dir).unwrap();
+        assert_eq!((h.cycles.len(), h.records), (1, 4));
+        assert!(h.pins.is_empty() && h.seen_cycles.is_empty(), "an old ledger holds nothing seen");
+        assert!(h.is_durable(33) && !h.is_durable(35));
+    }
+
+    #[test]
+    fn seen_records_replay_as_pins_and_contradictions_are_refused() {
+        use crate::ledger::{Applied, SeenWrite};
+        let w = |id, applied, sectors: &[[u32; 2]]| SeenWrite { id, applied, sectors: sectors.to_vec() };
+        let good = Record::Seen { cycle: 1, writes: vec![w(51, Applied::Partly, &[[0, 2], [5, 8]]), w(52, Applied::Fully, &[]), w(53, Applied::NotAtAll, &[])] };
+        let json = serde_json::to_string(&good).unwrap();
+        assert_eq!(
+            json,
+            r#"{"type":"seen","cycle":1,"writes":[{"id":51,"applied":"partly","sectors":[[0,2],[5,8]]},{"id":52,"applied":"fully"},{"id":53,"applied":"not_at_all"}]}"#
+        );
+        let mut recs = sample_records();
+        recs.insert(5, good.clone());
+        let dir = tempdir();
+        std::fs::write(dir.join(LEDGER_FILE), image(&recs)).unwrap();
+        let h = replay(&dir).unwrap();
+        assert_eq!(h.seen_cycles, vec![1]);
+        assert_eq!(h.pins.iter().map(|p| (p.cycle, p.write.id)).collect::<Vec<_>>(), vec![(1, 51), (1, 52)]);
+
+        // Each contradiction is refused, naming it.
+        let base: Vec<Record> = sample_records()[..5].to_vec();
+        let refused = |rec: Record, why: &str| {
+            let mut h = History::new(crate::ledger::tests::header());
+            for r in &base[1..] {
+                h.apply(r.clone()).unwrap();
+            }
+            let e = h.apply(rec).unwrap_err();
+            assert!(e.contains(why), "{e}");
+        };
+        refused(Record::Seen { cycle: 2, writes: vec![] }, "not the last cycle ended");
+        refused(Record::Seen { cycle: 1, writes: vec![w(60, Applied::Fully, &[])] }, "outside the cycle's ids [1, 60)");
+        refused(Record::Seen { cycle: 1, writes: vec![w(45, Applied::Fully, &[])] }, "made durable");
+        refused(Record::Seen { cycle: 1, writes: vec![w(52, Applied::Fully, &[]), w(52, Applied::NotAtAll, &[])] }, "twice");
+        refused(Record::Seen { cycle: 1, writes: vec![w(52, Applied::Partly, &[])] }, "partly needs");
+        refused(Record::Seen { cycle: 1, writes: vec![w(52, Applied::Partly, &[[2, 4], [4, 5]])] }, "partly needs");
+        refused(Record::Seen { cycle: 1, writes: vec![w(52, Applied::Fully, &[[0, 1]])] }, "the others none");
+        // An open cycle is not resolved.
+        let mut h = History::new(crate::ledger::tests::header());
+        for r in &sample_records()[1..] {
+            h.apply(r.clone()).unwrap();
+        }
+        assert!(h.apply(Record::Seen { cycle: 2, writes: vec![] }).is_err());
+        // Unknown fields in a write are refused.
+        let bad = r#"{"type":"seen","cycle":1,"writes":[{"id":51,"applied":"fully","extra":1}]}"#;
+        assert!(serde_json::from_str::<Record>(bad).is_err());
+    }
 }

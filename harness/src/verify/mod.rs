@@ -34,6 +34,8 @@
 
 mod classify;
 mod seen;
+#[cfg(test)]
+mod seen_tests;
 mod taxonomy;
 #[cfg(test)]
 mod tests;
