@@ -4,7 +4,9 @@
 
 use super::frame::parse_ledger;
 use super::{Applied, EndKind, LedgerError, Record, RunHeader, SeenWrite, LEDGER_FILE, LEDGER_FORMAT};
+use super::pins::{Pin, PinIndex};
 use crate::port::PortId;
+use crate::workload::Layout;
 use std::path::Path;
 
 /// A cycle's durable state as replayed.
@@ -37,16 +39,13 @@ pub struct History {
     /// Uncertain writes a verify saw applied, fully or partly (from `seen` records, in ledger
     /// order): the sectors the drive must keep showing them on, or newer versions.
     pub pins: Vec<Pin>,
+    /// The same, by address.
+    pub pin_index: PinIndex,
     /// Cycles with a `seen` record, ascending.
     pub seen_cycles: Vec<u32>,
-}
-
-/// One write a verify saw applied: `write.applied` is `fully` or `partly`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Pin {
-    /// The cycle whose verify saw it (the write's own cycle).
-    pub cycle: u32,
-    pub write: SeenWrite,
+    /// The workload's mapping, to place pins (`None` when the header's workload is invalid,
+    /// which opening the run refuses anyway).
+    layout: Option<Layout>,
 }
 
 impl History {
@@ -116,8 +115,11 @@ fn build_history(path: &Path, records: Vec<(u64, Record)>) -> Result<History, Le
 impl History {
     /// The history of a run with no records but its header.
     pub fn new(header: RunHeader) -> Self {
+        let layout = Layout::new(header.workload.clone(), header.sector_bytes).ok();
         History {
             header,
+            layout,
+            pin_index: PinIndex::default(),
             prefill: None,
             cycles: Vec::new(),
             records: 1,
@@ -208,7 +210,13 @@ impl History {
                 if h.seen_cycles.last() != Some(&cycle) {
                     h.seen_cycles.push(cycle);
                 }
-                h.pins.extend(writes.into_iter().filter(|w| w.applied != Applied::NotAtAll).map(|write| Pin { cycle, write }));
+                for write in writes.into_iter().filter(|w| w.applied != Applied::NotAtAll) {
+                    let pin = Pin { cycle, write };
+                    if let Some(l) = &h.layout {
+                        h.pin_index.add(l, h.header.sector_bytes, &pin);
+                    }
+                    h.pins.push(pin);
+                }
             }
         }
         h.records += 1;

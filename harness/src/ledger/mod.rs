@@ -30,10 +30,12 @@
 pub mod file;
 pub mod frame;
 pub mod history;
+pub mod pins;
 
 pub use file::LedgerWriter;
 pub use frame::{parse_ledger, ParsedLedger};
-pub use history::{replay, CycleState, History, Pin};
+pub use history::{replay, CycleState, History};
+pub use pins::{Pin, PinAt, PinIndex};
 
 use crate::port::{PortEntry, PortId};
 use crate::workload::WorkloadSpec;

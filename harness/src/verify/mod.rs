@@ -18,7 +18,8 @@
 //!   expected sectors show it, the write is lost; when some do, it is torn. Inside an atomic
 //!   unit, a write that is not durable must be all-or-nothing too: a unit where some of its
 //!   sectors show it and others show older content is a torn write;
-//! - `unreadable`: reads fail (media error) or time out.
+//! - `unreadable`: reads fail (media error) or time out;
+//! - `stale_version`: older than a write an earlier verify saw on the sector (below).
 //!
 //! Never-written space (no durable write, no prefill) accepts anything except a sector of
 //! this run that no acceptable write explains.
@@ -31,6 +32,30 @@
 //!   run is known (above); when D is the first version of this run there and the span was not
 //!   prefilled, the bytes may be what the sector held before the run, so D is lost (prefill
 //!   the span to tell the two apart).
+//!
+//! # What the drive showed (`seen` records, [`seen_record`])
+//!
+//! The contract leaves some writes of a cut cycle uncertain: in flight, failed, or completed
+//! and unflushed. The verify after the cut resolves them: for each, which of its sectors show
+//! it (fully, partly, or not at all applied), appended to the ledger as one `seen` record per
+//! cycle, O(uncertain writes) in size. From then on each sector seen holding write W is held
+//! to it: W, or any newer version, is acceptable there; anything older is `stale_version`,
+//! naming the cycle whose verify saw W. This raises the sector's floor only where the pin is
+//! newer than its durable version D; where D is W or newer, the contract's verdict (lost,
+//! torn) stands. A sector that showed an older version while W was uncertain is not held:
+//! W may still appear there later. An honest drive never does that (after power returns and
+//! a read shows the old version, an in-flight write that did not land never lands), but it is
+//! a late landing, not a regression, and this class is about the drive going back.
+//!
+//! When a pin is safe to take: a sector seen holding W after a power cut is on the media (the
+//! cut emptied the volatile cache before the read), so an honest drive keeps it. The runner
+//! records `seen` after every verify under the PLP contract (the drive claims its whole
+//! state survives a cut) and, under the flush contract, only after a confirmed power cut:
+//! after a link reset, or a cut that may not have happened, W may still sit in the volatile
+//! cache, and losing it at a later cut before a flush is honest. `faultline verify` records
+//! the last cycle's under PLP, and under flush only for a cycle the runner already resolved
+//! (it adds sectors a later read saw). Across cycles pins accumulate; where two writes were
+//! seen on one sector the newer holds it, and a durable write at least as new makes it moot.
 
 mod classify;
 mod seen;
@@ -40,7 +65,8 @@ mod taxonomy;
 #[cfg(test)]
 mod tests;
 
-use seen::{push_seen, PinAt, PinIndex};
+use crate::ledger::PinAt;
+use seen::push_seen;
 pub use seen::{offline_seen_record, seen_record, SeenRun, MAX_SEEN_WRITES};
 use taxonomy::push;
 pub use taxonomy::{prefill_id, Finding, FindingClass, Shown, VerifyError, VerifyReport};
@@ -108,7 +134,7 @@ pub struct Verifier<'a> {
     atomic: u64,
     cycle: u32,
     /// The sectors earlier verifies saw uncertain writes on.
-    pins: PinIndex,
+    pins: &'a crate::ledger::PinIndex,
     /// Uncertain writes from this id on are recorded as [`SeenRun`]s (the last cycle's).
     track_from: u64,
 }
@@ -121,7 +147,7 @@ impl<'a> Verifier<'a> {
     pub fn new(layout: &'a Layout, history: &'a History, format: &'a Format) -> Self {
         let sector = format.sector_bytes() as u64;
         let atomic = history.header.atomic_bytes.max(sector);
-        let pins = PinIndex::new(history, layout, sector);
+        let pins = &history.pin_index;
         let track_from = seen::track_from(history);
         Verifier { layout, history, format, sector, atomic, cycle: history.last_cycle(), pins, track_from }
     }

@@ -1,12 +1,11 @@
 //! What the drive showed: the sectors where a verify saw an uncertain write of the last cycle
 //! (collected during the scan as [`SeenRun`]s), the `seen` record built from them
-//! ([`seen_record`]), and the index of every write seen so far ([`PinIndex`]) that holds
-//! those sectors to it. The rules are in the module doc of [`crate::verify`].
+//! ([`seen_record`]), and the verdict on a sector held to a write seen before
+//! (`crate::ledger::PinIndex` keeps them). The rules are in the module doc of [`crate::verify`].
 
 use super::{Decoded, Durable, Shown, Verdict};
-use crate::ledger::{Applied, History, Record, SeenWrite};
+use crate::ledger::{Applied, History, PinAt, Record, SeenWrite};
 use crate::workload::Layout;
-use std::collections::BTreeMap;
 
 /// At most this many uncertain writes are resolved per cycle (the newest ones): a cycle under
 /// the flush contract with no flush before its cut leaves every write uncertain, and the
@@ -30,84 +29,6 @@ pub(super) fn push_seen(out: &mut Vec<SeenRun>, id: u64, addr: u64, sector: u64)
         }
     }
     out.push(SeenRun { id, start: addr, end: addr + sector });
-}
-
-/// A write a verify saw, held over the bytes `[start, end)`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct PinAt {
-    pub id: u64,
-    /// The cycle whose verify saw it.
-    pub cycle: u32,
-    pub end: u64,
-}
-
-/// Every pinned byte range, disjoint, by start; where two writes were seen on the same
-/// sector (in different cycles), the newer write holds it.
-#[derive(Debug, Default)]
-pub(super) struct PinIndex {
-    map: BTreeMap<u64, PinAt>,
-}
-
-impl PinIndex {
-    pub(super) fn new(history: &History, layout: &Layout, sector: u64) -> PinIndex {
-        let mut idx = PinIndex::default();
-        let mut pins: Vec<&crate::ledger::Pin> = history.pins.iter().collect();
-        // Oldest write first, so that a newer one overwrites it where both were seen.
-        pins.sort_by_key(|p| p.write.id);
-        for p in pins {
-            let w = layout.plan(p.write.id);
-            let count = (w.len / sector) as u32;
-            let runs: Vec<[u32; 2]> = match p.write.applied {
-                Applied::Fully => vec![[0, count]],
-                Applied::Partly => p.write.sectors.clone(),
-                Applied::NotAtAll => vec![],
-            };
-            for [a, b] in runs {
-                let (a, b) = (a.min(count), b.min(count));
-                if a < b {
-                    idx.insert(w.offset + a as u64 * sector, w.offset + b as u64 * sector, p.write.id, p.cycle);
-                }
-            }
-        }
-        idx
-    }
-
-    /// Holds `[start, end)` to write `id` (seen in `cycle`), cutting older ranges it overlaps.
-    fn insert(&mut self, start: u64, end: u64, id: u64, cycle: u32) {
-        let mut cut: Vec<(u64, PinAt)> = Vec::new();
-        if let Some((&s, &p)) = self.map.range(..start).next_back() {
-            if p.end > start {
-                cut.push((s, p));
-            }
-        }
-        cut.extend(self.map.range(start..end).map(|(&s, &p)| (s, p)));
-        for (s, p) in cut {
-            self.map.remove(&s);
-            if s < start {
-                self.map.insert(s, PinAt { end: start, ..p });
-            }
-            if p.end > end {
-                self.map.insert(end, p);
-            }
-        }
-        self.map.insert(start, PinAt { id, cycle, end });
-    }
-
-    /// The pin covering `addr`, if any, and the end of the run of bytes from `addr` that share
-    /// it (or share having none).
-    pub(super) fn at(&self, addr: u64) -> (Option<PinAt>, u64) {
-        if let Some((_, &p)) = self.map.range(..=addr).next_back() {
-            if p.end > addr {
-                return (Some(p), p.end);
-            }
-        }
-        let next = self.map.range(addr..).next().map_or(u64::MAX, |(&s, _)| s);
-        (None, next)
-    }
-
-    pub(super) fn is_empty(&self) -> bool {
-        self.map.is_empty()
-    }
 }
 
 /// The first id a scan records [`SeenRun`]s for: the last cycle's first, once it has ended
