@@ -18,6 +18,7 @@ struct Run {
     layout: Layout,
     format: Format,
     ledger: LedgerWriter,
+    dir: std::path::PathBuf,
 }
 
 fn run() -> Run {
@@ -54,10 +55,11 @@ fn run() -> Run {
         ports: crate::port::PortEntry::single(),
         workload: spec.clone(),
     };
-    let ledger = LedgerWriter::create(&tempdir(), header).unwrap();
+    let dir = tempdir();
+    let ledger = LedgerWriter::create(&dir, header).unwrap();
     let layout = Layout::new(spec, 512).unwrap();
     assert_eq!(layout.plan(18).offset, layout.plan(8).offset, "the layout wraps after ten writes");
-    Run { sim, layout, format: Format::new(77, 512), ledger }
+    Run { sim, layout, format: Format::new(77, 512), ledger, dir }
 }
 
 impl Run {
@@ -233,4 +235,17 @@ fn sectors_not_read_are_not_held_and_an_open_cycle_records_nothing() {
     let rep = Verifier::new(&r.layout, h, &r.format).verify(&mut r.sim, 0, SPAN).unwrap();
     assert!(rep.seen.is_empty());
     assert_eq!(seen_record(h, &r.layout, &[(0, SPAN)], &rep.seen), None);
+}
+
+#[test]
+fn a_run_opened_again_holds_what_was_seen_before_it_was_closed() {
+    // What a resumed run does: replay the ledger (the harness died after cycle 1's verify).
+    let mut r = after_cycle_one();
+    r.ledger.sync().unwrap();
+    let dir = r.dir.clone();
+    let reopened = crate::run::open_run(&dir, &r.sim, || unreachable!("the run exists")).unwrap();
+    assert_eq!(reopened.history().pins, r.ledger.history().pins);
+    r.zero(8, 7);
+    let rep = Verifier::new(&r.layout, reopened.history(), &r.format).verify(&mut r.sim, 0, SPAN).unwrap();
+    assert_eq!(classes(&rep), vec![(r.layout.plan(8).offset + 7 * 512, FindingClass::StaleVersion)], "{:#?}", rep.findings);
 }
