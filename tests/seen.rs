@@ -27,7 +27,23 @@ fn verify_records_what_it_saw_of_writes_in_flight_and_a_later_verify_holds_it() 
     std::fs::File::create(&t).unwrap().set_len(64 << 10).unwrap();
     let rd = d.join("run");
     // Cycle 1 through the binary: ten sequential 4 KiB writes, PLP contract, seed 3.
-    ok(&["write", "--target", s(&t), "--run-dir", s(&rd), "--seed", "3", "--block-size", "4096", "--pattern", "seq", "--writes", "10", "--contract", "plp"]);
+    ok(&[
+        "write",
+        "--target",
+        s(&t),
+        "--run-dir",
+        s(&rd),
+        "--seed",
+        "3",
+        "--block-size",
+        "4096",
+        "--pattern",
+        "seq",
+        "--writes",
+        "10",
+        "--contract",
+        "plp",
+    ]);
     // Cycle 2 as a cut would leave it: writes 11, 12 and 13 were in flight. 11 landed, 12 on
     // its first three sectors, 13 not at all.
     let h = replay(&rd).unwrap();
@@ -50,7 +66,16 @@ fn verify_records_what_it_saw_of_writes_in_flight_and_a_later_verify_holds_it() 
     let f = std::fs::OpenOptions::new().write(true).open(&t).unwrap();
     let put = |id: u64, i: u64| {
         let w = layout.plan(id);
-        let sid = SectorId { run_id: h.header.run_id, addr: w.offset + i * 512, write_id: id, cycle: 2, port: 0, flags: 0, index: i as u32, count: 8 };
+        let sid = SectorId {
+            run_id: h.header.run_id,
+            addr: w.offset + i * 512,
+            write_id: id,
+            cycle: 2,
+            port: 0,
+            flags: 0,
+            index: i as u32,
+            count: 8,
+        };
         let mut buf = vec![0u8; 512];
         format.encode(&sid, &mut buf);
         f.write_all_at(&buf, w.offset + i * 512).unwrap();
@@ -82,7 +107,8 @@ fn verify_records_what_it_saw_of_writes_in_flight_and_a_later_verify_holds_it() 
     let (code, v) = verify_json(&t, &rd);
     assert_eq!(code, 1, "{v}");
     assert_eq!(v["summary"]["stale_version"], 2, "{v}");
-    let found: Vec<(u64, &str)> = v["findings"].as_array().unwrap().iter().map(|f| (f["offset"].as_u64().unwrap(), f["class"].as_str().unwrap())).collect();
+    let found: Vec<(u64, &str)> =
+        v["findings"].as_array().unwrap().iter().map(|f| (f["offset"].as_u64().unwrap(), f["class"].as_str().unwrap())).collect();
     assert_eq!(found, vec![(w11 + 2560, "stale_version"), (w12 + 512, "stale_version")], "{v}");
     let detail = v["findings"][0]["detail"].as_str().unwrap();
     assert!(detail.starts_with("write 11 was seen applied at verify of cycle 2; cycle 2 shows zeros"), "{detail}");

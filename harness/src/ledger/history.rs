@@ -3,8 +3,8 @@
 //! alike, so a record that contradicts the ledger is refused before it is written.
 
 use super::frame::parse_ledger;
-use super::{Applied, EndKind, LedgerError, Record, RunHeader, SeenWrite, LEDGER_FILE, LEDGER_FORMAT};
 use super::pins::{Pin, PinIndex};
+use super::{Applied, EndKind, LedgerError, Record, RunHeader, SeenWrite, LEDGER_FILE, LEDGER_FORMAT};
 use crate::port::PortId;
 use crate::workload::Layout;
 use std::path::Path;
@@ -335,7 +335,10 @@ mod tests {
     fn seen_records_replay_as_pins_and_contradictions_are_refused() {
         use crate::ledger::{Applied, SeenWrite};
         let w = |id, applied, sectors: &[[u32; 2]]| SeenWrite { id, applied, sectors: sectors.to_vec() };
-        let good = Record::Seen { cycle: 1, writes: vec![w(51, Applied::Partly, &[[0, 2], [5, 8]]), w(52, Applied::Fully, &[]), w(53, Applied::NotAtAll, &[])] };
+        let good = Record::Seen {
+            cycle: 1,
+            writes: vec![w(51, Applied::Partly, &[[0, 2], [5, 8]]), w(52, Applied::Fully, &[]), w(53, Applied::NotAtAll, &[])],
+        };
         let json = serde_json::to_string(&good).unwrap();
         assert_eq!(
             json,

@@ -333,7 +333,15 @@ impl<'a> Verifier<'a> {
                 ),
                 Verdict::Stale { expected, found, detail } => push(
                     &mut rep.findings,
-                    Finding { class: FindingClass::StaleVersion, offset: addr, length: self.sector, expected, found, cycle: self.cycle, detail },
+                    Finding {
+                        class: FindingClass::StaleVersion,
+                        offset: addr,
+                        length: self.sector,
+                        expected,
+                        found,
+                        cycle: self.cycle,
+                        detail,
+                    },
                 ),
             }
             if self.atomic > self.sector {
@@ -435,7 +443,15 @@ struct Scan {
 
 impl Scan {
     fn new(end: u64) -> Self {
-        Scan { end, rep: VerifyReport::default(), groups: HashMap::new(), unit: Vec::new(), cached: (Durable::Prior, 0), last_plan: None, pin: (None, 0) }
+        Scan {
+            end,
+            rep: VerifyReport::default(),
+            groups: HashMap::new(),
+            unit: Vec::new(),
+            cached: (Durable::Prior, 0),
+            last_plan: None,
+            pin: (None, 0),
+        }
     }
 }
 

@@ -133,8 +133,10 @@ fn after_cycle_one() -> Run {
     (0..4).for_each(|i| r.show(9, i));
     let (rep, rec) = r.verify();
     assert!(rep.findings.is_empty(), "{:#?}", rep.findings);
-    let want =
-        Record::Seen { cycle: 1, writes: vec![seen(8, Applied::Fully, &[]), seen(9, Applied::Partly, &[[0, 4]]), seen(10, Applied::NotAtAll, &[])] };
+    let want = Record::Seen {
+        cycle: 1,
+        writes: vec![seen(8, Applied::Fully, &[]), seen(9, Applied::Partly, &[[0, 4]]), seen(10, Applied::NotAtAll, &[])],
+    };
     assert_eq!(rec.as_ref(), Some(&want));
     r.ledger.append(&want).unwrap();
     r
@@ -179,8 +181,10 @@ fn a_later_cycle_showing_an_older_version_where_a_write_was_seen_is_stale() {
     );
     assert!(matches!(f.expected, Shown::Write { write_id: 8, .. }) && f.found == Shown::Zeros, "{f:?}");
     // Cycle 2's record: 18 on its first sector only; 19 and 20 nowhere.
-    let want =
-        Record::Seen { cycle: 2, writes: vec![seen(18, Applied::Partly, &[[0, 1]]), seen(19, Applied::NotAtAll, &[]), seen(20, Applied::NotAtAll, &[])] };
+    let want = Record::Seen {
+        cycle: 2,
+        writes: vec![seen(18, Applied::Partly, &[[0, 1]]), seen(19, Applied::NotAtAll, &[]), seen(20, Applied::NotAtAll, &[])],
+    };
     assert_eq!(rec, Some(want));
 }
 
