@@ -85,6 +85,16 @@ fn verify_records_what_it_saw_of_writes_in_flight_and_a_later_verify_holds_it() 
 
     let records = || replay(&rd).unwrap().records;
     let before = records();
+    // While another process holds the run directory, verify reads but records nothing.
+    {
+        let _held = faultline::run_dir::lock(&rd).unwrap();
+        let o = run(&["verify", "--target", s(&t), "--run-dir", s(&rd), "--json"]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(v["seen_recorded"], Value::Null, "{v}");
+        assert!(String::from_utf8_lossy(&o.stderr).contains("verifying without recording"), "{}", text(&o));
+        assert_eq!(records(), before);
+    }
     let (code, v) = verify_json(&t, &rd);
     assert_eq!(code, 0, "{v}");
     assert_eq!(v["seen_recorded"], serde_json::json!({ "cycle": 2, "writes": 3, "held": 2 }), "{v}");
