@@ -210,7 +210,7 @@ impl History {
                 if h.seen_cycles.last() != Some(&cycle) {
                     h.seen_cycles.push(cycle);
                 }
-                for write in writes.into_iter().filter(|w| w.applied != Applied::NotAtAll) {
+                for write in writes.0.into_iter().filter(|w| w.applied != Applied::NotAtAll) {
                     let pin = Pin { cycle, write };
                     if let Some(l) = &h.layout {
                         h.pin_index.add(l, h.header.sector_bytes, &pin);
@@ -337,12 +337,12 @@ mod tests {
         let w = |id, applied, sectors: &[[u32; 2]]| SeenWrite { id, applied, sectors: sectors.to_vec() };
         let good = Record::Seen {
             cycle: 1,
-            writes: vec![w(51, Applied::Partly, &[[0, 2], [5, 8]]), w(52, Applied::Fully, &[]), w(53, Applied::NotAtAll, &[])],
+            writes: vec![w(51, Applied::Partly, &[[0, 2], [5, 8]]), w(52, Applied::Fully, &[]), w(53, Applied::NotAtAll, &[])].into(),
         };
         let json = serde_json::to_string(&good).unwrap();
         assert_eq!(
             json,
-            r#"{"type":"seen","cycle":1,"writes":[{"id":51,"applied":"partly","sectors":[[0,2],[5,8]]},{"id":52,"applied":"fully"},{"id":53,"applied":"not_at_all"}]}"#
+            r#"{"type":"seen","cycle":1,"writes":{"fully":[[52,53]],"partly":[{"id":51,"sectors":[[0,2],[5,8]]}],"not_at_all":[[53,54]]}}"#
         );
         let mut recs = sample_records();
         recs.insert(5, good.clone());
@@ -362,21 +362,33 @@ mod tests {
             let e = h.apply(rec).unwrap_err();
             assert!(e.contains(why), "{e}");
         };
-        refused(Record::Seen { cycle: 2, writes: vec![] }, "not the last cycle ended");
-        refused(Record::Seen { cycle: 1, writes: vec![w(60, Applied::Fully, &[])] }, "outside the cycle's ids [1, 60)");
-        refused(Record::Seen { cycle: 1, writes: vec![w(45, Applied::Fully, &[])] }, "made durable");
-        refused(Record::Seen { cycle: 1, writes: vec![w(52, Applied::Fully, &[]), w(52, Applied::NotAtAll, &[])] }, "twice");
-        refused(Record::Seen { cycle: 1, writes: vec![w(52, Applied::Partly, &[])] }, "partly needs");
-        refused(Record::Seen { cycle: 1, writes: vec![w(52, Applied::Partly, &[[2, 4], [4, 5]])] }, "partly needs");
-        refused(Record::Seen { cycle: 1, writes: vec![w(52, Applied::Fully, &[[0, 1]])] }, "the others none");
+        refused(Record::Seen { cycle: 2, writes: vec![].into() }, "not the last cycle ended");
+        refused(Record::Seen { cycle: 1, writes: vec![w(60, Applied::Fully, &[])].into() }, "outside the cycle's ids [1, 60)");
+        refused(Record::Seen { cycle: 1, writes: vec![w(45, Applied::Fully, &[])].into() }, "made durable");
+        refused(Record::Seen { cycle: 1, writes: vec![w(52, Applied::Fully, &[]), w(52, Applied::NotAtAll, &[])].into() }, "twice");
+        refused(Record::Seen { cycle: 1, writes: vec![w(52, Applied::Partly, &[])].into() }, "partly needs");
+        refused(Record::Seen { cycle: 1, writes: vec![w(52, Applied::Partly, &[[2, 4], [4, 5]])].into() }, "partly needs");
+        refused(Record::Seen { cycle: 1, writes: vec![w(52, Applied::Fully, &[[0, 1]])].into() }, "the others none");
         // An open cycle is not resolved.
         let mut h = History::new(crate::ledger::tests::header());
         for r in &sample_records()[1..] {
             h.apply(r.clone()).unwrap();
         }
-        assert!(h.apply(Record::Seen { cycle: 2, writes: vec![] }).is_err());
+        assert!(h.apply(Record::Seen { cycle: 2, writes: vec![].into() }).is_err());
         // Unknown fields in a write are refused.
-        let bad = r#"{"type":"seen","cycle":1,"writes":[{"id":51,"applied":"fully","extra":1}]}"#;
-        assert!(serde_json::from_str::<Record>(bad).is_err());
+        for bad in [
+            r#"{"type":"seen","cycle":1,"writes":{"fully":[[51,52]],"extra":1}}"#,
+            r#"{"type":"seen","cycle":1,"writes":{"partly":[{"id":51,"sectors":[[0,1]],"x":0}]}}"#,
+            r#"{"type":"seen","cycle":1,"writes":{"fully":[[52,52]]}}"#,
+            r#"{"type":"seen","cycle":1,"writes":{"not_at_all":[[0,18446744073709551615]]}}"#,
+        ] {
+            assert!(serde_json::from_str::<Record>(bad).is_err(), "{bad}");
+        }
+        // Consecutive ids pack into one range, and unpack in id order.
+        let many: Vec<SeenWrite> = (100..140).map(|id| w(id, if id % 10 == 7 { Applied::NotAtAll } else { Applied::Fully }, &[])).collect();
+        let rec = Record::Seen { cycle: 1, writes: many.clone().into() };
+        let json = serde_json::to_string(&rec).unwrap();
+        assert!(json.contains(r#""fully":[[100,107],[108,117],[118,127],[128,137],[138,140]]"#), "{json}");
+        assert_eq!(serde_json::from_str::<Record>(&json).unwrap(), rec);
     }
 }

@@ -7,10 +7,7 @@ use super::{Decoded, Durable, Shown, Verdict};
 use crate::ledger::{Applied, History, PinAt, Record, SeenWrite};
 use crate::workload::Layout;
 
-/// At most this many uncertain writes are resolved per cycle (the newest ones): a cycle under
-/// the flush contract with no flush before its cut leaves every write uncertain, and the
-/// record must stay bounded by queue depth and flush interval, not by the cycle's length.
-pub const MAX_SEEN_WRITES: u64 = 1 << 16;
+pub use crate::ledger::MAX_SEEN_WRITES;
 
 /// Sectors `[start, end)` (bytes) showing write `id`, which the contract left uncertain.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -92,7 +89,7 @@ pub fn seen_record(history: &History, layout: &Layout, regions: &[(u64, u64)], r
         }
         writes.push(SeenWrite { id, applied, sectors });
     }
-    (!writes.is_empty()).then_some(Record::Seen { cycle: c.cycle, writes })
+    (!writes.is_empty()).then_some(Record::Seen { cycle: c.cycle, writes: writes.into() })
 }
 
 impl super::Verifier<'_> {

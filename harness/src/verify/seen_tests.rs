@@ -135,7 +135,7 @@ fn after_cycle_one() -> Run {
     assert!(rep.findings.is_empty(), "{:#?}", rep.findings);
     let want = Record::Seen {
         cycle: 1,
-        writes: vec![seen(8, Applied::Fully, &[]), seen(9, Applied::Partly, &[[0, 4]]), seen(10, Applied::NotAtAll, &[])],
+        writes: vec![seen(8, Applied::Fully, &[]), seen(9, Applied::Partly, &[[0, 4]]), seen(10, Applied::NotAtAll, &[])].into(),
     };
     assert_eq!(rec.as_ref(), Some(&want));
     r.ledger.append(&want).unwrap();
@@ -183,7 +183,7 @@ fn a_later_cycle_showing_an_older_version_where_a_write_was_seen_is_stale() {
     // Cycle 2's record: 18 on its first sector only; 19 and 20 nowhere.
     let want = Record::Seen {
         cycle: 2,
-        writes: vec![seen(18, Applied::Partly, &[[0, 1]]), seen(19, Applied::NotAtAll, &[]), seen(20, Applied::NotAtAll, &[])],
+        writes: vec![seen(18, Applied::Partly, &[[0, 1]]), seen(19, Applied::NotAtAll, &[]), seen(20, Applied::NotAtAll, &[])].into(),
     };
     assert_eq!(rec, Some(want));
 }
@@ -232,7 +232,7 @@ fn sectors_not_read_are_not_held_and_an_open_cycle_records_nothing() {
     let h = r.ledger.history();
     let rep = Verifier::new(&r.layout, h, &r.format).verify(&mut r.sim, b9, b9 + 2048).unwrap();
     let rec = seen_record(h, &r.layout, &[(b9, b9 + 2048)], &rep.seen);
-    assert_eq!(rec, Some(Record::Seen { cycle: 1, writes: vec![seen(9, Applied::Partly, &[[0, 4]])] }));
+    assert_eq!(rec, Some(Record::Seen { cycle: 1, writes: vec![seen(9, Applied::Partly, &[[0, 4]])].into() }));
     // A cycle still open (the harness died in it) is not resolved.
     r.ledger.append(&Record::CycleStart { cycle: 2, first_id: 11, at: String::new(), port: crate::port::PortId::A }).unwrap();
     let h = r.ledger.history();
