@@ -270,7 +270,8 @@ impl From<SeenWrites> for PackedSeen {
             }
             out
         };
-        let partly = w.iter().filter(|x| x.applied == Applied::Partly).map(|x| PartlySeen { id: x.id, sectors: x.sectors.clone() }).collect();
+        let partly =
+            w.iter().filter(|x| x.applied == Applied::Partly).map(|x| PartlySeen { id: x.id, sectors: x.sectors.clone() }).collect();
         PackedSeen { fully: ranges(Applied::Fully), partly, not_at_all: ranges(Applied::NotAtAll) }
     }
 }
