@@ -250,6 +250,8 @@ fn a_copy_of_the_target_verifies_only_when_named_a_copy() {
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert!(v["target"]["identity"].as_str().unwrap().contains("dump.img"), "{v}");
     assert!(v["target"]["image_of"].as_str().unwrap().contains("target.img"), "{v}");
+    // A copy's verify records nothing in the run's ledger.
+    assert!(v["seen_recorded"].is_null(), "{v}");
     // Damage in the copy is found in the copy.
     flip_byte(&copy, 4096 * 10 + 100);
     let o = run(&["verify", "--target", s(&copy), "--run-dir", s(&rd), "--image-of-target"]);

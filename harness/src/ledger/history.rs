@@ -3,8 +3,10 @@
 //! alike, so a record that contradicts the ledger is refused before it is written.
 
 use super::frame::parse_ledger;
-use super::{EndKind, LedgerError, Record, RunHeader, LEDGER_FILE, LEDGER_FORMAT};
+use super::pins::{Pin, PinIndex};
+use super::{Applied, EndKind, LedgerError, Record, RunHeader, SeenWrite, LEDGER_FILE, LEDGER_FORMAT};
 use crate::port::PortId;
+use crate::workload::Layout;
 use std::path::Path;
 
 /// A cycle's durable state as replayed.
@@ -34,6 +36,16 @@ pub struct History {
     pub torn_tail_bytes: u64,
     /// Length of the valid part of the file.
     pub valid_bytes: u64,
+    /// Uncertain writes a verify saw applied, fully or partly (from `seen` records, in ledger
+    /// order): the sectors the drive must keep showing them on, or newer versions.
+    pub pins: Vec<Pin>,
+    /// The same, by address.
+    pub pin_index: PinIndex,
+    /// Cycles with a `seen` record, ascending.
+    pub seen_cycles: Vec<u32>,
+    /// The workload's mapping, to place pins (`None` when the header's workload is invalid,
+    /// which opening the run refuses anyway).
+    layout: Option<Layout>,
 }
 
 impl History {
@@ -103,7 +115,19 @@ fn build_history(path: &Path, records: Vec<(u64, Record)>) -> Result<History, Le
 impl History {
     /// The history of a run with no records but its header.
     pub fn new(header: RunHeader) -> Self {
-        History { header, prefill: None, cycles: Vec::new(), records: 1, torn_tail_bytes: 0, valid_bytes: 0 }
+        let layout = Layout::new(header.workload.clone(), header.sector_bytes).ok();
+        History {
+            header,
+            layout,
+            pin_index: PinIndex::default(),
+            prefill: None,
+            cycles: Vec::new(),
+            records: 1,
+            torn_tail_bytes: 0,
+            valid_bytes: 0,
+            pins: Vec::new(),
+            seen_cycles: Vec::new(),
+        }
     }
 
     /// Applies one record after the header; `Err` names what is inconsistent.
@@ -181,10 +205,60 @@ impl History {
                 c.in_flight_at_end = in_flight_at_end;
                 c.bytes_at_risk = bytes_at_risk;
             }
+            Record::Seen { cycle, writes } => {
+                check_seen(h, cycle, &writes)?;
+                if h.seen_cycles.last() != Some(&cycle) {
+                    h.seen_cycles.push(cycle);
+                }
+                for write in writes.0.into_iter().filter(|w| w.applied != Applied::NotAtAll) {
+                    let pin = Pin { cycle, write };
+                    if let Some(l) = &h.layout {
+                        h.pin_index.add(l, h.header.sector_bytes, &pin);
+                    }
+                    h.pins.push(pin);
+                }
+            }
         }
         h.records += 1;
         Ok(())
     }
+}
+
+/// A `seen` record is about the last cycle, once it ended, and names only its writes that the
+/// contract left uncertain, each once, with sector runs exactly when it was partly applied.
+fn check_seen(h: &History, cycle: u32, writes: &[SeenWrite]) -> Result<(), String> {
+    let c = match h.cycles.last() {
+        Some(c) if c.cycle == cycle && c.end.is_some() => c,
+        _ => return Err(format!("seen record for cycle {cycle}, which is not the last cycle ended")),
+    };
+    let mut ids: Vec<u64> = writes.iter().map(|w| w.id).collect();
+    ids.sort_unstable();
+    if let Some(w) = ids.windows(2).find(|w| w[0] == w[1]) {
+        return Err(format!("seen record for cycle {cycle} names write {} twice", w[0]));
+    }
+    for w in writes {
+        if w.id < c.first_id || w.id >= c.submitted_end {
+            return Err(format!(
+                "seen record for cycle {cycle} names write {}, outside the cycle's ids [{}, {})",
+                w.id, c.first_id, c.submitted_end
+            ));
+        }
+        if h.is_durable(w.id) {
+            return Err(format!("seen record for cycle {cycle} names write {}, which the contract made durable", w.id));
+        }
+        let runs_ok = w.sectors.iter().all(|r| r[0] < r[1]) && w.sectors.windows(2).all(|p| p[0][1] < p[1][0]);
+        let shape_ok = match w.applied {
+            Applied::Partly => !w.sectors.is_empty() && runs_ok,
+            Applied::Fully | Applied::NotAtAll => w.sectors.is_empty(),
+        };
+        if !shape_ok {
+            return Err(format!(
+                "seen record for cycle {cycle}: write {} is {:?} with sector runs {:?} (partly needs sorted, disjoint, non-empty runs; the others none)",
+                w.id, w.applied, w.sectors
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn sorted(mut v: Vec<u64>) -> Vec<u64> {
@@ -231,5 +305,90 @@ mod tests {
                 Err(e) => panic!("cut at {cut}: {e}"),
             }
         }
+    }
+
+    #[test]
+    fn ledgers_written_before_the_seen_record_still_read() {
+        // Records as a build without `seen` wrote them, byte for byte (no `seen` anywhere).
+        let header = serde_json::to_string(&crate::ledger::tests::header()).unwrap();
+        let old = [
+            header.as_str(),
+            r#"{"type":"cycle_start","cycle":1,"first_id":1,"at":"t","port":0}"#,
+            r#"{"type":"reserve","cycle":1,"upto":64}"#,
+            r#"{"type":"cycle_end","cycle":1,"end":"cut","submitted_end":40,"durable_prefix":30,"durable_extras":[33],"failed":[],"in_flight_at_end":4,"bytes_at_risk":16384}"#,
+        ];
+        let header_rec = format!(r#"{{"type":"run_start",{}"#, &old[0][1..]);
+        let frames: Vec<u8> = std::iter::once(header_rec.as_str())
+            .chain(old[1..].iter().copied())
+            .enumerate()
+            .flat_map(|(i, p)| crate::ledger::frame::frame(i as u64, p.as_bytes()))
+            .collect();
+        let dir = tempdir();
+        std::fs::write(dir.join(LEDGER_FILE), frames).unwrap();
+        let h = replay(&dir).unwrap();
+        assert_eq!((h.cycles.len(), h.records), (1, 4));
+        assert!(h.pins.is_empty() && h.seen_cycles.is_empty(), "an old ledger holds nothing seen");
+        assert!(h.is_durable(33) && !h.is_durable(35));
+    }
+
+    #[test]
+    fn seen_records_replay_as_pins_and_contradictions_are_refused() {
+        use crate::ledger::{Applied, SeenWrite};
+        let w = |id, applied, sectors: &[[u32; 2]]| SeenWrite { id, applied, sectors: sectors.to_vec() };
+        let good = Record::Seen {
+            cycle: 1,
+            writes: vec![w(51, Applied::Partly, &[[0, 2], [5, 8]]), w(52, Applied::Fully, &[]), w(53, Applied::NotAtAll, &[])].into(),
+        };
+        let json = serde_json::to_string(&good).unwrap();
+        assert_eq!(
+            json,
+            r#"{"type":"seen","cycle":1,"writes":{"fully":[[52,53]],"partly":[{"id":51,"sectors":[[0,2],[5,8]]}],"not_at_all":[[53,54]]}}"#
+        );
+        let mut recs = sample_records();
+        recs.insert(5, good.clone());
+        let dir = tempdir();
+        std::fs::write(dir.join(LEDGER_FILE), image(&recs)).unwrap();
+        let h = replay(&dir).unwrap();
+        assert_eq!(h.seen_cycles, vec![1]);
+        assert_eq!(h.pins.iter().map(|p| (p.cycle, p.write.id)).collect::<Vec<_>>(), vec![(1, 51), (1, 52)]);
+
+        // Each contradiction is refused, naming it.
+        let base: Vec<Record> = sample_records()[..5].to_vec();
+        let refused = |rec: Record, why: &str| {
+            let mut h = History::new(crate::ledger::tests::header());
+            for r in &base[1..] {
+                h.apply(r.clone()).unwrap();
+            }
+            let e = h.apply(rec).unwrap_err();
+            assert!(e.contains(why), "{e}");
+        };
+        refused(Record::Seen { cycle: 2, writes: vec![].into() }, "not the last cycle ended");
+        refused(Record::Seen { cycle: 1, writes: vec![w(60, Applied::Fully, &[])].into() }, "outside the cycle's ids [1, 60)");
+        refused(Record::Seen { cycle: 1, writes: vec![w(45, Applied::Fully, &[])].into() }, "made durable");
+        refused(Record::Seen { cycle: 1, writes: vec![w(52, Applied::Fully, &[]), w(52, Applied::NotAtAll, &[])].into() }, "twice");
+        refused(Record::Seen { cycle: 1, writes: vec![w(52, Applied::Partly, &[])].into() }, "partly needs");
+        refused(Record::Seen { cycle: 1, writes: vec![w(52, Applied::Partly, &[[2, 4], [4, 5]])].into() }, "partly needs");
+        refused(Record::Seen { cycle: 1, writes: vec![w(52, Applied::Fully, &[[0, 1]])].into() }, "the others none");
+        // An open cycle is not resolved.
+        let mut h = History::new(crate::ledger::tests::header());
+        for r in &sample_records()[1..] {
+            h.apply(r.clone()).unwrap();
+        }
+        assert!(h.apply(Record::Seen { cycle: 2, writes: vec![].into() }).is_err());
+        // Unknown fields in a write are refused.
+        for bad in [
+            r#"{"type":"seen","cycle":1,"writes":{"fully":[[51,52]],"extra":1}}"#,
+            r#"{"type":"seen","cycle":1,"writes":{"partly":[{"id":51,"sectors":[[0,1]],"x":0}]}}"#,
+            r#"{"type":"seen","cycle":1,"writes":{"fully":[[52,52]]}}"#,
+            r#"{"type":"seen","cycle":1,"writes":{"not_at_all":[[0,18446744073709551615]]}}"#,
+        ] {
+            assert!(serde_json::from_str::<Record>(bad).is_err(), "{bad}");
+        }
+        // Consecutive ids pack into one range, and unpack in id order.
+        let many: Vec<SeenWrite> = (100..140).map(|id| w(id, if id % 10 == 7 { Applied::NotAtAll } else { Applied::Fully }, &[])).collect();
+        let rec = Record::Seen { cycle: 1, writes: many.clone().into() };
+        let json = serde_json::to_string(&rec).unwrap();
+        assert!(json.contains(r#""fully":[[100,107],[108,117],[118,127],[128,137],[138,140]]"#), "{json}");
+        assert_eq!(serde_json::from_str::<Record>(&json).unwrap(), rec);
     }
 }

@@ -30,10 +30,12 @@
 pub mod file;
 pub mod frame;
 pub mod history;
+pub mod pins;
 
 pub use file::LedgerWriter;
 pub use frame::{parse_ledger, ParsedLedger};
 pub use history::{replay, CycleState, History};
+pub use pins::{Pin, PinAt, PinIndex};
 
 use crate::port::{PortEntry, PortId};
 use crate::workload::WorkloadSpec;
@@ -202,6 +204,124 @@ pub enum Record {
         in_flight_at_end: u32,
         bytes_at_risk: u64,
     },
+    /// What the verify after `cycle`'s cut saw of the cycle's writes that the contract left
+    /// uncertain (in flight, failed, or completed and unflushed): from now on the drive must
+    /// keep showing what it showed (see `crate::verify`). Absent from ledgers written before it.
+    Seen {
+        cycle: u32,
+        writes: SeenWrites,
+    },
+}
+
+/// At most this many writes in one `seen` record: the verifier resolves the newest this many
+/// uncertain writes of a cycle (a cycle under the flush contract with no flush before its cut
+/// leaves every write uncertain, and the record must stay bounded).
+pub const MAX_SEEN_WRITES: u64 = 1 << 16;
+
+/// The writes of a [`Record::Seen`], in id order. Stored packed: ids seen fully or not at all
+/// as `[first, end)` ranges (uncertain writes come in runs of consecutive ids), those seen
+/// partly one by one with their sectors.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(into = "PackedSeen", try_from = "PackedSeen")]
+pub struct SeenWrites(pub Vec<SeenWrite>);
+
+impl std::ops::Deref for SeenWrites {
+    type Target = Vec<SeenWrite>;
+    fn deref(&self) -> &Vec<SeenWrite> {
+        &self.0
+    }
+}
+
+impl From<Vec<SeenWrite>> for SeenWrites {
+    fn from(v: Vec<SeenWrite>) -> Self {
+        SeenWrites(v)
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PackedSeen {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    fully: Vec<[u64; 2]>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    partly: Vec<PartlySeen>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    not_at_all: Vec<[u64; 2]>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PartlySeen {
+    id: u64,
+    sectors: Vec<[u32; 2]>,
+}
+
+impl From<SeenWrites> for PackedSeen {
+    fn from(w: SeenWrites) -> PackedSeen {
+        let ranges = |applied: Applied| {
+            let mut ids: Vec<u64> = w.iter().filter(|x| x.applied == applied).map(|x| x.id).collect();
+            ids.sort_unstable();
+            let mut out: Vec<[u64; 2]> = Vec::new();
+            for id in ids {
+                match out.last_mut() {
+                    Some(r) if r[1] == id => r[1] += 1,
+                    _ => out.push([id, id + 1]),
+                }
+            }
+            out
+        };
+        let partly =
+            w.iter().filter(|x| x.applied == Applied::Partly).map(|x| PartlySeen { id: x.id, sectors: x.sectors.clone() }).collect();
+        PackedSeen { fully: ranges(Applied::Fully), partly, not_at_all: ranges(Applied::NotAtAll) }
+    }
+}
+
+impl TryFrom<PackedSeen> for SeenWrites {
+    type Error = String;
+    fn try_from(p: PackedSeen) -> Result<SeenWrites, String> {
+        let mut n = p.partly.len() as u64;
+        for r in p.fully.iter().chain(&p.not_at_all) {
+            if r[0] >= r[1] {
+                return Err(format!("seen: empty id range {r:?}"));
+            }
+            n = n.saturating_add(r[1] - r[0]);
+        }
+        if n > MAX_SEEN_WRITES {
+            return Err(format!("seen: {n} writes, more than the {MAX_SEEN_WRITES} a record may hold"));
+        }
+        let expand = |v: &[[u64; 2]], applied: Applied| -> Vec<SeenWrite> {
+            v.iter().flat_map(|r| (r[0]..r[1]).map(move |id| SeenWrite { id, applied, sectors: vec![] })).collect()
+        };
+        let mut all = expand(&p.fully, Applied::Fully);
+        all.extend(p.partly.into_iter().map(|x| SeenWrite { id: x.id, applied: Applied::Partly, sectors: x.sectors }));
+        all.extend(expand(&p.not_at_all, Applied::NotAtAll));
+        all.sort_by_key(|x| x.id);
+        Ok(SeenWrites(all))
+    }
+}
+
+/// How much of one uncertain write a verify saw applied.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Applied {
+    /// Every sector of the write was read and showed it.
+    Fully,
+    /// Some sectors showed it (`sectors`), others were older, newer or not read.
+    Partly,
+    /// Every sector read showed an older version; none showed it.
+    NotAtAll,
+}
+
+/// One write of a [`Record::Seen`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SeenWrite {
+    pub id: u64,
+    pub applied: Applied,
+    /// `partly`: the sectors seen holding the write, as sorted, disjoint `[first, end)` runs of
+    /// sector indices inside the write (0 is its first sector). Empty otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sectors: Vec<[u32; 2]>,
 }
 
 #[derive(Debug, thiserror::Error)]

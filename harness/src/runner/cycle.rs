@@ -15,10 +15,12 @@ use super::stop::{self, short_of_space, ErrorStreak};
 use super::stop::{decide, ControllerStep, CycleEnd, Next};
 use crate::events::{class_counts, Event, HealthNote, SmartFigures, Verdict};
 use crate::health::{judge, judge_ocp, HealthAnomaly, HealthPolicy, Shutdown};
+use crate::ledger::Contract;
 use crate::ledger::RunHeader;
 use crate::run::{open_run, OpenRun};
+use crate::scenario::FaultPlan;
 use crate::scenario::RunPlan;
-use crate::verify::{Finding, FindingClass, Shown, Verifier, VerifyError};
+use crate::verify::{seen_record, Finding, FindingClass, Shown, Verifier, VerifyError};
 use crate::writer::{CycleOptions, CycleOutcome, WriteError};
 use faultline_drivers::BlockTarget;
 use std::path::Path;
@@ -256,18 +258,26 @@ impl Cycles<'_, '_> {
         let verifier = Verifier::new(&run.layout, run.ledger.history(), &run.format);
         let mut result = self.st.dut.verify(&verifier, &regions);
         let mut extra = (0u64, 0u64);
+        let mut read = regions;
         // Stopping on a finding: the whole span is read once before the run ends.
         if let Ok(rep) = &result {
             let stops = self.plan.stop.on_finding == crate::scenario::OnEvent::Stop && rep.findings.iter().any(|f| self.em.is_new(f));
             if stops && !full && self.plan.verify.full_at_end {
                 extra = (rep.sectors, rep.bytes);
                 result = self.st.dut.verify(&verifier, &[self.span]);
+                read = vec![self.span];
             }
         }
         let verify_ns = nanos(v0.elapsed());
         self.waits += v0.elapsed();
         match result {
             Ok(rep) => {
+                if self.may_hold(p) {
+                    let run = self.run()?;
+                    if let Some(rec) = seen_record(run.history(), &run.layout, &read, &rep.seen) {
+                        run.ledger.append(&rec)?;
+                    }
+                }
                 self.checked_upto = submitted_end;
                 let t_ns = self.em.now();
                 let (sectors, bytes, counts) = (rep.sectors + extra.0, rep.bytes + extra.1, class_counts(&rep.findings));
@@ -284,6 +294,21 @@ impl Cycles<'_, '_> {
             }
         }
         Ok(())
+    }
+
+    /// Whether what this cycle's verify sees of its uncertain writes may be held against the
+    /// drive from now on (recorded as `seen`): under the PLP contract always (the drive claims
+    /// that whatever it holds survives a cut); under the flush contract only after a power cut
+    /// that was confirmed, which emptied the volatile cache before the read. After a link
+    /// reset, or a cut that may not have happened, a write seen may still sit in the cache,
+    /// and an honest drive may lose it at a later cut before a flush.
+    fn may_hold(&self, p: &Pending) -> bool {
+        match self.plan.contract {
+            Contract::Plp => true,
+            Contract::Flush => {
+                matches!(self.plan.fault, FaultPlan::PowerCut { .. }) && p.outcome.is_some() && p.end.controller_failure.is_none()
+            }
+        }
     }
 
     /// Reads an NVMe target's health logs after the cycle and compares them with the last

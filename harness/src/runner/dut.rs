@@ -172,6 +172,7 @@ pub fn verify_regions(v: &Verifier<'_>, target: &mut dyn BlockTarget, regions: &
                 t.newer_ok += r.newer_ok;
                 t.prior_ok += r.prior_ok;
                 t.findings.extend(r.findings);
+                t.seen.extend(r.seen);
             }
         }
     }

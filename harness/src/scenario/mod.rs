@@ -170,6 +170,9 @@ pub enum SimModel {
     ReadHangs { sectors_per_cut: u32 },
     /// Honest PLP drive that never comes back after its `cuts`-th cut.
     DiesAfterCuts { cuts: u32 },
+    /// PLP drive whose FTL journal brings back, `after_cuts` cuts later, the old content of
+    /// every sector a write in flight at a cut landed on (a stale version once seen).
+    Resurrect { after_cuts: u32 },
 }
 
 impl SimModel {
@@ -185,6 +188,7 @@ impl SimModel {
             SimModel::ReadErrors { sectors_per_cut } => FaultModel::ReadErrors { sectors_per_cut },
             SimModel::ReadHangs { sectors_per_cut } => FaultModel::ReadHangs { sectors_per_cut },
             SimModel::DiesAfterCuts { cuts } => FaultModel::DiesAfterCuts(cuts),
+            SimModel::Resurrect { after_cuts } => FaultModel::Resurrect { after_cuts },
         }
     }
 }
@@ -203,6 +207,7 @@ impl std::fmt::Display for SimModel {
             SimModel::ReadErrors { sectors_per_cut } => ("read_errors", Some(("sectors_per_cut", sectors_per_cut))),
             SimModel::ReadHangs { sectors_per_cut } => ("read_hangs", Some(("sectors_per_cut", sectors_per_cut))),
             SimModel::DiesAfterCuts { cuts } => ("dies_after_cuts", Some(("cuts", cuts))),
+            SimModel::Resurrect { after_cuts } => ("resurrect", Some(("after_cuts", after_cuts))),
         };
         match param {
             None => f.write_str(name),

@@ -97,6 +97,7 @@ pub fn models() -> Vec<(SimModel, Vec<(Contract, bool)>)> {
         (SimModel::ReadErrors { sectors_per_cut: 2 }, vec![(Plp, false)]),
         (SimModel::ReadHangs { sectors_per_cut: 1 }, vec![(Plp, false)]),
         (SimModel::DiesAfterCuts { cuts: 7 }, vec![(Plp, false)]),
+        (SimModel::Resurrect { after_cuts: 2 }, vec![(Plp, false), (Flush, false)]),
     ]
 }
 

@@ -23,6 +23,7 @@ fn truth_class(c: TruthClass) -> FindingClass {
         TruthClass::MisdirectedWrite => FindingClass::MisdirectedWrite,
         TruthClass::Corruption => FindingClass::Corruption,
         TruthClass::Unreadable => FindingClass::Unreadable,
+        TruthClass::StaleVersion => FindingClass::StaleVersion,
     }
 }
 

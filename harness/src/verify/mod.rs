@@ -22,7 +22,8 @@
 //!   expected sectors show it, the write is lost; when some do, it is torn. Inside an atomic
 //!   unit, a write that is not durable must be all-or-nothing too: a unit where some of its
 //!   sectors show it and others show older content is a torn write;
-//! - `unreadable`: reads fail (media error) or time out.
+//! - `unreadable`: reads fail (media error) or time out;
+//! - `stale_version`: older than a write an earlier verify saw on the sector (below).
 //!
 //! Never-written space (no durable write, no prefill) accepts anything except a sector of
 //! this run that no acceptable write explains.
@@ -35,12 +36,42 @@
 //!   run is known (above); when D is the first version of this run there and the span was not
 //!   prefilled, the bytes may be what the sector held before the run, so D is lost (prefill
 //!   the span to tell the two apart).
+//!
+//! # What the drive showed (`seen` records, [`seen_record`])
+//!
+//! The contract leaves some writes of a cut cycle uncertain: in flight, failed, or completed
+//! and unflushed. The verify after the cut resolves them: for each, which of its sectors show
+//! it (fully, partly, or not at all applied), appended to the ledger as one `seen` record per
+//! cycle, O(uncertain writes) in size. From then on each sector seen holding write W is held
+//! to it: W, or any newer version, is acceptable there; anything older is `stale_version`,
+//! naming the cycle whose verify saw W. This raises the sector's floor only where the pin is
+//! newer than its durable version D; where D is W or newer, the contract's verdict (lost,
+//! torn) stands. A sector that showed an older version while W was uncertain is not held:
+//! W may still appear there later. An honest drive never does that (after power returns and
+//! a read shows the old version, an in-flight write that did not land never lands), but it is
+//! a late landing, not a regression, and this class is about the drive going back.
+//!
+//! When a pin is safe to take: a sector seen holding W after a power cut is on the media (the
+//! cut emptied the volatile cache before the read), so an honest drive keeps it. The runner
+//! records `seen` after every verify under the PLP contract (the drive claims its whole
+//! state survives a cut) and, under the flush contract, only after a confirmed power cut:
+//! after a link reset, or a cut that may not have happened, W may still sit in the volatile
+//! cache, and losing it at a later cut before a flush is honest. `faultline verify` records
+//! the last cycle's under PLP, and under flush only for a cycle the runner already resolved
+//! (it adds sectors a later read saw). Across cycles pins accumulate; where two writes were
+//! seen on one sector the newer holds it, and a durable write at least as new makes it moot.
 
 mod classify;
+mod seen;
+#[cfg(test)]
+mod seen_tests;
 mod taxonomy;
 #[cfg(test)]
 mod tests;
 
+use crate::ledger::PinAt;
+use seen::push_seen;
+pub use seen::{offline_seen_record, seen_record, SeenRun, MAX_SEEN_WRITES};
 use taxonomy::push;
 pub use taxonomy::{prefill_id, Finding, FindingClass, Shown, VerifyError, VerifyReport};
 
@@ -89,6 +120,12 @@ enum Verdict {
         write_id: u64,
         cycle: u32,
     },
+    /// Older than the write an earlier verify saw here (`expected`).
+    Stale {
+        expected: Shown,
+        found: Shown,
+        detail: String,
+    },
 }
 
 struct Group {
@@ -105,6 +142,10 @@ pub struct Verifier<'a> {
     sector: u64,
     atomic: u64,
     cycle: u32,
+    /// The sectors earlier verifies saw uncertain writes on.
+    pins: &'a crate::ledger::PinIndex,
+    /// Uncertain writes from this id on are recorded as [`SeenRun`]s (the last cycle's).
+    track_from: u64,
 }
 
 /// Bound on stepping back through non-durable writes for one sector.
@@ -115,7 +156,9 @@ impl<'a> Verifier<'a> {
     pub fn new(layout: &'a Layout, history: &'a History, format: &'a Format) -> Self {
         let sector = format.sector_bytes() as u64;
         let atomic = history.header.atomic_bytes.max(sector);
-        Verifier { layout, history, format, sector, atomic, cycle: history.last_cycle() }
+        let pins = &history.pin_index;
+        let track_from = seen::track_from(history);
+        Verifier { layout, history, format, sector, atomic, cycle: history.last_cycle(), pins, track_from }
     }
 
     /// D for `addr`, and the end of the run of addresses from `addr` that share it.
@@ -242,7 +285,7 @@ impl<'a> Verifier<'a> {
                 scan.cached = self.durable(addr)?;
             }
             let d = scan.cached.0;
-            let verdict = match chunk.errors.get(i) {
+            let mut verdict = match chunk.errors.get(i) {
                 Some(Some(e)) => Verdict::Finding {
                     class: FindingClass::Unreadable,
                     found: Shown::ReadError { errno: e.errno, detail: e.detail.clone() },
@@ -250,6 +293,14 @@ impl<'a> Verifier<'a> {
                 },
                 _ => self.classify(addr, bytes, &d, &mut scan.last_plan),
             };
+            if !self.pins.is_empty() {
+                if addr >= scan.pin.1 {
+                    scan.pin = self.pins.at(addr);
+                }
+                if let Some(pin) = scan.pin.0 {
+                    verdict = self.held(pin, &d, addr, bytes, verdict);
+                }
+            }
             rep.sectors += 1;
             let expected = || self.shown_of(&d, addr);
             let mut unit_rank = None;
@@ -264,6 +315,9 @@ impl<'a> Verifier<'a> {
                     })
                 }
                 Verdict::Ok { rank, durable } => {
+                    if !durable && rank > self.track_from {
+                        push_seen(&mut rep.seen, rank - 1, addr, self.sector);
+                    }
                     match (durable, rank) {
                         (true, 0) => rep.prior_ok += 1,
                         (true, _) => rep.durable_ok += 1,
@@ -294,6 +348,18 @@ impl<'a> Verifier<'a> {
                 Verdict::Finding { class, found, detail } => push(
                     &mut rep.findings,
                     Finding { class, offset: addr, length: self.sector, expected: expected(), found, cycle: self.cycle, detail },
+                ),
+                Verdict::Stale { expected, found, detail } => push(
+                    &mut rep.findings,
+                    Finding {
+                        class: FindingClass::StaleVersion,
+                        offset: addr,
+                        length: self.sector,
+                        expected,
+                        found,
+                        cycle: self.cycle,
+                        detail,
+                    },
                 ),
             }
             if self.atomic > self.sector {
@@ -389,11 +455,21 @@ struct Scan {
     /// D and the end of the run of sectors sharing it (computed once per piece).
     cached: (Durable, u64),
     last_plan: Option<WritePlan>,
+    /// The pin covering the sector and the end of the run of sectors sharing it.
+    pin: (Option<PinAt>, u64),
 }
 
 impl Scan {
     fn new(end: u64) -> Self {
-        Scan { end, rep: VerifyReport::default(), groups: HashMap::new(), unit: Vec::new(), cached: (Durable::Prior, 0), last_plan: None }
+        Scan {
+            end,
+            rep: VerifyReport::default(),
+            groups: HashMap::new(),
+            unit: Vec::new(),
+            cached: (Durable::Prior, 0),
+            last_plan: None,
+            pin: (None, 0),
+        }
     }
 }
 

@@ -15,10 +15,12 @@ pub enum FindingClass {
     UnexpectedVersion,
     Unreadable,
     DeadDevice,
+    /// A sector shows an older version than one a verify of an earlier cycle saw there.
+    StaleVersion,
 }
 
 impl FindingClass {
-    pub const ALL: [FindingClass; 7] = [
+    pub const ALL: [FindingClass; 8] = [
         FindingClass::LostWrite,
         FindingClass::TornWrite,
         FindingClass::MisdirectedWrite,
@@ -26,6 +28,7 @@ impl FindingClass {
         FindingClass::UnexpectedVersion,
         FindingClass::Unreadable,
         FindingClass::DeadDevice,
+        FindingClass::StaleVersion,
     ];
 
     pub fn name(self) -> &'static str {
@@ -37,6 +40,7 @@ impl FindingClass {
             FindingClass::UnexpectedVersion => "unexpected_version",
             FindingClass::Unreadable => "unreadable",
             FindingClass::DeadDevice => "dead_device",
+            FindingClass::StaleVersion => "stale_version",
         }
     }
 }
@@ -126,6 +130,10 @@ pub struct VerifyReport {
     /// Sectors with no durable expectation holding prior content.
     pub prior_ok: u64,
     pub findings: Vec<Finding>,
+    /// Runs of sectors showing an uncertain write of the last cycle (in address order), for
+    /// the `seen` record ([`super::seen_record`]); not part of any output.
+    #[serde(skip)]
+    pub seen: Vec<super::SeenRun>,
 }
 
 impl VerifyReport {

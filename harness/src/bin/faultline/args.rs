@@ -51,6 +51,7 @@ pub enum ModelArg {
     ReadErrors,
     ReadHangs,
     DiesAfterCuts,
+    Resurrect,
 }
 
 impl ModelArg {
@@ -67,6 +68,7 @@ impl ModelArg {
             ModelArg::ReadErrors => SimModel::ReadErrors { sectors_per_cut: 1 },
             ModelArg::ReadHangs => SimModel::ReadHangs { sectors_per_cut: 1 },
             ModelArg::DiesAfterCuts => SimModel::DiesAfterCuts { cuts: 50 },
+            ModelArg::Resurrect => SimModel::Resurrect { after_cuts: 1 },
         }
     }
 }

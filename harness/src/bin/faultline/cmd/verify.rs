@@ -7,10 +7,11 @@ use anyhow::Result;
 use clap::Parser;
 use faultline::events::Verdict;
 use faultline::format::Format;
-use faultline::ledger::replay;
+use faultline::ledger::{replay, Applied, LedgerWriter, Record};
 use faultline::report::console::verdict_line;
 use faultline::run::{check_copy, check_target};
-use faultline::verify::{Verifier, VerifyReport};
+use faultline::run_dir;
+use faultline::verify::{offline_seen_record, Verifier, VerifyReport};
 use faultline::workload::Layout;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -42,6 +43,18 @@ pub struct VerifyArgs {
 }
 
 pub fn cmd_verify(a: VerifyArgs) -> Result<Exit> {
+    // Held while reading the ledger and appending what this verify saw. Without it (a run in
+    // progress holds it, or the run directory is read-only) the verify still runs and records
+    // nothing. A copy (--image-of-target) records nothing either: what a copy shows is no
+    // evidence of what the drive showed.
+    let lock = match (faultline::run::exists(&a.run_dir) && !a.image_of_target).then(|| run_dir::lock(&a.run_dir)) {
+        Some(Ok(l)) => Some(l),
+        Some(Err(e)) => {
+            eprintln!("faultline: note: {e}: verifying without recording what the drive showed");
+            None
+        }
+        None => None,
+    };
     let history = replay(&a.run_dir)?;
     if history.torn_tail_bytes > 0 {
         eprintln!("faultline: note: the ledger ends in a torn record ({} bytes), ignored", history.torn_tail_bytes);
@@ -82,6 +95,17 @@ pub fn cmd_verify(a: VerifyArgs) -> Result<Exit> {
         }
     })?;
     let secs = t.elapsed().as_secs_f64();
+    let seen = match (&lock, offline_seen_record(&history, &layout, &[(start, end)], &rep.seen)) {
+        (Some(_), Some(ref rec @ Record::Seen { cycle, ref writes })) => {
+            let held = writes.iter().filter(|w| w.applied != Applied::NotAtAll).count();
+            let mut ledger = LedgerWriter::open(&a.run_dir, &history)?;
+            ledger.append(rec)?;
+            ledger.close()?;
+            Some(serde_json::json!({ "cycle": cycle, "writes": writes.len(), "held": held }))
+        }
+        _ => None,
+    };
+    drop(lock);
     if a.json {
         let v = serde_json::json!({
             "summary": rep.summary(),
@@ -97,6 +121,7 @@ pub fn cmd_verify(a: VerifyArgs) -> Result<Exit> {
                 "identity": given,
                 "image_of": a.image_of_target.then(|| h.target_identity.clone()),
             },
+            "seen_recorded": seen,
         });
         println!("{}", serde_json::to_string(&v)?);
     } else {
@@ -104,6 +129,12 @@ pub fn cmd_verify(a: VerifyArgs) -> Result<Exit> {
             println!("target `{given}`, verified as a copy of `{}` (--image-of-target)", h.target_identity);
         }
         print_report(&rep, secs);
+        if let Some(s) = &seen {
+            println!(
+                "recorded in the ledger: {} of cycle {}'s uncertain writes seen applied (a later verify holds them)",
+                s["held"], s["cycle"]
+            );
+        }
     }
     Ok(if rep.findings.is_empty() { Exit::Clean } else { Exit::Findings })
 }
