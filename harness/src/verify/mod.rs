@@ -47,6 +47,7 @@ use faultline_drivers::{AlignedBuf, BlockTarget, IoFailure};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, sync_channel};
+use std::sync::Mutex;
 
 /// What the contract requires of one sector.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -96,6 +97,9 @@ pub struct Verifier<'a> {
     sector: u64,
     atomic: u64,
     cycle: u32,
+    /// The read buffer and scan state of the last one-read verification, kept so that
+    /// random-read verification (one call per block) allocates nothing per call.
+    reuse: Mutex<Option<(AlignedBuf, Scan)>>,
 }
 
 /// Bound on stepping back through non-durable writes for one sector.
@@ -106,7 +110,7 @@ impl<'a> Verifier<'a> {
     pub fn new(layout: &'a Layout, history: &'a History, format: &'a Format) -> Self {
         let sector = format.sector_bytes() as u64;
         let atomic = history.header.atomic_bytes.max(sector);
-        Verifier { layout, history, format, sector, atomic, cycle: history.last_cycle() }
+        Verifier { layout, history, format, sector, atomic, cycle: history.last_cycle(), reuse: Mutex::new(None) }
     }
 
     /// D for `addr`, and the end of the run of addresses from `addr` that share it.
@@ -135,14 +139,27 @@ impl<'a> Verifier<'a> {
         }
         if end - start <= READ_CHUNK {
             // One read: nothing to overlap, so no second thread (random-read verification
-            // calls this per block).
-            let chunk = self.read_chunk(target, start, AlignedBuf::zeroed((end - start) as usize))?;
-            let mut scan = Scan::new(end);
-            self.check_chunk(&mut scan, &chunk)?;
+            // calls this per block, so the buffer and scan state of the last call are reused:
+            // a scan starts from the same state as a new one, see `Scan::reset`).
+            let len = (end - start) as usize;
+            let kept = self.reuse.lock().unwrap_or_else(|p| p.into_inner()).take();
+            let (buf, mut scan) = match kept {
+                Some((mut buf, mut scan)) if buf.capacity() >= len => {
+                    buf.resize(len);
+                    scan.reset(end);
+                    (buf, scan)
+                }
+                _ => (target.buffers(1, len).pop().unwrap_or_else(|| AlignedBuf::zeroed(len)), Scan::new(end)),
+            };
+            let chunk = self.read_chunk(target, start, buf)?;
+            let checked = self.check_chunk(&mut scan, &chunk);
             self.close_groups(&mut scan.groups, u64::MAX, &mut scan.rep.findings);
-            scan.rep.findings.sort_by_key(|f| (f.offset, f.class));
-            progress(end - start, scan.rep.findings.len());
-            return Ok(scan.rep);
+            let mut rep = std::mem::take(&mut scan.rep);
+            *self.reuse.lock().unwrap_or_else(|p| p.into_inner()) = Some((chunk.buf, scan));
+            checked?;
+            rep.findings.sort_by_key(|f| (f.offset, f.class));
+            progress(end - start, rep.findings.len());
+            return Ok(rep);
         }
         // The calling thread reads (the target stays on it); a scoped thread checks the
         // chunks in order, so reading chunk N+1 overlaps checking chunk N. Buffers circulate
@@ -165,19 +182,18 @@ impl<'a> Verifier<'a> {
                 scan.rep.findings.sort_by_key(|f| (f.offset, f.class));
                 Ok(scan.rep)
             });
-            let mut spare = 3usize;
+            // From the target's pool where it has one (registered once with the kernel).
+            let mut spare = target.buffers(3, READ_CHUNK.min(end - start) as usize);
             let mut pos = start;
             let mut read_result = Ok(());
             while pos < end {
                 let n = (end - pos).min(READ_CHUNK);
-                let mut buf = if spare > 0 {
-                    spare -= 1;
-                    AlignedBuf::zeroed(READ_CHUNK.min(end - start) as usize)
-                } else {
-                    match returned.recv() {
+                let mut buf = match spare.pop() {
+                    Some(b) => b,
+                    None => match returned.recv() {
                         Ok(b) => b,
                         Err(_) => break, // the checker stopped: its result says why
-                    }
+                    },
                 };
                 buf.resize(n as usize);
                 match self.read_chunk(target, pos, buf) {
@@ -295,9 +311,7 @@ impl<'a> Verifier<'a> {
     /// Judges durable writes whose extents the scan has passed: lost when none of their
     /// expected sectors show them, torn when some do.
     fn close_groups(&self, groups: &mut HashMap<u64, Group>, upto: u64, out: &mut Vec<Finding>) {
-        let done: Vec<u64> = groups.iter().filter(|(_, g)| g.plan.end() <= upto).map(|(&k, _)| k).collect();
-        for k in done {
-            let g = groups.remove(&k).expect("key listed");
+        for (_, g) in groups.extract_if(|_, g| g.plan.end() <= upto) {
             let class = if g.shows == 0 { FindingClass::LostWrite } else { FindingClass::TornWrite };
             let total = g.shows + g.old.len() as u64;
             for (addr, found) in g.old {
@@ -376,6 +390,16 @@ struct Scan {
 impl Scan {
     fn new(end: u64) -> Self {
         Scan { end, rep: VerifyReport::default(), groups: HashMap::new(), unit: Vec::new(), cached: (Durable::Prior, 0), last_plan: None }
+    }
+
+    /// The state of `Scan::new(end)`, keeping the allocations.
+    fn reset(&mut self, end: u64) {
+        self.end = end;
+        self.rep = VerifyReport::default();
+        self.groups.clear();
+        self.unit.clear();
+        self.cached = (Durable::Prior, 0);
+        self.last_plan = None;
     }
 }
 

@@ -158,13 +158,17 @@ pub fn run_cycle(
 ) -> Result<CycleOutcome, WriteError> {
     let qd = (layout.spec().queue_depth as usize).min(target.queue_depth()).max(1);
     let (cycle, port, first, max_bytes) = (opts.cycle, opts.port, opts.first_id, layout.spec().max_write_bytes as usize);
+    // Buffers the filler draws from: as many as can be in use at once (queued to the I/O
+    // loop, in flight, and one being filled), from the target's own pool where it has one
+    // (registered with the kernel once, instead of pinned on every write).
+    let mut pool = target.buffers(2 * qd + 2, max_bytes);
     std::thread::scope(|sc| {
         let (filled, rx) = sync_channel::<(WritePlan, AlignedBuf)>(qd);
         let (back, returned) = channel::<AlignedBuf>();
         sc.spawn(move || {
             for id in first.. {
                 let w = layout.plan(id);
-                let mut buf = returned.try_recv().unwrap_or_else(|_| AlignedBuf::zeroed(max_bytes));
+                let mut buf = returned.try_recv().ok().or_else(|| pool.pop()).unwrap_or_else(|| AlignedBuf::zeroed(max_bytes));
                 buf.resize(w.len as usize);
                 fill_write(format, &w, cycle, port.0, &mut buf);
                 if filled.send((w, buf)).is_err() {
