@@ -133,6 +133,10 @@ pub struct UringTarget {
     lat: [LatencyHistogram; 4],
     /// Completions gathered by `harvest`, kept to reuse its allocation.
     cqes: Vec<(u64, i32)>,
+    /// Slots pushed since the kernel was last entered, to stamp with the submission time.
+    unstamped: Vec<u32>,
+    /// A placeholder instant for slots not yet submitted.
+    epoch: Instant,
     /// The pool of buffers registered with this ring ([`BlockTarget::buffers`]).
     pool: Arc<BufPool>,
     /// Registered range (address, bytes) of each slot of the buffer table, by slot index.
@@ -173,6 +177,8 @@ impl UringTarget {
             read_bufs: Vec::new(),
             lat: Default::default(),
             cqes: Vec::new(),
+            unstamped: Vec::new(),
+            epoch: Instant::now(),
             pool: Arc::default(),
             reg: Vec::new(),
             reg_bytes: 0,
@@ -251,8 +257,10 @@ impl UringTarget {
         self.d.path.display().to_string()
     }
 
+    /// A slot for a new operation; its `at` is stamped when the kernel is entered with it
+    /// (`enter`), one clock reading per batch instead of one per operation.
     fn alloc_slot(&mut self, kind: Kind, buf: Option<AlignedBuf>) -> u32 {
-        let slot = Slot { kind, buf, at: Instant::now() };
+        let slot = Slot { kind, buf, at: self.epoch };
         match self.free.pop() {
             Some(i) => {
                 self.slots[i as usize] = slot;
@@ -283,6 +291,7 @@ impl UringTarget {
         self.queued += 1;
         self.queued_bytes += bytes;
         self.kernel += 1;
+        self.unstamped.push(entry.get_user_data() as u32);
         if self.queued >= BATCH_ENTRIES || self.queued_bytes >= BATCH_BYTES {
             self.enter(0, None)?;
         }
@@ -292,6 +301,15 @@ impl UringTarget {
     /// Submits queued entries and waits for `want` completions (or `timeout`).
     /// Returns false when the wait timed out.
     fn enter(&mut self, want: usize, timeout: Option<Duration>) -> Result<bool, TargetError> {
+        if !self.unstamped.is_empty() {
+            // The queued entries reach the kernel now: their latency counts from here.
+            let now = Instant::now();
+            for i in self.unstamped.drain(..) {
+                if let Some(s) = self.slots.get_mut(i as usize) {
+                    s.at = now;
+                }
+            }
+        }
         let r = match timeout {
             Some(t) if want > 0 => {
                 let ts = types::Timespec::from(t);
@@ -488,7 +506,8 @@ impl BlockTarget for UringTarget {
     }
 
     fn reap(&mut self, out: &mut Vec<Completion>, min: usize, timeout: Duration) -> Result<usize, TargetError> {
-        let start = Instant::now();
+        // The clock is read only if the call has to wait.
+        let mut deadline: Option<Instant> = None;
         let mut got = 0;
         loop {
             self.harvest();
@@ -503,7 +522,13 @@ impl BlockTarget for UringTarget {
                 }
                 return Ok(got);
             }
-            let left = timeout.saturating_sub(start.elapsed());
+            let left = match deadline {
+                None => {
+                    deadline = Some(Instant::now() + timeout);
+                    timeout
+                }
+                Some(d) => d.saturating_duration_since(Instant::now()),
+            };
             if left.is_zero() {
                 return Ok(got);
             }
