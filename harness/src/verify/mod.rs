@@ -242,6 +242,9 @@ impl<'a> Verifier<'a> {
     /// Classifies every sector of one chunk, in address order, into `scan`.
     fn check_chunk(&self, scan: &mut Scan, chunk: &Chunk) -> Result<(), VerifyError> {
         let end = scan.end;
+        // The checksums every sector should carry, computed for the whole chunk at once.
+        scan.sums.clear();
+        self.format.sums_of(&chunk.buf, &mut scan.sums);
         let rep = &mut scan.rep;
         for (i, bytes) in chunk.buf.chunks(self.sector as usize).enumerate() {
             let addr = chunk.pos + i as u64 * self.sector;
@@ -255,7 +258,7 @@ impl<'a> Verifier<'a> {
                     found: Shown::ReadError { errno: e.errno, detail: e.detail.clone() },
                     detail: e.to_string(),
                 },
-                _ => self.classify(addr, bytes, &d, &mut scan.last_plan),
+                _ => self.classify(addr, bytes, &scan.sums[i], &d, &mut scan.last_plan),
             };
             rep.sectors += 1;
             let expected = || self.shown_of(&d, addr);
@@ -385,11 +388,21 @@ struct Scan {
     /// D and the end of the run of sectors sharing it (computed once per piece).
     cached: (Durable, u64),
     last_plan: Option<WritePlan>,
+    /// Checksums the chunk's sectors should carry (reused from chunk to chunk).
+    sums: Vec<[u8; 16]>,
 }
 
 impl Scan {
     fn new(end: u64) -> Self {
-        Scan { end, rep: VerifyReport::default(), groups: HashMap::new(), unit: Vec::new(), cached: (Durable::Prior, 0), last_plan: None }
+        Scan {
+            end,
+            rep: VerifyReport::default(),
+            groups: HashMap::new(),
+            unit: Vec::new(),
+            cached: (Durable::Prior, 0),
+            last_plan: None,
+            sums: Vec::new(),
+        }
     }
 
     /// The state of `Scan::new(end)`, keeping the allocations.

@@ -125,21 +125,24 @@ pub struct CycleOutcome {
 
 /// Fills `buf` with the tagged sectors of write `w`.
 pub fn fill_write(format: &Format, w: &WritePlan, cycle: u32, port: u8, buf: &mut [u8]) {
+    fill_write_with(format, w, cycle, port, buf, &mut Vec::new());
+}
+
+/// As [`fill_write`], with a scratch vector for the checksums kept by the caller.
+pub fn fill_write_with(format: &Format, w: &WritePlan, cycle: u32, port: u8, buf: &mut [u8], sums: &mut Vec<[u8; 16]>) {
     let sector = format.sector_bytes();
     let count = (w.len / sector as u64) as u32;
-    for (i, s) in buf.chunks_exact_mut(sector).enumerate() {
-        let id = SectorId {
-            run_id: format.run_id(),
-            addr: w.offset + (i * sector) as u64,
-            write_id: w.id,
-            cycle,
-            port,
-            flags: 0,
-            index: i as u32,
-            count,
-        };
-        format.encode(&id, s);
-    }
+    let id_of = |i: usize| SectorId {
+        run_id: format.run_id(),
+        addr: w.offset + (i * sector) as u64,
+        write_id: w.id,
+        cycle,
+        port,
+        flags: 0,
+        index: i as u32,
+        count,
+    };
+    format.encode_sectors(buf, id_of, sums);
 }
 
 /// Runs one cycle. `cut` is called once, from inside the I/O loop (with the queue full,
@@ -171,13 +174,14 @@ pub fn run_cycle(
         let (back, returned) = channel::<AlignedBuf>();
         sc.spawn(move || {
             let mut id = first;
+            let mut sums = Vec::new();
             loop {
                 let mut b = Vec::with_capacity(batch);
                 for _ in 0..batch {
                     let w = layout.plan(id);
                     let mut buf = returned.try_recv().ok().or_else(|| pool.pop()).unwrap_or_else(|| AlignedBuf::zeroed(max_bytes));
                     buf.resize(w.len as usize);
-                    fill_write(format, &w, cycle, port.0, &mut buf);
+                    fill_write_with(format, &w, cycle, port.0, &mut buf, &mut sums);
                     b.push((w, buf));
                     id += 1;
                 }
