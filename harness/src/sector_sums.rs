@@ -13,6 +13,8 @@
 
 /// Compressions computed together.
 pub const LANES: usize = 8;
+/// Groups of at most this many sectors are hashed one by one (`blake3::keyed_hash`).
+const SCALAR_UPTO: usize = 2;
 /// Bytes of a sector the checksum covers.
 pub const COVERED: usize = 48;
 
@@ -82,6 +84,7 @@ fn compress(key: &[u32; 8], m: &[Lanes; 16]) -> [Lanes; 4] {
 #[derive(Clone)]
 pub struct Sums {
     key: [u32; 8],
+    key_bytes: [u8; 32],
 }
 
 impl Sums {
@@ -90,7 +93,7 @@ impl Sums {
         for (w, b) in k.iter_mut().zip(key.chunks_exact(4)) {
             *w = u32::from_le_bytes(b.try_into().expect("4 bytes"));
         }
-        Sums { key: k }
+        Sums { key: k, key_bytes: *key }
     }
 
     /// For each `sector`-byte sector of `sectors`, the checksum of its first 48 bytes,
@@ -99,6 +102,15 @@ impl Sums {
         for group in sectors.chunks(sector * LANES) {
             let mut m = [[0u32; LANES]; 16];
             let n = group.len() / sector;
+            if n <= SCALAR_UPTO {
+                // A lane group this empty costs more than one compression per sector.
+                for s in group.chunks_exact(sector) {
+                    let mut sum = [0u8; 16];
+                    sum.copy_from_slice(&blake3::keyed_hash(&self.key_bytes, &s[..COVERED]).as_bytes()[..16]);
+                    out.push(sum);
+                }
+                continue;
+            }
             for (l, s) in group.chunks_exact(sector).enumerate() {
                 for (w, b) in s[..COVERED].chunks_exact(4).enumerate() {
                     m[w][l] = u32::from_le_bytes(b.try_into().expect("4 bytes"));
