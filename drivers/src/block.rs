@@ -26,10 +26,60 @@ pub struct Geometry {
 ///
 /// Built from an over-allocated `Vec<u8>` and an aligned window into it, which needs no
 /// `unsafe`: the allocation never moves while the buffer lives, because it is never grown.
+///
+/// A buffer may belong to an engine's pool ([`BlockTarget::buffers`]): its memory is then
+/// registered with the kernel, and dropping the buffer hands the memory back to the pool
+/// instead of freeing it, so memory the kernel has registered is never freed before the
+/// engine that registered it (see [`BufPool`]).
 pub struct AlignedBuf {
     raw: Vec<u8>,
     start: usize,
     len: usize,
+    home: Option<PoolSlot>,
+}
+
+/// Where a pooled buffer's memory goes back to, and which slot of the pool it is.
+struct PoolSlot {
+    pool: std::sync::Arc<BufPool>,
+    index: u16,
+}
+
+/// The memory of an engine's pooled buffers that nobody holds at the moment: dropped
+/// buffers land here, with their slot index, until the engine hands them out again. The
+/// engine keeps the pool alive for as long as its registration lasts; buffers alive when the
+/// engine goes keep it alive too, so the memory is freed only after both are gone.
+#[derive(Default)]
+pub(crate) struct BufPool {
+    returned: std::sync::Mutex<Vec<(u16, AlignedBuf)>>,
+}
+
+impl BufPool {
+    /// Wraps `buf` (which must not belong to a pool) as slot `index` of `pool`.
+    pub(crate) fn adopt(pool: &std::sync::Arc<BufPool>, index: u16, mut buf: AlignedBuf) -> AlignedBuf {
+        debug_assert!(buf.home.is_none());
+        buf.home = Some(PoolSlot { pool: pool.clone(), index });
+        buf
+    }
+
+    /// Takes back a returned buffer of at least `len` bytes of capacity, resized to `len`.
+    pub(crate) fn take(pool: &std::sync::Arc<BufPool>, len: usize) -> Option<AlignedBuf> {
+        let mut returned = pool.returned.lock().unwrap_or_else(|p| p.into_inner());
+        let k = returned.iter().rposition(|(_, b)| b.capacity() >= len)?;
+        let (index, mut buf) = returned.swap_remove(k);
+        drop(returned);
+        buf.len = len;
+        Some(BufPool::adopt(pool, index, buf))
+    }
+}
+
+impl Drop for AlignedBuf {
+    fn drop(&mut self) {
+        if let Some(PoolSlot { pool, index }) = self.home.take() {
+            let raw = std::mem::take(&mut self.raw);
+            let back = AlignedBuf { raw, start: self.start, len: self.len, home: None };
+            pool.returned.lock().unwrap_or_else(|p| p.into_inner()).push((index, back));
+        }
+    }
 }
 
 /// Alignment of every [`AlignedBuf`]: enough for O_DIRECT on 4Kn devices.
@@ -41,7 +91,18 @@ impl AlignedBuf {
         let raw = vec![0u8; len + BUF_ALIGN];
         let start = raw.as_ptr().align_offset(BUF_ALIGN);
         assert!(start < BUF_ALIGN, "align_offset on u8 pointers always succeeds");
-        AlignedBuf { raw, start, len }
+        AlignedBuf { raw, start, len, home: None }
+    }
+
+    /// The pool and slot this buffer belongs to, if it was handed out by an engine's pool.
+    pub(crate) fn pool_slot(&self) -> Option<(&std::sync::Arc<BufPool>, u16)> {
+        self.home.as_ref().map(|h| (&h.pool, h.index))
+    }
+
+    /// Start of the whole aligned window (its full capacity), for registering it.
+    pub(crate) fn window_ptr(&mut self) -> *mut u8 {
+        let start = self.start;
+        self.raw[start..].as_mut_ptr()
     }
 
     /// Length in bytes.
@@ -186,6 +247,16 @@ pub trait BlockTarget {
 
     /// Operations submitted and not yet reaped.
     fn in_flight(&self) -> usize;
+
+    /// `count` zeroed-or-reused buffers of `len` bytes for this target's writes and reads.
+    /// An engine that registers memory with the kernel hands out buffers from a pool it owns
+    /// (the kernel then pins their pages once, not on every operation); a dropped pooled
+    /// buffer goes back to that pool. Any buffer works with any target: one this target did
+    /// not hand out is simply not registered here. Contents are unspecified (a reused buffer
+    /// holds what it last held).
+    fn buffers(&mut self, count: usize, len: usize) -> Vec<AlignedBuf> {
+        (0..count).map(|_| AlignedBuf::zeroed(len)).collect()
+    }
 
     /// Reads `buf.len()` bytes at `offset`, bypassing any host cache.
     fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), IoFailure>;

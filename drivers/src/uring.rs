@@ -13,6 +13,14 @@
 //! dropped with operations still in flight (a hung device), their buffers are leaked on
 //! purpose rather than freed into memory the kernel may still write.
 //!
+//! Registered buffers: [`BlockTarget::buffers`] hands out buffers from a pool this engine
+//! owns, registered once with the ring (a sparse table filled as buffers are made, up to a
+//! byte budget), so fixed reads and writes skip pinning the pages on every operation. A
+//! buffer is used as fixed only when it came from this engine's pool and lies wholly inside
+//! its registered range; any other buffer takes the plain path. Pooled memory is never
+//! freed while registered: a dropped pooled buffer returns to the pool, which the engine
+//! keeps until it has unregistered the table.
+//!
 //! Surviving the cut: an operation failing with ENODEV, ENXIO or ESHUTDOWN, or several EIOs
 //! in a row, marks the device gone; from then on the engine stops submitting and completes
 //! every new operation at once with the failure (it was never sent, which the harness's
@@ -23,12 +31,13 @@
     reason = "pushing an io_uring submission entry is unsafe: the buffers it names must outlive the operation, as the SAFETY comment at the push explains"
 )]
 
-use crate::block::{AlignedBuf, BlockTarget, Completion, Geometry, IoFailure, Op, TargetError};
+use crate::block::{AlignedBuf, BlockTarget, BufPool, Completion, Geometry, IoFailure, Op, TargetError};
 use crate::blockdev::Discovered;
 use crate::latency::LatencyHistogram;
 use io_uring::{opcode, types, IoUring};
 use std::collections::VecDeque;
 use std::os::unix::io::AsRawFd;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Environment switch that makes io_uring setup fail, to exercise the fallback engine.
@@ -45,6 +54,11 @@ const MAX_HUNG_READS: usize = 64;
 const HUNG_READ_WAIT: Duration = Duration::from_secs(1);
 /// How long `drop` waits for in-flight operations before leaking their buffers.
 const DROP_WAIT: Duration = Duration::from_secs(2);
+/// Slots in the ring's table of registered buffers.
+const REG_SLOTS: u32 = 1024;
+/// Bytes of buffer memory the engine registers (pins) at most; buffers asked for beyond it
+/// are plain ones.
+const REG_BUDGET: usize = 64 << 20;
 
 const LAT_WRITE: usize = 0;
 const LAT_FUA: usize = 1;
@@ -117,6 +131,20 @@ pub struct UringTarget {
     hung_reads: usize,
     read_bufs: Vec<AlignedBuf>,
     lat: [LatencyHistogram; 4],
+    /// Completions gathered by `harvest`, kept to reuse its allocation.
+    cqes: Vec<(u64, i32)>,
+    /// Slots pushed since the kernel was last entered, to stamp with the submission time.
+    unstamped: Vec<u32>,
+    /// A placeholder instant for slots not yet submitted.
+    epoch: Instant,
+    /// The pool of buffers registered with this ring ([`BlockTarget::buffers`]).
+    pool: Arc<BufPool>,
+    /// Registered range (address, bytes) of each slot of the buffer table, by slot index.
+    reg: Vec<(usize, usize)>,
+    reg_bytes: usize,
+    /// The sparse buffer table exists (`Some(true)`), could not be made (`Some(false)`), or
+    /// was not asked for yet.
+    reg_table: Option<bool>,
 }
 
 impl UringTarget {
@@ -148,6 +176,13 @@ impl UringTarget {
             hung_reads: 0,
             read_bufs: Vec::new(),
             lat: Default::default(),
+            cqes: Vec::new(),
+            unstamped: Vec::new(),
+            epoch: Instant::now(),
+            pool: Arc::default(),
+            reg: Vec::new(),
+            reg_bytes: 0,
+            reg_table: None,
         })
     }
 
@@ -161,6 +196,58 @@ impl UringTarget {
         self.fixed
     }
 
+    /// Number of buffers registered with the ring (0 when the kernel refused registration or
+    /// none were asked for).
+    pub fn registered_buffers(&self) -> usize {
+        self.reg.len()
+    }
+
+    /// The registered slot of `buf` when the whole of `[buf, buf + len)` lies inside what
+    /// this ring registered for it; `None` for any other buffer (plain operation then).
+    fn fixed_index(&self, buf: &AlignedBuf, len: usize) -> Option<u16> {
+        let (pool, k) = buf.pool_slot()?;
+        if !Arc::ptr_eq(pool, &self.pool) {
+            return None;
+        }
+        let &(addr, cap) = self.reg.get(k as usize)?;
+        let p = buf.as_ptr() as usize;
+        (p >= addr && p + len <= addr + cap).then_some(k)
+    }
+
+    /// Makes up to `want` new buffers of `len` bytes and registers them in free slots of the
+    /// ring's buffer table (made on first use). Returns fewer (possibly none) when the table
+    /// is full, the budget spent, or the kernel refuses.
+    fn register_new(&mut self, want: usize, len: usize) -> Vec<AlignedBuf> {
+        if self.reg_table.is_none() {
+            self.reg_table = Some(self.ring.submitter().register_buffers_sparse(REG_SLOTS).is_ok());
+        }
+        if self.reg_table != Some(true) || len == 0 {
+            return Vec::new();
+        }
+        let free_slots = REG_SLOTS as usize - self.reg.len();
+        let by_budget = REG_BUDGET.saturating_sub(self.reg_bytes) / (len + crate::block::BUF_ALIGN);
+        let n = want.min(free_slots).min(by_budget);
+        if n == 0 {
+            return Vec::new();
+        }
+        let mut bufs: Vec<AlignedBuf> = (0..n).map(|_| AlignedBuf::zeroed(len)).collect();
+        let iovecs: Vec<libc::iovec> =
+            bufs.iter_mut().map(|b| libc::iovec { iov_base: b.window_ptr().cast(), iov_len: b.capacity() }).collect();
+        let first = self.reg.len() as u32;
+        // SAFETY: each iovec is the whole aligned window of a buffer made just above. That
+        // memory is never freed while the ring may use it: the buffers belong to `self.pool`
+        // from here on, and a dropped pooled buffer's memory goes back into the pool rather
+        // than to the allocator; the engine holds the pool until after it has unregistered the
+        // table (or leaked whatever is still in flight) in `drop`. The slots are fresh, so no
+        // operation in flight names them.
+        if unsafe { self.ring.submitter().register_buffers_update(first, &iovecs, None) }.is_err() {
+            return Vec::new();
+        }
+        self.reg.extend(iovecs.iter().map(|v| (v.iov_base as usize, v.iov_len)));
+        self.reg_bytes += iovecs.iter().map(|v| v.iov_len).sum::<usize>();
+        bufs.into_iter().enumerate().map(|(k, b)| BufPool::adopt(&self.pool, first as u16 + k as u16, b)).collect()
+    }
+
     /// The failure that marked the device gone, if any.
     pub fn gone(&self) -> Option<&IoFailure> {
         self.gone.as_ref()
@@ -170,8 +257,10 @@ impl UringTarget {
         self.d.path.display().to_string()
     }
 
+    /// A slot for a new operation; its `at` is stamped when the kernel is entered with it
+    /// (`enter`), one clock reading per batch instead of one per operation.
     fn alloc_slot(&mut self, kind: Kind, buf: Option<AlignedBuf>) -> u32 {
-        let slot = Slot { kind, buf, at: Instant::now() };
+        let slot = Slot { kind, buf, at: self.epoch };
         match self.free.pop() {
             Some(i) => {
                 self.slots[i as usize] = slot;
@@ -190,8 +279,9 @@ impl UringTarget {
             // SAFETY: every entry built by this module points at a buffer held in
             // `self.slots` (or none, for fsync); the slot keeps the buffer, which is never
             // moved or freed, until the entry's completion is processed in `harvest` (or it is
-            // leaked in `drop`). The registered file (or raw fd) belongs to `self.d.file`,
-            // which lives as long as the ring.
+            // leaked in `drop`). A fixed read or write names a registered slot whose range
+            // holds the whole buffer (`fixed_index` checks it). The registered file (or raw
+            // fd) belongs to `self.d.file`, which lives as long as the ring.
             let pushed = unsafe { self.ring.submission().push(&entry) };
             if pushed.is_ok() {
                 break;
@@ -201,6 +291,7 @@ impl UringTarget {
         self.queued += 1;
         self.queued_bytes += bytes;
         self.kernel += 1;
+        self.unstamped.push(entry.get_user_data() as u32);
         if self.queued >= BATCH_ENTRIES || self.queued_bytes >= BATCH_BYTES {
             self.enter(0, None)?;
         }
@@ -210,6 +301,15 @@ impl UringTarget {
     /// Submits queued entries and waits for `want` completions (or `timeout`).
     /// Returns false when the wait timed out.
     fn enter(&mut self, want: usize, timeout: Option<Duration>) -> Result<bool, TargetError> {
+        if !self.unstamped.is_empty() {
+            // The queued entries reach the kernel now: their latency counts from here.
+            let now = Instant::now();
+            for i in self.unstamped.drain(..) {
+                if let Some(s) = self.slots.get_mut(i as usize) {
+                    s.at = now;
+                }
+            }
+        }
         let r = match timeout {
             Some(t) if want > 0 => {
                 let ts = types::Timespec::from(t);
@@ -257,7 +357,7 @@ impl UringTarget {
     /// Processes every available completion: harness operations go to `ready`, reads
     /// update their slots.
     fn harvest(&mut self) {
-        let mut cqes: Vec<(u64, i32)> = Vec::new();
+        let mut cqes = std::mem::take(&mut self.cqes);
         {
             let mut cq = self.ring.completion();
             cq.sync();
@@ -265,8 +365,12 @@ impl UringTarget {
                 cqes.push((c.user_data(), c.result()));
             }
         }
+        if cqes.is_empty() {
+            self.cqes = cqes;
+            return;
+        }
         let now = Instant::now();
-        for (ud, res) in cqes {
+        for (ud, res) in cqes.drain(..) {
             let i = ud as usize;
             let Some(slot) = self.slots.get_mut(i) else { continue };
             let kind = std::mem::replace(&mut slot.kind, Kind::Free);
@@ -308,6 +412,7 @@ impl UringTarget {
                 Kind::Free => {}
             }
         }
+        self.cqes = cqes;
     }
 
     fn refuse(&mut self, token: u64, buf: Option<AlignedBuf>, failure: IoFailure) {
@@ -380,9 +485,14 @@ impl BlockTarget for UringTarget {
                     return Ok(());
                 }
                 let ptr = buf.as_ptr();
+                let fixed = self.fixed_index(&buf, len);
                 let i = self.alloc_slot(Kind::Write { token, offset, len, fua }, Some(buf));
                 let flags = if fua { libc::RWF_DSYNC } else { 0 };
-                let e = sqe!(self, Write::new(ptr, len as u32).offset(offset).rw_flags(flags)).user_data(i as u64);
+                let e = match fixed {
+                    Some(k) => sqe!(self, WriteFixed::new(ptr, len as u32, k).offset(offset).rw_flags(flags)),
+                    None => sqe!(self, Write::new(ptr, len as u32).offset(offset).rw_flags(flags)),
+                }
+                .user_data(i as u64);
                 self.user += 1;
                 self.push(e, len)
             }
@@ -396,7 +506,8 @@ impl BlockTarget for UringTarget {
     }
 
     fn reap(&mut self, out: &mut Vec<Completion>, min: usize, timeout: Duration) -> Result<usize, TargetError> {
-        let start = Instant::now();
+        // The clock is read only if the call has to wait.
+        let mut deadline: Option<Instant> = None;
         let mut got = 0;
         loop {
             self.harvest();
@@ -411,7 +522,13 @@ impl BlockTarget for UringTarget {
                 }
                 return Ok(got);
             }
-            let left = timeout.saturating_sub(start.elapsed());
+            let left = match deadline {
+                None => {
+                    deadline = Some(Instant::now() + timeout);
+                    timeout
+                }
+                Some(d) => d.saturating_duration_since(Instant::now()),
+            };
             if left.is_zero() {
                 return Ok(got);
             }
@@ -431,8 +548,23 @@ impl BlockTarget for UringTarget {
         self.user
     }
 
+    fn buffers(&mut self, count: usize, len: usize) -> Vec<AlignedBuf> {
+        let mut out: Vec<AlignedBuf> = std::iter::from_fn(|| BufPool::take(&self.pool, len)).take(count).collect();
+        if out.len() < count {
+            let fresh = self.register_new(count - out.len(), len);
+            out.extend(fresh);
+        }
+        while out.len() < count {
+            out.push(AlignedBuf::zeroed(len));
+        }
+        out
+    }
+
     fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), IoFailure> {
-        let mut rb = self.read_bufs.pop().unwrap_or_else(|| AlignedBuf::zeroed(buf.len()));
+        let mut rb = match self.read_bufs.pop() {
+            Some(b) => b,
+            None => self.buffers(1, buf.len()).pop().unwrap_or_else(|| AlignedBuf::zeroed(buf.len())),
+        };
         rb.resize(buf.len());
         let (rb, r) = self.read_owned(offset, rb);
         if r.is_ok() {
@@ -486,8 +618,13 @@ impl UringTarget {
         // it (the caller gets a fresh one) until the kernel is done with it.
         let mut rb = rb;
         let ptr = rb.as_mut_ptr();
+        let fixed = self.fixed_index(&rb, len);
         let i = self.alloc_slot(Kind::Read { result: None }, Some(rb));
-        let e = sqe!(self, Read::new(ptr, len as u32).offset(offset)).user_data(i as u64);
+        let e = match fixed {
+            Some(k) => sqe!(self, ReadFixed::new(ptr, len as u32, k).offset(offset)),
+            None => sqe!(self, Read::new(ptr, len as u32).offset(offset)),
+        }
+        .user_data(i as u64);
         let fail_enter = |s: &Self, e: TargetError| s.failure(libc::EIO, format!("read at {offset}: {e}"));
         if let Err(e) = self.push(e, len) {
             let f = fail_enter(self, e);
@@ -553,6 +690,10 @@ impl Drop for UringTarget {
             if self.fixed {
                 let _ = self.ring.submitter().unregister_files();
             }
+            // Unpin the registered buffers now; their memory is the pool's, freed after.
+            if self.reg_table == Some(true) {
+                let _ = self.ring.submitter().unregister_buffers();
+            }
         } else {
             // The kernel still owns these buffers (a hung device): leak them rather than free
             // memory it may write into later.
@@ -564,5 +705,104 @@ impl Drop for UringTarget {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SEED: u64 = 0x5eed_f1ed;
+
+    /// A pattern that differs per block and per seed, so a read served from the wrong buffer
+    /// or offset cannot match.
+    fn pattern(seed: u64, block: u64, out: &mut [u8]) {
+        let mut x = seed ^ block.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        for w in out.chunks_exact_mut(8) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            w.copy_from_slice(&x.to_le_bytes());
+        }
+    }
+
+    fn engine(name: &str, bytes: u64) -> (UringTarget, std::path::PathBuf) {
+        let path = std::env::temp_dir().join(format!("faultline-uring-{name}-{}", std::process::id()));
+        std::fs::File::create(&path).and_then(|f| f.set_len(bytes)).expect("scratch file");
+        let d = crate::blockdev::discover(&path, true).expect("discover the scratch file");
+        (UringTarget::new(d, 8).map_err(|e| e.1).expect("io_uring on this kernel"), path)
+    }
+
+    #[test]
+    fn pooled_buffers_are_registered_written_read_and_reused() {
+        let (mut t, path) = engine("pool", 1 << 20);
+        let mut bufs = t.buffers(4, 4096);
+        assert_eq!(t.registered_buffers(), 4, "seed {SEED:#x}: the kernel refused to register 4 buffers");
+        let addrs: Vec<usize> = bufs.iter().map(|b| b.as_ptr() as usize).collect();
+        for (k, b) in bufs.iter_mut().enumerate() {
+            assert!(t.fixed_index(b, 4096).is_some());
+            pattern(SEED, k as u64, b);
+        }
+        for (k, b) in bufs.drain(..).enumerate() {
+            t.submit(Op::Write { token: k as u64, offset: k as u64 * 4096, buf: b, fua: false, write_id: k as u64 }).unwrap();
+        }
+        let mut done = Vec::new();
+        while done.len() < 4 {
+            let want = 4 - done.len();
+            t.reap(&mut done, want, Duration::from_secs(10)).unwrap();
+        }
+        assert!(done.iter().all(|c| c.result.is_ok()), "seed {SEED:#x}: {done:?}");
+        // Back into the pool: the next request gets the same registered memory, no new slots.
+        drop(done);
+        let again = t.buffers(4, 4096);
+        assert_eq!(t.registered_buffers(), 4);
+        let mut again_addrs: Vec<usize> = again.iter().map(|b| b.as_ptr() as usize).collect();
+        again_addrs.sort_unstable();
+        let mut want = addrs.clone();
+        want.sort_unstable();
+        assert_eq!(again_addrs, want);
+        // Fixed reads into pooled buffers, and plain reads into foreign ones, see what was written.
+        let mut expect = vec![0u8; 4096];
+        for (k, b) in again.into_iter().enumerate() {
+            pattern(SEED, k as u64, &mut expect);
+            let (b, r) = t.read_owned(k as u64 * 4096, b);
+            r.unwrap();
+            assert!(b[..] == expect[..], "seed {SEED:#x}: fixed read of block {k} differs");
+            let (plain, r) = t.read_owned(k as u64 * 4096, AlignedBuf::zeroed(4096));
+            r.unwrap();
+            assert!(plain[..] == expect[..], "seed {SEED:#x}: plain read of block {k} differs");
+        }
+        drop(t);
+        let _ = std::fs::remove_file(path);
+    }
+
+    #[test]
+    fn a_buffer_of_another_engine_or_grown_past_its_window_is_not_used_as_fixed() {
+        let (mut a, pa) = engine("pool-a", 1 << 16);
+        let (mut b, pb) = engine("pool-b", 1 << 16);
+        let mut from_a = a.buffers(1, 4096).pop().unwrap();
+        assert!(a.fixed_index(&from_a, 4096).is_some());
+        assert!(b.fixed_index(&from_a, 4096).is_none(), "another ring's buffer must take the plain path");
+        assert!(a.fixed_index(&AlignedBuf::zeroed(4096), 4096).is_none());
+        // Growing past the window reallocates: the new memory is not registered anywhere.
+        from_a.resize(from_a.capacity() + 1);
+        assert!(a.fixed_index(&from_a, from_a.len()).is_none());
+        // The old window went back to a's pool and is handed out again.
+        assert_eq!(a.buffers(1, 4096).len(), 1);
+        assert_eq!(a.registered_buffers(), 1);
+        // A write with b's plain path over a's buffer still lands.
+        pattern(SEED, 7, &mut from_a[..4096]);
+        from_a.resize(4096);
+        let want = from_a.to_vec();
+        b.submit(Op::Write { token: 1, offset: 0, buf: from_a, fua: false, write_id: 1 }).unwrap();
+        let mut done = Vec::new();
+        b.reap(&mut done, 1, Duration::from_secs(10)).unwrap();
+        assert!(done[0].result.is_ok(), "seed {SEED:#x}: {:?}", done[0].result);
+        let mut back = vec![0u8; 4096];
+        b.read_at(0, &mut back).unwrap();
+        assert_eq!(back, want, "seed {SEED:#x}");
+        drop((a, b));
+        let _ = std::fs::remove_file(pa);
+        let _ = std::fs::remove_file(pb);
     }
 }

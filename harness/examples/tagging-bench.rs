@@ -2,7 +2,8 @@
 //! same process so the figures read as ratios rather than absolute numbers:
 //!
 //! - `fill_write` tagging 4 KiB and 128 KiB writes, at 4096- and 512-byte sectors;
-//! - `Format::decode` verifying the same sectors;
+//! - `Format::decode` verifying the same sectors, one by one and as the verifier does (a
+//!   chunk's checksums together: `sums_of` + `decode_summed`);
 //! - `Layout::plan` and `Layout::latest_covering` on a 30.72 TB span of random 4 KiB writes;
 //! - peers: plain `blake3::hash` over the same bytes (whole write, and per sector) and a
 //!   memcpy of the same bytes.
@@ -150,6 +151,25 @@ fn tagging_rows(write_bytes: usize) -> Vec<Row> {
             bytes: Some(wb),
             sectors: Some(n),
             secs: decode_secs,
+            ..Row::default()
+        });
+
+        // As the verifier does it: the chunk's checksums together, then each sector.
+        let mut sums = Vec::new();
+        let mut valid = 0u64;
+        let batched_secs = time(|| {
+            sums.clear();
+            format.sums_of(black_box(&buf), &mut sums);
+            for (s, sum) in black_box(&buf).chunks_exact(sector).zip(&sums) {
+                valid += matches!(black_box(format.decode_summed(s, sum)), Decoded::Valid(_)) as u64;
+            }
+        });
+        assert!(valid > 0 && valid.is_multiple_of(n as u64), "decode_summed saw invalid sectors");
+        rows.push(Row {
+            name: format!("sums_of + decode_summed, {kib} KiB, {sector} B sectors"),
+            bytes: Some(wb),
+            sectors: Some(n),
+            secs: batched_secs,
             ..Row::default()
         });
 

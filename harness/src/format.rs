@@ -13,6 +13,7 @@
 //! paths need inputs of many KiB). A flipped bit anywhere in the sector is still detected.
 
 use crate::rng::{hash_words, WyRand};
+use crate::sector_sums::Sums;
 use serde::{Deserialize, Serialize};
 
 /// Bytes 0..8 of every sector.
@@ -51,6 +52,7 @@ pub struct SectorId {
 pub struct Format {
     run_id: u64,
     key: [u8; 32],
+    sums: Sums,
     sector_bytes: usize,
 }
 
@@ -74,7 +76,7 @@ impl Format {
     pub fn new(run_id: u64, sector_bytes: usize) -> Self {
         assert!(sector_bytes >= MIN_SECTOR_BYTES && sector_bytes.is_power_of_two(), "sector size {sector_bytes}");
         let key = blake3::derive_key("faultline sector v1 checksum key", &run_id.to_le_bytes());
-        Format { run_id, key, sector_bytes }
+        Format { run_id, key, sums: Sums::new(&key), sector_bytes }
     }
 
     pub fn run_id(&self) -> u64 {
@@ -96,6 +98,30 @@ impl Format {
         debug_assert_eq!(self.decode(out), Decoded::Valid(*id));
     }
 
+    /// Fills `out` (whole sectors) with the sectors `id_of(i)` describes for sector `i`,
+    /// byte for byte what `encode` makes of each, with the checksums computed many at once.
+    pub fn encode_sectors(&self, out: &mut [u8], mut id_of: impl FnMut(usize) -> SectorId, sums: &mut Vec<[u8; 16]>) {
+        assert!(out.len().is_multiple_of(self.sector_bytes));
+        for (i, s) in out.chunks_exact_mut(self.sector_bytes).enumerate() {
+            let id = id_of(i);
+            debug_assert_eq!(id.run_id, self.run_id);
+            write_header(&id, s);
+            fill_payload(&id, &mut s[HEADER_BYTES..]);
+        }
+        sums.clear();
+        self.sums.of_sectors(out, self.sector_bytes, sums);
+        for (s, sum) in out.chunks_exact_mut(self.sector_bytes).zip(sums.iter()) {
+            s[CHECKED_PREFIX..HEADER_BYTES].copy_from_slice(sum);
+            debug_assert!(matches!(self.decode(s), Decoded::Valid(_)));
+        }
+    }
+
+    /// The checksum each sector of `sectors` (whole sectors) should carry, appended to `out`:
+    /// what [`Format::decode_summed`] takes.
+    pub fn sums_of(&self, sectors: &[u8], out: &mut Vec<[u8; 16]>) {
+        self.sums.of_sectors(sectors, self.sector_bytes, out);
+    }
+
     /// Keyed BLAKE3 of the header's identity bytes (0..48), first 16 bytes.
     fn checksum(&self, sector: &[u8]) -> [u8; 16] {
         let mut out = [0u8; 16];
@@ -105,6 +131,16 @@ impl Format {
 
     /// Classifies one sector's bytes (exactly one sector).
     pub fn decode(&self, sector: &[u8]) -> Decoded {
+        self.decode_with(sector, || self.checksum(sector))
+    }
+
+    /// As [`Format::decode`], given the checksum the sector's first 48 bytes call for
+    /// (from [`Format::sums_of`]), so that a whole chunk's checksums are computed together.
+    pub fn decode_summed(&self, sector: &[u8], sum: &[u8; 16]) -> Decoded {
+        self.decode_with(sector, || *sum)
+    }
+
+    fn decode_with(&self, sector: &[u8], sum: impl FnOnce() -> [u8; 16]) -> Decoded {
         assert_eq!(sector.len(), self.sector_bytes);
         let magic_ok = sector[..8] == MAGIC;
         let id = read_header(sector);
@@ -122,7 +158,7 @@ impl Format {
         if magic_ok
             && version == VERSION
             && id.run_id == self.run_id
-            && sector[CHECKED_PREFIX..HEADER_BYTES] == self.checksum(sector)
+            && sector[CHECKED_PREFIX..HEADER_BYTES] == sum()
             && payload_matches(&id, &sector[HEADER_BYTES..])
         {
             Decoded::Valid(id)
@@ -229,6 +265,29 @@ mod tests {
             f.encode(&id, &mut s);
             s[bit / 8] ^= 1 << (bit % 8);
             prop_assert!(matches!(f.decode(&s), Decoded::Damaged { .. }), "flip of bit {} not seen as damage", bit);
+        }
+
+        #[test]
+        fn encode_sectors_equals_encode_and_decode_summed_equals_decode(run in any::<u64>(), id in any_id(0), n in 1usize..40, flip in any::<Option<(usize, u8)>>()) {
+            let f = Format::new(run, 512);
+            let ids: Vec<SectorId> = (0..n).map(|i| SectorId { run_id: run, addr: id.addr.wrapping_add(512 * i as u64), index: i as u32, ..id }).collect();
+            let mut many = vec![0u8; 512 * n];
+            let mut sums = Vec::new();
+            f.encode_sectors(&mut many, |i| ids[i], &mut sums);
+            let mut one = vec![0u8; 512];
+            for (i, s) in many.chunks_exact(512).enumerate() {
+                f.encode(&ids[i], &mut one);
+                prop_assert_eq!(s, &one[..], "sector {} of {}", i, n);
+            }
+            if let Some((at, bits)) = flip {
+                let at = at % many.len();
+                many[at] ^= bits;
+            }
+            sums.clear();
+            f.sums_of(&many, &mut sums);
+            for (i, s) in many.chunks_exact(512).enumerate() {
+                prop_assert_eq!(f.decode_summed(s, &sums[i]), f.decode(s), "sector {} of {}", i, n);
+            }
         }
 
         #[test]

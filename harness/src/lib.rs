@@ -23,6 +23,7 @@ pub mod run;
 pub mod run_dir;
 pub mod runner;
 pub mod scenario;
+pub mod sector_sums;
 pub mod selftest;
 pub mod verify;
 pub mod workload;

@@ -70,8 +70,9 @@ impl<'a> Verifier<'a> {
     }
 
     /// `last_plan` caches the previous sector's write (sectors of one write come in runs).
-    pub(super) fn classify(&self, addr: u64, bytes: &[u8], d: &Durable, last_plan: &mut Option<WritePlan>) -> Verdict {
-        let decoded = self.format.decode(bytes);
+    /// `sum` is the checksum the sector's identity bytes call for (`Format::sums_of`).
+    pub(super) fn classify(&self, addr: u64, bytes: &[u8], sum: &[u8; 16], d: &Durable, last_plan: &mut Option<WritePlan>) -> Verdict {
+        let decoded = self.format.decode_summed(bytes, sum);
         let id = match decoded {
             Decoded::Valid(id) => id,
             Decoded::Damaged { id, magic_ok, version } => {

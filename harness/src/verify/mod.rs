@@ -82,6 +82,7 @@ use faultline_drivers::{AlignedBuf, BlockTarget, IoFailure};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, sync_channel};
+use std::sync::Mutex;
 
 /// What the contract requires of one sector.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -146,6 +147,9 @@ pub struct Verifier<'a> {
     pins: &'a crate::ledger::PinIndex,
     /// Uncertain writes from this id on are recorded as [`SeenRun`]s (the last cycle's).
     track_from: u64,
+    /// The read buffer and scan state of the last one-read verification, kept so that
+    /// random-read verification (one call per block) allocates nothing per call.
+    reuse: Mutex<Option<(AlignedBuf, Scan)>>,
 }
 
 /// Bound on stepping back through non-durable writes for one sector.
@@ -158,7 +162,7 @@ impl<'a> Verifier<'a> {
         let atomic = history.header.atomic_bytes.max(sector);
         let pins = &history.pin_index;
         let track_from = seen::track_from(history);
-        Verifier { layout, history, format, sector, atomic, cycle: history.last_cycle(), pins, track_from }
+        Verifier { layout, history, format, sector, atomic, cycle: history.last_cycle(), pins, track_from, reuse: Mutex::new(None) }
     }
 
     /// D for `addr`, and the end of the run of addresses from `addr` that share it.
@@ -187,14 +191,27 @@ impl<'a> Verifier<'a> {
         }
         if end - start <= READ_CHUNK {
             // One read: nothing to overlap, so no second thread (random-read verification
-            // calls this per block).
-            let chunk = self.read_chunk(target, start, AlignedBuf::zeroed((end - start) as usize))?;
-            let mut scan = Scan::new(end);
-            self.check_chunk(&mut scan, &chunk)?;
+            // calls this per block, so the buffer and scan state of the last call are reused:
+            // a scan starts from the same state as a new one, see `Scan::reset`).
+            let len = (end - start) as usize;
+            let kept = self.reuse.lock().unwrap_or_else(|p| p.into_inner()).take();
+            let (buf, mut scan) = match kept {
+                Some((mut buf, mut scan)) if buf.capacity() >= len => {
+                    buf.resize(len);
+                    scan.reset(end);
+                    (buf, scan)
+                }
+                _ => (target.buffers(1, len).pop().unwrap_or_else(|| AlignedBuf::zeroed(len)), Scan::new(end)),
+            };
+            let chunk = self.read_chunk(target, start, buf)?;
+            let checked = self.check_chunk(&mut scan, &chunk);
             self.close_groups(&mut scan.groups, u64::MAX, &mut scan.rep.findings);
-            scan.rep.findings.sort_by_key(|f| (f.offset, f.class));
-            progress(end - start, scan.rep.findings.len());
-            return Ok(scan.rep);
+            let mut rep = std::mem::take(&mut scan.rep);
+            *self.reuse.lock().unwrap_or_else(|p| p.into_inner()) = Some((chunk.buf, scan));
+            checked?;
+            rep.findings.sort_by_key(|f| (f.offset, f.class));
+            progress(end - start, rep.findings.len());
+            return Ok(rep);
         }
         // The calling thread reads (the target stays on it); a scoped thread checks the
         // chunks in order, so reading chunk N+1 overlaps checking chunk N. Buffers circulate
@@ -217,19 +234,18 @@ impl<'a> Verifier<'a> {
                 scan.rep.findings.sort_by_key(|f| (f.offset, f.class));
                 Ok(scan.rep)
             });
-            let mut spare = 3usize;
+            // From the target's pool where it has one (registered once with the kernel).
+            let mut spare = target.buffers(3, READ_CHUNK.min(end - start) as usize);
             let mut pos = start;
             let mut read_result = Ok(());
             while pos < end {
                 let n = (end - pos).min(READ_CHUNK);
-                let mut buf = if spare > 0 {
-                    spare -= 1;
-                    AlignedBuf::zeroed(READ_CHUNK.min(end - start) as usize)
-                } else {
-                    match returned.recv() {
+                let mut buf = match spare.pop() {
+                    Some(b) => b,
+                    None => match returned.recv() {
                         Ok(b) => b,
                         Err(_) => break, // the checker stopped: its result says why
-                    }
+                    },
                 };
                 buf.resize(n as usize);
                 match self.read_chunk(target, pos, buf) {
@@ -278,6 +294,9 @@ impl<'a> Verifier<'a> {
     /// Classifies every sector of one chunk, in address order, into `scan`.
     fn check_chunk(&self, scan: &mut Scan, chunk: &Chunk) -> Result<(), VerifyError> {
         let end = scan.end;
+        // The checksums every sector should carry, computed for the whole chunk at once.
+        scan.sums.clear();
+        self.format.sums_of(&chunk.buf, &mut scan.sums);
         let rep = &mut scan.rep;
         for (i, bytes) in chunk.buf.chunks(self.sector as usize).enumerate() {
             let addr = chunk.pos + i as u64 * self.sector;
@@ -291,7 +310,7 @@ impl<'a> Verifier<'a> {
                     found: Shown::ReadError { errno: e.errno, detail: e.detail.clone() },
                     detail: e.to_string(),
                 },
-                _ => self.classify(addr, bytes, &d, &mut scan.last_plan),
+                _ => self.classify(addr, bytes, &scan.sums[i], &d, &mut scan.last_plan),
             };
             if !self.pins.is_empty() {
                 if addr >= scan.pin.1 {
@@ -379,9 +398,7 @@ impl<'a> Verifier<'a> {
     /// Judges durable writes whose extents the scan has passed: lost when none of their
     /// expected sectors show them, torn when some do.
     fn close_groups(&self, groups: &mut HashMap<u64, Group>, upto: u64, out: &mut Vec<Finding>) {
-        let done: Vec<u64> = groups.iter().filter(|(_, g)| g.plan.end() <= upto).map(|(&k, _)| k).collect();
-        for k in done {
-            let g = groups.remove(&k).expect("key listed");
+        for (_, g) in groups.extract_if(|_, g| g.plan.end() <= upto) {
             let class = if g.shows == 0 { FindingClass::LostWrite } else { FindingClass::TornWrite };
             let total = g.shows + g.old.len() as u64;
             for (addr, found) in g.old {
@@ -457,6 +474,8 @@ struct Scan {
     last_plan: Option<WritePlan>,
     /// The pin covering the sector and the end of the run of sectors sharing it.
     pin: (Option<PinAt>, u64),
+    /// Checksums the chunk's sectors should carry (reused from chunk to chunk).
+    sums: Vec<[u8; 16]>,
 }
 
 impl Scan {
@@ -469,7 +488,18 @@ impl Scan {
             cached: (Durable::Prior, 0),
             last_plan: None,
             pin: (None, 0),
+            sums: Vec::new(),
         }
+    }
+
+    /// The state of `Scan::new(end)`, keeping the allocations. Built from `Scan::new`, so a
+    /// field added later (a cache keyed by address, say) cannot be carried over stale.
+    fn reset(&mut self, end: u64) {
+        let (mut groups, mut unit, sums) =
+            (std::mem::take(&mut self.groups), std::mem::take(&mut self.unit), std::mem::take(&mut self.sums));
+        groups.clear();
+        unit.clear();
+        *self = Scan { groups, unit, sums, ..Scan::new(end) };
     }
 }
 

@@ -37,6 +37,7 @@ pub fn prefill_then(
     let qd = target.queue_depth().clamp(1, 32);
     let mut pos = spec.span_start;
     let mut pool: Vec<AlignedBuf> = Vec::new();
+    let mut sums = Vec::new();
     let mut done = Vec::new();
     let mut inflight = 0usize;
     let mut failures = Vec::new();
@@ -45,9 +46,7 @@ pub fn prefill_then(
             let n = (spec.span_end - pos).min(chunk);
             let mut buf = pool.pop().unwrap_or_else(|| AlignedBuf::zeroed(chunk as usize));
             buf.resize(n as usize);
-            for (i, s) in buf.chunks_exact_mut(sector).enumerate() {
-                format.encode(&prefill_id(format.run_id(), pos + (i * sector) as u64, port.0), s);
-            }
+            format.encode_sectors(&mut buf, |i| prefill_id(format.run_id(), pos + (i * sector) as u64, port.0), &mut sums);
             target.submit(Op::Write { token: pos, offset: pos, buf, fua: false, write_id: 0 })?;
             inflight += 1;
             pos += n;

@@ -42,6 +42,26 @@ pub struct BenchArgs {
     /// Write over a device carrying a partition table or filesystem.
     #[arg(long)]
     allow_overwrite_signature: bool,
+    /// Run only this side (for profiling one side alone; ratios then show n/a).
+    #[arg(long, value_enum)]
+    only_side: Option<Side>,
+    /// Run only these workloads, comma-separated (default: all four).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    workloads: Vec<Workload>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Side {
+    Faultline,
+    Fio,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Workload {
+    Randwrite,
+    Seqwrite,
+    Randread,
+    Fullspan,
 }
 
 /// One measured run.
@@ -287,13 +307,25 @@ pub fn cmd_bench(a: BenchArgs) -> Result<Exit> {
     let mut figs = vec![[Fig::default(); 3]; names.len()];
     for round in 0..a.rounds {
         let order_fl_first = round % 2 == 0;
+        let (want_fl, want_fio) = (a.only_side != Some(Side::Fio), a.only_side != Some(Side::Faultline));
+        let wants = |w: Workload| a.workloads.is_empty() || a.workloads.contains(&w);
         let mut step = |i: usize,
                         fl: &mut dyn FnMut(&mut Ctx) -> Result<Fig>,
                         fio_crc: &mut dyn FnMut(&Ctx) -> Result<Fig>,
                         fio_plain: &mut dyn FnMut(&Ctx) -> Result<Fig>,
                         c: &mut Ctx|
          -> Result<()> {
-            if order_fl_first {
+            if !wants([Workload::Randwrite, Workload::Seqwrite][i]) {
+                return Ok(());
+            }
+            if !want_fl || !want_fio {
+                if want_fl {
+                    figs[i][0].add(fl(c)?);
+                } else {
+                    figs[i][1].add(fio_crc(c)?);
+                    figs[i][2].add(fio_plain(c)?);
+                }
+            } else if order_fl_first {
                 figs[i][0].add(fl(c)?);
                 figs[i][1].add(fio_crc(c)?);
                 figs[i][2].add(fio_plain(c)?);
@@ -318,7 +350,9 @@ pub fn cmd_bench(a: BenchArgs) -> Result<Exit> {
             &mut |c| fio(c, "w128", &w128, true),
             &mut c,
         )?;
-        read_round(&mut c, &mut figs)?;
+        if wants(Workload::Randread) || wants(Workload::Fullspan) {
+            read_round(&mut c, &mut figs, (want_fl, want_fio), (wants(Workload::Randread), wants(Workload::Fullspan)))?;
+        }
         eprintln!("faultline bench: round {} of {} done", round + 1, a.rounds);
     }
     let _ = std::fs::remove_dir_all(&scratch);
@@ -333,22 +367,28 @@ pub fn cmd_bench(a: BenchArgs) -> Result<Exit> {
 
 /// The read workloads of one round: each side prepares its own data (untimed), then reads
 /// it back.
-fn read_round(c: &mut Ctx, figs: &mut [[Fig; 3]]) -> Result<()> {
-    let mut prep = fl_prepare(c)?;
-    let fl_r = fl_rand_verify(c, &mut prep)?;
-    let fl_s = fl_seq_verify(c, &mut prep)?;
-    drop(prep);
-    fio(c, "fill", &s(&["--rw=write", "--bs=4k", "--iodepth=32", "--verify=crc32c", "--do_verify=0"]), false)?;
-    let fio_r_crc = fio(c, "r4crc", &s(&["--rw=randread", "--bs=4k", "--iodepth=1", "--verify=crc32c"]), true)?;
-    let fio_r = fio(c, "r4", &s(&["--rw=randread", "--bs=4k", "--iodepth=1"]), true)?;
-    let fio_s_crc = fio(c, "seqcrc", &s(&["--rw=read", "--bs=1m", "--iodepth=1", "--verify=crc32c", "--verify_interval=4096"]), false);
-    let fio_s = fio(c, "seq", &s(&["--rw=read", "--bs=1m", "--iodepth=1"]), false)?;
-    figs[2][0].add(fl_r);
-    figs[2][1].add(fio_r_crc);
-    figs[2][2].add(fio_r);
-    figs[3][0].add(fl_s);
-    figs[3][1].add(fio_s_crc.unwrap_or_default());
-    figs[3][2].add(fio_s);
+fn read_round(c: &mut Ctx, figs: &mut [[Fig; 3]], (fl, fio_too): (bool, bool), (rand, seq): (bool, bool)) -> Result<()> {
+    if fl {
+        let mut prep = fl_prepare(c)?;
+        if rand {
+            figs[2][0].add(fl_rand_verify(c, &mut prep)?);
+        }
+        if seq {
+            figs[3][0].add(fl_seq_verify(c, &mut prep)?);
+        }
+    }
+    if fio_too {
+        fio(c, "fill", &s(&["--rw=write", "--bs=4k", "--iodepth=32", "--verify=crc32c", "--do_verify=0"]), false)?;
+        if rand {
+            figs[2][1].add(fio(c, "r4crc", &s(&["--rw=randread", "--bs=4k", "--iodepth=1", "--verify=crc32c"]), true)?);
+            figs[2][2].add(fio(c, "r4", &s(&["--rw=randread", "--bs=4k", "--iodepth=1"]), true)?);
+        }
+        if seq {
+            let crc = fio(c, "seqcrc", &s(&["--rw=read", "--bs=1m", "--iodepth=1", "--verify=crc32c", "--verify_interval=4096"]), false);
+            figs[3][1].add(crc.unwrap_or_default());
+            figs[3][2].add(fio(c, "seq", &s(&["--rw=read", "--bs=1m", "--iodepth=1"]), false)?);
+        }
+    }
     Ok(())
 }
 
@@ -369,7 +409,7 @@ fn print_table(names: &[&str], figs: &[[Fig; 3]]) {
                 format!("{:.0} MB/s", x.mbps())
             }
         };
-        let ratio = |x: &Fig| if x.secs == 0.0 || x.bytes == 0.0 { "n/a".to_string() } else { format!("{:.2}x", f.mbps() / x.mbps()) };
+        let ratio = |x: &Fig| if x.secs == 0.0 || x.bytes == 0.0 || f.secs == 0.0 || f.bytes == 0.0 { "n/a".to_string() } else { format!("{:.2}x", f.mbps() / x.mbps()) };
         let cpg = |x: &Fig| if x.bytes == 0.0 { "n/a".to_string() } else { format!("{:.2}", x.cpu_per_gb()) };
         println!(
             "{n:<24} {:>22} {:>22} {:>22} {:>9} {:>9}   {} / {} / {}",
