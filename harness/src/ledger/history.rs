@@ -36,10 +36,13 @@ pub struct History {
     pub torn_tail_bytes: u64,
     /// Length of the valid part of the file.
     pub valid_bytes: u64,
-    /// Uncertain writes a verify saw applied, fully or partly (from `seen` records, in ledger
-    /// order): the sectors the drive must keep showing them on, or newer versions.
+    /// The pins of the last cycle with a `seen` record (uncertain writes a verify saw applied,
+    /// fully or partly, in ledger order): what a later verify of that cycle compares against.
+    /// Earlier cycles' pins live only in `pin_index`, so this stays O(queue depth) whatever
+    /// the number of cycles.
     pub pins: Vec<Pin>,
-    /// The same, by address.
+    /// Every pin, by address: the sectors the drive must keep showing a seen write on, or
+    /// newer versions.
     pub pin_index: PinIndex,
     /// Cycles with a `seen` record, ascending.
     pub seen_cycles: Vec<u32>,
@@ -209,6 +212,7 @@ impl History {
                 check_seen(h, cycle, &writes)?;
                 if h.seen_cycles.last() != Some(&cycle) {
                     h.seen_cycles.push(cycle);
+                    h.pins.clear();
                 }
                 for write in writes.0.into_iter().filter(|w| w.applied != Applied::NotAtAll) {
                     let pin = Pin { cycle, write };
