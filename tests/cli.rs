@@ -225,7 +225,12 @@ fn a_ledger_that_lost_records_is_a_harness_error_not_a_finding() {
     let o = run(&["verify", "--target", s(&t), "--run-dir", s(&rd), "--json"]);
     let out = text(&o);
     assert_eq!(o.status.code(), Some(2), "seed 21: {out}");
-    assert!(out.contains("the ledger lost records") && out.contains("of cycle 2, a valid sector of this run") && out.contains("ids only below 1501"), "seed 21: {out}");
+    assert!(
+        out.contains("the ledger lost records")
+            && out.contains("of cycle 2, a valid sector of this run")
+            && out.contains("ids only below 1501"),
+        "seed 21: {out}"
+    );
     assert!(!out.contains("unexpected_version"), "seed 21: {out}");
     let _ = std::fs::remove_dir_all(&d);
 }

@@ -262,7 +262,11 @@ mod tests {
         drop(c);
         let out = String::from_utf8(buf).unwrap();
         assert!(!out.contains("cycle     2:"), "{out}");
-        assert!(out.starts_with("3 cycles in 4.0 s") && out.ends_with("verdict: 1 finding and 1 health anomaly: the drive broke its flush promise\n"), "{out}");
+        assert!(
+            out.starts_with("3 cycles in 4.0 s")
+                && out.ends_with("verdict: 1 finding and 1 health anomaly: the drive broke its flush promise\n"),
+            "{out}"
+        );
     }
 
     #[test]

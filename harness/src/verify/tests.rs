@@ -120,7 +120,10 @@ fn a_valid_sector_above_every_reservation_means_the_ledger_lost_records() {
         other => panic!("expected LedgerBehind, got {other:?}"),
     }
     let msg = err.to_string();
-    assert!(msg.contains("the ledger lost records") && msg.contains("ledger reserved ids only below 301") && msg.contains("not the drive's"), "{msg}");
+    assert!(
+        msg.contains("the ledger lost records") && msg.contains("ledger reserved ids only below 301") && msg.contains("not the drive's"),
+        "{msg}"
+    );
     // A sector of another run with a high id is no evidence about this ledger.
     let (mut sim, layout, format, ledger) = setup();
     put(&mut sim, &Format::new(78, 512), SectorId { run_id: 78, ..id }, w.offset);

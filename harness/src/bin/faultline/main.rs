@@ -32,7 +32,7 @@ enum Cmd {
     /// Write tagged data over a target, recording the ledger in a run directory. Running it
     /// again on the same run directory continues the run as a new cycle; killing it is the
     /// manual power-loss mode.
-    Write(cmd::write::WriteArgs),
+    Write(Box<cmd::write::WriteArgs>),
     /// Verify every sector of the span against the ledger.
     Verify(cmd::verify::VerifyArgs),
     /// Print the identity of the sectors in a byte range of a target or dump file.
@@ -61,7 +61,7 @@ enum Cmd {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let r = match cli.cmd {
-        Cmd::Write(a) => cmd::write::cmd_write(a),
+        Cmd::Write(a) => cmd::write::cmd_write(*a),
         Cmd::Verify(a) => cmd::verify::cmd_verify(a),
         Cmd::Decode(a) => cmd::decode::cmd_decode(a),
         Cmd::Selftest(a) => cmd::selftest::cmd_selftest(a),

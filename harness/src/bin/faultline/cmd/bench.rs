@@ -409,7 +409,13 @@ fn print_table(names: &[&str], figs: &[[Fig; 3]]) {
                 format!("{:.0} MB/s", x.mbps())
             }
         };
-        let ratio = |x: &Fig| if x.secs == 0.0 || x.bytes == 0.0 || f.secs == 0.0 || f.bytes == 0.0 { "n/a".to_string() } else { format!("{:.2}x", f.mbps() / x.mbps()) };
+        let ratio = |x: &Fig| {
+            if x.secs == 0.0 || x.bytes == 0.0 || f.secs == 0.0 || f.bytes == 0.0 {
+                "n/a".to_string()
+            } else {
+                format!("{:.2}x", f.mbps() / x.mbps())
+            }
+        };
         let cpg = |x: &Fig| if x.bytes == 0.0 { "n/a".to_string() } else { format!("{:.2}", x.cpu_per_gb()) };
         println!(
             "{n:<24} {:>22} {:>22} {:>22} {:>9} {:>9}   {} / {} / {}",
