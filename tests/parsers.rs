@@ -237,6 +237,7 @@ fn sample_events() -> Vec<Event> {
             latency_p50_ns: Some(80_000),
             latency_p99_ns: Some(900_000),
             latency_max_ns: Some(1_200_000),
+            max_gap_ns: None,
             harness_ns: Some(2_000_000),
         },
         Event::HarnessError { t_ns: 85, cycle: Some(2), message: "controller said FAIL".into() },

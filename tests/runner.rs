@@ -79,6 +79,8 @@ fn an_honest_drive_is_clean_through_every_switch() {
         for c in of(&ev, "cycle_ended").filter(|c| c["writes_completed"].as_u64() > Some(0)) {
             let ns = |k: &str| c[k].as_u64().unwrap_or_else(|| panic!("{switch}: {k} missing in {c}"));
             assert!(ns("latency_p50_ns") <= ns("latency_p99_ns") && ns("latency_p99_ns") <= ns("latency_max_ns"), "{switch}: {c}");
+            // The longest stretch without a completion lies inside the write phase.
+            assert!(ns("max_gap_ns") > 0 && ns("max_gap_ns") <= ns("write_ns"), "{switch}: {c}");
         }
         assert!(of(&ev, "verified").all(|v| v["bytes"].as_u64().unwrap() > 0), "{switch}");
         // The last cycle reads the whole span (`full_at_end`).

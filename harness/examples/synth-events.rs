@@ -145,6 +145,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             latency_p50_ns: Some(p50),
             latency_p99_ns: Some(p99),
             latency_max_ns: Some(p99 + rng.below(1_000_000)),
+            max_gap_ns: None,
             harness_ns: Some(3_000_000 + rng.below(2_000_000)),
         })?;
     }

@@ -219,6 +219,10 @@ pub enum Event {
         /// The slowest write completion of the cycle (absent in logs from before it was kept).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         latency_max_ns: Option<u64>,
+        /// The longest the port went without a write completing before the cut (absent in
+        /// logs from before it was kept).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max_gap_ns: Option<u64>,
         /// Time the harness itself spent on the cycle: all of it less writing until the cut,
         /// controller commands, the off time, waiting for the device, health reads and
         /// verification (what is left: draining, saving, the ledger, events, bookkeeping).

@@ -321,7 +321,7 @@ impl Families {
                 self.findings.get_or_create(&vec![("class", finding.class.name().to_string())]).inc();
                 self.cycle_found = true;
             }
-            Event::CycleEnded { t_ns, cycle, verdict, writes_completed, bytes_written, latency_max_ns, .. } => {
+            Event::CycleEnded { t_ns, cycle, verdict, writes_completed, bytes_written, latency_max_ns, max_gap_ns, .. } => {
                 // The cycle's verdict as the reports tell it (`CycleRecord::verdict`).
                 let verdict = match verdict {
                     _ if self.cycle_errors => Verdict::Error,
@@ -332,8 +332,10 @@ impl Families {
                 if let Some(start) = self.cycle_start_ns.take() {
                     self.cycle_duration.observe(secs(t_ns.saturating_sub(start)));
                 }
-                if let Some(max) = latency_max_ns {
-                    self.stall.get_or_create(&port_labels()).observe(secs(*max));
+                // The longest gap between completions; logs from before it was kept give the
+                // slowest completion instead (a lower bound on the gap).
+                if let Some(max) = max_gap_ns.or(*latency_max_ns) {
+                    self.stall.get_or_create(&port_labels()).observe(secs(max));
                 }
                 self.written.get_or_create(&port_labels()).inc_by(*bytes_written);
                 self.writes.get_or_create(&port_labels()).inc_by(*writes_completed);
@@ -407,6 +409,7 @@ mod tests {
                 latency_p50_ns: Some(100),
                 latency_p99_ns: Some(200),
                 latency_max_ns: Some(300),
+                max_gap_ns: None,
                 harness_ns: None,
             });
         }

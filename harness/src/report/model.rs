@@ -246,6 +246,8 @@ pub struct CycleEnd {
     pub latency_p50_ns: Option<u64>,
     pub latency_p99_ns: Option<u64>,
     pub latency_max_ns: Option<u64>,
+    /// The longest the port went without a write completing before the cut.
+    pub max_gap_ns: Option<u64>,
     pub harness_ns: Option<u64>,
 }
 
@@ -404,6 +406,7 @@ impl RunModel {
                 latency_p50_ns,
                 latency_p99_ns,
                 latency_max_ns,
+                max_gap_ns,
                 harness_ns,
             } => {
                 if let Some(c) = self.cycle(*cycle, on_close) {
@@ -416,6 +419,7 @@ impl RunModel {
                         latency_p50_ns: *latency_p50_ns,
                         latency_p99_ns: *latency_p99_ns,
                         latency_max_ns: *latency_max_ns,
+                        max_gap_ns: *max_gap_ns,
                         harness_ns: *harness_ns,
                     });
                     self.close(*cycle, on_close);

@@ -78,6 +78,7 @@ pub fn run() -> Vec<Event> {
             latency_p50_ns: Some(80_000),
             latency_p99_ns: Some(900_000),
             latency_max_ns: Some(2_500_000),
+            max_gap_ns: None,
             harness_ns: Some(2_000_000),
         });
     }

@@ -113,6 +113,7 @@ impl<'a> Emitter<'a> {
             latency_p50_ns: o.and_then(|o| o.write_latency).map(|l| l.p50_ns),
             latency_p99_ns: o.and_then(|o| o.write_latency).map(|l| l.p99_ns),
             latency_max_ns: o.and_then(|o| o.write_latency).map(|l| l.max_ns),
+            max_gap_ns: o.and_then(|o| o.max_completion_gap).map(nanos),
             harness_ns: harness.map(nanos),
         });
     }

@@ -121,6 +121,10 @@ pub struct CycleOutcome {
     /// Latencies of this cycle's writes that completed successfully, from submission to the
     /// completion's timestamp (same monotonic clock); `None` when none completed.
     pub write_latency: Option<LatencySummary>,
+    /// The longest the port went without a write completing, before the cut (from the start
+    /// of the write phase to the first completion, then between completions); `None` when
+    /// none completed.
+    pub max_completion_gap: Option<Duration>,
 }
 
 /// Fills `buf` with the tagged sectors of write `w`.
@@ -320,6 +324,8 @@ struct CycleLoop<'a> {
     stopping: bool,
     cut_done: bool,
     cut_instant: Option<Instant>,
+    /// The last successful write completion before the cut.
+    last_completion: Option<Instant>,
 }
 
 impl<'a> CycleLoop<'a> {
@@ -356,6 +362,7 @@ impl<'a> CycleLoop<'a> {
             t: Tracker::new(contract, opts.first_id),
             inflight: BTreeMap::new(),
             write_latency: LatencyHistogram::new(),
+            last_completion: None,
             flushes_inflight: 0,
             done: Vec::new(),
             reserved_req,
@@ -544,6 +551,11 @@ impl<'a> CycleLoop<'a> {
             Ok(()) => {
                 let ns = c.at.saturating_duration_since(submitted_at).as_nanos();
                 self.write_latency.record(u64::try_from(ns).unwrap_or(u64::MAX));
+                if !self.cut_done {
+                    let gap = c.at.saturating_duration_since(self.last_completion.unwrap_or(self.start));
+                    self.out.max_completion_gap = Some(self.out.max_completion_gap.map_or(gap, |m| m.max(gap)));
+                    self.last_completion = Some(self.last_completion.map_or(c.at, |l| l.max(c.at)));
+                }
                 self.out.completed += 1;
                 self.out.bytes_written += w.len;
                 self.t.write_done(w.id, true, w.fua);

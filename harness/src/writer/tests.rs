@@ -275,3 +275,67 @@ fn flush_covers_only_what_completed_before_its_submission() {
     t.flush_done(3, true);
     assert_eq!(t.durable(), (5, vec![], vec![]));
 }
+
+/// The simulated drive, except that once, after `after` completions, it holds the next
+/// completions back for `stall` (a drive whose firmware stops answering for a while).
+struct Stalling {
+    sim: SimDrive,
+    after: usize,
+    stall: Duration,
+    reaped: usize,
+    stalled: bool,
+}
+
+impl BlockTarget for Stalling {
+    fn geometry(&self) -> Geometry {
+        self.sim.geometry()
+    }
+    fn identity(&self) -> String {
+        self.sim.identity()
+    }
+    fn queue_depth(&self) -> usize {
+        self.sim.queue_depth()
+    }
+    fn submit(&mut self, op: Op) -> Result<(), TargetError> {
+        self.sim.submit(op)
+    }
+    fn reap(&mut self, out: &mut Vec<Completion>, min: usize, timeout: Duration) -> Result<usize, TargetError> {
+        if !self.stalled && self.reaped >= self.after {
+            self.stalled = true;
+            std::thread::sleep(self.stall);
+        }
+        let n = self.sim.reap(out, min, timeout)?;
+        self.reaped += n;
+        Ok(n)
+    }
+    fn in_flight(&self) -> usize {
+        self.sim.in_flight()
+    }
+    fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), IoFailure> {
+        self.sim.read_at(offset, buf)
+    }
+}
+
+#[test]
+fn a_cycle_reports_the_longest_stretch_without_a_completion() {
+    // A drive that stops completing for 120 ms after 200 completions: the gap is at least that
+    // long (a lower bound the sleep guarantees; an upper one would be a timed test), and it
+    // lies within the write phase.
+    let mut r = rig(FaultModel::HonestPlp, Contract::Plp, CutPlacement::Idle { after_completions: 0 }, 13);
+    (r.opts.cut, r.opts.max_writes) = (None, Some(600));
+    let stall = Duration::from_millis(120);
+    let mut target = Stalling { sim: r.sim.clone(), after: 200, stall, reaped: 0, stalled: false };
+    let o = run_cycle(&mut target, &r.layout, &r.format, &mut r.ledger, Contract::Plp, &r.opts, &mut || Ok(())).unwrap();
+    assert_eq!((o.end, o.completed), (Some(EndKind::Graceful), 600), "seed 13: {o:?}");
+    let gap = o.max_completion_gap.expect("writes completed");
+    assert!(gap >= stall && gap <= o.elapsed, "seed 13: gap {gap:?}, stall {stall:?}, cycle {:?}", o.elapsed);
+    // None completed: no gap.
+    let mut r = rig(FaultModel::HonestPlp, Contract::Plp, CutPlacement::AfterCompletions { completions: 0 }, 4);
+    let mut power = r.sim.power();
+    let mut target = r.sim.clone();
+    let o = run_cycle(&mut target, &r.layout, &r.format, &mut r.ledger, Contract::Plp, &r.opts, &mut || {
+        power.power_off().map_err(|e| e.to_string())
+    })
+    .unwrap();
+    assert_eq!((o.completed, o.max_completion_gap), (0, None), "{o:?}");
+}
