@@ -114,8 +114,8 @@ pub fn open_run(dir: &Path, target: &dyn BlockTarget, header: impl FnOnce() -> R
             end: EndKind::Interrupted,
             submitted_end: c.submitted_end,
             durable_prefix: c.durable_prefix,
-            durable_extras: c.durable_extras,
-            failed: c.failed,
+            durable_extras: c.durable_extras.to_vec(),
+            failed: c.failed.to_vec(),
             in_flight_at_end: 0,
             bytes_at_risk: 0,
         })?;

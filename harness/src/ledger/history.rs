@@ -16,8 +16,8 @@ pub struct CycleState {
     pub first_id: u64,
     pub submitted_end: u64,
     pub durable_prefix: u64,
-    pub durable_extras: Vec<u64>,
-    pub failed: Vec<u64>,
+    pub durable_extras: IdRuns,
+    pub failed: IdRuns,
     pub end: Option<EndKind>,
     pub in_flight_at_end: u32,
     pub bytes_at_risk: u64,
@@ -62,7 +62,7 @@ impl History {
     /// True when the contract made write `id` durable.
     pub fn is_durable(&self, id: u64) -> bool {
         match self.cycle_of(id) {
-            Some(c) => (id < c.durable_prefix && c.failed.binary_search(&id).is_err()) || c.durable_extras.binary_search(&id).is_ok(),
+            Some(c) => (id < c.durable_prefix && !c.failed.contains(id)) || c.durable_extras.contains(id),
             None => false,
         }
     }
@@ -168,8 +168,8 @@ impl History {
                     first_id,
                     submitted_end: first_id,
                     durable_prefix: first_id,
-                    durable_extras: vec![],
-                    failed: vec![],
+                    durable_extras: IdRuns::default(),
+                    failed: IdRuns::default(),
                     end: None,
                     in_flight_at_end: 0,
                     bytes_at_risk: 0,
@@ -185,8 +185,8 @@ impl History {
                 let c = open_cycle(h, cycle)?;
                 let c = &mut h.cycles[c];
                 c.durable_prefix = durable_prefix.max(c.first_id);
-                c.durable_extras = sorted(durable_extras);
-                c.failed = sorted(failed);
+                c.durable_extras = IdRuns::from_ids(durable_extras);
+                c.failed = IdRuns::from_ids(failed);
             }
             Record::WriteFailed { cycle, .. } => {
                 open_cycle(h, cycle)?;
@@ -202,8 +202,8 @@ impl History {
                 }
                 c.submitted_end = submitted_end;
                 c.durable_prefix = durable_prefix.max(c.first_id);
-                c.durable_extras = sorted(durable_extras);
-                c.failed = sorted(failed);
+                c.durable_extras = IdRuns::from_ids(durable_extras);
+                c.failed = IdRuns::from_ids(failed);
                 c.end = Some(end);
                 c.in_flight_at_end = in_flight_at_end;
                 c.bytes_at_risk = bytes_at_risk;
@@ -265,10 +265,49 @@ fn check_seen(h: &History, cycle: u32, writes: &[SeenWrite]) -> Result<(), Strin
     Ok(())
 }
 
-fn sorted(mut v: Vec<u64>) -> Vec<u64> {
-    v.sort_unstable();
-    v.dedup();
-    v
+/// A set of write ids as sorted, disjoint, half-open runs `[first, end)`. A cycle's cut
+/// fails the writes in flight, mostly consecutive ids: kept as runs, the ledger's cycle index
+/// costs a few words per cycle instead of a word per failed write.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct IdRuns(Box<[(u64, u64)]>);
+
+impl IdRuns {
+    /// The set of `ids`, in any order, repeats allowed.
+    pub fn from_ids(mut ids: Vec<u64>) -> Self {
+        ids.sort_unstable();
+        ids.dedup();
+        let mut runs: Vec<(u64, u64)> = Vec::new();
+        for id in ids {
+            match runs.last_mut() {
+                Some(r) if r.1 == id => r.1 = id + 1,
+                _ => runs.push((id, id + 1)),
+            }
+        }
+        IdRuns(runs.into_boxed_slice())
+    }
+
+    pub fn contains(&self, id: u64) -> bool {
+        let i = self.0.partition_point(|r| r.1 <= id);
+        self.0.get(i).is_some_and(|r| r.0 <= id)
+    }
+
+    /// How many ids.
+    pub fn len(&self) -> u64 {
+        self.0.iter().map(|r| r.1 - r.0).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The ids, ascending.
+    pub fn iter(&self) -> impl Iterator<Item = u64> + '_ {
+        self.0.iter().flat_map(|r| r.0..r.1)
+    }
+
+    pub fn to_vec(&self) -> Vec<u64> {
+        self.iter().collect()
+    }
 }
 
 #[cfg(test)]
@@ -394,5 +433,32 @@ mod tests {
         let json = serde_json::to_string(&rec).unwrap();
         assert!(json.contains(r#""fully":[[100,107],[108,117],[118,127],[128,137],[138,140]]"#), "{json}");
         assert_eq!(serde_json::from_str::<Record>(&json).unwrap(), rec);
+    }
+}
+
+#[cfg(test)]
+mod id_runs_tests {
+    use super::IdRuns;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The runs hold exactly the ids given, whatever their order and repeats.
+        #[test]
+        fn runs_hold_exactly_the_ids(ids in proptest::collection::vec(0u64..200, 0..80), probe in 0u64..210) {
+            let r = IdRuns::from_ids(ids.clone());
+            let mut want = ids;
+            want.sort_unstable();
+            want.dedup();
+            prop_assert_eq!(r.to_vec(), want.clone());
+            prop_assert_eq!(r.len(), want.len() as u64);
+            prop_assert_eq!(r.contains(probe), want.binary_search(&probe).is_ok());
+        }
+    }
+
+    #[test]
+    fn consecutive_ids_make_one_run() {
+        let r = IdRuns::from_ids((100..132).rev().chain([7, 140]).collect());
+        assert_eq!(r.0.len(), 3);
+        assert!(r.contains(100) && r.contains(131) && !r.contains(132) && r.contains(7) && !r.contains(8));
     }
 }

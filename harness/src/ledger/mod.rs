@@ -34,7 +34,7 @@ pub mod pins;
 
 pub use file::LedgerWriter;
 pub use frame::{parse_ledger, ParsedLedger};
-pub use history::{replay, CycleState, History};
+pub use history::{replay, CycleState, History, IdRuns};
 pub use pins::{Pin, PinAt, PinIndex};
 
 use crate::port::{PortEntry, PortId};

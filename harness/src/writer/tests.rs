@@ -242,7 +242,7 @@ fn operations_that_never_return_after_a_cut_are_recorded_as_failed() {
     let c = &ledger.history().cycles[0];
     assert_eq!(c.end, Some(EndKind::Cut));
     assert_eq!(c.failed.len() as u32, out.in_flight_at_cut);
-    assert!(c.failed.iter().all(|&id| !ledger.history().is_durable(id)));
+    assert!(c.failed.iter().all(|id| !ledger.history().is_durable(id)));
 }
 
 #[test]
