@@ -452,7 +452,7 @@ pub(super) fn cycles<'r>(
     st: &'r mut Setup,
     em: &'r mut Emitter<'_>,
     cycles_run: &mut u32,
-    resumed: Option<&[Event]>,
+    resumed: Option<&resume::Prior>,
     observer: Option<&'r mut (dyn CycleObserver + 'static)>,
 ) -> Result<Ending, Fatal> {
     let run = st.run.as_ref().ok_or(Fatal::NotOpen)?;
@@ -488,7 +488,7 @@ pub(super) fn cycles<'r>(
             return Ok(Ending::Suspended(why));
         }
         let t_ns = c.em.now();
-        let last_event = prior.last().map(Event::kind).unwrap_or_default();
+        let last_event = prior.last_kind.clone();
         let interrupted = from.interrupted;
         c.em.emit(Event::RunResumed { t_ns, resumed_at: (o.clock)(), cycles_ended: done, interrupted_cycle: interrupted, last_event });
         if let Some(cycle) = interrupted {

@@ -9,7 +9,7 @@ use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 /// What makes a finding the same one seen again.
-type FindingKey = (FindingClass, u64, String);
+pub(crate) type FindingKey = (FindingClass, u64, String);
 
 pub(crate) struct Emitter<'a> {
     pub rec: Recorder<'a>,
@@ -23,19 +23,10 @@ pub(crate) struct Emitter<'a> {
 }
 
 impl<'a> Emitter<'a> {
-    /// An emitter that goes on from the events `prior` recorded (none for a new run).
-    pub fn new(rec: Recorder<'a>, prior: &[Event]) -> Self {
-        Emitter {
-            rec,
-            t0: Instant::now(),
-            base_ns: prior.iter().map(Event::t_ns).max().map_or(0, |t| t + 1),
-            seen: prior.iter().filter_map(|e| if let Event::Finding { finding, .. } = e { Some(key(finding)) } else { None }).collect(),
-            errors: prior
-                .iter()
-                .filter_map(|e| if let Event::HarnessError { message, .. } = e { Some(message.clone()) } else { None })
-                .collect(),
-            emitted: 0,
-        }
+    /// An emitter that goes on from what the events before recorded (nothing for a new run):
+    /// the run clock, the findings already reported, the harness errors.
+    pub fn new(rec: Recorder<'a>, base_ns: Option<u64>, seen: HashSet<FindingKey>, errors: Vec<String>) -> Self {
+        Emitter { rec, t0: Instant::now(), base_ns: base_ns.map_or(0, |t| t + 1), seen, errors, emitted: 0 }
     }
 
     /// `at` on the run clock.
@@ -122,7 +113,7 @@ impl<'a> Emitter<'a> {
 /// What makes a finding the same one seen again: a lost or torn write is one finding however
 /// many of its sectors later writes have covered since; other damage is one per place and
 /// expected content.
-fn key(f: &Finding) -> FindingKey {
+pub(crate) fn key(f: &Finding) -> FindingKey {
     match (f.class, &f.expected) {
         (FindingClass::LostWrite | FindingClass::TornWrite, Shown::Write { write_id, .. }) => (f.class, *write_id, String::new()),
         _ => (f.class, f.offset, serde_json::to_string(&f.expected).unwrap_or_default()),

@@ -29,7 +29,7 @@ pub mod setup;
 pub mod stop;
 
 use crate::events::{Event, Sinks, Verdict};
-use crate::report::{Recorder, RunModel};
+use crate::report::Recorder;
 use crate::scenario::RunPlan;
 use cycle::{cycles, Ending};
 use emit::Emitter;
@@ -38,6 +38,7 @@ use std::path::Path;
 use stop::short_of_space;
 
 pub use cycle::{CycleCheck, CycleObserver};
+pub use resume::Prior;
 pub use setup::RunnerOptions;
 
 pub use fault::{draw_after_ms, placement, ControllerError};
@@ -73,8 +74,8 @@ pub enum RunnerError {
 /// Runs a plan in `run_dir`, sending every event to `sinks`.
 ///
 /// `prior` is `None` for a new run (`run_dir` must not hold one). For `faultline resume` it
-/// holds the events the run had recorded before the harness died (their consumers in `sinks`
-/// other than the log have seen them): the run goes on from the ledger and the saved drive,
+/// holds what the events the run had recorded before the harness died say ([`Prior`], folded
+/// from them; their consumers in `sinks` other than the log have seen them): the run goes on from the ledger and the saved drive,
 /// finishing the cycle the harness died in, until `cycles.count` cycles have ended.
 ///
 /// Harness errors end up as `harness_error` events and an `error` verdict; `Err` when a
@@ -85,7 +86,7 @@ pub fn run_scenario(
     run_dir: &Path,
     sinks: Sinks<'_>,
     o: &RunnerOptions,
-    prior: Option<&[Event]>,
+    prior: Option<Prior>,
 ) -> Result<RunSummary, RunnerError> {
     run_observed(plan, run_dir, sinks, o, prior, None)
 }
@@ -96,13 +97,15 @@ pub fn run_observed(
     run_dir: &Path,
     sinks: Sinks<'_>,
     o: &RunnerOptions,
-    prior: Option<&[Event]>,
+    prior: Option<Prior>,
     observer: Option<&mut (dyn CycleObserver + 'static)>,
 ) -> Result<RunSummary, RunnerError> {
     let resuming = prior.is_some();
-    let prior = prior.unwrap_or_default();
-    let mut em = Emitter::new(Recorder::resumed(sinks, RunModel::from_events(prior)), prior);
-    let started = prior.iter().any(|e| matches!(e, Event::RunStarted { .. }));
+    let mut prior = prior.unwrap_or_default();
+    let (model, seen, errors) =
+        (std::mem::take(&mut prior.model), std::mem::take(&mut prior.finding_keys), std::mem::take(&mut prior.errors));
+    let mut em = Emitter::new(Recorder::resumed(sinks, model), prior.max_t_ns, seen, errors);
+    let started = prior.started;
     let run_started = |run_id: u64, target: String| Event::RunStarted {
         t_ns: 0,
         run_id: format!("{run_id:016x}"),
@@ -134,7 +137,7 @@ pub fn run_observed(
                 let t_ns = em.now();
                 em.emit(Event::Note { t_ns, cycle: None, message: message.clone() });
             }
-            match cycles(plan, o, run_dir, &mut st, &mut em, &mut cycles_run, resuming.then_some(prior), observer) {
+            match cycles(plan, o, run_dir, &mut st, &mut em, &mut cycles_run, resuming.then_some(&prior), observer) {
                 Ok(Ending::Done) => None,
                 Ok(Ending::Stopped(why)) => Some(why),
                 Ok(Ending::Suspended(why)) => return suspended(em, cycles_run, why, notes),

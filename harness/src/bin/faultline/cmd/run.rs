@@ -7,13 +7,13 @@
 //! (`faultline::run_dir` names them). The process running a run holds its lock.
 
 use anyhow::{bail, Context, Result};
-use faultline::events::{Event, EventSink, Sinks};
+use faultline::events::{EventSink, Sinks};
 use faultline::report::console::Console;
-use faultline::report::jsonl::{read_events, EventLog};
+use faultline::report::jsonl::{for_each_event, EventLog};
 use faultline::report::{file_reports, regenerate};
 use faultline::run::exists;
 use faultline::run_dir::{lock, EVENTS_FILE, HTML_FILE, SCENARIO_FILE};
-use faultline::runner::{run_scenario, RunSummary, RunnerOptions};
+use faultline::runner::{run_scenario, Prior, RunSummary, RunnerOptions};
 use faultline::scenario::Scenario;
 use faultline_drivers::control::ControlEnv;
 use std::path::{Path, PathBuf};
@@ -148,9 +148,17 @@ pub fn cmd_resume(dir: &Path, metrics: &MetricsArgs) -> Result<Exit> {
     let Some(seed) = s.seed else {
         bail!("{}: the scenario as run has no seed, so the run cannot be continued as it began", scenario_path.display());
     };
+    // The log is read twice, streamed: once to fold what the runner needs (and whether the
+    // run had ended), once to feed the reports, the console and the metrics. Memory stays
+    // bounded whatever the log's length.
     let log = dir.join(EVENTS_FILE);
-    let prior = if log.exists() {
-        let read = read_events(&log).with_context(|| format!("cannot resume the run in {}", dir.display()))?;
+    let mut prior = Prior::default();
+    if log.exists() {
+        let read = for_each_event(&log, &mut |e| {
+            prior.fold(&e);
+            Ok(())
+        })
+        .with_context(|| format!("cannot resume the run in {}", dir.display()))?;
         if read.torn_tail_bytes > 0 {
             // The harness died mid-line: the log goes on from its last whole event.
             let len = std::fs::metadata(&log)?.len() - read.torn_tail_bytes as u64;
@@ -160,50 +168,55 @@ pub fn cmd_resume(dir: &Path, metrics: &MetricsArgs) -> Result<Exit> {
                 read.torn_tail_bytes
             );
         }
-        read.events
-    } else {
-        Vec::new()
-    };
-    if let Some(Event::RunEnded { verdict, exit_code, .. }) = prior.iter().rev().find(|e| matches!(e, Event::RunEnded { .. })) {
+    }
+    if let Some((verdict, exit_code)) = prior.run_ended {
         // It ended after all (the harness may have died while writing the reports).
         println!("the run in {} had ended (verdict: {}); nothing to resume", dir.display(), verdict.name());
         regenerate(dir).with_context(|| format!("cannot rebuild the reports of {}", dir.display()))?;
         println!("reports: {} (rebuilt)", dir.join(HTML_FILE).display());
-        return Ok(Exit::from_code(*exit_code));
+        return Ok(Exit::from_code(exit_code));
     }
-    let ended = prior.iter().filter(|e| matches!(e, Event::CycleEnded { .. })).count();
     println!(
-        "faultline resume: scenario {}, target {}, {ended} of {} cycles ended, seed {seed}",
+        "faultline resume: scenario {}, target {}, {} of {} cycles ended, seed {seed}",
         s.name,
         describe_target(&s),
+        prior.cycles_ended(),
         s.cycles.count
     );
     println!("run directory: {}", dir.display());
     // The reports and the console fold the earlier events (the console without printing
     // them, so its totals and verdict line count the whole run); the log holds them already.
-    let mut sinks = Sinks::new();
     let mut console = Console::stdout();
-    console.replay(&prior)?;
+    let mut reports = file_reports(dir);
+    let mut feed = MetricsFeed::start(metrics)?;
+    if log.exists() {
+        for_each_event(&log, &mut |e| {
+            console.replay(std::slice::from_ref(&e))?;
+            for r in &mut reports {
+                r.event(&e)?;
+            }
+            if let Some(f) = &mut feed {
+                f.event(&e)?;
+            }
+            Ok(())
+        })
+        .with_context(|| format!("cannot resume the run in {}", dir.display()))?;
+    }
+    let mut sinks = Sinks::new();
     sinks.push(console);
-    for mut r in file_reports(dir) {
-        for e in &prior {
-            r.event(e)?;
-        }
+    for r in reports {
         sinks.push(r);
     }
-    if let Some(mut f) = MetricsFeed::start(metrics)? {
-        for e in &prior {
-            f.event(e)?;
-        }
+    if let Some(f) = feed {
         sinks.push(f);
     }
     sinks.push(EventLog::append(&log)?);
     let plan = s.plan(&scenario_path.display().to_string(), seed)?;
     let mut o = options();
-    if let Some(Event::RunStarted { started_at, .. }) = prior.first() {
-        o.started_at = started_at.clone();
+    if let Some(at) = &prior.started_at {
+        o.started_at = at.clone();
     }
-    let summary = run_scenario(&plan, dir, sinks, &o, Some(&prior))?;
+    let summary = run_scenario(&plan, dir, sinks, &o, Some(prior))?;
     Ok(finish(&summary, &s, dir))
 }
 
