@@ -85,6 +85,67 @@ pub fn parse_ledger(path: &Path, bytes: &[u8]) -> Result<ParsedLedger, LedgerErr
     Ok((out, at as u64, 0))
 }
 
+/// Streams the records of the ledger file at `path` through `f` with their byte offsets, in
+/// memory bounded by the largest frame: the same frames, errors, torn tail and refusal of
+/// damage in the middle as [`parse_ledger`] on the whole image (only after a frame that does
+/// not check out is the rest of the file read at once, to tell the two apart). Returns (valid
+/// length, torn tail bytes).
+pub fn stream_ledger(path: &Path, f: &mut dyn FnMut(u64, u64, Record) -> Result<(), LedgerError>) -> Result<(u64, u64), LedgerError> {
+    use std::io::{Read, Seek, SeekFrom};
+    let io = |source| LedgerError::Io { path: path.into(), source };
+    let mut file = std::fs::File::open(path).map_err(io)?;
+    let len = file.metadata().map_err(io)?.len();
+    let mut r = std::io::BufReader::with_capacity(1 << 16, &mut file);
+    let (mut at, mut index) = (0u64, 0u64);
+    let mut fr: Vec<u8> = Vec::new();
+    while at < len {
+        // One frame into `fr`, checked by the same parser as an image; anything short of a
+        // whole, plausible frame falls through to the slow path below.
+        let whole = (|| -> std::io::Result<bool> {
+            if len - at < FRAME_HEADER as u64 {
+                return Ok(false);
+            }
+            fr.resize(FRAME_HEADER, 0);
+            r.read_exact(&mut fr)?;
+            let plen = u32::from_le_bytes(fr[4..8].try_into().expect("4")) as usize;
+            if fr[..4] != FRAME_MAGIC || plen > MAX_PAYLOAD || len - at < (FRAME_HEADER + plen) as u64 {
+                return Ok(false);
+            }
+            fr.resize(FRAME_HEADER + plen, 0);
+            r.read_exact(&mut fr[FRAME_HEADER..])?;
+            Ok(true)
+        })()
+        .map_err(io)?;
+        match whole.then(|| parse_frame(&fr, 0)) {
+            Some(Ok((seq, payload))) => {
+                let invalid = |why: String| LedgerError::Invalid { path: path.into(), index, offset: at, why };
+                if seq != index {
+                    return Err(invalid(format!("sequence number {seq}, expected {index}")));
+                }
+                let rec: Record = serde_json::from_slice(payload).map_err(|e| invalid(format!("undecodable record: {e}")))?;
+                let n = (FRAME_HEADER + payload.len()) as u64;
+                f(index, at, rec)?;
+                at += n;
+                index += 1;
+            }
+            _ => {
+                drop(r);
+                let mut rest = Vec::new();
+                file.seek(SeekFrom::Start(at)).map_err(io)?;
+                file.read_to_end(&mut rest).map_err(io)?;
+                let why = parse_frame(&rest, 0).err().unwrap_or_else(|| "frame changed while read".into());
+                let next = (1..rest.len().saturating_sub(FRAME_HEADER - 1))
+                    .find(|&p| rest[p..p + 4] == FRAME_MAGIC && parse_frame(&rest, p).is_ok());
+                if let Some(next) = next {
+                    return Err(LedgerError::CorruptMiddle { path: path.into(), index, offset: at, why, next: at + next as u64 });
+                }
+                return Ok((at, len - at));
+            }
+        }
+    }
+    Ok((at, 0))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -107,6 +168,32 @@ mod tests {
             let (recs, valid, torn) = parse_ledger(Path::new("x"), &img).unwrap();
             prop_assert_eq!(recs, vec![(0, rec)]);
             prop_assert_eq!((valid as usize, torn), (img.len(), 0));
+        }
+
+        /// Streaming a file gives what parsing its image gives: records, lengths, errors.
+        #[test]
+        fn streaming_a_file_equals_parsing_its_image(cut in 0usize..2000, flip in proptest::option::of((0usize..2000, 0u8..8))) {
+            let mut img = image(&sample_records());
+            if let Some((at, bit)) = flip {
+                let at = at % img.len();
+                img[at] ^= 1 << bit;
+            }
+            img.truncate(cut.min(img.len()));
+            let dir = crate::ledger::tests::tempdir();
+            let path = dir.join("ledger.fl");
+            std::fs::write(&path, &img).unwrap();
+            let mut got = Vec::new();
+            let streamed = stream_ledger(&path, &mut |_, at, r| {
+                got.push((at, r));
+                Ok(())
+            });
+            match parse_ledger(&path, &img) {
+                Ok((recs, valid, torn)) => {
+                    let (v, t) = streamed.unwrap();
+                    prop_assert_eq!((got, v, t), (recs, valid, torn));
+                }
+                Err(e) => prop_assert_eq!(streamed.unwrap_err().to_string(), e.to_string()),
+            }
         }
 
         #[test]

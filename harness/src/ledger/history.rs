@@ -2,7 +2,7 @@
 //! built by applying records one by one. [`History::apply`] serves replay and the writer
 //! alike, so a record that contradicts the ledger is refused before it is written.
 
-use super::frame::parse_ledger;
+use super::frame::stream_ledger;
 use super::pins::{Pin, PinIndex};
 use super::{Applied, EndKind, LedgerError, Record, RunHeader, SeenWrite, LEDGER_FILE, LEDGER_FORMAT};
 use crate::port::PortId;
@@ -78,40 +78,34 @@ impl History {
     }
 }
 
-/// Reads and replays the ledger of `run_dir`.
+/// Reads and replays the ledger of `run_dir`, streamed: memory holds the history, never the
+/// file or its records.
 pub fn replay(run_dir: &Path) -> Result<History, LedgerError> {
     let path = run_dir.join(LEDGER_FILE);
-    let bytes = std::fs::read(&path).map_err(|source| LedgerError::Io { path: path.clone(), source })?;
-    let (records, valid_bytes, torn_tail_bytes) = parse_ledger(&path, &bytes)?;
-    let mut h = build_history(&path, records)?;
+    let mut h: Option<History> = None;
+    let (valid_bytes, torn_tail_bytes) = stream_ledger(&path, &mut |i, offset, rec| {
+        match (&mut h, rec) {
+            (None, Record::RunStart(header)) => {
+                if header.ledger_format != LEDGER_FORMAT {
+                    return Err(LedgerError::Invalid {
+                        path: path.clone(),
+                        index: 0,
+                        offset: 0,
+                        why: format!("ledger format {} (this build reads {LEDGER_FORMAT})", header.ledger_format),
+                    });
+                }
+                h = Some(History::new(header));
+            }
+            (None, _) => {
+                return Err(LedgerError::Invalid { path: path.clone(), index: 0, offset: 0, why: "first record is not run_start".into() })
+            }
+            (Some(h), rec) => h.apply(rec).map_err(|why| LedgerError::Invalid { path: path.clone(), index: i, offset, why })?,
+        }
+        Ok(())
+    })?;
+    let mut h = h.ok_or_else(|| LedgerError::Empty { path: path.clone() })?;
     h.valid_bytes = valid_bytes;
     h.torn_tail_bytes = torn_tail_bytes;
-    Ok(h)
-}
-
-fn build_history(path: &Path, records: Vec<(u64, Record)>) -> Result<History, LedgerError> {
-    let n = records.len() as u64;
-    let mut it = records.into_iter().enumerate();
-    let header = match it.next() {
-        Some((_, (_, Record::RunStart(h)))) => h,
-        Some(_) => {
-            return Err(LedgerError::Invalid { path: path.into(), index: 0, offset: 0, why: "first record is not run_start".into() })
-        }
-        None => return Err(LedgerError::Empty { path: path.into() }),
-    };
-    if header.ledger_format != LEDGER_FORMAT {
-        return Err(LedgerError::Invalid {
-            path: path.into(),
-            index: 0,
-            offset: 0,
-            why: format!("ledger format {} (this build reads {LEDGER_FORMAT})", header.ledger_format),
-        });
-    }
-    let mut h = History::new(header);
-    for (i, (offset, rec)) in it {
-        h.apply(rec).map_err(|why| LedgerError::Invalid { path: path.into(), index: i as u64, offset, why })?;
-    }
-    debug_assert_eq!(h.records, n);
     Ok(h)
 }
 

@@ -33,7 +33,7 @@ pub mod history;
 pub mod pins;
 
 pub use file::LedgerWriter;
-pub use frame::{parse_ledger, ParsedLedger};
+pub use frame::{parse_ledger, stream_ledger, ParsedLedger};
 pub use history::{replay, CycleState, History, IdRuns};
 pub use pins::{Pin, PinAt, PinIndex};
 
