@@ -8,7 +8,7 @@
 //!
 //! Ownership is the workers' engines' rule: a buffer stays with the worker's engine until
 //! its completion has been seen, and a worker that is shut down with operations still in
-//! the kernel leaks their buffers (see `uring.rs`). A flush may travel on any ring:
+//! the kernel leaks their buffers (see `uring/`). A flush may travel on any ring:
 //! fdatasync acts on the file (or the device's cache), whichever ring carries it.
 
 use crate::block::{AlignedBuf, BlockTarget, Completion, Geometry, IoFailure, Op, TargetError};

@@ -2,7 +2,7 @@
 //! `preadv2` pair with per-call flags (`RWF_DSYNC` gives a write FUA semantics on an
 //! O_DIRECT block device) and the NVMe admin passthrough ioctl.
 //!
-//! Invariant: together with `uring.rs`, this is the only module with `unsafe`. Every call
+//! Invariant: together with `uring/`, this is the only module with `unsafe`. Every call
 //! here borrows its buffer for the duration of the call only; nothing outlives the syscall.
 
 #![expect(

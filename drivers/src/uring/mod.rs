@@ -31,13 +31,13 @@
     reason = "pushing an io_uring submission entry is unsafe: the buffers it names must outlive the operation, as the SAFETY comment at the push explains"
 )]
 
-use crate::block::{AlignedBuf, BlockTarget, BufPool, Completion, Geometry, IoFailure, Op, TargetError};
+use crate::block::{AlignedBuf, BlockTarget, Completion, Geometry, IoFailure, Op, TargetError};
 use crate::blockdev::Discovered;
 use crate::latency::LatencyHistogram;
 use io_uring::{opcode, types, IoUring};
+use registry::Registry;
 use std::collections::VecDeque;
 use std::os::unix::io::AsRawFd;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Environment switch that makes io_uring setup fail, to exercise the fallback engine.
@@ -54,11 +54,8 @@ const MAX_HUNG_READS: usize = 64;
 const HUNG_READ_WAIT: Duration = Duration::from_secs(1);
 /// How long `drop` waits for in-flight operations before leaking their buffers.
 const DROP_WAIT: Duration = Duration::from_secs(2);
-/// Slots in the ring's table of registered buffers.
-const REG_SLOTS: u32 = 1024;
-/// Bytes of buffer memory the engine registers (pins) at most; buffers asked for beyond it
-/// are plain ones.
-const REG_BUDGET: usize = 64 << 20;
+
+mod registry;
 
 const LAT_WRITE: usize = 0;
 const LAT_FUA: usize = 1;
@@ -137,14 +134,8 @@ pub struct UringTarget {
     unstamped: Vec<u32>,
     /// A placeholder instant for slots not yet submitted.
     epoch: Instant,
-    /// The pool of buffers registered with this ring ([`BlockTarget::buffers`]).
-    pool: Arc<BufPool>,
-    /// Registered range (address, bytes) of each slot of the buffer table, by slot index.
-    reg: Vec<(usize, usize)>,
-    reg_bytes: usize,
-    /// The sparse buffer table exists (`Some(true)`), could not be made (`Some(false)`), or
-    /// was not asked for yet.
-    reg_table: Option<bool>,
+    /// The buffers registered with this ring ([`BlockTarget::buffers`]).
+    reg: Registry,
 }
 
 impl UringTarget {
@@ -179,10 +170,7 @@ impl UringTarget {
             cqes: Vec::new(),
             unstamped: Vec::new(),
             epoch: Instant::now(),
-            pool: Arc::default(),
-            reg: Vec::new(),
-            reg_bytes: 0,
-            reg_table: None,
+            reg: Registry::default(),
         })
     }
 
@@ -202,50 +190,9 @@ impl UringTarget {
         self.reg.len()
     }
 
-    /// The registered slot of `buf` when the whole of `[buf, buf + len)` lies inside what
-    /// this ring registered for it; `None` for any other buffer (plain operation then).
+    /// See [`Registry::fixed_index`].
     fn fixed_index(&self, buf: &AlignedBuf, len: usize) -> Option<u16> {
-        let (pool, k) = buf.pool_slot()?;
-        if !Arc::ptr_eq(pool, &self.pool) {
-            return None;
-        }
-        let &(addr, cap) = self.reg.get(k as usize)?;
-        let p = buf.as_ptr() as usize;
-        (p >= addr && p + len <= addr + cap).then_some(k)
-    }
-
-    /// Makes up to `want` new buffers of `len` bytes and registers them in free slots of the
-    /// ring's buffer table (made on first use). Returns fewer (possibly none) when the table
-    /// is full, the budget spent, or the kernel refuses.
-    fn register_new(&mut self, want: usize, len: usize) -> Vec<AlignedBuf> {
-        if self.reg_table.is_none() {
-            self.reg_table = Some(self.ring.submitter().register_buffers_sparse(REG_SLOTS).is_ok());
-        }
-        if self.reg_table != Some(true) || len == 0 {
-            return Vec::new();
-        }
-        let free_slots = REG_SLOTS as usize - self.reg.len();
-        let by_budget = REG_BUDGET.saturating_sub(self.reg_bytes) / (len + crate::block::BUF_ALIGN);
-        let n = want.min(free_slots).min(by_budget);
-        if n == 0 {
-            return Vec::new();
-        }
-        let mut bufs: Vec<AlignedBuf> = (0..n).map(|_| AlignedBuf::zeroed(len)).collect();
-        let iovecs: Vec<libc::iovec> =
-            bufs.iter_mut().map(|b| libc::iovec { iov_base: b.window_ptr().cast(), iov_len: b.capacity() }).collect();
-        let first = self.reg.len() as u32;
-        // SAFETY: each iovec is the whole aligned window of a buffer made just above. That
-        // memory is never freed while the ring may use it: the buffers belong to `self.pool`
-        // from here on, and a dropped pooled buffer's memory goes back into the pool rather
-        // than to the allocator; the engine holds the pool until after it has unregistered the
-        // table (or leaked whatever is still in flight) in `drop`. The slots are fresh, so no
-        // operation in flight names them.
-        if unsafe { self.ring.submitter().register_buffers_update(first, &iovecs, None) }.is_err() {
-            return Vec::new();
-        }
-        self.reg.extend(iovecs.iter().map(|v| (v.iov_base as usize, v.iov_len)));
-        self.reg_bytes += iovecs.iter().map(|v| v.iov_len).sum::<usize>();
-        bufs.into_iter().enumerate().map(|(k, b)| BufPool::adopt(&self.pool, first as u16 + k as u16, b)).collect()
+        self.reg.fixed_index(buf, len)
     }
 
     /// The failure that marked the device gone, if any.
@@ -549,9 +496,9 @@ impl BlockTarget for UringTarget {
     }
 
     fn buffers(&mut self, count: usize, len: usize) -> Vec<AlignedBuf> {
-        let mut out: Vec<AlignedBuf> = std::iter::from_fn(|| BufPool::take(&self.pool, len)).take(count).collect();
+        let mut out: Vec<AlignedBuf> = std::iter::from_fn(|| self.reg.take(len)).take(count).collect();
         if out.len() < count {
-            let fresh = self.register_new(count - out.len(), len);
+            let fresh = self.reg.register_new(&self.ring, count - out.len(), len);
             out.extend(fresh);
         }
         while out.len() < count {
@@ -691,7 +638,7 @@ impl Drop for UringTarget {
                 let _ = self.ring.submitter().unregister_files();
             }
             // Unpin the registered buffers now; their memory is the pool's, freed after.
-            if self.reg_table == Some(true) {
+            if self.reg.has_table() {
                 let _ = self.ring.submitter().unregister_buffers();
             }
         } else {
