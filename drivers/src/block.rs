@@ -227,7 +227,7 @@ pub enum TargetError {
 }
 
 /// A drive under test, or anything that behaves like one.
-pub trait BlockTarget {
+pub trait BlockTarget: Send {
     /// Sizes of the target.
     fn geometry(&self) -> Geometry;
 

@@ -8,7 +8,7 @@ use faultline_fixtures::{FaultModel, SimConfig, SimDrive, TruthContract};
 /// wraps the simulated drive and withholds every completion once power is off.
 struct Hangs {
     sim: SimDrive,
-    cut: std::rc::Rc<std::cell::Cell<bool>>,
+    cut: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl BlockTarget for Hangs {
@@ -25,7 +25,7 @@ impl BlockTarget for Hangs {
         self.sim.submit(op)
     }
     fn reap(&mut self, out: &mut Vec<Completion>, min: usize, timeout: Duration) -> Result<usize, TargetError> {
-        if self.cut.get() {
+        if self.cut.load(std::sync::atomic::Ordering::Relaxed) {
             return Ok(0);
         }
         self.sim.reap(out, min, timeout)
@@ -228,10 +228,10 @@ fn operations_that_never_return_after_a_cut_are_recorded_as_failed() {
     let mut r = rig(FaultModel::HonestPlp, Contract::Plp, CutPlacement::AfterCompletions { completions: 100 }, 3);
     r.opts.drain_timeout = Duration::from_millis(10);
     let mut power = r.sim.power();
-    let cut = std::rc::Rc::new(std::cell::Cell::new(false));
+    let cut = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let mut target = Hangs { sim: r.sim.clone(), cut: cut.clone() };
     let out = run_cycle(&mut target, &r.layout, &r.format, &mut r.ledger, Contract::Plp, &r.opts, &mut || {
-        cut.set(true);
+        cut.store(true, std::sync::atomic::Ordering::Relaxed);
         power.power_off().map_err(|e| e.to_string())
     })
     .unwrap();
