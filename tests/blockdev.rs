@@ -536,6 +536,7 @@ fn body_cut_cycles_verify_clean(s: &mut Subject) {
             checkpoint_every: Duration::from_secs(60),
             drain_timeout: Duration::from_secs(5),
             stop: None,
+            samples: None,
         };
         let out = run_cycle(s.target.as_mut(), &layout, &format, &mut ledger, Contract::Plp, &opts, &mut *s.cut).unwrap();
         assert!(out.completed >= 500 * cycle as u64, "{}: {out:?}", s.name);

@@ -61,6 +61,7 @@ impl Cycles<'_, '_> {
             checkpoint_every: self.st.dut.checkpoint_every(),
             drain_timeout: plan.readiness_timeout.clamp(Duration::from_secs(1), Duration::from_secs(30)),
             stop: None,
+            samples: None,
         };
         let started = Instant::now();
         (self.cycle_t0, self.waits) = (started, Duration::ZERO);

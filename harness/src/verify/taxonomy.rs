@@ -17,10 +17,14 @@ pub enum FindingClass {
     DeadDevice,
     /// A sector shows an older version than one a verify of an earlier cycle saw there.
     StaleVersion,
+    /// A port the fault did not hit was disturbed by it beyond a budget of the scenario (I/O
+    /// errors, the longest completion gap, throughput or latency against the baseline before
+    /// the fault): the detail names the port, the metric, the figure and the budget.
+    PortDisturbance,
 }
 
 impl FindingClass {
-    pub const ALL: [FindingClass; 8] = [
+    pub const ALL: [FindingClass; 9] = [
         FindingClass::LostWrite,
         FindingClass::TornWrite,
         FindingClass::MisdirectedWrite,
@@ -29,6 +33,7 @@ impl FindingClass {
         FindingClass::Unreadable,
         FindingClass::DeadDevice,
         FindingClass::StaleVersion,
+        FindingClass::PortDisturbance,
     ];
 
     pub fn name(self) -> &'static str {
@@ -41,6 +46,7 @@ impl FindingClass {
             FindingClass::Unreadable => "unreadable",
             FindingClass::DeadDevice => "dead_device",
             FindingClass::StaleVersion => "stale_version",
+            FindingClass::PortDisturbance => "port_disturbance",
         }
     }
 }

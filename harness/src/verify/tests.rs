@@ -58,6 +58,7 @@ fn setup() -> (SimDrive, Layout, Format, LedgerWriter) {
         checkpoint_every: Duration::from_secs(60),
         drain_timeout: Duration::from_secs(1),
         stop: None,
+        samples: None,
     };
     run_cycle(&mut sim, &layout, &format, &mut ledger, Contract::Plp, &opts, &mut || Ok(())).unwrap();
     (sim, layout, format, ledger)

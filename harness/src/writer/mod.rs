@@ -21,9 +21,11 @@ use std::time::{Duration, Instant};
 
 mod prefill;
 mod tracker;
+pub mod windows;
 
 pub use prefill::{prefill, prefill_then};
 pub use tracker::Tracker;
+pub use windows::{PortSamples, Phase, Windows, WindowFigures};
 
 /// Flush tokens carry this bit (write tokens are write ids).
 const FLUSH_TOKEN: u64 = 1 << 63;
@@ -61,6 +63,9 @@ pub struct CycleOptions {
     /// Ends the cycle gracefully when stopped from another thread (`None`: it ends by its
     /// placement, `max_writes` or `duration` alone).
     pub stop: Option<StopToken>,
+    /// Where this port's completions are sampled in the windows around a fault (dual-port
+    /// runs); `None`: not sampled.
+    pub samples: Option<PortSamples>,
 }
 
 /// Ends a cycle from another thread, gracefully: the writer stops submitting, drains, flushes
@@ -547,6 +552,9 @@ impl<'a> CycleLoop<'a> {
         let Some((w, submitted_at)) = self.inflight.remove(&c.token) else {
             return Ok(());
         };
+        if let Some(s) = &self.opts.samples {
+            s.windows.record(s.slot, c.at, c.at.saturating_duration_since(submitted_at), w.len, c.result.is_ok());
+        }
         match c.result {
             Ok(()) => {
                 let ns = c.at.saturating_duration_since(submitted_at).as_nanos();

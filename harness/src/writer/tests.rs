@@ -96,6 +96,7 @@ fn rig(model: FaultModel, contract: Contract, placement: CutPlacement, seed: u64
         checkpoint_every: Duration::from_secs(60),
         drain_timeout: Duration::from_secs(1),
         stop: None,
+        samples: None,
     };
     let ledger = LedgerWriter::create(&tempdir(), header).unwrap();
     Rig { sim, ledger, layout: Layout::new(spec, 512).unwrap(), format: Format::new(seed, 512), opts }

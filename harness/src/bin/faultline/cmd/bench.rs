@@ -172,6 +172,7 @@ fn fl_write(c: &mut Ctx, bs: u64, pattern: Pattern) -> Result<Fig> {
         checkpoint_every: Duration::from_millis(500),
         drain_timeout: Duration::from_secs(60),
         stop: None,
+        samples: None,
     };
     let cpu0 = cpu_times().0;
     let out = run_cycle(t.as_mut(), &layout, &format, &mut ledger, Contract::Plp, &opts, &mut || Ok(()))?;

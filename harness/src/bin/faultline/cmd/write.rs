@@ -164,6 +164,7 @@ pub fn cmd_write(a: WriteArgs) -> Result<Exit> {
         checkpoint_every: Duration::from_millis(500),
         drain_timeout: Duration::from_secs(60),
         stop: None,
+        samples: None,
     };
     let contract = h.contract;
     let out = run_cycle(target.as_mut(), &run.layout, &run.format, &mut run.ledger, contract, &opts, &mut || {

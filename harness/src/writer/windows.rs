@@ -1,0 +1,271 @@
+//! Per-port samples in time windows around a fault, on one monotonic clock shared by every
+//! port's writer: completions, bytes, I/O errors, write latency (hdrhistogram) and the longest
+//! gap between completions, per window; and a coarse series for the report.
+//!
+//! The windows are phases set from outside (the runner's thread): `warmup` until the baseline
+//! starts, `baseline` until the fault, `fault` from the fault until the faulted port is back
+//! and ready plus a settle time, `after` from then on. A completion is counted in the phase its
+//! timestamp falls in (the bounds are instants, so a completion reaped late is still put where
+//! it happened). Each port's writer records only into its own slot, so the locks are never
+//! contended on the I/O path; the runner reads them once the writers are done.
+
+use faultline_drivers::latency::LatencyHistogram;
+use serde::{Deserialize, Serialize};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// The phases of a cycle, in order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Phase {
+    Warmup = 0,
+    Baseline = 1,
+    Fault = 2,
+    After = 3,
+}
+
+const PHASES: usize = 4;
+/// Width of one bucket of the series, for the report's per-port charts.
+pub const BUCKET: Duration = Duration::from_millis(25);
+/// Buckets kept per port and cycle (25 s at 25 ms); later completions are not charted.
+const MAX_BUCKETS: usize = 1000;
+/// Not set yet.
+const UNSET: u64 = u64::MAX;
+
+/// What one port did in one window.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WindowFigures {
+    /// Length of the window in µs.
+    pub duration_us: u64,
+    pub completions: u64,
+    pub bytes: u64,
+    pub io_errors: u64,
+    /// Bytes per second over the window.
+    pub throughput_bps: f64,
+    /// The longest the port went without a write completing, in µs: from the start of the
+    /// window to its first completion, between completions, and from the last completion to
+    /// the end of the window.
+    pub max_gap_us: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency: Option<Latency>,
+}
+
+/// Write latency over a window, in µs (hdrhistogram, 3 significant figures; `max` exact).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Latency {
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub p999_us: f64,
+    pub max_us: f64,
+}
+
+impl Latency {
+    fn of(h: &LatencyHistogram) -> Option<Latency> {
+        let s = h.summary()?;
+        let us = |ns: u64| ns as f64 / 1000.0;
+        Some(Latency { p50_us: us(s.p50_ns), p99_us: us(s.p99_ns), p999_us: us(h.percentile_ns(99.9)), max_us: us(s.max_ns) })
+    }
+}
+
+/// One bucket of a port's series: completions and bytes, and the longest latency (µs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Bucket {
+    pub completions: u32,
+    pub bytes: u64,
+    pub max_latency_us: u32,
+}
+
+#[derive(Default)]
+struct Acc {
+    completions: u64,
+    bytes: u64,
+    errors: u64,
+    hist: Option<LatencyHistogram>,
+    last: Option<Instant>,
+    max_gap: Duration,
+}
+
+#[derive(Default)]
+struct Slot {
+    acc: [Acc; PHASES],
+    series: Vec<Bucket>,
+}
+
+/// The shared clock, the phase bounds and one slot per port.
+pub struct Windows {
+    epoch: Instant,
+    /// When each phase started, ns since `epoch` (`UNSET` until then).
+    bounds: [AtomicU64; PHASES],
+    slots: Vec<Mutex<Slot>>,
+}
+
+impl std::fmt::Debug for Windows {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Windows").field("ports", &self.slots.len()).finish()
+    }
+}
+
+impl Windows {
+    /// Windows for `ports` ports; the warm-up starts now.
+    pub fn new(ports: usize) -> Windows {
+        let w = Windows {
+            epoch: Instant::now(),
+            bounds: std::array::from_fn(|_| AtomicU64::new(UNSET)),
+            slots: (0..ports).map(|_| Mutex::new(Slot::default())).collect(),
+        };
+        w.bounds[0].store(0, Ordering::Release);
+        w
+    }
+
+    /// The instant every port's timeline counts from.
+    pub fn epoch(&self) -> Instant {
+        self.epoch
+    }
+
+    fn ns(&self, at: Instant) -> u64 {
+        u64::try_from(at.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(u64::MAX - 1)
+    }
+
+    /// Starts `phase` now (and ends the one before).
+    pub fn enter(&self, phase: Phase) {
+        self.enter_at(phase, Instant::now());
+    }
+
+    /// Starts `phase` at `at`.
+    pub fn enter_at(&self, phase: Phase, at: Instant) {
+        let _ = self.bounds[phase as usize].compare_exchange(UNSET, self.ns(at), Ordering::AcqRel, Ordering::Acquire);
+    }
+
+    /// When `phase` started, from the epoch.
+    pub fn started(&self, phase: Phase) -> Option<Duration> {
+        let v = self.bounds[phase as usize].load(Ordering::Acquire);
+        (v != UNSET).then(|| Duration::from_nanos(v))
+    }
+
+    fn phase_of(&self, ns: u64) -> usize {
+        (0..PHASES).rev().find(|&p| self.bounds[p].load(Ordering::Acquire) <= ns).unwrap_or(0)
+    }
+
+    fn phase_start(&self, p: usize) -> Instant {
+        self.epoch + Duration::from_nanos(self.bounds[p].load(Ordering::Acquire).min(u64::MAX - 1))
+    }
+
+    /// Records one write completion of `port` (successful or not), completed at `at` after
+    /// `latency`.
+    pub fn record(&self, port: usize, at: Instant, latency: Duration, bytes: u64, ok: bool) {
+        let Some(slot) = self.slots.get(port) else { return };
+        let ns = self.ns(at);
+        let p = self.phase_of(ns);
+        let start = self.phase_start(p);
+        let mut s = slot.lock().unwrap_or_else(|e| e.into_inner());
+        let a = &mut s.acc[p];
+        if ok {
+            let gap = at.saturating_duration_since(a.last.unwrap_or(start).max(start));
+            a.max_gap = a.max_gap.max(gap);
+            a.last = Some(a.last.map_or(at, |l| l.max(at)));
+            a.completions += 1;
+            a.bytes += bytes;
+            a.hist.get_or_insert_with(LatencyHistogram::new).record(u64::try_from(latency.as_nanos()).unwrap_or(u64::MAX));
+            let b = (ns / BUCKET.as_nanos() as u64) as usize;
+            if b < MAX_BUCKETS {
+                if s.series.len() <= b {
+                    s.series.resize(b + 1, Bucket::default());
+                }
+                let k = &mut s.series[b];
+                k.completions += 1;
+                k.bytes += bytes;
+                k.max_latency_us = k.max_latency_us.max(u32::try_from(latency.as_micros()).unwrap_or(u32::MAX));
+            }
+        } else {
+            a.errors += 1;
+        }
+    }
+
+    /// What `port` did in `phase`, the window ending where the next phase started (or at
+    /// `end` for the last one started).
+    pub fn figures(&self, port: usize, phase: Phase, end: Instant) -> Option<WindowFigures> {
+        let p = phase as usize;
+        let start_ns = self.bounds[p].load(Ordering::Acquire);
+        if start_ns == UNSET {
+            return None;
+        }
+        let start = self.phase_start(p);
+        let stop = ((p + 1)..PHASES)
+            .map(|q| self.bounds[q].load(Ordering::Acquire))
+            .find(|&v| v != UNSET)
+            .map_or(end, |v| self.epoch + Duration::from_nanos(v));
+        let s = self.slots.get(port)?.lock().unwrap_or_else(|e| e.into_inner());
+        let a = &s.acc[p];
+        let duration = stop.saturating_duration_since(start);
+        let tail = stop.saturating_duration_since(a.last.unwrap_or(start));
+        let secs = duration.as_secs_f64();
+        Some(WindowFigures {
+            duration_us: u64::try_from(duration.as_micros()).unwrap_or(u64::MAX),
+            completions: a.completions,
+            bytes: a.bytes,
+            io_errors: a.errors,
+            throughput_bps: if secs > 0.0 { a.bytes as f64 / secs } else { 0.0 },
+            max_gap_us: u64::try_from(a.max_gap.max(tail).as_micros()).unwrap_or(u64::MAX),
+            latency: a.hist.as_ref().and_then(Latency::of),
+        })
+    }
+
+    /// `port`'s series: one bucket per [`BUCKET`] from the epoch.
+    pub fn series(&self, port: usize) -> Vec<Bucket> {
+        self.slots.get(port).map(|s| s.lock().unwrap_or_else(|e| e.into_inner()).series.clone()).unwrap_or_default()
+    }
+}
+
+/// A writer's handle on its port's slot.
+#[derive(Clone, Debug)]
+pub struct PortSamples {
+    pub windows: std::sync::Arc<Windows>,
+    pub slot: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn completions_fall_in_the_window_of_their_timestamp_and_gaps_span_window_ends() {
+        let w = Windows::new(2);
+        let t0 = w.epoch();
+        let ms = Duration::from_millis;
+        w.enter_at(Phase::Baseline, t0 + ms(10));
+        w.enter_at(Phase::Fault, t0 + ms(110));
+        w.enter_at(Phase::After, t0 + ms(310));
+        for i in 0..10 {
+            w.record(1, t0 + ms(10 + 10 * i), ms(1), 4096, true);
+        }
+        // A stall: nothing from 110 to 250 ms, then completions again.
+        w.record(1, t0 + ms(250), ms(140), 4096, true);
+        w.record(1, t0 + ms(260), ms(1), 4096, false);
+        let base = w.figures(1, Phase::Baseline, t0 + ms(400)).unwrap();
+        assert_eq!(base.completions, 10);
+        assert_eq!(base.duration_us, 100_000);
+        assert_eq!(base.max_gap_us, 10_000, "{base:?}");
+        assert!((base.throughput_bps - 409_600.0).abs() < 1.0, "{base:?}");
+        let fault = w.figures(1, Phase::Fault, t0 + ms(400)).unwrap();
+        assert_eq!((fault.completions, fault.io_errors), (1, 1));
+        assert_eq!(fault.max_gap_us, 140_000, "from the window start to its first completion: {fault:?}");
+        let after = w.figures(1, Phase::After, t0 + ms(400)).unwrap();
+        assert_eq!(after.max_gap_us, 90_000, "a window with no completion is one gap: {after:?}");
+        assert_eq!(w.figures(0, Phase::Baseline, t0 + ms(400)).unwrap().completions, 0);
+        assert_eq!(w.series(1).iter().map(|b| b.completions).sum::<u32>(), 11);
+    }
+
+    #[test]
+    fn the_tail_of_a_window_counts_as_a_gap() {
+        let w = Windows::new(1);
+        let t0 = w.epoch();
+        let ms = Duration::from_millis;
+        w.enter_at(Phase::Baseline, t0);
+        w.enter_at(Phase::Fault, t0 + ms(100));
+        w.record(0, t0 + ms(101), ms(1), 512, true);
+        let f = w.figures(0, Phase::Fault, t0 + ms(700)).unwrap();
+        assert_eq!(f.max_gap_us, 599_000, "a port that stops answering after one completion: {f:?}");
+    }
+}
