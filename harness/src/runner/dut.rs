@@ -70,6 +70,9 @@ pub struct Readiness {
 pub struct GroundTruth {
     pub extents: Vec<TruthExtent>,
     pub dead: bool,
+    /// Stalls the drive injected on a port the fault did not hit, as (port, the drive's fault
+    /// count): a dual-port drive's ground truth for `port_disturbance`.
+    pub disturbed: Vec<(u8, u64)>,
 }
 
 /// The health logs as read after a cycle.

@@ -33,12 +33,14 @@
 
 mod parse;
 mod plan;
+mod ports;
 mod schema;
 #[cfg(test)]
 mod tests;
 mod validate;
 
 pub use plan::*;
+pub use ports::{Budget, DualMode, DualSimModel, DualSpec, PortPlan, PortRole, PortSpec, SimDual};
 pub use schema::{scenario_schema, scenario_schema_text};
 
 use crate::ledger::Contract;
@@ -96,6 +98,13 @@ pub struct Scenario {
     pub verify: VerifyPolicy,
     #[serde(default)]
     pub stop: StopPolicy,
+    /// The ports of a dual-port drive, in order `A`, `B`. Default: one port, the target.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ports: Vec<PortSpec>,
+    /// A dual-port run (needs `ports`, or a dual-port simulated drive): which port each
+    /// cycle's fault hits, the windows, and the budgets the other ports are judged by.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dual: Option<DualSpec>,
 }
 
 /// The device under test: a path, an identity to find it by, or both (then the identity is
@@ -144,6 +153,10 @@ pub struct SimTarget {
     /// How the power controller reaches the drive's switch. Default: `direct`.
     #[serde(default)]
     pub switch: SimSwitch,
+    /// A dual-port drive: two ports on one media and one volatile cache (then `model` applies
+    /// to power cuts, and `controllers.link = "sim"` pulls and resets one port).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dual: Option<SimDual>,
 }
 
 /// The simulated drive's fault model; maps one to one onto `faultline_fixtures::FaultModel`.

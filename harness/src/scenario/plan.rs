@@ -32,6 +32,24 @@ pub struct RunPlan {
     pub readiness_timeout: Duration,
     pub verify: VerifyPolicy,
     pub stop: StopPolicy,
+    /// A dual-port run; `None`: one port.
+    pub dual: Option<DualPlan>,
+}
+
+/// A dual-port run as executed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DualPlan {
+    pub spec: super::DualSpec,
+    pub ports: Vec<super::PortPlan>,
+    /// The port each cycle's fault hits, in turn (indices into `ports`).
+    pub fault_ports: Vec<usize>,
+}
+
+impl DualPlan {
+    /// The port cycle `cycle` (from 1) faults.
+    pub fn faulted(&self, cycle: u32) -> usize {
+        self.fault_ports[(cycle.saturating_sub(1) as usize) % self.fault_ports.len().max(1)]
+    }
 }
 
 /// The device under test.
@@ -143,11 +161,27 @@ impl Scenario {
             Some(sim) => TargetPlan::Sim(sim.clone()),
             None => TargetPlan::Device { path: self.target.path.clone(), expect: self.expectation() },
         };
+        let dual = match &self.dual {
+            None => None,
+            Some(spec) => {
+                let mut ports = super::ports::plan_ports(origin, &self.ports, self.target.sim.is_some())?;
+                if ports.is_empty() {
+                    ports = super::ports::default_sim_ports();
+                }
+                let fault_ports = super::ports::plan_fault_ports(origin, spec, &ports)?;
+                Some(DualPlan { spec: spec.clone(), ports, fault_ports })
+            }
+        };
+        let ports = match &dual {
+            Some(d) => d.ports.iter().map(|p| PortEntry { id: p.id, name: p.name.clone() }).collect(),
+            None => vec![PortEntry { id: PortId::A, name: PortId::A.default_name() }],
+        };
         Ok(RunPlan {
+            dual,
             seed,
             contract: self.contract,
             target,
-            ports: vec![PortEntry { id: PortId::A, name: PortId::A.default_name() }],
+            ports,
             fault,
             cut: self.cut,
             cycles: self.cycles.count,

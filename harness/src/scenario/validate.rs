@@ -40,6 +40,7 @@ impl Scenario {
             }
         }
         self.validate_controllers(origin)?;
+        self.validate_ports(origin)?;
         self.validate_cut(origin)?;
         self.validate_cycles(origin)
     }
@@ -58,7 +59,11 @@ impl Scenario {
                 return bad("controllers.power", "the `sim` switch and a `target.sim` drive go together: use both or neither".into());
             }
         }
-        if let Some(l) = &link {
+        let dual_sim = self.target.sim.as_ref().is_some_and(|s| s.dual.is_some());
+        if link == Some(ControllerSpec::Sim) && !dual_sim {
+            return bad("controllers.link", "`sim` resets a link of the simulated dual-port drive only (target.sim.dual)".into());
+        }
+        if let Some(l) = link.as_ref().filter(|l| **l != ControllerSpec::Sim) {
             if self.target.sim.is_some() {
                 return bad("controllers.link", format!("{l}: the simulated drive has no link to reset"));
             }
@@ -108,6 +113,39 @@ impl Scenario {
             }
         }
         Ok(())
+    }
+
+    /// `[[ports]]` and `[dual]` fit each other and the target.
+    fn validate_ports(&self, origin: &str) -> Result<(), ScenarioError> {
+        let bad =
+            |field: &str, message: String| Err(ScenarioError::Invalid { origin: origin.to_string(), field: field.to_string(), message });
+        let sim = self.target.sim.as_ref();
+        let ports = super::ports::plan_ports(origin, &self.ports, sim.is_some())?;
+        let dual_sim = sim.is_some_and(|s| s.dual.is_some());
+        if dual_sim && !(self.ports.is_empty() || self.ports.len() == 2) {
+            return bad("ports", format!("{} ports: the simulated dual-port drive has two, A and B", self.ports.len()));
+        }
+        if sim.is_some() && !dual_sim && !self.ports.is_empty() {
+            return bad("ports", "the simulated drive has one port: give target.sim.dual for a dual-port drive".into());
+        }
+        let n = if dual_sim && ports.is_empty() { 2 } else { ports.len() };
+        match &self.dual {
+            None if n > 1 => bad("dual", "a drive with several ports needs a [dual] table (which port each fault hits, the budgets)".into()),
+            None => Ok(()),
+            Some(_) if n < 2 => bad("dual", "a dual-port run needs two ports: [[ports]] A and B, or target.sim.dual".into()),
+            Some(d) => {
+                super::ports::validate_dual(origin, d)?;
+                if matches!(self.fault, Fault::LinkReset { port: Some(_), .. }) {
+                    return bad("fault.port", "a dual-port run names the faulted ports in dual.fault_ports (and each port's fault_port)".into());
+                }
+                if matches!(self.fault, Fault::CleanShutdown) {
+                    return bad("fault.kind", "clean_shutdown is a single-port control case; a dual-port run faults one port under load".into());
+                }
+                let ports = if ports.is_empty() { super::ports::default_sim_ports() } else { ports };
+                super::ports::plan_fault_ports(origin, d, &ports)?;
+                Ok(())
+            }
+        }
     }
 
     /// The cut placement's numbers are usable.

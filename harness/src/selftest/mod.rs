@@ -134,6 +134,7 @@ pub fn row_scenario(model: SimModel, contract: Contract, workload: Workload, cyc
                 queue_depth: workload.queue_depth,
                 model,
                 switch: SimSwitch::Direct,
+                dual: None,
             }),
             ..Target::default()
         },
@@ -150,6 +151,8 @@ pub fn row_scenario(model: SimModel, contract: Contract, workload: Workload, cyc
             on_controller_failure: OnEvent::Stop,
             max_consecutive_harness_errors: 1,
         },
+        ports: Vec::new(),
+        dual: None,
     }
 }
 

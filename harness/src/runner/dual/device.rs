@@ -1,0 +1,178 @@
+//! The ports of a dual-port drive as the dual-port runner reaches them: the simulated
+//! dual-port drive's port handles, or one block device per port (a per-path node, a loop
+//! device of a two-path rig), each followed by the path it was given across a fault, never
+//! re-found by an identity two paths of one drive share.
+
+use super::super::fault::{real_cutter, Cutter};
+use super::super::dut::{DutError, GroundTruth};
+use super::super::RunnerOptions;
+use crate::scenario::{DualPlan, FaultPlan, RunPlan, TargetPlan};
+use faultline_drivers::blockdev::Expectation;
+use faultline_drivers::{open_target, AlignedBuf, BlockTarget, OpenSpec};
+use std::any::Any;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// One port of the device under test.
+pub(crate) trait PortDev: Send {
+    /// The port's target; an error when it went away and is not back.
+    fn target(&mut self) -> Result<&mut dyn BlockTarget, DutError>;
+    /// Waits until the port answers a read of `at` again (opening it again if it went away);
+    /// how long that took.
+    fn wait_ready(&mut self, at: u64, timeout: Duration) -> Result<Duration, DutError>;
+    fn atomic_bytes(&self) -> u64;
+    /// Saves the simulated drive (nothing for a real one).
+    fn persist(&mut self) -> Result<(), String> {
+        Ok(())
+    }
+    /// The simulated drive's ground truth (one port answers for the drive).
+    fn ground_truth(&self) -> Option<GroundTruth> {
+        None
+    }
+}
+
+/// Everything a dual-port run holds open.
+pub(crate) struct Ports {
+    pub devs: Vec<Box<dyn PortDev>>,
+    pub cutter: Cutter,
+    /// The run's target identity (the namespace's, as port A sees it).
+    pub identity: String,
+    pub sector: u64,
+    pub capacity: u64,
+    pub notes: Vec<String>,
+    /// An emulator kept alive for the run.
+    pub _keep: Option<Box<dyn Any>>,
+}
+
+/// Opens every port and the fault's controller.
+pub(crate) fn open_ports(plan: &RunPlan, dual: &DualPlan, run_dir: &Path, o: &RunnerOptions) -> Result<Ports, String> {
+    match &plan.target {
+        TargetPlan::Sim(t) => super::sim::open(plan, dual, t, run_dir, o),
+        TargetPlan::Device { expect, .. } => open_real(plan, dual, expect, o),
+    }
+}
+
+/// A block device reached through one port, followed by its path.
+struct RealPort {
+    name: String,
+    path: PathBuf,
+    spec: OpenSpec,
+    target: Option<Box<dyn BlockTarget>>,
+    /// The identity the device at the path had when the run began: anything else found there
+    /// after a fault is refused.
+    identity: String,
+    atomic: u64,
+}
+
+impl RealPort {
+    fn reopen(&mut self) -> Result<(), String> {
+        let o = open_target(&self.path, &self.spec).map_err(|e| e.to_string())?;
+        let found = o.target.identity();
+        if found != self.identity {
+            return Err(format!("port {}: {} is now {found}, not the run's {}", self.name, self.path.display(), self.identity));
+        }
+        self.target = Some(o.target);
+        Ok(())
+    }
+}
+
+impl PortDev for RealPort {
+    fn target(&mut self) -> Result<&mut dyn BlockTarget, DutError> {
+        if self.target.is_none() {
+            self.reopen().map_err(DutError::NotOpen)?;
+        }
+        match &mut self.target {
+            Some(t) => Ok(t.as_mut()),
+            None => Err(DutError::NotOpen(self.path.display().to_string())),
+        }
+    }
+
+    fn wait_ready(&mut self, at: u64, timeout: Duration) -> Result<Duration, DutError> {
+        let start = Instant::now();
+        let mut last = String::from("no attempt");
+        // The fd opened before the fault points at the device that went away: open the path
+        // again, whatever the old one says.
+        self.target = None;
+        loop {
+            if self.target.is_none() {
+                if let Err(e) = self.reopen() {
+                    last = e;
+                }
+            }
+            if let Some(t) = self.target.as_deref_mut() {
+                t.set_read_timeout(Duration::from_secs(2));
+                let mut buf = AlignedBuf::zeroed((t.geometry().logical_block_bytes as usize).max(512));
+                match t.read_at(at, &mut buf) {
+                    Ok(()) => return Ok(start.elapsed()),
+                    Err(e) if !e.device_gone() => return Ok(start.elapsed()),
+                    Err(e) => {
+                        last = e.to_string();
+                        self.target = None;
+                    }
+                }
+            }
+            if start.elapsed() >= timeout {
+                return Err(DutError::NotReady { timeout_s: timeout.as_secs(), last });
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn atomic_bytes(&self) -> u64 {
+        self.atomic
+    }
+}
+
+fn open_real(plan: &RunPlan, dual: &DualPlan, expect: &Expectation, o: &RunnerOptions) -> Result<Ports, String> {
+    let qd = plan.scenario.workload.queue_depth as usize;
+    let mut devs: Vec<Box<dyn PortDev>> = Vec::new();
+    let mut notes = Vec::new();
+    let mut geometry = None;
+    for p in &dual.ports {
+        let path = p.path.clone().ok_or_else(|| format!("port {}: no path", p.name))?;
+        let spec = OpenSpec { writable: true, queue_depth: qd, expect: expect.clone(), allow_overwrite_signature: false, io_threads: 1 };
+        let opened = open_target(&path, &spec).map_err(|e| format!("port {}: {e}", p.name))?;
+        let g = opened.target.geometry();
+        match geometry {
+            None => geometry = Some(g),
+            Some(g0) if g0.capacity_bytes != g.capacity_bytes || g0.logical_block_bytes != g.logical_block_bytes => {
+                return Err(format!(
+                    "port {} ({}): {} bytes in {}-byte sectors, but port A has {} in {}: the ports do not reach one namespace",
+                    p.name,
+                    path.display(),
+                    g.capacity_bytes,
+                    g.logical_block_bytes,
+                    g0.capacity_bytes,
+                    g0.logical_block_bytes
+                ))
+            }
+            Some(_) => {}
+        }
+        notes.extend(opened.notes.into_iter().map(|n| format!("port {}: {n}", p.name)));
+        let identity = opened.target.identity();
+        let mut spec = spec;
+        spec.allow_overwrite_signature = true;
+        devs.push(Box::new(RealPort {
+            name: p.name.clone(),
+            path,
+            spec,
+            target: Some(opened.target),
+            identity,
+            atomic: (g.physical_block_bytes as u64).max(512),
+        }));
+    }
+    let g = geometry.ok_or("no ports")?;
+    let mut fault = plan.fault.clone();
+    if let FaultPlan::LinkReset { port, .. } = &mut fault {
+        *port = Some(dual.ports[dual.faulted(1)].fault_port.clone());
+    }
+    let cutter = real_cutter(&fault, &o.control_env).map_err(|e| e.to_string())?;
+    if let Cutter::Link { ctl, kind, .. } = &cutter {
+        for &i in &dual.fault_ports {
+            ctl.require(&dual.ports[i].fault_port, *kind).map_err(|e| format!("port {}: {e}", dual.ports[i].name))?;
+        }
+    }
+    let identity = devs[0].target().map_err(|e| e.to_string())?.identity();
+    let sector = (g.logical_block_bytes as u64).max(512);
+    Ok(Ports { devs, cutter, identity, sector, capacity: g.capacity_bytes, notes, _keep: None })
+}

@@ -1,0 +1,106 @@
+//! The simulated dual-port drive's ports for the dual-port runner: two port handles on one
+//! media and cache, its link controller (`controllers.link = "sim"`) for port pulls and
+//! controller resets, its power switch for cuts that hit both ports.
+
+use super::device::{PortDev, Ports};
+use crate::runner::dut::{DutError, GroundTruth};
+use crate::runner::fault::{sim_switch, Cutter};
+use crate::runner::RunnerOptions;
+use crate::ledger::Contract;
+use crate::scenario::{DualPlan, DualSimModel, FaultPlan, RunPlan, SimTarget, Switch};
+use faultline_drivers::{AlignedBuf, BlockTarget, LinkController};
+use faultline_fixtures::{DualConfig, DualModel, DualSim, SimConfig, SimPort, TruthContract};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+impl DualSimModel {
+    pub fn dual_model(self) -> DualModel {
+        match self {
+            DualSimModel::DualHonest => DualModel::Honest,
+            DualSimModel::DualFreezeOnPull { stall_ms } => DualModel::FreezeOnPull { stall_ms },
+            DualSimModel::DualGhostWrites { after_writes } => DualModel::GhostWrites { after_writes },
+            DualSimModel::DualStalePort { for_ms } => DualModel::StalePort { for_ms },
+            DualSimModel::DualDropCacheOnReset => DualModel::DropCacheOnReset,
+        }
+    }
+}
+
+struct SimPortDev {
+    port: SimPort,
+    /// Port A's handle answers for the drive: its ground truth and its saving.
+    drive: Option<DualSim>,
+}
+
+impl PortDev for SimPortDev {
+    fn target(&mut self) -> Result<&mut dyn BlockTarget, DutError> {
+        Ok(&mut self.port)
+    }
+
+    fn wait_ready(&mut self, at: u64, timeout: Duration) -> Result<Duration, DutError> {
+        let start = Instant::now();
+        let mut buf = AlignedBuf::zeroed(4096);
+        loop {
+            match self.port.read_at(at, &mut buf) {
+                Ok(()) => return Ok(start.elapsed()),
+                Err(e) if !e.device_gone() => return Ok(start.elapsed()),
+                Err(e) if start.elapsed() >= timeout => return Err(DutError::NotReady { timeout_s: timeout.as_secs(), last: e.to_string() }),
+                Err(_) => std::thread::sleep(Duration::from_millis(2)),
+            }
+        }
+    }
+
+    fn atomic_bytes(&self) -> u64 {
+        self.port.geometry().physical_block_bytes as u64
+    }
+
+    fn persist(&mut self) -> Result<(), String> {
+        self.drive.as_ref().map_or(Ok(()), |d| d.persist().map_err(|e| e.to_string()))
+    }
+
+    fn ground_truth(&self) -> Option<GroundTruth> {
+        let d = self.drive.as_ref()?;
+        Some(GroundTruth { extents: d.truth(), dead: false, disturbed: d.disturbances().iter().map(|x| (x.port, x.cut)).collect() })
+    }
+}
+
+pub(super) fn open(plan: &RunPlan, dual: &DualPlan, t: &SimTarget, run_dir: &Path, o: &RunnerOptions) -> Result<Ports, String> {
+    let d = t.dual.ok_or("target.sim.dual: the simulated drive is single-port")?;
+    let cfg = SimConfig {
+        capacity_bytes: t.capacity_bytes,
+        sector_bytes: t.sector_bytes,
+        atomic_bytes: t.atomic_bytes,
+        queue_depth: t.queue_depth as usize,
+        seed: plan.seed,
+        model: t.model.fault_model(),
+        contract: match plan.contract {
+            Contract::Plp => TruthContract::Plp,
+            Contract::Flush => TruthContract::Flush,
+        },
+    };
+    let dcfg = DualConfig { model: d.model.dual_model(), ports: 2, port_mbps: Some(d.port_mbps).filter(|&m| m > 0) };
+    let drive = DualSim::persistent(cfg, dcfg, run_dir).map_err(|e| format!("the simulated dual-port drive: {e}"))?;
+    let (cutter, keep) = match &plan.fault {
+        FaultPlan::LinkReset { kind, .. } => {
+            let link = drive.link();
+            for &i in &dual.fault_ports {
+                link.require(&dual.ports[i].fault_port, *kind).map_err(|e| e.to_string())?;
+            }
+            let port = dual.ports[dual.faulted(1)].fault_port.clone();
+            (Cutter::Link { ctl: Box::new(link), port, kind: *kind }, None)
+        }
+        FaultPlan::PowerCut { switch: Switch::Sim(s), .. } => sim_switch(*s, drive.power(), plan.seed, &o.control_env).map_err(|e| e.to_string())?,
+        _ => return Err("the simulated dual-port drive is faulted by controllers.link = \"sim\" or its power switch".into()),
+    };
+    let devs: Vec<Box<dyn PortDev>> =
+        (0..2u8).map(|p| Box::new(SimPortDev { port: drive.port(p), drive: (p == 0).then(|| drive.clone()) }) as Box<dyn PortDev>).collect();
+    let identity = drive.identity();
+    Ok(Ports {
+        devs,
+        cutter,
+        identity,
+        sector: t.sector_bytes as u64,
+        capacity: t.capacity_bytes,
+        notes: Vec::new(),
+        _keep: keep,
+    })
+}
