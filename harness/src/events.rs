@@ -13,7 +13,8 @@
 use crate::health::{HealthAnomaly, SmartLog};
 use crate::ledger::Contract;
 use crate::verify::{Finding, FindingClass};
-use crate::writer::CycleOutcome;
+use crate::port::PortId;
+use crate::writer::{CycleOutcome, WindowFigures};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -280,6 +281,37 @@ pub enum Event {
         verdict: Verdict,
         exit_code: u8,
     },
+    /// One port of a dual-port run around one cycle's fault: its baseline before the fault,
+    /// the fault window (until the faulted port was back and ready, plus the settle time), the
+    /// ratios it was judged by and a coarse series (bytes and the longest write per bucket,
+    /// from the baseline's start to the end of the fault window).
+    PortWindow {
+        t_ns: u64,
+        cycle: u32,
+        port: PortId,
+        name: String,
+        /// The fault hit this port (it is not judged).
+        faulted: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        baseline_t_ns: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        fault_t_ns: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        window_end_t_ns: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        baseline: Option<WindowFigures>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        fault: Option<WindowFigures>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        throughput_ratio: Option<f64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        p99_ratio: Option<f64>,
+        /// A budget was breached (a `port_disturbance` finding says which).
+        disturbed: bool,
+        bucket_ms: u32,
+        series_bytes: Vec<u64>,
+        series_max_latency_us: Vec<u32>,
+    },
 }
 
 impl Event {
@@ -306,7 +338,8 @@ impl Event {
             | Event::RunSuspended { t_ns, .. }
             | Event::Note { t_ns, .. }
             | Event::ControllerLog { t_ns, .. }
-            | Event::RunEnded { t_ns, .. } => *t_ns,
+            | Event::RunEnded { t_ns, .. }
+            | Event::PortWindow { t_ns, .. } => *t_ns,
         }
     }
 
@@ -325,6 +358,7 @@ impl Event {
             | Event::Health { cycle, .. }
             | Event::Verified { cycle, .. }
             | Event::Finding { cycle, .. }
+            | Event::PortWindow { cycle, .. }
             | Event::CycleEnded { cycle, .. } => Some(*cycle),
         }
     }

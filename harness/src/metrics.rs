@@ -357,6 +357,10 @@ impl Families {
             | Event::RunStopped { .. }
             | Event::Note { .. }
             | Event::ControllerLog { .. } => {}
+            Event::PortWindow { name, faulted: false, fault: Some(f), .. } => {
+                self.stall.get_or_create(&vec![("port", name.clone())]).observe(f.max_gap_us as f64 / 1e6);
+            }
+            Event::PortWindow { .. } => {}
         }
     }
 }

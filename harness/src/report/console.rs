@@ -209,7 +209,7 @@ impl<W: Write> EventSink for Console<W> {
             }
             // The binary prints why a run stopped or was suspended, and the notes, from the
             // run's summary; controller transcripts are for the log.
-            Event::RunStopped { .. } | Event::RunSuspended { .. } | Event::Note { .. } | Event::ControllerLog { .. } => {}
+            Event::RunStopped { .. } | Event::RunSuspended { .. } | Event::Note { .. } | Event::ControllerLog { .. } | Event::PortWindow { .. } => {}
             Event::Health { anomalies, .. } => self.anomalies += anomalies.len() as u64,
             Event::DeviceGone { .. } | Event::PowerRestored { .. } | Event::Ready { .. } | Event::Verified { .. } => {}
         }

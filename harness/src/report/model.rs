@@ -101,6 +101,45 @@ pub struct RunModel {
     pub totals: Totals,
     pub figures: Figures,
     pub charts: Charts,
+    /// Per port of a dual-port run, by name (at most 8 ports).
+    pub ports: BTreeMap<String, PortTotals>,
+}
+
+/// One port of a dual-port run, over every cycle's window.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PortTotals {
+    pub id: u8,
+    /// Cycles whose fault hit this port.
+    pub cycles_faulted: u64,
+    /// Cycles in which it was judged (the fault hit another port).
+    pub cycles_judged: u64,
+    pub cycles_disturbed: u64,
+    /// Write errors in fault windows where it was judged.
+    pub io_errors: u64,
+    /// The longest stall in a fault window where it was judged, µs.
+    pub max_stall_us: u64,
+    /// The lowest throughput ratio and the highest p99 ratio it was judged by.
+    pub min_throughput_ratio: Option<f64>,
+    pub max_p99_ratio: Option<f64>,
+    /// Bytes and µs of its baseline windows (for the mean baseline throughput).
+    pub baseline_bytes: u64,
+    pub baseline_us: u64,
+    /// The window charted in the report: the first where it was disturbed, else the first
+    /// where it was judged; and the faulted port's window of the same cycle.
+    pub chart: Option<PortChart>,
+}
+
+/// One port's series around one fault, for the report.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PortChart {
+    pub cycle: u32,
+    pub disturbed: bool,
+    pub bucket_ms: u32,
+    /// Fault start and window end, ms from the series' first bucket.
+    pub fault_ms: Option<f64>,
+    pub window_end_ms: Option<f64>,
+    pub bytes: Vec<u64>,
+    pub max_latency_us: Vec<u32>,
 }
 
 /// The findings of one class.
@@ -204,6 +243,7 @@ impl Default for RunModel {
             totals: Totals::default(),
             figures: Figures::default(),
             charts: Charts::default(),
+            ports: BTreeMap::new(),
         }
     }
 }
@@ -438,6 +478,64 @@ impl RunModel {
             Event::RunSuspended { reason, .. } => self.suspended = Some(reason.clone()),
             Event::Note { message, .. } => self.notes.push(message.clone()),
             Event::ControllerLog { lines, .. } => self.controller_log_lines += lines.len() as u64,
+            Event::PortWindow {
+                cycle,
+                port,
+                name,
+                faulted,
+                baseline_t_ns,
+                fault_t_ns,
+                window_end_t_ns,
+                baseline,
+                fault,
+                throughput_ratio,
+                p99_ratio,
+                disturbed,
+                bucket_ms,
+                series_bytes,
+                series_max_latency_us,
+                ..
+            } => {
+                if self.ports.len() >= 8 && !self.ports.contains_key(name) {
+                    return;
+                }
+                let p = self.ports.entry(name.clone()).or_default();
+                p.id = port.0;
+                if let Some(b) = baseline {
+                    p.baseline_bytes += b.bytes;
+                    p.baseline_us += b.duration_us;
+                }
+                if *faulted {
+                    p.cycles_faulted += 1;
+                    return;
+                }
+                let Some(f) = fault else { return };
+                p.cycles_judged += 1;
+                p.cycles_disturbed += u64::from(*disturbed);
+                p.io_errors += f.io_errors;
+                p.max_stall_us = p.max_stall_us.max(f.max_gap_us);
+                if let Some(r) = throughput_ratio {
+                    p.min_throughput_ratio = Some(p.min_throughput_ratio.map_or(*r, |m| m.min(*r)));
+                }
+                if let Some(r) = p99_ratio {
+                    p.max_p99_ratio = Some(p.max_p99_ratio.map_or(*r, |m| m.max(*r)));
+                }
+                if p.chart.as_ref().is_none_or(|c| *disturbed && !c.disturbed) {
+                    let ms = |t: &Option<u64>| match (t, baseline_t_ns) {
+                        (Some(t), Some(b)) => Some(t.saturating_sub(*b) as f64 / 1e6),
+                        _ => None,
+                    };
+                    p.chart = Some(PortChart {
+                        cycle: *cycle,
+                        disturbed: *disturbed,
+                        bucket_ms: *bucket_ms,
+                        fault_ms: ms(fault_t_ns),
+                        window_end_ms: ms(window_end_t_ns),
+                        bytes: series_bytes.iter().copied().take(4000).collect(),
+                        max_latency_us: series_max_latency_us.iter().copied().take(4000).collect(),
+                    });
+                }
+            }
         }
     }
 

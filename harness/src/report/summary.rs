@@ -47,6 +47,30 @@ pub struct Summary {
     pub notes: Vec<String>,
     pub timings: Timings,
     pub figures: Figures,
+    /// Per port of a dual-port run (absent for one port).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ports: Vec<PortSummary>,
+}
+
+/// One port of a dual-port run: how it fared while the fault hit another port.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PortSummary {
+    pub name: String,
+    pub cycles_faulted: u64,
+    pub cycles_judged: u64,
+    /// Write errors in its fault windows.
+    pub io_errors: u64,
+    /// The longest it went without a write completing in a fault window, ms.
+    pub max_stall_ms: f64,
+    /// The lowest throughput in a fault window over its baseline.
+    pub throughput_ratio: Option<f64>,
+    /// The highest p99 write latency in a fault window over its baseline.
+    pub p99_latency_ratio: Option<f64>,
+    /// Its mean throughput over the baselines, MB/s.
+    pub baseline_mb_s: Option<f64>,
+    /// A budget was breached in at least one cycle.
+    pub disturbed: bool,
+    pub cycles_disturbed: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -186,6 +210,22 @@ pub fn summarize(m: &RunModel) -> Summary {
             latency_p50_ns: Stats::of_dist(&f.latency_p50_ns),
             latency_p99_ns: Stats::of_dist(&f.latency_p99_ns),
         },
+        ports: m
+            .ports
+            .iter()
+            .map(|(name, p)| PortSummary {
+                name: name.clone(),
+                cycles_faulted: p.cycles_faulted,
+                cycles_judged: p.cycles_judged,
+                io_errors: p.io_errors,
+                max_stall_ms: p.max_stall_us as f64 / 1000.0,
+                throughput_ratio: p.min_throughput_ratio,
+                p99_latency_ratio: p.max_p99_ratio,
+                baseline_mb_s: (p.baseline_us > 0).then(|| p.baseline_bytes as f64 / p.baseline_us as f64),
+                disturbed: p.cycles_disturbed > 0,
+                cycles_disturbed: p.cycles_disturbed,
+            })
+            .collect(),
     }
 }
 

@@ -225,7 +225,7 @@ impl Dut for SimDut {
     }
 
     fn ground_truth(&self) -> Option<GroundTruth> {
-        Some(GroundTruth { extents: self.drive.truth(), dead: !self.drive.present() })
+        Some(GroundTruth { extents: self.drive.truth(), dead: !self.drive.present(), disturbed: Vec::new() })
     }
 
     fn verify(&mut self, v: &Verifier<'_>, regions: &[(u64, u64)]) -> Result<VerifyReport, DutVerifyError> {

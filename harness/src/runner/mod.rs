@@ -20,6 +20,7 @@
 //! finding deduplication), `resume` (taking a run up again), `cycle` (one cycle's steps).
 
 mod cycle;
+mod dual;
 pub mod dut;
 mod emit;
 pub mod fault;
@@ -101,6 +102,42 @@ pub fn run_observed(
     observer: Option<&mut (dyn CycleObserver + 'static)>,
 ) -> Result<RunSummary, RunnerError> {
     let resuming = prior.is_some();
+    if let Some(dual) = &plan.dual {
+        if resuming {
+            return Err(RunnerError::Resume(setup::SetupError::Dut(dut::DutError::Open(
+                "a dual-port run cannot be resumed yet: start it again in a new run directory".into(),
+            ))));
+        }
+        let mut em = Emitter::new(Recorder::resumed(sinks, Default::default()), None, Default::default(), Vec::new());
+        let mut cycles_run = 0;
+        let stopped = match dual::run(plan, dual, run_dir, o, &mut em, observer, &mut cycles_run) {
+            Ok(s) => s,
+            Err(e) => {
+                if em.emitted == 0 {
+                    em.emit(Event::RunStarted {
+                        t_ns: 0,
+                        run_id: format!("{:016x}", o.run_id),
+                        scenario: plan.name().to_string(),
+                        target: "unknown (the target was not opened)".into(),
+                        contract: plan.contract,
+                        cycles_planned: plan.cycles,
+                        seed: plan.seed,
+                        started_at: o.started_at.clone(),
+                    });
+                }
+                em.error(None, e.clone());
+                Some(e)
+            }
+        };
+        if let Some(reason) = &stopped {
+            let t_ns = em.now();
+            em.emit(Event::RunStopped { t_ns, reason: reason.clone() });
+        }
+        let t = em.now();
+        let Emitter { rec, errors, .. } = em;
+        let verdict = rec.end(t)?;
+        return Ok(RunSummary { verdict, cycles_run, stopped, errors, notes: Vec::new(), suspended: false });
+    }
     let mut prior = prior.unwrap_or_default();
     let (model, seen, errors) =
         (std::mem::take(&mut prior.model), std::mem::take(&mut prior.finding_keys), std::mem::take(&mut prior.errors));

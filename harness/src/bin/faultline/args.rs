@@ -1,7 +1,7 @@
 //! Argument types shared by several commands.
 
 use clap::ValueEnum;
-use faultline::scenario::SimModel;
+use faultline::scenario::{DualSimModel, Scenario, SimModel};
 use faultline_drivers::blockdev::Expectation;
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -52,9 +52,43 @@ pub enum ModelArg {
     ReadHangs,
     DiesAfterCuts,
     Resurrect,
+    /// Dual-port drive, both ports honest.
+    DualHonest,
+    /// Dual-port drive: pulling or resetting one port stalls the other for 800 ms.
+    DualFreezeOnPull,
+    /// Dual-port drive: a pulled port's in-flight writes land 64 writes later, over newer data.
+    DualGhostWrites,
+    /// Dual-port drive: after a fault, the other port serves stale copies for 5 s.
+    DualStalePort,
+    /// Dual-port drive: resetting or pulling one port drops the shared volatile cache.
+    DualDropCacheOnReset,
 }
 
 impl ModelArg {
+    /// The dual-port model this names, if it names one.
+    pub fn dual_model(self) -> Option<DualSimModel> {
+        Some(match self {
+            ModelArg::DualHonest => DualSimModel::DualHonest,
+            ModelArg::DualFreezeOnPull => DualSimModel::DualFreezeOnPull { stall_ms: 800 },
+            ModelArg::DualGhostWrites => DualSimModel::DualGhostWrites { after_writes: 64 },
+            ModelArg::DualStalePort => DualSimModel::DualStalePort { for_ms: 5000 },
+            ModelArg::DualDropCacheOnReset => DualSimModel::DualDropCacheOnReset,
+            _ => return None,
+        })
+    }
+
+    /// Sets the simulated drive's model in `s`: a dual-port model on a dual-port drive, a
+    /// single-port one (what a power cut does) on either.
+    pub fn apply(self, s: &mut Scenario) -> Result<(), String> {
+        let sim = s.target.sim.as_mut().ok_or("--model: the scenario's target is not the simulated drive")?;
+        match (self.dual_model(), sim.dual.as_mut()) {
+            (Some(m), Some(d)) => d.model = m,
+            (Some(_), None) => return Err("--model dual-*: the scenario's simulated drive is single-port (target.sim.dual)".into()),
+            (None, _) => sim.model = self.sim_model(),
+        }
+        Ok(())
+    }
+
     /// The simulated drive's model this names, with the demo's parameters.
     pub fn sim_model(self) -> SimModel {
         match self {
@@ -69,6 +103,8 @@ impl ModelArg {
             ModelArg::ReadHangs => SimModel::ReadHangs { sectors_per_cut: 1 },
             ModelArg::DiesAfterCuts => SimModel::DiesAfterCuts { cuts: 50 },
             ModelArg::Resurrect => SimModel::Resurrect { after_cuts: 1 },
+            // A dual-port model keeps the drive honest at power cuts.
+            _ => SimModel::HonestPlp,
         }
     }
 }

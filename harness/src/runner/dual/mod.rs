@@ -20,17 +20,18 @@ mod judge;
 mod sim;
 
 use super::emit::{nanos, Emitter};
-use super::fault::{cycle_rng, Cutter, FaultThread, SAMPLE_SALT};
+use super::fault::{cycle_rng, Cutter, SAMPLE_SALT};
 use super::regions::{sample_regions, union, written_regions};
 use super::stop::{decide, CycleEnd, ErrorStreak, Next};
-use super::{CycleCheck, CycleObserver, RunnerOptions, RunSummary};
+use super::{CycleCheck, CycleObserver, RunnerOptions};
 use crate::events::{class_counts, Event, Verdict};
 use crate::ledger::{RunHeader, LEDGER_FORMAT};
 use crate::port::PortId;
 use crate::run::{open_run, OpenRun};
 use crate::scenario::{DualPlan, FaultPlan, PortRole, RunPlan};
 use crate::verify::{seen_record, Finding, FindingClass, Shown, Verifier};
-use crate::workload::{CutPlacement, Layout};
+use crate::workload::Layout;
+use crate::writer::CutPlacement;
 use crate::writer::{run_cycle, CycleOptions, CycleOutcome, Phase, PortSamples, StopToken, Windows};
 use device::{open_ports, PortDev, Ports};
 use std::path::{Path, PathBuf};
@@ -93,6 +94,7 @@ pub(crate) fn run(
         let mut spec = full.spec().clone();
         (spec.span_start, spec.span_end) = span;
         let layout = Layout::new(spec.clone(), sector).map_err(|e| format!("port {}: its share {:?} of the span: {e}", p.name, p.share_percent))?;
+        let atomic = sector.max(devs[i].atomic_bytes());
         let target = devs[i].target().map_err(|e| format!("port {}: {e}", p.name))?;
         let header = RunHeader {
             ledger_format: LEDGER_FORMAT,
@@ -101,7 +103,7 @@ pub(crate) fn run(
             target_identity: target.identity(),
             target_capacity: capacity,
             sector_bytes: sector,
-            atomic_bytes: sector.max(devs[i].atomic_bytes()),
+            atomic_bytes: atomic,
             contract: plan.contract,
             ports: plan.ports.clone(),
             workload: layout.spec().clone(),
@@ -111,7 +113,8 @@ pub(crate) fn run(
             return Err(format!("{} already holds a run: a dual-port run cannot be resumed yet", dir.display()));
         }
         let run = open_run(&dir, target, move || header).map_err(|e| format!("port {}: {e}", p.name))?;
-        lanes.push(Lane { port: i, run, span, checked_upto: 0 });
+        let checked_upto = run.history().submitted_end();
+        lanes.push(Lane { port: i, run, span, checked_upto });
     }
     if plan.scenario.workload.prefill {
         return Err("workload.prefill is not supported in a dual-port run yet".into());
@@ -168,9 +171,25 @@ fn one_cycle(
     let (ready_tx, ready_rx) = mpsc::channel::<Result<Duration, String>>();
     let readiness = plan.readiness_timeout;
     let at0 = lanes.first().map_or(0, |l| l.span.0);
+    // The fault's own thread (as `FaultThread`, with a channel the writer threads can share):
+    // the faulted port's writer fires it and waits for the cut to land.
+    let (go_tx, go_rx) = mpsc::sync_channel::<bool>(1);
+    let (cut_tx, cut_rx) = mpsc::sync_channel::<Result<Duration, String>>(1);
+    let cut_rx = std::sync::Mutex::new(cut_rx);
+    let fire = || -> Result<Duration, String> {
+        let gone = || "the fault thread ended before it cut".to_string();
+        go_tx.send(true).map_err(|_| gone())?;
+        cut_rx.lock().unwrap_or_else(|e| e.into_inner()).recv().map_err(|_| gone())?
+    };
+    let fire = &fire;
+    let off = plan.off_time;
     let ends: Vec<(usize, PortEnd)> = std::thread::scope(|sc| {
-        let ft = FaultThread::spawn(sc, cutter, plan.off_time);
-        let ft = &ft;
+        sc.spawn(move || {
+            if go_rx.recv() == Ok(true) {
+                let t = Instant::now();
+                let _ = cut_tx.send(cutter.cut(off).map(|()| t.elapsed()).map_err(|e| e.to_string()));
+            }
+        });
         let mut handles = Vec::new();
         let mut lane_of: Vec<Option<&mut Lane>> = (0..devs.len()).map(|_| None).collect();
         for l in lanes.iter_mut() {
@@ -206,7 +225,7 @@ fn one_cycle(
                 let OpenRun { ledger, layout, format, .. } = &mut lane.run;
                 let mut hook = || {
                     windows.enter(Phase::Fault);
-                    let r = ft.fire().map_err(|e| e.to_string());
+                    let r = fire();
                     let _ = landed_tx.send((Instant::now(), r.clone()));
                     r.map(|_| ())
                 };
@@ -237,7 +256,7 @@ fn one_cycle(
         if fault_lane.is_none() {
             std::thread::sleep(Duration::from_millis(spec.baseline_ms));
             windows.enter(Phase::Fault);
-            let r = ft.fire().map_err(|e| e.to_string());
+            let r = fire();
             landed = Some((Instant::now(), r));
         }
         let budget = Duration::from_millis(fire_at) + plan.off_time + readiness + Duration::from_secs(30);
@@ -255,6 +274,8 @@ fn one_cycle(
         }
         windows.enter(Phase::After);
         stop.stop();
+        // A fault that was never fired: let its thread end.
+        let _ = go_tx.try_send(false);
         let mut out: Vec<(usize, PortEnd)> = handles.into_iter().filter_map(|h| h.join().ok()).collect();
         if let Some((_, Err(e))) = &landed {
             out.push((usize::MAX, PortEnd { outcome: Err(format!("the fault: {e}")), ready: None }));

@@ -40,9 +40,9 @@ pub struct RunArgs {
     /// Demo only: number of cycles (default: the demo's 300).
     #[arg(long, conflicts_with = "scenario")]
     cycles: Option<u32>,
-    /// Demo only: the simulated drive's fault model (default: the demo's, which loses the
-    /// newest acknowledged write at each cut).
-    #[arg(long, value_enum, conflicts_with = "scenario")]
+    /// The simulated drive's fault model (default: the scenario's; the demo's loses the
+    /// newest acknowledged write at each cut). `dual-*` models need a dual-port drive.
+    #[arg(long, value_enum)]
     model: Option<ModelArg>,
     /// Demo only: the contract the drive is held to (default: the demo's, plp).
     #[arg(long, value_parser = ["plp", "flush"], conflicts_with = "scenario")]
@@ -222,7 +222,10 @@ pub fn cmd_resume(dir: &Path, metrics: &MetricsArgs) -> Result<Exit> {
 
 pub fn cmd_run(a: RunArgs) -> Result<Exit> {
     if let Some(path) = &a.scenario {
-        let s = Scenario::load(path)?;
+        let mut s = Scenario::load(path)?;
+        if let Some(m) = a.model {
+            m.apply(&mut s).map_err(|e| anyhow!("{}: {e}", path.display()))?;
+        }
         return cmd_run_scenario(s, &path.display().to_string(), a.run_dir.clone(), a.seed, &a.metrics);
     }
     let origin = "the embedded demo, scenarios/demo.toml";
@@ -231,8 +234,7 @@ pub fn cmd_run(a: RunArgs) -> Result<Exit> {
         s.cycles.count = n;
     }
     if let Some(m) = a.model {
-        let sim = s.target.sim.as_mut().ok_or_else(|| anyhow!("the demo scenario has no simulated drive"))?;
-        sim.model = m.sim_model();
+        m.apply(&mut s).map_err(|e| anyhow!("the demo: {e}"))?;
     }
     if let Some(c) = &a.contract {
         s.contract = c.parse().map_err(|e: String| anyhow!(e))?;
