@@ -9,7 +9,7 @@ use faultline::selftest::{run_matrix, table, MatrixOptions};
 #[test]
 fn detection_matrix_matches_ground_truth() {
     let seed = std::env::var("FAULTLINE_MATRIX_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(20261130);
-    let opts = MatrixOptions { seed, honest_cycles: 850, faulty_cycles: 30, span_bytes: 2 << 20 };
+    let opts = MatrixOptions { seed, honest_cycles: 850, faulty_cycles: 30, span_bytes: 2 << 20, dual_honest_cycles: 60 };
     let dir = std::env::temp_dir().join(format!("faultline-matrix-test-{}", std::process::id()));
     let rows = run_matrix(&opts, &dir, &mut |_| {}).unwrap_or_else(|e| panic!("matrix seed {seed}: {e}"));
     let _ = std::fs::remove_dir_all(&dir);

@@ -1,4 +1,4 @@
-//! Prints the detection matrix: `cargo run --release -p faultline --example detection-matrix [SEED] [HONEST_CYCLES] [FAULTY_CYCLES]`.
+//! Prints the detection matrix: `cargo run --release -p faultline --example detection-matrix [SEED] [HONEST_CYCLES] [FAULTY_CYCLES] [DUAL_HONEST_CYCLES]`.
 use faultline::selftest::{run_matrix, table, MatrixOptions};
 
 fn main() {
@@ -8,6 +8,7 @@ fn main() {
         honest_cycles: *a.get(1).unwrap_or(&850) as u32,
         faulty_cycles: *a.get(2).unwrap_or(&60) as u32,
         span_bytes: 2 << 20,
+        dual_honest_cycles: *a.get(3).unwrap_or(&100) as u32,
     };
     let dir = std::env::temp_dir().join(format!("faultline-matrix-{}", std::process::id()));
     let t = std::time::Instant::now();

@@ -116,6 +116,8 @@ impl<'a> Emitter<'a> {
 pub(crate) fn key(f: &Finding) -> FindingKey {
     match (f.class, &f.expected) {
         (FindingClass::LostWrite | FindingClass::TornWrite, Shown::Write { write_id, .. }) => (f.class, *write_id, String::new()),
+        // One per cycle and breach: the detail names the port, the metric and the figure.
+        (FindingClass::PortDisturbance, _) => (f.class, u64::from(f.cycle), f.detail.clone()),
         _ => (f.class, f.offset, serde_json::to_string(&f.expected).unwrap_or_default()),
     }
 }

@@ -19,8 +19,8 @@ use crate::events::Sinks;
 use crate::ledger::Contract;
 use crate::runner::{run_observed, CycleCheck, CycleObserver, RunnerError, RunnerOptions};
 use crate::scenario::{
-    Controllers, CutPlacement, Cycles, Fault, Flush, OnEvent, Scenario, ScenarioError, SimModel, SimSwitch, SimTarget, StopPolicy, Target,
-    VerifyPolicy, Workload, FORMAT_VERSION,
+    Budget, Controllers, CutPlacement, Cycles, DualMode, DualSimModel, DualSpec, Fault, Flush, LinkReset, OnEvent, Scenario, ScenarioError,
+    SimDual, SimModel, SimSwitch, SimTarget, StopPolicy, Target, VerifyPolicy, Workload, FORMAT_VERSION,
 };
 use crate::workload::Pattern;
 use serde::Serialize;
@@ -115,6 +115,8 @@ pub struct MatrixOptions {
     pub honest_cycles: u32,
     pub faulty_cycles: u32,
     pub span_bytes: u64,
+    /// Cycles (port pulls) of the honest dual-port row.
+    pub dual_honest_cycles: u32,
 }
 
 /// One row's scenario: the simulated drive behind its in-process switch, the whole span
@@ -222,7 +224,92 @@ pub fn run_matrix(opts: &MatrixOptions, scratch: &Path, on_row: &mut dyn FnMut(&
             }
         }
     }
+    rows.extend(run_dual_matrix(opts, scratch, on_row, n)?);
     Ok(rows)
+}
+
+/// The dual-port rows of the matrix alone (numbered from `after + 1`, as in the whole
+/// matrix, so a row's seed is the same either way).
+pub fn run_dual_matrix(
+    opts: &MatrixOptions,
+    scratch: &Path,
+    on_row: &mut dyn FnMut(&RowResult),
+    after: u64,
+) -> Result<Vec<RowResult>, MatrixError> {
+    let (mut rows, mut n) = (Vec::new(), after);
+    for (model, honest) in dual_models() {
+        n += 1;
+        let seed = crate::rng::hash_words(&[opts.seed, n]);
+        let cycles = if honest { opts.dual_honest_cycles } else { opts.faulty_cycles.max(6) };
+        // A ghost shows only where a newer write covered its sectors before it landed and
+        // none covered them again after: a span larger than what a cycle writes.
+        let span = if matches!(model, DualSimModel::DualGhostWrites { .. }) { opts.span_bytes.max(32 << 20) } else { opts.span_bytes };
+        let s = dual_row_scenario(model, cycles, seed, span);
+        let name = format!("{} plp dual-port pull", dual_name(model));
+        let scored = run_row(&s, &scratch.join(format!("row-{n}")), &name)?;
+        let row = RowResult {
+            model: dual_name(model).to_string(),
+            contract: Contract::Plp,
+            workload: "dual-port pull".into(),
+            seed,
+            cycles: scored.cycles,
+            honest,
+            scores: scored.scores,
+            first_problem: scored.first_problem,
+        };
+        on_row(&row);
+        rows.push(row);
+    }
+    Ok(rows)
+}
+
+/// The dual-port models of the matrix, and whether each is honest.
+pub fn dual_models() -> Vec<(DualSimModel, bool)> {
+    vec![
+        (DualSimModel::DualHonest, true),
+        (DualSimModel::DualFreezeOnPull { stall_ms: 900 }, false),
+        (DualSimModel::DualGhostWrites { after_writes: 8000 }, false),
+        (DualSimModel::DualStalePort { for_ms: 10_000 }, false),
+        (DualSimModel::DualDropCacheOnReset, false),
+    ]
+}
+
+fn dual_name(m: DualSimModel) -> &'static str {
+    match m {
+        DualSimModel::DualHonest => "dual-honest",
+        DualSimModel::DualFreezeOnPull { .. } => "dual-freeze-on-pull",
+        DualSimModel::DualGhostWrites { .. } => "dual-ghost-writes",
+        DualSimModel::DualStalePort { .. } => "dual-stale-port",
+        DualSimModel::DualDropCacheOnReset => "dual-drop-cache-on-reset",
+    }
+}
+
+/// A dual-port row: the simulated dual-port drive, each cycle pulls port A then B in turn
+/// under load for 20 ms while the other writes; short windows; the whole span verified
+/// through both ports after every pull. The budget's stall (400 ms) sits well below the
+/// freeze model's stall and well above what the harness itself costs a port.
+pub fn dual_row_scenario(model: DualSimModel, cycles: u32, seed: u64, span_bytes: u64) -> Scenario {
+    let mut s = row_scenario(SimModel::HonestPlp, Contract::Plp, workloads(span_bytes).remove(0).1, cycles, seed, span_bytes);
+    if let Some(sim) = s.target.sim.as_mut() {
+        sim.dual = Some(SimDual { model, port_mbps: 100 });
+    }
+    s.workload.prefill = false;
+    s.workload.queue_depth = s.workload.queue_depth.min(16);
+    s.controllers = Controllers { power: None, link: Some("sim".into()) };
+    s.fault = Fault::LinkReset { reset: LinkReset::PortPull, port: None };
+    s.cycles.off_time_ms = 20;
+    s.dual = Some(DualSpec {
+        mode: DualMode::Failover,
+        fault_ports: vec!["A".into(), "B".into()],
+        warmup_ms: 20,
+        baseline_ms: 100,
+        settle_ms: 50,
+        budget: Budget { io_errors: 0, max_stall_ms: 400, min_throughput_ratio: 0.0, max_p99_ratio: 1000.0, max_latency_ms: None },
+        cross_verify: true,
+        compare_ports: true,
+        perf_ms: 2000,
+    });
+    s
 }
 
 /// A plain-text table of the matrix, one line per row and class seen.

@@ -87,6 +87,35 @@ pub fn score_cycle(r: &CycleCheck<'_>, sector: u64, scores: &mut BTreeMap<&'stat
             note(format!("cycle {}: false finding at byte {}: {f}", r.cycle, s * sector));
         }
     }
+    // Port disturbances: the stalls the drive injected this cycle (one fault per cycle, so the
+    // drive's fault count is the cycle) against the ports `port_disturbance` findings name.
+    let injected: Vec<String> = r
+        .truth
+        .as_ref()
+        .map(|t| t.disturbed.iter().filter(|(_, cut)| *cut == u64::from(r.cycle)).map(|(p, _)| crate::port::PortId(*p).to_string()).collect())
+        .unwrap_or_default();
+    let named: Vec<String> = r
+        .findings
+        .iter()
+        .filter(|f| f.class == FindingClass::PortDisturbance)
+        .filter_map(|f| f.detail.strip_prefix("port ").and_then(|d| d.split(',').next()).map(str::to_string))
+        .collect();
+    if !injected.is_empty() || !named.is_empty() {
+        let e = scores.entry(FindingClass::PortDisturbance.name()).or_default();
+        for p in &injected {
+            e.injected += 1;
+            if named.contains(p) {
+                e.detected += 1;
+            } else {
+                e.missed += 1;
+                note(format!("cycle {}: port {p} was stalled by the drive, no port_disturbance", r.cycle));
+            }
+        }
+        for p in named.iter().filter(|p| !injected.contains(p)).collect::<std::collections::BTreeSet<_>>() {
+            e.false_findings += 1;
+            note(format!("cycle {}: port_disturbance on port {p}, which the drive did not stall", r.cycle));
+        }
+    }
     let dead_found = r.findings.iter().any(|f| f.class == FindingClass::DeadDevice);
     if truth_dead || dead_found {
         let e = scores.entry(FindingClass::DeadDevice.name()).or_default();

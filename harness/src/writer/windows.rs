@@ -45,7 +45,8 @@ pub struct WindowFigures {
     pub throughput_bps: f64,
     /// The longest the port went without a write completing, in µs: from the start of the
     /// window to its first completion, between completions, and from the last completion to
-    /// the end of the window.
+    /// the end of the window; in the fault window, to the next completion even if it came
+    /// after the window (a stall the fault began lasts until the port completes again).
     pub max_gap_us: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency: Option<Latency>,
@@ -83,6 +84,7 @@ struct Acc {
     bytes: u64,
     errors: u64,
     hist: Option<LatencyHistogram>,
+    first: Option<Instant>,
     last: Option<Instant>,
     max_gap: Duration,
 }
@@ -165,6 +167,7 @@ impl Windows {
             let gap = at.saturating_duration_since(a.last.unwrap_or(start).max(start));
             a.max_gap = a.max_gap.max(gap);
             a.last = Some(a.last.map_or(at, |l| l.max(at)));
+            a.first = Some(a.first.map_or(at, |f| f.min(at)));
             a.completions += 1;
             a.bytes += bytes;
             a.hist.get_or_insert_with(LatencyHistogram::new).record(u64::try_from(latency.as_nanos()).unwrap_or(u64::MAX));
@@ -199,7 +202,11 @@ impl Windows {
         let s = self.slots.get(port)?.lock().unwrap_or_else(|e| e.into_inner());
         let a = &s.acc[p];
         let duration = stop.saturating_duration_since(start);
-        let tail = stop.saturating_duration_since(a.last.unwrap_or(start));
+        // In the fault window (the one judged), a stall that began there lasts until the port's
+        // next completion, in whichever later window that came (else until the end of this
+        // one); the other windows end where they end.
+        let resumed = if phase == Phase::Fault { s.acc[p + 1..].iter().find_map(|n| n.first).unwrap_or(stop).max(stop) } else { stop };
+        let tail = resumed.saturating_duration_since(a.last.unwrap_or(start));
         let secs = duration.as_secs_f64();
         Some(WindowFigures {
             duration_us: u64::try_from(duration.as_micros()).unwrap_or(u64::MAX),
@@ -253,6 +260,11 @@ mod tests {
         assert_eq!(fault.max_gap_us, 140_000, "from the window start to its first completion: {fault:?}");
         let after = w.figures(1, Phase::After, t0 + ms(400)).unwrap();
         assert_eq!(after.max_gap_us, 90_000, "a window with no completion is one gap: {after:?}");
+        // A stall that outlasts its window: from the last completion in it to the next one.
+        w.record(0, t0 + ms(120), ms(1), 512, true);
+        w.record(0, t0 + ms(390), ms(1), 512, true);
+        let f0 = w.figures(0, Phase::Fault, t0 + ms(400)).unwrap();
+        assert_eq!(f0.max_gap_us, 270_000, "{f0:?}");
         assert_eq!(w.figures(0, Phase::Baseline, t0 + ms(400)).unwrap().completions, 0);
         assert_eq!(w.series(1).iter().map(|b| b.completions).sum::<u32>(), 11);
     }

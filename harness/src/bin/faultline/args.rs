@@ -56,7 +56,7 @@ pub enum ModelArg {
     DualHonest,
     /// Dual-port drive: pulling or resetting one port stalls the other for 800 ms.
     DualFreezeOnPull,
-    /// Dual-port drive: a pulled port's in-flight writes land 64 writes later, over newer data.
+    /// Dual-port drive: a pulled port's in-flight writes land 20,000 writes later, over newer data.
     DualGhostWrites,
     /// Dual-port drive: after a fault, the other port serves stale copies for 5 s.
     DualStalePort,
@@ -70,7 +70,7 @@ impl ModelArg {
         Some(match self {
             ModelArg::DualHonest => DualSimModel::DualHonest,
             ModelArg::DualFreezeOnPull => DualSimModel::DualFreezeOnPull { stall_ms: 800 },
-            ModelArg::DualGhostWrites => DualSimModel::DualGhostWrites { after_writes: 64 },
+            ModelArg::DualGhostWrites => DualSimModel::DualGhostWrites { after_writes: 20000 },
             ModelArg::DualStalePort => DualSimModel::DualStalePort { for_ms: 5000 },
             ModelArg::DualDropCacheOnReset => DualSimModel::DualDropCacheOnReset,
             _ => return None,

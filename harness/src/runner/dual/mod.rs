@@ -408,6 +408,7 @@ fn verify_all(
             .chain(readers.iter().copied().filter(|&r| r != lane.port && dual.spec.cross_verify))
             .collect();
         let mut seen_own = None;
+        let mut own_bad: Vec<(u64, u64)> = Vec::new();
         for &r in &through {
             let via = dual.ports[r].name.clone();
             let verifier = Verifier::new(&lane.run.layout, lane.run.ledger.history(), &lane.run.format);
@@ -425,6 +426,17 @@ fn verify_all(
             sectors += rep.sectors;
             bytes += rep.bytes;
             for mut f in rep.findings {
+                // An older version read through another port, where the port that wrote the
+                // share reads it intact: the data is on the drive, that port serves a stale
+                // copy.
+                let older = matches!(f.class, FindingClass::LostWrite | FindingClass::TornWrite);
+                if r != lane.port && older && !own_bad.iter().any(|&(a, b)| a < f.offset + f.length.max(1) && f.offset < b) {
+                    f.class = FindingClass::StaleVersion;
+                    f.detail = format!("port {via} serves an older version than port {own} reads: {}", f.detail);
+                }
+                if r == lane.port {
+                    own_bad.push((f.offset, f.offset + f.length.max(1)));
+                }
                 annotate(&mut f, lane, &own, &via, dual);
                 findings.push(f);
             }
@@ -498,25 +510,30 @@ fn compare(
                 if devs[r].target().map_err(|e| e.to_string())?.read_at(at, &mut b).is_err() {
                     continue;
                 }
-                let differs: Vec<usize> = (0..(len / sector) as usize)
-                    .filter(|&k| a[k * sector as usize..(k + 1) * sector as usize] != b[k * sector as usize..(k + 1) * sector as usize])
-                    .collect();
-                if let (Some(&k0), Some(&k1)) = (differs.first(), differs.last()) {
+                let size = sector as usize;
+                let differs = |k: usize| a[k * size..(k + 1) * size] != b[k * size..(k + 1) * size];
+                let n = (len / sector) as usize;
+                let mut k = 0;
+                while k < n {
+                    if !differs(k) {
+                        k += 1;
+                        continue;
+                    }
+                    let k0 = k;
+                    while k < n && differs(k) {
+                        k += 1;
+                    }
+                    let (from, to) = (at + k0 as u64 * sector, at + k as u64 * sector);
                     findings.push(Finding {
                         class: FindingClass::StaleVersion,
-                        offset: at + k0 as u64 * sector,
-                        length: (k1 - k0 + 1) as u64 * sector,
+                        offset: from,
+                        length: to - from,
                         expected: Shown::Prior,
                         found: Shown::Prior,
                         cycle,
                         detail: format!(
-                            "port {} and port {} read different data in {} sectors of [{}, {}) of port {}'s share: one port serves a stale copy",
-                            dual.ports[*first].name,
-                            dual.ports[r].name,
-                            differs.len(),
-                            at + k0 as u64 * sector,
-                            at + (k1 as u64 + 1) * sector,
-                            dual.ports[lane.port].name
+                            "port {} and port {} read different data in [{from}, {to}) of port {}'s share: one port serves a stale copy",
+                            dual.ports[*first].name, dual.ports[r].name, dual.ports[lane.port].name
                         ),
                     });
                 }

@@ -17,6 +17,10 @@ pub struct SelftestArgs {
     /// --honest-cycles): `--cycles 100000` for a long confidence run.
     #[arg(long)]
     cycles: Option<u32>,
+    /// Port pulls of the honest dual-port row (`--dual-honest-cycles 2000` for the issue's
+    /// 2,000 port faults).
+    #[arg(long, default_value_t = 100)]
+    dual_honest_cycles: u32,
     /// Cycles per row on faulty models.
     #[arg(long, default_value_t = 40)]
     faulty_cycles: u32,
@@ -31,7 +35,7 @@ pub fn cmd_selftest(a: SelftestArgs) -> Result<Exit> {
         Some(total) => total.div_ceil(honest_rows(span_bytes)),
         None => a.honest_cycles,
     };
-    let opts = MatrixOptions { seed: a.seed, honest_cycles, faulty_cycles: a.faulty_cycles, span_bytes };
+    let opts = MatrixOptions { seed: a.seed, honest_cycles, faulty_cycles: a.faulty_cycles, span_bytes, dual_honest_cycles: a.dual_honest_cycles };
     let scratch = std::env::temp_dir().join(format!("faultline-selftest-{}", std::process::id()));
     let t = Instant::now();
     let rows = run_matrix(&opts, &scratch, &mut |r| {
