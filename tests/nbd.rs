@@ -393,3 +393,22 @@ fn emulate_nbd_serves_the_drive_and_its_quarch_pty_cuts_the_power() {
     assert_eq!(lost, 64 << 10, "seed {SEED:#x}: {t:?}");
     assert!(t.iter().all(|e| e["class"] == "lost_write" && e["write_id"].as_u64().unwrap() >= FOREIGN_WRITE_IDS), "{t:?}");
 }
+
+#[test]
+fn emulate_refuses_options_that_do_not_fit_the_device_and_says_which() {
+    for (args, says) in [
+        (&["emulate", "nbd"][..], "--unix PATH or --tcp ADDR"),
+        (&["emulate", "nbd", "--pty"][..], "not on a pty"),
+        (&["emulate", "nbd", "--unix", "/nonexistent-dir/s.sock", "--sector-bytes", "1000"][..], "--sector-bytes 1000"),
+        (&["emulate", "nbd", "--unix", "/nonexistent-dir/s.sock", "--atomic-bytes", "1000"][..], "--atomic-bytes 1000"),
+        (&["emulate", "nbd", "--unix", "/nonexistent-dir/s.sock"][..], "/nonexistent-dir/s.sock"),
+        (&["emulate", "quarch", "--pty", "--sim-dir", "/tmp/x"][..], "--sim-dir: only `emulate nbd`"),
+        (&["emulate", "numato", "--unix", "/tmp/x"][..], "--unix: only `emulate nbd`"),
+        (&["emulate", "quarch"][..], "--pty"),
+    ] {
+        let o = common::run(args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?} should say {says:?}: {err}");
+    }
+}

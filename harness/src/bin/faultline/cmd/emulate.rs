@@ -45,7 +45,7 @@ pub struct EmulateArgs {
     #[arg(value_enum)]
     device: Device,
     /// Serve on a new pseudo-terminal (its path is printed).
-    #[arg(long, required_unless_present_any = ["tcp", "unix"], conflicts_with_all = ["tcp", "unix"])]
+    #[arg(long, conflicts_with_all = ["tcp", "unix"])]
     pty: bool,
     /// Quarch or NBD: listen on this TCP address. quarchpy dials port 9760 only: give
     /// 127.0.0.1:9760, or another loopback address with port 9760 (127.0.0.2:9760, ...).
@@ -89,6 +89,9 @@ pub fn cmd_emulate(a: EmulateArgs) -> Result<Exit> {
         bail!("--unix: only `emulate nbd` listens on a Unix socket");
     }
     a.nbd.refuse_outside_nbd()?;
+    if !a.pty && a.tcp.is_none() {
+        bail!("say where to listen: --pty (or, Quarch only, --tcp ADDR)");
+    }
     if a.tcp.is_some() && !matches!(a.device, Device::Quarch) {
         bail!("--tcp: only the Quarch emulator speaks TCP; LCUS and Numato boards are serial (use --pty)");
     }
