@@ -184,6 +184,19 @@ pub fn read_header(s: &[u8]) -> SectorId {
     }
 }
 
+/// The write id a sector claims, for a reader that holds no run key (the NBD server in front
+/// of the simulated drive, which must name each write to the drive without parsing it
+/// itself): the magic and version match and the header says the sector belongs at `offset`.
+/// The checksum is not checked (it needs the run's key): this names a write, it does not
+/// vouch for its bytes.
+pub fn claimed_write_id(sector: &[u8], offset: u64) -> Option<u64> {
+    if sector.len() < HEADER_BYTES || sector[..8] != MAGIC || sector[8..10] != VERSION.to_le_bytes() {
+        return None;
+    }
+    let id = read_header(sector);
+    (id.addr == offset).then_some(id.write_id)
+}
+
 fn write_header(id: &SectorId, s: &mut [u8]) {
     s[..8].copy_from_slice(&MAGIC);
     s[8..10].copy_from_slice(&VERSION.to_le_bytes());
@@ -245,6 +258,19 @@ mod tests {
         (any::<u64>(), any::<u64>(), any::<u32>(), any::<u8>(), any::<u8>(), any::<u32>(), any::<u32>()).prop_map(
             move |(addr, write_id, cycle, port, flags, index, count)| SectorId { run_id, addr, write_id, cycle, port, flags, index, count },
         )
+    }
+
+    #[test]
+    fn a_sector_names_its_write_to_a_reader_without_the_key_only_where_it_belongs() {
+        let f = Format::new(0xF00D, 512);
+        let id = SectorId { run_id: 0xF00D, addr: 4096, write_id: 77, cycle: 3, port: 0, flags: 0, index: 1, count: 2 };
+        let mut s = vec![0u8; 512];
+        f.encode(&id, &mut s);
+        assert_eq!(claimed_write_id(&s, 4096), Some(77));
+        assert_eq!(claimed_write_id(&s, 4608), None, "a sector written elsewhere than its header says is not claimed");
+        assert_eq!(claimed_write_id(&[0u8; 512], 0), None);
+        s[8] ^= 0xFF;
+        assert_eq!(claimed_write_id(&s, 4096), None, "another format version");
     }
 
     proptest! {

@@ -52,7 +52,8 @@ enum Cmd {
     /// `faultline resume`.
     Watch(cmd::watch::WatchArgs),
     /// Run one controller emulator on its own, with a simulated drive behind it, for bringing
-    /// up lab scripts without hardware: `emulate quarch|lcus|numato --pty | --tcp ADDR`.
+    /// up lab scripts without hardware: `emulate quarch|lcus|numato --pty | --tcp ADDR`; or the
+    /// simulated drive itself over NBD: `emulate nbd --unix PATH | --tcp ADDR`.
     /// Prints where it listens, logs each command and reply on stderr, runs until SIGINT or
     /// SIGTERM.
     Emulate(cmd::emulate::EmulateArgs),

@@ -1,7 +1,8 @@
 //! `faultline emulate quarch|lcus|numato --pty | --tcp ADDR`: one of the controller emulators
 //! (`faultline_fixtures::emu`) on its own, with a simulated drive behind it, for bringing up
 //! lab scripts (quarchpy, a relay board's own tool) without hardware. Prints where it listens,
-//! then logs each command and reply on stderr until SIGINT or SIGTERM.
+//! then logs each command and reply on stderr until SIGINT or SIGTERM. `emulate nbd` serves the
+//! simulated drive itself over NBD (`emulate_nbd.rs`).
 
 use crate::args::ModelArg;
 use crate::exit::Exit;
@@ -24,6 +25,9 @@ pub enum Device {
     Lcus,
     /// A Numato USB relay board (serial only).
     Numato,
+    /// The simulated drive itself, served over NBD (`--unix PATH` or `--tcp ADDR`), for QEMU's
+    /// NBD client and qemu-io/qemu-img.
+    Nbd,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -41,27 +45,33 @@ pub struct EmulateArgs {
     #[arg(value_enum)]
     device: Device,
     /// Serve on a new pseudo-terminal (its path is printed).
-    #[arg(long, required_unless_present = "tcp", conflicts_with = "tcp")]
+    #[arg(long, conflicts_with_all = ["tcp", "unix"])]
     pty: bool,
-    /// Quarch only: listen on this TCP address. quarchpy dials port 9760 only: give
+    /// Quarch or NBD: listen on this TCP address. quarchpy dials port 9760 only: give
     /// 127.0.0.1:9760, or another loopback address with port 9760 (127.0.0.2:9760, ...).
     #[arg(long, value_name = "ADDR")]
-    tcp: Option<SocketAddr>,
+    pub(crate) tcp: Option<SocketAddr>,
+    /// NBD only: listen on a Unix socket at this path.
+    #[arg(long, value_name = "PATH")]
+    pub(crate) unix: Option<std::path::PathBuf>,
     /// Quarch only: the kind of module.
     #[arg(long, value_enum, default_value = "hotplug")]
     module: ModuleArg,
     /// The simulated drive's fault model, as `faultline run --model` takes it.
     #[arg(long, value_enum, default_value = "honest-plp")]
-    model: ModelArg,
+    pub(crate) model: ModelArg,
     /// The simulated drive's capacity in bytes.
-    #[arg(long, default_value_t = 64 << 20)]
-    capacity_bytes: u64,
-    /// Seed of the simulated drive and of any garbage the emulator sends. Default: random.
+    #[arg(long, alias = "capacity", default_value_t = 64 << 20)]
+    pub(crate) capacity_bytes: u64,
+    /// Seed of the simulated drive and of any garbage the emulator sends. Default: random (with
+    /// `--sim-dir`, 1, so that the saved drive reloads).
     #[arg(long)]
-    seed: Option<u64>,
-    /// Do not log each command and reply.
+    pub(crate) seed: Option<u64>,
+    /// Do not log each command and reply (NBD: each connection and refusal).
     #[arg(long)]
-    quiet: bool,
+    pub(crate) quiet: bool,
+    #[command(flatten)]
+    pub(crate) nbd: super::emulate_nbd::NbdArgs,
 }
 
 /// What is serving, kept alive until the command ends.
@@ -72,6 +82,16 @@ enum Serving {
 }
 
 pub fn cmd_emulate(a: EmulateArgs) -> Result<Exit> {
+    if matches!(a.device, Device::Nbd) {
+        return super::emulate_nbd::cmd_emulate_nbd(a);
+    }
+    if a.unix.is_some() {
+        bail!("--unix: only `emulate nbd` listens on a Unix socket");
+    }
+    a.nbd.refuse_outside_nbd()?;
+    if !a.pty && a.tcp.is_none() {
+        bail!("say where to listen: --pty (or, Quarch only, --tcp ADDR)");
+    }
     if a.tcp.is_some() && !matches!(a.device, Device::Quarch) {
         bail!("--tcp: only the Quarch emulator speaks TCP; LCUS and Numato boards are serial (use --pty)");
     }
@@ -123,6 +143,7 @@ pub fn cmd_emulate(a: EmulateArgs) -> Result<Exit> {
             let ep = e.path().to_string();
             (Serving::Numato(e), "Numato relay board (relay 1)", ep.clone(), format!("numato+serial://{ep}?relay=1"), None)
         }
+        (Device::Nbd, _) => unreachable!("emulate nbd returned above"),
     };
     let exchanges = Arc::new(AtomicU64::new(0));
     let tap = match &serving {
@@ -132,10 +153,7 @@ pub fn cmd_emulate(a: EmulateArgs) -> Result<Exit> {
     };
     install_log(&tap, power, Arc::clone(&exchanges), a.quiet);
 
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, Arc::clone(&stop)).context("cannot install the signal handler")?;
-    }
+    let stop = stop_on_signals()?;
     let mut out = std::io::stdout().lock();
     writeln!(out, "listening on {endpoint}")?;
     writeln!(out, "emulating: {what}, simulated drive of {} bytes ({model}, seed {seed})", a.capacity_bytes)?;
@@ -154,7 +172,16 @@ pub fn cmd_emulate(a: EmulateArgs) -> Result<Exit> {
     Ok(Exit::Clean)
 }
 
-fn drive_state(d: &SimDrive) -> &'static str {
+/// A flag SIGINT and SIGTERM set.
+pub(crate) fn stop_on_signals() -> Result<Arc<AtomicBool>> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, Arc::clone(&stop)).context("cannot install the signal handler")?;
+    }
+    Ok(stop)
+}
+
+pub(crate) fn drive_state(d: &SimDrive) -> &'static str {
     if d.present() {
         "on"
     } else {
@@ -164,7 +191,7 @@ fn drive_state(d: &SimDrive) -> &'static str {
 
 /// Logs each exchange on stderr: `> command`, `< reply` (escaped, one line), and the drive's
 /// power after it.
-fn install_log(tap: &Tap, power: SimPower, count: Arc<AtomicU64>, quiet: bool) {
+pub(crate) fn install_log(tap: &Tap, power: SimPower, count: Arc<AtomicU64>, quiet: bool) {
     tap.set(move |cmd, reply| {
         count.fetch_add(1, Ordering::SeqCst);
         if quiet {
