@@ -312,6 +312,16 @@ pub enum Event {
         series_bytes: Vec<u64>,
         series_max_latency_us: Vec<u32>,
     },
+    /// `dual.mode = "performance"`: one port's figures in one phase (`A only`, `B only`,
+    /// `A+B`) of one workload (`write`: the scenario's; `seq-read-128k-qd1`).
+    PortPerf {
+        t_ns: u64,
+        workload: String,
+        phase: String,
+        port: PortId,
+        name: String,
+        figures: WindowFigures,
+    },
 }
 
 impl Event {
@@ -339,14 +349,15 @@ impl Event {
             | Event::Note { t_ns, .. }
             | Event::ControllerLog { t_ns, .. }
             | Event::RunEnded { t_ns, .. }
-            | Event::PortWindow { t_ns, .. } => *t_ns,
+            | Event::PortWindow { t_ns, .. }
+            | Event::PortPerf { t_ns, .. } => *t_ns,
         }
     }
 
     /// The cycle the event belongs to, if any.
     pub fn cycle(&self) -> Option<u32> {
         match self {
-            Event::RunStarted { .. } | Event::RunEnded { .. } | Event::RunStopped { .. } | Event::RunSuspended { .. } => None,
+            Event::RunStarted { .. } | Event::RunEnded { .. } | Event::RunStopped { .. } | Event::RunSuspended { .. } | Event::PortPerf { .. } => None,
             Event::Note { cycle, .. } | Event::ControllerLog { cycle, .. } => *cycle,
             Event::RunResumed { interrupted_cycle, .. } => *interrupted_cycle,
             Event::HarnessError { cycle, .. } => *cycle,

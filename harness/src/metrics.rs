@@ -360,7 +360,7 @@ impl Families {
             Event::PortWindow { name, faulted: false, fault: Some(f), .. } => {
                 self.stall.get_or_create(&vec![("port", name.clone())]).observe(f.max_gap_us as f64 / 1e6);
             }
-            Event::PortWindow { .. } => {}
+            Event::PortWindow { .. } | Event::PortPerf { .. } => {}
         }
     }
 }

@@ -103,6 +103,8 @@ pub struct RunModel {
     pub charts: Charts,
     /// Per port of a dual-port run, by name (at most 8 ports).
     pub ports: BTreeMap<String, PortTotals>,
+    /// `dual.mode = "performance"`: (workload, phase, port) -> MB/s and p99 µs (at most 256).
+    pub perf: BTreeMap<(String, String, String), (f64, Option<f64>)>,
 }
 
 /// One port of a dual-port run, over every cycle's window.
@@ -244,6 +246,7 @@ impl Default for RunModel {
             figures: Figures::default(),
             charts: Charts::default(),
             ports: BTreeMap::new(),
+            perf: BTreeMap::new(),
         }
     }
 }
@@ -478,6 +481,11 @@ impl RunModel {
             Event::RunSuspended { reason, .. } => self.suspended = Some(reason.clone()),
             Event::Note { message, .. } => self.notes.push(message.clone()),
             Event::ControllerLog { lines, .. } => self.controller_log_lines += lines.len() as u64,
+            Event::PortPerf { workload, phase, name, figures, .. } => {
+                if self.perf.len() < 256 {
+                    self.perf.insert((workload.clone(), phase.clone(), name.clone()), (figures.throughput_bps / 1e6, figures.latency.map(|l| l.p99_us)));
+                }
+            }
             Event::PortWindow {
                 cycle,
                 port,

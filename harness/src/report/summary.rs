@@ -50,6 +50,46 @@ pub struct Summary {
     /// Per port of a dual-port run (absent for one port).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ports: Vec<PortSummary>,
+    /// `dual.mode = "performance"`: per workload, each phase's per-port MB/s, the fairness and
+    /// the sum against the ports alone.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub performance: Vec<PerfSummary>,
+}
+
+/// One workload of a dual-port performance run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PerfSummary {
+    pub workload: String,
+    /// phase (`A only`, `B only`, `A+B`) -> port -> MB/s.
+    pub mb_s: BTreeMap<String, BTreeMap<String, f64>>,
+    /// In the phase with every port: the lowest port's MB/s over the highest's (1 is fair).
+    pub fairness: Option<f64>,
+    /// The sum of every port's MB/s in that phase over the sum of each port's MB/s alone.
+    pub sum_over_alone: Option<f64>,
+}
+
+fn performance(m: &RunModel) -> Vec<PerfSummary> {
+    let mut by: BTreeMap<&str, BTreeMap<String, BTreeMap<String, f64>>> = BTreeMap::new();
+    for ((w, phase, port), (mb, _)) in &m.perf {
+        by.entry(w.as_str()).or_default().entry(phase.clone()).or_default().insert(port.clone(), *mb);
+    }
+    by.into_iter()
+        .map(|(w, mb_s)| {
+            let all = mb_s.iter().max_by_key(|(_, ports)| ports.len()).filter(|(_, p)| p.len() > 1).map(|(_, p)| p.clone());
+            let alone: Option<f64> = all.as_ref().map(|all| {
+                all.keys().map(|port| mb_s.get(&format!("{port} only")).and_then(|p| p.get(port)).copied().unwrap_or(0.0)).sum()
+            });
+            let fairness = all.as_ref().and_then(|a| {
+                let (lo, hi) = a.values().fold((f64::MAX, 0.0f64), |(lo, hi), &v| (lo.min(v), hi.max(v)));
+                (hi > 0.0).then(|| lo / hi)
+            });
+            let sum_over_alone = match (&all, alone) {
+                (Some(a), Some(al)) if al > 0.0 => Some(a.values().sum::<f64>() / al),
+                _ => None,
+            };
+            PerfSummary { workload: w.to_string(), mb_s, fairness, sum_over_alone }
+        })
+        .collect()
 }
 
 /// One port of a dual-port run: how it fared while the fault hit another port.
@@ -226,6 +266,7 @@ pub fn summarize(m: &RunModel) -> Summary {
                 cycles_disturbed: p.cycles_disturbed,
             })
             .collect(),
+        performance: performance(m),
     }
 }
 

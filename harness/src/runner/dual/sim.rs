@@ -7,8 +7,10 @@ use crate::runner::dut::{DutError, GroundTruth};
 use crate::runner::fault::{sim_switch, Cutter};
 use crate::runner::RunnerOptions;
 use crate::ledger::Contract;
-use crate::scenario::{DualPlan, DualSimModel, FaultPlan, RunPlan, SimTarget, Switch};
+use crate::scenario::{DualPlan, DualSimModel, FaultPlan, RunPlan, SimSwitch, SimTarget, Switch};
+use faultline_drivers::control::{self, parse_spec};
 use faultline_drivers::{AlignedBuf, BlockTarget, LinkController};
+use faultline_fixtures::emu::QuarchEmu;
 use faultline_fixtures::{DualConfig, DualModel, DualSim, SimConfig, SimPort, TruthContract};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -80,6 +82,18 @@ pub(super) fn open(plan: &RunPlan, dual: &DualPlan, t: &SimTarget, run_dir: &Pat
     let dcfg = DualConfig { model: d.model.dual_model(), ports: 2, port_mbps: Some(d.port_mbps).filter(|&m| m > 0) };
     let drive = DualSim::persistent(cfg, dcfg, run_dir).map_err(|e| format!("the simulated dual-port drive: {e}"))?;
     let (cutter, keep) = match &plan.fault {
+        FaultPlan::LinkReset { kind, .. } if t.switch == SimSwitch::QuarchHotplugSerial => {
+            // The real Quarch driver, over a pty, to the hot-plug module's emulator in front
+            // of the drive's ports.
+            let emu = QuarchEmu::serial_dual(drive.power(), drive.link(), plan.seed).map_err(|e| format!("cannot start the Quarch hot-plug emulator: {e}"))?;
+            let spec = parse_spec(&format!("quarch+serial://{}", emu.endpoint())).map_err(|e| e.to_string())?;
+            let ctl = control::open(&spec, &o.control_env).map_err(|e| e.to_string())?.link.ok_or("the Quarch hot-plug module opened without a link controller")?;
+            for &i in &dual.fault_ports {
+                ctl.require(&dual.ports[i].fault_port, *kind).map_err(|e| e.to_string())?;
+            }
+            let port = dual.ports[dual.faulted(1)].fault_port.clone();
+            (Cutter::Link { ctl, port, kind: *kind }, Some(Box::new(emu) as Box<dyn std::any::Any>))
+        }
         FaultPlan::LinkReset { kind, .. } => {
             let link = drive.link();
             for &i in &dual.fault_ports {

@@ -1,0 +1,178 @@
+//! `dual.mode = "performance"`: the dual-port test plan's figures. The scenario's write
+//! workload and 128 KiB sequential reads (one read in flight per port), each measured A only,
+//! B only and A+B for `dual.perf_ms`, after a warm-up: each port's throughput and latency,
+//! their fairness (A over B in A+B) and the sum in A+B against the sum of A only and B only.
+//! Each phase's writes are recorded in the ports' ledgers and verified at the end, as any
+//! cycle's are.
+
+use super::{Lane, PortDev};
+use crate::events::Event;
+use crate::port::PortId;
+use crate::run::OpenRun;
+use crate::runner::emit::Emitter;
+use crate::runner::RunnerOptions;
+use crate::scenario::{DualPlan, RunPlan};
+use crate::writer::{run_cycle, CycleOptions, Phase, PortSamples, Windows};
+use faultline_drivers::AlignedBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Bytes per read of the sequential read workload.
+const READ_BYTES: usize = 128 << 10;
+
+/// The phases: which writer lanes take part (indices into `lanes`).
+fn phases(lanes: &[Lane], dual: &DualPlan) -> Vec<(String, Vec<usize>)> {
+    let mut v: Vec<(String, Vec<usize>)> = lanes.iter().enumerate().map(|(i, l)| (format!("{} only", dual.ports[l.port].name), vec![i])).collect();
+    let all: Vec<usize> = (0..lanes.len()).collect();
+    let name = lanes.iter().map(|l| dual.ports[l.port].name.as_str()).collect::<Vec<_>>().join("+");
+    v.push((name, all));
+    v
+}
+
+/// Runs the measurements; returns how many phases ran. Errors are recorded and end it.
+pub(super) fn run(
+    plan: &RunPlan,
+    dual: &DualPlan,
+    devs: &mut [Box<dyn PortDev>],
+    lanes: &mut [Lane],
+    em: &mut Emitter<'_>,
+    o: &RunnerOptions,
+) -> Result<u32, String> {
+    let ms = Duration::from_millis(dual.spec.perf_ms);
+    let warm = Duration::from_millis(dual.spec.warmup_ms);
+    let mut n = 0;
+    for (phase, who) in phases(lanes, dual) {
+        n += 1;
+        let t_ns = em.now();
+        em.emit(Event::CycleStarted { t_ns, cycle: n });
+        let windows = Arc::new(Windows::new(devs.len()));
+        let mut lane_of: Vec<Option<&mut Lane>> = (0..devs.len()).map(|_| None).collect();
+        for (i, l) in lanes.iter_mut().enumerate() {
+            if who.contains(&i) {
+                let p = l.port;
+                lane_of[p] = Some(l);
+            }
+        }
+        let results: Vec<(usize, Result<(), String>)> = std::thread::scope(|sc| {
+            let mut hs = Vec::new();
+            for (i, (dev, lane)) in devs.iter_mut().zip(lane_of).enumerate() {
+                let Some(lane) = lane else { continue };
+                let windows = Arc::clone(&windows);
+                let (c, first_id) = lane.run.next_cycle();
+                let copts = CycleOptions {
+                    cycle: c,
+                    first_id,
+                    started_at: (o.clock)(),
+                    port: PortId(i as u8),
+                    max_writes: None,
+                    duration: Some(warm + ms),
+                    cut: None,
+                    checkpoint_every: Duration::from_secs(3600),
+                    drain_timeout: Duration::from_secs(30),
+                    stop: None,
+                    samples: Some(PortSamples { windows, slot: i }),
+                };
+                hs.push(sc.spawn(move || {
+                    let OpenRun { ledger, layout, format, .. } = &mut lane.run;
+                    let r = match dev.target() {
+                        Ok(t) => run_cycle(t, layout, format, ledger, plan.contract, &copts, &mut || Ok(())).map(|_| ()).map_err(|e| e.to_string()),
+                        Err(e) => Err(e.to_string()),
+                    };
+                    (i, r)
+                }));
+            }
+            std::thread::sleep(warm);
+            windows.enter(Phase::Baseline);
+            std::thread::sleep(ms);
+            windows.enter(Phase::After);
+            hs.into_iter().filter_map(|h| h.join().ok()).collect()
+        });
+        let end = Instant::now();
+        for (i, r) in &results {
+            if let Err(e) = r {
+                em.error(Some(n), format!("performance, {phase}, port {}: {e}", dual.ports[*i].name));
+                return Err(e.clone());
+            }
+        }
+        for (i, _) in &results {
+            let f = windows.figures(*i, Phase::Baseline, end);
+            let t_ns = em.now();
+            em.emit(Event::PortPerf {
+                t_ns,
+                workload: "write".into(),
+                phase: phase.clone(),
+                port: PortId(*i as u8),
+                name: dual.ports[*i].name.clone(),
+                figures: f.unwrap_or_default(),
+            });
+        }
+        // The same ports reading their shares, 128 KiB at a time.
+        let reads = read_phase(devs, lanes, &who, warm, ms)?;
+        for (i, f) in reads {
+            let t_ns = em.now();
+            em.emit(Event::PortPerf { t_ns, workload: "seq-read-128k-qd1".into(), phase: phase.clone(), port: PortId(i as u8), name: dual.ports[i].name.clone(), figures: f });
+        }
+        let t_ns = em.now();
+        em.emit(Event::CycleEnded {
+            t_ns,
+            cycle: n,
+            verdict: crate::events::Verdict::Clean,
+            writes_completed: 0,
+            bytes_written: 0,
+            write_ns: 0,
+            latency_p50_ns: None,
+            latency_p99_ns: None,
+            latency_max_ns: None,
+            max_gap_ns: None,
+            harness_ns: None,
+        });
+    }
+    Ok(n)
+}
+
+/// Sequential 128 KiB reads through each port of `who` over its own share, one in flight per
+/// port, for `ms` after `warm`.
+fn read_phase(
+    devs: &mut [Box<dyn PortDev>],
+    lanes: &[Lane],
+    who: &[usize],
+    warm: Duration,
+    ms: Duration,
+) -> Result<Vec<(usize, crate::writer::WindowFigures)>, String> {
+    let windows = Arc::new(Windows::new(devs.len()));
+    let spans: Vec<Option<(u64, u64)>> =
+        (0..devs.len()).map(|p| lanes.iter().enumerate().find(|(i, l)| l.port == p && who.contains(i)).map(|(_, l)| l.span)).collect();
+    let stop_at = Instant::now() + warm + ms;
+    let errs: Vec<String> = std::thread::scope(|sc| {
+        let mut hs = Vec::new();
+        for (i, (dev, span)) in devs.iter_mut().zip(&spans).enumerate() {
+            let Some((a, b)) = *span else { continue };
+            let windows = Arc::clone(&windows);
+            hs.push(sc.spawn(move || -> Result<(), String> {
+                let t = dev.target().map_err(|e| e.to_string())?;
+                let mut buf = AlignedBuf::zeroed(READ_BYTES);
+                let mut at = a;
+                while Instant::now() < stop_at {
+                    let len = (b - at).min(READ_BYTES as u64) as usize;
+                    buf.resize(len);
+                    let t0 = Instant::now();
+                    let ok = t.read_at(at, &mut buf).is_ok();
+                    let now = Instant::now();
+                    windows.record(i, now, now - t0, len as u64, ok);
+                    at = if at + len as u64 >= b { a } else { at + len as u64 };
+                }
+                Ok(())
+            }));
+        }
+        std::thread::sleep(warm);
+        windows.enter(Phase::Baseline);
+        std::thread::sleep(ms);
+        windows.enter(Phase::After);
+        hs.into_iter().filter_map(|h| h.join().ok()).filter_map(Result::err).collect()
+    });
+    if let Some(e) = errs.first() {
+        return Err(format!("performance, reads: {e}"));
+    }
+    let end = Instant::now();
+    Ok(spans.iter().enumerate().filter(|(_, s)| s.is_some()).map(|(i, _)| (i, windows.figures(i, Phase::Baseline, end).unwrap_or_default())).collect())
+}
