@@ -211,7 +211,7 @@ impl<W: Write> EventSink for Console<W> {
             // run's summary; controller transcripts are for the log.
             Event::RunStopped { .. } | Event::RunSuspended { .. } | Event::Note { .. } | Event::ControllerLog { .. } => {}
             Event::Health { anomalies, .. } => self.anomalies += anomalies.len() as u64,
-            Event::DeviceGone { .. } | Event::PowerRestored { .. } | Event::Ready { .. } | Event::Verified { .. } => {}
+            Event::DeviceGone { .. } | Event::PowerRestored { .. } | Event::LinkRestored { .. } | Event::Ready { .. } | Event::Verified { .. } => {}
         }
         Ok(())
     }
