@@ -309,7 +309,13 @@ fn a_cycle_whose_fault_failed_records_and_verifies_what_it_wrote() {
     std::fs::File::create(&img).unwrap().set_len(16 << 20).unwrap();
     let dir = d.to_str().unwrap();
     let off = d.join("off.sh");
-    std::fs::write(&off, format!("#!/bin/sh\ncd {dir}\nn=$(cat n 2>/dev/null || echo 0); n=$((n+1)); echo $n > n\n[ $n -ne 2 ] || exit 3\necho off > state\n")).unwrap();
+    std::fs::write(
+        &off,
+        format!(
+            "#!/bin/sh\ncd {dir}\nn=$(cat n 2>/dev/null || echo 0); n=$((n+1)); echo $n > n\n[ $n -ne 2 ] || exit 3\necho off > state\n"
+        ),
+    )
+    .unwrap();
     let on = d.join("on.sh");
     std::fs::write(&on, format!("#!/bin/sh\necho on > {dir}/state\n")).unwrap();
     for f in [&off, &on] {

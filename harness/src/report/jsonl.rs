@@ -293,13 +293,18 @@ mod tests {
     #[test]
     fn a_link_fault_ends_in_link_restored_and_older_logs_with_power_restored_still_read() {
         // Formats 1 and 2 wrote `power_restored` after a link reset too; they read as they were.
-        for old in [&br#"{"v":2,"host":"local","event":"power_restored","t_ns":7,"cycle":1}"#[..], br#"{"event":"power_restored","t_ns":7,"cycle":1}"#]
-        {
+        for old in [
+            &br#"{"v":2,"host":"local","event":"power_restored","t_ns":7,"cycle":1}"#[..],
+            br#"{"event":"power_restored","t_ns":7,"cycle":1}"#,
+        ] {
             assert_eq!(decode_line(old).unwrap().1, Event::PowerRestored { t_ns: 7, cycle: 1 });
         }
         let line = encode_line(&Event::LinkRestored { t_ns: 7, cycle: 1 }, "{\"v\":3,\"host\":\"local\",").unwrap();
         let text = String::from_utf8(line.clone()).unwrap();
         assert!(text.contains(r#""event":"link_restored""#), "{text}");
-        assert_eq!(decode_line(&line).unwrap(), (Envelope { format: 3, host: Some("local".into()), port: None }, Event::LinkRestored { t_ns: 7, cycle: 1 }));
+        assert_eq!(
+            decode_line(&line).unwrap(),
+            (Envelope { format: 3, host: Some("local".into()), port: None }, Event::LinkRestored { t_ns: 7, cycle: 1 })
+        );
     }
 }
