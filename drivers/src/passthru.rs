@@ -20,9 +20,12 @@
 
 use crate::block::{AlignedBuf, BlockTarget, Completion, Geometry, IoFailure, Op, TargetError};
 use crate::blockdev::{identify_sysfs, DeviceIdentity, Expectation, SysRoots};
+use crate::guard::{check_no_signature, check_not_in_use, GuardError};
 use crate::identity::{read_trim, PathId};
+use crate::open::{Engine, OpenError, OpenSpec, Opened};
 use crate::sys::{nvme_io, IoData, NvmeAdminCmd, NvmeStatus};
 use std::fs::File;
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
@@ -210,6 +213,66 @@ pub fn find_controller(expect: &Expectation, want: &PathId, roots: &SysRoots) ->
             many.iter().map(|m| m.path.to_string()).collect::<Vec<_>>().join("; ")
         )),
     }
+}
+
+/// Opens the controller at `path` (`/dev/nvme1`) as a target through its one namespace: the
+/// namespace found in sysfs under `roots`, checked against `spec.expect`; when writable, its
+/// block device (the node, or the multipath head) must not be in use and carry no signature
+/// (unless allowed), and is held open exclusively while the engine runs.
+pub fn open_controller_target(path: &Path, spec: &OpenSpec, roots: &SysRoots) -> Result<Opened, OpenError> {
+    let canon = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let ctrl = canon.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let shown = path.display().to_string();
+    let ns = controller_namespace(&ctrl, roots, path)?;
+    let bad = spec.expect.mismatches(&ns.identity);
+    if !bad.is_empty() {
+        return Err(GuardError::Identity { dev: shown, why: bad.join("; ") }.into());
+    }
+    let hold = match (&ns.block_dev, spec.writable) {
+        (Some(b), true) => {
+            let bshown = b.display().to_string();
+            let meta = std::fs::metadata(b).map_err(|source| TargetError::Open { path: bshown.clone(), source })?;
+            if meta.file_type().is_block_device() {
+                check_not_in_use(&bshown, meta.rdev())?;
+            }
+            let f = std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_CLOEXEC | if meta.file_type().is_block_device() { libc::O_EXCL } else { 0 })
+                .open(b)
+                .map_err(|source| TargetError::Open { path: bshown.clone(), source })?;
+            if !spec.allow_overwrite_signature {
+                check_no_signature(&bshown, &f)?;
+            }
+            Some(f)
+        }
+        (None, true) => {
+            return Err(unsupported(
+                path,
+                format!(
+                    "namespace {} of {ctrl} has no block device node in {}: faultline does not write to a namespace it cannot \
+                     check is unused",
+                    ns.nsid,
+                    roots.dev.display()
+                ),
+            )
+            .into())
+        }
+        (_, false) => None,
+    };
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(spec.writable)
+        .custom_flags(libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|source| TargetError::Open { path: shown.clone(), source })?;
+    let t = PassthruTarget::new(file, path, &ns, spec.queue_depth, spec.writable, hold);
+    let notes = vec![format!(
+        "{shown}: NVMe I/O passthrough to controller {ctrl}, namespace {}: synchronous NVME_IOCTL_IO_CMD on {} threads \
+         (one per queue slot), slower than a block device, and the kernel may log a warning per command",
+        ns.nsid,
+        t.threads()
+    )];
+    Ok(Opened { target: Box::new(t), engine: Engine::NvmePassthru, block_device: false, direct: true, notes })
 }
 
 /// One operation for the pool.

@@ -212,3 +212,38 @@ fn a_device_that_keeps_failing_with_eio_is_gone_and_nothing_more_is_sent() {
     let c = t.shared.run(Op::Flush { token: 1 });
     assert!(c.result.unwrap_err().detail.contains("the device is gone"));
 }
+
+#[test]
+fn opening_a_controller_checks_its_namespace_and_guards_its_block_device() {
+    let root = FakeRoot::new("ptopen");
+    controller(&root, "0000:00:04.0", "nvme1", 2, &[("nvme0c1n1", 1)]);
+    disk(&root, "sys/devices/virtual/nvme-subsystem/nvme-subsys0/nvme0n1", "nvme0n1");
+    std::fs::write(root.0.join("dev/nvme0n1"), vec![0u8; 64 << 10]).unwrap();
+    let r = roots(&root);
+    let dev = root.0.join("dev/nvme1");
+    let spec = |serial: &str| OpenSpec {
+        writable: true,
+        queue_depth: 8,
+        expect: Expectation { serial: Some(serial.into()), ..Default::default() },
+        ..Default::default()
+    };
+    let o = open_controller_target(&dev, &spec("D1DUAL"), &r).unwrap();
+    assert_eq!((o.engine, o.block_device, o.target.queue_depth()), (Engine::NvmePassthru, false, 8));
+    assert!(o.notes[0].contains("controller nvme1, namespace 1") && o.notes[0].contains("8 threads"), "{:?}", o.notes);
+    assert_eq!(o.target.geometry().logical_block_bytes, 4096);
+    drop(o);
+    let e = open_controller_target(&dev, &spec("OTHER"), &r).err().unwrap().to_string();
+    assert!(e.contains("serial is 'D1DUAL', expected 'OTHER'"), "{e}");
+    // A partition table on the namespace: refused unless allowed.
+    let mut head = vec![0u8; 64 << 10];
+    head[512..520].copy_from_slice(b"EFI PART");
+    std::fs::write(root.0.join("dev/nvme0n1"), &head).unwrap();
+    let e = open_controller_target(&dev, &spec("D1DUAL"), &r).err().unwrap().to_string();
+    assert!(e.contains("--allow-overwrite-signature"), "{e}");
+    assert!(open_controller_target(&dev, &OpenSpec { allow_overwrite_signature: true, ..spec("D1DUAL") }, &r).is_ok());
+    // No block device node to guard: not written to.
+    std::fs::remove_file(root.0.join("dev/nvme0n1")).unwrap();
+    let e = open_controller_target(&dev, &spec("D1DUAL"), &r).err().unwrap().to_string();
+    assert!(e.contains("cannot check is unused"), "{e}");
+    assert!(open_controller_target(&dev, &OpenSpec { writable: false, ..spec("D1DUAL") }, &r).is_ok(), "reading is fine");
+}

@@ -14,11 +14,13 @@ use crate::port::PortId;
 use crate::verify::{Verifier, VerifyError, VerifyReport};
 use crate::workload::Layout;
 use crate::writer::{prefill_then, run_cycle, CycleOptions, CycleOutcome, WriteError};
+use faultline_drivers::blockdev::DeviceIdentity;
 use faultline_drivers::blockdev::{
     find_by_identity, find_namespace_paths, find_path, identify, Expectation, FindError, PathMatch, SysRoots,
 };
 use faultline_drivers::identity::PathId;
 use faultline_drivers::nvme::NvmeAdmin;
+use faultline_drivers::passthru::{controller_namespace, find_controller, ControllerNamespace};
 use faultline_drivers::{open_target, AlignedBuf, BlockTarget, OpenSpec};
 use faultline_fixtures::{SimDrive, TruthExtent};
 use std::path::{Path, PathBuf};
@@ -281,6 +283,9 @@ pub struct RealDut {
     /// faults: one namespace may have several paths (a dual-port drive with multipath off).
     via: Option<PathId>,
     roots: SysRoots,
+    /// The target is an NVMe controller's character device (the passthrough engine): after a
+    /// fault it is found again among the controllers, by `via` and the namespace's identity.
+    controller: bool,
     /// The run's target identity (the ledger header's): anything else is refused.
     identity: Option<String>,
     /// Whether the health logs can be read (an NVMe device).
@@ -305,8 +310,12 @@ impl RealDut {
         // After a fault the device may come back under another name: it is found again by the
         // scenario's identity or, when the scenario gives only a path, by what sysfs says of
         // the device there now.
-        let find =
-            if expect.is_empty() { derived_expectation(&path, g.capacity_bytes, g.logical_block_bytes) } else { Some(expect.clone()) };
+        let controller = is_char_device(&path);
+        let find = match (expect.is_empty(), controller) {
+            (false, _) => Some(expect.clone()),
+            (true, false) => derived_expectation(&path, g.capacity_bytes, g.logical_block_bytes),
+            (true, true) => controller_namespace_of(&path, &roots).map(|ns| expectation_of(&ns.identity)),
+        };
         let first_health = match read_health(&path, &roots) {
             Ok(logs) => Some(logs),
             Err(why) => {
@@ -318,10 +327,22 @@ impl RealDut {
         // A path found by a derived identity (the scenario gave only a path) is followed by it.
         let via = match (via, &find) {
             (Some(v), _) => Some(v),
-            (None, Some(f)) if expect.is_empty() => path_of(&path, f, &roots),
+            (None, Some(f)) if expect.is_empty() && !controller => path_of(&path, f, &roots),
             _ => None,
         };
-        Ok(RealDut { path, spec, target: Some(opened.target), find, via, roots, identity: None, has_health, first_health, notes })
+        Ok(RealDut {
+            path,
+            spec,
+            target: Some(opened.target),
+            find,
+            via,
+            roots,
+            controller,
+            identity: None,
+            has_health,
+            first_health,
+            notes,
+        })
     }
 
     fn target(&mut self) -> Result<&mut dyn BlockTarget, DutError> {
@@ -334,7 +355,14 @@ impl RealDut {
     /// Finds the device again (by identity when it has one) and opens it, refusing anything
     /// that is not the run's target.
     fn reopen(&mut self) -> Result<(), Refind> {
-        if let Some(e) = &self.find {
+        if let (true, Some(via)) = (self.controller, &self.via) {
+            let expect = self.find.clone().unwrap_or_default();
+            self.path = match find_controller(&expect, via, &self.roots) {
+                Ok(Some(p)) => p,
+                Ok(None) => return Err(Refind::NotYet(format!("no NVMe controller is {via} with {} (yet)", expect.summary()))),
+                Err(e) => return Err(Refind::Ambiguous(e)),
+            };
+        } else if let Some(e) = &self.find {
             self.path = refind(e, self.via.as_ref(), &self.roots)?;
         }
         let o = open_target(&self.path, &self.spec).map_err(|e| Refind::NotYet(e.to_string()))?;
@@ -452,6 +480,10 @@ enum Refind {
 /// its one namespace; if that namespace has several paths (the two ports of a dual-port drive
 /// with `nvme_core.multipath=N`), nothing says which to go through: refused before cycle 1.
 fn first_path(path: Option<&Path>, expect: &Expectation, roots: &SysRoots) -> Result<(PathBuf, Option<PathId>), String> {
+    if let Some(p) = path.filter(|p| is_char_device(p)) {
+        // An NVMe controller: the path is the controller itself.
+        return Ok((p.to_path_buf(), controller_namespace_of(p, roots).map(|ns| ns.path)));
+    }
     if let Some(p) = path {
         return Ok((p.to_path_buf(), if expect.is_empty() { None } else { path_of(p, expect, roots) }));
     }
@@ -465,6 +497,30 @@ fn first_path(path: Option<&Path>, expect: &Expectation, roots: &SysRoots) -> Re
             several.iter().map(|m| m.path.to_string()).collect::<Vec<_>>().join("; "),
             several[0].dev.display()
         )),
+    }
+}
+
+fn is_char_device(p: &Path) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    std::fs::metadata(p).is_ok_and(|m| m.file_type().is_char_device())
+}
+
+/// The namespace behind an NVMe controller's character device, as sysfs shows it.
+fn controller_namespace_of(dev: &Path, roots: &SysRoots) -> Option<ControllerNamespace> {
+    let canon = std::fs::canonicalize(dev).unwrap_or_else(|_| dev.to_path_buf());
+    let name = canon.file_name()?.to_string_lossy().into_owned();
+    controller_namespace(&name, roots, dev).ok()
+}
+
+/// An identity as an expectation to find it again by.
+fn expectation_of(id: &DeviceIdentity) -> Expectation {
+    let some = |v: &str| (!v.trim().is_empty()).then(|| v.to_string());
+    Expectation {
+        serial: some(&id.serial),
+        wwid: some(&id.wwid),
+        model: some(&id.model),
+        backing_file: None,
+        size_bytes: Some(id.capacity_bytes),
     }
 }
 
