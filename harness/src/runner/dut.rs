@@ -43,7 +43,10 @@ pub enum DutError {
     Open(String),
     /// The target's identity matches more than one device, and nothing says which one the run
     /// is about: a harness error (a scenario to fix), never a finding about the drive.
-    #[error("the target is ambiguous: {0}; give target.path (with the identity) to name the one device the run is about")]
+    #[error(
+        "the target is ambiguous: {0}; give target.path, or target.cntlid / pci_address / controller (with the identity), to name \
+         the one device the run is about"
+    )]
     Ambiguous(String),
     /// Saving the simulated drive's state failed.
     #[error("cannot save the simulated drive after the cut: {0}")]
@@ -298,8 +301,23 @@ pub struct RealDut {
 impl RealDut {
     /// Opens the device at `path` (or found by `expect` when there is none). `begun`: the
     /// device carries this run's data already (its signature was probed when the run began).
-    pub fn open(path: Option<&Path>, expect: &Expectation, queue_depth: usize, begun: bool, roots: SysRoots) -> Result<RealDut, DutError> {
-        let (path, via) = first_path(path, expect, &roots).map_err(DutError::Open)?;
+    /// `select`: which path of the namespace to go through when `expect` names one with several
+    /// (the scenario's `target.cntlid`, `pci_address` or `controller`).
+    pub fn open(
+        path: Option<&Path>,
+        expect: &Expectation,
+        select: Option<&PathId>,
+        queue_depth: usize,
+        begun: bool,
+        roots: SysRoots,
+    ) -> Result<RealDut, DutError> {
+        let (path, via) = match select {
+            Some(want) if path.is_none() => {
+                let m = find_path(expect, want, &roots).map_err(|e| DutError::Open(format!("target: {e}")))?;
+                (m.dev, Some(m.path))
+            }
+            _ => first_path(path, expect, &roots).map_err(DutError::Open)?,
+        };
         let mut spec = OpenSpec { writable: true, queue_depth, expect: expect.clone(), allow_overwrite_signature: begun, io_threads: 1 };
         let opened = open_target(&path, &spec).map_err(|e| DutError::Open(e.to_string()))?;
         // From here on the device carries this run's data: re-opening it after a fault must not
@@ -491,11 +509,13 @@ fn first_path(path: Option<&Path>, expect: &Expectation, roots: &SysRoots) -> Re
     match &paths[..] {
         [one] => Ok((one.dev.clone(), Some(one.path.clone()).filter(is_controller_path))),
         several => Err(format!(
-            "target: {} matches {} paths of one namespace ({}): the identity cannot tell them apart; give target.path (e.g. {}) to name the path the run goes through",
+            "target: {} matches {} paths of one namespace ({}): the identity cannot tell them apart; name the path the run goes \
+             through with target.path (e.g. {}) or by its controller, with target.cntlid, target.pci_address or target.controller{}",
             expect.summary(),
             several.len(),
             several.iter().map(|m| m.path.to_string()).collect::<Vec<_>>().join("; "),
-            several[0].dev.display()
+            several[0].dev.display(),
+            several[0].path.cntlid.map_or(String::new(), |c| format!(" (e.g. cntlid = {c})"))
         )),
     }
 }
@@ -592,6 +612,122 @@ mod tests {
 
     fn expect() -> Expectation {
         Expectation { serial: Some("S1".into()), ..Expectation::default() }
+    }
+
+    /// A fake sysfs and /dev: one subsystem (serial D1DUAL) behind controllers named by
+    /// `(pci, name, cntlid)`, each showing namespace 1 (multipath=N: one block device per
+    /// controller, here a regular file in the fake /dev standing for it).
+    struct DualPort(PathBuf);
+
+    impl DualPort {
+        fn new(tag: &str) -> DualPort {
+            let d = std::env::temp_dir().join(format!("faultline-dut-{tag}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&d);
+            std::fs::create_dir_all(d.join("sys/class/block")).unwrap();
+            std::fs::create_dir_all(d.join("dev")).unwrap();
+            DualPort(d)
+        }
+
+        fn roots(&self) -> SysRoots {
+            SysRoots { sys: self.0.join("sys"), dev: self.0.join("dev") }
+        }
+
+        fn write(&self, rel: &str, v: &str) {
+            let p = self.0.join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, format!("{v}\n")).unwrap();
+        }
+
+        fn controller(&self, pci: &str, name: &str, cntlid: u16, nguid: &str) {
+            let c = format!("sys/devices/pci0000:00/{pci}/nvme/{name}");
+            for (k, v) in
+                [("serial", "D1DUAL"), ("model", "ACME DUAL"), ("address", pci), ("transport", "pcie"), ("cntlid", &cntlid.to_string())]
+            {
+                self.write(&format!("{c}/{k}"), v);
+            }
+            let ns = format!("{c}/{name}n1");
+            for (k, v) in [("size", "2048"), ("queue/logical_block_size", "512"), ("nguid", nguid), ("wwid", "eui.1")] {
+                self.write(&format!("{ns}/{k}"), v);
+            }
+            std::os::unix::fs::symlink(self.0.join(&c), self.0.join(&ns).join("device")).unwrap();
+            std::os::unix::fs::symlink(self.0.join(&ns), self.0.join(format!("sys/class/block/{name}n1"))).unwrap();
+            std::fs::File::create(self.0.join(format!("dev/{name}n1"))).unwrap().set_len(2048 * 512).unwrap();
+        }
+
+        fn unplug(&self, pci: &str, name: &str) {
+            std::fs::remove_file(self.0.join(format!("sys/class/block/{name}n1"))).unwrap();
+            std::fs::remove_file(self.0.join(format!("dev/{name}n1"))).unwrap();
+            std::fs::remove_dir_all(self.0.join(format!("sys/devices/pci0000:00/{pci}/nvme/{name}"))).unwrap();
+        }
+    }
+
+    impl Drop for DualPort {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    const NGUID: &str = "6f1d3a2e-0000-4000-8000-000000000001";
+
+    fn dual(tag: &str) -> DualPort {
+        let f = DualPort::new(tag);
+        f.controller("0000:00:03.0", "nvme0", 1, NGUID);
+        f.controller("0000:00:04.0", "nvme1", 2, NGUID);
+        f
+    }
+
+    fn serial() -> Expectation {
+        Expectation { serial: Some("D1DUAL".into()), ..Expectation::default() }
+    }
+
+    #[test]
+    fn a_path_given_with_the_serial_is_followed_by_its_controller_across_a_rename() {
+        // multipath=N, target.path = nvme1n1 plus the serial: after the fault nvme1 is back
+        // as nvme2 (same cntlid and PCI function) while nvme0n1 (the other path, same
+        // serial) stays. The runner follows cntlid 2: no ambiguity, no waiting, no finding.
+        let f = dual("follow");
+        let mut dut = RealDut::open(Some(&f.0.join("dev/nvme1n1")), &serial(), None, 4, false, f.roots()).unwrap();
+        assert_eq!(dut.via.as_ref().and_then(|v| v.cntlid), Some(2));
+        dut.release();
+        f.unplug("0000:00:04.0", "nvme1");
+        f.controller("0000:00:04.0", "nvme2", 2, NGUID);
+        let r = dut.wait_ready(0, Duration::from_secs(5)).unwrap();
+        assert!(r.enumerate.is_some() && r.first_read < Duration::from_secs(1), "{r:?}");
+        assert_eq!(dut.path, f.0.join("dev/nvme2n1"));
+    }
+
+    #[test]
+    fn a_path_picked_by_cntlid_is_followed_and_the_serial_alone_is_refused_naming_how_to_pick() {
+        let f = dual("pick");
+        let e = match RealDut::open(None, &serial(), None, 4, false, f.roots()) {
+            Err(DutError::Open(e)) => e,
+            other => panic!("expected a refusal, got {:?}", other.map(|d| d.path)),
+        };
+        assert!(e.contains("2 paths of one namespace") && e.contains("target.path") && e.contains("target.cntlid"), "{e}");
+        assert!(!e.contains("--expect"), "the scenario's own fields, not CLI flags: {e}");
+        let want = PathId { cntlid: Some(1), ..PathId::default() };
+        let mut dut = RealDut::open(None, &serial(), Some(&want), 4, false, f.roots()).unwrap();
+        assert_eq!(dut.path, f.0.join("dev/nvme0n1"));
+        dut.release();
+        assert!(dut.wait_ready(0, Duration::from_secs(5)).is_ok());
+        assert_eq!(dut.path, f.0.join("dev/nvme0n1"));
+    }
+
+    #[test]
+    fn a_target_that_became_ambiguous_is_a_harness_error_at_once_not_a_wait() {
+        // After the fault a second namespace with the same serial shows up through another
+        // controller with cntlid 2 (another drive with the same serial): which one the run is
+        // about cannot be told; that is said at once, not after the readiness timeout.
+        let f = dual("ambig");
+        let mut dut = RealDut::open(Some(&f.0.join("dev/nvme1n1")), &serial(), None, 4, false, f.roots()).unwrap();
+        dut.release();
+        f.unplug("0000:00:04.0", "nvme1");
+        f.controller("0000:00:04.0", "nvme1", 2, NGUID);
+        f.controller("0000:00:05.0", "nvme7", 2, "6f1d3a2e-0000-4000-8000-000000000002");
+        let t0 = Instant::now();
+        let e = dut.wait_ready(0, Duration::from_secs(30)).unwrap_err();
+        assert!(matches!(&e, DutError::Ambiguous(m) if m.contains("2 different namespaces")), "{e}");
+        assert!(t0.elapsed() < Duration::from_secs(5), "at once: {:?}", t0.elapsed());
     }
 
     #[test]
