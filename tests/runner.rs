@@ -332,6 +332,7 @@ fn a_cycle_whose_fault_failed_records_and_verifies_what_it_wrote() {
     );
     let (o, rd) = run(&d, "faultfail", &scenario);
     assert_eq!(o.status.code(), Some(2), "a failed fault is a harness error\n{}", text(&o));
+    assert_eq!(text(&o).matches("verdict:").count(), 1, "one verdict line\n{}", text(&o));
     let ev = events(&rd);
     let ended: Vec<&Value> = of(&ev, "cycle_ended").collect();
     assert_eq!(ended.len(), 2, "the run stops at the failed fault\n{}", text(&o));

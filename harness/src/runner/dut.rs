@@ -16,7 +16,7 @@ use crate::workload::Layout;
 use crate::writer::{prefill_then, run_cycle, CycleOptions, CycleOutcome, WriteError};
 use faultline_drivers::blockdev::DeviceIdentity;
 use faultline_drivers::blockdev::{
-    find_by_identity, find_namespace_paths, find_path, identify, Expectation, FindError, PathMatch, SysRoots,
+    find_by_identity, find_namespace_paths, find_path, identify, Expectation, FindError, PathMatch, SysRoots, EXPECT_FLAGS,
 };
 use faultline_drivers::identity::PathId;
 use faultline_drivers::nvme::NvmeAdmin;
@@ -311,9 +311,10 @@ impl RealDut {
         begun: bool,
         roots: SysRoots,
     ) -> Result<RealDut, DutError> {
+        let path_given = path.is_some();
         let (path, via) = match select {
             Some(want) if path.is_none() => {
-                let m = find_path(expect, want, &roots).map_err(|e| DutError::Open(format!("target: {e}")))?;
+                let m = find_path(expect, want, &roots).map_err(|e| DutError::Open(format!("target: {}", scenario_words(&e))))?;
                 (m.dev, Some(m.path))
             }
             _ => first_path(path, expect, &roots).map_err(DutError::Open)?,
@@ -329,7 +330,13 @@ impl RealDut {
         // scenario's identity or, when the scenario gives only a path, by what sysfs says of
         // the device there now.
         let controller = is_char_device(&path);
+        let given_path = path_given;
         let find = match (expect.is_empty(), controller) {
+            // A device named by its path is found again with its size too: a serial alone
+            // matches the disk and each of its partitions, so a partition would be ambiguous.
+            (false, false) if given_path && expect.size_bytes.is_none() => {
+                Some(Expectation { size_bytes: Some(g.capacity_bytes), ..expect.clone() })
+            }
             (false, _) => Some(expect.clone()),
             (true, false) => derived_expectation(&path, g.capacity_bytes, g.logical_block_bytes),
             (true, true) => controller_namespace_of(&path, &roots).map(|ns| expectation_of(&ns.identity)),
@@ -345,7 +352,7 @@ impl RealDut {
         // A path found by a derived identity (the scenario gave only a path) is followed by it.
         let via = match (via, &find) {
             (Some(v), _) => Some(v),
-            (None, Some(f)) if expect.is_empty() && !controller => path_of(&path, f, &roots),
+            (None, Some(f)) if given_path && !controller => path_of(&path, f, &roots),
             _ => None,
         };
         Ok(RealDut {
@@ -505,7 +512,7 @@ fn first_path(path: Option<&Path>, expect: &Expectation, roots: &SysRoots) -> Re
     if let Some(p) = path {
         return Ok((p.to_path_buf(), if expect.is_empty() { None } else { path_of(p, expect, roots) }));
     }
-    let paths = find_namespace_paths(expect, roots).map_err(|e| format!("target: {e}"))?;
+    let paths = find_namespace_paths(expect, roots).map_err(|e| format!("target: {}", scenario_words(&e)))?;
     match &paths[..] {
         [one] => Ok((one.dev.clone(), Some(one.path.clone()).filter(is_controller_path))),
         several => Err(format!(
@@ -518,6 +525,13 @@ fn first_path(path: Option<&Path>, expect: &Expectation, roots: &SysRoots) -> Re
             several[0].path.cntlid.map_or(String::new(), |c| format!(" (e.g. cntlid = {c})"))
         )),
     }
+}
+
+/// A refusal as a scenario's reader needs it: the fields to add are the scenario's, not the
+/// command line's flags.
+fn scenario_words(e: &FindError) -> String {
+    e.to_string()
+        .replace(EXPECT_FLAGS, "target.serial, target.wwid, target.model, target.size_bytes (the size tells a disk from its partitions)")
 }
 
 fn is_char_device(p: &Path) -> bool {
@@ -571,8 +585,8 @@ fn refind(expect: &Expectation, via: Option<&PathId>, roots: &SysRoots) -> Resul
 /// path: ambiguous. Anything else (nothing there, the path not back): not yet.
 fn classify(e: FindError) -> Refind {
     match &e {
-        FindError::SeveralNamespaces { .. } | FindError::Ambiguous { .. } => Refind::Ambiguous(e.to_string()),
-        FindError::Path { selected, .. } if *selected > 1 => Refind::Ambiguous(e.to_string()),
+        FindError::SeveralNamespaces { .. } | FindError::Ambiguous { .. } => Refind::Ambiguous(scenario_words(&e)),
+        FindError::Path { selected, .. } if *selected > 1 => Refind::Ambiguous(scenario_words(&e)),
         _ => Refind::NotYet(e.to_string()),
     }
 }
@@ -652,11 +666,20 @@ mod tests {
             std::os::unix::fs::symlink(self.0.join(&c), self.0.join(&ns).join("device")).unwrap();
             std::os::unix::fs::symlink(self.0.join(&ns), self.0.join(format!("sys/class/block/{name}n1"))).unwrap();
             std::fs::File::create(self.0.join(format!("dev/{name}n1"))).unwrap().set_len(2048 * 512).unwrap();
+            // Partition 1, the second half of the disk.
+            let p = format!("{ns}/{name}n1p1");
+            for (k, v) in [("size", "1024"), ("partition", "1"), ("start", "1024")] {
+                self.write(&format!("{p}/{k}"), v);
+            }
+            std::os::unix::fs::symlink(self.0.join(&p), self.0.join(format!("sys/class/block/{name}n1p1"))).unwrap();
+            std::fs::File::create(self.0.join(format!("dev/{name}n1p1"))).unwrap().set_len(1024 * 512).unwrap();
         }
 
         fn unplug(&self, pci: &str, name: &str) {
-            std::fs::remove_file(self.0.join(format!("sys/class/block/{name}n1"))).unwrap();
-            std::fs::remove_file(self.0.join(format!("dev/{name}n1"))).unwrap();
+            for dev in [format!("{name}n1"), format!("{name}n1p1")] {
+                std::fs::remove_file(self.0.join(format!("sys/class/block/{dev}"))).unwrap();
+                std::fs::remove_file(self.0.join(format!("dev/{dev}"))).unwrap();
+            }
             std::fs::remove_dir_all(self.0.join(format!("sys/devices/pci0000:00/{pci}/nvme/{name}"))).unwrap();
         }
     }
@@ -697,16 +720,37 @@ mod tests {
     }
 
     #[test]
+    fn a_partition_given_with_the_serial_is_followed_across_a_rename() {
+        // The serial alone matches both disks and both partitions: the partition's size
+        // (taken when it was opened) keeps it one namespace's partition, followed by cntlid.
+        let f = dual("part");
+        let mut dut = RealDut::open(Some(&f.0.join("dev/nvme1n1p1")), &serial(), None, 4, false, f.roots()).unwrap();
+        assert_eq!(dut.via.as_ref().and_then(|v| v.cntlid), Some(2));
+        dut.release();
+        f.unplug("0000:00:04.0", "nvme1");
+        f.controller("0000:00:04.0", "nvme2", 2, NGUID);
+        dut.wait_ready(0, Duration::from_secs(5)).unwrap();
+        assert_eq!(dut.path, f.0.join("dev/nvme2n1p1"));
+    }
+
+    #[test]
     fn a_path_picked_by_cntlid_is_followed_and_the_serial_alone_is_refused_naming_how_to_pick() {
         let f = dual("pick");
-        let e = match RealDut::open(None, &serial(), None, 4, false, f.roots()) {
+        let refusal = |expect: &Expectation| match RealDut::open(None, expect, None, 4, false, f.roots()) {
             Err(DutError::Open(e)) => e,
             other => panic!("expected a refusal, got {:?}", other.map(|d| d.path)),
         };
+        // The serial alone: both disks and both partitions.
+        let e = refusal(&serial());
+        assert!(e.contains("2 different namespaces") && e.contains("target.size_bytes"), "{e}");
+        assert!(!e.contains("--expect"), "the scenario's own fields, not CLI flags: {e}");
+        // The disk's size too: one namespace, two paths.
+        let disk = Expectation { size_bytes: Some(2048 * 512), ..serial() };
+        let e = refusal(&disk);
         assert!(e.contains("2 paths of one namespace") && e.contains("target.path") && e.contains("target.cntlid"), "{e}");
         assert!(!e.contains("--expect"), "the scenario's own fields, not CLI flags: {e}");
         let want = PathId { cntlid: Some(1), ..PathId::default() };
-        let mut dut = RealDut::open(None, &serial(), Some(&want), 4, false, f.roots()).unwrap();
+        let mut dut = RealDut::open(None, &disk, Some(&want), 4, false, f.roots()).unwrap();
         assert_eq!(dut.path, f.0.join("dev/nvme0n1"));
         dut.release();
         assert!(dut.wait_ready(0, Duration::from_secs(5)).is_ok());
