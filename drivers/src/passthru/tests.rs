@@ -247,3 +247,32 @@ fn opening_a_controller_checks_its_namespace_and_guards_its_block_device() {
     assert!(e.contains("cannot check is unused"), "{e}");
     assert!(open_controller_target(&dev, &OpenSpec { writable: false, ..spec("D1DUAL") }, &r).is_ok(), "reading is fine");
 }
+
+/// Measurement, not a test (run it with `--ignored --nocapture`): how many operations a
+/// second the pool itself turns over at queue depth 1, 8 and 32, each a real
+/// `NVME_IOCTL_IO_CMD` that the kernel refuses at once (`/dev/null`: ENOTTY), so the figure is
+/// the engine's own ceiling (hand-over, syscall, completion), not a drive's.
+#[test]
+#[ignore = "a measurement: prints figures"]
+fn measure_the_pools_own_turnover() {
+    for depth in [1usize, 8, 32] {
+        let file = std::fs::OpenOptions::new().read(true).write(true).open("/dev/null").unwrap();
+        let mut t = PassthruTarget::new(file, Path::new("/dev/null"), &namespace(512, 1 << 30, 1 << 20), depth, true, None);
+        let mut bufs: Vec<AlignedBuf> = (0..depth).map(|_| AlignedBuf::zeroed(4096)).collect();
+        let mut out = Vec::new();
+        let (n, t0) = (200_000u64, Instant::now());
+        let mut token = 0u64;
+        while token < n || t.in_flight() > 0 {
+            while token < n && t.in_flight() < depth {
+                let buf = bufs.pop().unwrap();
+                t.submit(Op::Write { token, offset: (token % 1000) * 4096, buf, fua: false, write_id: token }).unwrap();
+                token += 1;
+            }
+            out.clear();
+            t.reap(&mut out, 1, Duration::from_secs(5)).unwrap();
+            bufs.extend(out.drain(..).filter_map(|c| c.buf));
+        }
+        let s = t0.elapsed().as_secs_f64();
+        println!("queue depth {depth:>2}: {n} operations in {s:.2} s = {:.0} ops/s ({:.1} us each)", n as f64 / s, s * 1e6 / n as f64);
+    }
+}
