@@ -213,9 +213,11 @@ impl Dut for SimDut {
     ) -> Result<CycleOutcome, DutCycleError> {
         let saved = self.drive.clone();
         let mut hook = || {
-            fault()?;
-            // Saved before the writer records what the cut left durable.
-            saved.persist().map_err(|e| DutError::Persist(e.to_string()).to_string())
+            let faulted = fault();
+            // Saved before the writer records what the cut left durable, whether or not the
+            // fault worked: a failed one still ends the cycle as a cut in the ledger.
+            saved.persist().map_err(|e| DutError::Persist(e.to_string()).to_string())?;
+            faulted
         };
         Ok(run_cycle(&mut self.drive, w.layout, w.format, ledger, w.contract, w.opts, &mut hook)?)
     }
