@@ -405,6 +405,12 @@ fn bad_input_is_refused_with_a_reason() {
     let o = run(&["write", "--target", "/dev/null", "--run-dir", s(&d.join("r3"))]);
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o).contains("neither a regular file nor a block device"), "{}", text(&o));
+    // An OS error is said once, not once by the message and again as its cause.
+    let o = run(&["write", "--target", s(&d.join("no-such.img")), "--run-dir", s(&d.join("r4"))]);
+    assert_eq!(o.status.code(), Some(2));
+    let said = text(&o);
+    assert_eq!(said.matches("No such file or directory").count(), 1, "{said}");
+    assert!(said.contains("no-such.img"), "{said}");
 }
 
 #[test]

@@ -298,3 +298,53 @@ fn a_controller_that_fails_mid_run_is_reported_and_the_policy_decides() {
     assert!(text(&o).contains("controller failure"), "{}", text(&o));
     let _ = std::fs::remove_dir_all(&d);
 }
+
+#[test]
+fn a_cycle_whose_fault_failed_records_and_verifies_what_it_wrote() {
+    // A switch whose `off` fails in cycle 2, after which the run stops: cycle 2 wrote (and the
+    // target completed) its writes until the failed cut; they are counted and verified, and a
+    // run stopped after 2 of 4 cycles is not complete.
+    let d = scratch("faultfail");
+    let img = d.join("target.img");
+    std::fs::File::create(&img).unwrap().set_len(16 << 20).unwrap();
+    let dir = d.to_str().unwrap();
+    let off = d.join("off.sh");
+    std::fs::write(
+        &off,
+        format!(
+            "#!/bin/sh\ncd {dir}\nn=$(cat n 2>/dev/null || echo 0); n=$((n+1)); echo $n > n\n[ $n -ne 2 ] || exit 3\necho off > state\n"
+        ),
+    )
+    .unwrap();
+    let on = d.join("on.sh");
+    std::fs::write(&on, format!("#!/bin/sh\necho on > {dir}/state\n")).unwrap();
+    for f in [&off, &on] {
+        Command::new("chmod").arg("+x").arg(f).status().unwrap();
+    }
+    let scenario = format!(
+        "format_version = 1\nname = \"faultfail\"\nseed = 11\ncontract = \"plp\"\n[target]\npath = \"{}\"\n\
+         [controllers]\npower = \"exec:?off={}&on={}&state=cat {dir}/state\"\n[fault]\nkind = \"power_cut\"\n\
+         [cut]\nkind = \"after_completions\"\ncompletions = 300\n[cycles]\ncount = 4\noff_time_ms = 1\nreadiness_timeout_s = 2\n\
+         [verify]\nsample_bytes = 0\n",
+        img.display(),
+        off.display(),
+        on.display()
+    );
+    let (o, rd) = run(&d, "faultfail", &scenario);
+    assert_eq!(o.status.code(), Some(2), "a failed fault is a harness error\n{}", text(&o));
+    assert_eq!(text(&o).matches("verdict:").count(), 1, "one verdict line\n{}", text(&o));
+    let ev = events(&rd);
+    let ended: Vec<&Value> = of(&ev, "cycle_ended").collect();
+    assert_eq!(ended.len(), 2, "the run stops at the failed fault\n{}", text(&o));
+    assert_eq!(ended[1]["verdict"], "error", "{:?}", ended[1]);
+    assert!(ended[1]["writes_completed"].as_u64().unwrap() >= 300, "the writes cycle 2 completed are counted: {:?}", ended[1]);
+    let verified: Vec<u64> = of(&ev, "verified").map(|v| v["cycle"].as_u64().unwrap()).collect();
+    assert_eq!(verified, [1, 2], "cycle 2's writes are verified too\n{}", text(&o));
+    assert!(of(&ev, "verified").all(|v| v["bytes"].as_u64().unwrap() > 0));
+    assert_eq!(of(&ev, "finding").count(), 0, "a file keeps what it was given: no findings\n{}", text(&o));
+    let summary: Value = serde_json::from_str(&std::fs::read_to_string(rd.join("summary.json")).unwrap()).unwrap();
+    assert_eq!((summary["complete"].as_bool(), summary["ended"].as_bool()), (Some(false), Some(true)), "{summary}");
+    assert_eq!(summary["cycles_done"].as_u64(), Some(2));
+    assert!(summary["stopped"].as_str().is_some_and(|s| s.contains("controller failure")), "{summary}");
+    let _ = std::fs::remove_dir_all(&d);
+}

@@ -304,6 +304,10 @@ pub enum FindError {
     Path { expect: Box<Expectation>, want: PathId, paths: Vec<PathMatch>, selected: usize },
 }
 
+/// The command-line flags that narrow an identity, as the refusals name them; a caller with
+/// other names for them (a scenario's `target.*` fields) replaces this phrase.
+pub const EXPECT_FLAGS: &str = "--expect-serial, --expect-wwid, --expect-model, --expect-size, --expect-backing-file";
+
 /// At most this many candidates are listed when nothing matches.
 const MAX_CLOSEST: usize = 10;
 
@@ -327,7 +331,7 @@ fn not_found_text(expect: &Expectation, scanned: usize, closest: &[Candidate], o
 fn ambiguous_text(expect: &Expectation, matches: &[Candidate]) -> String {
     let mut s = format!(
         "{} block devices match {}; faultline never picks one (writing to the wrong drive destroys it): \
-         give more of --expect-serial, --expect-wwid, --expect-model, --expect-size, --expect-backing-file to tell them apart:",
+         give more of {EXPECT_FLAGS} to tell them apart:",
         matches.len(),
         expect.summary()
     );
@@ -340,7 +344,7 @@ fn ambiguous_text(expect: &Expectation, matches: &[Candidate]) -> String {
 fn several_namespaces_text(expect: &Expectation, namespaces: &[Vec<PathMatch>]) -> String {
     let mut s = format!(
         "block devices of {} different namespaces match {}; faultline never picks one (writing to the wrong drive destroys it): \
-         give more of --expect-serial, --expect-wwid, --expect-model, --expect-size, --expect-backing-file to tell them apart:",
+         give more of {EXPECT_FLAGS} to tell them apart:",
         namespaces.len(),
         expect.summary()
     );

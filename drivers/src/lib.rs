@@ -22,6 +22,7 @@ pub mod latency;
 pub mod link;
 pub mod nvme;
 pub mod open;
+pub mod passthru;
 pub mod power;
 pub mod sharded;
 pub mod sync;

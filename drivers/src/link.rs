@@ -100,6 +100,12 @@ pub trait LinkController {
     /// others ignore it. Returns once the controller reports the reset done.
     fn reset(&mut self, port: &str, kind: ResetKind, hold: Duration) -> Result<(), LinkError>;
 
+    /// What the controller noted since the last call beyond success or failure (a reset the
+    /// kernel called failed that happened all the same), for the run's log.
+    fn take_log(&mut self) -> Vec<String> {
+        Vec::new()
+    }
+
     /// Refuses, before a run, a reset the controller cannot do.
     fn require(&self, port: &str, kind: ResetKind) -> Result<(), LinkError> {
         let ports = self.ports();

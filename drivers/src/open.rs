@@ -1,5 +1,6 @@
 //! Opening a target: discovery, the safety guards, then the engine (io_uring, or the
-//! synchronous fallback when io_uring cannot be set up).
+//! synchronous fallback when io_uring cannot be set up; for an NVMe controller's character
+//! device, the passthrough engine).
 //!
 //! Order matters: the in-use guard runs before the device is opened for writing, the
 //! identity check before anything is written, the signature probe on the opened descriptor.
@@ -33,6 +34,8 @@ pub struct OpenSpec {
 pub enum Engine {
     IoUring,
     Sync,
+    /// `NVME_IOCTL_IO_CMD` on a controller's character device ([`crate::passthru`]).
+    NvmePassthru,
 }
 
 impl std::fmt::Display for Engine {
@@ -40,6 +43,7 @@ impl std::fmt::Display for Engine {
         f.write_str(match self {
             Engine::IoUring => "io_uring",
             Engine::Sync => "pwritev2/preadv2",
+            Engine::NvmePassthru => "nvme-passthru",
         })
     }
 }
@@ -68,6 +72,15 @@ pub fn open_target(path: &Path, spec: &OpenSpec) -> Result<Opened, OpenError> {
     let shown = path.display().to_string();
     let meta = std::fs::metadata(path).map_err(|source| TargetError::Open { path: shown.clone(), source })?;
     let is_block = meta.file_type().is_block_device();
+    if meta.file_type().is_char_device() {
+        // An NVMe controller (`/dev/nvme1`): its one namespace through I/O passthrough, the
+        // way to reach one controller of several when native multipath hides their disks.
+        let roots = crate::blockdev::SysRoots::system();
+        let canon = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        if canon.file_name().is_some_and(|n| roots.sys.join("class/nvme").join(n).exists()) {
+            return crate::passthru::open_controller_target(path, spec, &roots);
+        }
+    }
     if is_block && spec.writable {
         check_not_in_use(&shown, meta.rdev())?;
     }

@@ -1,6 +1,7 @@
 //! Direct system calls that std does not wrap: block-device ioctls, the `pwritev2` /
 //! `preadv2` pair with per-call flags (`RWF_DSYNC` gives a write FUA semantics on an
-//! O_DIRECT block device) and the NVMe admin passthrough ioctl.
+//! O_DIRECT block device), the NVMe admin passthrough ioctl and the NVMe I/O passthrough ioctl
+//! (`NVME_IOCTL_IO_CMD`, the passthrough engine's read, write and flush).
 //!
 //! Invariant: together with `uring/`, this is the only module with `unsafe`. Every call
 //! here borrows its buffer for the duration of the call only; nothing outlives the syscall.
@@ -150,6 +151,61 @@ impl NvmeStatus {
             (1, 0x09) => "invalid log page".into(),
             (sct, sc) => format!("SCT {sct}, SC {sc:#04x}"),
         }
+    }
+}
+
+/// `NVME_IOCTL_IO_CMD` = `_IOWR('N', 0x43, struct nvme_passthru_cmd)`: the same 72-byte struct
+/// as the admin command (linux/nvme_ioctl.h: `#define nvme_admin_cmd nvme_passthru_cmd`), sent
+/// to the controller's one namespace.
+pub(crate) const NVME_IOCTL_IO_CMD: u32 = ioc(IOC_READ | IOC_WRITE, b'N', 0x43, size_of::<NvmeAdminCmd>());
+
+/// The data of one NVM I/O command, by direction.
+pub enum IoData<'a> {
+    /// Flush: no data.
+    None,
+    /// Write: the device reads this.
+    ToDevice(&'a [u8]),
+    /// Read: the device writes this.
+    FromDevice(&'a mut [u8]),
+}
+
+/// Issues one NVM command set I/O command (Flush 0x00, Write 0x01, Read 0x02) through
+/// `NVME_IOCTL_IO_CMD` on a controller character device and returns the completion's dword 0.
+/// `addr`/`data_len` are set from `data`, which must hold exactly the command's transfer,
+/// (NLB + 1) logical blocks of `lbs` bytes (a flush: none); anything else is refused
+/// (`InvalidInput`) before the ioctl. Errors as [`nvme_admin`]'s (the kernel refuses the ioctl
+/// with EINVAL on a controller with more than one namespace).
+pub fn nvme_io(file: &File, cmd: &mut NvmeAdminCmd, data: IoData<'_>, lbs: u32) -> io::Result<u32> {
+    let blocks = u64::from(cmd.cdw12 & 0xFFFF) + 1;
+    let (want, ptr, len) = match data {
+        IoData::None => (0, 0u64, 0usize),
+        IoData::ToDevice(b) => (blocks * u64::from(lbs), b.as_ptr() as u64, b.len()),
+        IoData::FromDevice(b) => (blocks * u64::from(lbs), b.as_mut_ptr() as u64, b.len()),
+    };
+    let ok_dir = matches!((cmd.opcode, want), (0x00, 0) | (0x01, 1..) | (0x02, 1..));
+    if !ok_dir || want != len as u64 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("I/O opcode {:#04x} transfers {want} bytes, with a {len}-byte buffer: refused", cmd.opcode),
+        ));
+    }
+    cmd.addr = ptr;
+    cmd.data_len = u32::try_from(len).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, format!("{len} bytes in one command")))?;
+    cmd.metadata = 0;
+    cmd.metadata_len = 0;
+    // SAFETY: `cmd` is a live, exclusively borrowed `struct nvme_passthru_cmd` (layout checked
+    // above); the kernel reads it and writes back `result`. `addr`/`data_len` describe exactly
+    // the buffer in `data`, borrowed (mutably, for a read) for the whole call, and the check
+    // above makes the command's transfer exactly that long; a flush has none. Metadata is null.
+    // The ioctl is synchronous: nothing touches the buffer after it returns.
+    let r = unsafe { libc::ioctl(file.as_raw_fd(), NVME_IOCTL_IO_CMD as _, cmd as *mut NvmeAdminCmd) };
+    match r {
+        0 => Ok(cmd.result),
+        r if r < 0 => Err(io::Error::last_os_error()),
+        r => Err(match u16::try_from(r) {
+            Ok(s) => io::Error::other(NvmeStatus(s)),
+            Err(_) => io::Error::other(format!("NVME_IOCTL_IO_CMD returned {r}, not an NVMe status")),
+        }),
     }
 }
 

@@ -174,7 +174,15 @@ pub enum Event {
         t_ns: u64,
         cycle: u32,
     },
+    /// The power is back on after a power cut or clean shutdown. (Format 2 and older logs also
+    /// called the end of a link reset this: it read as `power_restored` there.)
     PowerRestored {
+        t_ns: u64,
+        cycle: u32,
+    },
+    /// The link fault is over (a controller, subsystem or PCI reset done, a removed function
+    /// rescanned): the device was never powered off. Events format 3 and newer.
+    LinkRestored {
         t_ns: u64,
         cycle: u32,
     },
@@ -337,6 +345,7 @@ impl Event {
             | Event::CutIssued { t_ns, .. }
             | Event::DeviceGone { t_ns, .. }
             | Event::PowerRestored { t_ns, .. }
+            | Event::LinkRestored { t_ns, .. }
             | Event::Ready { t_ns, .. }
             | Event::Health { t_ns, .. }
             | Event::Verified { t_ns, .. }
@@ -365,6 +374,7 @@ impl Event {
             | Event::CutIssued { cycle, .. }
             | Event::DeviceGone { cycle, .. }
             | Event::PowerRestored { cycle, .. }
+            | Event::LinkRestored { cycle, .. }
             | Event::Ready { cycle, .. }
             | Event::Health { cycle, .. }
             | Event::Verified { cycle, .. }

@@ -354,6 +354,7 @@ impl Families {
             Event::CutIssued { .. }
             | Event::DeviceGone { .. }
             | Event::PowerRestored { .. }
+            | Event::LinkRestored { .. }
             | Event::RunStopped { .. }
             | Event::Note { .. }
             | Event::ControllerLog { .. } => {}

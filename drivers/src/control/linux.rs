@@ -2,9 +2,19 @@
 //! are the kernel's `Documentation/ABI/testing/sysfs-bus-pci` and `sysfs-class-nvme`):
 //! - NVMe controller reset: `echo 1 > /sys/class/nvme/nvmeX/reset_controller`, then wait for
 //!   `state` to read `live` again.
-//! - NVM subsystem reset: ioctl `NVME_IOCTL_SUBSYS_RESET` on `/dev/nvmeX` (see `sys.rs`).
+//! - NVM subsystem reset: ioctl `NVME_IOCTL_SUBSYS_RESET` on `/dev/nvmeX` (see `sys.rs`). Only
+//!   a controller whose CAP register has NSSRS (bit 36) set has one; the kernel answers the
+//!   ioctl with ENOTTY otherwise (`nvme_reset_subsystem`: `if (!ctrl->subsystem) return
+//!   -ENOTTY`). CAP is in BAR0, which user space reads only by mapping the function's sysfs
+//!   `resource0` (as `nvme show-regs` does): read when the controller is opened, and a
+//!   controller without NSSR is refused there, before any run. Where the mapping is refused
+//!   (kernel lockdown, a fabrics controller), the first reset's ENOTTY says it.
 //! - PCI function reset: `reset_method` set to the chosen method (and put back afterwards),
-//!   then `echo 1 > /sys/bus/pci/devices/BDF/reset`.
+//!   then `echo 1 > /sys/bus/pci/devices/BDF/reset`. A reset the kernel reports failed is
+//!   looked at: refused at once (faster than any reset takes) it did not happen; refused after
+//!   the kernel's own wait (a secondary bus reset whose link came up after the kernel stopped
+//!   waiting) the function is watched until its link is up, its config space reads and its
+//!   NVMe controller is `live` again: then it happened, late, and the controller's log says so.
 //! - Remove and rescan: `.../BDF/remove`, wait, `/sys/bus/pci/rescan`, wait for the function.
 //! - Slot power: `/sys/bus/pci/slots/N/power` (0, wait, 1), read back after each write.
 //!
@@ -36,7 +46,15 @@ pub struct LinuxLink {
     sys: PathBuf,
     dev: PathBuf,
     settle: Duration,
+    /// A PCI reset the kernel refuses faster than this was never started (a secondary bus
+    /// reset alone holds the bus 2 ms and then waits at least 100 ms for the link).
+    min_reset: Duration,
+    /// What the controller has to say beyond success or failure (a reset that came back late).
+    log: Vec<String>,
 }
+
+/// The NVMe CAP register's NSSRS bit: NVM Subsystem Reset Supported (bit 36).
+const CAP_NSSRS: u64 = 1 << 36;
 
 fn sysfs_write(path: &Path, value: &str) -> Result<(), String> {
     // O_TRUNC as the shell's `echo 1 > file` does; sysfs ignores it, the fake tree needs it.
@@ -61,15 +79,71 @@ impl LinuxLink {
             ControllerSpec::PciSlotPower { slot } => Target::Slot { slot: slot.clone() },
             other => panic!("LinuxLink::open called with {other}"),
         };
-        let l = LinuxLink {
+        let mut l = LinuxLink {
             name: spec.to_string(),
             target,
             sys: env.sysfs_root.join("sys"),
             dev: env.dev_root.join("dev"),
             settle: env.settle_timeout,
+            min_reset: Duration::from_millis(100),
+            log: Vec::new(),
         };
         l.check(env)?;
+        if let Target::NvmeSubsys { ctrl } = &l.target {
+            match l.read_cap(ctrl) {
+                Ok(cap) if cap & CAP_NSSRS == 0 => {
+                    return Err(l.fail(
+                        "open",
+                        format!(
+                            "{ctrl} has no NVM subsystem reset: its CAP register reads {cap:#018x}, NSSRS (bit 36) clear, so the \
+                             kernel refuses NVME_IOCTL_SUBSYS_RESET on it; reset it with nvme-reset://{ctrl} or a pci-reset:// \
+                             of its function instead"
+                        ),
+                    ))
+                }
+                Ok(_) => {}
+                // Not known before the first reset: its ENOTTY will say so.
+                Err(why) => l.log.push(format!("cannot tell whether {ctrl} has an NVM subsystem reset before trying one: {why}")),
+            }
+        }
         Ok(l)
+    }
+
+    /// The controller's CAP register (offset 0 of BAR0), through its PCI function's
+    /// `resource0`.
+    fn read_cap(&self, ctrl: &str) -> Result<u64, String> {
+        let p = self.nvme_dir(ctrl).join("device/resource0");
+        let f = std::fs::File::open(&p).map_err(|e| format!("cannot open {}: {e}", p.display()))?;
+        super::sys::read_mapped_u64(&f, 0).map_err(|e| format!("cannot read CAP from {}: {e}", p.display()))
+    }
+
+    /// After the kernel reported a PCI reset of `bdf` failed (`err`, after `took`): whether
+    /// it happened, by looking. See the module doc.
+    fn after_failed_reset(&mut self, cmd: &str, bdf: &str, err: String, took: Duration) -> Result<(), LinkError> {
+        let ms = took.as_millis();
+        if took < self.min_reset {
+            return Err(
+                self.fail(cmd, format!("{err} after {ms} ms: refused before any reset could have happened; the reset did not happen"))
+            );
+        }
+        let dir = self.pci_dir(bdf);
+        let end = Instant::now() + self.settle;
+        loop {
+            let missing = function_back(&dir);
+            match missing {
+                Ok(seen) => {
+                    self.log.push(format!(
+                        "{cmd} of {bdf}: the kernel reported {err} after {ms} ms, but the reset happened: the function came back \
+                         ({seen}); its link came up after the kernel stopped waiting"
+                    ));
+                    return Ok(());
+                }
+                Err(why) if Instant::now() >= end => {
+                    return Err(self.fail(cmd, format!("{err} after {ms} ms, and the function is not back within {:?}: {why}", self.settle)))
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(50)),
+            }
+        }
     }
 
     fn fail(&self, command: &str, reason: String) -> LinkError {
@@ -170,9 +244,46 @@ impl LinuxLink {
     }
 }
 
+/// Whether the PCI function at `dir` is back after a reset: its config space reads (a vendor
+/// id other than all ones), its link is up (`current_link_speed` not `Unknown`, where sysfs
+/// has it) and its NVMe controller, if it has one, reads `live`. `Ok`: what was seen; `Err`:
+/// what is not back yet.
+fn function_back(dir: &Path) -> Result<String, String> {
+    let config = dir.join("config");
+    let head = std::fs::read(&config).map_err(|e| format!("cannot read {}: {e}", config.display()))?;
+    match head.get(..2) {
+        Some(v) if v != [0xff, 0xff] => {}
+        _ => return Err(format!("{} does not read back (vendor id all ones, or empty)", config.display())),
+    }
+    let mut seen = vec!["config space readable".to_string()];
+    let speed_file = dir.join("current_link_speed");
+    if speed_file.exists() {
+        let speed = sysfs_read(&speed_file)?;
+        if speed.is_empty() || speed.starts_with("Unknown") {
+            return Err(format!("{} reads {speed:?}: the link is down", speed_file.display()));
+        }
+        seen.push(format!("link at {speed}"));
+    }
+    if let Ok(rd) = std::fs::read_dir(dir.join("nvme")) {
+        for c in rd.flatten() {
+            let state = c.path().join("state");
+            let st = sysfs_read(&state)?;
+            if st != "live" {
+                return Err(format!("{} reads {st:?}, not \"live\"", state.display()));
+            }
+            seen.push(format!("{} live", c.file_name().to_string_lossy()));
+        }
+    }
+    Ok(seen.join(", "))
+}
+
 impl LinkController for LinuxLink {
     fn name(&self) -> String {
         self.name.clone()
+    }
+
+    fn take_log(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.log)
     }
 
     fn ports(&self) -> Vec<PortCaps> {
@@ -201,8 +312,18 @@ impl LinkController for LinuxLink {
                     .write(true)
                     .open(&path)
                     .map_err(|e| self.fail(&cmd, format!("cannot open {}: {e}", path.display())))?;
-                super::sys::nvme_subsys_reset(&f)
-                    .map_err(|e| self.fail(&cmd, format!("ioctl NVME_IOCTL_SUBSYS_RESET on {} failed: {e}", path.display())))
+                super::sys::nvme_subsys_reset(&f).map_err(|e| {
+                    let why = if e.raw_os_error() == Some(libc::ENOTTY) {
+                        format!(
+                            "{e}: {ctrl} has no NVM subsystem reset (the kernel answers so when the controller's CAP.NSSRS is \
+                             clear), or {} is not an NVMe controller; reset it with nvme-reset://{ctrl} instead",
+                            path.display()
+                        )
+                    } else {
+                        e.to_string()
+                    };
+                    self.fail(&cmd, format!("ioctl NVME_IOCTL_SUBSYS_RESET on {} failed: {why}", path.display()))
+                })
             }
             Target::PciReset { bdf, method } => {
                 let dir = self.pci_dir(&bdf);
@@ -216,14 +337,19 @@ impl LinkController for LinuxLink {
                     }
                     None => None,
                 };
-                let r = sysfs_write(&dir.join("reset"), "1").map_err(|e| self.fail(&cmd, e));
+                let t0 = Instant::now();
+                let r = sysfs_write(&dir.join("reset"), "1");
+                let took = t0.elapsed();
                 if let Some(prev) = previous {
                     // Put the kernel's method list back; an empty list means the default.
                     let restore = if prev.is_empty() { "default".to_string() } else { prev };
                     sysfs_write(&rm, &restore)
                         .map_err(|e| self.fail(&cmd, format!("reset done, but restoring reset_method failed: {e}")))?;
                 }
-                r
+                match r {
+                    Ok(()) => Ok(()),
+                    Err(e) => self.after_failed_reset(&cmd, &bdf, e, took),
+                }
             }
             Target::RemoveRescan { bdf } => {
                 let dir = self.pci_dir(&bdf);
@@ -340,6 +466,94 @@ mod tests {
         let mut l = open("nvme-subsys-reset://nvme0", &root).unwrap();
         let e = l.reset("nvme0", ResetKind::NvmeSubsystem, Duration::ZERO).unwrap_err().to_string();
         assert!(e.contains("NVME_IOCTL_SUBSYS_RESET") && e.contains("dev/nvme0"), "{e}");
+    }
+
+    /// Writes a BAR0 image whose CAP register is `cap` as nvme0's `resource0`.
+    fn bar0(root: &FakeRoot, cap: u64) {
+        let mut b = vec![0u8; 4096];
+        b[..8].copy_from_slice(&cap.to_le_bytes());
+        root.file("sys/class/nvme/nvme0/device/resource0", "");
+        std::fs::write(root.0.join("sys/class/nvme/nvme0/device/resource0"), b).unwrap();
+    }
+
+    #[test]
+    fn a_controller_without_nvm_subsystem_reset_is_refused_at_open_by_its_cap_register() {
+        let root = FakeRoot::new("nssrs");
+        root.file("dev/nvme0", "");
+        // QEMU's emulated controller: CAP = 0x0000_0010_2003_03ff-like, NSSRS (bit 36) clear.
+        bar0(&root, 0x0000_0020_2014_03ff & !(1 << 36));
+        let e = open("nvme-subsys-reset://nvme0", &root).unwrap_err().to_string();
+        assert!(e.contains("nvme0 has no NVM subsystem reset") && e.contains("NSSRS (bit 36) clear"), "{e}");
+        assert!(e.contains("nvme-reset://nvme0"), "names what to use instead: {e}");
+        // NSSRS set: opened, and it is the ioctl's answer that counts (here ENOTTY: the fake
+        // /dev/nvme0 is a regular file).
+        bar0(&root, 0x0000_0030_2014_03ff);
+        let mut l = open("nvme-subsys-reset://nvme0", &root).unwrap();
+        assert!(l.take_log().is_empty());
+        let e = l.reset("nvme0", ResetKind::NvmeSubsystem, Duration::ZERO).unwrap_err().to_string();
+        assert!(e.contains("has no NVM subsystem reset") && e.contains("CAP.NSSRS"), "ENOTTY is explained: {e}");
+    }
+
+    #[test]
+    fn an_unreadable_cap_register_is_noted_and_the_reset_left_to_say() {
+        let root = FakeRoot::new("nocap");
+        root.file("dev/nvme0", "");
+        root.file("sys/class/nvme/nvme0/device/resource0", "");
+        let mut l = open("nvme-subsys-reset://nvme0", &root).unwrap();
+        let log = l.take_log();
+        assert!(
+            log.len() == 1 && log[0].contains("cannot tell whether nvme0 has an NVM subsystem reset") && log[0].contains("too short"),
+            "{log:?}"
+        );
+    }
+
+    /// A PCI function with an NVMe controller, whose `reset` fails when written (a directory).
+    fn failing_function(tag: &str) -> FakeRoot {
+        let root = FakeRoot::new(tag);
+        let f = "sys/bus/pci/devices/0000:3b:00.0";
+        root.dir(&format!("{f}/reset"));
+        root.file(&format!("{f}/reset_method"), "flr bus\n");
+        std::fs::write(root.0.join(format!("{f}/config")), [0x86, 0x80, 0x0a, 0xf1]).unwrap();
+        root.file(&format!("{f}/current_link_speed"), "8.0 GT/s PCIe\n");
+        root.file(&format!("{f}/nvme/nvme0/state"), "live\n");
+        root
+    }
+
+    #[test]
+    fn a_pci_reset_refused_at_once_did_not_happen() {
+        let root = failing_function("pci-not");
+        let mut l = open("pci-reset://0000:3b:00.0?method=bus", &root).unwrap();
+        let e = l.reset("0000:3b:00.0", ResetKind::PciFunction(Some(PciResetMethod::Bus)), Duration::ZERO).unwrap_err().to_string();
+        assert!(e.contains("the reset did not happen"), "{e}");
+        assert_eq!(root.read("sys/bus/pci/devices/0000:3b:00.0/reset_method"), "flr bus", "the method list is put back");
+    }
+
+    #[test]
+    fn a_pci_reset_reported_failed_after_the_kernel_waited_is_looked_at() {
+        let root = failing_function("pci-late");
+        let mut l = open("pci-reset://0000:3b:00.0?method=bus", &root).unwrap();
+        // As if the kernel had waited for the link before giving up.
+        l.min_reset = Duration::ZERO;
+        let bus = ResetKind::PciFunction(Some(PciResetMethod::Bus));
+        l.reset("0000:3b:00.0", bus, Duration::ZERO).unwrap();
+        let log = l.take_log();
+        assert!(
+            log.len() == 1 && log[0].contains("the reset happened") && log[0].contains("link at 8.0 GT/s") && log[0].contains("nvme0 live"),
+            "{log:?}"
+        );
+        // Link still down and the controller not back within the settle time: a failure that
+        // says what is missing.
+        root.file("sys/bus/pci/devices/0000:3b:00.0/current_link_speed", "Unknown\n");
+        let e = l.reset("0000:3b:00.0", bus, Duration::ZERO).unwrap_err().to_string();
+        assert!(e.contains("not back") && e.contains("the link is down"), "{e}");
+        root.file("sys/bus/pci/devices/0000:3b:00.0/current_link_speed", "8.0 GT/s PCIe\n");
+        root.file("sys/bus/pci/devices/0000:3b:00.0/nvme/nvme0/state", "resetting\n");
+        let e = l.reset("0000:3b:00.0", bus, Duration::ZERO).unwrap_err().to_string();
+        assert!(e.contains("not \"live\""), "{e}");
+        root.file("sys/bus/pci/devices/0000:3b:00.0/nvme/nvme0/state", "live\n");
+        std::fs::write(root.0.join("sys/bus/pci/devices/0000:3b:00.0/config"), [0xff, 0xff, 0xff, 0xff]).unwrap();
+        let e = l.reset("0000:3b:00.0", bus, Duration::ZERO).unwrap_err().to_string();
+        assert!(e.contains("does not read back"), "{e}");
     }
 
     #[test]

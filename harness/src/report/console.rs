@@ -215,7 +215,7 @@ impl<W: Write> EventSink for Console<W> {
                 self.line(format!("performance {workload:<18} {phase:<7} port {name}: {:>8.1} MB/s{lat}", figures.throughput_bps / 1e6))?;
             }
             Event::Health { anomalies, .. } => self.anomalies += anomalies.len() as u64,
-            Event::DeviceGone { .. } | Event::PowerRestored { .. } | Event::Ready { .. } | Event::Verified { .. } => {}
+            Event::DeviceGone { .. } | Event::PowerRestored { .. } | Event::LinkRestored { .. } | Event::Ready { .. } | Event::Verified { .. } => {}
         }
         Ok(())
     }

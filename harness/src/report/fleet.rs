@@ -223,7 +223,7 @@ fn read_run(dir: &Path, out_dir: &Path) -> (FleetRun, Dist) {
     run.run_id = Some(start.run_id.clone());
     run.started_at = Some(start.started_at.clone());
     run.verdict = Some(s.verdict);
-    run.complete = s.complete;
+    run.complete = s.ended;
     run.cycles_done = s.cycles_done;
     run.cycles_planned = s.cycles_planned;
     run.findings = s.findings;

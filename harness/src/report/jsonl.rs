@@ -18,8 +18,9 @@ use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-/// The events format this build writes (1: bare events, before the envelope).
-pub const EVENTS_FORMAT: u32 = 2;
+/// The events format this build writes (1: bare events, before the envelope; 2: the
+/// envelope; 3: `link_restored` after a link fault, where 1 and 2 wrote `power_restored`).
+pub const EVENTS_FORMAT: u32 = 3;
 
 /// The host name this process records its events under.
 pub const LOCAL_HOST: &str = "local";
@@ -28,7 +29,7 @@ pub const LOCAL_HOST: &str = "local";
 pub struct EventLog {
     path: PathBuf,
     out: BufWriter<File>,
-    /// The envelope's opening, `{"v":2,"host":"local",`, written before each event's keys.
+    /// The envelope's opening, `{"v":3,"host":"local",`, written before each event's keys.
     prefix: String,
 }
 
@@ -264,28 +265,46 @@ mod tests {
     #[test]
     fn lines_carry_the_envelope_and_logs_of_format_1_still_read() {
         let ev = testdata::run();
-        let prefix = "{\"v\":2,\"host\":\"local\",";
+        let prefix = "{\"v\":3,\"host\":\"local\",";
         for e in &ev {
             let line = encode_line(e, prefix).unwrap();
             let v: serde_json::Value = serde_json::from_slice(&line).unwrap();
-            assert_eq!((v["v"].as_u64(), v["host"].as_str()), (Some(2), Some("local")), "{v}");
+            assert_eq!((v["v"].as_u64(), v["host"].as_str()), (Some(3), Some("local")), "{v}");
             assert_eq!(v["event"].as_str().unwrap(), e.kind());
             assert_eq!(v["t_ns"].as_u64(), Some(e.t_ns()));
             assert_eq!(v["cycle"].as_u64().map(|c| c as u32), e.cycle().filter(|_| v.get("cycle").is_some()));
             let (env, back) = decode_line(&line).unwrap();
-            assert_eq!((env.format, env.host.as_deref(), back), (2, Some("local"), e.clone()));
+            assert_eq!((env.format, env.host.as_deref(), back), (3, Some("local"), e.clone()));
             // Format 1: the bare event, as faultline wrote it before the envelope.
             let (env1, back1) = decode_line(&serde_json::to_vec(e).unwrap()).unwrap();
             assert_eq!((env1.format, env1.host, back1), (1, None, e.clone()));
         }
-        let newer = br#"{"v":3,"host":"local","event":"run_ended","t_ns":1,"verdict":"clean","exit_code":0}"#;
+        let newer = br#"{"v":4,"host":"local","event":"run_ended","t_ns":1,"verdict":"clean","exit_code":0}"#;
         let err = decode_line(newer).unwrap_err().to_string();
-        assert!(err.contains("events format 3") && err.contains("newer"), "{err}");
+        assert!(err.contains("events format 4") && err.contains("newer"), "{err}");
         let with_port = br#"{"v":2,"host":"b","port":1,"event":"cycle_started","t_ns":1,"cycle":2}"#;
         let (env, e) = decode_line(with_port).unwrap();
         assert_eq!(
             (env.host.as_deref(), env.port, e),
             (Some("b"), Some(crate::port::PortId(1)), Event::CycleStarted { t_ns: 1, cycle: 2 })
+        );
+    }
+
+    #[test]
+    fn a_link_fault_ends_in_link_restored_and_older_logs_with_power_restored_still_read() {
+        // Formats 1 and 2 wrote `power_restored` after a link reset too; they read as they were.
+        for old in [
+            &br#"{"v":2,"host":"local","event":"power_restored","t_ns":7,"cycle":1}"#[..],
+            br#"{"event":"power_restored","t_ns":7,"cycle":1}"#,
+        ] {
+            assert_eq!(decode_line(old).unwrap().1, Event::PowerRestored { t_ns: 7, cycle: 1 });
+        }
+        let line = encode_line(&Event::LinkRestored { t_ns: 7, cycle: 1 }, "{\"v\":3,\"host\":\"local\",").unwrap();
+        let text = String::from_utf8(line.clone()).unwrap();
+        assert!(text.contains(r#""event":"link_restored""#), "{text}");
+        assert_eq!(
+            decode_line(&line).unwrap(),
+            (Envelope { format: 3, host: Some("local".into()), port: None }, Event::LinkRestored { t_ns: 7, cycle: 1 })
         );
     }
 }

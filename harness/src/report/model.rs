@@ -399,7 +399,7 @@ impl RunModel {
                     c.device_gone_ns = Some(*t_ns)
                 }
             }
-            Event::PowerRestored { t_ns, cycle } => {
+            Event::PowerRestored { t_ns, cycle } | Event::LinkRestored { t_ns, cycle } => {
                 if let Some(c) = self.cycle(*cycle, on_close) {
                     c.power_restored_ns = Some(*t_ns)
                 }
@@ -767,6 +767,7 @@ pub(crate) mod tests {
             | Event::CutIssued { cycle, .. }
             | Event::DeviceGone { cycle, .. }
             | Event::PowerRestored { cycle, .. }
+            | Event::LinkRestored { cycle, .. }
             | Event::Ready { cycle, .. }
             | Event::Health { cycle, .. }
             | Event::Verified { cycle, .. }

@@ -23,8 +23,13 @@ pub struct Summary {
     pub started_at: Option<String>,
     pub verdict: Verdict,
     pub exit_code: u8,
-    /// The run recorded its end (false: the harness died; the figures cover what was recorded).
+    /// Every planned cycle ran and the run recorded its end: false for a run the stop policy
+    /// ended early (`stopped` says why), a suspended one, or one whose harness died.
     pub complete: bool,
+    /// The run recorded its end, complete or stopped early (false: the harness died, or the run
+    /// was suspended; the figures cover what was recorded).
+    #[serde(default)]
+    pub ended: bool,
     pub cycles_planned: Option<u32>,
     /// Cycles that ended.
     pub cycles_done: u32,
@@ -218,7 +223,8 @@ pub fn summarize(m: &RunModel) -> Summary {
         started_at: s.map(|s| s.started_at.clone()),
         verdict,
         exit_code: m.end.map_or(verdict.exit_code(), |(_, code)| code),
-        complete: m.end.is_some(),
+        complete: m.end.is_some() && m.stopped.is_none() && s.is_none_or(|s| t.cycles_ended >= u64::from(s.cycles_planned)),
+        ended: m.end.is_some(),
         cycles_planned: s.map(|s| s.cycles_planned),
         cycles_done: t.cycles_ended as u32,
         cycles_with_findings: t.cycles_with_findings as u32,

@@ -79,8 +79,11 @@ impl Cycles<'_, '_> {
             let w = Workload { layout: &run.layout, format: &run.format, contract: plan.contract, opts: &copts };
             dut.run_cycle(&w, &mut run.ledger, &mut fault)
         });
-        let outcome = match res {
-            Ok(out) => out,
+        // A fault that failed may or may not have happened: the writer ended the cycle as cut
+        // all the same, and what it wrote is settled (verified, recorded) like any cycle's.
+        let (outcome, cut_failed) = match res {
+            Ok(out) => (out, None),
+            Err(DutCycleError::Write(WriteError::Cut { why, outcome })) => (*outcome, Some(why)),
             Err(e) => return self.failed_cycle(cycle, started, &e),
         };
         self.em.cut(cycle, started, &outcome, planned, self.mate_step_ms);
@@ -88,7 +91,11 @@ impl Cycles<'_, '_> {
         self.waits += outcome.cut_at.unwrap_or(outcome.elapsed) + cut_cmd;
         let t_confirm = Instant::now();
         let mut end = CycleEnd { cycle, ..CycleEnd::default() };
-        if let Err(why) = self.confirm(&outcome) {
+        if let Some(why) = cut_failed {
+            self.em.error(Some(cycle), format!("cut: {why}"));
+            end.errors += 1;
+            end.controller_failure = Some(ControllerStep::Cut);
+        } else if let Err(why) = self.confirm(&outcome) {
             self.em.error(Some(cycle), why);
             end.errors += 1;
             end.controller_failure = Some(ControllerStep::Unconfirmed);
@@ -130,7 +137,7 @@ impl Cycles<'_, '_> {
     /// The workload failed: power back on (a partial cut), close the cycle the writer left open,
     /// and let the stop policy decide.
     fn failed_cycle(&mut self, cycle: u32, started: Instant, e: &DutCycleError) -> Result<Option<String>, Fatal> {
-        let controller = matches!(e, DutCycleError::Write(WriteError::Cut(_)));
+        let controller = matches!(e, DutCycleError::Write(WriteError::Cut { .. }));
         self.em.error(Some(cycle), e.to_string());
         if let Err(e2) = self.st.cutter.restore(self.plan.off_time) {
             self.em.error(Some(cycle), format!("power on after the failed cycle: {e2}"));
@@ -167,7 +174,7 @@ impl Cycles<'_, '_> {
             });
         }
         let t_ns = self.em.now();
-        self.em.emit(Event::PowerRestored { t_ns, cycle });
+        self.em.emit(if self.st.cutter.is_link() { Event::LinkRestored { t_ns, cycle } } else { Event::PowerRestored { t_ns, cycle } });
 
         let mut findings: Vec<Finding> = Vec::new();
         let t_ready = Instant::now();
@@ -199,7 +206,14 @@ impl Cycles<'_, '_> {
         p.end.new_findings = self.em.findings(cycle, &findings);
         self.controller_log(Some(cycle));
         let harness = self.cycle_t0.elapsed().saturating_sub(self.waits);
-        let verdict = if p.end.new_findings > 0 || anomalies > 0 { Verdict::Findings } else { Verdict::Clean };
+        let verdict = if p.end.new_findings > 0 || anomalies > 0 {
+            Verdict::Findings
+        } else if p.end.controller_failure == Some(ControllerStep::Cut) {
+            // The fault failed: whatever the verify saw, this cycle tested nothing clean.
+            Verdict::Error
+        } else {
+            Verdict::Clean
+        };
         self.em.end_cycle(cycle, verdict, p.outcome.as_ref(), Some(harness));
         match decide(&self.plan.stop, &mut self.streak, &p.end) {
             Next::GoOn => Ok(None),

@@ -14,11 +14,13 @@ use crate::port::PortId;
 use crate::verify::{Verifier, VerifyError, VerifyReport};
 use crate::workload::Layout;
 use crate::writer::{prefill_then, run_cycle, CycleOptions, CycleOutcome, WriteError};
+use faultline_drivers::blockdev::DeviceIdentity;
 use faultline_drivers::blockdev::{
-    find_by_identity, find_namespace_paths, find_path, identify, Expectation, FindError, PathMatch, SysRoots,
+    find_by_identity, find_namespace_paths, find_path, identify, Expectation, FindError, PathMatch, SysRoots, EXPECT_FLAGS,
 };
 use faultline_drivers::identity::PathId;
 use faultline_drivers::nvme::NvmeAdmin;
+use faultline_drivers::passthru::{controller_namespace, find_controller, ControllerNamespace};
 use faultline_drivers::{open_target, AlignedBuf, BlockTarget, OpenSpec};
 use faultline_fixtures::{SimDrive, TruthExtent};
 use std::path::{Path, PathBuf};
@@ -41,7 +43,10 @@ pub enum DutError {
     Open(String),
     /// The target's identity matches more than one device, and nothing says which one the run
     /// is about: a harness error (a scenario to fix), never a finding about the drive.
-    #[error("the target is ambiguous: {0}; give target.path (with the identity) to name the one device the run is about")]
+    #[error(
+        "the target is ambiguous: {0}; give target.path, or target.cntlid / pci_address / controller (with the identity), to name \
+         the one device the run is about"
+    )]
     Ambiguous(String),
     /// Saving the simulated drive's state failed.
     #[error("cannot save the simulated drive after the cut: {0}")]
@@ -211,9 +216,11 @@ impl Dut for SimDut {
     ) -> Result<CycleOutcome, DutCycleError> {
         let saved = self.drive.clone();
         let mut hook = || {
-            fault()?;
-            // Saved before the writer records what the cut left durable.
-            saved.persist().map_err(|e| DutError::Persist(e.to_string()).to_string())
+            let faulted = fault();
+            // Saved before the writer records what the cut left durable, whether or not the
+            // fault worked: a failed one still ends the cycle as a cut in the ledger.
+            saved.persist().map_err(|e| DutError::Persist(e.to_string()).to_string())?;
+            faulted
         };
         Ok(run_cycle(&mut self.drive, w.layout, w.format, ledger, w.contract, w.opts, &mut hook)?)
     }
@@ -284,6 +291,9 @@ pub struct RealDut {
     /// faults: one namespace may have several paths (a dual-port drive with multipath off).
     via: Option<PathId>,
     roots: SysRoots,
+    /// The target is an NVMe controller's character device (the passthrough engine): after a
+    /// fault it is found again among the controllers, by `via` and the namespace's identity.
+    controller: bool,
     /// The run's target identity (the ledger header's): anything else is refused.
     identity: Option<String>,
     /// Whether the health logs can be read (an NVMe device).
@@ -296,8 +306,24 @@ pub struct RealDut {
 impl RealDut {
     /// Opens the device at `path` (or found by `expect` when there is none). `begun`: the
     /// device carries this run's data already (its signature was probed when the run began).
-    pub fn open(path: Option<&Path>, expect: &Expectation, queue_depth: usize, begun: bool, roots: SysRoots) -> Result<RealDut, DutError> {
-        let (path, via) = first_path(path, expect, &roots).map_err(DutError::Open)?;
+    /// `select`: which path of the namespace to go through when `expect` names one with several
+    /// (the scenario's `target.cntlid`, `pci_address` or `controller`).
+    pub fn open(
+        path: Option<&Path>,
+        expect: &Expectation,
+        select: Option<&PathId>,
+        queue_depth: usize,
+        begun: bool,
+        roots: SysRoots,
+    ) -> Result<RealDut, DutError> {
+        let path_given = path.is_some();
+        let (path, via) = match select {
+            Some(want) if path.is_none() => {
+                let m = find_path(expect, want, &roots).map_err(|e| DutError::Open(format!("target: {}", scenario_words(&e))))?;
+                (m.dev, Some(m.path))
+            }
+            _ => first_path(path, expect, &roots).map_err(DutError::Open)?,
+        };
         let mut spec = OpenSpec { writable: true, queue_depth, expect: expect.clone(), allow_overwrite_signature: begun, io_threads: 1 };
         let opened = open_target(&path, &spec).map_err(|e| DutError::Open(e.to_string()))?;
         // From here on the device carries this run's data: re-opening it after a fault must not
@@ -308,8 +334,18 @@ impl RealDut {
         // After a fault the device may come back under another name: it is found again by the
         // scenario's identity or, when the scenario gives only a path, by what sysfs says of
         // the device there now.
-        let find =
-            if expect.is_empty() { derived_expectation(&path, g.capacity_bytes, g.logical_block_bytes) } else { Some(expect.clone()) };
+        let controller = is_char_device(&path);
+        let given_path = path_given;
+        let find = match (expect.is_empty(), controller) {
+            // A device named by its path is found again with its size too: a serial alone
+            // matches the disk and each of its partitions, so a partition would be ambiguous.
+            (false, false) if given_path && expect.size_bytes.is_none() => {
+                Some(Expectation { size_bytes: Some(g.capacity_bytes), ..expect.clone() })
+            }
+            (false, _) => Some(expect.clone()),
+            (true, false) => derived_expectation(&path, g.capacity_bytes, g.logical_block_bytes),
+            (true, true) => controller_namespace_of(&path, &roots).map(|ns| expectation_of(&ns.identity)),
+        };
         let first_health = match read_health(&path, &roots) {
             Ok(logs) => Some(logs),
             Err(why) => {
@@ -321,10 +357,22 @@ impl RealDut {
         // A path found by a derived identity (the scenario gave only a path) is followed by it.
         let via = match (via, &find) {
             (Some(v), _) => Some(v),
-            (None, Some(f)) if expect.is_empty() => path_of(&path, f, &roots),
+            (None, Some(f)) if given_path && !controller => path_of(&path, f, &roots),
             _ => None,
         };
-        Ok(RealDut { path, spec, target: Some(opened.target), find, via, roots, identity: None, has_health, first_health, notes })
+        Ok(RealDut {
+            path,
+            spec,
+            target: Some(opened.target),
+            find,
+            via,
+            roots,
+            controller,
+            identity: None,
+            has_health,
+            first_health,
+            notes,
+        })
     }
 
     fn target(&mut self) -> Result<&mut dyn BlockTarget, DutError> {
@@ -337,7 +385,14 @@ impl RealDut {
     /// Finds the device again (by identity when it has one) and opens it, refusing anything
     /// that is not the run's target.
     fn reopen(&mut self) -> Result<(), Refind> {
-        if let Some(e) = &self.find {
+        if let (true, Some(via)) = (self.controller, &self.via) {
+            let expect = self.find.clone().unwrap_or_default();
+            self.path = match find_controller(&expect, via, &self.roots) {
+                Ok(Some(p)) => p,
+                Ok(None) => return Err(Refind::NotYet(format!("no NVMe controller is {via} with {} (yet)", expect.summary()))),
+                Err(e) => return Err(Refind::Ambiguous(e)),
+            };
+        } else if let Some(e) = &self.find {
             self.path = refind(e, self.via.as_ref(), &self.roots)?;
         }
         let o = open_target(&self.path, &self.spec).map_err(|e| Refind::NotYet(e.to_string()))?;
@@ -455,19 +510,56 @@ enum Refind {
 /// its one namespace; if that namespace has several paths (the two ports of a dual-port drive
 /// with `nvme_core.multipath=N`), nothing says which to go through: refused before cycle 1.
 fn first_path(path: Option<&Path>, expect: &Expectation, roots: &SysRoots) -> Result<(PathBuf, Option<PathId>), String> {
+    if let Some(p) = path.filter(|p| is_char_device(p)) {
+        // An NVMe controller: the path is the controller itself.
+        return Ok((p.to_path_buf(), controller_namespace_of(p, roots).map(|ns| ns.path)));
+    }
     if let Some(p) = path {
         return Ok((p.to_path_buf(), if expect.is_empty() { None } else { path_of(p, expect, roots) }));
     }
-    let paths = find_namespace_paths(expect, roots).map_err(|e| format!("target: {e}"))?;
+    let paths = find_namespace_paths(expect, roots).map_err(|e| format!("target: {}", scenario_words(&e)))?;
     match &paths[..] {
         [one] => Ok((one.dev.clone(), Some(one.path.clone()).filter(is_controller_path))),
         several => Err(format!(
-            "target: {} matches {} paths of one namespace ({}): the identity cannot tell them apart; give target.path (e.g. {}) to name the path the run goes through",
+            "target: {} matches {} paths of one namespace ({}): the identity cannot tell them apart; name the path the run goes \
+             through with target.path (e.g. {}) or by its controller, with target.cntlid, target.pci_address or target.controller{}",
             expect.summary(),
             several.len(),
             several.iter().map(|m| m.path.to_string()).collect::<Vec<_>>().join("; "),
-            several[0].dev.display()
+            several[0].dev.display(),
+            several[0].path.cntlid.map_or(String::new(), |c| format!(" (e.g. cntlid = {c})"))
         )),
+    }
+}
+
+/// A refusal as a scenario's reader needs it: the fields to add are the scenario's, not the
+/// command line's flags.
+fn scenario_words(e: &FindError) -> String {
+    e.to_string()
+        .replace(EXPECT_FLAGS, "target.serial, target.wwid, target.model, target.size_bytes (the size tells a disk from its partitions)")
+}
+
+fn is_char_device(p: &Path) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    std::fs::metadata(p).is_ok_and(|m| m.file_type().is_char_device())
+}
+
+/// The namespace behind an NVMe controller's character device, as sysfs shows it.
+fn controller_namespace_of(dev: &Path, roots: &SysRoots) -> Option<ControllerNamespace> {
+    let canon = std::fs::canonicalize(dev).unwrap_or_else(|_| dev.to_path_buf());
+    let name = canon.file_name()?.to_string_lossy().into_owned();
+    controller_namespace(&name, roots, dev).ok()
+}
+
+/// An identity as an expectation to find it again by.
+fn expectation_of(id: &DeviceIdentity) -> Expectation {
+    let some = |v: &str| (!v.trim().is_empty()).then(|| v.to_string());
+    Expectation {
+        serial: some(&id.serial),
+        wwid: some(&id.wwid),
+        model: some(&id.model),
+        backing_file: None,
+        size_bytes: Some(id.capacity_bytes),
     }
 }
 
@@ -498,8 +590,8 @@ fn refind(expect: &Expectation, via: Option<&PathId>, roots: &SysRoots) -> Resul
 /// path: ambiguous. Anything else (nothing there, the path not back): not yet.
 fn classify(e: FindError) -> Refind {
     match &e {
-        FindError::SeveralNamespaces { .. } | FindError::Ambiguous { .. } => Refind::Ambiguous(e.to_string()),
-        FindError::Path { selected, .. } if *selected > 1 => Refind::Ambiguous(e.to_string()),
+        FindError::SeveralNamespaces { .. } | FindError::Ambiguous { .. } => Refind::Ambiguous(scenario_words(&e)),
+        FindError::Path { selected, .. } if *selected > 1 => Refind::Ambiguous(scenario_words(&e)),
         _ => Refind::NotYet(e.to_string()),
     }
 }
@@ -539,6 +631,152 @@ mod tests {
 
     fn expect() -> Expectation {
         Expectation { serial: Some("S1".into()), ..Expectation::default() }
+    }
+
+    /// A fake sysfs and /dev: one subsystem (serial D1DUAL) behind controllers named by
+    /// `(pci, name, cntlid)`, each showing namespace 1 (multipath=N: one block device per
+    /// controller, here a regular file in the fake /dev standing for it).
+    struct DualPort(PathBuf);
+
+    impl DualPort {
+        fn new(tag: &str) -> DualPort {
+            let d = std::env::temp_dir().join(format!("faultline-dut-{tag}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&d);
+            std::fs::create_dir_all(d.join("sys/class/block")).unwrap();
+            std::fs::create_dir_all(d.join("dev")).unwrap();
+            DualPort(d)
+        }
+
+        fn roots(&self) -> SysRoots {
+            SysRoots { sys: self.0.join("sys"), dev: self.0.join("dev") }
+        }
+
+        fn write(&self, rel: &str, v: &str) {
+            let p = self.0.join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, format!("{v}\n")).unwrap();
+        }
+
+        fn controller(&self, pci: &str, name: &str, cntlid: u16, nguid: &str) {
+            let c = format!("sys/devices/pci0000:00/{pci}/nvme/{name}");
+            for (k, v) in
+                [("serial", "D1DUAL"), ("model", "ACME DUAL"), ("address", pci), ("transport", "pcie"), ("cntlid", &cntlid.to_string())]
+            {
+                self.write(&format!("{c}/{k}"), v);
+            }
+            let ns = format!("{c}/{name}n1");
+            for (k, v) in [("size", "2048"), ("queue/logical_block_size", "512"), ("nguid", nguid), ("wwid", "eui.1")] {
+                self.write(&format!("{ns}/{k}"), v);
+            }
+            std::os::unix::fs::symlink(self.0.join(&c), self.0.join(&ns).join("device")).unwrap();
+            std::os::unix::fs::symlink(self.0.join(&ns), self.0.join(format!("sys/class/block/{name}n1"))).unwrap();
+            std::fs::File::create(self.0.join(format!("dev/{name}n1"))).unwrap().set_len(2048 * 512).unwrap();
+            // Partition 1, the second half of the disk.
+            let p = format!("{ns}/{name}n1p1");
+            for (k, v) in [("size", "1024"), ("partition", "1"), ("start", "1024")] {
+                self.write(&format!("{p}/{k}"), v);
+            }
+            std::os::unix::fs::symlink(self.0.join(&p), self.0.join(format!("sys/class/block/{name}n1p1"))).unwrap();
+            std::fs::File::create(self.0.join(format!("dev/{name}n1p1"))).unwrap().set_len(1024 * 512).unwrap();
+        }
+
+        fn unplug(&self, pci: &str, name: &str) {
+            for dev in [format!("{name}n1"), format!("{name}n1p1")] {
+                std::fs::remove_file(self.0.join(format!("sys/class/block/{dev}"))).unwrap();
+                std::fs::remove_file(self.0.join(format!("dev/{dev}"))).unwrap();
+            }
+            std::fs::remove_dir_all(self.0.join(format!("sys/devices/pci0000:00/{pci}/nvme/{name}"))).unwrap();
+        }
+    }
+
+    impl Drop for DualPort {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    const NGUID: &str = "6f1d3a2e-0000-4000-8000-000000000001";
+
+    fn dual(tag: &str) -> DualPort {
+        let f = DualPort::new(tag);
+        f.controller("0000:00:03.0", "nvme0", 1, NGUID);
+        f.controller("0000:00:04.0", "nvme1", 2, NGUID);
+        f
+    }
+
+    fn serial() -> Expectation {
+        Expectation { serial: Some("D1DUAL".into()), ..Expectation::default() }
+    }
+
+    #[test]
+    fn a_path_given_with_the_serial_is_followed_by_its_controller_across_a_rename() {
+        // multipath=N, target.path = nvme1n1 plus the serial: after the fault nvme1 is back
+        // as nvme2 (same cntlid and PCI function) while nvme0n1 (the other path, same
+        // serial) stays. The runner follows cntlid 2: no ambiguity, no waiting, no finding.
+        let f = dual("follow");
+        let mut dut = RealDut::open(Some(&f.0.join("dev/nvme1n1")), &serial(), None, 4, false, f.roots()).unwrap();
+        assert_eq!(dut.via.as_ref().and_then(|v| v.cntlid), Some(2));
+        dut.release();
+        f.unplug("0000:00:04.0", "nvme1");
+        f.controller("0000:00:04.0", "nvme2", 2, NGUID);
+        let r = dut.wait_ready(0, Duration::from_secs(5)).unwrap();
+        assert!(r.enumerate.is_some() && r.first_read < Duration::from_secs(1), "{r:?}");
+        assert_eq!(dut.path, f.0.join("dev/nvme2n1"));
+    }
+
+    #[test]
+    fn a_partition_given_with_the_serial_is_followed_across_a_rename() {
+        // The serial alone matches both disks and both partitions: the partition's size
+        // (taken when it was opened) keeps it one namespace's partition, followed by cntlid.
+        let f = dual("part");
+        let mut dut = RealDut::open(Some(&f.0.join("dev/nvme1n1p1")), &serial(), None, 4, false, f.roots()).unwrap();
+        assert_eq!(dut.via.as_ref().and_then(|v| v.cntlid), Some(2));
+        dut.release();
+        f.unplug("0000:00:04.0", "nvme1");
+        f.controller("0000:00:04.0", "nvme2", 2, NGUID);
+        dut.wait_ready(0, Duration::from_secs(5)).unwrap();
+        assert_eq!(dut.path, f.0.join("dev/nvme2n1p1"));
+    }
+
+    #[test]
+    fn a_path_picked_by_cntlid_is_followed_and_the_serial_alone_is_refused_naming_how_to_pick() {
+        let f = dual("pick");
+        let refusal = |expect: &Expectation| match RealDut::open(None, expect, None, 4, false, f.roots()) {
+            Err(DutError::Open(e)) => e,
+            other => panic!("expected a refusal, got {:?}", other.map(|d| d.path)),
+        };
+        // The serial alone: both disks and both partitions.
+        let e = refusal(&serial());
+        assert!(e.contains("2 different namespaces") && e.contains("target.size_bytes"), "{e}");
+        assert!(!e.contains("--expect"), "the scenario's own fields, not CLI flags: {e}");
+        // The disk's size too: one namespace, two paths.
+        let disk = Expectation { size_bytes: Some(2048 * 512), ..serial() };
+        let e = refusal(&disk);
+        assert!(e.contains("2 paths of one namespace") && e.contains("target.path") && e.contains("target.cntlid"), "{e}");
+        assert!(!e.contains("--expect"), "the scenario's own fields, not CLI flags: {e}");
+        let want = PathId { cntlid: Some(1), ..PathId::default() };
+        let mut dut = RealDut::open(None, &disk, Some(&want), 4, false, f.roots()).unwrap();
+        assert_eq!(dut.path, f.0.join("dev/nvme0n1"));
+        dut.release();
+        assert!(dut.wait_ready(0, Duration::from_secs(5)).is_ok());
+        assert_eq!(dut.path, f.0.join("dev/nvme0n1"));
+    }
+
+    #[test]
+    fn a_target_that_became_ambiguous_is_a_harness_error_at_once_not_a_wait() {
+        // After the fault a second namespace with the same serial shows up through another
+        // controller with cntlid 2 (another drive with the same serial): which one the run is
+        // about cannot be told; that is said at once, not after the readiness timeout.
+        let f = dual("ambig");
+        let mut dut = RealDut::open(Some(&f.0.join("dev/nvme1n1")), &serial(), None, 4, false, f.roots()).unwrap();
+        dut.release();
+        f.unplug("0000:00:04.0", "nvme1");
+        f.controller("0000:00:04.0", "nvme1", 2, NGUID);
+        f.controller("0000:00:05.0", "nvme7", 2, "6f1d3a2e-0000-4000-8000-000000000002");
+        let t0 = Instant::now();
+        let e = dut.wait_ready(0, Duration::from_secs(30)).unwrap_err();
+        assert!(matches!(&e, DutError::Ambiguous(m) if m.contains("2 different namespaces")), "{e}");
+        assert!(t0.elapsed() < Duration::from_secs(5), "at once: {:?}", t0.elapsed());
     }
 
     #[test]

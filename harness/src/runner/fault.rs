@@ -127,7 +127,7 @@ impl Cutter {
     pub fn take_log(&mut self) -> Vec<String> {
         match self {
             Cutter::Power(p) => p.take_log(),
-            Cutter::Link { .. } => Vec::new(),
+            Cutter::Link { ctl, .. } => ctl.take_log(),
         }
     }
 

@@ -101,10 +101,10 @@ pub(crate) fn setup(plan: &RunPlan, run_dir: &Path, o: &RunnerOptions, resuming:
             let (dut, cutter, emu) = sim_dut(plan, t, run_dir, o)?;
             (Box::new(dut), cutter, emu, t.sector_bytes as u64, t.atomic_bytes as u64, t.capacity_bytes)
         }
-        TargetPlan::Device { path, expect } => {
+        TargetPlan::Device { path, expect, via } => {
             let roots = SysRoots { sys: o.control_env.sysfs_root.join("sys"), dev: o.control_env.dev_root.join("dev") };
             let queue_depth = plan.scenario.workload.queue_depth as usize;
-            let mut dut = RealDut::open(path.as_deref(), expect, queue_depth, begun, roots)?;
+            let mut dut = RealDut::open(path.as_deref(), expect, via.as_ref(), queue_depth, begun, roots)?;
             let g = dut.local_target()?.geometry();
             let sector = (g.logical_block_bytes as u64).max(512);
             let cutter = real_cutter(&plan.fault, &o.control_env)?;

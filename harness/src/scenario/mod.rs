@@ -47,6 +47,7 @@ use crate::ledger::Contract;
 use crate::workload::{FlushPolicy, Layout, Pattern, WorkloadSpec};
 use faultline_drivers::blockdev::Expectation;
 use faultline_drivers::control::{parse_spec, ControllerSpec};
+use faultline_drivers::identity::PathId;
 use faultline_drivers::{PciResetMethod, ResetKind};
 use faultline_fixtures::FaultModel;
 use schemars::JsonSchema;
@@ -127,6 +128,19 @@ pub struct Target {
     /// Capacity in bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub size_bytes: Option<u64>,
+    /// Which path to go through when the namespace the identity names has several (a
+    /// dual-port drive with `nvme_core.multipath=N`: one block device per controller): the
+    /// controller's id in its subsystem (sysfs `cntlid`), stable across re-enumeration. Instead
+    /// of `path`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cntlid: Option<u16>,
+    /// As `cntlid`, by the controller's PCI address (`0000:3b:00.0`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pci_address: Option<String>,
+    /// As `cntlid`, by the controller's kernel name (`nvme1`; names can change when the
+    /// controller re-enumerates, `cntlid` does not).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub controller: Option<String>,
     /// The simulated drive, run in-process: no hardware needed. Excludes every other key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sim: Option<SimTarget>,
@@ -611,6 +625,17 @@ impl Scenario {
             return Err(invalid(format!("span_end_bytes {end} is past the end of the target ({capacity_bytes} bytes)")));
         }
         Layout::new(self.workload_spec(capacity_bytes, seed), sector_bytes).map_err(|e| invalid(e.to_string()))
+    }
+
+    /// The path the scenario selects by `target.cntlid`, `pci_address` or `controller`, if any.
+    pub fn path_selector(&self) -> Option<PathId> {
+        let t = &self.target;
+        (t.cntlid.is_some() || t.pci_address.is_some() || t.controller.is_some()).then(|| PathId {
+            device: String::new(),
+            controller: t.controller.clone(),
+            cntlid: t.cntlid,
+            pci_address: t.pci_address.clone(),
+        })
     }
 
     /// The identity the device must show (empty for a simulated drive).

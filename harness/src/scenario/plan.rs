@@ -11,6 +11,7 @@ use crate::port::{PortEntry, PortId};
 use crate::workload::Layout;
 use faultline_drivers::blockdev::Expectation;
 use faultline_drivers::control::ControllerSpec;
+use faultline_drivers::identity::PathId;
 use faultline_drivers::ResetKind;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -57,8 +58,9 @@ impl DualPlan {
 pub enum TargetPlan {
     /// The simulated drive, kept in the run directory.
     Sim(SimTarget),
-    /// A real device: at `path` (checked against `expect`), or found by `expect` alone.
-    Device { path: Option<PathBuf>, expect: Expectation },
+    /// A real device: at `path` (checked against `expect`), or found by `expect` alone, through
+    /// the path `via` selects when its namespace has several.
+    Device { path: Option<PathBuf>, expect: Expectation, via: Option<PathId> },
 }
 
 /// What switches the power.
@@ -159,7 +161,7 @@ impl Scenario {
         }
         let target = match &self.target.sim {
             Some(sim) => TargetPlan::Sim(sim.clone()),
-            None => TargetPlan::Device { path: self.target.path.clone(), expect: self.expectation() },
+            None => TargetPlan::Device { path: self.target.path.clone(), expect: self.expectation(), via: self.path_selector() },
         };
         let dual = match &self.dual {
             None => None,

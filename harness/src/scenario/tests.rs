@@ -336,3 +336,19 @@ fn scenario_plan_refuses_a_clean_shutdown_in_a_time_window_and_fills_in_the_seed
     s.cut = CutPlacement::WhileIdle { after_completions: 3 };
     assert!(s.plan("minimal.toml", 1).unwrap().fault.is_clean_shutdown());
 }
+
+#[test]
+fn a_path_of_a_namespace_is_picked_by_its_controller_with_the_identity() {
+    let by = |fields: &str| MINIMAL.replace("path = \"/dev/nvme0n1\"", fields);
+    let s = Scenario::from_toml(&by("serial = \"D1\"\ncntlid = 2"), "t.toml").unwrap();
+    assert_eq!(s.path_selector().map(|p| p.cntlid), Some(Some(2)));
+    let s = Scenario::from_toml(&by("serial = \"D1\"\npci_address = \"0000:3b:00.0\""), "t.toml").unwrap();
+    assert_eq!(s.path_selector().and_then(|p| p.pci_address).as_deref(), Some("0000:3b:00.0"));
+    assert_eq!(minimal().path_selector(), None);
+    let (field, message) = invalid_field(&by("path = \"/dev/nvme1n1\"\nserial = \"D1\"\ncntlid = 2"));
+    assert!(field == "target" && message.contains("names the path already"), "{field}: {message}");
+    let (field, message) = invalid_field(&by("controller = \"nvme1\""));
+    assert!(field == "target" && message.contains("give the namespace's identity too"), "{field}: {message}");
+    let (field, _) = invalid_field(&by("serial = \"D1\"\npci_address = \" \""));
+    assert_eq!(field, "target.pci_address");
+}

@@ -212,9 +212,10 @@ impl Scenario {
             |field: &str, message: String| Err(ScenarioError::Invalid { origin: origin.to_string(), field: field.to_string(), message });
         let t = &self.target;
         let identity = t.serial.is_some() || t.wwid.is_some() || t.model.is_some() || t.size_bytes.is_some();
+        let selector = t.cntlid.is_some() || t.pci_address.is_some() || t.controller.is_some();
         if let Some(sim) = &t.sim {
-            if t.path.is_some() || identity {
-                return bad("target.sim", "the simulated drive takes no path, serial, wwid, model or size_bytes".into());
+            if t.path.is_some() || identity || selector {
+                return bad("target.sim", "the simulated drive takes no path, serial, wwid, model, size_bytes or path fields".into());
             }
             if sim.sector_bytes != 512 && sim.sector_bytes != 4096 {
                 return bad("target.sim.sector_bytes", format!("{}: expected 512 or 4096", sim.sector_bytes));
@@ -233,8 +234,25 @@ impl Scenario {
             }
             return Ok(());
         }
-        if t.path.is_none() && !identity {
+        if t.path.is_none() && !identity && !selector {
             return bad("target", "no way to find the device: give path, or serial, wwid, model or size_bytes, or sim".into());
+        }
+        if selector && t.path.is_some() {
+            return bad(
+                "target",
+                "target.path names the path already: give it, or target.cntlid / pci_address / controller with the identity".into(),
+            );
+        }
+        if selector && !identity {
+            return bad(
+                "target",
+                "target.cntlid / pci_address / controller pick one path of a namespace: give the namespace's identity too (serial, wwid, model or size_bytes)".into(),
+            );
+        }
+        for (field, v) in [("target.pci_address", &t.pci_address), ("target.controller", &t.controller)] {
+            if v.as_deref().is_some_and(|s| s.trim().is_empty()) {
+                return bad(field, "must not be empty (leave it out instead)".into());
+            }
         }
         if let Some(p) = &t.path {
             if !p.is_absolute() {

@@ -36,8 +36,11 @@ pub enum WriteError {
     Ledger(#[from] LedgerError),
     #[error(transparent)]
     Target(#[from] TargetError),
-    #[error("cut: {0}")]
-    Cut(String),
+    /// The fault failed (the controller reported an error): it may or may not have happened.
+    /// The cycle was ended as a cut all the same (its in-flight writes uncertain) and recorded;
+    /// `outcome` is what it wrote, to be verified like any other cycle's.
+    #[error("cut: {why}")]
+    Cut { why: String, outcome: Box<CycleOutcome> },
     #[error("target: {0}")]
     Stalled(String),
 }
@@ -279,7 +282,7 @@ fn run_cycle_inner(
 
         // Reap.
         if c.cut_due(placement_ready, quiescing) {
-            c.cut(cut)?;
+            c.cut(cut);
         }
         if c.inflight.is_empty() && c.flushes_inflight == 0 {
             if c.stopping {
@@ -296,7 +299,12 @@ fn run_cycle_inner(
             c.last_checkpoint = Instant::now();
         }
     }
-    c.finish()
+    let cut_failed = c.cut_failed.take();
+    let out = c.finish()?;
+    match cut_failed {
+        Some(why) => Err(WriteError::Cut { why, outcome: Box::new(out) }),
+        None => Ok(out),
+    }
 }
 
 /// The state of one cycle's I/O loop (`run_cycle_inner`): what is in flight, what the
@@ -328,6 +336,8 @@ struct CycleLoop<'a> {
     flush_no: u64,
     stopping: bool,
     cut_done: bool,
+    /// The cut hook failed with this: the cycle ends as after a cut, and says so.
+    cut_failed: Option<String>,
     cut_instant: Option<Instant>,
     /// The last successful write completion before the cut.
     last_completion: Option<Instant>,
@@ -380,6 +390,7 @@ impl<'a> CycleLoop<'a> {
             flush_no: 0,
             stopping: false,
             cut_done: false,
+            cut_failed: None,
             cut_instant: None,
         })
     }
@@ -456,9 +467,10 @@ impl<'a> CycleLoop<'a> {
             }
     }
 
-    /// Records what is at risk and cuts. A failed cut drains what is in flight and ends the
-    /// cycle with the error.
-    fn cut(&mut self, cut: &mut dyn FnMut() -> Result<(), String>) -> Result<(), WriteError> {
+    /// Records what is at risk and cuts. A failed cut may or may not have happened: the cycle
+    /// goes on as after a cut (what is in flight drains or fails, and is uncertain), is
+    /// recorded as cut, and ends with the error (so what it wrote is still verified).
+    fn cut(&mut self, cut: &mut dyn FnMut() -> Result<(), String>) {
         self.out.in_flight_at_cut = (self.inflight.len() + self.flushes_inflight) as u32;
         self.out.bytes_at_risk = self.inflight.values().map(|(w, _)| w.len).sum();
         self.out.completed_at_cut = self.out.completed;
@@ -466,35 +478,10 @@ impl<'a> CycleLoop<'a> {
         self.cut_instant = Some(Instant::now());
         self.out.cut_at = Some(self.start.elapsed());
         if let Err(e) = cut() {
-            // The cut may or may not have happened. Let what is in flight finish (or
-            // fail) so that the target is idle for whatever comes next; nothing of this
-            // cycle counts as durable beyond its last checkpoint.
-            self.drain_after_failed_cut()?;
-            return Err(WriteError::Cut(e));
+            self.cut_failed = Some(e);
         }
         self.cut_done = true;
         self.stopping = true;
-        Ok(())
-    }
-
-    fn drain_after_failed_cut(&mut self) -> Result<(), WriteError> {
-        let deadline = Instant::now() + self.opts.drain_timeout;
-        while (!self.inflight.is_empty() || self.flushes_inflight > 0) && Instant::now() < deadline {
-            self.done.clear();
-            if self.target.reap(&mut self.done, 1, deadline.saturating_duration_since(Instant::now()))? == 0 {
-                break;
-            }
-            for c in self.done.drain(..) {
-                if c.token & FLUSH_TOKEN != 0 {
-                    self.flushes_inflight = self.flushes_inflight.saturating_sub(1);
-                } else if self.inflight.remove(&c.token).is_some() {
-                    if let Some(b) = c.buf {
-                        self.filler.give_back(b);
-                    }
-                }
-            }
-        }
-        Ok(())
     }
 
     /// Waits for completions and records them. `Ok(false)`: nothing came back after the

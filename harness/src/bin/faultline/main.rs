@@ -77,10 +77,27 @@ fn main() -> ExitCode {
     match r {
         Ok(exit) => exit.into(),
         Err(e) => {
-            eprintln!("faultline: error: {e:#}");
+            eprintln!("faultline: error: {}", chain(&e));
             Exit::HarnessError.into()
         }
     }
+}
+
+/// The error and its causes, `outer: cause: ...`, each cause left out when the message before
+/// it already says it: an error that prints its source (`cannot open X: No such file or
+/// directory (os error 2)`) and also returns it as its source would otherwise print it twice.
+fn chain(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if out.is_empty() {
+            out = text;
+        } else if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+    }
+    out
 }
 
 /// OS randomness for ids and default seeds, without a dependency: std's hasher keys come
@@ -94,4 +111,28 @@ pub(crate) fn random_u64() -> u64 {
 
 pub(crate) fn now() -> String {
     chrono::Local::now().to_rfc3339()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::chain;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("cannot open target {path}: {source}")]
+    struct Open {
+        path: String,
+        source: std::io::Error,
+    }
+
+    #[test]
+    fn an_error_that_prints_its_source_is_not_followed_by_it_again() {
+        let io = || std::io::Error::from_raw_os_error(2);
+        let e = anyhow::Error::new(Open { path: "/x".into(), source: io() });
+        assert_eq!(chain(&e), "cannot open target /x: No such file or directory (os error 2)");
+        // A context that does not repeat its cause still shows it.
+        let e = anyhow::Error::new(io()).context("reading the scenario");
+        assert_eq!(chain(&e), "reading the scenario: No such file or directory (os error 2)");
+        let e = anyhow::Error::new(Open { path: "/x".into(), source: io() }).context("faultline write");
+        assert_eq!(chain(&e), "faultline write: cannot open target /x: No such file or directory (os error 2)");
+    }
 }

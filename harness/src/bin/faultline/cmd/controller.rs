@@ -132,6 +132,10 @@ fn run_link(l: &mut (dyn LinkController + Send), action: Action, port: Option<&s
         Action::Identify | Action::Status => {
             println!("controller: {}", l.name());
             print_ports(l);
+            // What the controller could not tell when opened (a CAP register it cannot read).
+            for line in l.take_log() {
+                println!("note: {line}");
+            }
             Ok(())
         }
         Action::On | Action::Off => bail!("{} is a link controller: it has no on/off, only `cycle` (one reset)", l.name()),
@@ -147,6 +151,9 @@ fn run_link(l: &mut (dyn LinkController + Send), action: Action, port: Option<&s
             let t = Instant::now();
             l.reset(&name, kind, hold)?;
             println!("{kind} on {name}: done in {:.3} s", t.elapsed().as_secs_f64());
+            for line in l.take_log() {
+                println!("note: {line}");
+            }
             Ok(())
         }
     }
