@@ -94,3 +94,35 @@ fn dual_port_scenarios_refuse_what_cannot_work() {
     check(&|s| format!("{s}\n[[ports]]\nname = \"B\"\n[[ports]]\nname = \"A\"\n"), "must be named \"A\"");
     check(&|s| s.replace("link = \"sim\"", "link = \"nvme-reset://nvme0\""), "the simulated drive has no link to reset");
 }
+
+#[test]
+fn performance_mode_measures_each_port_alone_and_both_and_verifies_what_it_wrote() {
+    let base = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/dualport-demo.toml")).unwrap();
+    let d = common::scratch("perf");
+    let scenario = d.join("perf.toml");
+    std::fs::write(&scenario, base.replace("[dual]\n", "[dual]\nmode = \"performance\"\nperf_ms = 300\n")).unwrap();
+    let rd = d.join("run");
+    let o = run(&["run", scenario.to_str().unwrap(), "--run-dir", rd.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let s: Value = serde_json::from_str(&std::fs::read_to_string(rd.join("summary.json")).unwrap()).unwrap();
+    let perf = s["performance"].as_array().unwrap_or_else(|| panic!("no performance: {s}"));
+    let workloads: Vec<&str> = perf.iter().map(|w| w["workload"].as_str().unwrap()).collect();
+    assert_eq!(workloads, ["seq-read-128k-qd1", "write"], "{s}");
+    for w in perf {
+        let mb = &w["mb_s"];
+        for (phase, ports) in [("A only", &["A"][..]), ("B only", &["B"][..]), ("A+B", &["A", "B"][..])] {
+            for p in ports {
+                assert!(mb[phase][p].as_f64().is_some_and(|v| v > 0.0), "{phase} {p}: {w}");
+            }
+        }
+        assert!(w["fairness"].as_f64().is_some_and(|f| f > 0.0 && f <= 1.0), "{w}");
+        assert!(w["sum_over_alone"].as_f64().is_some_and(|f| f > 0.0), "{w}");
+    }
+    // What the phases wrote was verified through both ports at the end.
+    let log = std::fs::read_to_string(rd.join("events.jsonl")).unwrap();
+    let verified: Vec<Value> = log.lines().map(|l| serde_json::from_str::<Value>(l).unwrap()).filter(|e| e["event"] == "verified").collect();
+    assert_eq!(verified.len(), 1, "{log}");
+    assert!(verified[0]["bytes"].as_u64().unwrap() >= 2 * (64 << 20), "both shares read through both ports: {}", verified[0]);
+    println!("{}", serde_json::to_string_pretty(&s["performance"]).unwrap());
+    let _ = std::fs::remove_dir_all(&d);
+}

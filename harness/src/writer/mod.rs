@@ -130,8 +130,9 @@ pub struct CycleOutcome {
     /// completion's timestamp (same monotonic clock); `None` when none completed.
     pub write_latency: Option<LatencySummary>,
     /// The longest the port went without a write completing, before the cut (from the start
-    /// of the write phase to the first completion, then between completions); `None` when
-    /// none completed.
+    /// of the write phase to the first completion, then between completions, and from the
+    /// last one to the cut); `None` for a cycle that ended without a cut and with no
+    /// completion.
     pub max_completion_gap: Option<Duration>,
 }
 
@@ -475,7 +476,12 @@ impl<'a> CycleLoop<'a> {
         self.out.bytes_at_risk = self.inflight.values().map(|(w, _)| w.len).sum();
         self.out.completed_at_cut = self.out.completed;
         self.out.flush_outstanding_at_cut = self.flushes_inflight > 0;
-        self.cut_instant = Some(Instant::now());
+        let now = Instant::now();
+        self.cut_instant = Some(now);
+        // The stretch from the last completion (or the start) to the cut counts too: a cut
+        // that comes before any completion still says how long the port went without one.
+        let tail = now.saturating_duration_since(self.last_completion.unwrap_or(self.start));
+        self.out.max_completion_gap = Some(self.out.max_completion_gap.map_or(tail, |m| m.max(tail)));
         self.out.cut_at = Some(self.start.elapsed());
         if let Err(e) = cut() {
             self.cut_failed = Some(e);

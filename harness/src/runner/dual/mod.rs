@@ -476,7 +476,7 @@ fn verify_all(
 /// controller may still commit it, over newer data.
 fn annotate(f: &mut Finding, lane: &Lane, own: &str, via: &str, dual: &DualPlan) {
     let mut detail = format!("port {own}'s share, read through port {via}: {}", f.detail);
-    if f.class == FindingClass::LostWrite {
+    if matches!(f.class, FindingClass::LostWrite | FindingClass::TornWrite) {
         if let Shown::Write { write_id, cycle, port, .. } = f.found {
             let h = lane.run.history();
             if h.cycle_of(write_id).is_some_and(|c| c.cycle == cycle && c.failed.contains(write_id)) {
@@ -484,6 +484,9 @@ fn annotate(f: &mut Finding, lane: &Lane, own: &str, via: &str, dual: &DualPlan)
                 detail.push_str(&format!(
                     "; the older version is write {write_id}, in flight on port {name} when the fault hit it in cycle {cycle}: a ghost write (it landed after the newer one)"
                 ));
+                // The durable write was whole until the ghost landed over part of it: those
+                // sectors are lost to the ghost, not torn by a cut.
+                f.class = FindingClass::LostWrite;
             }
         }
     }
