@@ -29,7 +29,14 @@ fn dual_port_rows_of_the_matrix_match_ground_truth() {
         println!("{} (row seed {}): {}", r.model, r.seed, r.first_problem.clone().unwrap_or_default());
     }
     for r in &rows {
-        assert!(r.clean(), "dual matrix seed {seed}: row {} (row seed {}): {}\n{}", r.model, r.seed, r.first_problem.clone().unwrap_or_default(), table(&rows));
+        assert!(
+            r.clean(),
+            "dual matrix seed {seed}: row {} (row seed {}): {}\n{}",
+            r.model,
+            r.seed,
+            r.first_problem.clone().unwrap_or_default(),
+            table(&rows)
+        );
         let injected: u64 = r.scores.values().map(|s| s.injected).sum();
         assert_eq!(injected > 0, !r.honest, "dual matrix seed {seed}: row {} injected {injected}\n{}", r.model, table(&rows));
     }
@@ -120,7 +127,8 @@ fn performance_mode_measures_each_port_alone_and_both_and_verifies_what_it_wrote
     }
     // What the phases wrote was verified through both ports at the end.
     let log = std::fs::read_to_string(rd.join("events.jsonl")).unwrap();
-    let verified: Vec<Value> = log.lines().map(|l| serde_json::from_str::<Value>(l).unwrap()).filter(|e| e["event"] == "verified").collect();
+    let verified: Vec<Value> =
+        log.lines().map(|l| serde_json::from_str::<Value>(l).unwrap()).filter(|e| e["event"] == "verified").collect();
     assert_eq!(verified.len(), 1, "{log}");
     assert!(verified[0]["bytes"].as_u64().unwrap() >= 2 * (64 << 20), "both shares read through both ports: {}", verified[0]);
     println!("{}", serde_json::to_string_pretty(&s["performance"]).unwrap());

@@ -12,8 +12,8 @@
 
 use crate::health::{HealthAnomaly, SmartLog};
 use crate::ledger::Contract;
-use crate::verify::{Finding, FindingClass};
 use crate::port::PortId;
+use crate::verify::{Finding, FindingClass};
 use crate::writer::{CycleOutcome, WindowFigures};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -366,7 +366,11 @@ impl Event {
     /// The cycle the event belongs to, if any.
     pub fn cycle(&self) -> Option<u32> {
         match self {
-            Event::RunStarted { .. } | Event::RunEnded { .. } | Event::RunStopped { .. } | Event::RunSuspended { .. } | Event::PortPerf { .. } => None,
+            Event::RunStarted { .. }
+            | Event::RunEnded { .. }
+            | Event::RunStopped { .. }
+            | Event::RunSuspended { .. }
+            | Event::PortPerf { .. } => None,
             Event::Note { cycle, .. } | Event::ControllerLog { cycle, .. } => *cycle,
             Event::RunResumed { interrupted_cycle, .. } => *interrupted_cycle,
             Event::HarnessError { cycle, .. } => *cycle,

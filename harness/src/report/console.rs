@@ -209,13 +209,21 @@ impl<W: Write> EventSink for Console<W> {
             }
             // The binary prints why a run stopped or was suspended, and the notes, from the
             // run's summary; controller transcripts are for the log.
-            Event::RunStopped { .. } | Event::RunSuspended { .. } | Event::Note { .. } | Event::ControllerLog { .. } | Event::PortWindow { .. } => {}
+            Event::RunStopped { .. }
+            | Event::RunSuspended { .. }
+            | Event::Note { .. }
+            | Event::ControllerLog { .. }
+            | Event::PortWindow { .. } => {}
             Event::PortPerf { workload, phase, name, figures, .. } => {
                 let lat = figures.latency.map_or(String::new(), |l| format!(", p99 {:.0} µs", l.p99_us));
                 self.line(format!("performance {workload:<18} {phase:<7} port {name}: {:>8.1} MB/s{lat}", figures.throughput_bps / 1e6))?;
             }
             Event::Health { anomalies, .. } => self.anomalies += anomalies.len() as u64,
-            Event::DeviceGone { .. } | Event::PowerRestored { .. } | Event::LinkRestored { .. } | Event::Ready { .. } | Event::Verified { .. } => {}
+            Event::DeviceGone { .. }
+            | Event::PowerRestored { .. }
+            | Event::LinkRestored { .. }
+            | Event::Ready { .. }
+            | Event::Verified { .. } => {}
         }
         Ok(())
     }

@@ -483,7 +483,10 @@ impl RunModel {
             Event::ControllerLog { lines, .. } => self.controller_log_lines += lines.len() as u64,
             Event::PortPerf { workload, phase, name, figures, .. } => {
                 if self.perf.len() < 256 {
-                    self.perf.insert((workload.clone(), phase.clone(), name.clone()), (figures.throughput_bps / 1e6, figures.latency.map(|l| l.p99_us)));
+                    self.perf.insert(
+                        (workload.clone(), phase.clone(), name.clone()),
+                        (figures.throughput_bps / 1e6, figures.latency.map(|l| l.p99_us)),
+                    );
                 }
             }
             Event::PortWindow {

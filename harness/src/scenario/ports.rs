@@ -218,11 +218,17 @@ pub(super) fn plan_ports(origin: &str, ports: &[PortSpec], sim: bool) -> Result<
         let f = |k: &str| format!("ports[{i}].{k}");
         let expected = crate::port::PortId(i as u8).default_name();
         if p.name != expected {
-            return Err(bad(f("name"), format!("{:?}: port {} must be named {expected:?} (ports are named A, B, ... in order)", p.name, i + 1)));
+            return Err(bad(
+                f("name"),
+                format!("{:?}: port {} must be named {expected:?} (ports are named A, B, ... in order)", p.name, i + 1),
+            ));
         }
         match (&p.path, sim) {
             (Some(path), true) => {
-                return Err(bad(f("path"), format!("{}: the simulated drive's ports are reached in-process, not by a path", path.display())))
+                return Err(bad(
+                    f("path"),
+                    format!("{}: the simulated drive's ports are reached in-process, not by a path", path.display()),
+                ))
             }
             (None, false) => return Err(bad(f("path"), "a real device's port needs the block device through it".into())),
             (Some(path), false) if !path.is_absolute() => return Err(bad(f("path"), format!("{}: must be absolute", path.display()))),
@@ -243,7 +249,9 @@ pub(super) fn plan_ports(origin: &str, ports: &[PortSpec], sim: bool) -> Result<
             }
             (None, _) => [0, 0],
         };
-        if let Some(other) = out.iter().find(|o| o.role == PortRole::Writer && share[0] < o.share_percent[1] && o.share_percent[0] < share[1]) {
+        if let Some(other) =
+            out.iter().find(|o| o.role == PortRole::Writer && share[0] < o.share_percent[1] && o.share_percent[0] < share[1])
+        {
             return Err(bad(
                 f("share_percent"),
                 format!(

@@ -130,16 +130,24 @@ impl Scenario {
         }
         let n = if dual_sim && ports.is_empty() { 2 } else { ports.len() };
         match &self.dual {
-            None if n > 1 => bad("dual", "a drive with several ports needs a [dual] table (which port each fault hits, the budgets)".into()),
+            None if n > 1 => {
+                bad("dual", "a drive with several ports needs a [dual] table (which port each fault hits, the budgets)".into())
+            }
             None => Ok(()),
             Some(_) if n < 2 => bad("dual", "a dual-port run needs two ports: [[ports]] A and B, or target.sim.dual".into()),
             Some(d) => {
                 super::ports::validate_dual(origin, d)?;
                 if matches!(self.fault, Fault::LinkReset { port: Some(_), .. }) {
-                    return bad("fault.port", "a dual-port run names the faulted ports in dual.fault_ports (and each port's fault_port)".into());
+                    return bad(
+                        "fault.port",
+                        "a dual-port run names the faulted ports in dual.fault_ports (and each port's fault_port)".into(),
+                    );
                 }
                 if matches!(self.fault, Fault::CleanShutdown) {
-                    return bad("fault.kind", "clean_shutdown is a single-port control case; a dual-port run faults one port under load".into());
+                    return bad(
+                        "fault.kind",
+                        "clean_shutdown is a single-port control case; a dual-port run faults one port under load".into(),
+                    );
                 }
                 let ports = if ports.is_empty() { super::ports::default_sim_ports() } else { ports };
                 super::ports::plan_fault_ports(origin, d, &ports)?;

@@ -92,7 +92,9 @@ pub fn score_cycle(r: &CycleCheck<'_>, sector: u64, scores: &mut BTreeMap<&'stat
     let injected: Vec<String> = r
         .truth
         .as_ref()
-        .map(|t| t.disturbed.iter().filter(|(_, cut)| *cut == u64::from(r.cycle)).map(|(p, _)| crate::port::PortId(*p).to_string()).collect())
+        .map(|t| {
+            t.disturbed.iter().filter(|(_, cut)| *cut == u64::from(r.cycle)).map(|(p, _)| crate::port::PortId(*p).to_string()).collect()
+        })
         .unwrap_or_default();
     let named: Vec<String> = r
         .findings

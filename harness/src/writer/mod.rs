@@ -25,7 +25,7 @@ pub mod windows;
 
 pub use prefill::{prefill, prefill_then};
 pub use tracker::Tracker;
-pub use windows::{PortSamples, Phase, Windows, WindowFigures};
+pub use windows::{Phase, PortSamples, WindowFigures, Windows};
 
 /// Flush tokens carry this bit (write tokens are write ids).
 const FLUSH_TOKEN: u64 = 1 << 63;

@@ -3,8 +3,8 @@
 //! device of a two-path rig), each followed by the path it was given across a fault, never
 //! re-found by an identity two paths of one drive share.
 
-use super::super::fault::{real_cutter, Cutter};
 use super::super::dut::{DutError, GroundTruth};
+use super::super::fault::{real_cutter, Cutter};
 use super::super::RunnerOptions;
 use crate::scenario::{DualPlan, FaultPlan, RunPlan, TargetPlan};
 use faultline_drivers::blockdev::Expectation;

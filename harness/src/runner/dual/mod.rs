@@ -94,7 +94,8 @@ pub(crate) fn run(
         let span = share(full.spec().span_start, full.spec().span_end, p.share_percent);
         let mut spec = full.spec().clone();
         (spec.span_start, spec.span_end) = span;
-        let layout = Layout::new(spec.clone(), sector).map_err(|e| format!("port {}: its share {:?} of the span: {e}", p.name, p.share_percent))?;
+        let layout =
+            Layout::new(spec.clone(), sector).map_err(|e| format!("port {}: its share {:?} of the span: {e}", p.name, p.share_percent))?;
         let atomic = sector.max(devs[i].atomic_bytes());
         let target = devs[i].target().map_err(|e| format!("port {}: {e}", p.name))?;
         let header = RunHeader {
@@ -276,7 +277,9 @@ fn one_cycle(
         };
         let ready = match (&landed, fault_lane) {
             (Some((_, Ok(_))), Some(_)) => ready_rx.recv_timeout(readiness + Duration::from_secs(35)).ok(),
-            (Some((_, Ok(_))), None) => idle.iter_mut().find(|(i, _)| *i == hit).map(|(_, d)| d.wait_ready(at0, readiness).map_err(|e| e.to_string())),
+            (Some((_, Ok(_))), None) => {
+                idle.iter_mut().find(|(i, _)| *i == hit).map(|(_, d)| d.wait_ready(at0, readiness).map_err(|e| e.to_string()))
+            }
             _ => None,
         };
         if matches!(ready, Some(Ok(_))) {
@@ -344,7 +347,9 @@ fn one_cycle(
         let t_ns = em.now();
         let series = windows.series(i);
         let from = windows.started(Phase::Baseline).map_or(0, |d| (d.as_nanos() / crate::writer::windows::BUCKET.as_nanos()) as usize);
-        let upto = windows.started(Phase::After).map_or(series.len(), |d| ((d.as_nanos() / crate::writer::windows::BUCKET.as_nanos()) as usize + 1).min(series.len()));
+        let upto = windows
+            .started(Phase::After)
+            .map_or(series.len(), |d| ((d.as_nanos() / crate::writer::windows::BUCKET.as_nanos()) as usize + 1).min(series.len()));
         let kept = series.get(from.min(upto)..upto).unwrap_or_default();
         let t_of = |ph| windows.started(ph).map(|d| em.ns(windows.epoch() + d));
         em.emit(Event::PortWindow {
@@ -411,12 +416,14 @@ fn verify_all(
         } else {
             let mut rng = cycle_rng(plan.seed, SAMPLE_SALT ^ (li as u64 + 1), cycle);
             let sector = h.header.sector_bytes;
-            union(&written_regions(&lane.run.layout, lane.checked_upto, submitted_end), &sample_regions(&mut rng, lane.span.0, lane.span.1, sector, v.sample_bytes))
+            union(
+                &written_regions(&lane.run.layout, lane.checked_upto, submitted_end),
+                &sample_regions(&mut rng, lane.span.0, lane.span.1, sector, v.sample_bytes),
+            )
         };
         let own = dual.ports[lane.port].name.clone();
-        let through: Vec<usize> = std::iter::once(lane.port)
-            .chain(readers.iter().copied().filter(|&r| r != lane.port && dual.spec.cross_verify))
-            .collect();
+        let through: Vec<usize> =
+            std::iter::once(lane.port).chain(readers.iter().copied().filter(|&r| r != lane.port && dual.spec.cross_verify)).collect();
         let mut seen_own = None;
         let mut own_bad: Vec<(u64, u64)> = Vec::new();
         for &r in &through {

@@ -22,7 +22,8 @@ const READ_BYTES: usize = 128 << 10;
 
 /// The phases: which writer lanes take part (indices into `lanes`).
 fn phases(lanes: &[Lane], dual: &DualPlan) -> Vec<(String, Vec<usize>)> {
-    let mut v: Vec<(String, Vec<usize>)> = lanes.iter().enumerate().map(|(i, l)| (format!("{} only", dual.ports[l.port].name), vec![i])).collect();
+    let mut v: Vec<(String, Vec<usize>)> =
+        lanes.iter().enumerate().map(|(i, l)| (format!("{} only", dual.ports[l.port].name), vec![i])).collect();
     let all: Vec<usize> = (0..lanes.len()).collect();
     let name = lanes.iter().map(|l| dual.ports[l.port].name.as_str()).collect::<Vec<_>>().join("+");
     v.push((name, all));
@@ -75,7 +76,9 @@ pub(super) fn run(
                 hs.push(sc.spawn(move || {
                     let OpenRun { ledger, layout, format, .. } = &mut lane.run;
                     let r = match dev.target() {
-                        Ok(t) => run_cycle(t, layout, format, ledger, plan.contract, &copts, &mut || Ok(())).map(|_| ()).map_err(|e| e.to_string()),
+                        Ok(t) => run_cycle(t, layout, format, ledger, plan.contract, &copts, &mut || Ok(()))
+                            .map(|_| ())
+                            .map_err(|e| e.to_string()),
                         Err(e) => Err(e.to_string()),
                     };
                     (i, r)
@@ -110,7 +113,14 @@ pub(super) fn run(
         let reads = read_phase(devs, lanes, &who, warm, ms)?;
         for (i, f) in reads {
             let t_ns = em.now();
-            em.emit(Event::PortPerf { t_ns, workload: "seq-read-128k-qd1".into(), phase: phase.clone(), port: PortId(i as u8), name: dual.ports[i].name.clone(), figures: f });
+            em.emit(Event::PortPerf {
+                t_ns,
+                workload: "seq-read-128k-qd1".into(),
+                phase: phase.clone(),
+                port: PortId(i as u8),
+                name: dual.ports[i].name.clone(),
+                figures: f,
+            });
         }
         let t_ns = em.now();
         em.emit(Event::CycleEnded {
@@ -174,5 +184,10 @@ fn read_phase(
         return Err(format!("performance, reads: {e}"));
     }
     let end = Instant::now();
-    Ok(spans.iter().enumerate().filter(|(_, s)| s.is_some()).map(|(i, _)| (i, windows.figures(i, Phase::Baseline, end).unwrap_or_default())).collect())
+    Ok(spans
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.is_some())
+        .map(|(i, _)| (i, windows.figures(i, Phase::Baseline, end).unwrap_or_default()))
+        .collect())
 }

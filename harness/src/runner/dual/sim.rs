@@ -3,10 +3,10 @@
 //! controller resets, its power switch for cuts that hit both ports.
 
 use super::device::{PortDev, Ports};
+use crate::ledger::Contract;
 use crate::runner::dut::{DutError, GroundTruth};
 use crate::runner::fault::{sim_switch, Cutter};
 use crate::runner::RunnerOptions;
-use crate::ledger::Contract;
 use crate::scenario::{DualPlan, DualSimModel, FaultPlan, RunPlan, SimSwitch, SimTarget, Switch};
 use faultline_drivers::control::{self, parse_spec};
 use faultline_drivers::{AlignedBuf, BlockTarget, LinkController};
@@ -45,7 +45,9 @@ impl PortDev for SimPortDev {
             match self.port.read_at(at, &mut buf) {
                 Ok(()) => return Ok(start.elapsed()),
                 Err(e) if !e.device_gone() => return Ok(start.elapsed()),
-                Err(e) if start.elapsed() >= timeout => return Err(DutError::NotReady { timeout_s: timeout.as_secs(), last: e.to_string() }),
+                Err(e) if start.elapsed() >= timeout => {
+                    return Err(DutError::NotReady { timeout_s: timeout.as_secs(), last: e.to_string() })
+                }
                 Err(_) => std::thread::sleep(Duration::from_millis(2)),
             }
         }
@@ -85,9 +87,13 @@ pub(super) fn open(plan: &RunPlan, dual: &DualPlan, t: &SimTarget, run_dir: &Pat
         FaultPlan::LinkReset { kind, .. } if t.switch == SimSwitch::QuarchHotplugSerial => {
             // The real Quarch driver, over a pty, to the hot-plug module's emulator in front
             // of the drive's ports.
-            let emu = QuarchEmu::serial_dual(drive.power(), drive.link(), plan.seed).map_err(|e| format!("cannot start the Quarch hot-plug emulator: {e}"))?;
+            let emu = QuarchEmu::serial_dual(drive.power(), drive.link(), plan.seed)
+                .map_err(|e| format!("cannot start the Quarch hot-plug emulator: {e}"))?;
             let spec = parse_spec(&format!("quarch+serial://{}", emu.endpoint())).map_err(|e| e.to_string())?;
-            let ctl = control::open(&spec, &o.control_env).map_err(|e| e.to_string())?.link.ok_or("the Quarch hot-plug module opened without a link controller")?;
+            let ctl = control::open(&spec, &o.control_env)
+                .map_err(|e| e.to_string())?
+                .link
+                .ok_or("the Quarch hot-plug module opened without a link controller")?;
             for &i in &dual.fault_ports {
                 ctl.require(&dual.ports[i].fault_port, *kind).map_err(|e| e.to_string())?;
             }
@@ -102,19 +108,14 @@ pub(super) fn open(plan: &RunPlan, dual: &DualPlan, t: &SimTarget, run_dir: &Pat
             let port = dual.ports[dual.faulted(1)].fault_port.clone();
             (Cutter::Link { ctl: Box::new(link), port, kind: *kind }, None)
         }
-        FaultPlan::PowerCut { switch: Switch::Sim(s), .. } => sim_switch(*s, drive.power(), plan.seed, &o.control_env).map_err(|e| e.to_string())?,
+        FaultPlan::PowerCut { switch: Switch::Sim(s), .. } => {
+            sim_switch(*s, drive.power(), plan.seed, &o.control_env).map_err(|e| e.to_string())?
+        }
         _ => return Err("the simulated dual-port drive is faulted by controllers.link = \"sim\" or its power switch".into()),
     };
-    let devs: Vec<Box<dyn PortDev>> =
-        (0..2u8).map(|p| Box::new(SimPortDev { port: drive.port(p), drive: (p == 0).then(|| drive.clone()) }) as Box<dyn PortDev>).collect();
+    let devs: Vec<Box<dyn PortDev>> = (0..2u8)
+        .map(|p| Box::new(SimPortDev { port: drive.port(p), drive: (p == 0).then(|| drive.clone()) }) as Box<dyn PortDev>)
+        .collect();
     let identity = drive.identity();
-    Ok(Ports {
-        devs,
-        cutter,
-        identity,
-        sector: t.sector_bytes as u64,
-        capacity: t.capacity_bytes,
-        notes: Vec::new(),
-        _keep: keep,
-    })
+    Ok(Ports { devs, cutter, identity, sector: t.sector_bytes as u64, capacity: t.capacity_bytes, notes: Vec::new(), _keep: keep })
 }

@@ -35,7 +35,8 @@ pub fn cmd_selftest(a: SelftestArgs) -> Result<Exit> {
         Some(total) => total.div_ceil(honest_rows(span_bytes)),
         None => a.honest_cycles,
     };
-    let opts = MatrixOptions { seed: a.seed, honest_cycles, faulty_cycles: a.faulty_cycles, span_bytes, dual_honest_cycles: a.dual_honest_cycles };
+    let opts =
+        MatrixOptions { seed: a.seed, honest_cycles, faulty_cycles: a.faulty_cycles, span_bytes, dual_honest_cycles: a.dual_honest_cycles };
     let scratch = std::env::temp_dir().join(format!("faultline-selftest-{}", std::process::id()));
     let t = Instant::now();
     let rows = run_matrix(&opts, &scratch, &mut |r| {
