@@ -23,9 +23,10 @@ fn load(name: &str) -> Scenario {
     Scenario::load(&dir().join(name)).unwrap_or_else(|e| panic!("{e}"))
 }
 
-const SHIPPED: [&str; 8] = [
+const SHIPPED: [&str; 9] = [
     "reference.toml",
     "demo.toml",
+    "dualport-demo.toml",
     "plp-validation.toml",
     "volatile-flush.toml",
     "clean-shutdown-control.toml",
