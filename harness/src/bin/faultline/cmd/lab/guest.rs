@@ -2,15 +2,16 @@
 //! finds the lab drive's namespace and controllers in the guest's sysfs, by the PCI address
 //! each port has and the serial both report, and runs a scenario against it.
 //!
-//! A lab scenario names the lab's ports with placeholders, replaced in the guest with what the
-//! kernel called them this boot (controller names are assigned in the order the asynchronous
-//! probes finish): `{lab.ctrl_a}`, `{lab.ctrl_b}` (`nvme0`), `{lab.bdf_a}`, `{lab.bdf_b}`
-//! (`0000:01:00.0`). Its `[target]` is replaced with the lab drive: the multipath head with
-//! `--multipath on`, port A's path with `off`, and the drive's serial.
+//! At boot port A's controller is `nvme0` at PCI 0000:01:00.0, port B's `nvme1` at
+//! 0000:02:00.0 (the guest's init probes them in turn), so scenarios name them as they are.
+//! A scenario's `[target]` is replaced with the lab drive: the multipath head with
+//! `--multipath on`, port A's path with `off` (both `/dev/nvme0n1` at boot), and the serial.
 
 use anyhow::{bail, Context, Result};
 use faultline::scenario::{Scenario, Target};
+use faultline::health::parse_smart;
 use faultline_drivers::blockdev::{scan_paths, SysRoots};
+use faultline_drivers::nvme::NvmeAdmin;
 use std::path::{Path, PathBuf};
 
 use super::machine::{Port, SERIAL};
@@ -78,24 +79,37 @@ impl GuestDrive {
     }
 }
 
-/// Replaces the lab placeholders in a scenario's text.
-pub fn substitute(text: &str, ctrl_a: &str, ctrl_b: &str) -> String {
-    text.replace("{lab.ctrl_a}", ctrl_a)
-        .replace("{lab.ctrl_b}", ctrl_b)
-        .replace("{lab.bdf_a}", Port::A.bdf())
-        .replace("{lab.bdf_b}", Port::B.bdf())
-}
-
-/// The scenario at `path` made the lab's: placeholders replaced, the target the lab drive
-/// at `ns`. Refuses a scenario of the simulated drive (it would not touch the lab).
-pub fn lab_scenario(path: &Path, ctrl_a: &str, ctrl_b: &str, ns: &Path) -> Result<Scenario> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let mut s = Scenario::from_toml(&substitute(&text, ctrl_a, ctrl_b), &path.display().to_string())?;
+/// The scenario at `path` made the lab's: its target is the lab drive at `ns`. Refuses a
+/// scenario of the simulated drive (it would not touch the lab).
+pub fn lab_scenario(path: &Path, ns: &Path) -> Result<Scenario> {
+    let mut s = Scenario::load(path)?;
     if s.target.sim.is_some() {
         bail!("{}: [target] is the simulated drive, which runs in-process and never touches the lab's NVMe drive", path.display());
     }
     s.target = Target { path: Some(ns.to_path_buf()), serial: Some(SERIAL.to_string()), ..Target::default() };
-    s.link_controller()?;
-    s.power_controller()?;
     Ok(s)
+}
+
+/// The SMART / health log of the controller behind `dev` through faultline's own admin
+/// passthrough ([`NvmeAdmin`]) and parser, under nvme-cli's JSON names (counters as decimal
+/// strings, as nvme-cli prints its 128-bit ones), plus the controller read.
+pub fn smart_json(dev: &Path) -> Result<String> {
+    let admin = NvmeAdmin::open_for_block_device(dev).with_context(|| format!("cannot open the controller of {}", dev.display()))?;
+    let s = parse_smart(&admin.smart_log()?)?;
+    let v = serde_json::json!({
+        "controller": admin.controller_name(),
+        "critical_warning": s.critical_warning,
+        "temperature": s.temperature_k,
+        "avail_spare": s.available_spare_pct,
+        "spare_thresh": s.spare_threshold_pct,
+        "percent_used": s.percentage_used,
+        "data_units_read": s.data_units_read.to_string(),
+        "data_units_written": s.data_units_written.to_string(),
+        "power_cycles": s.power_cycles.to_string(),
+        "power_on_hours": s.power_on_hours.to_string(),
+        "unsafe_shutdowns": s.unsafe_shutdowns.to_string(),
+        "media_errors": s.media_errors.to_string(),
+        "num_err_log_entries": s.error_log_entries.to_string(),
+    });
+    Ok(v.to_string())
 }

@@ -20,12 +20,19 @@ for a in $(cat /proc/cmdline); do
         faultline.mode=*) mode="${a#faultline.mode=}" ;;
     esac
 done
+# Port B's controller is held back until port A's is named, so that A is nvme0 and B nvme1
+# (and the multipath head nvme0n1) at every boot: the nvme driver probes asynchronously.
+echo none > /sys/bus/pci/devices/0000:02:00.0/driver_override
 for m in $(cat /lib/modules/load-order); do
     case "$m" in
         nvme-core.ko) insmod "/lib/modules/$m" multipath="$mp" || echo "lab-init: insmod $m failed" ;;
         *) insmod "/lib/modules/$m" || echo "lab-init: insmod $m failed" ;;
     esac
 done
+i=0
+while [ $i -lt 100 ] && [ ! -e /sys/class/nvme/nvme0 ]; do sleep 0.1; i=$((i + 1)); done
+echo > /sys/bus/pci/devices/0000:02:00.0/driver_override
+echo 0000:02:00.0 > /sys/bus/pci/drivers_probe
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144 lab /share || { echo "lab-init: cannot mount the 9p share"; poweroff -f; }
 # The namespace's paths appear after the controllers' asynchronous probe.
 i=0

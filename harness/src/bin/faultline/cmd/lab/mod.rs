@@ -116,6 +116,9 @@ enum GuestCmd {
     Env,
     /// Run SCENARIO against the lab drive into RUN_DIR.
     Run { scenario: PathBuf, run_dir: PathBuf },
+    /// Print the SMART / health log of the controller behind DEV, read with faultline's admin
+    /// passthrough and parser, as JSON (nvme-cli's `smart-log -o json` names).
+    Smart { dev: PathBuf },
 }
 
 pub fn cmd_lab(a: LabArgs) -> Result<Exit> {
@@ -209,9 +212,8 @@ fn boot(p: &Prepared, m: &MachineArgs, shell: bool, echo: bool) -> Result<machin
 }
 
 fn cmd_run(a: RunArgs) -> Result<Exit> {
-    // Checked on the host first, with sample controller names, so a bad file fails before
-    // the boot.
-    guest::lab_scenario(&a.scenario, "nvme0", "nvme1", Path::new("/dev/nvme0n1"))?;
+    // Checked on the host first, so a bad file fails before the boot.
+    guest::lab_scenario(&a.scenario, Path::new("/dev/nvme0n1"))?;
     let name = a.scenario.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
     let p = prepare(&a.m, &name)?;
     std::fs::copy(&a.scenario, p.share.join("scenario.toml")).with_context(|| format!("cannot copy {}", a.scenario.display()))?;
@@ -264,6 +266,10 @@ fn cmd_shell(m: MachineArgs) -> Result<Exit> {
 }
 
 fn cmd_guest(g: GuestCmd) -> Result<Exit> {
+    if let GuestCmd::Smart { dev } = &g {
+        println!("{}", guest::smart_json(dev)?);
+        return Ok(Exit::Clean);
+    }
     let d = guest::find()?;
     match g {
         GuestCmd::Env => {
@@ -271,9 +277,9 @@ fn cmd_guest(g: GuestCmd) -> Result<Exit> {
             Ok(Exit::Clean)
         }
         GuestCmd::Run { scenario, run_dir } => {
-            let name = |i: usize| d.ctrl[i].clone().unwrap_or_default();
-            let s = guest::lab_scenario(&scenario, &name(0), &name(1), &d.ns)?;
+            let s = guest::lab_scenario(&scenario, &d.ns)?;
             super::run::cmd_run_scenario(s, &scenario.display().to_string(), Some(run_dir), None, &Default::default())
         }
+        GuestCmd::Smart { .. } => unreachable!("handled above"),
     }
 }

@@ -65,45 +65,48 @@ fn run(cmd: &mut Command) -> Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-/// The candidate version apt offers for `pkg`, or an error saying to run `apt-get update`.
-fn candidate(pkg: &str) -> Result<String> {
-    let out = run(Command::new("apt-cache").args(["policy", pkg]))?;
-    let v = out.lines().find_map(|l| l.trim().strip_prefix("Candidate:")).map(str::trim).unwrap_or("");
-    if v.is_empty() || v == "(none)" {
-        bail!("apt has no candidate for package {pkg} (run `apt-get update` first; the lab needs Debian bookworm's archive)");
+/// The candidate version apt offers for each package (one `apt-cache policy` for all), or
+/// an error naming the first without one and saying to run `apt-get update`.
+fn candidates(pkgs: &BTreeSet<String>) -> Result<BTreeMap<String, String>> {
+    let out = run(Command::new("apt-cache").arg("policy").args(pkgs))?;
+    let mut found = BTreeMap::new();
+    let mut cur: Option<String> = None;
+    for l in out.lines() {
+        if !l.starts_with(' ') && l.ends_with(':') {
+            cur = Some(l.trim_end_matches(':').to_string());
+        } else if let (Some(p), Some(v)) = (&cur, l.trim().strip_prefix("Candidate:")) {
+            let v = v.trim();
+            if !v.is_empty() && v != "(none)" {
+                found.insert(p.clone(), v.to_string());
+            }
+        }
     }
-    Ok(v.to_string())
+    if let Some(p) = pkgs.iter().find(|p| !found.contains_key(*p)) {
+        bail!("apt has no candidate for package {p} (run `apt-get update` first; the lab needs Debian bookworm's archive)");
+    }
+    Ok(found)
+}
+
+/// The `Depends` of each package (one `apt-cache depends` for all), without virtual ones.
+fn depends(pkgs: &[&str]) -> Result<Vec<String>> {
+    let out = run(Command::new("apt-cache").arg("depends").args(pkgs))?;
+    Ok(out.lines().filter_map(|l| l.trim().strip_prefix("Depends:")).map(str::trim).filter(|p| !p.starts_with('<')).map(str::to_string).collect())
 }
 
 /// The kernel image package `linux-image-amd64` depends on (`linux-image-6.1.0-N-amd64`).
 fn kernel_package() -> Result<String> {
-    let out = run(Command::new("apt-cache").args(["depends", "linux-image-amd64"]))?;
-    out.lines()
-        .filter_map(|l| l.trim().strip_prefix("Depends:"))
-        .map(str::trim)
+    depends(&["linux-image-amd64"])?
+        .into_iter()
         .find(|p| p.starts_with("linux-image-") && p.ends_with("-amd64"))
-        .map(str::to_string)
         .context("apt-cache depends linux-image-amd64 names no linux-image-*-amd64 (run `apt-get update` first)")
 }
 
-fn installed(pkg: &str) -> bool {
-    Command::new("dpkg-query")
-        .args(["-W", "-f", "${db:Status-Status}", pkg])
-        .output()
-        .is_ok_and(|o| o.status.success() && o.stdout == b"installed")
-}
-
-/// The `Depends` of `pkg` that are not installed on the host.
-fn missing_depends(pkg: &str) -> Result<Vec<String>> {
-    let out = run(Command::new("apt-cache").args(["depends", pkg]))?;
-    Ok(out
-        .lines()
-        .filter_map(|l| l.trim().strip_prefix("Depends:"))
-        .map(str::trim)
-        .filter(|p| !p.starts_with('<'))
-        .filter(|p| !installed(p))
-        .map(str::to_string)
-        .collect())
+/// Those of `pkgs` that are not installed on the host (one `dpkg-query` for all).
+fn not_installed(pkgs: Vec<String>) -> Vec<String> {
+    let out = Command::new("dpkg-query").args(["-W", "-f", "${Package} ${db:Status-Status}\n"]).args(&pkgs).output();
+    let text = out.map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default();
+    let have: BTreeSet<&str> = text.lines().filter_map(|l| l.strip_suffix(" installed")).map(|p| p.split(':').next().unwrap_or(p)).collect();
+    pkgs.into_iter().filter(|p| !have.contains(p.as_str())).collect()
 }
 
 fn stamp_ok(cache: &Path, step: &str, key: &str) -> bool {
@@ -129,10 +132,8 @@ pub fn setup(cache: &Path, faultline_bin: &Path, report: &mut Report) -> Result<
     // 1. packages
     let mut names: BTreeSet<String> = PACKAGES.iter().map(|s| s.to_string()).collect();
     names.insert(kernel_package()?);
-    for p in DEPENDS_OF {
-        names.extend(missing_depends(p)?);
-    }
-    let versions: BTreeMap<String, String> = names.iter().map(|n| Ok((n.clone(), candidate(n)?))).collect::<Result<_>>()?;
+    names.extend(not_installed(depends(DEPENDS_OF)?));
+    let versions = candidates(&names)?;
     let key: String = versions.iter().map(|(n, v)| format!("{n}={v}\n")).collect();
     let root = cache.join("root");
     let fresh = !stamp_ok(cache, "packages", &key);
