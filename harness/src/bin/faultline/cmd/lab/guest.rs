@@ -13,6 +13,7 @@ use faultline::health::parse_smart;
 use faultline_drivers::blockdev::{scan_paths, SysRoots};
 use faultline_drivers::nvme::NvmeAdmin;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use super::machine::{Port, SERIAL};
 
@@ -112,4 +113,41 @@ pub fn smart_json(dev: &Path) -> Result<String> {
         "num_err_log_entries": s.error_log_entries.to_string(),
     });
     Ok(v.to_string())
+}
+
+/// `O_DIRECT` on x86-64 Linux (the binary reaches the OS through std only).
+const O_DIRECT: i32 = 0o40000;
+
+/// Holds `dev` open and writes then reads its first 4 KiB every `interval` for `total`,
+/// printing `T_MS write=... read=...` each time the outcome changes: what a device that
+/// vanished under an open descriptor answers.
+pub fn probe(dev: &Path, total: Duration, interval: Duration) -> Result<()> {
+    use std::os::unix::fs::{FileExt, OpenOptionsExt};
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(O_DIRECT)
+        .open(dev)
+        .with_context(|| format!("cannot open {}", dev.display()))?;
+    let mut raw = vec![0u8; 8192];
+    let off = raw.as_ptr().align_offset(4096);
+    let buf = &mut raw[off..off + 4096];
+    let t0 = std::time::Instant::now();
+    let outcome = |r: std::io::Result<usize>| match r {
+        Ok(n) => format!("ok({n})"),
+        Err(e) => format!("errno {} ({})", e.raw_os_error().unwrap_or(0), e.kind()),
+    };
+    let mut last = String::new();
+    while t0.elapsed() < total {
+        let w = outcome(f.write_at(buf, 0));
+        let r = outcome(f.read_at(buf, 0));
+        let now = format!("write={w} read={r}");
+        if now != last {
+            println!("probe {} {} ms: {now}", dev.display(), t0.elapsed().as_millis());
+            last = now;
+        }
+        std::thread::sleep(interval);
+    }
+    println!("probe {} {} ms: end ({last})", dev.display(), t0.elapsed().as_millis());
+    Ok(())
 }

@@ -119,6 +119,15 @@ enum GuestCmd {
     /// Print the SMART / health log of the controller behind DEV, read with faultline's admin
     /// passthrough and parser, as JSON (nvme-cli's `smart-log -o json` names).
     Smart { dev: PathBuf },
+    /// Hold DEV open (O_DIRECT) and write then read its first 4 KiB every INTERVAL_MS for
+    /// SECONDS, printing each change of outcome (the errno a vanished device returns).
+    Probe {
+        dev: PathBuf,
+        #[arg(long, default_value_t = 5)]
+        seconds: u64,
+        #[arg(long, default_value_t = 20)]
+        interval_ms: u64,
+    },
 }
 
 pub fn cmd_lab(a: LabArgs) -> Result<Exit> {
@@ -266,9 +275,16 @@ fn cmd_shell(m: MachineArgs) -> Result<Exit> {
 }
 
 fn cmd_guest(g: GuestCmd) -> Result<Exit> {
-    if let GuestCmd::Smart { dev } = &g {
-        println!("{}", guest::smart_json(dev)?);
-        return Ok(Exit::Clean);
+    match &g {
+        GuestCmd::Smart { dev } => {
+            println!("{}", guest::smart_json(dev)?);
+            return Ok(Exit::Clean);
+        }
+        GuestCmd::Probe { dev, seconds, interval_ms } => {
+            guest::probe(dev, Duration::from_secs(*seconds), Duration::from_millis(*interval_ms))?;
+            return Ok(Exit::Clean);
+        }
+        _ => {}
     }
     let d = guest::find()?;
     match g {
@@ -280,6 +296,6 @@ fn cmd_guest(g: GuestCmd) -> Result<Exit> {
             let s = guest::lab_scenario(&scenario, &d.ns)?;
             super::run::cmd_run_scenario(s, &scenario.display().to_string(), Some(run_dir), None, &Default::default())
         }
-        GuestCmd::Smart { .. } => unreachable!("handled above"),
+        GuestCmd::Smart { .. } | GuestCmd::Probe { .. } => unreachable!("handled above"),
     }
 }
