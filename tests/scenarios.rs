@@ -23,7 +23,7 @@ fn load(name: &str) -> Scenario {
     Scenario::load(&dir().join(name)).unwrap_or_else(|e| panic!("{e}"))
 }
 
-const SHIPPED: [&str; 8] = [
+const SHIPPED: [&str; 10] = [
     "reference.toml",
     "demo.toml",
     "plp-validation.toml",
@@ -32,6 +32,8 @@ const SHIPPED: [&str; 8] = [
     "misaligned-torture.toml",
     "link-reset-storm.toml",
     "hotplug-pin-sweep.toml",
+    "lab-nvme-reset.toml",
+    "lab-pci-remove-rescan.toml",
 ];
 
 #[test]
