@@ -249,3 +249,57 @@ fn a_multipath_write_survives_one_path_and_stops_when_the_last_goes() {
         .min();
     assert!(first_error_ms.is_some_and(|ms| ms > 3000), "no I/O error while port B was left:\n{ctx}");
 }
+
+/// A child process killed on drop.
+struct Child(std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The namespace backed by an NBD export instead of a file (`--nbd SOCK`, QEMU's own NBD
+/// client): here qemu-nbd (qemu-utils) serving a sparse image, written and verified through
+/// the guest.
+#[test]
+fn the_namespace_can_be_an_nbd_export() {
+    let Some(_boot) = lab("the_namespace_can_be_an_nbd_export") else { return };
+    if Command::new("qemu-nbd").arg("--version").output().is_err() {
+        skip("the_namespace_can_be_an_nbd_export", "no qemu-nbd (package qemu-utils; .ci/run installs it)");
+        return;
+    }
+    let dir = scratch("nbd");
+    let (img, sock) = (dir.join("export.img"), dir.join("nbd.sock"));
+    std::fs::File::create(&img).unwrap().set_len(256 << 20).unwrap();
+    let server = Child(
+        Command::new("qemu-nbd")
+            .args(["--persistent", "-f", "raw", "--cache=writeback", "--socket", s(&sock), s(&img)])
+            .spawn()
+            .expect("start qemu-nbd"),
+    );
+    let t0 = std::time::Instant::now();
+    while !sock.exists() && t0.elapsed() < std::time::Duration::from_secs(10) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let file = dir.join("script.sh");
+    std::fs::write(
+        &file,
+        r#"set -e
+faultline write --target "$LAB_NS" --expect-serial "$LAB_SERIAL" --run-dir /tmp/r --seed 5 --writes 10000 --flush-every 128 --queue-depth 32
+faultline verify --target "$LAB_NS" --expect-serial "$LAB_SERIAL" --run-dir /tmp/r
+"#,
+    )
+    .unwrap();
+    let run_dir = dir.join("run");
+    let o = lab_cmd(&["exec", s(&file), "--run-dir", s(&run_dir), "--nbd", s(&sock)]);
+    drop(server);
+    let log = std::fs::read_to_string(run_dir.join("lab/share/lab/guest.log")).unwrap_or_default();
+    let ctx = format!("seed 5\n{}\nguest:\n{log}", text(&o));
+    assert_eq!(o.status.code(), Some(0), "{ctx}");
+    assert!(log.contains("10000 writes (0 failed)") && log.contains("80000 durable") && log.contains("verdict: clean"), "{ctx}");
+    // The writes reached the export: the image is no longer all zeroes.
+    let data = std::fs::read(&img).unwrap();
+    assert!(data.iter().any(|&b| b != 0), "nothing reached the NBD export\n{ctx}");
+}
