@@ -80,6 +80,14 @@ fn written_through_one_controller_verified_through_the_other() {
 echo "paths: A=$LAB_NS_A B=$LAB_NS_B"
 faultline write --target "$LAB_NS_A" --expect-serial "$LAB_SERIAL" --run-dir /tmp/r --seed 7 --writes 20000 --flush-every 256 --queue-depth 32
 faultline verify --target "$LAB_NS_B" --expect-serial "$LAB_SERIAL" --run-dir /tmp/r
+# Then damage two ranges through A (random bytes over [4, 5) MiB, zeroes over [16, 17) MiB)
+# and verify through B again: every finding must lie in them.
+set +e
+dd if=/dev/urandom of="$LAB_NS_A" bs=4096 seek=1024 count=256 conv=notrunc,fsync 2>/dev/null
+dd if=/dev/zero of="$LAB_NS_A" bs=4096 seek=4096 count=256 conv=notrunc,fsync 2>/dev/null
+faultline verify --target "$LAB_NS_B" --expect-serial "$LAB_SERIAL" --run-dir /tmp/r --json > /tmp/v.json
+echo "damaged verify exit $?"
+echo "json $(tr -d '\n' < /tmp/v.json)"
 "#;
     let (o, log) = exec(&dir, script, "off");
     let ctx = format!("seed 7\n{}\nguest:\n{log}", text(&o));
@@ -88,6 +96,18 @@ faultline verify --target "$LAB_NS_B" --expect-serial "$LAB_SERIAL" --run-dir /t
     assert!(log.contains("20000 writes (0 failed)"), "{ctx}");
     assert!(log.contains("verdict: clean"), "{ctx}");
     assert!(!log.contains(" 0 durable"), "the verify through B should see A's writes durable:\n{ctx}");
+    assert!(log.contains("damaged verify exit 1"), "{ctx}");
+    let v = &json_lines(&log, "json ")[0];
+    let findings = v["findings"].as_array().unwrap_or_else(|| panic!("no findings array\n{ctx}"));
+    let ranges = [(4u64 << 20, 5u64 << 20), (16 << 20, 17 << 20)];
+    let mut hit = [0usize; 2];
+    for f in findings {
+        let (off, len) = (f["offset"].as_u64().unwrap(), f["length"].as_u64().unwrap());
+        let i = ranges.iter().position(|&(a, b)| off >= a && off + len <= b);
+        let Some(i) = i else { panic!("a finding outside the damaged ranges: {f}\n{ctx}") };
+        hit[i] += 1;
+    }
+    assert!(hit.iter().all(|&n| n > 0), "each damaged range has findings: {hit:?}\n{ctx}");
 }
 
 fn json_lines(log: &str, prefix: &str) -> Vec<serde_json::Value> {
@@ -302,4 +322,39 @@ faultline verify --target "$LAB_NS" --expect-serial "$LAB_SERIAL" --run-dir /tmp
     // The writes reached the export: the image is no longer all zeroes.
     let data = std::fs::read(&img).unwrap();
     assert!(data.iter().any(|&b| b != 0), "nothing reached the NBD export\n{ctx}");
+}
+
+/// Refusals that need no boot: each names what was wrong.
+#[test]
+fn bad_lab_input_is_refused_before_any_boot() {
+    let dir = scratch("refusals");
+    let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/demo.toml");
+    let empty = dir.join("empty-cache");
+    std::fs::create_dir_all(&empty).unwrap();
+    // No lab in the cache.
+    let reset = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/lab-nvme-reset.toml");
+    let o = lab_cmd(&["run", s(&reset), "--cache", s(&empty), "--run-dir", s(&dir.join("r1"))]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("not set up") && text(&o).contains("faultline lab setup"), "{}", text(&o));
+    // A scenario of the simulated drive (refused whatever the cache holds).
+    let o = lab_cmd(&["run", s(&demo), "--run-dir", s(&dir.join("r2"))]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("simulated drive") && text(&o).contains("demo.toml"), "{}", text(&o));
+    // A missing script.
+    let o = lab_cmd(&["exec", s(&dir.join("nope.sh")), "--run-dir", s(&dir.join("r3"))]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("nope.sh"), "{}", text(&o));
+}
+
+/// A guest that does not boot in time is the lab's failure (exit 2), with the console's tail.
+#[test]
+fn a_boot_timeout_is_a_lab_failure_with_the_console_tail() {
+    let Some(_boot) = lab("a_boot_timeout_is_a_lab_failure_with_the_console_tail") else { return };
+    let dir = scratch("boot-timeout");
+    let file = dir.join("script.sh");
+    std::fs::write(&file, "true\n").unwrap();
+    let o = lab_cmd(&["exec", s(&file), "--run-dir", s(&dir.join("run")), "--boot-timeout-s", "2"]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{out}");
+    assert!(out.contains("did not boot within 2 s") && out.contains("console.log"), "{out}");
 }

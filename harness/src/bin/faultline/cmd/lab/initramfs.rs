@@ -131,3 +131,47 @@ pub fn modules_in_load_order(moddir: &Path, wanted: &[&str]) -> Result<Vec<PathB
     }
     Ok(order)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+
+    /// What [`Archive`] writes, read back with the `cpio` crate's reader: names, modes and
+    /// contents, then the trailer.
+    #[test]
+    fn an_archive_reads_back_entry_by_entry() {
+        let dir = std::env::temp_dir().join(format!("faultline-lab-cpio-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let src = dir.join("src.bin");
+        std::fs::write(&src, b"module bytes").unwrap();
+        let path = dir.join("t.cpio");
+        let mut a = Archive::create(&path).unwrap();
+        a.dir("lib").unwrap();
+        a.bytes("init", b"#!/bin/sh\n", 0o755).unwrap();
+        a.file("lib/m.ko", &src, 0o644).unwrap();
+        a.file_once("lib/m.ko", &src, 0o644).unwrap();
+        a.finish().unwrap();
+        let mut f = std::fs::File::open(&path).unwrap();
+        let mut seen = Vec::new();
+        loop {
+            let mut r = cpio::NewcReader::new(f).unwrap();
+            if r.entry().is_trailer() {
+                break;
+            }
+            let mut data = Vec::new();
+            r.read_to_end(&mut data).unwrap();
+            seen.push((r.entry().name().to_string(), r.entry().mode(), data));
+            f = r.finish().unwrap();
+        }
+        assert_eq!(
+            seen,
+            vec![
+                ("lib".to_string(), 0o040755, vec![]),
+                ("init".to_string(), 0o100755, b"#!/bin/sh\n".to_vec()),
+                ("lib/m.ko".to_string(), 0o100644, b"module bytes".to_vec()),
+            ]
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
