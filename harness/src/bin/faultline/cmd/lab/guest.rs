@@ -143,7 +143,10 @@ pub fn probe(dev: &Path, total: Duration, interval: Duration) -> Result<()> {
         let r = outcome(f.read_at(buf, 0));
         let now = format!("write={w} read={r}");
         if now != last {
-            println!("probe {} {} ms: {now}", dev.display(), t0.elapsed().as_millis());
+            // The guest's uptime too, to order these lines against other commands'.
+            let up = std::fs::read_to_string("/proc/uptime").unwrap_or_default();
+            let up = up.split_whitespace().next().unwrap_or("?");
+            println!("probe {} {} ms (uptime {up} s): {now}", dev.display(), t0.elapsed().as_millis());
             last = now;
         }
         std::thread::sleep(interval);
