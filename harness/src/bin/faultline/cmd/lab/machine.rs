@@ -68,15 +68,18 @@ impl Port {
 pub enum Drive {
     /// A raw image file.
     File(PathBuf),
-    /// An NBD server on a unix socket.
-    Nbd(PathBuf),
+    /// An NBD server on a unix socket, and the export's name (`None`: the server's default).
+    Nbd(PathBuf, Option<String>),
 }
 
 impl Drive {
     fn qemu_arg(&self) -> String {
         match self {
             Drive::File(p) => format!("file={},format=raw,if=none,id=d0", qemu_escape(p)),
-            Drive::Nbd(s) => format!("driver=nbd,server.type=unix,server.path={},if=none,id=d0,cache.writeback=on", qemu_escape(s)),
+            Drive::Nbd(s, export) => {
+                let export = export.as_ref().map(|e| format!(",export={}", e.replace(',', ",,"))).unwrap_or_default();
+                format!("driver=nbd,server.type=unix,server.path={}{export},if=none,id=d0,cache.writeback=on", qemu_escape(s))
+            }
         }
     }
 }

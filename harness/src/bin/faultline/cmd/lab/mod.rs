@@ -83,6 +83,9 @@ struct MachineArgs {
     /// Back the namespace with the NBD export on this unix socket (QEMU's own NBD client).
     #[arg(long)]
     nbd: Option<PathBuf>,
+    /// The NBD export's name (e.g. `sim` for `faultline emulate nbd`; default: the server's).
+    #[arg(long, requires = "nbd")]
+    nbd_export: Option<String>,
     /// Size of the image made when neither --drive-file nor --nbd is given.
     #[arg(long, default_value_t = 256)]
     size_mib: u64,
@@ -188,7 +191,7 @@ fn prepare(m: &MachineArgs, name: &str) -> Result<Prepared> {
     let share = lab_dir.join("share");
     let drive = match (&m.drive_file, &m.nbd) {
         (Some(f), _) => Drive::File(std::fs::canonicalize(f).with_context(|| format!("no drive image {}", f.display()))?),
-        (None, Some(s)) => Drive::Nbd(s.clone()),
+        (None, Some(s)) => Drive::Nbd(s.clone(), m.nbd_export.clone()),
         (None, None) => {
             let img = lab_dir.join("drive.img");
             let f = std::fs::File::create(&img).with_context(|| format!("cannot create {}", img.display()))?;
