@@ -9,10 +9,33 @@
 
 mod common;
 
-use common::{s, scratch, skip, text, BIN};
+use common::{s, skip, text, BIN};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::{Mutex, MutexGuard, OnceLock};
+
+/// A test's scratch directory, removed when the test passes (a lab run leaves a drive image
+/// of up to 256 MiB behind); kept, for a look, when it fails.
+struct Scratch(PathBuf);
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+fn scratch(name: &str) -> Scratch {
+    Scratch(common::scratch(name))
+}
 
 /// One boot at a time.
 static BOOT: Mutex<()> = Mutex::new(());
@@ -215,7 +238,7 @@ fn pci_remove_rescan_runs_clean_multipath_off() {
 
 /// `faultline write` while the controller under it is unplugged (QMP device_del) and a probe
 /// holding the device open: the write stops and says so, exit 2; the probe records the errno.
-fn unplugged_mid_write(test: &str, multipath: &str, dels: &str) -> (Output, String, PathBuf) {
+fn unplugged_mid_write(test: &str, multipath: &str, dels: &str) -> (Output, String, Scratch) {
     let dir = scratch(test);
     let script = format!(
         r#"faultline lab guest probe "$LAB_NS" --seconds 7 > /tmp/probe.txt 2>&1 &
