@@ -194,7 +194,8 @@ fn lab_run(dir: &Path, scenario: &str, multipath: &str) -> (Output, PathBuf) {
 fn assert_clean_run(o: &Output, run_dir: &Path, cycles: usize, ctx: &str) {
     let ctx = format!("{ctx}\n{}\nconsole:\n{}", text(o), std::fs::read_to_string(run_dir.join("lab/console.log")).unwrap_or_default());
     assert_eq!(o.status.code(), Some(0), "{ctx}");
-    let events = std::fs::read_to_string(run_dir.join("events.jsonl")).unwrap_or_else(|e| panic!("no events.jsonl on the host: {e}\n{ctx}"));
+    let events =
+        std::fs::read_to_string(run_dir.join("events.jsonl")).unwrap_or_else(|e| panic!("no events.jsonl on the host: {e}\n{ctx}"));
     let of = |kind: &str| events.lines().filter(|l| l.contains(&format!("\"event\":\"{kind}\""))).count();
     assert_eq!(of("cut_issued"), cycles, "{ctx}");
     assert_eq!(of("ready"), cycles, "the device came back every cycle:\n{ctx}");
@@ -287,8 +288,11 @@ fn a_multipath_write_survives_one_path_and_stops_when_the_last_goes() {
     // (both on the guest's uptime clock).
     let uptime = |l: &str, key: &str| l.split(key).nth(1)?.split([' ', ')', ':']).next()?.parse::<f64>().ok();
     let del_b = log.lines().find(|l| l.starts_with("del B at uptime")).and_then(|l| uptime(l, "at uptime ")).expect("del B's uptime");
-    let first_error =
-        log.lines().filter(|l| l.starts_with("probe ") && l.contains("errno")).filter_map(|l| uptime(l, "(uptime ")).fold(f64::MAX, f64::min);
+    let first_error = log
+        .lines()
+        .filter(|l| l.starts_with("probe ") && l.contains("errno"))
+        .filter_map(|l| uptime(l, "(uptime "))
+        .fold(f64::MAX, f64::min);
     assert!(first_error >= del_b, "no I/O error while port B was left (first at {first_error} s, B unplugged at {del_b} s):\n{ctx}");
 }
 

@@ -8,8 +8,8 @@
 //! `--multipath on`, port A's path with `off` (both `/dev/nvme0n1` at boot), and the serial.
 
 use anyhow::{bail, Context, Result};
-use faultline::scenario::{Scenario, Target};
 use faultline::health::parse_smart;
+use faultline::scenario::{Scenario, Target};
 use faultline_drivers::blockdev::{scan_paths, SysRoots};
 use faultline_drivers::nvme::NvmeAdmin;
 use std::path::{Path, PathBuf};
@@ -59,10 +59,17 @@ pub fn find() -> Result<GuestDrive> {
     let ns = if multipath {
         match &ours[..] {
             [one] => one.dev.clone(),
-            _ => bail!("multipath on, yet {} block devices with the lab's serial: {:?}", ours.len(), ours.iter().map(|m| m.dev.display().to_string()).collect::<Vec<_>>()),
+            _ => bail!(
+                "multipath on, yet {} block devices with the lab's serial: {:?}",
+                ours.len(),
+                ours.iter().map(|m| m.dev.display().to_string()).collect::<Vec<_>>()
+            ),
         }
     } else {
-        ns_port[0].clone().or_else(|| ns_port[1].clone()).with_context(|| format!("no block device of the lab drive (serial {SERIAL}) in the guest"))?
+        ns_port[0]
+            .clone()
+            .or_else(|| ns_port[1].clone())
+            .with_context(|| format!("no block device of the lab drive (serial {SERIAL}) in the guest"))?
     };
     Ok(GuestDrive { multipath, ctrl, ns, ns_port })
 }

@@ -178,9 +178,10 @@ fn prepare(m: &MachineArgs, name: &str) -> Result<Prepared> {
     if setup::refresh_faultline(&cache, &lab, &this_binary(&m.faultline)?)? {
         println!("lab: the guest's faultline binary refreshed");
     }
-    let dir = m.run_dir.clone().unwrap_or_else(|| {
-        PathBuf::from("faultline-runs").join(format!("lab-{}-{name}", chrono::Local::now().format("%Y%m%d-%H%M%S")))
-    });
+    let dir = m
+        .run_dir
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("faultline-runs").join(format!("lab-{}-{name}", chrono::Local::now().format("%Y%m%d-%H%M%S"))));
     let lab_dir = dir.join("lab");
     if lab_dir.exists() {
         bail!("{} already holds a lab run (its lab/ folder exists): use a new run directory", dir.display());
@@ -216,7 +217,8 @@ lab_port() {
 "#;
 
 fn boot(p: &Prepared, m: &MachineArgs, shell: bool, echo: bool) -> Result<machine::Outcome> {
-    let spec = Spec { lab: &p.lab, lab_dir: &p.lab_dir, share: &p.share, drive: p.drive.clone(), multipath: m.multipath == OnOff::On, shell };
+    let spec =
+        Spec { lab: &p.lab, lab_dir: &p.lab_dir, share: &p.share, drive: p.drive.clone(), multipath: m.multipath == OnOff::On, shell };
     let out = machine::run(&spec, Duration::from_secs(m.boot_timeout_s), Duration::from_secs(m.timeout_s), echo)?;
     let boot = out.boot_s.map_or("?".to_string(), |b| format!("{b:.1}"));
     eprintln!("lab: booted in {boot} s, powered off after {:.1} s (console: {})", out.total_s, spec.console().display());
@@ -266,7 +268,10 @@ fn cmd_exec(a: ExecArgs) -> Result<Exit> {
             eprintln!("lab exec: the script exited with {c} (its output: {})", p.share.join("lab/guest.log").display());
             Ok(Exit::Findings)
         }
-        None => bail!("the guest powered off without the script's exit code; console:\n{}", machine::console_tail(&p.lab_dir.join("console.log"), 30)),
+        None => bail!(
+            "the guest powered off without the script's exit code; console:\n{}",
+            machine::console_tail(&p.lab_dir.join("console.log"), 30)
+        ),
     }
 }
 

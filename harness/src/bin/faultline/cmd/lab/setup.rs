@@ -25,12 +25,12 @@ use std::process::Command;
 use super::initramfs::{modules_in_load_order, Archive};
 
 /// The packages fetched by name (the kernel is added by [`kernel_package`]).
-const PACKAGES: &[&str] = &["qemu-system-x86", "qemu-system-common", "qemu-system-data", "seabios", "ipxe-qemu", "busybox-static", "nvme-cli"];
+const PACKAGES: &[&str] =
+    &["qemu-system-x86", "qemu-system-common", "qemu-system-data", "seabios", "ipxe-qemu", "busybox-static", "nvme-cli"];
 /// Packages whose `Depends` are fetched too when the host lacks them.
 const DEPENDS_OF: &[&str] = &["qemu-system-x86", "nvme-cli", "libnvme1"];
 /// The modules the guest loads (their dependencies are added), in this order.
-pub const MODULES: &[&str] =
-    &["crct10dif_generic", "crc-t10dif", "t10-pi", "nvme-core", "nvme", "virtio_pci", "9pnet_virtio", "9p"];
+pub const MODULES: &[&str] = &["crct10dif_generic", "crc-t10dif", "t10-pi", "nvme-core", "nvme", "virtio_pci", "9pnet_virtio", "9p"];
 /// The guest's init script.
 const INIT: &str = include_str!("init.sh");
 const LIBDIR: &str = "lib/x86_64-linux-gnu";
@@ -90,7 +90,13 @@ fn candidates(pkgs: &BTreeSet<String>) -> Result<BTreeMap<String, String>> {
 /// The `Depends` of each package (one `apt-cache depends` for all), without virtual ones.
 fn depends(pkgs: &[&str]) -> Result<Vec<String>> {
     let out = run(Command::new("apt-cache").arg("depends").args(pkgs))?;
-    Ok(out.lines().filter_map(|l| l.trim().strip_prefix("Depends:")).map(str::trim).filter(|p| !p.starts_with('<')).map(str::to_string).collect())
+    Ok(out
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("Depends:"))
+        .map(str::trim)
+        .filter(|p| !p.starts_with('<'))
+        .map(str::to_string)
+        .collect())
 }
 
 /// The kernel image package `linux-image-amd64` depends on (`linux-image-6.1.0-N-amd64`).
@@ -105,7 +111,8 @@ fn kernel_package() -> Result<String> {
 fn not_installed(pkgs: Vec<String>) -> Vec<String> {
     let out = Command::new("dpkg-query").args(["-W", "-f", "${Package} ${db:Status-Status}\n"]).args(&pkgs).output();
     let text = out.map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default();
-    let have: BTreeSet<&str> = text.lines().filter_map(|l| l.strip_suffix(" installed")).map(|p| p.split(':').next().unwrap_or(p)).collect();
+    let have: BTreeSet<&str> =
+        text.lines().filter_map(|l| l.strip_suffix(" installed")).map(|p| p.split(':').next().unwrap_or(p)).collect();
     pkgs.into_iter().filter(|p| !have.contains(p.as_str())).collect()
 }
 
@@ -243,7 +250,13 @@ pub fn locate(cache: &Path) -> Result<Lab> {
     }
     let kver = kernel_version(&root)?;
     let lib_path = [format!("{}/usr/{LIBDIR}", root.display()), format!("{}/{LIBDIR}", root.display())].join(":");
-    Ok(Lab { qemu, firmware: root.join("usr/share/qemu"), lib_path, kernel: root.join(format!("boot/vmlinuz-{kver}")), initrd: cache.join("initrd.cpio") })
+    Ok(Lab {
+        qemu,
+        firmware: root.join("usr/share/qemu"),
+        lib_path,
+        kernel: root.join(format!("boot/vmlinuz-{kver}")),
+        initrd: cache.join("initrd.cpio"),
+    })
 }
 
 fn kernel_version(root: &Path) -> Result<String> {
