@@ -23,7 +23,7 @@ fn load(name: &str) -> Scenario {
     Scenario::load(&dir().join(name)).unwrap_or_else(|e| panic!("{e}"))
 }
 
-const SHIPPED: [&str; 9] = [
+const SHIPPED: [&str; 11] = [
     "reference.toml",
     "demo.toml",
     "dualport-demo.toml",
@@ -33,6 +33,8 @@ const SHIPPED: [&str; 9] = [
     "misaligned-torture.toml",
     "link-reset-storm.toml",
     "hotplug-pin-sweep.toml",
+    "lab-nvme-reset.toml",
+    "lab-pci-remove-rescan.toml",
 ];
 
 #[test]

@@ -201,9 +201,18 @@ impl IoFailure {
         IoFailure { errno, detail: detail.into() }
     }
 
-    /// True when the errno says the device is gone (not just one bad block).
+    /// True when the errno says the device is gone (not just one bad block). ENOSPC counts:
+    /// I/O never goes past the capacity measured at open, so ENOSPC means the device shrank
+    /// under the open descriptor, which is what Linux answers once a disk is removed
+    /// (del_gendisk sets its capacity to 0: writes fail ENOSPC, reads return 0 bytes);
+    /// measured in the lab on a controller unplugged with QMP `device_del` (docs/LAB.md).
     pub fn device_gone(&self) -> bool {
-        matches!(self.errno, libc::ENODEV | libc::ENXIO | libc::ESHUTDOWN)
+        matches!(self.errno, libc::ENODEV | libc::ENXIO | libc::ESHUTDOWN | libc::ENOSPC)
+    }
+
+    /// True for EIO (a run of them marks a device gone: see the engines).
+    pub fn is_eio(&self) -> bool {
+        self.errno == libc::EIO
     }
 }
 

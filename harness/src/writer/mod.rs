@@ -134,7 +134,18 @@ pub struct CycleOutcome {
     /// last one to the cut); `None` for a cycle that ended without a cut and with no
     /// completion.
     pub max_completion_gap: Option<Duration>,
+    /// The target went away before any cut (a write failed with an errno that says the
+    /// device is gone, or [`GONE_AFTER_EIOS`] in a row failed with EIO): the failure, as
+    /// text. The writer stopped submitting then, drained and ended the cycle.
+    pub device_lost: Option<String>,
+    /// The flush that closes a graceful cycle failed: what the cycle wrote is not known
+    /// durable.
+    pub final_flush_failed: bool,
 }
+
+/// Consecutive writes failing with EIO after which the writer takes the device as gone (the
+/// engines' rule, `drivers`).
+pub const GONE_AFTER_EIOS: u32 = 8;
 
 /// Fills `buf` with the tagged sectors of write `w`.
 pub fn fill_write(format: &Format, w: &WritePlan, cycle: u32, port: u8, buf: &mut [u8]) {
@@ -336,6 +347,8 @@ struct CycleLoop<'a> {
     last_checkpoint: Instant,
     flush_no: u64,
     stopping: bool,
+    /// Consecutive writes failed with EIO before the cut.
+    eio_run: u32,
     cut_done: bool,
     /// The cut hook failed with this: the cycle ends as after a cut, and says so.
     cut_failed: Option<String>,
@@ -390,6 +403,7 @@ impl<'a> CycleLoop<'a> {
             last_checkpoint: Instant::now(),
             flush_no: 0,
             stopping: false,
+            eio_run: 0,
             cut_done: false,
             cut_failed: None,
             cut_instant: None,
@@ -560,10 +574,20 @@ impl<'a> CycleLoop<'a> {
                 self.out.completed += 1;
                 self.out.bytes_written += w.len;
                 self.t.write_done(w.id, true, w.fua);
+                self.eio_run = 0;
             }
             Err(e) => {
                 self.out.failed += 1;
                 self.t.write_done(w.id, false, w.fua);
+                // Before any cut, a device that went away ends the cycle: writing on would
+                // only fail, for the rest of the cycle.
+                if !self.cut_done && self.out.device_lost.is_none() {
+                    self.eio_run = if e.is_eio() { self.eio_run + 1 } else { 0 };
+                    if e.device_gone() || self.eio_run >= GONE_AFTER_EIOS {
+                        self.out.device_lost = Some(e.to_string());
+                        self.stopping = true;
+                    }
+                }
                 // Failures during the drain after a cut are expected by the thousand;
                 // they are recorded in the cycle end, not one record each.
                 if !self.cut_done {
@@ -595,6 +619,7 @@ impl<'a> CycleLoop<'a> {
             let ok = self.done.first().is_some_and(|c| c.token == FLUSH_TOKEN | self.flush_no && c.result.is_ok());
             self.t.flush_done(self.flush_no, ok);
             self.out.flushes += 1;
+            self.out.final_flush_failed = !ok;
             EndKind::Graceful
         };
         let (durable_prefix, durable_extras, failed) = self.t.durable();

@@ -57,6 +57,10 @@ enum Cmd {
     /// Prints where it listens, logs each command and reply on stderr, runs until SIGINT or
     /// SIGTERM.
     Emulate(cmd::emulate::EmulateArgs),
+    /// The virtual lab: faultline in a QEMU guest against the real Linux NVMe driver on an
+    /// emulated dual-port drive (`lab setup`, `lab run SCENARIO`, `lab exec SCRIPT`,
+    /// `lab shell`; docs/LAB.md).
+    Lab(cmd::lab::LabArgs),
 }
 
 fn main() -> ExitCode {
@@ -73,6 +77,7 @@ fn main() -> ExitCode {
         Cmd::Report(a) => cmd::report::cmd_report(a),
         Cmd::Watch(a) => cmd::watch::cmd_watch(a),
         Cmd::Emulate(a) => cmd::emulate::cmd_emulate(a),
+        Cmd::Lab(a) => cmd::lab::cmd_lab(a),
     };
     match r {
         Ok(exit) => exit.into(),

@@ -172,6 +172,17 @@ pub fn cmd_write(a: WriteArgs) -> Result<Exit> {
     })?;
     run.ledger.close()?;
     print_cycle(cycle, first_id, &out, target.as_ref());
+    if let Some(why) = &out.device_lost {
+        eprintln!(
+            "faultline: error: the target went away during cycle {cycle}: {why}; stopped after {} writes ({} failed), the ledger holds what completed",
+            out.submitted, out.failed
+        );
+        return Ok(Exit::HarnessError);
+    }
+    if out.final_flush_failed {
+        eprintln!("faultline: error: the flush that closes cycle {cycle} failed: what it wrote is not known durable");
+        return Ok(Exit::HarnessError);
+    }
     Ok(Exit::Clean)
 }
 

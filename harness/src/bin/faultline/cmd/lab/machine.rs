@@ -1,0 +1,287 @@
+//! The lab machine: QEMU (q35, TCG) with a dual-port NVM subsystem, a 9p share, the serial
+//! console in a file (or on the terminal), QMP on a unix socket; and the host side of the
+//! share's port requests (the guest asks for one controller to be unplugged or plugged back).
+//!
+//! The subsystem: one `nvme-subsys`, two `nvme` controllers with the same serial (as every
+//! controller of a subsystem must have), port A behind root port `rp-a` (slot 0x10, so PCI
+//! 0000:01:00.0 in the guest) and port B behind `rp-b` (0000:02:00.0), each hot-unpluggable
+//! (on `pcie.0` directly QEMU refuses to unplug), and one `nvme-ns` with `shared=on` that both
+//! controllers attach: a dual-port drive.
+
+use anyhow::{bail, Context, Result};
+use serde_json::json;
+use std::io::{Read, Seek, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::qmp::Qmp;
+use super::setup::Lab;
+
+/// The serial number both controllers report.
+pub const SERIAL: &str = "FAULTLINELAB0001";
+/// The NVM subsystem's NQN.
+pub const NQN: &str = "nqn.2026-12.dev.faultline:lab";
+
+/// One port of the dual-port drive.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Port {
+    A,
+    B,
+}
+
+impl Port {
+    pub fn parse(s: &str) -> Result<Port> {
+        match s {
+            "A" | "a" => Ok(Port::A),
+            "B" | "b" => Ok(Port::B),
+            _ => bail!("no lab port {s:?} (the lab's ports are A and B)"),
+        }
+    }
+    fn id(self) -> &'static str {
+        match self {
+            Port::A => "ctrl-a",
+            Port::B => "ctrl-b",
+        }
+    }
+    fn bus(self) -> &'static str {
+        match self {
+            Port::A => "rp-a",
+            Port::B => "rp-b",
+        }
+    }
+    /// The controller's PCI address in the guest.
+    pub fn bdf(self) -> &'static str {
+        match self {
+            Port::A => "0000:01:00.0",
+            Port::B => "0000:02:00.0",
+        }
+    }
+    fn device_args(self) -> serde_json::Value {
+        json!({ "driver": "nvme", "id": self.id(), "serial": SERIAL, "subsys": "subsys0", "bus": self.bus() })
+    }
+}
+
+/// What backs the shared namespace. A file now; an NBD export (the simulated drive behind
+/// `faultline emulate nbd`, or any other server) through QEMU's own NBD client.
+#[derive(Clone, Debug)]
+pub enum Drive {
+    /// A raw image file.
+    File(PathBuf),
+    /// An NBD server on a unix socket, and the export's name (`None`: the server's default).
+    Nbd(PathBuf, Option<String>),
+}
+
+impl Drive {
+    fn qemu_arg(&self) -> String {
+        match self {
+            Drive::File(p) => format!("file={},format=raw,if=none,id=d0", qemu_escape(p)),
+            Drive::Nbd(s, export) => {
+                let export = export.as_ref().map(|e| format!(",export={}", e.replace(',', ",,"))).unwrap_or_default();
+                format!("driver=nbd,server.type=unix,server.path={}{export},if=none,id=d0,cache.writeback=on", qemu_escape(s))
+            }
+        }
+    }
+}
+
+/// QEMU's option syntax doubles commas inside a value.
+fn qemu_escape(p: &Path) -> String {
+    p.display().to_string().replace(',', ",,")
+}
+
+/// How to start one machine.
+pub struct Spec<'a> {
+    pub lab: &'a Lab,
+    /// Where the console log, QMP socket and QEMU's stderr go.
+    pub lab_dir: &'a Path,
+    /// The 9p share (`/share` in the guest).
+    pub share: &'a Path,
+    pub drive: Drive,
+    pub multipath: bool,
+    /// The guest's shell on this terminal instead of running `share/lab/cmd`.
+    pub shell: bool,
+}
+
+impl Spec<'_> {
+    pub fn console(&self) -> PathBuf {
+        self.lab_dir.join("console.log")
+    }
+    fn qmp_sock(&self) -> PathBuf {
+        self.lab_dir.join("qmp.sock")
+    }
+
+    /// The QEMU command line.
+    pub fn command(&self) -> Command {
+        let mut c = Command::new(&self.lab.qemu);
+        c.env("LD_LIBRARY_PATH", &self.lab.lib_path);
+        let append = format!(
+            "console=ttyS0 panic=-1 loglevel=4 faultline.multipath={} faultline.mode={}",
+            if self.multipath { "Y" } else { "N" },
+            if self.shell { "shell" } else { "run" }
+        );
+        let console = if self.shell {
+            format!("stdio,id=con,signal=off,logfile={}", qemu_escape(&self.console()))
+        } else {
+            format!("file,id=con,path={}", qemu_escape(&self.console()))
+        };
+        c.arg("-L").arg(&self.lab.firmware);
+        c.args(["-machine", "q35", "-accel", "tcg,thread=multi", "-cpu", "max", "-m", "1024", "-smp", "2"]);
+        c.args(["-nodefaults", "-no-user-config", "-display", "none", "-no-reboot"]);
+        c.args(["-chardev", &console, "-serial", "chardev:con"]);
+        c.arg("-kernel").arg(&self.lab.kernel).arg("-initrd").arg(&self.lab.initrd).args(["-append", &append]);
+        c.args(["-qmp", &format!("unix:{},server=on,wait=off", qemu_escape(&self.qmp_sock()))]);
+        c.args(["-virtfs", &format!("local,path={},mount_tag=lab,security_model=none,id=fs0", qemu_escape(self.share))]);
+        c.args(["-device", "pcie-root-port,id=rp-a,bus=pcie.0,chassis=1,slot=1,addr=0x10"]);
+        c.args(["-device", "pcie-root-port,id=rp-b,bus=pcie.0,chassis=2,slot=2,addr=0x11"]);
+        c.args(["-device", &format!("nvme-subsys,id=subsys0,nqn={NQN}")]);
+        c.args(["-drive", &self.drive.qemu_arg()]);
+        for p in [Port::A, Port::B] {
+            c.args(["-device", &format!("nvme,id={},serial={SERIAL},subsys=subsys0,bus={}", p.id(), p.bus())]);
+        }
+        c.args(["-device", "nvme-ns,drive=d0,nsid=1,shared=on"]);
+        c
+    }
+}
+
+/// How a machine ended.
+pub struct Outcome {
+    /// The guest command's exit code (`share/lab/exit-code`); `None` when the guest never
+    /// wrote one.
+    pub exit_code: Option<i32>,
+    pub boot_s: Option<f64>,
+    pub total_s: f64,
+}
+
+/// The last `n` lines of the console log, for error messages.
+pub fn console_tail(path: &Path, n: usize) -> String {
+    let s = std::fs::read(path).map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default();
+    let lines: Vec<&str> = s.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+struct Guard(Child);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        if matches!(self.0.try_wait(), Ok(None)) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+/// Starts the machine and waits for it to power off. `echo` copies the guest command's
+/// output (`share/lab/guest.log`) to stdout as it grows. Fails (the lab failed, not the
+/// drive) when QEMU cannot start, the guest does not boot within `boot_timeout`, or the
+/// whole run passes `timeout`.
+pub fn run(spec: &Spec, boot_timeout: Duration, timeout: Duration, echo: bool) -> Result<Outcome> {
+    let labctl = spec.share.join("lab");
+    std::fs::create_dir_all(&labctl)?;
+    for f in ["booted", "exit-code", "guest.log", "req", "rep"] {
+        let _ = std::fs::remove_file(labctl.join(f));
+    }
+    let _ = std::fs::remove_file(spec.qmp_sock());
+    let _ = std::fs::remove_file(spec.console());
+    let stderr_path = spec.lab_dir.join("qemu.stderr");
+    let stderr = std::fs::File::create(&stderr_path)?;
+    let mut cmd = spec.command();
+    cmd.stderr(stderr);
+    if !spec.shell {
+        cmd.stdin(Stdio::null()).stdout(Stdio::null());
+    }
+    let t0 = Instant::now();
+    let mut child = Guard(cmd.spawn().with_context(|| format!("cannot start {}", spec.lab.qemu.display()))?);
+    let mut qmp = match Qmp::connect(&spec.qmp_sock(), Duration::from_secs(20)) {
+        Ok(q) => Some(q),
+        Err(e) => {
+            let _ = child.0.try_wait();
+            let err = std::fs::read_to_string(&stderr_path).unwrap_or_default();
+            bail!("QEMU did not come up: {e:#}; its stderr: {}", err.trim());
+        }
+    };
+    let mut boot_s = None;
+    let mut log_pos = 0u64;
+    let status = loop {
+        if let Some(st) = child.0.try_wait()? {
+            break st;
+        }
+        if boot_s.is_none() && labctl.join("booted").exists() {
+            boot_s = Some(t0.elapsed().as_secs_f64());
+        }
+        if boot_s.is_none() && t0.elapsed() > boot_timeout {
+            bail!(
+                "the guest did not boot within {} s; the console's last lines ({}):\n{}",
+                boot_timeout.as_secs(),
+                spec.console().display(),
+                console_tail(&spec.console(), 30)
+            );
+        }
+        if t0.elapsed() > timeout {
+            bail!(
+                "the lab run passed its timeout of {} s; the console's last lines:\n{}",
+                timeout.as_secs(),
+                console_tail(&spec.console(), 30)
+            );
+        }
+        if let Some(q) = qmp.as_mut() {
+            serve_request(&labctl, q)?;
+        }
+        if echo {
+            log_pos = copy_new(&labctl.join("guest.log"), log_pos);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    drop(qmp.take());
+    if echo {
+        copy_new(&labctl.join("guest.log"), log_pos);
+    }
+    let exit_code = std::fs::read_to_string(labctl.join("exit-code")).ok().and_then(|s| s.trim().parse().ok());
+    if exit_code.is_none() && !status.success() {
+        let err = std::fs::read_to_string(&stderr_path).unwrap_or_default();
+        bail!("QEMU exited with {status} before the guest finished: {}\nconsole:\n{}", err.trim(), console_tail(&spec.console(), 30));
+    }
+    Ok(Outcome { exit_code, boot_s, total_s: t0.elapsed().as_secs_f64() })
+}
+
+fn copy_new(path: &Path, pos: u64) -> u64 {
+    let Ok(mut f) = std::fs::File::open(path) else { return pos };
+    if f.seek(std::io::SeekFrom::Start(pos)).is_err() {
+        return pos;
+    }
+    let mut buf = Vec::new();
+    let n = f.read_to_end(&mut buf).unwrap_or(0);
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(&buf[..n]);
+    let _ = out.flush();
+    pos + n as u64
+}
+
+/// One request from the guest (`share/lab/req`: `del A`, `add B`): unplugs or plugs back a
+/// controller through QMP and answers in `share/lab/rep` (`ok MS` or `error WHY`).
+fn serve_request(labctl: &Path, q: &mut Qmp) -> Result<()> {
+    let req_path = labctl.join("req");
+    let Ok(req) = std::fs::read_to_string(&req_path) else { return Ok(()) };
+    let _ = std::fs::remove_file(&req_path);
+    let t = Instant::now();
+    let r = (|| -> Result<()> {
+        let mut w = req.split_whitespace();
+        match (w.next(), w.next().map(Port::parse).transpose()?) {
+            (Some("del"), Some(p)) => {
+                q.events.clear();
+                q.execute("device_del", json!({ "id": p.id() }))?;
+                q.wait_event("DEVICE_DELETED", Duration::from_secs(30), |d| d.get("device").and_then(|v| v.as_str()) == Some(p.id()))?;
+                Ok(())
+            }
+            (Some("add"), Some(p)) => q.execute("device_add", p.device_args()).map(|_| ()),
+            _ => bail!("unknown lab request {req:?} (del A|B, add A|B)"),
+        }
+    })();
+    let rep = match r {
+        Ok(()) => format!("ok {}\n", t.elapsed().as_millis()),
+        Err(e) => format!("error {e:#}\n"),
+    };
+    let tmp = labctl.join("rep.tmp");
+    std::fs::write(&tmp, rep)?;
+    std::fs::rename(&tmp, labctl.join("rep"))?;
+    Ok(())
+}

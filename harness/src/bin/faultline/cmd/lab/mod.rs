@@ -1,0 +1,309 @@
+//! `faultline lab`: faultline inside a QEMU guest against the real Linux NVMe driver, on an
+//! emulated dual-port drive (docs/LAB.md).
+//!
+//! `setup` fills the cache ([`setup`]), `run` / `exec` / `shell` start the machine
+//! ([`machine`]) with a run directory shared over 9p, `guest` is what the guest's command
+//! script calls ([`guest`]).
+
+mod guest;
+mod initramfs;
+mod machine;
+mod qmp;
+mod setup;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Subcommand, ValueEnum};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crate::exit::Exit;
+use machine::{Drive, Spec};
+
+#[derive(Args)]
+pub struct LabArgs {
+    #[command(subcommand)]
+    cmd: LabCmd,
+}
+
+#[derive(Subcommand)]
+enum LabCmd {
+    /// Fetch QEMU, a Debian kernel, busybox and nvme-cli from Debian's archive into the cache
+    /// (nothing is installed) and build the guest's initramfs with this faultline in it.
+    /// Idempotent: a second run does nothing unless something changed.
+    Setup(SetupArgs),
+    /// Boot the lab and run a scenario in the guest against the lab's drive; the run
+    /// directory comes back to --run-dir. Exits as `faultline run` does, 2 when the lab failed.
+    Run(RunArgs),
+    /// Boot the lab and run a shell script in the guest (with LAB_NS, LAB_NS_A, LAB_CTRL_A,
+    /// ... set and `lab_port del|add A|B` to unplug or plug back a controller); its output
+    /// lands in RUN_DIR/lab/guest.log. Exits 0 when the script did, else 1 (2: the lab failed).
+    Exec(ExecArgs),
+    /// Boot the lab with the guest's shell on this terminal (`exit` powers it off).
+    Shell(MachineArgs),
+    /// Inside the guest only: what the guest's command script calls.
+    #[command(hide = true, subcommand)]
+    Guest(GuestCmd),
+}
+
+#[derive(Args)]
+struct SetupArgs {
+    /// Cache directory (default: $FAULTLINE_LAB_CACHE, else ~/.cache/faultline/lab).
+    #[arg(long)]
+    cache: Option<PathBuf>,
+    /// The faultline binary to put in the guest (default: this one).
+    #[arg(long)]
+    faultline: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum OnOff {
+    On,
+    Off,
+}
+
+#[derive(Args)]
+struct MachineArgs {
+    /// Cache directory (as for `lab setup`).
+    #[arg(long)]
+    cache: Option<PathBuf>,
+    /// The faultline binary to put in the guest (default: this one).
+    #[arg(long)]
+    faultline: Option<PathBuf>,
+    /// Native NVMe multipath in the guest (`nvme_core.multipath`): on gives one block device
+    /// for the drive's two controllers, off one per controller.
+    #[arg(long, value_enum, default_value = "on")]
+    multipath: OnOff,
+    /// Run directory on the host (default: faultline-runs/lab-<timestamp>).
+    #[arg(long)]
+    run_dir: Option<PathBuf>,
+    /// Back the namespace with this raw image file (default: RUN_DIR/lab/drive.img, made
+    /// sparse with --size-mib).
+    #[arg(long, conflicts_with = "nbd")]
+    drive_file: Option<PathBuf>,
+    /// Back the namespace with the NBD export on this unix socket (QEMU's own NBD client).
+    #[arg(long)]
+    nbd: Option<PathBuf>,
+    /// The NBD export's name (e.g. `sim` for `faultline emulate nbd`; default: the server's).
+    #[arg(long, requires = "nbd")]
+    nbd_export: Option<String>,
+    /// Size of the image made when neither --drive-file nor --nbd is given.
+    #[arg(long, default_value_t = 256)]
+    size_mib: u64,
+    /// Seconds the guest gets to boot (TCG on two shared cores: 12-40 s).
+    #[arg(long, default_value_t = 180)]
+    boot_timeout_s: u64,
+    /// Seconds the whole machine gets.
+    #[arg(long, default_value_t = 3600)]
+    timeout_s: u64,
+}
+
+#[derive(Args)]
+struct RunArgs {
+    /// The scenario (see scenarios/lab-*.toml); its [target] is replaced by the lab drive.
+    scenario: PathBuf,
+    #[command(flatten)]
+    m: MachineArgs,
+}
+
+#[derive(Args)]
+struct ExecArgs {
+    /// The shell script to run in the guest (busybox sh).
+    script: PathBuf,
+    #[command(flatten)]
+    m: MachineArgs,
+}
+
+#[derive(Subcommand)]
+enum GuestCmd {
+    /// Print the lab drive's devices as shell assignments.
+    Env,
+    /// Run SCENARIO against the lab drive into RUN_DIR.
+    Run { scenario: PathBuf, run_dir: PathBuf },
+    /// Print the SMART / health log of the controller behind DEV, read with faultline's admin
+    /// passthrough and parser, as JSON (nvme-cli's `smart-log -o json` names).
+    Smart { dev: PathBuf },
+    /// Hold DEV open (O_DIRECT) and write then read its first 4 KiB every INTERVAL_MS for
+    /// SECONDS, printing each change of outcome (the errno a vanished device returns).
+    Probe {
+        dev: PathBuf,
+        #[arg(long, default_value_t = 5)]
+        seconds: u64,
+        #[arg(long, default_value_t = 20)]
+        interval_ms: u64,
+    },
+}
+
+pub fn cmd_lab(a: LabArgs) -> Result<Exit> {
+    match a.cmd {
+        LabCmd::Setup(s) => cmd_setup(s),
+        LabCmd::Run(r) => cmd_run(r),
+        LabCmd::Exec(e) => cmd_exec(e),
+        LabCmd::Shell(m) => cmd_shell(m),
+        LabCmd::Guest(g) => cmd_guest(g),
+    }
+}
+
+fn this_binary(given: &Option<PathBuf>) -> Result<PathBuf> {
+    match given {
+        Some(p) => Ok(p.clone()),
+        None => std::env::current_exe().context("cannot tell where this faultline binary is"),
+    }
+}
+
+fn cmd_setup(a: SetupArgs) -> Result<Exit> {
+    let cache = setup::cache_dir(a.cache.as_deref())?;
+    let t0 = Instant::now();
+    let mut report = setup::Report::default();
+    let lab = setup::setup(&cache, &this_binary(&a.faultline)?, &mut report)?;
+    for (step, fresh) in &report.steps {
+        println!("lab setup: {step}: {}", if *fresh { "done" } else { "up to date" });
+    }
+    println!("lab setup: cache {}, kernel {}, in {:.1} s", cache.display(), lab.kernel.display(), t0.elapsed().as_secs_f64());
+    Ok(Exit::Clean)
+}
+
+/// A machine's host side, prepared: the lab cache (with this faultline in it), the run
+/// directory, its `lab/` folder and the share.
+struct Prepared {
+    lab: setup::Lab,
+    dir: PathBuf,
+    lab_dir: PathBuf,
+    share: PathBuf,
+    drive: Drive,
+}
+
+fn prepare(m: &MachineArgs, name: &str) -> Result<Prepared> {
+    let cache = setup::cache_dir(m.cache.as_deref())?;
+    let lab = setup::locate(&cache)?;
+    if setup::refresh_faultline(&cache, &lab, &this_binary(&m.faultline)?)? {
+        println!("lab: the guest's faultline binary refreshed");
+    }
+    let dir = m
+        .run_dir
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("faultline-runs").join(format!("lab-{}-{name}", chrono::Local::now().format("%Y%m%d-%H%M%S"))));
+    let lab_dir = dir.join("lab");
+    if lab_dir.exists() {
+        bail!("{} already holds a lab run (its lab/ folder exists): use a new run directory", dir.display());
+    }
+    let share = lab_dir.join("share");
+    std::fs::create_dir_all(share.join("lab")).with_context(|| format!("cannot create {}", share.display()))?;
+    let lab_dir = std::fs::canonicalize(&lab_dir)?;
+    let share = lab_dir.join("share");
+    let drive = match (&m.drive_file, &m.nbd) {
+        (Some(f), _) => Drive::File(std::fs::canonicalize(f).with_context(|| format!("no drive image {}", f.display()))?),
+        (None, Some(s)) => Drive::Nbd(s.clone(), m.nbd_export.clone()),
+        (None, None) => {
+            let img = lab_dir.join("drive.img");
+            let f = std::fs::File::create(&img).with_context(|| format!("cannot create {}", img.display()))?;
+            f.set_len(m.size_mib << 20)?;
+            Drive::File(img)
+        }
+    };
+    Ok(Prepared { lab, dir, lab_dir, share, drive })
+}
+
+/// What every guest command script starts with: the drive's devices as variables, and
+/// `lab_port del|add A|B`, which asks the host to unplug (QMP device_del, waiting for
+/// DEVICE_DELETED) or plug back (device_add) one controller and prints `ok MS` or `error ...`.
+const PREAMBLE: &str = r#"eval "$(faultline lab guest env | sed 's/^/export /')"
+lab_port() {
+    rm -f /share/lab/rep
+    echo "$1 $2" > /share/lab/req.tmp && mv /share/lab/req.tmp /share/lab/req
+    while [ ! -f /share/lab/rep ]; do sleep 0.05; done
+    r=$(cat /share/lab/rep); rm -f /share/lab/rep; echo "$r"
+    case "$r" in ok*) return 0 ;; *) return 1 ;; esac
+}
+"#;
+
+fn boot(p: &Prepared, m: &MachineArgs, shell: bool, echo: bool) -> Result<machine::Outcome> {
+    let spec =
+        Spec { lab: &p.lab, lab_dir: &p.lab_dir, share: &p.share, drive: p.drive.clone(), multipath: m.multipath == OnOff::On, shell };
+    let out = machine::run(&spec, Duration::from_secs(m.boot_timeout_s), Duration::from_secs(m.timeout_s), echo)?;
+    let boot = out.boot_s.map_or("?".to_string(), |b| format!("{b:.1}"));
+    eprintln!("lab: booted in {boot} s, powered off after {:.1} s (console: {})", out.total_s, spec.console().display());
+    Ok(out)
+}
+
+fn cmd_run(a: RunArgs) -> Result<Exit> {
+    // Checked on the host first, so a bad file fails before the boot.
+    guest::lab_scenario(&a.scenario, Path::new("/dev/nvme0n1"))?;
+    let name = a.scenario.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let p = prepare(&a.m, &name)?;
+    std::fs::copy(&a.scenario, p.share.join("scenario.toml")).with_context(|| format!("cannot copy {}", a.scenario.display()))?;
+    std::fs::write(p.share.join("lab/cmd"), format!("{PREAMBLE}faultline lab guest run /share/scenario.toml /share/run\n"))?;
+    println!("lab run: {} in {} (multipath {:?})", a.scenario.display(), p.dir.display(), a.m.multipath);
+    let out = boot(&p, &a.m, false, true)?;
+    bring_back(&p.share.join("run"), &p.dir)?;
+    match out.exit_code {
+        Some(c) => Ok(Exit::from_code(u8::try_from(c).unwrap_or(2))),
+        None => bail!(
+            "the guest powered off without faultline's exit code (see {}); the console's last lines:\n{}",
+            p.share.join("lab/guest.log").display(),
+            machine::console_tail(&p.lab_dir.join("console.log"), 30)
+        ),
+    }
+}
+
+/// Moves the guest's run directory's files into `dir` (beside `lab/`).
+fn bring_back(from: &Path, dir: &Path) -> Result<()> {
+    let Ok(rd) = std::fs::read_dir(from) else { return Ok(()) };
+    for e in rd {
+        let e = e?;
+        let to = dir.join(e.file_name());
+        std::fs::rename(e.path(), &to).with_context(|| format!("cannot move {} to {}", e.path().display(), to.display()))?;
+    }
+    let _ = std::fs::remove_dir(from);
+    Ok(())
+}
+
+fn cmd_exec(a: ExecArgs) -> Result<Exit> {
+    let script = std::fs::read_to_string(&a.script).with_context(|| format!("cannot read {}", a.script.display()))?;
+    let p = prepare(&a.m, "exec")?;
+    std::fs::write(p.share.join("lab/cmd"), format!("{PREAMBLE}{script}"))?;
+    let out = boot(&p, &a.m, false, false)?;
+    match out.exit_code {
+        Some(0) => Ok(Exit::Clean),
+        Some(c) => {
+            eprintln!("lab exec: the script exited with {c} (its output: {})", p.share.join("lab/guest.log").display());
+            Ok(Exit::Findings)
+        }
+        None => bail!(
+            "the guest powered off without the script's exit code; console:\n{}",
+            machine::console_tail(&p.lab_dir.join("console.log"), 30)
+        ),
+    }
+}
+
+fn cmd_shell(m: MachineArgs) -> Result<Exit> {
+    let p = prepare(&m, "shell")?;
+    std::fs::write(p.share.join("lab/cmd"), PREAMBLE)?;
+    boot(&p, &m, true, false)?;
+    Ok(Exit::Clean)
+}
+
+fn cmd_guest(g: GuestCmd) -> Result<Exit> {
+    match &g {
+        GuestCmd::Smart { dev } => {
+            println!("{}", guest::smart_json(dev)?);
+            return Ok(Exit::Clean);
+        }
+        GuestCmd::Probe { dev, seconds, interval_ms } => {
+            guest::probe(dev, Duration::from_secs(*seconds), Duration::from_millis(*interval_ms))?;
+            return Ok(Exit::Clean);
+        }
+        _ => {}
+    }
+    let d = guest::find()?;
+    match g {
+        GuestCmd::Env => {
+            print!("{}", d.env());
+            Ok(Exit::Clean)
+        }
+        GuestCmd::Run { scenario, run_dir } => {
+            let s = guest::lab_scenario(&scenario, &d.ns)?;
+            super::run::cmd_run_scenario(s, &scenario.display().to_string(), Some(run_dir), None, &Default::default())
+        }
+        GuestCmd::Smart { .. } | GuestCmd::Probe { .. } => unreachable!("handled above"),
+    }
+}

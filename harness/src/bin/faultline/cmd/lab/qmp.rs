@@ -1,0 +1,101 @@
+//! A small QMP client (QEMU Machine Protocol: JSON lines over a unix socket): the greeting,
+//! `qmp_capabilities`, commands, and the events that arrive meanwhile.
+//!
+//! Hand-written over serde_json on purpose: the `qapi` crate generates the whole QAPI schema
+//! of one QEMU release (hundreds of types, a long build on two cores) for the three commands
+//! the lab sends, and its async client brings tokio; the protocol itself is a JSON object per
+//! line.
+
+use anyhow::{bail, Context, Result};
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+pub struct Qmp {
+    reader: BufReader<UnixStream>,
+    writer: UnixStream,
+    /// Events received while waiting for replies (`{"event": ..., "data": ...}`), oldest first.
+    pub events: Vec<Value>,
+}
+
+impl Qmp {
+    /// Connects (retrying until `timeout`: QEMU creates the socket as it starts), reads the
+    /// greeting and leaves negotiation mode.
+    pub fn connect(sock: &Path, timeout: Duration) -> Result<Qmp> {
+        let t0 = Instant::now();
+        let stream = loop {
+            match UnixStream::connect(sock) {
+                Ok(s) => break s,
+                Err(e) if t0.elapsed() < timeout => {
+                    let _ = e;
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                Err(e) => return Err(e).with_context(|| format!("cannot connect to QMP at {}", sock.display())),
+            }
+        };
+        stream.set_read_timeout(Some(Duration::from_secs(30)))?;
+        let mut q = Qmp { reader: BufReader::new(stream.try_clone()?), writer: stream, events: Vec::new() };
+        let greeting = q.read()?;
+        if greeting.get("QMP").is_none() {
+            bail!("QMP: expected the greeting, got {greeting}");
+        }
+        q.execute("qmp_capabilities", json!({}))?;
+        Ok(q)
+    }
+
+    fn read(&mut self) -> Result<Value> {
+        let mut line = String::new();
+        if self.reader.read_line(&mut line).context("QMP: read failed")? == 0 {
+            bail!("QMP: QEMU closed the connection");
+        }
+        serde_json::from_str(&line).with_context(|| format!("QMP: not JSON: {line:?}"))
+    }
+
+    /// Runs `cmd` with `args`; its `return` value, or an error with QEMU's `desc`.
+    pub fn execute(&mut self, cmd: &str, args: Value) -> Result<Value> {
+        let mut msg = json!({ "execute": cmd, "arguments": args });
+        if args.as_object().is_some_and(|o| o.is_empty()) {
+            msg.as_object_mut().expect("an object").remove("arguments");
+        }
+        writeln!(self.writer, "{msg}").context("QMP: write failed")?;
+        loop {
+            let v = self.read()?;
+            if v.get("event").is_some() {
+                self.events.push(v);
+            } else if let Some(r) = v.get("return") {
+                return Ok(r.clone());
+            } else if let Some(e) = v.get("error") {
+                bail!("QMP {cmd}: {}", e.get("desc").and_then(Value::as_str).unwrap_or("error without a description"));
+            } else {
+                bail!("QMP {cmd}: unexpected reply {v}");
+            }
+        }
+    }
+
+    /// Waits up to `timeout` for an event named `name` whose data matches `pred` (events
+    /// already received count).
+    pub fn wait_event(&mut self, name: &str, timeout: Duration, pred: impl Fn(&Value) -> bool) -> Result<Value> {
+        let matches = |v: &Value| v.get("event").and_then(Value::as_str) == Some(name) && pred(v.get("data").unwrap_or(&Value::Null));
+        if let Some(i) = self.events.iter().position(matches) {
+            return Ok(self.events.remove(i));
+        }
+        let t0 = Instant::now();
+        while t0.elapsed() < timeout {
+            self.reader.get_ref().set_read_timeout(Some((timeout - t0.elapsed()).max(Duration::from_millis(1))))?;
+            let v = match self.read() {
+                Ok(v) => v,
+                Err(_) if t0.elapsed() >= timeout => break,
+                Err(e) => return Err(e),
+            };
+            if matches(&v) {
+                self.reader.get_ref().set_read_timeout(Some(Duration::from_secs(30)))?;
+                return Ok(v);
+            }
+            self.events.push(v);
+        }
+        self.reader.get_ref().set_read_timeout(Some(Duration::from_secs(30)))?;
+        bail!("QMP: no {name} event within {timeout:?}")
+    }
+}

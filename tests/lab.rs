@@ -1,0 +1,386 @@
+//! The lab (`faultline lab`, docs/LAB.md): faultline in a QEMU guest (q35, TCG) against the
+//! real Linux NVMe driver, on QEMU's emulated dual-port drive (two controllers of one NVM
+//! subsystem sharing a namespace), each test one boot (~10-25 s under TCG on two cores).
+//!
+//! `.ci/run` runs `faultline lab setup` first (Debian's archive); each test runs it again (a
+//! no-op then, ~2 s) and skips with a printed reason only where there is no apt to get the
+//! lab from. The boots are serialised: two TCG guests on two cores only slow each other.
+//! Seeds are fixed (the scenarios' and the scripts' `--seed`) and printed on failure.
+
+mod common;
+
+use common::{s, skip, text, BIN};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+
+/// A test's scratch directory, removed when the test passes (a lab run leaves a drive image
+/// of up to 256 MiB behind); kept, for a look, when it fails.
+struct Scratch(PathBuf);
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+fn scratch(name: &str) -> Scratch {
+    Scratch(common::scratch(name))
+}
+
+/// One boot at a time.
+static BOOT: Mutex<()> = Mutex::new(());
+
+/// `faultline lab setup`, once per test process: `Err` (skip) only when this host has no
+/// apt to fetch the lab with; a setup that fails otherwise fails the test.
+fn lab(test: &str) -> Option<MutexGuard<'static, ()>> {
+    static SETUP: OnceLock<Result<(), String>> = OnceLock::new();
+    let r = SETUP.get_or_init(|| {
+        if !cfg!(all(target_os = "linux", target_arch = "x86_64")) {
+            return Err("the lab runs on x86-64 Linux only".into());
+        }
+        if Command::new("apt-get").arg("--version").output().is_err() {
+            return Err("no apt-get: the lab is fetched from Debian's archive".into());
+        }
+        let o = Command::new(BIN).args(["lab", "setup"]).output().expect("run faultline lab setup");
+        assert!(o.status.success(), "faultline lab setup failed:\n{}", text(&o));
+        Ok(())
+    });
+    match r {
+        Ok(()) => Some(BOOT.lock().unwrap_or_else(|e| e.into_inner())),
+        Err(why) => {
+            skip(test, why);
+            None
+        }
+    }
+}
+
+fn lab_cmd(args: &[&str]) -> Output {
+    Command::new(BIN).arg("lab").args(args).output().expect("run faultline lab")
+}
+
+/// Runs `script` in the guest (`faultline lab exec`); returns the command's output and what
+/// the script printed.
+fn exec(dir: &Path, script: &str, multipath: &str) -> (Output, String) {
+    let file = dir.join("script.sh");
+    std::fs::write(&file, script).unwrap();
+    let run_dir = dir.join("run");
+    let o = lab_cmd(&["exec", s(&file), "--run-dir", s(&run_dir), "--multipath", multipath]);
+    let log = std::fs::read_to_string(run_dir.join("lab/share/lab/guest.log")).unwrap_or_default();
+    (o, log)
+}
+
+fn console(dir: &Path) -> String {
+    std::fs::read_to_string(dir.join("run/lab/console.log")).unwrap_or_default()
+}
+
+#[test]
+fn setup_twice_does_nothing_the_second_time() {
+    let Some(_boot) = lab("setup_twice_does_nothing_the_second_time") else { return };
+    let o = lab_cmd(&["setup"]);
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    assert_eq!(out.matches(": up to date").count(), 3, "every step should be up to date:\n{out}");
+}
+
+/// Writes through port A's block device, verifies through port B's (multipath off: one block
+/// device per controller, the same namespace behind both).
+#[test]
+fn written_through_one_controller_verified_through_the_other() {
+    let Some(_boot) = lab("written_through_one_controller_verified_through_the_other") else { return };
+    let dir = scratch("a-to-b");
+    let script = r#"set -e
+[ -n "$LAB_NS_A" ] && [ -n "$LAB_NS_B" ] && [ "$LAB_NS_A" != "$LAB_NS_B" ]
+echo "paths: A=$LAB_NS_A B=$LAB_NS_B"
+faultline write --target "$LAB_NS_A" --expect-serial "$LAB_SERIAL" --run-dir /tmp/r --seed 7 --writes 20000 --flush-every 256 --queue-depth 32
+faultline verify --target "$LAB_NS_B" --expect-serial "$LAB_SERIAL" --run-dir /tmp/r
+# Then damage two ranges through A (random bytes over [4, 5) MiB, zeroes over [16, 17) MiB)
+# and verify through B again: every finding must lie in them.
+set +e
+dd if=/dev/urandom of="$LAB_NS_A" bs=4096 seek=1024 count=256 conv=notrunc,fsync 2>/dev/null
+dd if=/dev/zero of="$LAB_NS_A" bs=4096 seek=4096 count=256 conv=notrunc,fsync 2>/dev/null
+faultline verify --target "$LAB_NS_B" --expect-serial "$LAB_SERIAL" --run-dir /tmp/r --json > /tmp/v.json
+echo "damaged verify exit $?"
+echo "json $(tr -d '\n' < /tmp/v.json)"
+"#;
+    let (o, log) = exec(&dir, script, "off");
+    let ctx = format!("seed 7\n{}\nguest:\n{log}", text(&o));
+    assert_eq!(o.status.code(), Some(0), "{ctx}");
+    assert!(log.contains("paths: A=/dev/nvme0n1 B=/dev/nvme1n1"), "{ctx}");
+    assert!(log.contains("20000 writes (0 failed)"), "{ctx}");
+    assert!(log.contains("verdict: clean"), "{ctx}");
+    assert!(!log.contains(" 0 durable"), "the verify through B should see A's writes durable:\n{ctx}");
+    assert!(log.contains("damaged verify exit 1"), "{ctx}");
+    let v = &json_lines(&log, "json ")[0];
+    let findings = v["findings"].as_array().unwrap_or_else(|| panic!("no findings array\n{ctx}"));
+    let ranges = [(4u64 << 20, 5u64 << 20), (16 << 20, 17 << 20)];
+    let mut hit = [0usize; 2];
+    for f in findings {
+        let (off, len) = (f["offset"].as_u64().unwrap(), f["length"].as_u64().unwrap());
+        let i = ranges.iter().position(|&(a, b)| off >= a && off + len <= b);
+        let Some(i) = i else { panic!("a finding outside the damaged ranges: {f}\n{ctx}") };
+        hit[i] += 1;
+    }
+    assert!(hit.iter().all(|&n| n > 0), "each damaged range has findings: {hit:?}\n{ctx}");
+}
+
+fn json_lines(log: &str, prefix: &str) -> Vec<serde_json::Value> {
+    log.lines().filter_map(|l| l.strip_prefix(prefix)).map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"))).collect()
+}
+
+/// SMART through faultline's admin passthrough and parser against nvme-cli's
+/// `smart-log -o json`, both controllers, in the same guest with nothing in between.
+#[test]
+fn smart_through_the_admin_ioctl_matches_nvme_cli() {
+    let Some(_boot) = lab("smart_through_the_admin_ioctl_matches_nvme_cli") else { return };
+    let dir = scratch("smart");
+    let script = r#"set -e
+faultline write --target "$LAB_NS_A" --expect-serial "$LAB_SERIAL" --run-dir /tmp/r --seed 9 --writes 5000 --queue-depth 16 >/dev/null
+for p in A B; do
+    eval dev=\$LAB_NS_$p
+    eval ctrl=\$LAB_CTRL_$p
+    echo "faultline $p $(faultline lab guest smart "$dev")"
+    echo "nvme-cli $p $(nvme smart-log -o json "/dev/$ctrl" | tr -d '\n ')"
+done
+"#;
+    let (o, log) = exec(&dir, script, "off");
+    let ctx = format!("seed 9\n{}\nguest:\n{log}", text(&o));
+    assert_eq!(o.status.code(), Some(0), "{ctx}");
+    for port in ["A", "B"] {
+        let ours = json_lines(&log, &format!("faultline {port} "));
+        let theirs = json_lines(&log, &format!("nvme-cli {port} "));
+        assert_eq!((ours.len(), theirs.len()), (1, 1), "{ctx}");
+        let (ours, theirs) = (&ours[0], &theirs[0]);
+        // nvme-cli prints the 128-bit counters as strings, the 8-bit fields as numbers.
+        let norm = |v: &serde_json::Value| v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string());
+        for key in [
+            "critical_warning",
+            "temperature",
+            "avail_spare",
+            "spare_thresh",
+            "percent_used",
+            "data_units_read",
+            "data_units_written",
+            "power_cycles",
+            "power_on_hours",
+            "unsafe_shutdowns",
+            "media_errors",
+            "num_err_log_entries",
+        ] {
+            assert_eq!(norm(&ours[key]), norm(&theirs[key]), "port {port}, {key}\n{ctx}");
+        }
+        // 5,000 writes of 4 KiB are 40,000 sectors: 40 data units of 1,000 sectors.
+        assert_eq!(norm(&ours["data_units_written"]), "40", "port {port}\n{ctx}");
+    }
+}
+
+fn lab_run(dir: &Path, scenario: &str, multipath: &str) -> (Output, PathBuf) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios").join(scenario);
+    let run_dir = dir.join("run");
+    let o = lab_cmd(&["run", s(&path), "--run-dir", s(&run_dir), "--multipath", multipath]);
+    (o, run_dir)
+}
+
+/// The run came back to the host whole and clean, each cycle through a real link fault.
+fn assert_clean_run(o: &Output, run_dir: &Path, cycles: usize, ctx: &str) {
+    let ctx = format!("{ctx}\n{}\nconsole:\n{}", text(o), std::fs::read_to_string(run_dir.join("lab/console.log")).unwrap_or_default());
+    assert_eq!(o.status.code(), Some(0), "{ctx}");
+    let events =
+        std::fs::read_to_string(run_dir.join("events.jsonl")).unwrap_or_else(|e| panic!("no events.jsonl on the host: {e}\n{ctx}"));
+    let of = |kind: &str| events.lines().filter(|l| l.contains(&format!("\"event\":\"{kind}\""))).count();
+    assert_eq!(of("cut_issued"), cycles, "{ctx}");
+    assert_eq!(of("ready"), cycles, "the device came back every cycle:\n{ctx}");
+    assert_eq!(of("cycle_ended"), cycles, "{ctx}");
+    assert!(!events.contains("\"verdict\":\"findings\""), "{ctx}");
+    let summary: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(run_dir.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["verdict"], "clean", "{ctx}");
+}
+
+#[test]
+fn nvme_controller_resets_run_clean_multipath_on() {
+    let Some(_boot) = lab("nvme_controller_resets_run_clean_multipath_on") else { return };
+    let dir = scratch("nvme-reset-on");
+    let (o, run_dir) = lab_run(&dir, "lab-nvme-reset.toml", "on");
+    assert_clean_run(&o, &run_dir, 5, "lab-nvme-reset.toml (seed 11), multipath on");
+}
+
+#[test]
+fn nvme_controller_resets_run_clean_multipath_off() {
+    let Some(_boot) = lab("nvme_controller_resets_run_clean_multipath_off") else { return };
+    let dir = scratch("nvme-reset-off");
+    let (o, run_dir) = lab_run(&dir, "lab-nvme-reset.toml", "off");
+    assert_clean_run(&o, &run_dir, 5, "lab-nvme-reset.toml (seed 11), multipath off");
+}
+
+#[test]
+fn pci_remove_rescan_runs_clean_multipath_on() {
+    let Some(_boot) = lab("pci_remove_rescan_runs_clean_multipath_on") else { return };
+    let dir = scratch("remove-rescan-on");
+    let (o, run_dir) = lab_run(&dir, "lab-pci-remove-rescan.toml", "on");
+    assert_clean_run(&o, &run_dir, 3, "lab-pci-remove-rescan.toml (seed 12), multipath on");
+}
+
+#[test]
+fn pci_remove_rescan_runs_clean_multipath_off() {
+    let Some(_boot) = lab("pci_remove_rescan_runs_clean_multipath_off") else { return };
+    let dir = scratch("remove-rescan-off");
+    let (o, run_dir) = lab_run(&dir, "lab-pci-remove-rescan.toml", "off");
+    assert_clean_run(&o, &run_dir, 3, "lab-pci-remove-rescan.toml (seed 12), multipath off");
+}
+
+/// `faultline write` while the controller under it is unplugged (QMP device_del) and a probe
+/// holding the device open: the write stops and says so, exit 2; the probe records the errno.
+fn unplugged_mid_write(test: &str, multipath: &str, dels: &str) -> (Output, String, Scratch) {
+    let dir = scratch(test);
+    let script = format!(
+        r#"faultline lab guest probe "$LAB_NS" --seconds 7 > /tmp/probe.txt 2>&1 &
+P=$!
+faultline write --target "$LAB_NS" --expect-serial "$LAB_SERIAL" --run-dir /tmp/w --seed 3 --duration-s 7 --queue-depth 32 > /tmp/w.txt 2>&1 &
+W=$!
+sleep 2
+for p in {dels}; do echo "del $p at uptime $(cut -d' ' -f1 /proc/uptime): $(lab_port del $p)"; sleep 1; done
+wait $W; echo "write exit $?"
+wait $P
+cat /tmp/w.txt /tmp/probe.txt
+"#
+    );
+    let (o, log) = exec(&dir, &script, multipath);
+    (o, log, dir)
+}
+
+#[test]
+fn a_write_whose_only_path_is_unplugged_stops_and_says_so() {
+    let Some(_boot) = lab("a_write_whose_only_path_is_unplugged_stops_and_says_so") else { return };
+    let (o, log, dir) = unplugged_mid_write("unplug-off", "off", "A");
+    let ctx = format!("seed 3, multipath off\n{}\nguest:\n{log}\nconsole:\n{}", text(&o), console(&dir));
+    assert_eq!(o.status.code(), Some(0), "{ctx}");
+    assert!(log.contains("del A at uptime") && log.contains(": ok "), "{ctx}");
+    // Linux: a removed disk has capacity 0; writes fail with ENOSPC, reads return 0 bytes.
+    assert!(log.contains("write=errno 28"), "{ctx}");
+    assert!(log.contains("read=ok(0)"), "{ctx}");
+    assert!(log.contains("write exit 2"), "{ctx}");
+    assert!(log.contains("the target went away during cycle 1") && log.contains("os error 28"), "{ctx}");
+}
+
+#[test]
+fn a_multipath_write_survives_one_path_and_stops_when_the_last_goes() {
+    let Some(_boot) = lab("a_multipath_write_survives_one_path_and_stops_when_the_last_goes") else { return };
+    let (o, log, dir) = unplugged_mid_write("unplug-on", "on", "A B");
+    let ctx = format!("seed 3, multipath on\n{}\nguest:\n{log}\nconsole:\n{}", text(&o), console(&dir));
+    assert_eq!(o.status.code(), Some(0), "{ctx}");
+    assert_eq!(log.matches(": ok ").count(), 2, "both unplugs done:\n{ctx}");
+    // The head fails I/O with EIO while it has no path ("no available path - failing I/O"),
+    // then is removed: ENOSPC and empty reads, as for a single path.
+    assert!(log.contains("write=errno 5"), "{ctx}");
+    assert!(log.contains("write=errno 28"), "{ctx}");
+    assert!(log.contains("write exit 2"), "{ctx}");
+    assert!(log.contains("the target went away during cycle 1"), "{ctx}");
+    // Port A went 2 s in, B a second after A's unplug was done: I/O failed only once B went
+    // (both on the guest's uptime clock).
+    let uptime = |l: &str, key: &str| l.split(key).nth(1)?.split([' ', ')', ':']).next()?.parse::<f64>().ok();
+    let del_b = log.lines().find(|l| l.starts_with("del B at uptime")).and_then(|l| uptime(l, "at uptime ")).expect("del B's uptime");
+    let first_error = log
+        .lines()
+        .filter(|l| l.starts_with("probe ") && l.contains("errno"))
+        .filter_map(|l| uptime(l, "(uptime "))
+        .fold(f64::MAX, f64::min);
+    assert!(first_error >= del_b, "no I/O error while port B was left (first at {first_error} s, B unplugged at {del_b} s):\n{ctx}");
+}
+
+/// A child process killed on drop.
+struct Child(std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The namespace backed by an NBD export instead of a file (`--nbd SOCK`, QEMU's own NBD
+/// client): here qemu-nbd (qemu-utils) serving a sparse image, written and verified through
+/// the guest.
+#[test]
+fn the_namespace_can_be_an_nbd_export() {
+    let Some(_boot) = lab("the_namespace_can_be_an_nbd_export") else { return };
+    if Command::new("qemu-nbd").arg("--version").output().is_err() {
+        skip("the_namespace_can_be_an_nbd_export", "no qemu-nbd (package qemu-utils; .ci/run installs it)");
+        return;
+    }
+    let dir = scratch("nbd");
+    let (img, sock) = (dir.join("export.img"), dir.join("nbd.sock"));
+    std::fs::File::create(&img).unwrap().set_len(256 << 20).unwrap();
+    let server = Child(
+        Command::new("qemu-nbd")
+            .args(["--persistent", "-f", "raw", "--cache=writeback", "--socket", s(&sock), s(&img)])
+            .spawn()
+            .expect("start qemu-nbd"),
+    );
+    let t0 = std::time::Instant::now();
+    while !sock.exists() && t0.elapsed() < std::time::Duration::from_secs(10) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let file = dir.join("script.sh");
+    std::fs::write(
+        &file,
+        r#"set -e
+faultline write --target "$LAB_NS" --expect-serial "$LAB_SERIAL" --run-dir /tmp/r --seed 5 --writes 10000 --flush-every 128 --queue-depth 32
+faultline verify --target "$LAB_NS" --expect-serial "$LAB_SERIAL" --run-dir /tmp/r
+"#,
+    )
+    .unwrap();
+    let run_dir = dir.join("run");
+    let o = lab_cmd(&["exec", s(&file), "--run-dir", s(&run_dir), "--nbd", s(&sock)]);
+    drop(server);
+    let log = std::fs::read_to_string(run_dir.join("lab/share/lab/guest.log")).unwrap_or_default();
+    let ctx = format!("seed 5\n{}\nguest:\n{log}", text(&o));
+    assert_eq!(o.status.code(), Some(0), "{ctx}");
+    assert!(log.contains("10000 writes (0 failed)") && log.contains("80000 durable") && log.contains("verdict: clean"), "{ctx}");
+    // The writes reached the export: the image is no longer all zeroes.
+    let data = std::fs::read(&img).unwrap();
+    assert!(data.iter().any(|&b| b != 0), "nothing reached the NBD export\n{ctx}");
+}
+
+/// Refusals that need no boot: each names what was wrong.
+#[test]
+fn bad_lab_input_is_refused_before_any_boot() {
+    let dir = scratch("refusals");
+    let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/demo.toml");
+    let empty = dir.join("empty-cache");
+    std::fs::create_dir_all(&empty).unwrap();
+    // No lab in the cache.
+    let reset = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/lab-nvme-reset.toml");
+    let o = lab_cmd(&["run", s(&reset), "--cache", s(&empty), "--run-dir", s(&dir.join("r1"))]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("not set up") && text(&o).contains("faultline lab setup"), "{}", text(&o));
+    // A scenario of the simulated drive (refused whatever the cache holds).
+    let o = lab_cmd(&["run", s(&demo), "--run-dir", s(&dir.join("r2"))]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("simulated drive") && text(&o).contains("demo.toml"), "{}", text(&o));
+    // A missing script.
+    let o = lab_cmd(&["exec", s(&dir.join("nope.sh")), "--run-dir", s(&dir.join("r3"))]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("nope.sh"), "{}", text(&o));
+}
+
+/// A guest that does not boot in time is the lab's failure (exit 2), with the console's tail.
+#[test]
+fn a_boot_timeout_is_a_lab_failure_with_the_console_tail() {
+    let Some(_boot) = lab("a_boot_timeout_is_a_lab_failure_with_the_console_tail") else { return };
+    let dir = scratch("boot-timeout");
+    let file = dir.join("script.sh");
+    std::fs::write(&file, "true\n").unwrap();
+    let o = lab_cmd(&["exec", s(&file), "--run-dir", s(&dir.join("run")), "--boot-timeout-s", "2"]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{out}");
+    assert!(out.contains("did not boot within 2 s") && out.contains("console.log"), "{out}");
+}
