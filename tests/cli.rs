@@ -446,10 +446,13 @@ fn the_demo_runs_and_finds_the_simulated_drive_out() {
 /// `selftest --cycles N` splits N honest cut cycles evenly over the honest rows.
 #[test]
 fn selftest_cycles_is_the_honest_total() {
-    let o = ok(&["selftest", "--seed", "5", "--cycles", "24", "--faulty-cycles", "1", "--json"]);
+    let o = ok(&["selftest", "--seed", "5", "--cycles", "24", "--faulty-cycles", "1", "--dual-honest-cycles", "3", "--json"]);
     let rows: Value = serde_json::from_slice(&o.stdout).unwrap();
     let rows = rows.as_array().unwrap();
-    let honest: Vec<&Value> = rows.iter().filter(|r| r["honest"] == true).collect();
+    // The dual-port honest row counts port pulls, not cuts: --dual-honest-cycles.
+    let (dual, single): (Vec<&Value>, Vec<&Value>) = rows.iter().partition(|r| r["workload"] == "dual-port pull");
+    assert_eq!(dual.iter().filter(|r| r["honest"] == true).map(|r| r["cycles"].as_u64()).collect::<Vec<_>>(), [Some(3)], "seed 5");
+    let honest: Vec<&Value> = single.into_iter().filter(|r| r["honest"] == true).collect();
     assert!(!honest.is_empty());
     let per_row = 24u64.div_ceil(honest.len() as u64);
     for r in &honest {

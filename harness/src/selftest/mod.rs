@@ -101,6 +101,12 @@ pub fn models() -> Vec<(SimModel, Vec<(Contract, bool)>)> {
     ]
 }
 
+/// How many single-port rows the matrix has (the dual-port rows are numbered after them).
+pub fn single_rows(span_bytes: u64) -> u64 {
+    let per_model: usize = models().iter().map(|(_, cs)| cs.len()).sum();
+    (per_model * workloads(span_bytes).len()) as u64
+}
+
 /// How many rows run an honest model (under a contract it keeps): the rows whose cycles
 /// must give no finding at all.
 pub fn honest_rows(span_bytes: u64) -> u32 {
@@ -240,7 +246,9 @@ pub fn run_dual_matrix(
     for (model, honest) in dual_models() {
         n += 1;
         let seed = crate::rng::hash_words(&[opts.seed, n]);
-        let cycles = if honest { opts.dual_honest_cycles } else { opts.faulty_cycles.max(6) };
+        // Every faulty dual-port cycle injects (one fault per cycle), and each costs a pull and
+        // three full reads of the span: a dozen say what they need to.
+        let cycles = if honest { opts.dual_honest_cycles } else { opts.faulty_cycles.clamp(6, 12) };
         // A ghost shows only where a newer write covered its sectors before it landed and
         // none covered them again after: a span larger than what a cycle writes.
         let span = if matches!(model, DualSimModel::DualGhostWrites { .. }) { opts.span_bytes.max(32 << 20) } else { opts.span_bytes };

@@ -3,7 +3,7 @@
 use crate::exit::Exit;
 use anyhow::Result;
 use clap::Parser;
-use faultline::selftest::{honest_rows, run_matrix, table, MatrixOptions};
+use faultline::selftest::{honest_rows, run_dual_matrix, run_matrix, table, MatrixOptions};
 use std::time::Instant;
 
 #[derive(Parser)]
@@ -21,6 +21,9 @@ pub struct SelftestArgs {
     /// 2,000 port faults).
     #[arg(long, default_value_t = 100)]
     dual_honest_cycles: u32,
+    /// Only the dual-port rows (numbered, and so seeded, as in the whole matrix).
+    #[arg(long)]
+    only_dual: bool,
     /// Cycles per row on faulty models.
     #[arg(long, default_value_t = 40)]
     faulty_cycles: u32,
@@ -39,7 +42,7 @@ pub fn cmd_selftest(a: SelftestArgs) -> Result<Exit> {
         MatrixOptions { seed: a.seed, honest_cycles, faulty_cycles: a.faulty_cycles, span_bytes, dual_honest_cycles: a.dual_honest_cycles };
     let scratch = std::env::temp_dir().join(format!("faultline-selftest-{}", std::process::id()));
     let t = Instant::now();
-    let rows = run_matrix(&opts, &scratch, &mut |r| {
+    let mut on_row = |r: &faultline::selftest::RowResult| {
         if !a.json {
             eprintln!(
                 "  {} {} {}: {} cycles{}",
@@ -54,7 +57,13 @@ pub fn cmd_selftest(a: SelftestArgs) -> Result<Exit> {
                 }
             );
         }
-    })?;
+    };
+    let rows = if a.only_dual {
+        let single: u64 = faultline::selftest::single_rows(span_bytes);
+        run_dual_matrix(&opts, &scratch, &mut on_row, single)?
+    } else {
+        run_matrix(&opts, &scratch, &mut on_row)?
+    };
     let _ = std::fs::remove_dir_all(&scratch);
     let bad = rows.iter().filter(|r| !r.clean()).count();
     if a.json {
