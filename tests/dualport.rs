@@ -16,6 +16,10 @@ fn scratch(name: &str) -> PathBuf {
     d
 }
 
+/// Dual-port runs measure the ports' figures: one at a time in this file, so that one test's
+/// writers do not take the CPU from another's judged port.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn run_demo(model: &str, dir: &std::path::Path) -> (i32, Value) {
     let demo = concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/dualport-demo.toml");
     let o = run(&["run", demo, "--run-dir", dir.to_str().unwrap(), "--model", model]);
@@ -25,6 +29,7 @@ fn run_demo(model: &str, dir: &std::path::Path) -> (i32, Value) {
 
 #[test]
 fn the_dual_port_demo_is_clean_on_an_honest_drive_and_finds_a_drive_that_freezes_the_other_port() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let dir = scratch("honest");
     let (code, s) = run_demo("dual-honest", &dir);
     assert_eq!(code, 0, "{s}");
@@ -78,6 +83,7 @@ fn dual_port_scenarios_refuse_what_cannot_work() {
 
 #[test]
 fn performance_mode_measures_each_port_alone_and_both_and_verifies_what_it_wrote() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let base = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/dualport-demo.toml")).unwrap();
     let d = common::scratch("perf");
     let scenario = d.join("perf.toml");

@@ -101,6 +101,9 @@ pub struct Windows {
     /// When each phase started, ns since `epoch` (`UNSET` until then).
     bounds: [AtomicU64; PHASES],
     slots: Vec<Mutex<Slot>>,
+    /// Per phase, the longest a thread of the harness that only sleeps was late waking up,
+    /// in µs: how long the machine kept the harness from running.
+    late_us: [AtomicU64; PHASES],
 }
 
 impl std::fmt::Debug for Windows {
@@ -116,6 +119,7 @@ impl Windows {
             epoch: Instant::now(),
             bounds: std::array::from_fn(|_| AtomicU64::new(UNSET)),
             slots: (0..ports).map(|_| Mutex::new(Slot::default())).collect(),
+            late_us: std::array::from_fn(|_| AtomicU64::new(0)),
         };
         w.bounds[0].store(0, Ordering::Release);
         w
@@ -217,6 +221,19 @@ impl Windows {
             max_gap_us: u64::try_from(a.max_gap.max(tail).as_micros()).unwrap_or(u64::MAX),
             latency: a.hist.as_ref().and_then(Latency::of),
         })
+    }
+
+    /// A thread that asked to sleep until `wanted` woke up at `woke`: the harness was kept
+    /// from running for the difference (counted in the phase it woke up in).
+    pub fn record_lateness(&self, wanted: Instant, woke: Instant) {
+        let p = self.phase_of(self.ns(woke));
+        let us = u64::try_from(woke.saturating_duration_since(wanted).as_micros()).unwrap_or(u64::MAX);
+        self.late_us[p].fetch_max(us, Ordering::AcqRel);
+    }
+
+    /// The longest the harness was kept from running in `phase`.
+    pub fn lateness(&self, phase: Phase) -> Duration {
+        Duration::from_micros(self.late_us[phase as usize].load(Ordering::Acquire))
     }
 
     /// `port`'s series: one bucket per [`BUCKET`] from the epoch.
