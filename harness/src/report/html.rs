@@ -40,6 +40,7 @@ pub fn render(m: &RunModel) -> String {
     let mut h = String::new();
     head(&mut h, m);
     class_table(&mut h, m);
+    super::html_ports::section(&mut h, m);
     ready_and_cut_charts(&mut h, m);
     run_charts(&mut h, m);
     findings(&mut h, m);
