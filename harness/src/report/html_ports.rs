@@ -1,4 +1,5 @@
-//! The dual-port part of `report.html` (only for a run with `port_window` events): a table of
+//! The dual-port part of `report.html` (only for a run with `port_window` events), under the
+//! run's table and above the findings per class: a table of
 //! every port over the run, and the charted cycle ([`super::ports`]) as two charts, each
 //! port's write throughput per bucket with the total of all ports as one more line (A, B and
 //! A+B, as a dual-port test plan draws them), and each port's longest write latency per
@@ -176,9 +177,9 @@ mod tests {
         }
         assert_eq!(page.matches("class=\"shade\"").count(), 2, "the fault window shaded on both charts");
         assert!(page.contains(">A+B</text>") && page.contains(">B (faulted)</text>"), "legend");
-        // The ports' part sits with the tables, before the run's charts.
-        assert!(page.find("<h2>Ports</h2>") < page.find("<h2>Time to ready</h2>"));
-        assert!(page.find("<h2>Findings per class</h2>") < page.find("<h2>Ports</h2>"));
+        // The ports' part heads the page, under the run's table: the first chart above the fold.
+        assert!(page.find("<table class=\"run\">") < page.find("<h2>Ports</h2>"));
+        assert!(page.find("<h2>Ports around the fault</h2>") < page.find("<h2>Findings per class</h2>"));
     }
 
     #[test]
