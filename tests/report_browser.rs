@@ -197,7 +197,14 @@ fn check_page(p: &serde_json::Value, what: &str, ports: bool) {
     eprintln!("{what}: {p}");
     let h2: Vec<&str> = p["h2"].as_array().unwrap().iter().map(|h| h["text"].as_str().unwrap()).collect();
     let mut headings = if ports { vec!["Ports", "Ports around the fault"] } else { Vec::new() };
-    headings.extend(["Findings per class", "Time to ready", "Cut points", "Throughput and latency over the run", "SMART counters over cycles", "Findings by class"]);
+    headings.extend([
+        "Findings per class",
+        "Time to ready",
+        "Cut points",
+        "Throughput and latency over the run",
+        "SMART counters over cycles",
+        "Findings by class",
+    ]);
     assert_eq!(h2[..headings.len()], headings, "{what}: headings");
     assert!(p["verdict"].as_str().unwrap().starts_with("verdict: "), "{what}");
     assert_eq!((p["scripts"].as_u64(), p["remote"].as_array().unwrap().len()), (Some(0), 0), "{what}: {}", p["remote"]);

@@ -98,15 +98,9 @@ fn charts(h: &mut String, c: &CycleChart) {
     // No completion in a bucket: no latency to draw there.
     let lat: Vec<Vec<(f64, f64)>> = g
         .iter()
-        .map(|p| {
-            p.iter()
-                .enumerate()
-                .map(|(k, &(b, l))| (x(k), if b == 0 && l == 0 { f64::NAN } else { f64::from(l) * 1000.0 }))
-                .collect()
-        })
+        .map(|p| p.iter().enumerate().map(|(k, &(b, l))| (x(k), if b == 0 && l == 0 { f64::NAN } else { f64::from(l) * 1000.0 })).collect())
         .collect();
-    let names: Vec<String> =
-        c.ports.iter().map(|p| if p.faulted { format!("{} (faulted)", p.name) } else { p.name.clone() }).collect();
+    let names: Vec<String> = c.ports.iter().map(|p| if p.faulted { format!("{} (faulted)", p.name) } else { p.name.clone() }).collect();
     let total_name = c.ports.iter().map(|p| p.name.as_str()).collect::<Vec<_>>().join("+");
     let shades = match (c.fault_ms, c.window_end_ms) {
         (Some(a), Some(b)) => vec![Shade { from: a * 1e6, to: b * 1e6, label: "fault window" }],
@@ -167,8 +161,14 @@ mod tests {
         let table = &page[page.find("<table class=\"ports\">").expect("a port table")..];
         let table = &table[..table.find("</table>").unwrap()];
         // A: faulted in cycles 1 and 3, judged in 2 (disturbed); B: faulted in 2, judged in 1 and 3.
-        assert!(table.contains("<tr><td>A</td><td class=\"n\">2</td><td class=\"n\">1</td><td class=\"n\">1</td><td class=\"n\">0</td>"), "{table}");
-        assert!(table.contains("<td class=\"n\">0.40</td><td class=\"n\">150.00</td><td class=\"n\">200.0</td><td>yes</td></tr>"), "{table}");
+        assert!(
+            table.contains("<tr><td>A</td><td class=\"n\">2</td><td class=\"n\">1</td><td class=\"n\">1</td><td class=\"n\">0</td>"),
+            "{table}"
+        );
+        assert!(
+            table.contains("<td class=\"n\">0.40</td><td class=\"n\">150.00</td><td class=\"n\">200.0</td><td>yes</td></tr>"),
+            "{table}"
+        );
         assert!(table.contains("<tr><td>B</td><td class=\"n\">1</td><td class=\"n\">2</td><td class=\"n\">0</td>"), "{table}");
         assert!(table.ends_with("<td>no</td></tr>\n"), "{table}");
         assert!(page.contains("Cycle 2: the first cycle in which a port was disturbed (A)"), "{page}");

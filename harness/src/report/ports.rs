@@ -167,10 +167,10 @@ mod tests {
         c.push(&w(2, "A", false, true, &[4, 0]));
         let k = c.chart().unwrap();
         assert_eq!((k.cycle, k.disturbed), (2, true));
-        assert_eq!(k.ports.iter().map(|p| (p.name.as_str(), p.faulted, p.bytes.clone())).collect::<Vec<_>>(), [
-            ("B", true, vec![3]),
-            ("A", false, vec![4, 0])
-        ]);
+        assert_eq!(
+            k.ports.iter().map(|p| (p.name.as_str(), p.faulted, p.bytes.clone())).collect::<Vec<_>>(),
+            [("B", true, vec![3]), ("A", false, vec![4, 0])]
+        );
         // Later disturbed cycles do not replace it.
         c.push(&w(3, "A", true, false, &[5]));
         c.push(&w(3, "B", false, true, &[6]));

@@ -95,8 +95,25 @@ pub fn port_window(t: u64, cycle: u32, port: u8, faulted: bool, disturbed: bool)
     let upto = if faulted { 17 } else { 41 };
     let bytes: Vec<u64> =
         (0..upto).map(|k| if k >= 16 && (faulted || (disturbed && k < 28)) { 0 } else { 5_000_000 + 1000 * u64::from(port) }).collect();
-    let lat: Vec<u32> = bytes.iter().enumerate().map(|(k, &b)| if b == 0 { 0 } else if disturbed && k == 28 { 300_000 } else { 2_000 }).collect();
-    let window = |bytes: u64, us: u64| WindowFigures { duration_us: us, bytes, throughput_bps: bytes as f64 / (us as f64 / 1e6), ..WindowFigures::default() };
+    let lat: Vec<u32> = bytes
+        .iter()
+        .enumerate()
+        .map(|(k, &b)| {
+            if b == 0 {
+                0
+            } else if disturbed && k == 28 {
+                300_000
+            } else {
+                2_000
+            }
+        })
+        .collect();
+    let window = |bytes: u64, us: u64| WindowFigures {
+        duration_us: us,
+        bytes,
+        throughput_bps: bytes as f64 / (us as f64 / 1e6),
+        ..WindowFigures::default()
+    };
     Event::PortWindow {
         t_ns: t + 1_500_000_000,
         cycle,
