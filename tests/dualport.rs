@@ -112,5 +112,10 @@ fn performance_mode_measures_each_port_alone_and_both_and_verifies_what_it_wrote
     assert_eq!(verified.len(), 1, "{log}");
     assert!(verified[0]["bytes"].as_u64().unwrap() >= 2 * (64 << 20), "both shares read through both ports: {}", verified[0]);
     println!("{}", serde_json::to_string_pretty(&s["performance"]).unwrap());
+    // The reports rebuild from the log, port_perf events and all, into the same summary.
+    let before = std::fs::read_to_string(rd.join("summary.json")).unwrap();
+    let again = run(&["report", rd.to_str().unwrap()]);
+    assert_eq!(again.status.code(), Some(0), "{}", text(&again));
+    assert_eq!(std::fs::read_to_string(rd.join("summary.json")).unwrap(), before);
     let _ = std::fs::remove_dir_all(&d);
 }

@@ -6,7 +6,9 @@
 //! first chart above the fold, and no resource fetched at all. Chromium runs with every
 //! name resolving to nothing and a proxy that is a listener of this test's, which must see
 //! no request but Chromium's own (to Google's hosts, made whatever the page). A 30-cycle demo run (seed 4) and the same run's log stretched to 3,000
-//! cycles (so the charts are downsampled and the findings capped) are both checked.
+//! cycles (so the charts are downsampled and the findings capped) are both checked, and a
+//! two-cycle dual-port demo run (the port table, the two port charts with the fault window
+//! shaded, and `faultline report` rebuilding the same page).
 
 mod common;
 
@@ -93,8 +95,10 @@ document.getElementById('r').addEventListener('load', () => {
     charts: [...d.querySelectorAll('svg.chart')].map(s => ({
       title: s.querySelector('title').textContent, rect: rect(s), xt: texts(s, '.xt'), yt: texts(s, '.yt'),
       xl: texts(s, '.xl'), yl: texts(s, '.yl'), marks: s.querySelectorAll('rect.bar, circle, path.line, path.band').length,
-      empty: s.textContent.includes('not recorded'),
+      empty: s.textContent.includes('not recorded'), legend: texts(s, '.legend'),
+      shades: [...s.querySelectorAll('rect.shade')].map(rect),
     })),
+    portRows: [...d.querySelectorAll('table.ports tr')].filter(r => r.querySelector('td')).map(r => texts(r, 'td')),
     sections: [...d.querySelectorAll('section.class')].map(s => ({
       id: s.id, h3: s.querySelector('h3').textContent,
       rows: [...s.querySelectorAll('tr')].filter(r => r.querySelector('td')).map(r => ({shown: shown(r), cells: r.querySelectorAll('td').length})),
@@ -112,6 +116,10 @@ document.getElementById('r').addEventListener('load', () => {
 
 /// Loads `report` in Chromium through the probe; the probe's findings, parsed.
 fn render(chrome: &Path, dir: &Path, report: &Path) -> serde_json::Value {
+    // One Chromium at a time: with two at once on a 2-core machine, a connection to the
+    // proxy once sent nothing within its 2 s read timeout ("(nothing sent)").
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let probe = dir.join("probe.html");
     std::fs::write(&probe, PROBE.replace("REPORT", &format!("file://{}", report.display()))).unwrap();
     let profile = dir.join("chromium-profile");
@@ -180,22 +188,24 @@ fn check_ticks(chart: &str, axis: &str, labels: &[serde_json::Value], integer: b
     }
 }
 
-/// What every report must show, whatever the run.
-fn check_page(p: &serde_json::Value, what: &str) {
+/// The port charts of a dual-port report, titled `... cycle N`.
+const PORT_CHARTS: [&str; 2] = ["Write throughput per port, cycle ", "Longest write latency per port, cycle "];
+
+/// What every report must show, whatever the run; a dual-port run (`ports`) adds the port
+/// table and its two charts above the findings per class, a single-port run has neither.
+fn check_page(p: &serde_json::Value, what: &str, ports: bool) {
     eprintln!("{what}: {p}");
     let h2: Vec<&str> = p["h2"].as_array().unwrap().iter().map(|h| h["text"].as_str().unwrap()).collect();
-    assert_eq!(
-        h2[..6],
-        [
-            "Findings per class",
-            "Time to ready",
-            "Cut points",
-            "Throughput and latency over the run",
-            "SMART counters over cycles",
-            "Findings by class"
-        ],
-        "{what}: headings"
-    );
+    let mut headings = if ports { vec!["Ports", "Ports around the fault"] } else { Vec::new() };
+    headings.extend([
+        "Findings per class",
+        "Time to ready",
+        "Cut points",
+        "Throughput and latency over the run",
+        "SMART counters over cycles",
+        "Findings by class",
+    ]);
+    assert_eq!(h2[..headings.len()], headings, "{what}: headings");
     assert!(p["verdict"].as_str().unwrap().starts_with("verdict: "), "{what}");
     assert_eq!((p["scripts"].as_u64(), p["remote"].as_array().unwrap().len()), (Some(0), 0), "{what}: {}", p["remote"]);
     assert_eq!(p["resources"].as_array().unwrap().len(), 0, "{what}: the page fetched {}", p["resources"]);
@@ -203,7 +213,12 @@ fn check_page(p: &serde_json::Value, what: &str) {
     assert!(class_rows.contains(&"lost_write") && class_rows.contains(&"health anomaly"), "{what}: {class_rows:?}");
 
     let charts = p["charts"].as_array().unwrap();
-    assert_eq!(charts.len(), 8, "{what}: charts {}", charts.len());
+    assert_eq!(charts.len(), if ports { 10 } else { 8 }, "{what}: charts {}", charts.len());
+    let port_chart = |c: &serde_json::Value| PORT_CHARTS.iter().any(|t| c["title"].as_str().unwrap().starts_with(t));
+    assert_eq!(charts.iter().filter(|c| port_chart(c)).count(), if ports { 2 } else { 0 }, "{what}: port charts");
+    let shaded = charts.iter().filter(|c| !c["shades"].as_array().unwrap().is_empty()).count();
+    assert_eq!(shaded, if ports { 2 } else { 0 }, "{what}: shaded charts");
+    assert_eq!(p["portRows"].as_array().unwrap().is_empty(), !ports, "{what}: port table {}", p["portRows"]);
     for c in charts {
         let t = c["title"].as_str().unwrap();
         let r: Vec<f64> = c["rect"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
@@ -217,6 +232,9 @@ fn check_page(p: &serde_json::Value, what: &str) {
         assert!(c["marks"].as_u64().unwrap() > 0, "{what}: {t} draws nothing");
         let xl = c["xl"][0].as_str().unwrap();
         let cycles_axis = xl == "cycle";
+        if port_chart(c) {
+            assert!(["time from the baseline's start (ms)", "time from the baseline's start (s)"].contains(&xl), "{what}: {t}: {xl}");
+        }
         check_ticks(t, "x", c["xt"].as_array().unwrap(), cycles_axis);
         let yl = c["yl"][0].as_str().unwrap();
         check_ticks(t, "y", c["yt"].as_array().unwrap(), yl == "cycles" || yl.starts_with("completions"));
@@ -309,7 +327,7 @@ fn the_report_renders_in_chromium_grouped_charted_and_fetching_nothing() {
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     let summary: serde_json::Value = serde_json::from_slice(&std::fs::read(rd.join("summary.json")).unwrap()).unwrap();
     let p = render(&chrome, &d, &rd.join("report.html"));
-    check_page(&p, "30 cycles");
+    check_page(&p, "30 cycles", false);
     check_sections(&p, "30 cycles", &summary);
 
     // The same cycles a hundred times over: downsampled charts, capped lists.
@@ -325,9 +343,72 @@ fn the_report_renders_in_chromium_grouped_charted_and_fetching_nothing() {
     let html = std::fs::metadata(long.join("report.html")).unwrap().len();
     assert!(html < 600_000, "report.html is {html} bytes at 3,000 cycles");
     let p = render(&chrome, &d, &long.join("report.html"));
-    check_page(&p, "3,000 cycles");
+    check_page(&p, "3,000 cycles", false);
     check_sections(&p, "3,000 cycles", &summary);
     let tput = p["charts"].as_array().unwrap().iter().find(|c| c["title"] == "Write throughput").unwrap();
     assert_eq!(tput["xt"].as_array().unwrap().last().unwrap().as_str(), Some("3000"), "{tput}");
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+/// A dual-port run whose drive freezes the other port on a pull: the port table (one row per
+/// port, B disturbed in cycle 1 when A is pulled), the two port charts laid out with the
+/// fault window shaded inside the plot, A, B and A+B in the legend; `faultline report`
+/// rebuilds the same page from events.jsonl.
+#[test]
+fn a_dual_port_report_renders_its_port_table_and_shaded_port_charts() {
+    let Some(chrome) = chromium() else {
+        return skip("report_browser", "chromium is not installed (.ci/run installs the Debian package)");
+    };
+    let d = scratch("browser-dual");
+    let rd = d.join("run");
+    // The shipped demo cut to two cycles (A pulled, then B).
+    let demo = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/dualport-demo.toml")).unwrap();
+    let two = demo.replacen("\ncount = 10\n", "\ncount = 2\n", 1);
+    assert_ne!(two, demo, "the demo's [cycles] count moved");
+    let scenario = d.join("dualport-2.toml");
+    std::fs::write(&scenario, two).unwrap();
+    eprintln!("faultline run scenarios/dualport-demo.toml (2 cycles) --model dual-freeze-on-pull");
+    let o = run(&["run", scenario.to_str().unwrap(), "--run-dir", rd.to_str().unwrap(), "--model", "dual-freeze-on-pull"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let summary: serde_json::Value = serde_json::from_slice(&std::fs::read(rd.join("summary.json")).unwrap()).unwrap();
+    let p = render(&chrome, &d, &rd.join("report.html"));
+    check_page(&p, "dual-port", true);
+    check_sections(&p, "dual-port", &summary);
+
+    let rows = p["portRows"].as_array().unwrap();
+    let cells = |r: &serde_json::Value| r.as_array().unwrap().iter().map(|c| c.as_str().unwrap().to_string()).collect::<Vec<_>>();
+    let rows: Vec<Vec<String>> = rows.iter().map(cells).collect();
+    assert_eq!(rows.iter().map(|r| r[0].as_str()).collect::<Vec<_>>(), ["A", "B"], "{rows:?}");
+    assert!(rows.iter().all(|r| r.len() == 10), "name, faulted, judged, disturbed, errors, stall, ratios, MB/s, disturbed: {rows:?}");
+    // Cycle 1 pulls A and judges B, cycle 2 the reverse; the drive freezes the other port.
+    for r in &rows {
+        assert_eq!((&r[1][..], &r[2][..], &r[3][..], &r[9][..]), ("1", "1", "1", "yes"), "{rows:?}");
+        let stall: f64 = r[5].parse().unwrap();
+        assert!(stall > 500.0, "the frozen port stalled past the budget: {rows:?}");
+    }
+
+    let charts = p["charts"].as_array().unwrap();
+    for t in PORT_CHARTS {
+        let c = charts.iter().find(|c| c["title"].as_str().unwrap().starts_with(t)).unwrap_or_else(|| panic!("no chart {t}"));
+        assert_eq!(c["title"].as_str().unwrap(), format!("{t}1"), "the first disturbed cycle is charted");
+        let frame: Vec<f64> = c["rect"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+        let shades = c["shades"].as_array().unwrap();
+        assert_eq!(shades.len(), 1, "{t}: {shades:?}");
+        let s: Vec<f64> = shades[0].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+        assert!(s[2] > 20.0 && s[3] > 100.0, "{t}: the fault window is drawn {s:?}");
+        assert!(s[0] >= frame[0] && s[0] + s[2] <= frame[0] + frame[2] + 0.5 && s[1] >= frame[1], "{t}: shade {s:?} outside {frame:?}");
+        let legend: Vec<&str> = c["legend"].as_array().unwrap().iter().map(|l| l.as_str().unwrap()).collect();
+        let want: &[&str] = if t.starts_with("Write throughput") { &["A (faulted)", "B", "A+B"] } else { &["A (faulted)", "B"] };
+        assert_eq!(legend, want, "{t}");
+    }
+    let tput = charts.iter().find(|c| c["title"].as_str().unwrap().starts_with(PORT_CHARTS[0])).unwrap();
+    assert_eq!(tput["yl"][0].as_str(), Some("MB/s"), "{tput}");
+
+    // The report rebuilt from the event log is the same page.
+    let live = std::fs::read(rd.join("report.html")).unwrap();
+    std::fs::remove_file(rd.join("report.html")).unwrap();
+    let o = run(&["report", rd.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(std::fs::read(rd.join("report.html")).unwrap() == live, "faultline report rebuilt a different report.html");
     std::fs::remove_dir_all(&d).unwrap();
 }

@@ -39,6 +39,8 @@ pub fn render(m: &RunModel) -> String {
     let m = &*m.settled();
     let mut h = String::new();
     head(&mut h, m);
+    // A dual-port run's headline: each port's judgement and the charted fault.
+    super::html_ports::section(&mut h, m);
     class_table(&mut h, m);
     ready_and_cut_charts(&mut h, m);
     run_charts(&mut h, m);

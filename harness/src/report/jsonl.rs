@@ -175,6 +175,9 @@ pub enum LineError {
     Envelope(String),
 }
 
+/// Event kinds with a `port` key of their own (the envelope's `port` is theirs too).
+const EVENTS_WITH_PORT: &[&str] = &["port_window", "port_perf"];
+
 /// Reads one line: the envelope, then the event.
 pub fn decode_line(text: &[u8]) -> Result<(Envelope, Event), LineError> {
     let mut v: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(text)?;
@@ -190,7 +193,11 @@ pub fn decode_line(text: &[u8]) -> Result<(Envelope, Event), LineError> {
             Some(serde_json::Value::String(h)) => Some(h),
             Some(other) => return Err(LineError::Envelope(format!("`host` must be a string (found {other})"))),
         };
-        env.port = match v.remove("port") {
+        // An event whose own keys hold `port` (`port_window`) shares the key with the
+        // envelope: the port it concerns is both.
+        let own = v.get("event").and_then(|k| k.as_str()).is_some_and(|k| EVENTS_WITH_PORT.contains(&k));
+        let port = if own { v.get("port").cloned() } else { v.remove("port") };
+        env.port = match port {
             None | Some(serde_json::Value::Null) => None,
             Some(p) => Some(serde_json::from_value(p).map_err(|e| LineError::Envelope(format!("`port`: {e}")))?),
         };
@@ -260,6 +267,18 @@ mod tests {
         let err = parse_events(&bad, "log").unwrap_err().to_string();
         assert!(err.contains("line 2"), "{err}");
         assert!(parse_events(b"", "log").unwrap().events.is_empty());
+    }
+
+    #[test]
+    fn a_port_window_keeps_its_own_port_key_through_the_envelope() {
+        let windows: Vec<Event> = testdata::dual_run().into_iter().filter(|e| matches!(e, Event::PortWindow { .. })).collect();
+        assert_eq!(windows.len(), 6);
+        for e in &windows {
+            let line = encode_line(e, "{\"v\":2,\"host\":\"local\",").unwrap();
+            let (env, back) = decode_line(&line).unwrap_or_else(|err| panic!("{err}: {}", String::from_utf8_lossy(&line)));
+            let Event::PortWindow { port, .. } = e else { unreachable!() };
+            assert_eq!((env.port, &back), (Some(*port), e));
+        }
     }
 
     #[test]

@@ -12,6 +12,7 @@
 //! An event for a cycle that has already closed (none in logs the runner writes) counts in
 //! the run's totals but does not reopen the cycle.
 
+use super::ports::{PortCharts, WindowSeries};
 use super::series::{Buckets, Dist, Thinned};
 use crate::events::{Event, HealthNote, SmartFigures, Verdict};
 use crate::ledger::Contract;
@@ -105,6 +106,8 @@ pub struct RunModel {
     pub ports: BTreeMap<String, PortTotals>,
     /// `dual.mode = "performance"`: (workload, phase, port) -> MB/s and p99 µs (at most 256).
     pub perf: BTreeMap<(String, String, String), (f64, Option<f64>)>,
+    /// The cycle the report charts per port ([`super::ports`]).
+    pub port_charts: PortCharts,
 }
 
 /// One port of a dual-port run, over every cycle's window.
@@ -126,22 +129,6 @@ pub struct PortTotals {
     /// Bytes and µs of its baseline windows (for the mean baseline throughput).
     pub baseline_bytes: u64,
     pub baseline_us: u64,
-    /// The window charted in the report: the first where it was disturbed, else the first
-    /// where it was judged; and the faulted port's window of the same cycle.
-    pub chart: Option<PortChart>,
-}
-
-/// One port's series around one fault, for the report.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct PortChart {
-    pub cycle: u32,
-    pub disturbed: bool,
-    pub bucket_ms: u32,
-    /// Fault start and window end, ms from the series' first bucket.
-    pub fault_ms: Option<f64>,
-    pub window_end_ms: Option<f64>,
-    pub bytes: Vec<u64>,
-    pub max_latency_us: Vec<u32>,
 }
 
 /// The findings of one class.
@@ -247,6 +234,7 @@ impl Default for RunModel {
             charts: Charts::default(),
             ports: BTreeMap::new(),
             perf: BTreeMap::new(),
+            port_charts: PortCharts::default(),
         }
     }
 }
@@ -507,6 +495,18 @@ impl RunModel {
                 series_max_latency_us,
                 ..
             } => {
+                self.port_charts.push(&WindowSeries {
+                    cycle: *cycle,
+                    name,
+                    faulted: *faulted,
+                    disturbed: *disturbed,
+                    baseline_t_ns: *baseline_t_ns,
+                    fault_t_ns: *fault_t_ns,
+                    window_end_t_ns: *window_end_t_ns,
+                    bucket_ms: *bucket_ms,
+                    bytes: series_bytes,
+                    max_latency_us: series_max_latency_us,
+                });
                 if self.ports.len() >= 8 && !self.ports.contains_key(name) {
                     return;
                 }
@@ -530,21 +530,6 @@ impl RunModel {
                 }
                 if let Some(r) = p99_ratio {
                     p.max_p99_ratio = Some(p.max_p99_ratio.map_or(*r, |m| m.max(*r)));
-                }
-                if p.chart.as_ref().is_none_or(|c| *disturbed && !c.disturbed) {
-                    let ms = |t: &Option<u64>| match (t, baseline_t_ns) {
-                        (Some(t), Some(b)) => Some(t.saturating_sub(*b) as f64 / 1e6),
-                        _ => None,
-                    };
-                    p.chart = Some(PortChart {
-                        cycle: *cycle,
-                        disturbed: *disturbed,
-                        bucket_ms: *bucket_ms,
-                        fault_ms: ms(fault_t_ns),
-                        window_end_ms: ms(window_end_t_ns),
-                        bytes: series_bytes.iter().copied().take(4000).collect(),
-                        max_latency_us: series_max_latency_us.iter().copied().take(4000).collect(),
-                    });
                 }
             }
         }

@@ -32,6 +32,15 @@ pub enum Shape<'a> {
     /// A series over cycles: a line through the means, and where a bucket holds more than
     /// one cycle, a band from its min to its max.
     Band(&'a [Bucket]),
+    /// Points joined by a line, broken where y is not finite (no value there).
+    Line(&'a [(f64, f64)]),
+}
+
+/// A stretch of the x axis shaded behind the series (a fault window), with its name.
+pub struct Shade<'a> {
+    pub from: f64,
+    pub to: f64,
+    pub label: &'a str,
 }
 
 /// One series on an x/y chart.
@@ -46,6 +55,7 @@ impl Series<'_> {
     fn extent(&self) -> Vec<(f64, f64)> {
         match self.shape {
             Shape::Dots(p) => p.to_vec(),
+            Shape::Line(p) => p.iter().copied().filter(|(x, y)| x.is_finite() && y.is_finite()).collect(),
             Shape::Band(b) => b.iter().flat_map(|b| [(b.x0 as f64, b.min), (b.x1 as f64, b.max)]).collect(),
         }
     }
@@ -163,6 +173,12 @@ pub fn histogram(title: &str, x: Quantity, d: &Dist, bins: usize) -> String {
 /// An x/y chart of one or more series, with a legend. The y axis starts at 0 unless a value
 /// is negative.
 pub fn xy_chart(title: &str, x: Quantity, y: Quantity, series: &[Series]) -> String {
+    xy_chart_shaded(title, x, y, series, &[])
+}
+
+/// [`xy_chart`] with stretches of the x axis shaded behind the series (`rect.shade`, its
+/// name as a tooltip and a label at its top); the x axis reaches every shade.
+pub fn xy_chart_shaded(title: &str, x: Quantity, y: Quantity, series: &[Series], shades: &[Shade]) -> String {
     let pts: Vec<(f64, f64)> = series.iter().flat_map(Series::extent).collect();
     let Some(&(fx, fy)) = pts.first() else {
         return no_data(title);
@@ -171,8 +187,24 @@ pub fn xy_chart(title: &str, x: Quantity, y: Quantity, series: &[Series]) -> Str
     for &(a, b) in &pts {
         (xl, xh, yl, yh) = (xl.min(a), xh.max(a), yl.min(b), yh.max(b));
     }
+    for s in shades.iter().filter(|s| s.from.is_finite() && s.to.is_finite()) {
+        (xl, xh) = (xl.min(s.from), xh.max(s.to));
+    }
     let mut svg = String::new();
     let f = frame(&mut svg, title, (x, xl, xh), (y, yl, yh));
+    for s in shades.iter().filter(|s| s.from.is_finite() && s.to.is_finite()) {
+        let (a, b) = (f.px(s.from.min(s.to)), f.px(s.from.max(s.to)));
+        let _ = write!(
+            svg,
+            "<rect x=\"{a:.1}\" y=\"{TOP}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"#f0a30a\" fill-opacity=\"0.2\" class=\"shade\"><title>{l}</title></rect>\
+             <text x=\"{:.1}\" y=\"{:.1}\" fill=\"#9a6a00\" class=\"sl\">{l}</text>",
+            (b - a).max(1.0),
+            H - BOTTOM - TOP,
+            a + 3.0,
+            TOP + 11.0,
+            l = esc(s.label)
+        );
+    }
     for (k, s) in series.iter().enumerate() {
         let c = esc(s.color);
         match s.shape {
@@ -198,6 +230,17 @@ pub fn xy_chart(title: &str, x: Quantity, y: Quantity, series: &[Series]) -> Str
                     let _ = write!(svg, "<path d=\"M{}\" fill=\"none\" stroke=\"{c}\" stroke-width=\"1.5\" class=\"line\"/>", d.join("L"));
                 } else if let Some(b) = buckets.first() {
                     let _ = write!(svg, "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"2.5\" fill=\"{c}\"/>", f.px(mid(b)), f.py(b.mean()));
+                }
+            }
+            Shape::Line(points) => {
+                for run in points.split(|(a, b)| !(a.is_finite() && b.is_finite())).filter(|r| !r.is_empty()) {
+                    if let [(a, b)] = run {
+                        let _ = write!(svg, "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"2\" fill=\"{c}\"/>", f.px(*a), f.py(*b));
+                    } else {
+                        let d: Vec<String> = run.iter().map(|&(a, b)| format!("{:.1} {:.1}", f.px(a), f.py(b))).collect();
+                        let _ =
+                            write!(svg, "<path d=\"M{}\" fill=\"none\" stroke=\"{c}\" stroke-width=\"1.5\" class=\"line\"/>", d.join("L"));
+                    }
                 }
             }
         }
@@ -256,6 +299,22 @@ mod tests {
         let svg = histogram("ready", Quantity { label: "time to ready", unit: Unit::Nanos }, &d, 20);
         assert_eq!(labels(&svg, "xt"), ["1", "2", "3", "4", "5"], "{svg}");
         assert_eq!(labels(&svg, "xl"), ["time to ready (ms)"]);
+    }
+
+    #[test]
+    fn lines_break_where_there_is_no_value_and_shades_widen_the_axis() {
+        let pts = [(0.0, 1.0), (1.0, 2.0), (2.0, f64::NAN), (3.0, 1.0), (4.0, f64::NAN), (5.0, 3.0), (6.0, 3.0)];
+        let s = [Series { name: "p", color: "#123", shape: Shape::Line(&pts) }];
+        let q = Quantity { label: "x", unit: Unit::Count };
+        let shade = [Shade { from: 2.0, to: 12.0, label: "fault <window>" }];
+        let svg = xy_chart_shaded("t", q, q, &s, &shade);
+        assert_eq!((svg.matches("class=\"line\"").count(), svg.matches("<circle ").count()), (2, 1), "{svg}");
+        assert_eq!(svg.matches("class=\"shade\"").count(), 1);
+        assert!(svg.contains("<title>fault &lt;window&gt;</title>"), "{svg}");
+        // The data end at 6; the shade at 12, so the axis runs to the round tick past it.
+        assert_eq!(labels(&svg, "xt").last().map(String::as_str), Some("15"), "{svg}");
+        // Without shades, the chart is the plain x/y chart.
+        assert_eq!(xy_chart_shaded("t", q, q, &s, &[]), xy_chart("t", q, q, &s));
     }
 
     #[test]

@@ -85,3 +85,69 @@ pub fn run() -> Vec<Event> {
     ev.push(Event::RunEnded { t_ns: 4_000_000_000, verdict: Verdict::Findings, exit_code: 1 });
     ev
 }
+
+/// One port's window of a dual-port cycle: 25 ms buckets from the baseline's start (at
+/// `t + 0.1 s`), the fault 400 ms after it, the window's end 600 ms later. The faulted port
+/// completes nothing after the fault; a disturbed port neither, until 300 ms into the window.
+pub fn port_window(t: u64, cycle: u32, port: u8, faulted: bool, disturbed: bool) -> Event {
+    use crate::writer::windows::WindowFigures;
+    let name = ["A", "B"][usize::from(port)].to_string();
+    let upto = if faulted { 17 } else { 41 };
+    let bytes: Vec<u64> =
+        (0..upto).map(|k| if k >= 16 && (faulted || (disturbed && k < 28)) { 0 } else { 5_000_000 + 1000 * u64::from(port) }).collect();
+    let lat: Vec<u32> = bytes
+        .iter()
+        .enumerate()
+        .map(|(k, &b)| {
+            if b == 0 {
+                0
+            } else if disturbed && k == 28 {
+                300_000
+            } else {
+                2_000
+            }
+        })
+        .collect();
+    let window = |bytes: u64, us: u64| WindowFigures {
+        duration_us: us,
+        bytes,
+        throughput_bps: bytes as f64 / (us as f64 / 1e6),
+        ..WindowFigures::default()
+    };
+    Event::PortWindow {
+        t_ns: t + 1_500_000_000,
+        cycle,
+        port: crate::port::PortId(port),
+        name,
+        faulted,
+        baseline_t_ns: Some(t + 100_000_000),
+        fault_t_ns: Some(t + 500_000_000),
+        window_end_t_ns: Some(t + 1_100_000_000),
+        baseline: Some(window(80_000_000, 400_000)),
+        fault: Some(window(if faulted { 0 } else { 100_000_000 }, 600_000)),
+        throughput_ratio: (!faulted).then_some(if disturbed { 0.4 } else { 1.0 }),
+        p99_ratio: (!faulted).then_some(if disturbed { 150.0 } else { 1.0 }),
+        disturbed,
+        harness_late_us: None,
+        bucket_ms: 25,
+        series_bytes: bytes,
+        series_max_latency_us: lat,
+    }
+}
+
+/// [`run`] as a dual-port run: before each cycle's end, a `port_window` of A and of B; the
+/// fault hits A in odd cycles, B in even ones, and A is disturbed in cycle 2.
+pub fn dual_run() -> Vec<Event> {
+    let mut out = Vec::new();
+    for e in run() {
+        if let Event::CycleEnded { cycle, .. } = e {
+            let t = u64::from(cycle) * 1_000_000_000;
+            let hit = if cycle % 2 == 1 { 0 } else { 1 };
+            for port in 0..2u8 {
+                out.push(port_window(t, cycle, port, port == hit, port != hit && cycle == 2));
+            }
+        }
+        out.push(e);
+    }
+    out
+}
