@@ -292,7 +292,7 @@ pub enum Event {
     /// One port of a dual-port run around one cycle's fault: its baseline before the fault,
     /// the fault window (until the faulted port was back and ready, plus the settle time), the
     /// ratios it was judged by and a coarse series (bytes and the longest write per bucket,
-    /// from the baseline's start to the end of the fault window).
+    /// from the baseline's start to the port's last completion of the cycle).
     PortWindow {
         t_ns: u64,
         cycle: u32,

@@ -384,9 +384,8 @@ fn one_cycle(
         let t_ns = em.now();
         let series = windows.series(i);
         let from = windows.started(Phase::Baseline).map_or(0, |d| (d.as_nanos() / crate::writer::windows::BUCKET.as_nanos()) as usize);
-        let upto = windows
-            .started(Phase::After)
-            .map_or(series.len(), |d| ((d.as_nanos() / crate::writer::windows::BUCKET.as_nanos()) as usize + 1).min(series.len()));
+        // To the last completion: the drain after the window shows a stalled port coming back.
+        let upto = series.len();
         let kept = series.get(from.min(upto)..upto).unwrap_or_default();
         let t_of = |ph| windows.started(ph).map(|d| em.ns(windows.epoch() + d));
         em.emit(Event::PortWindow {
