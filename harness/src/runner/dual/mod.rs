@@ -167,7 +167,8 @@ fn one_cycle(
     observer: Option<&mut (dyn CycleObserver + 'static)>,
 ) -> Result<CycleEnd, String> {
     let spec = &dual.spec;
-    let power = matches!(plan.fault, FaultPlan::PowerCut { .. });
+    // A power cut and an NVM subsystem reset hit every port: none is judged.
+    let power = matches!(plan.fault, FaultPlan::PowerCut { .. } | FaultPlan::LinkReset { kind: faultline_drivers::ResetKind::NvmeSubsystem, .. });
     let hit = dual.faulted(cycle);
     let faulted_name = if power { "all".to_string() } else { dual.ports[hit].name.clone() };
     if let Cutter::Link { port, .. } = cutter {
