@@ -116,3 +116,23 @@ fn an_nvm_subsystem_reset_hits_both_ports_and_judges_neither() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn performance_mode_is_refused_before_anything_runs() {
+    // Until the runner measures A only, B only and A+B, it must not run failover cycles (and
+    // fault the drive) for a scenario that says no fault runs.
+    let base = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/dualport-demo.toml")).unwrap();
+    let perf = base.replace("[dual]\n", "[dual]\nmode = \"performance\"\n");
+    assert_ne!(perf, base);
+    let dir = scratch("perf");
+    std::fs::create_dir_all(&dir).unwrap();
+    let sf = dir.join("perf.toml");
+    std::fs::write(&sf, perf).unwrap();
+    let rd = dir.join("run");
+    let o = run(&["run", sf.to_str().unwrap(), "--run-dir", rd.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("dual.mode = \\\"performance\\\"") || text(&o).contains("dual.mode = \"performance\""), "{}", text(&o));
+    let log = std::fs::read_to_string(rd.join("events.jsonl")).unwrap_or_default();
+    assert!(!log.contains("\"cycle_started\""), "no cycle ran: {log}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -71,6 +71,11 @@ pub(crate) fn run(
     mut observer: Option<&mut (dyn CycleObserver + 'static)>,
     cycles_run: &mut u32,
 ) -> Result<Option<String>, String> {
+    if dual.spec.mode == crate::scenario::DualMode::Performance {
+        // Not measured yet: running failover cycles instead would fault a drive whose scenario
+        // says no fault runs.
+        return Err("dual.mode = \"performance\" (A only, B only, A+B) is not implemented by this runner yet: nothing was run".into());
+    }
     let Ports { mut devs, cutter, identity, sector, capacity, notes, _keep } = open_ports(plan, dual, run_dir, o)?;
     let mut cutter = cutter;
     em.emit(Event::RunStarted {
