@@ -104,7 +104,8 @@ fn rig_or_skip(test: &str, name: &str) -> Option<Rig> {
 fn scenario(rig: &Rig, cycles: u32) -> String {
     let (a, b) = (&rig.devs[0], &rig.devs[1]);
     let log = rig.dir.join("pulls.log");
-    let off = format!("echo \"down $FAULTLINE_PORT $FAULTLINE_RESET\" >> {} %26%26 python3 {PORT_PY} down \"$FAULTLINE_PORT\"", log.display());
+    let off =
+        format!("echo \"down $FAULTLINE_PORT $FAULTLINE_RESET\" >> {} %26%26 python3 {PORT_PY} down \"$FAULTLINE_PORT\"", log.display());
     let on = format!("python3 {PORT_PY} up \"$FAULTLINE_PORT\" %26%26 echo \"up $FAULTLINE_PORT\" >> {}", log.display());
     format!(
         "format_version = 1\nname = \"dualport-loop\"\nseed = {SEED}\ncontract = \"flush\"\n\

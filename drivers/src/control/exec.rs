@@ -200,7 +200,11 @@ impl LinkController for ExecLink {
         Vec::new()
     }
     fn reset(&mut self, port: &str, kind: ResetKind, hold: Duration) -> Result<(), LinkError> {
-        let env = [("FAULTLINE_PORT", port.to_string()), ("FAULTLINE_RESET", kind.to_string()), ("FAULTLINE_HOLD_MS", hold.as_millis().to_string())];
+        let env = [
+            ("FAULTLINE_PORT", port.to_string()),
+            ("FAULTLINE_RESET", kind.to_string()),
+            ("FAULTLINE_HOLD_MS", hold.as_millis().to_string()),
+        ];
         let (off, on) = (self.off.clone(), self.on.clone());
         let down = self.exec(&off, &env);
         if down.is_ok() {
