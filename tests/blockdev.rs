@@ -5,11 +5,11 @@
 //!
 //! Loop devices need root. Where the environment cannot provide one, the test prints
 //! `SKIP <test>: <reason>` and returns; it never skips silently. Every loop device and mount
-//! is undone by a Drop guard. Seeds are fixed and printed.
+//! is undone by a Drop guard, and every scratch directory removed. Seeds are fixed and printed.
 
 mod common;
 
-use common::{ok, run, s, scratch, skip, text, BIN};
+use common::{ok, run, s, skip, text, BIN};
 use faultline::ledger::{Contract, LedgerWriter, RunHeader, LEDGER_FORMAT};
 use faultline::verify::Verifier;
 use faultline::workload::{FlushPolicy, Layout, Pattern, WorkloadSpec};
@@ -27,6 +27,35 @@ fn sh(cmd: &str, args: &[&str]) -> Result<String, String> {
         Ok(String::from_utf8_lossy(&o.stdout).trim().to_string())
     } else {
         Err(format!("{cmd} {args:?}: {}", String::from_utf8_lossy(&o.stderr).trim()))
+    }
+}
+
+/// A test's scratch directory (`common::scratch`), removed on drop, also when the test
+/// panics: the backing files in it are up to 128 MiB each, and every run used to leave them in
+/// the temporary directory. Declared before the loop devices over its files, it is dropped
+/// after they are detached.
+struct Scratch(PathBuf);
+
+fn scratch(name: &str) -> Scratch {
+    Scratch(common::scratch(name))
+}
+
+impl std::ops::Deref for Scratch {
+    type Target = PathBuf;
+    fn deref(&self) -> &PathBuf {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for Scratch {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 

@@ -119,3 +119,25 @@ fn performance_mode_measures_each_port_alone_and_both_and_verifies_what_it_wrote
     assert_eq!(std::fs::read_to_string(rd.join("summary.json")).unwrap(), before);
     let _ = std::fs::remove_dir_all(&d);
 }
+
+#[test]
+fn an_nvm_subsystem_reset_hits_both_ports_and_judges_neither() {
+    // NSSR resets every controller of the subsystem: the port it was issued through and the
+    // other one. Judging the other against its baseline would call its write errors during
+    // the reset a disturbance (a false finding on an honest drive).
+    let base = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/dualport-demo.toml")).unwrap();
+    let nssr = base.replace("reset = \"port_pull\"", "reset = \"nvme_subsystem\"").replace("count = 10", "count = 2");
+    assert_ne!(nssr, base);
+    let dir = scratch("nssr");
+    std::fs::create_dir_all(&dir).unwrap();
+    let sf = dir.join("nssr.toml");
+    std::fs::write(&sf, nssr).unwrap();
+    let rd = dir.join("run");
+    let o = run(&["run", sf.to_str().unwrap(), "--run-dir", rd.to_str().unwrap(), "--model", "dual-honest"]);
+    assert_eq!(o.status.code(), Some(0), "seed 20250101: {}", text(&o));
+    let s: Value = serde_json::from_str(&std::fs::read_to_string(rd.join("summary.json")).unwrap()).unwrap();
+    for p in s["ports"].as_array().unwrap() {
+        assert_eq!((p["cycles_faulted"].as_u64(), p["cycles_judged"].as_u64()), (Some(2), Some(0)), "{p}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

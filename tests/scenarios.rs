@@ -23,7 +23,7 @@ fn load(name: &str) -> Scenario {
     Scenario::load(&dir().join(name)).unwrap_or_else(|e| panic!("{e}"))
 }
 
-const SHIPPED: [&str; 11] = [
+const SHIPPED: [&str; 17] = [
     "reference.toml",
     "demo.toml",
     "dualport-demo.toml",
@@ -35,6 +35,12 @@ const SHIPPED: [&str; 11] = [
     "hotplug-pin-sweep.toml",
     "lab-nvme-reset.toml",
     "lab-pci-remove-rescan.toml",
+    "dualport-link-redundancy.toml",
+    "dualport-quarch-pull.toml",
+    "dualport-reset-storm.toml",
+    "dualport-flr.toml",
+    "dualport-nssr.toml",
+    "dualport-performance.toml",
 ];
 
 #[test]
@@ -53,6 +59,9 @@ fn every_shipped_scenario_parses_validates_and_round_trips() {
         assert_eq!(s.name, name.trim_end_matches(".toml"), "{name}: name and file name differ");
         let again = Scenario::from_toml(&s.to_toml().unwrap(), name).unwrap_or_else(|e| panic!("{name} after to_toml: {e}"));
         assert_eq!(again, s, "{name}: round trip");
+        // Validated into a run plan, as `faultline run` does before it opens anything.
+        let plan = s.plan(name, 1).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(plan.dual.is_some(), name.starts_with("dualport-"), "{name}: a dual-port template runs dual-port");
         if s.target.sim.is_none() && name != "reference.toml" {
             assert!(s.expectation().serial.is_some(), "{name}: a hardware template must pin the drive's identity");
         }
@@ -102,6 +111,68 @@ fn hardware_templates_say_what_their_names_promise() {
     assert_eq!(sweep.fault, Fault::PowerCut { mate_steps_ms: vec![10, 25, 100, 500] });
     assert!(matches!(sweep.power_controller().unwrap(), Some(ControllerSpec::Quarch { .. })));
     assert!(sweep.cycles.off_time_ms >= 15_000, "surprise-removal guidance: 15 s between hot-plug operations");
+}
+
+#[test]
+fn dual_port_templates_say_what_their_names_promise() {
+    use faultline::scenario::{DualMode, PortRole};
+    let dual = |name: &str| {
+        let s = load(name);
+        let plan = s.plan(name, 1).unwrap_or_else(|e| panic!("{name}: {e}"));
+        (s, plan.dual.unwrap_or_else(|| panic!("{name}: not a dual-port plan")))
+    };
+    let link = |s: &Scenario| s.link_controller().unwrap().unwrap_or_else(|| panic!("{}: no link controller", s.name));
+    let per_path = |name: &str, d: &faultline::scenario::DualPlan| {
+        let paths: Vec<_> = d.ports.iter().map(|p| p.path.clone().unwrap().display().to_string()).collect();
+        assert_eq!(paths, ["/dev/nvme0n1", "/dev/nvme1n1"], "{name}: one per-path node per port (nvme_core.multipath=N)");
+    };
+
+    // The multipath head: the one writer and the port judged; B the path pulled, idle.
+    let (s, d) = dual("dualport-link-redundancy.toml");
+    assert!(matches!(link(&s), ControllerSpec::Quarch { .. }), "{}", link(&s));
+    assert_eq!(d.ports.iter().map(|p| p.role).collect::<Vec<_>>(), [PortRole::Writer, PortRole::Idle]);
+    assert_eq!(d.ports[0].path, d.ports[1].path, "both name the head: the pulled path has no node");
+    assert_eq!((d.fault_ports.clone(), d.ports[1].fault_port.as_str()), (vec![1], "B"));
+    assert_eq!(s.fault, Fault::LinkReset { reset: LinkReset::PortPull, port: None });
+
+    let (s, d) = dual("dualport-quarch-pull.toml");
+    assert_eq!(link(&s).to_string(), "quarch+serial:///dev/ttyUSB0");
+    per_path(&s.name, &d);
+    assert_eq!(d.ports.iter().map(|p| p.fault_port.as_str()).collect::<Vec<_>>(), ["A", "B"]);
+    assert_eq!(d.fault_ports, [0, 1], "alternates");
+    assert_eq!(s.fault, Fault::LinkReset { reset: LinkReset::PortPull, port: None });
+
+    for (name, spec, reset) in [
+        ("dualport-reset-storm.toml", "nvme-reset://nvme0", LinkReset::NvmeController),
+        ("dualport-flr.toml", "pci-reset://0000:3b:00.0?method=flr", LinkReset::PciFunctionFlr),
+        ("dualport-nssr.toml", "nvme-subsys-reset://nvme0", LinkReset::NvmeSubsystem),
+    ] {
+        let (s, d) = dual(name);
+        assert_eq!(link(&s).to_string(), spec, "{name}");
+        assert_eq!(s.fault, Fault::LinkReset { reset, port: None }, "{name}");
+        per_path(name, &d);
+        assert_eq!(d.fault_ports, [0], "{name}: one port's controller or function, always A");
+        // Port A's fault_port names what the controller spec resets.
+        assert!(spec.contains(&d.ports[0].fault_port), "{name}: {spec} and {}", d.ports[0].fault_port);
+        assert!(s.cycles.count >= 200, "{name}: a storm");
+    }
+
+    let (s, d) = dual("dualport-performance.toml");
+    per_path(&s.name, &d);
+    assert_eq!(d.spec.mode, DualMode::Performance);
+    assert!(d.spec.perf_ms >= 1000);
+    assert!(d.ports.iter().all(|p| p.role == PortRole::Writer), "A only, B only, A+B: both write");
+}
+
+#[test]
+fn a_dual_port_run_with_one_port_is_refused() {
+    // A dual-port run judges the ports the fault did not hit: with one entry there is none.
+    let text = std::fs::read_to_string(dir().join("dualport-link-redundancy.toml")).unwrap();
+    let one = text.split("[[ports]]\nname = \"B\"").next().unwrap().to_string()
+        + "[controllers]" + text.split("[controllers]").nth(1).unwrap();
+    let one = one.replace("fault_ports = [\"B\"]", "fault_ports = [\"A\"]");
+    let e = Scenario::from_toml(&one, "one.toml").and_then(|s| s.plan("one.toml", 1).map(|_| ())).expect_err("one port, [dual]");
+    assert!(e.to_string().contains("a dual-port run needs two ports"), "{e}");
 }
 
 #[test]

@@ -6,7 +6,13 @@
 //! never a cut. Its stdout and stderr go into the transcript ([`PowerSwitch::take_log`]) and
 //! are quoted in errors. An optional `state` command reports the output state as the first
 //! word of its stdout (`on` or `off`).
+//!
+//! The same spec is also a link controller ([`ExecLink`]): `off` takes one port's link down,
+//! `on` brings it back, and each command learns which port and what kind of reset from its
+//! environment (`FAULTLINE_PORT`, `FAULTLINE_RESET`, `FAULTLINE_HOLD_MS`), so one pair of
+//! commands serves every port of a dual-port drive.
 
+use crate::link::{LinkController, LinkError, PortCaps, ResetKind};
 use crate::power::{PowerCaps, PowerError, PowerState, PowerSwitch};
 use std::io::Read;
 use std::os::unix::process::CommandExt;
@@ -42,9 +48,15 @@ fn read_capped(mut r: impl Read) -> String {
 
 /// Runs `cmd` under `sh -c`, killing its process group after `timeout`.
 pub fn run(cmd: &str, timeout: Duration) -> Result<ExecOutput, String> {
+    run_with_env(cmd, &[], timeout)
+}
+
+/// [`run`], with `env` added to the command's environment.
+pub fn run_with_env(cmd: &str, env: &[(&str, String)], timeout: Duration) -> Result<ExecOutput, String> {
     let mut child = Command::new("sh")
         .arg("-c")
         .arg(cmd)
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -143,6 +155,73 @@ impl PowerSwitch for ExecSwitch {
     }
 }
 
+/// `exec:` as a link controller: a reset of `port` runs `off`, keeps the link down for the
+/// hold, then runs `on`; both with `FAULTLINE_PORT` (the port as the scenario names it: a
+/// dual-port scenario's `fault_port`), `FAULTLINE_RESET` (the kind: `port-pull`,
+/// `nvme-controller-reset`, ...) and `FAULTLINE_HOLD_MS` in their environment. What the
+/// commands do is the user's, so it serves any port and any kind; a reset is done when both
+/// exit 0, and a failure of either is the reset's failure (after a failed `off`, `on` is
+/// still run, so that a half-done pull is undone where the commands can).
+pub struct ExecLink {
+    off: String,
+    on: String,
+    state: Option<String>,
+    timeout: Duration,
+}
+
+impl ExecLink {
+    pub fn new(off: &str, on: &str, state: Option<&str>, timeout: Duration) -> ExecLink {
+        ExecLink { off: off.into(), on: on.into(), state: state.map(str::to_string), timeout }
+    }
+
+    fn exec(&self, cmd: &str, env: &[(&str, String)]) -> Result<(), LinkError> {
+        let fail = |reason: String| LinkError::Failed { controller: self.name(), command: cmd.to_string(), reason };
+        let out = run_with_env(cmd, env, self.timeout).map_err(fail)?;
+        if out.status != Some(0) {
+            let status = out.status.map_or("killed by a signal".to_string(), |c| format!("exit {c}"));
+            return Err(fail(format!("{status} (stdout {:?}, stderr {:?})", out.stdout.trim(), out.stderr.trim())));
+        }
+        Ok(())
+    }
+}
+
+impl LinkController for ExecLink {
+    fn name(&self) -> String {
+        crate::control::ControllerSpec::Exec {
+            off: self.off.clone(),
+            on: self.on.clone(),
+            state: self.state.clone(),
+            timeout_ms: self.timeout.as_millis() as u64,
+        }
+        .to_string()
+    }
+    /// None named: the commands take any port (see [`ExecLink::require`]).
+    fn ports(&self) -> Vec<PortCaps> {
+        Vec::new()
+    }
+    fn reset(&mut self, port: &str, kind: ResetKind, hold: Duration) -> Result<(), LinkError> {
+        let env = [
+            ("FAULTLINE_PORT", port.to_string()),
+            ("FAULTLINE_RESET", kind.to_string()),
+            ("FAULTLINE_HOLD_MS", hold.as_millis().to_string()),
+        ];
+        let (off, on) = (self.off.clone(), self.on.clone());
+        let down = self.exec(&off, &env);
+        if down.is_ok() {
+            std::thread::sleep(hold);
+        }
+        let up = self.exec(&on, &env);
+        down.and(up)
+    }
+    /// Any non-empty port, any kind: the commands are the user's.
+    fn require(&self, port: &str, kind: ResetKind) -> Result<(), LinkError> {
+        if port.trim().is_empty() {
+            return Err(LinkError::Unsupported { controller: self.name(), port: port.into(), kind, supported: "any named port".into() });
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -173,5 +252,28 @@ mod tests {
     fn state_output_must_say_on_or_off() {
         let mut s = ExecSwitch::new("true", "true", Some("echo maybe"), Duration::from_secs(5));
         assert!(s.state().unwrap_err().to_string().contains("maybe"));
+    }
+
+    #[test]
+    fn as_a_link_controller_each_command_learns_the_port_the_kind_and_the_hold() {
+        let dir = std::env::temp_dir().join(format!("faultline-execlink-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let log = dir.join("log");
+        let off = format!("echo \"off $FAULTLINE_PORT $FAULTLINE_RESET $FAULTLINE_HOLD_MS\" >> {}", log.display());
+        let on = format!("echo \"on $FAULTLINE_PORT\" >> {}", log.display());
+        let mut l = ExecLink::new(&off, &on, None, Duration::from_secs(5));
+        l.require("/dev/loop7", ResetKind::PortPull).unwrap();
+        assert!(l.require(" ", ResetKind::PortPull).is_err());
+        let t = Instant::now();
+        l.reset("/dev/loop7", ResetKind::PortPull, Duration::from_millis(120)).unwrap();
+        assert!(t.elapsed() >= Duration::from_millis(120), "the link stays down for the hold");
+        l.reset("B", ResetKind::NvmeController, Duration::ZERO).unwrap();
+        let got = std::fs::read_to_string(&log).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(got, "off /dev/loop7 port-pull 120\non /dev/loop7\noff B nvme-controller-reset 0\non B\n");
+        // A failed pull is the reset's failure, and the plug still runs.
+        let mut bad = ExecLink::new("echo no >&2; exit 4", "echo plugged", None, Duration::from_secs(5));
+        let e = bad.reset("A", ResetKind::PortPull, Duration::from_millis(1)).unwrap_err().to_string();
+        assert!(e.contains("exit 4") && e.contains("no"), "{e}");
     }
 }

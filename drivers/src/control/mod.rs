@@ -107,7 +107,13 @@ pub fn open(spec: &ControllerSpec, env: &ControlEnv) -> Result<Controller, OpenE
             Controller { power: Some(Box::new(p)), link: Some(Box::new(l)) }
         }
         ControllerSpec::Exec { off, on, state, timeout_ms } => {
-            power_only(Box::new(exec::ExecSwitch::new(off, on, state.as_deref(), Duration::from_millis(*timeout_ms))))
+            // Both roles: under `controllers.power` the commands cut power, under
+            // `controllers.link` they pull one port (`FAULTLINE_PORT` in their environment).
+            let t = Duration::from_millis(*timeout_ms);
+            Controller {
+                power: Some(Box::new(exec::ExecSwitch::new(off, on, state.as_deref(), t))),
+                link: Some(Box::new(exec::ExecLink::new(off, on, state.as_deref(), t))),
+            }
         }
         ControllerSpec::Manual => power_only(Box::new(manual::ManualSwitch::open_interactive()?)),
         ControllerSpec::Sim => {

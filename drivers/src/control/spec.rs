@@ -100,11 +100,13 @@ impl ControllerSpec {
         )
     }
 
-    /// True for the kinds that are (or may be, for Quarch hot-plug modules) link controllers.
+    /// True for the kinds that are (or may be, for Quarch hot-plug modules and `exec:`
+    /// commands) link controllers.
     pub fn is_link(&self) -> bool {
         matches!(
             self,
-            ControllerSpec::NvmeReset { .. }
+            ControllerSpec::Exec { .. }
+                | ControllerSpec::NvmeReset { .. }
                 | ControllerSpec::NvmeSubsysReset { .. }
                 | ControllerSpec::PciReset { .. }
                 | ControllerSpec::PciRemoveRescan { .. }
@@ -505,5 +507,7 @@ mod tests {
         assert!(parse("sim").unwrap().is_power());
         assert!(!parse("nvme-reset://nvme0").unwrap().is_power());
         assert!(parse("pci-slot-power://3").unwrap().is_power() && parse("pci-slot-power://3").unwrap().is_link());
+        let exec = parse("exec:?off=x&on=y").unwrap();
+        assert!(exec.is_power() && exec.is_link(), "exec: serves both roles");
     }
 }

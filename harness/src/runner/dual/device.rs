@@ -6,11 +6,12 @@
 use super::super::dut::{DutError, GroundTruth};
 use super::super::fault::{real_cutter, Cutter};
 use super::super::RunnerOptions;
-use crate::scenario::{DualPlan, FaultPlan, RunPlan, TargetPlan};
+use crate::scenario::{DualPlan, FaultPlan, PortRole, RunPlan, TargetPlan};
 use faultline_drivers::blockdev::Expectation;
 use faultline_drivers::{open_target, AlignedBuf, BlockTarget, OpenSpec};
 use std::any::Any;
 use std::path::{Path, PathBuf};
+use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
 /// One port of the device under test.
@@ -62,23 +63,30 @@ struct RealPort {
     /// after a fault is refused.
     identity: String,
     atomic: u64,
+    /// The thread `target` was opened on: an io_uring ring takes submissions from the thread
+    /// that made it only (single issuer, else `io_uring_enter` fails with EEXIST), and each
+    /// cycle's writer thread and the verify after it are different threads.
+    owner: ThreadId,
 }
 
 impl RealPort {
     fn reopen(&mut self) -> Result<(), String> {
+        // The old descriptor first: a writable block device is held O_EXCL.
+        self.target = None;
         let o = open_target(&self.path, &self.spec).map_err(|e| e.to_string())?;
         let found = o.target.identity();
         if found != self.identity {
             return Err(format!("port {}: {} is now {found}, not the run's {}", self.name, self.path.display(), self.identity));
         }
         self.target = Some(o.target);
+        self.owner = std::thread::current().id();
         Ok(())
     }
 }
 
 impl PortDev for RealPort {
     fn target(&mut self) -> Result<&mut dyn BlockTarget, DutError> {
-        if self.target.is_none() {
+        if self.target.is_none() || self.owner != std::thread::current().id() {
             self.reopen().map_err(DutError::NotOpen)?;
         }
         match &mut self.target {
@@ -130,7 +138,10 @@ fn open_real(plan: &RunPlan, dual: &DualPlan, expect: &Expectation, o: &RunnerOp
     let mut geometry = None;
     for p in &dual.ports {
         let path = p.path.clone().ok_or_else(|| format!("port {}: no path", p.name))?;
-        let spec = OpenSpec { writable: true, queue_depth: qd, expect: expect.clone(), allow_overwrite_signature: false, io_threads: 1 };
+        // A port that writes nothing is opened read-only (no O_EXCL claim): the multipath head
+        // can then be both the writer and the idle port that names the path a fault pulls.
+        let writable = p.role == PortRole::Writer;
+        let spec = OpenSpec { writable, queue_depth: qd, expect: expect.clone(), allow_overwrite_signature: false, io_threads: 1 };
         let opened = open_target(&path, &spec).map_err(|e| format!("port {}: {e}", p.name))?;
         let g = opened.target.geometry();
         match geometry {
@@ -159,6 +170,7 @@ fn open_real(plan: &RunPlan, dual: &DualPlan, expect: &Expectation, o: &RunnerOp
             target: Some(opened.target),
             identity,
             atomic: (g.physical_block_bytes as u64).max(512),
+            owner: std::thread::current().id(),
         }));
     }
     let g = geometry.ok_or("no ports")?;

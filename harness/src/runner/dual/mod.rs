@@ -167,8 +167,12 @@ fn one_cycle(
     observer: Option<&mut (dyn CycleObserver + 'static)>,
 ) -> Result<CycleEnd, String> {
     let spec = &dual.spec;
-    // A power cut and an NVM subsystem reset hit every port: none is judged.
-    let power = matches!(plan.fault, FaultPlan::PowerCut { .. } | FaultPlan::LinkReset { kind: faultline_drivers::ResetKind::NvmeSubsystem, .. });
+    // A power cut and an NVM subsystem reset hit every port: none is judged against its
+    // baseline (each one's writes are still verified).
+    let power = matches!(
+        plan.fault,
+        FaultPlan::PowerCut { .. } | FaultPlan::LinkReset { kind: faultline_drivers::ResetKind::NvmeSubsystem, .. }
+    );
     let hit = dual.faulted(cycle);
     let faulted_name = if power { "all".to_string() } else { dual.ports[hit].name.clone() };
     if let Cutter::Link { port, .. } = cutter {
