@@ -83,7 +83,14 @@ pub(crate) fn run(
         scenario: plan.name().to_string(),
         target: identity.clone(),
         contract: plan.contract,
-        cycles_planned: plan.cycles,
+        // A performance run's cycles are its phases: each writer port alone, then all.
+        cycles_planned: match dual.spec.mode {
+            crate::scenario::DualMode::Performance => {
+                let writers = dual.ports.iter().filter(|p| p.role == PortRole::Writer).count() as u32;
+                writers + u32::from(writers > 1)
+            }
+            crate::scenario::DualMode::Failover => plan.cycles,
+        },
         seed: plan.seed,
         started_at: o.started_at.clone(),
     });

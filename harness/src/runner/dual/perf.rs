@@ -24,9 +24,11 @@ const READ_BYTES: usize = 128 << 10;
 fn phases(lanes: &[Lane], dual: &DualPlan) -> Vec<(String, Vec<usize>)> {
     let mut v: Vec<(String, Vec<usize>)> =
         lanes.iter().enumerate().map(|(i, l)| (format!("{} only", dual.ports[l.port].name), vec![i])).collect();
-    let all: Vec<usize> = (0..lanes.len()).collect();
-    let name = lanes.iter().map(|l| dual.ports[l.port].name.as_str()).collect::<Vec<_>>().join("+");
-    v.push((name, all));
+    if lanes.len() > 1 {
+        let all: Vec<usize> = (0..lanes.len()).collect();
+        let name = lanes.iter().map(|l| dual.ports[l.port].name.as_str()).collect::<Vec<_>>().join("+");
+        v.push((name, all));
+    }
     v
 }
 
