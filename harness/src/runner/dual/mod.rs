@@ -298,6 +298,10 @@ fn one_cycle(
         out
     });
     let t_end = Instant::now();
+    for message in devs.iter_mut().flat_map(|d| d.take_notes()) {
+        let t_ns = em.now();
+        em.emit(Event::Note { t_ns, cycle: Some(cycle), message });
+    }
     // What each port did.
     let mut faulted_outcome = None;
     for (i, pe) in &ends {
