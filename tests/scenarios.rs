@@ -23,7 +23,7 @@ fn load(name: &str) -> Scenario {
     Scenario::load(&dir().join(name)).unwrap_or_else(|e| panic!("{e}"))
 }
 
-const SHIPPED: [&str; 11] = [
+const SHIPPED: [&str; 12] = [
     "reference.toml",
     "demo.toml",
     "dualport-demo.toml",
@@ -35,6 +35,7 @@ const SHIPPED: [&str; 11] = [
     "hotplug-pin-sweep.toml",
     "lab-nvme-reset.toml",
     "lab-pci-remove-rescan.toml",
+    "lab-dualport-pull.toml",
 ];
 
 #[test]
