@@ -274,6 +274,38 @@ fn a_port_pull_under_load_leaves_the_other_port_undisturbed() {
     assert_eq!(v["bytes"].as_u64(), Some(2 << 28), "each share read through both ports:\n{last}\n{ctx}");
 }
 
+/// Link redundancy through the multipath head: port A's controller unplugged (QMP) and
+/// plugged back under writes to the head; every write in flight at the pull completes (the
+/// kernel moves it to port B), none fails, the longest gap between completions stays within
+/// the lab's stall budget, and the data verifies clean through the head.
+#[test]
+fn the_multipath_head_rides_through_a_port_pull() {
+    let Some(_boot) = lab("the_multipath_head_rides_through_a_port_pull") else { return };
+    let dir = scratch("multipath-pull");
+    let (o, run_dir) = lab_run(&dir, "lab-multipath-pull.toml", "on");
+    let ctx = "lab-multipath-pull.toml (seed 14), multipath on";
+    assert_clean_run(&o, &run_dir, 2, ctx);
+    let ctx = format!("{ctx}\n{}", text(&o));
+    let events = std::fs::read_to_string(run_dir.join("events.jsonl")).unwrap();
+    let of = |kind: &str| -> Vec<serde_json::Value> {
+        events.lines().filter(|l| l.contains(&format!("\"event\":\"{kind}\""))).map(|l| serde_json::from_str(l).unwrap()).collect()
+    };
+    assert!(of("harness_error").is_empty(), "{ctx}");
+    for (cut, end) in of("cut_issued").iter().zip(of("cycle_ended")) {
+        let n = |v: &serde_json::Value, k: &str| v[k].as_u64().unwrap_or_else(|| panic!("no {k} in {v}\n{ctx}"));
+        // Every write in flight when port A went completed: none failed.
+        assert_eq!(n(&end, "writes_completed"), n(cut, "completions") + n(cut, "in_flight_ops"), "{cut}\n{end}\n{ctx}");
+        assert!(n(&end, "max_gap_ns") <= 2_000_000_000, "a stall past the 2 s budget:\n{end}\n{ctx}");
+        eprintln!(
+            "cycle {}: {} writes in flight at the pull, all completed; longest gap {:.1} ms, longest write {:.1} ms",
+            end["cycle"],
+            n(cut, "in_flight_ops"),
+            n(&end, "max_gap_ns") as f64 / 1e6,
+            n(&end, "latency_max_ns") as f64 / 1e6
+        );
+    }
+}
+
 /// `faultline write` while the controller under it is unplugged (QMP device_del) and a probe
 /// holding the device open: the write stops and says so, exit 2; the probe records the errno.
 fn unplugged_mid_write(test: &str, multipath: &str, dels: &str) -> (Output, String, Scratch) {

@@ -23,7 +23,7 @@ fn load(name: &str) -> Scenario {
     Scenario::load(&dir().join(name)).unwrap_or_else(|e| panic!("{e}"))
 }
 
-const SHIPPED: [&str; 12] = [
+const SHIPPED: [&str; 13] = [
     "reference.toml",
     "demo.toml",
     "dualport-demo.toml",
@@ -36,6 +36,7 @@ const SHIPPED: [&str; 12] = [
     "lab-nvme-reset.toml",
     "lab-pci-remove-rescan.toml",
     "lab-dualport-pull.toml",
+    "lab-multipath-pull.toml",
 ];
 
 #[test]
