@@ -267,6 +267,16 @@ fn a_port_pull_under_load_leaves_the_other_port_undisturbed() {
         );
     }
     let events = std::fs::read_to_string(run_dir.join("events.jsonl")).unwrap();
+    // Each pulled controller came back under a new name (measured: nvme2, then nvme3): the
+    // runner found it again by the namespace and its PCI function, and said so.
+    for (port, bdf) in [("A", "0000:01:00.0"), ("B", "0000:02:00.0")] {
+        assert!(
+            events
+                .lines()
+                .any(|l| l.contains("\"note\"") && l.contains(&format!("port {port}: ")) && l.contains("is back as") && l.contains(bdf)),
+            "no note of port {port} found again by its PCI function {bdf}:\n{ctx}"
+        );
+    }
     // The last cycle verifies fully: each port's share through its own port and the other's,
     // so twice the namespace (256 MiB).
     let last = events.lines().filter(|l| l.contains("\"event\":\"verified\"")).last().unwrap_or_else(|| panic!("no verify\n{ctx}"));
