@@ -279,7 +279,7 @@ fn a_port_pull_under_load_leaves_the_other_port_undisturbed() {
     }
     // The last cycle verifies fully: each port's share through its own port and the other's,
     // so twice the namespace (256 MiB).
-    let last = events.lines().filter(|l| l.contains("\"event\":\"verified\"")).last().unwrap_or_else(|| panic!("no verify\n{ctx}"));
+    let last = events.lines().rfind(|l| l.contains("\"event\":\"verified\"")).unwrap_or_else(|| panic!("no verify\n{ctx}"));
     let v: serde_json::Value = serde_json::from_str(last).unwrap();
     assert_eq!(v["bytes"].as_u64(), Some(2 << 28), "each share read through both ports:\n{last}\n{ctx}");
 }
