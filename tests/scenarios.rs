@@ -23,7 +23,7 @@ fn load(name: &str) -> Scenario {
     Scenario::load(&dir().join(name)).unwrap_or_else(|e| panic!("{e}"))
 }
 
-const SHIPPED: [&str; 17] = [
+const SHIPPED: [&str; 19] = [
     "reference.toml",
     "demo.toml",
     "dualport-demo.toml",
@@ -41,6 +41,8 @@ const SHIPPED: [&str; 17] = [
     "dualport-flr.toml",
     "dualport-nssr.toml",
     "dualport-performance.toml",
+    "lab-dualport-pull.toml",
+    "lab-multipath-pull.toml",
 ];
 
 #[test]
@@ -168,8 +170,8 @@ fn dual_port_templates_say_what_their_names_promise() {
 fn a_dual_port_run_with_one_port_is_refused() {
     // A dual-port run judges the ports the fault did not hit: with one entry there is none.
     let text = std::fs::read_to_string(dir().join("dualport-link-redundancy.toml")).unwrap();
-    let one = text.split("[[ports]]\nname = \"B\"").next().unwrap().to_string()
-        + "[controllers]" + text.split("[controllers]").nth(1).unwrap();
+    let one =
+        text.split("[[ports]]\nname = \"B\"").next().unwrap().to_string() + "[controllers]" + text.split("[controllers]").nth(1).unwrap();
     let one = one.replace("fault_ports = [\"B\"]", "fault_ports = [\"A\"]");
     let e = Scenario::from_toml(&one, "one.toml").and_then(|s| s.plan("one.toml", 1).map(|_| ())).expect_err("one port, [dual]");
     assert!(e.to_string().contains("a dual-port run needs two ports"), "{e}");

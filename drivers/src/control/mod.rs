@@ -8,7 +8,7 @@
 //! - `relay.rs`: USB HID relays, CH340 "LCUS" serial relays, Numato relays.
 //! - `linux.rs`: NVMe controller and subsystem resets, PCI function resets, remove and rescan,
 //!   slot power, all through a configurable sysfs/dev root.
-//! - `exec.rs`: `exec:` command hooks; `manual.rs`: a person at the keyboard.
+//! - `exec.rs`: `exec:` command hooks (`exec_link.rs`: the link-controller form); `manual.rs`: a person at the keyboard.
 //! - `usb.rs`: the rusb layer (device listing, HID reports, bulk pipes) behind small traits,
 //!   so the protocol bytes are tested without hardware; it knows no controller protocol, and
 //!   the protocols above it (`relay.rs`, `quarch/usb.rs`) import it, never the reverse.
@@ -20,6 +20,7 @@
 //! capabilities and leaves confirmation to the device disappearing).
 
 pub mod exec;
+pub mod exec_link;
 pub mod linux;
 pub mod manual;
 pub mod quarch;
@@ -115,6 +116,10 @@ pub fn open(spec: &ControllerSpec, env: &ControlEnv) -> Result<Controller, OpenE
                 link: Some(Box::new(exec::ExecLink::new(off, on, state.as_deref(), t))),
             }
         }
+        ControllerSpec::ExecLink { pull, plug, ports, timeout_ms } => Controller {
+            power: None,
+            link: Some(Box::new(exec_link::ExecLink::new(pull, plug, ports, Duration::from_millis(*timeout_ms)))),
+        },
         ControllerSpec::Manual => power_only(Box::new(manual::ManualSwitch::open_interactive()?)),
         ControllerSpec::Sim => {
             return Err(PowerError::Unsupported {

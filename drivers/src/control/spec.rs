@@ -20,6 +20,7 @@ pub const SPEC_FORMS: &str = "  quarch+serial:///dev/ttyUSB0[?module=N]
   pci-remove-rescan://0000:3b:00.0
   pci-slot-power://SLOT
   exec:?off=CMD&on=CMD[&state=CMD][&timeout_ms=N]   (& and % inside CMD as %26 and %25)
+  exec:?pull=CMD&plug=CMD&ports=A,B[&timeout_ms=N]  (a link controller; {port} in CMD: the port)
   manual
   sim";
 
@@ -76,6 +77,14 @@ pub enum ControllerSpec {
         state: Option<String>,
         timeout_ms: u64,
     },
+    /// A link controller as the user's shell commands: `pull` disconnects one port, `plug`
+    /// connects it again (`{port}` in each is replaced by the port's name).
+    ExecLink {
+        pull: String,
+        plug: String,
+        ports: Vec<String>,
+        timeout_ms: u64,
+    },
     Manual,
     /// The simulated drive's switch; the binary maps it to a `SimDrive`'s `SimPower`.
     Sim,
@@ -97,6 +106,7 @@ impl ControllerSpec {
                 | ControllerSpec::NvmeSubsysReset { .. }
                 | ControllerSpec::PciReset { .. }
                 | ControllerSpec::PciRemoveRescan { .. }
+                | ControllerSpec::ExecLink { .. }
         )
     }
 
@@ -112,6 +122,7 @@ impl ControllerSpec {
                 | ControllerSpec::PciRemoveRescan { .. }
                 | ControllerSpec::PciSlotPower { .. }
                 | ControllerSpec::Quarch { .. }
+                | ControllerSpec::ExecLink { .. }
         )
     }
 }
@@ -215,6 +226,9 @@ fn parse_exec(rest: &str) -> Result<ControllerSpec, String> {
         return Err("exec: expects `exec:?off=CMD&on=CMD`".into());
     };
     let q = Query::parse(Some(query))?;
+    if q.get("pull").is_some() || q.get("plug").is_some() {
+        return parse_exec_link(q);
+    }
     let off = q.get("off").ok_or("exec: missing off=CMD")?.to_string();
     let on = q.get("on").ok_or("exec: missing on=CMD")?.to_string();
     if off.trim().is_empty() || on.trim().is_empty() {
@@ -224,6 +238,22 @@ fn parse_exec(rest: &str) -> Result<ControllerSpec, String> {
     let timeout_ms = q.opt_num("timeout_ms", 1, 24 * 3600 * 1000)?.unwrap_or(EXEC_DEFAULT_TIMEOUT_MS);
     q.done(&["off", "on", "state", "timeout_ms"])?;
     Ok(ControllerSpec::Exec { off, on, state, timeout_ms })
+}
+
+fn parse_exec_link(q: Query) -> Result<ControllerSpec, String> {
+    let pull = q.get("pull").ok_or("exec: missing pull=CMD (a link controller needs pull and plug)")?.to_string();
+    let plug = q.get("plug").ok_or("exec: missing plug=CMD (a link controller needs pull and plug)")?.to_string();
+    if pull.trim().is_empty() || plug.trim().is_empty() {
+        return Err("exec: pull and plug commands must not be empty".into());
+    }
+    let ports: Vec<String> =
+        q.get("ports").ok_or("exec: missing ports=A,B (the ports pull and plug act on)")?.split(',').map(str::to_string).collect();
+    if ports.iter().any(|p| p.trim().is_empty() || p.trim() != p) {
+        return Err(format!("exec: ports={:?}: expected names separated by commas, none empty", ports.join(",")));
+    }
+    let timeout_ms = q.opt_num("timeout_ms", 1, 24 * 3600 * 1000)?.unwrap_or(EXEC_DEFAULT_TIMEOUT_MS);
+    q.done(&["pull", "plug", "ports", "timeout_ms"])?;
+    Ok(ControllerSpec::ExecLink { pull, plug, ports, timeout_ms })
 }
 
 struct Query {
@@ -395,6 +425,15 @@ impl fmt::Display for ControllerSpec {
                 }
                 write!(f, "&timeout_ms={timeout_ms}")
             }
+            ControllerSpec::ExecLink { pull, plug, ports, timeout_ms } => {
+                write!(
+                    f,
+                    "exec:?pull={}&plug={}&ports={}&timeout_ms={timeout_ms}",
+                    percent_encode(pull),
+                    percent_encode(plug),
+                    ports.join(",")
+                )
+            }
             ControllerSpec::Manual => f.write_str("manual"),
             ControllerSpec::Sim => f.write_str("sim"),
         }
@@ -424,6 +463,7 @@ mod tests {
             "pci-slot-power://12",
             "exec:?off=ipmitool -H bmc chassis power off&on=ipmitool -H bmc chassis power on&timeout_ms=30000",
             "exec:?off=a %26%26 b&on=c %25 d&state=s&timeout_ms=5",
+            "exec:?pull=lab_port del {port}&plug=lab_port add {port}&ports=A,B&timeout_ms=60000",
             "manual",
             "sim",
         ];
@@ -468,6 +508,10 @@ mod tests {
             ("pci-slot-power://../x", "not a path"),
             ("exec:ipmitool", "exec:?off=CMD"),
             ("exec:?off=x", "missing on=CMD"),
+            ("exec:?pull=x&plug=y", "missing ports=A,B"),
+            ("exec:?pull=x&ports=A", "missing plug=CMD"),
+            ("exec:?pull=x&plug=y&ports=A,", "none empty"),
+            ("exec:?pull=x&plug=y&ports=A&off=z", "off"),
             ("exec:?off=x&on=y&timeout_ms=0", "timeout_ms=0"),
             ("exec:?off=%zz&on=y", "bad %-escape"),
             (" sim", "whitespace"),

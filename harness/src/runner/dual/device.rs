@@ -1,17 +1,20 @@
 //! The ports of a dual-port drive as the dual-port runner reaches them: the simulated
 //! dual-port drive's port handles, or one block device per port (a per-path node, a loop
 //! device of a two-path rig), each followed by the path it was given across a fault, never
-//! re-found by an identity two paths of one drive share.
+//! re-found by an identity two paths of one drive share: when the device at the path is gone
+//! or is another one (a re-plugged controller may come back as `nvme2`), the port is found
+//! again by the namespace's identity plus its path's (the PCI function, else the cntlid, else
+//! the controller), and only when exactly one path matches.
 
 use super::super::dut::{DutError, GroundTruth};
 use super::super::fault::{real_cutter, Cutter};
 use super::super::RunnerOptions;
 use crate::scenario::{DualPlan, FaultPlan, PortRole, RunPlan, TargetPlan};
-use faultline_drivers::blockdev::Expectation;
+use faultline_drivers::blockdev::{find_path, scan_paths, Expectation, SysRoots};
+use faultline_drivers::identity::PathId;
 use faultline_drivers::{open_target, AlignedBuf, BlockTarget, OpenSpec};
 use std::any::Any;
 use std::path::{Path, PathBuf};
-use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
 /// One port of the device under test.
@@ -25,6 +28,10 @@ pub(crate) trait PortDev: Send {
     /// Saves the simulated drive (nothing for a real one).
     fn persist(&mut self) -> Result<(), String> {
         Ok(())
+    }
+    /// What the port noted since the last call (found again under another name), for the log.
+    fn take_notes(&mut self) -> Vec<String> {
+        Vec::new()
     }
     /// The simulated drive's ground truth (one port answers for the drive).
     fn ground_truth(&self) -> Option<GroundTruth> {
@@ -63,20 +70,42 @@ struct RealPort {
     /// after a fault is refused.
     identity: String,
     atomic: u64,
-    /// The thread `target` was opened on: an io_uring ring takes submissions from the thread
-    /// that made it only (single issuer, else `io_uring_enter` fails with EEXIST), and each
-    /// cycle's writer thread and the verify after it are different threads.
-    owner: ThreadId,
+    /// How to find the port again when its name changed: the namespace and the path
+    /// selector (`None`: a device without a controller path, followed by its name only).
+    refind: Option<(Expectation, PathId)>,
+    /// Where the port was found again under another name, for the run's log.
+    moved: Vec<String>,
+    /// The thread that opened `target`. An io_uring engine is built single-issuer (Linux 6.1+
+    /// answers a submission from any other thread with EEXIST), and a port is used by its
+    /// writer's thread in a cycle and by the main thread's verify after it: the target is
+    /// opened again on the thread that uses it, between cycles, when nothing is in flight.
+    owner: std::thread::ThreadId,
 }
 
 impl RealPort {
     fn reopen(&mut self) -> Result<(), String> {
-        // The old descriptor first: a writable block device is held O_EXCL.
-        self.target = None;
-        let o = open_target(&self.path, &self.spec).map_err(|e| e.to_string())?;
+        match self.open_at(&self.path.clone()) {
+            Ok(()) => Ok(()),
+            Err(at_path) => {
+                let Some((expect, want)) = &self.refind else { return Err(at_path) };
+                let m = find_path(expect, want, &SysRoots::system())
+                    .map_err(|e| format!("{at_path}; port {} not found again by its path ({want}): {e}", self.name))?;
+                if m.dev == self.path {
+                    return Err(at_path);
+                }
+                self.open_at(&m.dev)?;
+                self.moved.push(format!("port {}: {} is back as {} ({})", self.name, self.path.display(), m.dev.display(), m.path));
+                self.path = m.dev;
+                Ok(())
+            }
+        }
+    }
+
+    fn open_at(&mut self, path: &Path) -> Result<(), String> {
+        let o = open_target(path, &self.spec).map_err(|e| e.to_string())?;
         let found = o.target.identity();
         if found != self.identity {
-            return Err(format!("port {}: {} is now {found}, not the run's {}", self.name, self.path.display(), self.identity));
+            return Err(format!("port {}: {} is now {found}, not the run's {}", self.name, path.display(), self.identity));
         }
         self.target = Some(o.target);
         self.owner = std::thread::current().id();
@@ -86,7 +115,10 @@ impl RealPort {
 
 impl PortDev for RealPort {
     fn target(&mut self) -> Result<&mut dyn BlockTarget, DutError> {
-        if self.target.is_none() || self.owner != std::thread::current().id() {
+        if self.owner != std::thread::current().id() && self.target.as_ref().is_some_and(|t| t.in_flight() == 0) {
+            self.target = None;
+        }
+        if self.target.is_none() {
             self.reopen().map_err(DutError::NotOpen)?;
         }
         match &mut self.target {
@@ -129,6 +161,10 @@ impl PortDev for RealPort {
     fn atomic_bytes(&self) -> u64 {
         self.atomic
     }
+
+    fn take_notes(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.moved)
+    }
 }
 
 fn open_real(plan: &RunPlan, dual: &DualPlan, expect: &Expectation, o: &RunnerOptions) -> Result<Ports, String> {
@@ -161,6 +197,7 @@ fn open_real(plan: &RunPlan, dual: &DualPlan, expect: &Expectation, o: &RunnerOp
         }
         notes.extend(opened.notes.into_iter().map(|n| format!("port {}: {n}", p.name)));
         let identity = opened.target.identity();
+        let refind = path_selector(&path, expect, g.capacity_bytes);
         let mut spec = spec;
         spec.allow_overwrite_signature = true;
         devs.push(Box::new(RealPort {
@@ -170,6 +207,8 @@ fn open_real(plan: &RunPlan, dual: &DualPlan, expect: &Expectation, o: &RunnerOp
             target: Some(opened.target),
             identity,
             atomic: (g.physical_block_bytes as u64).max(512),
+            refind,
+            moved: Vec::new(),
             owner: std::thread::current().id(),
         }));
     }
@@ -187,4 +226,27 @@ fn open_real(plan: &RunPlan, dual: &DualPlan, expect: &Expectation, o: &RunnerOp
     let identity = devs[0].target().map_err(|e| e.to_string())?.identity();
     let sector = (g.logical_block_bytes as u64).max(512);
     Ok(Ports { devs, cutter, identity, sector, capacity: g.capacity_bytes, notes, _keep: None })
+}
+
+/// How to find the port at `path` again if its name changes: the namespace (the scenario's
+/// expectation with the size, so a partition is not the disk) and the path it goes through,
+/// selected by its PCI function when it has one (a re-plug may hand out another cntlid and
+/// controller name), else its cntlid or controller. `None` for a device without a controller
+/// path (a loop device): followed by its name only.
+fn path_selector(path: &Path, expect: &Expectation, capacity: u64) -> Option<(Expectation, PathId)> {
+    if expect.is_empty() {
+        return None;
+    }
+    let expect = Expectation { size_bytes: Some(capacity), ..expect.clone() };
+    let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let here = canon(path);
+    let m = scan_paths(&SysRoots::system()).ok()?.into_iter().find(|m| canon(&m.dev) == here)?;
+    let p = m.path;
+    let want = match (p.pci_address, p.cntlid, p.controller) {
+        (Some(a), _, _) => PathId { pci_address: Some(a), ..PathId::default() },
+        (None, Some(c), _) => PathId { cntlid: Some(c), ..PathId::default() },
+        (None, None, Some(c)) => PathId { controller: Some(c), ..PathId::default() },
+        (None, None, None) => return None,
+    };
+    Some((expect, want))
 }

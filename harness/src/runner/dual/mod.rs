@@ -176,10 +176,8 @@ fn one_cycle(
     let spec = &dual.spec;
     // A power cut and an NVM subsystem reset hit every port: none is judged against its
     // baseline (each one's writes are still verified).
-    let power = matches!(
-        plan.fault,
-        FaultPlan::PowerCut { .. } | FaultPlan::LinkReset { kind: faultline_drivers::ResetKind::NvmeSubsystem, .. }
-    );
+    let power =
+        matches!(plan.fault, FaultPlan::PowerCut { .. } | FaultPlan::LinkReset { kind: faultline_drivers::ResetKind::NvmeSubsystem, .. });
     let hit = dual.faulted(cycle);
     let faulted_name = if power { "all".to_string() } else { dual.ports[hit].name.clone() };
     if let Cutter::Link { port, .. } = cutter {
@@ -329,6 +327,10 @@ fn one_cycle(
         out
     });
     let t_end = Instant::now();
+    for message in devs.iter_mut().flat_map(|d| d.take_notes()) {
+        let t_ns = em.now();
+        em.emit(Event::Note { t_ns, cycle: Some(cycle), message });
+    }
     // What each port did.
     let mut faulted_outcome = None;
     for (i, pe) in &ends {

@@ -206,14 +206,19 @@ fn prepare(m: &MachineArgs, name: &str) -> Result<Prepared> {
 /// What every guest command script starts with: the drive's devices as variables, and
 /// `lab_port del|add A|B`, which asks the host to unplug (QMP device_del, waiting for
 /// DEVICE_DELETED) or plug back (device_add) one controller and prints `ok MS` or `error ...`.
+/// `lab_port` is a script on the PATH (`/bin/lab_port`), so that faultline's own `exec:`
+/// link controller (`exec:?pull=lab_port del {port}&plug=lab_port add {port}&ports=A,B`,
+/// scenarios/lab-dualport-pull.toml) can call it too.
 const PREAMBLE: &str = r#"eval "$(faultline lab guest env | sed 's/^/export /')"
-lab_port() {
-    rm -f /share/lab/rep
-    echo "$1 $2" > /share/lab/req.tmp && mv /share/lab/req.tmp /share/lab/req
-    while [ ! -f /share/lab/rep ]; do sleep 0.05; done
-    r=$(cat /share/lab/rep); rm -f /share/lab/rep; echo "$r"
-    case "$r" in ok*) return 0 ;; *) return 1 ;; esac
-}
+cat > /bin/lab_port <<'LAB_PORT'
+#!/bin/sh
+rm -f /share/lab/rep
+echo "$1 $2" > /share/lab/req.tmp && mv /share/lab/req.tmp /share/lab/req
+while [ ! -f /share/lab/rep ]; do sleep 0.05; done
+r=$(cat /share/lab/rep); rm -f /share/lab/rep; echo "$r"
+case "$r" in ok*) exit 0 ;; *) exit 1 ;; esac
+LAB_PORT
+chmod +x /bin/lab_port
 "#;
 
 fn boot(p: &Prepared, m: &MachineArgs, shell: bool, echo: bool) -> Result<machine::Outcome> {
