@@ -101,6 +101,16 @@ pub fn run_observed(
     prior: Option<Prior>,
     observer: Option<&mut (dyn CycleObserver + 'static)>,
 ) -> Result<RunSummary, RunnerError> {
+    let run_started = |run_id: u64, target: String| Event::RunStarted {
+        t_ns: 0,
+        run_id: format!("{run_id:016x}"),
+        scenario: plan.name().to_string(),
+        target,
+        contract: plan.contract,
+        cycles_planned: plan.cycles,
+        seed: plan.seed,
+        started_at: o.started_at.clone(),
+    };
     let resuming = prior.is_some();
     if let Some(dual) = &plan.dual {
         if resuming {
@@ -114,16 +124,7 @@ pub fn run_observed(
             Ok(s) => s,
             Err(e) => {
                 if em.emitted == 0 {
-                    em.emit(Event::RunStarted {
-                        t_ns: 0,
-                        run_id: format!("{:016x}", o.run_id),
-                        scenario: plan.name().to_string(),
-                        target: "unknown (the target was not opened)".into(),
-                        contract: plan.contract,
-                        cycles_planned: plan.cycles,
-                        seed: plan.seed,
-                        started_at: o.started_at.clone(),
-                    });
+                    em.emit(run_started(o.run_id, "unknown (the target was not opened)".into()));
                 }
                 em.error(None, e.clone());
                 Some(e)
@@ -143,16 +144,6 @@ pub fn run_observed(
         (std::mem::take(&mut prior.model), std::mem::take(&mut prior.finding_keys), std::mem::take(&mut prior.errors));
     let mut em = Emitter::new(Recorder::resumed(sinks, model), prior.max_t_ns, seen, errors);
     let started = prior.started;
-    let run_started = |run_id: u64, target: String| Event::RunStarted {
-        t_ns: 0,
-        run_id: format!("{run_id:016x}"),
-        scenario: plan.name().to_string(),
-        target,
-        contract: plan.contract,
-        cycles_planned: plan.cycles,
-        seed: plan.seed,
-        started_at: o.started_at.clone(),
-    };
     let mut cycles_run = 0;
     let mut notes = Vec::new();
     let suspended = |mut em: Emitter, cycles_run, why: String, notes| {

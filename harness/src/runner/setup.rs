@@ -60,8 +60,9 @@ pub(crate) struct Setup {
 /// An emulator kept alive for the run (dropped, it stops serving).
 type Emulator = Option<Box<dyn Any>>;
 
-fn sim_dut(plan: &RunPlan, t: &SimTarget, run_dir: &Path, o: &RunnerOptions) -> Result<(SimDut, Cutter, Emulator), SetupError> {
-    let cfg = SimConfig {
+/// The simulated drive's configuration for a plan.
+pub(crate) fn sim_config(plan: &RunPlan, t: &SimTarget) -> SimConfig {
+    SimConfig {
         capacity_bytes: t.capacity_bytes,
         sector_bytes: t.sector_bytes,
         atomic_bytes: t.atomic_bytes,
@@ -72,7 +73,11 @@ fn sim_dut(plan: &RunPlan, t: &SimTarget, run_dir: &Path, o: &RunnerOptions) -> 
             Contract::Plp => TruthContract::Plp,
             Contract::Flush => TruthContract::Flush,
         },
-    };
+    }
+}
+
+fn sim_dut(plan: &RunPlan, t: &SimTarget, run_dir: &Path, o: &RunnerOptions) -> Result<(SimDut, Cutter, Emulator), SetupError> {
+    let cfg = sim_config(plan, t);
     // The drive keeps itself in the run directory, so that it outlives a harness that is
     // killed, as a real drive does.
     let drive = SimDrive::persistent(cfg, run_dir).map_err(SetupError::Sim)?;

@@ -3,7 +3,6 @@
 //! controller resets, its power switch for cuts that hit both ports.
 
 use super::device::{PortDev, Ports};
-use crate::ledger::Contract;
 use crate::runner::dut::{DutError, GroundTruth};
 use crate::runner::fault::{sim_switch, Cutter};
 use crate::runner::RunnerOptions;
@@ -11,7 +10,7 @@ use crate::scenario::{DualPlan, DualSimModel, FaultPlan, RunPlan, SimSwitch, Sim
 use faultline_drivers::control::{self, parse_spec};
 use faultline_drivers::{AlignedBuf, BlockTarget, LinkController};
 use faultline_fixtures::emu::QuarchEmu;
-use faultline_fixtures::{DualConfig, DualModel, DualSim, SimConfig, SimPort, TruthContract};
+use faultline_fixtures::{DualConfig, DualModel, DualSim, SimPort};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -69,18 +68,7 @@ impl PortDev for SimPortDev {
 
 pub(super) fn open(plan: &RunPlan, dual: &DualPlan, t: &SimTarget, run_dir: &Path, o: &RunnerOptions) -> Result<Ports, String> {
     let d = t.dual.ok_or("target.sim.dual: the simulated drive is single-port")?;
-    let cfg = SimConfig {
-        capacity_bytes: t.capacity_bytes,
-        sector_bytes: t.sector_bytes,
-        atomic_bytes: t.atomic_bytes,
-        queue_depth: t.queue_depth as usize,
-        seed: plan.seed,
-        model: t.model.fault_model(),
-        contract: match plan.contract {
-            Contract::Plp => TruthContract::Plp,
-            Contract::Flush => TruthContract::Flush,
-        },
-    };
+    let cfg = crate::runner::setup::sim_config(plan, t);
     let dcfg = DualConfig { model: d.model.dual_model(), ports: 2, port_mbps: Some(d.port_mbps).filter(|&m| m > 0) };
     let drive = DualSim::persistent(cfg, dcfg, run_dir).map_err(|e| format!("the simulated dual-port drive: {e}"))?;
     let (cutter, keep) = match &plan.fault {
