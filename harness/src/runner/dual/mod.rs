@@ -49,8 +49,26 @@ const TICK: Duration = Duration::from_millis(2);
 struct Lane {
     port: usize,
     run: OpenRun,
+    /// Where the port's run is kept (`RUN_DIR/ports/<name>`).
+    dir: PathBuf,
     span: (u64, u64),
     checked_upto: u64,
+}
+
+impl Lane {
+    /// Opens the port's run again after its writer failed mid-cycle: replaying the ledger
+    /// closes the cycle the writer left open (as `interrupted`, nothing of it durable beyond
+    /// its last checkpoint), so the next cycle can begin. The old writer is synced first, so
+    /// that it has nothing left to write when the new one opens the file.
+    fn reopen(&mut self, target: &mut dyn faultline_drivers::BlockTarget) -> Result<(), String> {
+        let why =
+            |e: &dyn std::fmt::Display| format!("{}: cannot open the port's run again after its writer failed: {e}", self.dir.display());
+        self.run.ledger.sync().map_err(|e| why(&e))?;
+        let header = self.run.history().header.clone();
+        self.run = open_run(&self.dir, target, move || header).map_err(|e| why(&e))?;
+        self.checked_upto = self.checked_upto.min(self.run.history().submitted_end());
+        Ok(())
+    }
 }
 
 /// The directory of port `name`'s run inside a dual-port run directory.
@@ -126,7 +144,7 @@ pub(crate) fn run(
         }
         let run = open_run(&dir, target, move || header).map_err(|e| format!("port {}: {e}", p.name))?;
         let checked_upto = run.history().submitted_end();
-        lanes.push(Lane { port: i, run, span, checked_upto });
+        lanes.push(Lane { port: i, run, dir, span, checked_upto });
     }
     if plan.scenario.workload.prefill {
         return Err("workload.prefill is not supported in a dual-port run yet".into());
@@ -330,6 +348,16 @@ fn one_cycle(
     for message in devs.iter_mut().flat_map(|d| d.take_notes()) {
         let t_ns = em.now();
         em.emit(Event::Note { t_ns, cycle: Some(cycle), message });
+    }
+    // A port whose writer failed left its cycle open in its ledger: close it.
+    for (i, pe) in &ends {
+        if pe.outcome.is_ok() || *i == usize::MAX {
+            continue;
+        }
+        if let Some(lane) = lanes.iter_mut().find(|l| l.port == *i) {
+            let target = devs[*i].target().map_err(|e| format!("port {}: {e}", dual.ports[*i].name))?;
+            lane.reopen(target)?;
+        }
     }
     // What each port did.
     let mut faulted_outcome = None;
