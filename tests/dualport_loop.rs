@@ -28,6 +28,14 @@ use std::process::Command;
 use std::time::Duration;
 
 const SEED: u64 = 20261201;
+
+/// The tests here attach, detach and re-attach loop devices by node: one at a time, or one
+/// test's detach frees a node another test's `losetup -f` takes (seen: both failed at once).
+static LOOPS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    LOOPS.lock().unwrap_or_else(|e| e.into_inner())
+}
 /// The corruption's seed (negative control).
 const NOISE_SEED: u64 = 0xD0A1_0BAD;
 const CAPACITY: u64 = 64 << 20;
@@ -174,6 +182,7 @@ fn verify_json(dev: &str, run_dir: &Path) -> (i32, Value) {
 
 #[test]
 fn a_port_pulled_under_load_on_two_loop_paths_costs_the_other_nothing_and_every_share_reads_back_through_both() {
+    let _one = one_at_a_time();
     let test = "a_port_pulled_under_load_on_two_loop_paths_costs_the_other_nothing_and_every_share_reads_back_through_both";
     let Some(rig) = rig_or_skip(test, "pull") else { return };
     println!("seed {SEED}, ports A = {}, B = {} over {}", rig.devs[0], rig.devs[1], rig.file.display());
@@ -252,6 +261,7 @@ fn a_port_pulled_under_load_on_two_loop_paths_costs_the_other_nothing_and_every_
 /// the device goes on serving I/O, and re-attaching the file at the node fails.
 #[test]
 fn detach_of_an_open_loop_device_is_deferred() {
+    let _one = one_at_a_time();
     let test = "detach_of_an_open_loop_device_is_deferred";
     let Some(rig) = rig_or_skip(test, "deferred") else { return };
     let a = rig.devs[0].clone();
@@ -280,6 +290,7 @@ fn detach_of_an_open_loop_device_is_deferred() {
 /// port is untouched, and after the plug the port reads what the other wrote.
 #[test]
 fn the_rig_pull_fails_io_through_one_port_only_and_the_plug_restores_it() {
+    let _one = one_at_a_time();
     let test = "the_rig_pull_fails_io_through_one_port_only_and_the_plug_restores_it";
     let Some(rig) = rig_or_skip(test, "pullunit") else { return };
     use std::os::unix::fs::FileExt;
