@@ -140,6 +140,47 @@ pub enum HealthAnomaly {
     },
 }
 
+/// One check of the health logs, as a scenario's `[health] off` names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum HealthCheck {
+    /// One more unsafe shutdown across a dirty cut, none across a clean shutdown.
+    UnsafeShutdowns,
+    /// No critical-warning bit newly set.
+    CriticalWarning,
+    /// No growth of the media-error count.
+    MediaErrors,
+    /// No growth of the error-information log.
+    ErrorLog,
+    /// The OCP log's PLP start count rises across a dirty cut.
+    PlpStarted,
+}
+
+impl HealthCheck {
+    pub fn name(self) -> &'static str {
+        match self {
+            HealthCheck::UnsafeShutdowns => "unsafe_shutdowns",
+            HealthCheck::CriticalWarning => "critical_warning",
+            HealthCheck::MediaErrors => "media_errors",
+            HealthCheck::ErrorLog => "error_log",
+            HealthCheck::PlpStarted => "plp_started",
+        }
+    }
+
+    /// The check an anomaly breaks.
+    pub fn of(a: &HealthAnomaly) -> HealthCheck {
+        match a {
+            HealthAnomaly::UnsafeShutdownsAfterDirtyCut { .. } | HealthAnomaly::UnsafeShutdownsAfterCleanShutdown { .. } => {
+                HealthCheck::UnsafeShutdowns
+            }
+            HealthAnomaly::CriticalWarning { .. } => HealthCheck::CriticalWarning,
+            HealthAnomaly::MediaErrorsGrew { .. } => HealthCheck::MediaErrors,
+            HealthAnomaly::ErrorLogGrew { .. } => HealthCheck::ErrorLog,
+            HealthAnomaly::PlpNotStarted { .. } => HealthCheck::PlpStarted,
+        }
+    }
+}
+
 /// What the platform is allowed to get wrong.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HealthPolicy {

@@ -14,7 +14,7 @@ use super::setup::{RunnerOptions, Setup};
 use super::stop::{self, short_of_space, ErrorStreak};
 use super::stop::{decide, ControllerStep, CycleEnd, Next};
 use crate::events::{class_counts, Event, HealthNote, SmartFigures, Verdict};
-use crate::health::{judge, judge_ocp, HealthAnomaly, HealthPolicy, Shutdown};
+use crate::health::{judge, judge_ocp, HealthAnomaly, HealthCheck, HealthPolicy, Shutdown};
 use crate::ledger::Contract;
 use crate::ledger::RunHeader;
 use crate::run::{open_run, OpenRun};
@@ -349,6 +349,8 @@ impl Cycles<'_, '_> {
         if let (Some(b), Some(a), Some(how)) = (&before.ocp, &after.ocp, how) {
             anomalies.extend(judge_ocp(b, a, how));
         }
+        // The checks the scenario switched off (named once, in the run's notes).
+        anomalies.retain(|a| !self.plan.scenario.health.off.contains(&HealthCheck::of(a)));
         let t_ns = self.em.now();
         self.em.emit(Event::Health {
             t_ns,

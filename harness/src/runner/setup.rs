@@ -141,6 +141,11 @@ pub(crate) fn setup(plan: &RunPlan, run_dir: &Path, o: &RunnerOptions, resuming:
     }
     let header = run.history().header.clone();
     dut.bind(header.target_identity.clone());
-    let notes = dut.notes();
+    let mut notes = dut.notes();
+    let off = &plan.scenario.health.off;
+    if !off.is_empty() {
+        let names: Vec<&str> = off.iter().map(|c| c.name()).collect();
+        notes.push(format!("health checks off, as the scenario's [health] off declares: {} (not judged in this run)", names.join(", ")));
+    }
     Ok(Setup { dut, cutter, run: Some(run), header, sector, notes, _emulator: emulator })
 }

@@ -352,3 +352,16 @@ fn a_path_of_a_namespace_is_picked_by_its_controller_with_the_identity() {
     let (field, _) = invalid_field(&by("serial = \"D1\"\npci_address = \" \""));
     assert_eq!(field, "target.pci_address");
 }
+
+#[test]
+fn scenario_health_checks_can_be_switched_off_by_name_once_each() {
+    assert!(minimal().health.off.is_empty(), "every check is made by default");
+    let s = Scenario::from_toml(&format!("{MINIMAL}\n[health]\noff = [\"unsafe_shutdowns\", \"plp_started\"]\n"), "t.toml").unwrap();
+    assert_eq!(s.health.off, vec![crate::health::HealthCheck::UnsafeShutdowns, crate::health::HealthCheck::PlpStarted]);
+    // It survives the round trip through the run directory's copy of the scenario.
+    assert_eq!(Scenario::from_toml(&s.to_toml().unwrap(), "again.toml").unwrap().health, s.health);
+    let (field, message) = invalid_field(&format!("{MINIMAL}\n[health]\noff = [\"media_errors\", \"media_errors\"]\n"));
+    assert_eq!((field.as_str(), message.as_str()), ("health.off", "media_errors is given twice"));
+    let e = Scenario::from_toml(&format!("{MINIMAL}\n[health]\noff = [\"temperature\"]\n"), "t.toml").unwrap_err().to_string();
+    assert!(e.contains("temperature") && e.contains("unsafe_shutdowns"), "an unknown check names the known ones: {e}");
+}

@@ -42,7 +42,13 @@ impl Scenario {
         self.validate_controllers(origin)?;
         self.validate_ports(origin)?;
         self.validate_cut(origin)?;
-        self.validate_cycles(origin)
+        self.validate_cycles(origin)?;
+        let mut off = self.health.off.clone();
+        off.sort();
+        if let Some(w) = off.windows(2).find(|w| w[0] == w[1]) {
+            return bad("health.off", format!("{} is given twice", w[0].name()));
+        }
+        Ok(())
     }
 
     /// The controllers parse, fit the target, and can do the fault.
