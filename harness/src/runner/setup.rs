@@ -42,6 +42,20 @@ pub enum SetupError {
     Run(#[from] RunError),
     #[error("{}: the run's workload differs from the scenario's ({ledger} in the ledger): the scenario file was changed", .dir.display())]
     WorkloadChanged { dir: PathBuf, ledger: String },
+    #[error(
+        "target.atomic_bytes {declared} is below the device's {sector}-byte logical sector: a drive cannot promise less than a sector"
+    )]
+    Atomic { declared: u64, sector: u64 },
+}
+
+/// The atomic write unit a real device is held to: the scenario's `target.atomic_bytes`, else
+/// one logical sector.
+pub(crate) fn atomic_unit(declared: Option<u32>, sector: u64) -> Result<u64, SetupError> {
+    match declared.map(u64::from) {
+        None => Ok(sector),
+        Some(d) if d < sector => Err(SetupError::Atomic { declared: d, sector }),
+        Some(d) => Ok(d),
+    }
 }
 
 /// Everything a run holds open.
@@ -112,8 +126,9 @@ pub(crate) fn setup(plan: &RunPlan, run_dir: &Path, o: &RunnerOptions, resuming:
             let mut dut = RealDut::open(path.as_deref(), expect, via.as_ref(), queue_depth, begun, roots)?;
             let g = dut.local_target()?.geometry();
             let sector = (g.logical_block_bytes as u64).max(512);
+            let atomic = atomic_unit(plan.scenario.target.atomic_bytes, sector)?;
             let cutter = real_cutter(&plan.fault, &o.control_env)?;
-            (Box::new(dut), cutter, None, sector, sector, g.capacity_bytes)
+            (Box::new(dut), cutter, None, sector, atomic, g.capacity_bytes)
         }
     };
     let layout = plan.layout(sector, capacity)?;

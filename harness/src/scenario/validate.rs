@@ -228,8 +228,11 @@ impl Scenario {
         let identity = t.serial.is_some() || t.wwid.is_some() || t.model.is_some() || t.size_bytes.is_some();
         let selector = t.cntlid.is_some() || t.pci_address.is_some() || t.controller.is_some();
         if let Some(sim) = &t.sim {
-            if t.path.is_some() || identity || selector {
-                return bad("target.sim", "the simulated drive takes no path, serial, wwid, model, size_bytes or path fields".into());
+            if t.path.is_some() || identity || selector || t.atomic_bytes.is_some() {
+                return bad(
+                    "target.sim",
+                    "the simulated drive takes no path, serial, wwid, model, size_bytes, path or atomic_bytes fields (its own: sim.atomic_bytes)".into(),
+                );
             }
             if sim.sector_bytes != 512 && sim.sector_bytes != 4096 {
                 return bad("target.sim.sector_bytes", format!("{}: expected 512 or 4096", sim.sector_bytes));
@@ -266,6 +269,11 @@ impl Scenario {
         for (field, v) in [("target.pci_address", &t.pci_address), ("target.controller", &t.controller)] {
             if v.as_deref().is_some_and(|s| s.trim().is_empty()) {
                 return bad(field, "must not be empty (leave it out instead)".into());
+            }
+        }
+        if let Some(a) = t.atomic_bytes {
+            if !a.is_power_of_two() || !(512..=1 << 20).contains(&a) {
+                return bad("target.atomic_bytes", format!("{a}: expected a power of two from 512 to 1048576"));
             }
         }
         if let Some(p) = &t.path {

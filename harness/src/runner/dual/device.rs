@@ -9,6 +9,7 @@
 use super::super::dut::{DutError, GroundTruth};
 use super::super::fault::{real_cutter, Cutter};
 use super::super::RunnerOptions;
+use crate::runner::setup::atomic_unit;
 use crate::scenario::{DualPlan, FaultPlan, PortRole, RunPlan, TargetPlan};
 use faultline_drivers::blockdev::{find_path, scan_paths, Expectation, SysRoots};
 use faultline_drivers::identity::PathId;
@@ -206,7 +207,8 @@ fn open_real(plan: &RunPlan, dual: &DualPlan, expect: &Expectation, o: &RunnerOp
             spec,
             target: Some(opened.target),
             identity,
-            atomic: (g.physical_block_bytes as u64).max(512),
+            // As the single-port runner: the unit the scenario declares, else one sector.
+            atomic: atomic_unit(plan.scenario.target.atomic_bytes, (g.logical_block_bytes as u64).max(512)).map_err(|e| e.to_string())?,
             refind,
             moved: Vec::new(),
             owner: std::thread::current().id(),

@@ -13,7 +13,7 @@ use faultline::report::jsonl::{for_each_event, EventLog};
 use faultline::report::{file_reports, regenerate};
 use faultline::run::exists;
 use faultline::run_dir::{lock, EVENTS_FILE, HTML_FILE, SCENARIO_FILE};
-use faultline::runner::{run_scenario, Prior, RunSummary, RunnerOptions};
+use faultline::runner::{run_observed, run_scenario, CycleObserver, Prior, RunSummary, RunnerOptions};
 use faultline::scenario::Scenario;
 use faultline_drivers::control::ControlEnv;
 use std::path::{Path, PathBuf};
@@ -102,7 +102,16 @@ fn finish(summary: &RunSummary, s: &Scenario, dir: &Path) -> Exit {
 
 /// Runs `s` (read from `origin`) in a new run directory. The seed is the scenario's, else
 /// `seed`, else a random one; it is written into the run directory's copy of the scenario.
-pub fn cmd_run_scenario(s: Scenario, origin: &str, run_dir: Option<PathBuf>, seed: Option<u64>, metrics: &MetricsArgs) -> Result<Exit> {
+/// Runs scenario `s`; `observer` (the lab's ground-truth check) is told of every cycle's
+/// verification.
+pub fn cmd_run_scenario(
+    s: Scenario,
+    origin: &str,
+    run_dir: Option<PathBuf>,
+    seed: Option<u64>,
+    metrics: &MetricsArgs,
+    observer: Option<&mut (dyn CycleObserver + 'static)>,
+) -> Result<Exit> {
     let dir = run_dir.unwrap_or_else(|| default_dir(&s.name));
     if exists(&dir) || dir.join(EVENTS_FILE).exists() || dir.join(SCENARIO_FILE).exists() {
         bail!("{} already holds a run: `faultline resume {}` continues it, or use a new run directory", dir.display(), dir.display());
@@ -133,7 +142,7 @@ pub fn cmd_run_scenario(s: Scenario, origin: &str, run_dir: Option<PathBuf>, see
     if let Some(f) = feed {
         sinks.push(f);
     }
-    let summary = run_scenario(&plan, &dir, sinks, &options(), None)?;
+    let summary = run_observed(&plan, &dir, sinks, &options(), None, observer)?;
     Ok(finish(&summary, s, &dir))
 }
 
@@ -226,7 +235,7 @@ pub fn cmd_run(a: RunArgs) -> Result<Exit> {
         if let Some(m) = a.model {
             m.apply(&mut s).map_err(|e| anyhow!("{}: {e}", path.display()))?;
         }
-        return cmd_run_scenario(s, &path.display().to_string(), a.run_dir.clone(), a.seed, &a.metrics);
+        return cmd_run_scenario(s, &path.display().to_string(), a.run_dir.clone(), a.seed, &a.metrics, None);
     }
     let origin = "the embedded demo, scenarios/demo.toml";
     let mut s = Scenario::from_toml(DEMO, origin)?;
@@ -243,5 +252,5 @@ pub fn cmd_run(a: RunArgs) -> Result<Exit> {
         s.seed = a.seed;
     }
     // Validated (with the demo's seed or a drawn one) when it is planned.
-    cmd_run_scenario(s, origin, a.run_dir, None, &a.metrics)
+    cmd_run_scenario(s, origin, a.run_dir, None, &a.metrics, None)
 }

@@ -94,7 +94,10 @@ pub fn lab_scenario(path: &Path, ns: &Path) -> Result<Scenario> {
     if s.target.sim.is_some() {
         bail!("{}: [target] is the simulated drive, which runs in-process and never touches the lab's NVMe drive", path.display());
     }
-    s.target = Target { path: Some(ns.to_path_buf()), serial: Some(SERIAL.to_string()), ..Target::default() };
+    // The drive's atomic unit is the scenario's to declare (the lab's simulated drive keeps the
+    // one declared).
+    let atomic_bytes = s.target.atomic_bytes;
+    s.target = Target { path: Some(ns.to_path_buf()), serial: Some(SERIAL.to_string()), atomic_bytes, ..Target::default() };
     Ok(s)
 }
 
@@ -160,4 +163,67 @@ pub fn probe(dev: &Path, total: Duration, interval: Duration) -> Result<()> {
     }
     println!("probe {} {} ms: end ({last})", dev.display(), t0.elapsed().as_millis());
     Ok(())
+}
+
+/// The guest's half of the ground-truth reconciliation (`faultline lab run --sim`): after each
+/// cycle's verification it asks the host to take the simulated drive's ground truth
+/// (`/share/lab/truth-req`, the cycle's number), waits until it has (before the next cycle
+/// writes anything), and appends the cycle's findings, every one seen before or not, to
+/// `/share/lab/checks.jsonl` for the host to score against that truth.
+pub struct TruthSync {
+    dir: PathBuf,
+    /// Why a request failed, once: the host then scores nothing of this run.
+    failed: bool,
+}
+
+impl TruthSync {
+    pub fn new(dir: &Path) -> TruthSync {
+        TruthSync { dir: dir.to_path_buf(), failed: false }
+    }
+
+    fn ask(&self, cycle: u32) -> Result<()> {
+        let rep = self.dir.join("truth-rep");
+        let _ = std::fs::remove_file(&rep);
+        let tmp = self.dir.join("truth-req.tmp");
+        std::fs::write(&tmp, format!("{cycle}\n"))?;
+        std::fs::rename(&tmp, self.dir.join("truth-req"))?;
+        let t0 = std::time::Instant::now();
+        while t0.elapsed() < Duration::from_secs(60) {
+            if let Ok(r) = std::fs::read_to_string(&rep) {
+                let _ = std::fs::remove_file(&rep);
+                return match r.trim() {
+                    "ok" => Ok(()),
+                    other => bail!("the host could not take the ground truth: {other}"),
+                };
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        bail!("the host did not answer the ground-truth request of cycle {cycle} within 60 s")
+    }
+}
+
+impl faultline::runner::CycleObserver for TruthSync {
+    fn checked(&mut self, check: &faultline::runner::CycleCheck<'_>) {
+        if self.failed {
+            return;
+        }
+        let line = match self.ask(check.cycle) {
+            Ok(()) => serde_json::json!({ "cycle": check.cycle, "findings": check.findings }),
+            Err(e) => {
+                self.failed = true;
+                eprintln!("lab: {e:#}");
+                serde_json::json!({ "cycle": check.cycle, "error": format!("{e:#}") })
+            }
+        };
+        use std::io::Write;
+        let r = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join("checks.jsonl"))
+            .and_then(|mut f| writeln!(f, "{line}").and_then(|()| f.sync_data()));
+        if let Err(e) = r {
+            self.failed = true;
+            eprintln!("lab: cannot record cycle {}'s findings for the ground-truth check: {e}", check.cycle);
+        }
+    }
 }

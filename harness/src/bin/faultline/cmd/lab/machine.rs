@@ -100,6 +100,35 @@ pub struct Spec<'a> {
     pub multipath: bool,
     /// The guest's shell on this terminal instead of running `share/lab/cmd`.
     pub shell: bool,
+    /// A host tty (the Quarch emulator's pty) on the guest's second UART, `/dev/ttyS1`.
+    pub uart: Option<PathBuf>,
+}
+
+/// What the host asks of the machine while it runs, from another thread (the lab's Quarch
+/// rig): each call is answered with how long it took, or why it failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RigCall {
+    /// Unplug every plugged controller (the drive lost power), waiting until each is gone.
+    UnplugAll,
+    /// Plug back every controller unplugged by `UnplugAll` (the drive has power again).
+    PlugAll,
+    /// Unplug one controller.
+    Unplug(Port),
+    /// Plug one controller back.
+    Plug(Port),
+}
+
+/// A [`RigCall`] and where its answer goes.
+pub type RigRequest = (RigCall, std::sync::mpsc::Sender<Result<Duration, String>>);
+
+/// What the host side does besides serving the guest's port requests.
+#[derive(Default)]
+pub struct Hooks<'a> {
+    /// Calls from the lab's Quarch rig.
+    pub rig: Option<std::sync::mpsc::Receiver<RigRequest>>,
+    /// Called when the guest asks for the drive's ground truth after cycle N
+    /// (`share/lab/truth-req`); its error is the guest's answer.
+    pub truth: Option<&'a mut dyn FnMut(u32) -> Result<()>>,
 }
 
 impl Spec<'_> {
@@ -128,6 +157,10 @@ impl Spec<'_> {
         c.args(["-machine", "q35", "-accel", "tcg,thread=multi", "-cpu", "max", "-m", "1024", "-smp", "2"]);
         c.args(["-nodefaults", "-no-user-config", "-display", "none", "-no-reboot"]);
         c.args(["-chardev", &console, "-serial", "chardev:con"]);
+        if let Some(tty) = &self.uart {
+            // QEMU's tty backend opens the pty's slave end and sets its line discipline raw.
+            c.args(["-chardev", &format!("serial,id=uart1,path={}", qemu_escape(tty)), "-serial", "chardev:uart1"]);
+        }
         c.arg("-kernel").arg(&self.lab.kernel).arg("-initrd").arg(&self.lab.initrd).args(["-append", &append]);
         c.args(["-qmp", &format!("unix:{},server=on,wait=off", qemu_escape(&self.qmp_sock()))]);
         c.args(["-virtfs", &format!("local,path={},mount_tag=lab,security_model=none,id=fs0", qemu_escape(self.share))]);
@@ -174,10 +207,10 @@ impl Drop for Guard {
 /// output (`share/lab/guest.log`) to stdout as it grows. Fails (the lab failed, not the
 /// drive) when QEMU cannot start, the guest does not boot within `boot_timeout`, or the
 /// whole run passes `timeout`.
-pub fn run(spec: &Spec, boot_timeout: Duration, timeout: Duration, echo: bool) -> Result<Outcome> {
+pub fn run(spec: &Spec, boot_timeout: Duration, timeout: Duration, echo: bool, mut hooks: Hooks) -> Result<Outcome> {
     let labctl = spec.share.join("lab");
     std::fs::create_dir_all(&labctl)?;
-    for f in ["booted", "exit-code", "guest.log", "req", "rep"] {
+    for f in ["booted", "exit-code", "guest.log", "req", "rep", "truth-req", "truth-rep"] {
         let _ = std::fs::remove_file(labctl.join(f));
     }
     let _ = std::fs::remove_file(spec.qmp_sock());
@@ -201,6 +234,7 @@ pub fn run(spec: &Spec, boot_timeout: Duration, timeout: Duration, echo: bool) -
     };
     let mut boot_s = None;
     let mut log_pos = 0u64;
+    let mut plugged = Plugged::default();
     let status = loop {
         if let Some(st) = child.0.try_wait()? {
             break st;
@@ -224,12 +258,27 @@ pub fn run(spec: &Spec, boot_timeout: Duration, timeout: Duration, echo: bool) -
             );
         }
         if let Some(q) = qmp.as_mut() {
-            serve_request(&labctl, q)?;
+            serve_request(&labctl, q, &mut plugged)?;
+        }
+        if let Some(f) = hooks.truth.as_deref_mut() {
+            serve_truth(&labctl, f)?;
         }
         if echo {
             log_pos = copy_new(&labctl.join("guest.log"), log_pos);
         }
-        std::thread::sleep(Duration::from_millis(50));
+        match (hooks.rig.as_ref(), qmp.as_mut()) {
+            // A call from the rig is answered at once, not at the next tick: the guest's
+            // Quarch driver is waiting for the module's reply.
+            (Some(rx), Some(q)) => match rx.recv_timeout(Duration::from_millis(50)) {
+                Ok((call, answer)) => {
+                    let t = Instant::now();
+                    let r = rig_call(q, call, &mut plugged).map(|()| t.elapsed()).map_err(|e| format!("{e:#}"));
+                    let _ = answer.send(r);
+                }
+                Err(_) => {}
+            },
+            _ => std::thread::sleep(Duration::from_millis(50)),
+        }
     };
     drop(qmp.take());
     if echo {
@@ -256,9 +305,90 @@ fn copy_new(path: &Path, pos: u64) -> u64 {
     pos + n as u64
 }
 
+/// Which controllers are plugged, and which a power cut unplugged.
+#[derive(Default)]
+struct Plugged {
+    /// Port A and B unplugged (by the guest's request, the rig or a power cut).
+    out: [bool; 2],
+    /// Unplugged by the last power cut, to be plugged back at power-on.
+    by_cut: [bool; 2],
+}
+
+fn unplug(q: &mut Qmp, ports: &[Port]) -> Result<()> {
+    q.events.clear();
+    for p in ports {
+        q.execute("device_del", json!({ "id": p.id() }))?;
+    }
+    for p in ports {
+        q.wait_event("DEVICE_DELETED", Duration::from_secs(30), |d| d.get("device").and_then(|v| v.as_str()) == Some(p.id()))?;
+    }
+    Ok(())
+}
+
+fn plug(q: &mut Qmp, p: Port) -> Result<()> {
+    q.execute("device_add", p.device_args()).map(|_| ())
+}
+
+/// Carries out one call of the lab's Quarch rig.
+fn rig_call(q: &mut Qmp, call: RigCall, st: &mut Plugged) -> Result<()> {
+    let idx = |p: Port| p as usize;
+    match call {
+        RigCall::UnplugAll => {
+            // Both at once: the drive went dark for both ports at the same instant.
+            let ports: Vec<Port> = [Port::A, Port::B].into_iter().filter(|&p| !st.out[idx(p)]).collect();
+            unplug(q, &ports)?;
+            for p in ports {
+                st.out[idx(p)] = true;
+                st.by_cut[idx(p)] = true;
+            }
+            Ok(())
+        }
+        RigCall::PlugAll => {
+            for p in [Port::A, Port::B] {
+                if st.by_cut[idx(p)] {
+                    plug(q, p)?;
+                    st.out[idx(p)] = false;
+                    st.by_cut[idx(p)] = false;
+                }
+            }
+            Ok(())
+        }
+        RigCall::Unplug(p) if st.out[idx(p)] => bail!("port {p:?} is unplugged already"),
+        RigCall::Unplug(p) => {
+            unplug(q, &[p])?;
+            st.out[idx(p)] = true;
+            Ok(())
+        }
+        RigCall::Plug(p) if !st.out[idx(p)] => bail!("port {p:?} is plugged already"),
+        RigCall::Plug(p) if st.by_cut[idx(p)] => bail!("port {p:?} is unplugged because the drive is powered off"),
+        RigCall::Plug(p) => {
+            plug(q, p)?;
+            st.out[idx(p)] = false;
+            Ok(())
+        }
+    }
+}
+
+/// The guest's request for the drive's ground truth after a cycle (`share/lab/truth-req`:
+/// the cycle's number), answered in `share/lab/truth-rep` (`ok` or `error WHY`).
+fn serve_truth(labctl: &Path, f: &mut dyn FnMut(u32) -> Result<()>) -> Result<()> {
+    let req_path = labctl.join("truth-req");
+    let Ok(req) = std::fs::read_to_string(&req_path) else { return Ok(()) };
+    let _ = std::fs::remove_file(&req_path);
+    let r = req.trim().parse::<u32>().map_err(|_| anyhow::anyhow!("truth request {req:?} is not a cycle number")).and_then(&mut *f);
+    let rep = match r {
+        Ok(()) => "ok\n".to_string(),
+        Err(e) => format!("error {e:#}\n"),
+    };
+    let tmp = labctl.join("truth-rep.tmp");
+    std::fs::write(&tmp, rep)?;
+    std::fs::rename(&tmp, labctl.join("truth-rep"))?;
+    Ok(())
+}
+
 /// One request from the guest (`share/lab/req`: `del A`, `add B`): unplugs or plugs back a
 /// controller through QMP and answers in `share/lab/rep` (`ok MS` or `error WHY`).
-fn serve_request(labctl: &Path, q: &mut Qmp) -> Result<()> {
+fn serve_request(labctl: &Path, q: &mut Qmp, st: &mut Plugged) -> Result<()> {
     let req_path = labctl.join("req");
     let Ok(req) = std::fs::read_to_string(&req_path) else { return Ok(()) };
     let _ = std::fs::remove_file(&req_path);
@@ -266,13 +396,8 @@ fn serve_request(labctl: &Path, q: &mut Qmp) -> Result<()> {
     let r = (|| -> Result<()> {
         let mut w = req.split_whitespace();
         match (w.next(), w.next().map(Port::parse).transpose()?) {
-            (Some("del"), Some(p)) => {
-                q.events.clear();
-                q.execute("device_del", json!({ "id": p.id() }))?;
-                q.wait_event("DEVICE_DELETED", Duration::from_secs(30), |d| d.get("device").and_then(|v| v.as_str()) == Some(p.id()))?;
-                Ok(())
-            }
-            (Some("add"), Some(p)) => q.execute("device_add", p.device_args()).map(|_| ()),
+            (Some("del"), Some(p)) => rig_call(q, RigCall::Unplug(p), st),
+            (Some("add"), Some(p)) => rig_call(q, RigCall::Plug(p), st),
             _ => bail!("unknown lab request {req:?} (del A|B, add A|B)"),
         }
     })();

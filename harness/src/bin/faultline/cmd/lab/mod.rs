@@ -10,14 +10,17 @@ mod initramfs;
 mod machine;
 mod qmp;
 mod setup;
+mod sim;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use crate::args::ModelArg;
 use crate::exit::Exit;
-use machine::{Drive, Spec};
+use faultline_fixtures::TruthContract;
+use machine::{Drive, Hooks, Spec};
 
 #[derive(Args)]
 pub struct LabArgs {
@@ -86,6 +89,17 @@ struct MachineArgs {
     /// The NBD export's name (e.g. `sim` for `faultline emulate nbd`; default: the server's).
     #[arg(long, requires = "nbd")]
     nbd_export: Option<String>,
+    /// Back the namespace with faultline's simulated drive of this fault model (over NBD,
+    /// --size-mib of it), switched by a Quarch hot-plug module on the guest's /dev/ttyS1
+    /// (`quarch+serial:///dev/ttyS1`): power cuts, port pulls, and the run's findings scored
+    /// against the drive's ground truth (`lab run`).
+    #[arg(long, value_enum, value_name = "MODEL", conflicts_with_all = ["drive_file", "nbd"])]
+    sim: Option<ModelArg>,
+    /// The simulated drive completes one operation per this many microseconds while it has
+    /// any in flight, so that its queue fills and a cut finds writes in flight there (what the
+    /// torn-write and cache models act on), as on a real drive under load.
+    #[arg(long, value_name = "US", default_value_t = 500, requires = "sim")]
+    sim_service_us: u64,
     /// Size of the image made when neither --drive-file nor --nbd is given.
     #[arg(long, default_value_t = 256)]
     size_mib: u64,
@@ -118,7 +132,14 @@ enum GuestCmd {
     /// Print the lab drive's devices as shell assignments.
     Env,
     /// Run SCENARIO against the lab drive into RUN_DIR.
-    Run { scenario: PathBuf, run_dir: PathBuf },
+    Run {
+        scenario: PathBuf,
+        run_dir: PathBuf,
+        /// After each cycle, have the host take the simulated drive's ground truth and record
+        /// the cycle's findings beside it (`lab run --sim`).
+        #[arg(long)]
+        truth: bool,
+    },
     /// Print the SMART / health log of the controller behind DEV, read with faultline's admin
     /// passthrough and parser, as JSON (nvme-cli's `smart-log -o json` names).
     Smart { dev: PathBuf },
@@ -170,9 +191,25 @@ struct Prepared {
     lab_dir: PathBuf,
     share: PathBuf,
     drive: Drive,
+    /// The simulated drive (`--sim`).
+    sim: Option<sim::SimLab>,
 }
 
-fn prepare(m: &MachineArgs, name: &str) -> Result<Prepared> {
+/// What the scenario says of the simulated drive (`--sim`): its contract, atomic unit, seed.
+struct SimFromScenario {
+    contract: TruthContract,
+    atomic: u32,
+    seed: u64,
+}
+
+impl Default for SimFromScenario {
+    fn default() -> Self {
+        SimFromScenario { contract: TruthContract::Plp, atomic: 512, seed: 1 }
+    }
+}
+
+/// Prepares a machine.
+fn prepare(m: &MachineArgs, name: &str, from: SimFromScenario) -> Result<Prepared> {
     let cache = setup::cache_dir(m.cache.as_deref())?;
     let lab = setup::locate(&cache)?;
     if setup::refresh_faultline(&cache, &lab, &this_binary(&m.faultline)?)? {
@@ -190,17 +227,27 @@ fn prepare(m: &MachineArgs, name: &str) -> Result<Prepared> {
     std::fs::create_dir_all(share.join("lab")).with_context(|| format!("cannot create {}", share.display()))?;
     let lab_dir = std::fs::canonicalize(&lab_dir)?;
     let share = lab_dir.join("share");
-    let drive = match (&m.drive_file, &m.nbd) {
-        (Some(f), _) => Drive::File(std::fs::canonicalize(f).with_context(|| format!("no drive image {}", f.display()))?),
-        (None, Some(s)) => Drive::Nbd(s.clone(), m.nbd_export.clone()),
-        (None, None) => {
+    let sim = match m.sim {
+        Some(model) => {
+            let service = Duration::from_micros(m.sim_service_us);
+            let SimFromScenario { contract, atomic, seed } = from;
+            let spec = sim::DriveSpec { contract, capacity: m.size_mib << 20, atomic, seed, service };
+            Some(sim::SimLab::start(&lab_dir, model, spec)?)
+        }
+        None => None,
+    };
+    let drive = match (&m.drive_file, &m.nbd, &sim) {
+        (_, _, Some(s)) => Drive::Nbd(s.socket().to_path_buf(), Some("sim".into())),
+        (Some(f), _, None) => Drive::File(std::fs::canonicalize(f).with_context(|| format!("no drive image {}", f.display()))?),
+        (None, Some(s), None) => Drive::Nbd(s.clone(), m.nbd_export.clone()),
+        (None, None, None) => {
             let img = lab_dir.join("drive.img");
             let f = std::fs::File::create(&img).with_context(|| format!("cannot create {}", img.display()))?;
             f.set_len(m.size_mib << 20)?;
             Drive::File(img)
         }
     };
-    Ok(Prepared { lab, dir, lab_dir, share, drive })
+    Ok(Prepared { lab, dir, lab_dir, share, drive, sim })
 }
 
 /// What every guest command script starts with: the drive's devices as variables, and
@@ -221,33 +268,97 @@ LAB_PORT
 chmod +x /bin/lab_port
 "#;
 
-fn boot(p: &Prepared, m: &MachineArgs, shell: bool, echo: bool) -> Result<machine::Outcome> {
-    let spec =
-        Spec { lab: &p.lab, lab_dir: &p.lab_dir, share: &p.share, drive: p.drive.clone(), multipath: m.multipath == OnOff::On, shell };
-    let out = machine::run(&spec, Duration::from_secs(m.boot_timeout_s), Duration::from_secs(m.timeout_s), echo)?;
+fn boot(p: &mut Prepared, m: &MachineArgs, shell: bool, echo: bool) -> Result<machine::Outcome> {
+    let spec = Spec {
+        lab: &p.lab,
+        lab_dir: &p.lab_dir,
+        share: &p.share,
+        drive: p.drive.clone(),
+        multipath: m.multipath == OnOff::On,
+        shell,
+        uart: p.sim.as_ref().map(|s| s.uart().to_path_buf()),
+    };
+    let mut hooks = Hooks::default();
+    let mut take_truth;
+    if let Some(sim) = p.sim.as_mut() {
+        hooks.rig = sim.take_rig();
+        take_truth = |cycle| sim.take_truth(cycle);
+        hooks.truth = Some(&mut take_truth);
+    }
+    let out = machine::run(&spec, Duration::from_secs(m.boot_timeout_s), Duration::from_secs(m.timeout_s), echo, hooks)?;
     let boot = out.boot_s.map_or("?".to_string(), |b| format!("{b:.1}"));
     eprintln!("lab: booted in {boot} s, powered off after {:.1} s (console: {})", out.total_s, spec.console().display());
     Ok(out)
 }
 
+/// Where the lab's power switch is, inside the guest.
+const LAB_POWER: &str = "quarch+serial:///dev/ttyS1";
+
 fn cmd_run(a: RunArgs) -> Result<Exit> {
     // Checked on the host first, so a bad file fails before the boot.
-    guest::lab_scenario(&a.scenario, Path::new("/dev/nvme0n1"))?;
+    let s = guest::lab_scenario(&a.scenario, Path::new("/dev/nvme0n1"))?;
+    let powered = matches!(s.fault, faultline::scenario::Fault::PowerCut { .. } | faultline::scenario::Fault::CleanShutdown);
+    if powered && a.m.sim.is_none() {
+        bail!(
+            "{}: a power fault in the lab needs the simulated drive (--sim MODEL): a raw image or another NBD export lives in the host's page cache and loses nothing",
+            a.scenario.display()
+        );
+    }
+    if powered && s.controllers.power.as_deref() != Some(LAB_POWER) {
+        bail!(
+            "{}: controllers.power is {:?}; the lab's drive is switched by its Quarch module on the guest's second UART: power = \"{LAB_POWER}\"",
+            a.scenario.display(),
+            s.controllers.power.as_deref().unwrap_or("not given")
+        );
+    }
+    let contract = match s.contract {
+        faultline::ledger::Contract::Plp => TruthContract::Plp,
+        faultline::ledger::Contract::Flush => TruthContract::Flush,
+    };
     let name = a.scenario.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-    let p = prepare(&a.m, &name)?;
+    let from = SimFromScenario { contract, atomic: s.target.atomic_bytes.unwrap_or(512), seed: s.seed.unwrap_or(1) };
+    let mut p = prepare(&a.m, &name, from)?;
     std::fs::copy(&a.scenario, p.share.join("scenario.toml")).with_context(|| format!("cannot copy {}", a.scenario.display()))?;
-    std::fs::write(p.share.join("lab/cmd"), format!("{PREAMBLE}faultline lab guest run /share/scenario.toml /share/run\n"))?;
-    println!("lab run: {} in {} (multipath {:?})", a.scenario.display(), p.dir.display(), a.m.multipath);
-    let out = boot(&p, &a.m, false, true)?;
+    let truth = if p.sim.is_some() { " --truth" } else { "" };
+    std::fs::write(p.share.join("lab/cmd"), format!("{PREAMBLE}faultline lab guest run{truth} /share/scenario.toml /share/run\n"))?;
+    let drive = p.sim.as_ref().map_or(String::new(), |s| format!(", simulated drive {}", s.model));
+    println!("lab run: {} in {} (multipath {:?}{drive})", a.scenario.display(), p.dir.display(), a.m.multipath);
+    let out = boot(&mut p, &a.m, false, true)?;
     bring_back(&p.share.join("run"), &p.dir)?;
-    match out.exit_code {
-        Some(c) => Ok(Exit::from_code(u8::try_from(c).unwrap_or(2))),
-        None => bail!(
+    let Some(code) = out.exit_code else {
+        bail!(
             "the guest powered off without faultline's exit code (see {}); the console's last lines:\n{}",
             p.share.join("lab/guest.log").display(),
             machine::console_tail(&p.lab_dir.join("console.log"), 30)
-        ),
+        )
+    };
+    if let Some(sim) = &p.sim {
+        let r = sim.reconcile(&p.share.join("lab/checks.jsonl"), &p.lab_dir, &p.dir)?;
+        println!("{}", sim.traffic());
+        print!("{}", r.table());
+        for e in &r.explained {
+            println!("lab: a finding about the layer between faultline and the drive, not about the drive: {e} (docs/LAB.md)");
+        }
+        if !r.disagreements.is_empty() {
+            bail!(
+                "faultline in the guest and the drive's ground truth disagree ({} of {} cycles; {}):\n  {}",
+                r.disagreements.len(),
+                r.cycles,
+                p.lab_dir.join("reconcile.json").display(),
+                r.disagreements.join("\n  ")
+            );
+        }
+        if r.explained.is_empty() {
+            println!("lab: the guest's findings and the drive's ground truth agree, sector by sector, in every one of {} cycles", r.cycles);
+        } else {
+            println!(
+                "lab: the guest's findings and the drive's ground truth agree in {} of {} cycles; the others' differences are explained above",
+                r.cycles as usize - r.explained.len(),
+                r.cycles
+            );
+        }
     }
+    Ok(Exit::from_code(u8::try_from(code).unwrap_or(2)))
 }
 
 /// Moves the guest's run directory's files into `dir` (beside `lab/`).
@@ -264,9 +375,12 @@ fn bring_back(from: &Path, dir: &Path) -> Result<()> {
 
 fn cmd_exec(a: ExecArgs) -> Result<Exit> {
     let script = std::fs::read_to_string(&a.script).with_context(|| format!("cannot read {}", a.script.display()))?;
-    let p = prepare(&a.m, "exec")?;
+    let mut p = prepare(&a.m, "exec", SimFromScenario::default())?;
     std::fs::write(p.share.join("lab/cmd"), format!("{PREAMBLE}{script}"))?;
-    let out = boot(&p, &a.m, false, false)?;
+    let out = boot(&mut p, &a.m, false, false)?;
+    if let Some(sim) = &p.sim {
+        eprintln!("{}", sim.traffic());
+    }
     match out.exit_code {
         Some(0) => Ok(Exit::Clean),
         Some(c) => {
@@ -281,9 +395,9 @@ fn cmd_exec(a: ExecArgs) -> Result<Exit> {
 }
 
 fn cmd_shell(m: MachineArgs) -> Result<Exit> {
-    let p = prepare(&m, "shell")?;
+    let mut p = prepare(&m, "shell", SimFromScenario::default())?;
     std::fs::write(p.share.join("lab/cmd"), PREAMBLE)?;
-    boot(&p, &m, true, false)?;
+    boot(&mut p, &m, true, false)?;
     Ok(Exit::Clean)
 }
 
@@ -305,9 +419,11 @@ fn cmd_guest(g: GuestCmd) -> Result<Exit> {
             print!("{}", d.env());
             Ok(Exit::Clean)
         }
-        GuestCmd::Run { scenario, run_dir } => {
+        GuestCmd::Run { scenario, run_dir, truth } => {
             let s = guest::lab_scenario(&scenario, &d.ns)?;
-            super::run::cmd_run_scenario(s, &scenario.display().to_string(), Some(run_dir), None, &Default::default())
+            let mut sync = guest::TruthSync::new(Path::new("/share/lab"));
+            let observer: Option<&mut (dyn faultline::runner::CycleObserver + 'static)> = if truth { Some(&mut sync) } else { None };
+            super::run::cmd_run_scenario(s, &scenario.display().to_string(), Some(run_dir), None, &Default::default(), observer)
         }
         GuestCmd::Smart { .. } | GuestCmd::Probe { .. } => unreachable!("handled above"),
     }
