@@ -23,7 +23,7 @@ fn load(name: &str) -> Scenario {
     Scenario::load(&dir().join(name)).unwrap_or_else(|e| panic!("{e}"))
 }
 
-const SHIPPED: [&str; 19] = [
+const SHIPPED: [&str; 22] = [
     "reference.toml",
     "demo.toml",
     "dualport-demo.toml",
@@ -34,6 +34,9 @@ const SHIPPED: [&str; 19] = [
     "link-reset-storm.toml",
     "hotplug-pin-sweep.toml",
     "lab-nvme-reset.toml",
+    "lab-power-cut.toml",
+    "lab-power-cut-flush.toml",
+    "lab-power-cut-fua.toml",
     "lab-pci-remove-rescan.toml",
     "dualport-link-redundancy.toml",
     "dualport-quarch-pull.toml",

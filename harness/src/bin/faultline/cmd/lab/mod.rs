@@ -210,6 +210,9 @@ impl Default for SimFromScenario {
 
 /// Prepares a machine.
 fn prepare(m: &MachineArgs, name: &str, from: SimFromScenario) -> Result<Prepared> {
+    if let Some(model) = m.sim {
+        sim::refuse_dual(model)?;
+    }
     let cache = setup::cache_dir(m.cache.as_deref())?;
     let lab = setup::locate(&cache)?;
     if setup::refresh_faultline(&cache, &lab, &this_binary(&m.faultline)?)? {

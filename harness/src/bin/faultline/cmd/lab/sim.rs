@@ -25,7 +25,7 @@ use faultline::verify::Finding;
 use faultline_drivers::{PowerState, PowerSwitch};
 use faultline_fixtures::emu::{QuarchEmu, QuarchKind, QuarchRig};
 use faultline_fixtures::nbd::{NbdConfig, NbdServer};
-use faultline_fixtures::{SimConfig, SimDrive, SimPower, TruthClass, TruthContract};
+use faultline_fixtures::{SimConfig, SimDrive, SimPower, TruthClass, TruthContract, TruthExtent};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -88,12 +88,7 @@ impl SimLab {
     /// Quarch module on a new pty.
     pub fn start(lab_dir: &Path, model: ModelArg, drive: DriveSpec) -> Result<SimLab> {
         let DriveSpec { contract, capacity, atomic, seed, service } = drive;
-        if model.dual_model().is_some() {
-            bail!(
-                "--sim {}: the lab's drive is one simulated drive behind QEMU's two controllers; the dual-port models belong to the in-process dual-port drive",
-                model.sim_model()
-            );
-        }
+        refuse_dual(model)?;
         let sim_model = model.sim_model();
         let cfg = SimConfig {
             capacity_bytes: capacity,
@@ -192,18 +187,18 @@ impl SimLab {
             // it only to what it can prove: a flush it submitted after it saw the write
             // complete. A write the drive completed just before a flush arrived, whose
             // completion reached the guest after it had sent that flush, is durable at the drive
-            // and not provably so at the host: its loss is no finding faultline can make, and
-            // is counted apart, not scored.
-            let mut gt = gt.clone();
-            if let Some(h) = &history {
-                gt.extents.retain(|t| {
-                    let drive_only = t.class == TruthClass::LostWrite && t.write_id.is_some_and(|w| !h.is_durable(w));
-                    if drive_only {
-                        r.drive_only_lost_sectors += t.length / u64::from(SECTOR);
-                    }
-                    !drive_only
-                });
-            }
+            // and not provably so at the host. A sector the drive lost of such a write, and that
+            // faultline did not report (it holds a version the host can demand, or newer), is
+            // no finding a host can make: counted apart, not scored. One faultline reported
+            // (older than what the host can demand) stays, and scores.
+            let gt = match &history {
+                Some(h) => {
+                    let (kept, apart) = drive_only(gt, &findings, h, u64::from(SECTOR));
+                    r.drive_only_lost_sectors += apart;
+                    kept
+                }
+                None => gt.clone(),
+            };
             let gt = &gt;
             let check = CycleCheck { cycle, findings: &findings, truth: Some(gt.clone()) };
             let mut mine = BTreeMap::new();
@@ -243,6 +238,50 @@ impl SimLab {
         std::fs::write(lab_dir.join("reconcile.json"), serde_json::to_string_pretty(&r)?)?;
         Ok(r)
     }
+}
+
+/// `gt` less the lost sectors of writes the host could not prove durable that no finding
+/// covers, and how many sectors that took out.
+fn drive_only(gt: &GroundTruth, findings: &[Finding], h: &faultline::ledger::History, sector: u64) -> (GroundTruth, u64) {
+    let covered: std::collections::HashSet<u64> = findings.iter().flat_map(|f| f.offset / sector..(f.offset + f.length) / sector).collect();
+    let found = |s: u64| covered.contains(&s);
+    let mut kept = GroundTruth { extents: Vec::new(), dead: gt.dead, disturbed: gt.disturbed.clone() };
+    let mut apart = 0;
+    for t in &gt.extents {
+        let unprovable = t.class == TruthClass::LostWrite && t.write_id.is_some_and(|w| !h.is_durable(w));
+        if !unprovable {
+            kept.extents.push(t.clone());
+            continue;
+        }
+        // Split at the sectors a finding covers: those stay.
+        let mut run: Option<(u64, u64)> = None;
+        for s in t.offset / sector..(t.offset + t.length) / sector {
+            if found(s) {
+                run = Some(run.map_or((s, s + 1), |(a, _)| (a, s + 1)));
+            } else {
+                apart += 1;
+                if let Some((a, e)) = run.take() {
+                    kept.extents.push(TruthExtent { offset: a * sector, length: (e - a) * sector, ..t.clone() });
+                }
+            }
+        }
+        if let Some((a, e)) = run {
+            kept.extents.push(TruthExtent { offset: a * sector, length: (e - a) * sector, ..t.clone() });
+        }
+    }
+    (kept, apart)
+}
+
+/// The lab's drive is one simulated drive behind QEMU's two controllers: a dual-port model
+/// (two ports of the in-process drive) has no meaning there.
+pub fn refuse_dual(model: ModelArg) -> Result<()> {
+    if model.dual_model().is_some() {
+        bail!(
+            "--sim {}: the lab's drive is one simulated drive behind QEMU's two controllers; the dual-port models belong to the in-process dual-port drive",
+            model.sim_model()
+        );
+    }
+    Ok(())
 }
 
 /// The guest's findings scored against the drive's ground truth, per class in sectors.
@@ -289,7 +328,7 @@ impl Reconciled {
         }
         if self.drive_only_lost_sectors > 0 {
             s += &format!(
-                "lab:   not scored: {} lost sectors of writes durable by the drive's order only (it completed them before a flush arrived; the guest saw them complete after sending it), which no host can prove\n",
+                "lab:   not scored: {} lost sectors of writes durable by the drive's order only (it completed them before a flush arrived; the guest saw them complete after sending it), which no host can prove, and which hold what the host can demand\n",
                 self.drive_only_lost_sectors
             );
         }
