@@ -140,8 +140,8 @@ fn json_lines(log: &str, prefix: &str) -> Vec<serde_json::Value> {
 /// SMART through faultline's admin passthrough and parser against nvme-cli's
 /// `smart-log -o json`, both controllers, in the same guest with nothing in between.
 #[test]
-fn smart_through_the_admin_ioctl_matches_nvme_cli() {
-    let Some(_boot) = lab("smart_through_the_admin_ioctl_matches_nvme_cli") else { return };
+fn smart_and_identify_through_the_admin_ioctl_match_nvme_cli() {
+    let Some(_boot) = lab("smart_and_identify_through_the_admin_ioctl_match_nvme_cli") else { return };
     let dir = scratch("smart");
     let script = r#"set -e
 faultline write --target "$LAB_NS_A" --expect-serial "$LAB_SERIAL" --run-dir /tmp/r --seed 9 --writes 5000 --queue-depth 16 >/dev/null
@@ -150,6 +150,8 @@ for p in A B; do
     eval ctrl=\$LAB_CTRL_$p
     echo "faultline $p $(faultline lab guest smart "$dev")"
     echo "nvme-cli $p $(nvme smart-log -o json "/dev/$ctrl" | tr -d '\n ')"
+    echo "faultline-id $p $(faultline lab guest identify "$dev")"
+    echo "nvme-cli-id $p $(nvme id-ctrl -o json "/dev/$ctrl" | tr -d '\n')"
 done
 "#;
     let (o, log) = exec(&dir, script, "off");
@@ -180,6 +182,15 @@ done
         }
         // 5,000 writes of 4 KiB are 40,000 sectors: 40 data units of 1,000 sectors.
         assert_eq!(norm(&ours["data_units_written"]), "40", "port {port}\n{ctx}");
+        // Identify Controller, through the same ioctl and faultline's parser.
+        let ours = json_lines(&log, &format!("faultline-id {port} "));
+        let theirs = json_lines(&log, &format!("nvme-cli-id {port} "));
+        assert_eq!((ours.len(), theirs.len()), (1, 1), "{ctx}");
+        let trim = |v: &serde_json::Value| v.as_str().map(|s| s.trim().to_string()).unwrap_or_else(|| v.to_string());
+        for key in ["vid", "sn", "mn", "fr", "lpa"] {
+            assert_eq!(trim(&ours[0][key]), trim(&theirs[0][key]), "port {port}, identify {key}\n{ctx}");
+        }
+        assert_eq!(trim(&ours[0]["sn"]), "FAULTLINELAB0001", "{ctx}");
     }
 }
 

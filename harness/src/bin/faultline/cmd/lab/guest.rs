@@ -125,6 +125,15 @@ pub fn smart_json(dev: &Path) -> Result<String> {
     Ok(v.to_string())
 }
 
+/// The Identify Controller fields faultline reads through its admin passthrough, under
+/// nvme-cli's `id-ctrl -o json` names.
+pub fn identify_json(dev: &Path) -> Result<String> {
+    let admin = NvmeAdmin::open_for_block_device(dev).with_context(|| format!("cannot open the controller of {}", dev.display()))?;
+    let id = admin.identify()?;
+    let v = serde_json::json!({ "vid": id.vendor_id, "sn": id.serial, "mn": id.model, "fr": id.firmware, "lpa": id.lpa });
+    Ok(v.to_string())
+}
+
 /// `O_DIRECT` on x86-64 Linux (the binary reaches the OS through std only).
 const O_DIRECT: i32 = 0o40000;
 

@@ -269,14 +269,13 @@ pub fn run(spec: &Spec, boot_timeout: Duration, timeout: Duration, echo: bool, m
         match (hooks.rig.as_ref(), qmp.as_mut()) {
             // A call from the rig is answered at once, not at the next tick: the guest's
             // Quarch driver is waiting for the module's reply.
-            (Some(rx), Some(q)) => match rx.recv_timeout(Duration::from_millis(50)) {
-                Ok((call, answer)) => {
+            (Some(rx), Some(q)) => {
+                if let Ok((call, answer)) = rx.recv_timeout(Duration::from_millis(50)) {
                     let t = Instant::now();
                     let r = rig_call(q, call, &mut plugged).map(|()| t.elapsed()).map_err(|e| format!("{e:#}"));
                     let _ = answer.send(r);
                 }
-                Err(_) => {}
-            },
+            }
             _ => std::thread::sleep(Duration::from_millis(50)),
         }
     };

@@ -143,6 +143,9 @@ enum GuestCmd {
     /// Print the SMART / health log of the controller behind DEV, read with faultline's admin
     /// passthrough and parser, as JSON (nvme-cli's `smart-log -o json` names).
     Smart { dev: PathBuf },
+    /// Print the Identify Controller fields of the controller behind DEV, read with
+    /// faultline's admin passthrough and parser, as JSON (nvme-cli's `id-ctrl -o json` names).
+    Identify { dev: PathBuf },
     /// Hold DEV open (O_DIRECT) and write then read its first 4 KiB every INTERVAL_MS for
     /// SECONDS, printing each change of outcome (the errno a vanished device returns).
     Probe {
@@ -410,6 +413,10 @@ fn cmd_guest(g: GuestCmd) -> Result<Exit> {
             println!("{}", guest::smart_json(dev)?);
             return Ok(Exit::Clean);
         }
+        GuestCmd::Identify { dev } => {
+            println!("{}", guest::identify_json(dev)?);
+            return Ok(Exit::Clean);
+        }
         GuestCmd::Probe { dev, seconds, interval_ms } => {
             guest::probe(dev, Duration::from_secs(*seconds), Duration::from_millis(*interval_ms))?;
             return Ok(Exit::Clean);
@@ -428,6 +435,6 @@ fn cmd_guest(g: GuestCmd) -> Result<Exit> {
             let observer: Option<&mut (dyn faultline::runner::CycleObserver + 'static)> = if truth { Some(&mut sync) } else { None };
             super::run::cmd_run_scenario(s, &scenario.display().to_string(), Some(run_dir), None, &Default::default(), observer)
         }
-        GuestCmd::Smart { .. } | GuestCmd::Probe { .. } => unreachable!("handled above"),
+        GuestCmd::Smart { .. } | GuestCmd::Identify { .. } | GuestCmd::Probe { .. } => unreachable!("handled above"),
     }
 }

@@ -351,7 +351,7 @@ impl FuaCheck {
             .then(|| faultline::ledger::replay(run_dir).ok())
             .flatten()
             .filter(|h| h.header.workload.flush.fua_percent > 0)
-            .and_then(|h| faultline::workload::Layout::new(h.header.workload.clone(), u64::from(h.header.sector_bytes)).ok());
+            .and_then(|h| faultline::workload::Layout::new(h.header.workload.clone(), h.header.sector_bytes).ok());
         FuaCheck { layout }
     }
 
