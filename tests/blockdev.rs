@@ -1,13 +1,16 @@
 //! Real kernel parts: the io_uring engine, its guards, finding a device by its identity alone
 //! and the CLI on loop devices created by the tests (`losetup --direct-io=on`, 512 and
 //! 4096-byte sectors), plus a conformance suite whose test bodies run against both the
-//! simulated drive and a loop device: if both pass, the simulator predicts the kernel.
+//! simulated drive and a loop device: if both pass, the simulator predicts the kernel; and
+//! a third arm, the lab guest's NVMe namespace through the real NVMe driver (`lab_arm`).
 //!
 //! Loop devices need root. Where the environment cannot provide one, the test prints
 //! `SKIP <test>: <reason>` and returns; it never skips silently. Every loop device and mount
 //! is undone by a Drop guard, and every scratch directory removed. Seeds are fixed and printed.
 
 mod common;
+#[path = "blockdev/lab_arm.rs"]
+mod lab_arm;
 
 use common::{ok, run, s, skip, text, BIN};
 use faultline::ledger::{Contract, LedgerWriter, RunHeader, LEDGER_FORMAT};
@@ -510,7 +513,17 @@ fn loop_subject(test: &str, dir: &Path, depth: usize, io_threads: usize) -> Opti
 
 /// Runs `body` against the simulated drive and, where possible, a loop device through one
 /// ring and through two worker rings.
+///
+/// The third arm, the NVMe namespace of the lab guest through the real Linux NVMe driver
+/// (QEMU's emulated controller), runs in the guest: `conformance_in_the_lab_guest` boots the
+/// lab once with this test binary and runs these tests there with `FAULTLINE_CONF_NVME`
+/// naming the namespace, which makes `conformance` run that arm alone, through one ring and
+/// two worker rings; its cut is a controller reset with the queue full (`lab_arm`).
 fn conformance(test: &str, depth: usize, body: fn(&mut Subject)) {
+    if std::env::var_os(lab_arm::NVME_ENV).is_some() {
+        lab_arm::conformance_nvme(test, depth, body);
+        return;
+    }
     let mut sim = sim_subject(depth);
     body(&mut sim);
     for io_threads in [1, 2] {

@@ -123,6 +123,10 @@ struct RunArgs {
 struct ExecArgs {
     /// The shell script to run in the guest (busybox sh).
     script: PathBuf,
+    /// Copy FILE into the share before the boot, as the guest's /share/NAME (repeatable):
+    /// a program of your own to run in the guest, with the libraries faultline links.
+    #[arg(long, value_name = "FILE")]
+    put: Vec<PathBuf>,
     #[command(flatten)]
     m: MachineArgs,
 }
@@ -382,6 +386,11 @@ fn bring_back(from: &Path, dir: &Path) -> Result<()> {
 fn cmd_exec(a: ExecArgs) -> Result<Exit> {
     let script = std::fs::read_to_string(&a.script).with_context(|| format!("cannot read {}", a.script.display()))?;
     let mut p = prepare(&a.m, "exec", SimFromScenario::default())?;
+    for f in &a.put {
+        let name =
+            f.file_name().filter(|n| *n != "lab").with_context(|| format!("--put {}: not a file name the share can take", f.display()))?;
+        std::fs::copy(f, p.share.join(name)).with_context(|| format!("--put: cannot copy {} into the share", f.display()))?;
+    }
     std::fs::write(p.share.join("lab/cmd"), format!("{PREAMBLE}{script}"))?;
     let out = boot(&mut p, &a.m, false, false)?;
     if let Some(sim) = &p.sim {
