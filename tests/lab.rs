@@ -216,36 +216,58 @@ fn assert_clean_run(o: &Output, run_dir: &Path, cycles: usize, ctx: &str) {
     assert_eq!(summary["verdict"], "clean", "{ctx}");
 }
 
-#[test]
-fn nvme_controller_resets_run_clean_multipath_on() {
-    let Some(_boot) = lab("nvme_controller_resets_run_clean_multipath_on") else { return };
-    let dir = scratch("nvme-reset-on");
-    let (o, run_dir) = lab_run(&dir, "lab-nvme-reset.toml", "on");
-    assert_clean_run(&o, &run_dir, 5, "lab-nvme-reset.toml (seed 11), multipath on");
+/// The link faults faultline's own Linux controllers make from inside the guest (NVMe
+/// controller reset, PCI function level reset, PCI remove and rescan of port A), one shipped
+/// scenario each, run one after another in one boot (`lab exec`, each scenario put in the
+/// share): every cycle the device is found again by identity, and every run is clean.
+fn link_faults_run_clean(test: &str, multipath: &str) {
+    let Some(_boot) = lab(test) else { return };
+    let dir = scratch(test);
+    let runs = [("lab-nvme-reset", 5, 11), ("lab-pci-flr", 5, 12), ("lab-pci-remove-rescan", 3, 12)];
+    let mut args = vec!["exec".to_string()];
+    let mut script = String::new();
+    for (name, _, _) in runs {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios").join(format!("{name}.toml"));
+        args.extend(["--put".to_string(), s(&path).to_string()]);
+        script += &format!(
+            "faultline lab guest run /share/{name}.toml /share/run-{name} > /share/out-{name}.log 2>&1; echo \"exit {name} $?\"\n"
+        );
+    }
+    let file = dir.join("script.sh");
+    std::fs::write(&file, script).unwrap();
+    let run_dir = dir.join("run");
+    args.extend([s(&file).to_string(), "--run-dir".into(), s(&run_dir).into(), "--multipath".into(), multipath.into()]);
+    let o = Command::new(BIN).arg("lab").args(&args).output().expect("run faultline lab");
+    let share = run_dir.join("lab/share");
+    let log = std::fs::read_to_string(share.join("lab/guest.log")).unwrap_or_default();
+    for (name, cycles, seed) in runs {
+        let out = std::fs::read_to_string(share.join(format!("out-{name}.log"))).unwrap_or_default();
+        let ctx =
+            format!("{name}.toml (seed {seed}), multipath {multipath}\n{}\nguest:\n{log}\n{out}\nconsole:\n{}", text(&o), console(&dir));
+        assert!(log.contains(&format!("exit {name} 0")), "{ctx}");
+        let events = std::fs::read_to_string(share.join(format!("run-{name}/events.jsonl")))
+            .unwrap_or_else(|e| panic!("no events.jsonl: {e}\n{ctx}"));
+        let of = |kind: &str| events.lines().filter(|l| l.contains(&format!("\"event\":\"{kind}\""))).count();
+        assert_eq!(of("cut_issued"), cycles, "{ctx}");
+        assert_eq!(of("link_restored"), cycles, "{ctx}");
+        assert_eq!(of("ready"), cycles, "the device came back every cycle:\n{ctx}");
+        assert_eq!(of("cycle_ended"), cycles, "{ctx}");
+        assert!(!events.contains("\"verdict\":\"findings\""), "{ctx}");
+        let summary: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(share.join(format!("run-{name}/summary.json"))).unwrap()).unwrap();
+        assert_eq!(summary["verdict"], "clean", "{ctx}");
+    }
+    assert_eq!(o.status.code(), Some(0), "{}\n{log}", text(&o));
 }
 
 #[test]
-fn nvme_controller_resets_run_clean_multipath_off() {
-    let Some(_boot) = lab("nvme_controller_resets_run_clean_multipath_off") else { return };
-    let dir = scratch("nvme-reset-off");
-    let (o, run_dir) = lab_run(&dir, "lab-nvme-reset.toml", "off");
-    assert_clean_run(&o, &run_dir, 5, "lab-nvme-reset.toml (seed 11), multipath off");
+fn link_faults_run_clean_multipath_on() {
+    link_faults_run_clean("link_faults_run_clean_multipath_on", "on");
 }
 
 #[test]
-fn pci_remove_rescan_runs_clean_multipath_on() {
-    let Some(_boot) = lab("pci_remove_rescan_runs_clean_multipath_on") else { return };
-    let dir = scratch("remove-rescan-on");
-    let (o, run_dir) = lab_run(&dir, "lab-pci-remove-rescan.toml", "on");
-    assert_clean_run(&o, &run_dir, 3, "lab-pci-remove-rescan.toml (seed 12), multipath on");
-}
-
-#[test]
-fn pci_remove_rescan_runs_clean_multipath_off() {
-    let Some(_boot) = lab("pci_remove_rescan_runs_clean_multipath_off") else { return };
-    let dir = scratch("remove-rescan-off");
-    let (o, run_dir) = lab_run(&dir, "lab-pci-remove-rescan.toml", "off");
-    assert_clean_run(&o, &run_dir, 3, "lab-pci-remove-rescan.toml (seed 12), multipath off");
+fn link_faults_run_clean_multipath_off() {
+    link_faults_run_clean("link_faults_run_clean_multipath_off", "off");
 }
 
 /// A dual-port failover run through the real NVMe driver (multipath off: one block device per

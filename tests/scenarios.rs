@@ -23,7 +23,7 @@ fn load(name: &str) -> Scenario {
     Scenario::load(&dir().join(name)).unwrap_or_else(|e| panic!("{e}"))
 }
 
-const SHIPPED: [&str; 22] = [
+const SHIPPED: [&str; 23] = [
     "reference.toml",
     "demo.toml",
     "dualport-demo.toml",
@@ -34,6 +34,7 @@ const SHIPPED: [&str; 22] = [
     "link-reset-storm.toml",
     "hotplug-pin-sweep.toml",
     "lab-nvme-reset.toml",
+    "lab-pci-flr.toml",
     "lab-power-cut.toml",
     "lab-power-cut-flush.toml",
     "lab-power-cut-fua.toml",
