@@ -257,6 +257,14 @@ pub trait BlockTarget: Send {
     /// Operations submitted and not yet reaped.
     fn in_flight(&self) -> usize;
 
+    /// Hands every queued operation to the device now. An engine that batches submissions
+    /// holds a few back until it reaps; the writer calls this just before a cut, so that what
+    /// it counts in flight at the cut is in flight at the device when the cut lands. Engines
+    /// that submit at once (or whose workers do) keep this default.
+    fn submit_queued(&mut self) -> Result<(), TargetError> {
+        Ok(())
+    }
+
     /// `count` zeroed-or-reused buffers of `len` bytes for this target's writes and reads.
     /// An engine that registers memory with the kernel hands out buffers from a pool it owns
     /// (the kernel then pins their pages once, not on every operation); a dropped pooled

@@ -486,6 +486,10 @@ impl<'a> CycleLoop<'a> {
     /// goes on as after a cut (what is in flight drains or fails, and is uncertain), is
     /// recorded as cut, and ends with the error (so what it wrote is still verified).
     fn cut(&mut self, cut: &mut dyn FnMut() -> Result<(), String>) {
+        // What the engine still holds back goes to the device first: the writes counted in
+        // flight at the cut are then in flight there. (Should that fail, the reap after the
+        // cut enters them again and reports what the device answers.)
+        let _ = self.target.submit_queued();
         self.out.in_flight_at_cut = (self.inflight.len() + self.flushes_inflight) as u32;
         self.out.bytes_at_risk = self.inflight.values().map(|(w, _)| w.len).sum();
         self.out.completed_at_cut = self.out.completed;
