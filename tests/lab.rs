@@ -279,10 +279,16 @@ fn link_faults_run_clean_multipath_off() {
 fn a_port_pull_under_load_leaves_the_other_port_undisturbed() {
     let Some(_boot) = lab("a_port_pull_under_load_leaves_the_other_port_undisturbed") else { return };
     let dir = scratch("dualport-pull");
-    let (o, run_dir) = lab_run(&dir, "lab-dualport-pull.toml", "off");
-    let ctx = "lab-dualport-pull.toml (seed 13), multipath off";
-    assert_clean_run(&o, &run_dir, 2, ctx);
-    let ctx = format!("{ctx}\n{}", text(&o));
+    // The pulls go through the Quarch module on the guest's ttyS1 (the real driver over the
+    // real UART), in front of the simulated drive, whose ground truth scores each cycle too.
+    let (o, run_dir, rec, ctx) = sim_run(&dir, "lab-dualport-quarch-pull.toml", "honest-plp", "off");
+    assert_clean_run(&o, &run_dir, 2, &ctx);
+    assert_eq!((rec["cycles"].as_u64(), rec["disagreements"].clone()), (Some(2), serde_json::json!([])), "{ctx}");
+    let rig = std::fs::read_to_string(run_dir.join("lab/rig.log")).unwrap_or_default();
+    for call in ["Unplug(A): done", "Plug(A): done", "Unplug(B): done", "Plug(B): done"] {
+        assert_eq!(rig.matches(call).count(), 1, "{call}: one controller at a time, by the module's PORT_x\n{ctx}");
+    }
+    assert!(!rig.contains("UnplugAll"), "a port pull is no power cut:\n{ctx}");
     let summary: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(run_dir.join("summary.json")).unwrap()).unwrap();
     assert_eq!(summary["findings_per_class"]["port_disturbance"].as_u64().unwrap_or(0), 0, "{ctx}\n{summary}");
     let ports = summary["ports"].as_array().unwrap_or_else(|| panic!("no ports in summary.json\n{ctx}\n{summary}"));

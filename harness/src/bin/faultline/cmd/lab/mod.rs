@@ -308,6 +308,13 @@ fn cmd_run(a: RunArgs) -> Result<Exit> {
     // Checked on the host first, so a bad file fails before the boot.
     let s = guest::lab_scenario(&a.scenario, Path::new("/dev/nvme0n1"))?;
     let powered = matches!(s.fault, faultline::scenario::Fault::PowerCut { .. } | faultline::scenario::Fault::CleanShutdown);
+    let rigged = [&s.controllers.power, &s.controllers.link].iter().any(|c| c.as_deref() == Some(LAB_POWER));
+    if rigged && a.m.sim.is_none() {
+        bail!(
+            "{}: {LAB_POWER} is the simulated drive's Quarch module, which only `--sim MODEL` puts on the guest's second UART",
+            a.scenario.display()
+        );
+    }
     if powered && a.m.sim.is_none() {
         bail!(
             "{}: a power fault in the lab needs the simulated drive (--sim MODEL): a raw image or another NBD export lives in the host's page cache and loses nothing",
