@@ -530,34 +530,42 @@ fn power_cuts_of_an_honest_plp_drive_are_clean_and_agree_with_its_ground_truth()
     assert!(text(&o).contains("agree, sector by sector, in every one of 5 cycles"), "{ctx}");
 }
 
-#[test]
-fn power_cuts_of_a_rolling_back_drive_find_exactly_its_ground_truth() {
-    let Some(_boot) = lab("power_cuts_of_a_rolling_back_drive_find_exactly_its_ground_truth") else { return };
-    let dir = scratch("power-rollback");
-    let (o, run_dir, rec, ctx) = sim_run(&dir, "lab-power-cut.toml", "rollback", "off");
+/// A faulty drive's power cuts: findings (exit 1), and every sector of `class` the drive's
+/// ground truth holds is found as that class, none missed, none false.
+fn power_cuts_find_exactly(test: &str, model: &str, multipath: &str, class: &str, why: &str) {
+    let Some(_boot) = lab(test) else { return };
+    let dir = scratch(test);
+    let (o, run_dir, rec, ctx) = sim_run(&dir, "lab-power-cut.toml", model, multipath);
     assert_eq!(o.status.code(), Some(1), "{ctx}");
     assert_power_cycles(&run_dir, &rec, 5, &ctx);
-    let injected = score(&rec, "lost_write", "injected");
-    assert!(injected > 0, "the rollback model rolls back a completed write at every cut:\n{ctx}");
-    assert_eq!(score(&rec, "lost_write", "detected"), injected, "{ctx}");
+    let injected = score(&rec, class, "injected");
+    assert!(injected > 0, "{why}:\n{ctx}");
+    assert_eq!(score(&rec, class, "detected"), injected, "{ctx}");
     for k in ["misclassified", "missed", "false_findings"] {
-        assert_eq!(score(&rec, "lost_write", k), 0, "{k}\n{ctx}");
+        assert_eq!(score(&rec, class, k), 0, "{k}\n{ctx}");
     }
 }
 
 #[test]
+fn power_cuts_of_a_rolling_back_drive_find_exactly_its_ground_truth() {
+    power_cuts_find_exactly(
+        "power_cuts_of_a_rolling_back_drive_find_exactly_its_ground_truth",
+        "rollback",
+        "off",
+        "lost_write",
+        "the rollback model rolls back a completed write at every cut",
+    );
+}
+
+#[test]
 fn power_cuts_of_a_tearing_drive_find_exactly_its_ground_truth() {
-    let Some(_boot) = lab("power_cuts_of_a_tearing_drive_find_exactly_its_ground_truth") else { return };
-    let dir = scratch("power-torn");
-    let (o, run_dir, rec, ctx) = sim_run(&dir, "lab-power-cut.toml", "torn-writes", "on");
-    assert_eq!(o.status.code(), Some(1), "{ctx}");
-    assert_power_cycles(&run_dir, &rec, 5, &ctx);
-    let injected = score(&rec, "torn_write", "injected");
-    assert!(injected > 0, "writes in flight at the drive are torn inside the declared 4 KiB unit:\n{ctx}");
-    assert_eq!(score(&rec, "torn_write", "detected"), injected, "{ctx}");
-    for k in ["misclassified", "missed", "false_findings"] {
-        assert_eq!(score(&rec, "torn_write", k), 0, "{k}\n{ctx}");
-    }
+    power_cuts_find_exactly(
+        "power_cuts_of_a_tearing_drive_find_exactly_its_ground_truth",
+        "torn-writes",
+        "on",
+        "torn_write",
+        "writes in flight at the drive are torn inside the declared 4 KiB unit",
+    );
 }
 
 #[test]

@@ -700,11 +700,7 @@ mod tests {
         for (k, b) in bufs.drain(..).enumerate() {
             t.submit(Op::Write { token: k as u64, offset: k as u64 * 4096, buf: b, fua: false, write_id: k as u64 }).unwrap();
         }
-        let mut done = Vec::new();
-        while done.len() < 4 {
-            let want = 4 - done.len();
-            t.reap(&mut done, want, Duration::from_secs(10)).unwrap();
-        }
+        let done = reap_n(&mut t, 4);
         assert!(done.iter().all(|c| c.result.is_ok()), "seed {SEED:#x}: {done:?}");
         // Back into the pool: the next request gets the same registered memory, no new slots.
         drop(done);
@@ -730,6 +726,16 @@ mod tests {
         let _ = std::fs::remove_file(path);
     }
 
+    /// Reaps until `n` completions are back.
+    fn reap_n(t: &mut UringTarget, n: usize) -> Vec<Completion> {
+        let mut done = Vec::new();
+        while done.len() < n {
+            let want = n - done.len();
+            t.reap(&mut done, want, Duration::from_secs(10)).unwrap();
+        }
+        done
+    }
+
     /// Writes fewer than a batch wait in the submission queue until something enters the
     /// kernel; `submit_queued` (the writer's call just before a cut) hands them over at once.
     #[test]
@@ -743,11 +749,7 @@ mod tests {
         assert_eq!((t.queued, t.ring.submission().len()), (3, 3), "fewer than a batch stay queued");
         t.submit_queued().unwrap();
         assert_eq!((t.queued, t.ring.submission().len()), (0, 0), "handed to the kernel");
-        let mut done = Vec::new();
-        while done.len() < 3 {
-            let want = 3 - done.len();
-            t.reap(&mut done, want, Duration::from_secs(10)).unwrap();
-        }
+        let done = reap_n(&mut t, 3);
         assert!(done.iter().all(|c| c.result.is_ok()), "seed {SEED:#x}: {done:?}");
         drop(t);
         let _ = std::fs::remove_file(path);
