@@ -587,7 +587,7 @@ fn power_cuts_of_an_honest_volatile_cache_under_the_flush_contract_are_clean() {
 fn fua_writes_are_lost_because_the_emulated_controller_drops_the_fua_bit() {
     let Some(_boot) = lab("fua_writes_are_lost_because_the_emulated_controller_drops_the_fua_bit") else { return };
     let dir = scratch("power-fua");
-    let (o, run_dir, rec, ctx) = sim_run(&dir, "lab-power-cut-fua.toml", "honest-volatile", "on");
+    let (o, run_dir, rec, ctx) = sim_run(&dir, "lab-power-cut-fua.toml", "honest-volatile", "off");
     assert_eq!(o.status.code(), Some(1), "the guest's FUA writes were lost: findings\n{ctx}");
     assert_power_cycles(&run_dir, &rec, 5, &ctx);
     assert!(text(&o).contains("writes (0 with FUA"), "the drive received no FUA write:\n{ctx}");

@@ -102,6 +102,9 @@ pub struct Spec<'a> {
     pub shell: bool,
     /// A host tty (the Quarch emulator's pty) on the guest's second UART, `/dev/ttyS1`.
     pub uart: Option<PathBuf>,
+    /// A short private directory for the QMP socket (a unix socket's path is limited to 107
+    /// bytes; `lab_dir` may be longer).
+    pub sock_dir: &'a Path,
 }
 
 /// What the host asks of the machine while it runs, from another thread (the lab's Quarch
@@ -136,7 +139,7 @@ impl Spec<'_> {
         self.lab_dir.join("console.log")
     }
     fn qmp_sock(&self) -> PathBuf {
-        self.lab_dir.join("qmp.sock")
+        self.sock_dir.join("qmp.sock")
     }
 
     /// The QEMU command line.

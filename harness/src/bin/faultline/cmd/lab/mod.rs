@@ -200,6 +200,8 @@ struct Prepared {
     drive: Drive,
     /// The simulated drive (`--sim`).
     sim: Option<sim::SimLab>,
+    /// Where the machine's unix sockets go (removed with it).
+    socks: tempfile::TempDir,
 }
 
 /// What the scenario says of the simulated drive (`--sim`): its contract, atomic unit, seed.
@@ -237,12 +239,13 @@ fn prepare(m: &MachineArgs, name: &str, from: SimFromScenario) -> Result<Prepare
     std::fs::create_dir_all(share.join("lab")).with_context(|| format!("cannot create {}", share.display()))?;
     let lab_dir = std::fs::canonicalize(&lab_dir)?;
     let share = lab_dir.join("share");
+    let socks = tempfile::Builder::new().prefix("faultline-lab-").tempdir().context("cannot make a directory for the lab's sockets")?;
     let sim = match m.sim {
         Some(model) => {
             let service = Duration::from_micros(m.sim_service_us);
             let SimFromScenario { contract, atomic, seed } = from;
             let spec = sim::DriveSpec { contract, capacity: m.size_mib << 20, atomic, seed, service };
-            Some(sim::SimLab::start(&lab_dir, model, spec)?)
+            Some(sim::SimLab::start(&lab_dir, &socks.path().join("drive.sock"), model, spec)?)
         }
         None => None,
     };
@@ -257,7 +260,7 @@ fn prepare(m: &MachineArgs, name: &str, from: SimFromScenario) -> Result<Prepare
             Drive::File(img)
         }
     };
-    Ok(Prepared { lab, dir, lab_dir, share, drive, sim })
+    Ok(Prepared { lab, dir, lab_dir, share, drive, sim, socks })
 }
 
 /// What every guest command script starts with: the drive's devices as variables, and
@@ -287,6 +290,7 @@ fn boot(p: &mut Prepared, m: &MachineArgs, shell: bool, echo: bool) -> Result<ma
         multipath: m.multipath == OnOff::On,
         shell,
         uart: p.sim.as_ref().map(|s| s.uart().to_path_buf()),
+        sock_dir: p.socks.path(),
     };
     let mut hooks = Hooks::default();
     let mut take_truth;
@@ -308,16 +312,16 @@ fn cmd_run(a: RunArgs) -> Result<Exit> {
     // Checked on the host first, so a bad file fails before the boot.
     let s = guest::lab_scenario(&a.scenario, Path::new("/dev/nvme0n1"))?;
     let powered = matches!(s.fault, faultline::scenario::Fault::PowerCut { .. } | faultline::scenario::Fault::CleanShutdown);
+    if powered && a.m.sim.is_none() {
+        bail!(
+            "{}: a power fault in the lab needs the simulated drive (--sim MODEL): a raw image or another NBD export lives in the host's page cache and loses nothing",
+            a.scenario.display()
+        );
+    }
     let rigged = [&s.controllers.power, &s.controllers.link].iter().any(|c| c.as_deref() == Some(LAB_POWER));
     if rigged && a.m.sim.is_none() {
         bail!(
             "{}: {LAB_POWER} is the simulated drive's Quarch module, which only `--sim MODEL` puts on the guest's second UART",
-            a.scenario.display()
-        );
-    }
-    if powered && a.m.sim.is_none() {
-        bail!(
-            "{}: a power fault in the lab needs the simulated drive (--sim MODEL): a raw image or another NBD export lives in the host's page cache and loses nothing",
             a.scenario.display()
         );
     }

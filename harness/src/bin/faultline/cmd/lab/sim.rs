@@ -84,9 +84,9 @@ impl RigLog {
 }
 
 impl SimLab {
-    /// Starts the drive (`model`, as `drive` says) on a unix socket in `lab_dir`, and its
-    /// Quarch module on a new pty.
-    pub fn start(lab_dir: &Path, model: ModelArg, drive: DriveSpec) -> Result<SimLab> {
+    /// Starts the drive (`model`, as `drive` says) on the unix socket `sock` (its logs in
+    /// `lab_dir`), and its Quarch module on a new pty.
+    pub fn start(lab_dir: &Path, sock: &Path, model: ModelArg, drive: DriveSpec) -> Result<SimLab> {
         let DriveSpec { contract, capacity, atomic, seed, service } = drive;
         refuse_dual(model)?;
         let sim_model = model.sim_model();
@@ -111,7 +111,7 @@ impl SimLab {
         server.on_event(move |e| {
             let _ = writeln!(log.lock().unwrap_or_else(|e| e.into_inner()), "{e}");
         });
-        let sock = lab_dir.join("drive.sock");
+        let sock = sock.to_path_buf();
         server.listen_unix(&sock).with_context(|| format!("cannot listen on {}", sock.display()))?;
         let (tx, rx) = mpsc::channel();
         let rig_log = RigLog(Arc::new(Mutex::new((std::fs::File::create(lab_dir.join("rig.log"))?, Instant::now()))));
