@@ -4,8 +4,9 @@
 //! each carrying an owned buffer, and later reaps completions, which hand the buffer back.
 //! A buffer is never borrowed by an in-flight operation, so a device that vanishes mid-flight
 //! (power cut, link reset) cannot leave the kernel writing into memory the harness reused.
-//! Verification reads are synchronous ([`BlockTarget::read_at`]): they run after the cut, on a
-//! quiet device, and their failures are data for the verifier, not errors.
+//! Verification reads are synchronous ([`BlockTarget::read_at`]), or one started ahead and
+//! finished later ([`BlockTarget::read_start`]): they run after the cut, on a quiet device, and
+//! their failures are data for the verifier, not errors.
 
 use crate::latency::LatencyHistogram;
 use std::fmt;
@@ -149,6 +150,21 @@ impl fmt::Debug for AlignedBuf {
     }
 }
 
+/// A read begun by [`BlockTarget::read_start`], to hand to [`BlockTarget::read_finish`] of the
+/// same target.
+#[derive(Debug)]
+#[must_use = "a started read must be finished (read_finish), or its engine keeps its buffer"]
+pub struct ReadTicket(pub(crate) TicketState);
+
+#[derive(Debug)]
+pub(crate) enum TicketState {
+    /// Read already (synchronous engines).
+    Done(AlignedBuf, Result<(), IoFailure>),
+    /// In the kernel: the engine (its id) and slot, the read's place and length, when it was
+    /// started.
+    Pending { engine: u64, slot: u32, offset: u64, len: usize, started: Instant },
+}
+
 /// One queued operation. `token` comes back in the completion.
 #[derive(Debug)]
 pub enum Op {
@@ -284,6 +300,28 @@ pub trait BlockTarget: Send {
     fn read_owned(&mut self, offset: u64, mut buf: AlignedBuf) -> (AlignedBuf, Result<(), IoFailure>) {
         let r = self.read_at(offset, &mut buf);
         (buf, r)
+    }
+
+    /// Starts reading `buf.len()` bytes at `offset` into `buf` and returns at once where the
+    /// engine can (the device reads while the caller works); [`BlockTarget::read_finish`]
+    /// waits for it and hands the buffer back with the result, as [`BlockTarget::read_owned`]
+    /// does. Several reads may be started before the first is finished; every started read
+    /// must be finished (an engine keeps the buffer of an unfinished one). The default reads
+    /// synchronously here.
+    fn read_start(&mut self, offset: u64, buf: AlignedBuf) -> ReadTicket {
+        let (buf, result) = self.read_owned(offset, buf);
+        ReadTicket(TicketState::Done(buf, result))
+    }
+
+    /// Waits for a read begun by [`BlockTarget::read_start`] (its timeout counted from the
+    /// start), as [`BlockTarget::read_owned`] would have.
+    fn read_finish(&mut self, ticket: ReadTicket) -> (AlignedBuf, Result<(), IoFailure>) {
+        match ticket.0 {
+            TicketState::Done(buf, result) => (buf, result),
+            TicketState::Pending { len, .. } => {
+                (AlignedBuf::zeroed(len), Err(IoFailure::new(libc::EINVAL, "a read started on another target was finished here")))
+            }
+        }
     }
 
     /// Bounds how long one `read_at` may wait; a read that takes longer fails with

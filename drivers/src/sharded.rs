@@ -11,7 +11,7 @@
 //! the kernel leaks their buffers (see `uring/`). A flush may travel on any ring:
 //! fdatasync acts on the file (or the device's cache), whichever ring carries it.
 
-use crate::block::{AlignedBuf, BlockTarget, Completion, Geometry, IoFailure, Op, TargetError};
+use crate::block::{AlignedBuf, BlockTarget, Completion, Geometry, IoFailure, Op, ReadTicket, TargetError};
 use crate::blockdev::Discovered;
 use crate::latency::LatencyHistogram;
 use crate::uring::UringTarget;
@@ -208,6 +208,14 @@ impl BlockTarget for ShardedTarget {
 
     fn read_owned(&mut self, offset: u64, buf: AlignedBuf) -> (AlignedBuf, Result<(), IoFailure>) {
         self.reader.read_owned(offset, buf)
+    }
+
+    fn read_start(&mut self, offset: u64, buf: AlignedBuf) -> ReadTicket {
+        self.reader.read_start(offset, buf)
+    }
+
+    fn read_finish(&mut self, ticket: ReadTicket) -> (AlignedBuf, Result<(), IoFailure>) {
+        self.reader.read_finish(ticket)
     }
 
     fn set_read_timeout(&mut self, timeout: Duration) {

@@ -31,7 +31,7 @@
     reason = "pushing an io_uring submission entry is unsafe: the buffers it names must outlive the operation, as the SAFETY comment at the push explains"
 )]
 
-use crate::block::{AlignedBuf, BlockTarget, Completion, Geometry, IoFailure, Op, TargetError};
+use crate::block::{AlignedBuf, BlockTarget, Completion, Geometry, IoFailure, Op, ReadTicket, TargetError, TicketState};
 use crate::blockdev::Discovered;
 use crate::latency::LatencyHistogram;
 use io_uring::{opcode, types, IoUring};
@@ -136,7 +136,12 @@ pub struct UringTarget {
     epoch: Instant,
     /// The buffers registered with this ring ([`BlockTarget::buffers`]).
     reg: Registry,
+    /// This engine's id, in the read tickets it hands out.
+    id: u64,
 }
+
+/// Ids of engines, so a read ticket is finished only by the engine that started it.
+static ENGINE_IDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 impl UringTarget {
     /// Builds the engine over an opened target. Fails (so the caller can fall back) when
@@ -171,6 +176,7 @@ impl UringTarget {
             unstamped: Vec::new(),
             epoch: Instant::now(),
             reg: Registry::default(),
+            id: ENGINE_IDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         })
     }
 
@@ -536,6 +542,36 @@ impl BlockTarget for UringTarget {
         }
     }
 
+    fn read_start(&mut self, offset: u64, rb: AlignedBuf) -> ReadTicket {
+        let len = rb.len();
+        let started = Instant::now();
+        let slot = match self.read_submit(offset, rb) {
+            Ok(slot) => slot,
+            Err((rb, e)) => return ReadTicket(TicketState::Done(rb.unwrap_or_else(|| AlignedBuf::zeroed(len)), Err(e))),
+        };
+        // Into the kernel now, so the device works while the caller does.
+        // If entering fails the entry stays queued, and the wait enters again and reports it.
+        if self.queued > 0 {
+            let _ = self.enter(0, None);
+        }
+        ReadTicket(TicketState::Pending { engine: self.id, slot, offset, len, started })
+    }
+
+    fn read_finish(&mut self, ticket: ReadTicket) -> (AlignedBuf, Result<(), IoFailure>) {
+        match ticket.0 {
+            TicketState::Done(rb, r) => (rb, r),
+            TicketState::Pending { engine, slot, offset, len, started } if engine == self.id => {
+                match self.read_wait(slot, offset, len, started) {
+                    Ok(rb) => (rb, Ok(())),
+                    Err((rb, e)) => (rb.unwrap_or_else(|| AlignedBuf::zeroed(len)), Err(e)),
+                }
+            }
+            TicketState::Pending { len, .. } => {
+                (AlignedBuf::zeroed(len), Err(self.failure(libc::EINVAL, "read started on another engine finished here".into())))
+            }
+        }
+    }
+
     fn set_read_timeout(&mut self, timeout: Duration) {
         self.read_timeout = timeout.max(Duration::from_millis(1));
     }
@@ -550,6 +586,14 @@ impl UringTarget {
     /// back; on failure it comes back too unless the kernel may still write into it (a hang),
     /// in which case its slot keeps it and `None` is returned.
     fn read_into(&mut self, offset: u64, rb: AlignedBuf) -> Result<AlignedBuf, (Option<AlignedBuf>, IoFailure)> {
+        let len = rb.len();
+        let slot = self.read_submit(offset, rb)?;
+        self.read_wait(slot, offset, len, Instant::now())
+    }
+
+    /// Queues one read into `rb` (entering the kernel only when a batch is full) and returns
+    /// its slot; the buffer comes back at once when the read is refused before it is queued.
+    fn read_submit(&mut self, offset: u64, rb: AlignedBuf) -> Result<u32, (Option<AlignedBuf>, IoFailure)> {
         let len = rb.len();
         let cap = self.d.geometry.capacity_bytes;
         if offset + len as u64 > cap {
@@ -579,13 +623,18 @@ impl UringTarget {
             None => sqe!(self, Read::new(ptr, len as u32).offset(offset)),
         }
         .user_data(i as u64);
-        let fail_enter = |s: &Self, e: TargetError| s.failure(libc::EIO, format!("read at {offset}: {e}"));
         if let Err(e) = self.push(e, len) {
-            let f = fail_enter(self, e);
-            return Err((None, f));
+            // The entry may have reached the kernel: the slot keeps the buffer.
+            return Err((None, self.failure(libc::EIO, format!("read at {offset}: {e}"))));
         }
+        Ok(i)
+    }
+
+    /// Waits for the read in slot `i` (queued by `read_submit` at `start`) for at most the
+    /// read timeout from `start`. On a timeout the slot keeps the buffer (`None`).
+    fn read_wait(&mut self, i: u32, offset: u64, len: usize, start: Instant) -> Result<AlignedBuf, (Option<AlignedBuf>, IoFailure)> {
+        let fail_enter = |s: &Self, e: TargetError| s.failure(libc::EIO, format!("read at {offset}: {e}"));
         let wait = if self.hung_reads > 0 { self.read_timeout.min(HUNG_READ_WAIT) } else { self.read_timeout };
-        let start = Instant::now();
         loop {
             self.harvest();
             if let Kind::Read { result: Some(res) } = self.slots[i as usize].kind {
@@ -753,6 +802,47 @@ mod tests {
         assert!(done.iter().all(|c| c.result.is_ok()), "seed {SEED:#x}: {done:?}");
         drop(t);
         let _ = std::fs::remove_file(path);
+    }
+
+    #[test]
+    fn reads_started_together_finish_in_any_order_with_their_own_bytes() {
+        let (mut t, path) = engine("ahead", 1 << 20);
+        let mut expect = vec![0u8; 4096];
+        for k in 0..8u64 {
+            pattern(SEED, k, &mut expect);
+            let mut b = AlignedBuf::zeroed(4096);
+            b.copy_from_slice(&expect);
+            t.submit(Op::Write { token: k, offset: k * 4096, buf: b, fua: false, write_id: k }).unwrap();
+        }
+        let mut done = Vec::new();
+        while done.len() < 8 {
+            let want = 8 - done.len();
+            t.reap(&mut done, want, Duration::from_secs(10)).unwrap();
+        }
+        // Six reads in flight at once, pooled and plain buffers mixed, finished last first.
+        let mut bufs = t.buffers(3, 4096);
+        bufs.extend((0..3).map(|_| AlignedBuf::zeroed(4096)));
+        let tickets: Vec<(u64, ReadTicket)> =
+            bufs.into_iter().enumerate().map(|(k, b)| (k as u64, t.read_start(k as u64 * 4096, b))).collect();
+        assert!(tickets.iter().all(|(_, tk)| matches!(tk.0, TicketState::Pending { .. })), "seed {SEED:#x}");
+        for (k, tk) in tickets.into_iter().rev() {
+            let (b, r) = t.read_finish(tk);
+            r.unwrap();
+            pattern(SEED, k, &mut expect);
+            assert!(b[..] == expect[..], "seed {SEED:#x}: read-ahead of block {k} differs");
+        }
+        assert_eq!(t.kernel, 0);
+        // Refused at once: past the end. Refused when finished: another engine's ticket.
+        let past_end = t.read_start(1 << 20, AlignedBuf::zeroed(4096));
+        let (b, r) = t.read_finish(past_end);
+        assert_eq!((b.len(), r.unwrap_err().errno), (4096, libc::EINVAL));
+        let (mut other, po) = engine("ahead-other", 1 << 16);
+        let tk = other.read_start(0, AlignedBuf::zeroed(4096));
+        let (_, r) = t.read_finish(tk);
+        assert!(r.unwrap_err().detail.contains("another engine"));
+        drop((t, other));
+        let _ = std::fs::remove_file(path);
+        let _ = std::fs::remove_file(po);
     }
 
     #[test]

@@ -62,6 +62,8 @@
 //! seen on one sector the newer holds it, and a durable write at least as new makes it moot.
 
 mod classify;
+#[cfg(test)]
+mod readahead_tests;
 mod seen;
 #[cfg(test)]
 mod seen_tests;
@@ -80,8 +82,6 @@ use crate::ledger::History;
 use crate::workload::{Layout, WritePlan};
 use faultline_drivers::{AlignedBuf, BlockTarget, IoFailure};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc::{channel, sync_channel};
 use std::sync::Mutex;
 
 /// What the contract requires of one sector.
@@ -155,6 +155,10 @@ pub struct Verifier<'a> {
 /// Bound on stepping back through non-durable writes for one sector.
 const MAX_STEPS_BACK: u32 = 1 << 20;
 const READ_CHUNK: u64 = 1 << 20;
+/// Chunks read ahead of the one being checked: one, so the device sees one read at a time
+/// (measured on tmpfs, a second in flight made the scan slower: the kernel's copy of two
+/// reads competed with the check for two cores).
+const READ_AHEAD: usize = 1;
 
 impl<'a> Verifier<'a> {
     pub fn new(layout: &'a Layout, history: &'a History, format: &'a Format) -> Self {
@@ -213,66 +217,60 @@ impl<'a> Verifier<'a> {
             progress(end - start, rep.findings.len());
             return Ok(rep);
         }
-        // The calling thread reads (the target stays on it); a scoped thread checks the
-        // chunks in order, so reading chunk N+1 overlaps checking chunk N. Buffers circulate
-        // between the two: at most three exist.
-        let findings_so_far = AtomicUsize::new(0);
-        std::thread::scope(|sc| {
-            let (to_check, checking) = sync_channel::<Chunk>(1);
-            let (give_back, returned) = channel::<AlignedBuf>();
-            let found_count = &findings_so_far;
-            let checker = sc.spawn(move || {
-                let mut scan = Scan::new(end);
-                for chunk in checking {
-                    let r = self.check_chunk(&mut scan, &chunk);
-                    found_count.store(scan.rep.findings.len(), Ordering::Relaxed);
-                    // The reader may have stopped already; the buffer is then simply dropped.
-                    let _ = give_back.send(chunk.buf);
-                    r?;
-                }
-                self.close_groups(&mut scan.groups, u64::MAX, &mut scan.rep.findings);
-                scan.rep.findings.sort_by_key(|f| (f.offset, f.class));
-                Ok(scan.rep)
-            });
-            // From the target's pool where it has one (registered once with the kernel).
-            let mut spare = target.buffers(3, READ_CHUNK.min(end - start) as usize);
-            let mut pos = start;
-            let mut read_result = Ok(());
-            while pos < end {
-                let n = (end - pos).min(READ_CHUNK);
-                let mut buf = match spare.pop() {
-                    Some(b) => b,
-                    None => match returned.recv() {
-                        Ok(b) => b,
-                        Err(_) => break, // the checker stopped: its result says why
-                    },
-                };
-                buf.resize(n as usize);
-                match self.read_chunk(target, pos, buf) {
-                    Ok(chunk) => {
-                        if to_check.send(chunk).is_err() {
-                            break;
-                        }
-                    }
-                    Err(e) => {
-                        read_result = Err(e);
-                        break;
-                    }
-                }
-                pos += n;
-                progress(pos - start, findings_so_far.load(Ordering::Relaxed));
+        // One thread reads ahead and checks: the read of the next chunk is in the device (or
+        // the kernel) while this thread checks the current one, so the device is never idle
+        // while it checks, and no chunk is handed between threads (an engine without
+        // asynchronous reads reads it at `read_start`). Buffers come
+        // from the target's pool where it has one (registered once with the kernel): one per
+        // read in flight and the one being checked.
+        let mut spare = target.buffers(READ_AHEAD + 1, READ_CHUNK.min(end - start) as usize);
+        let mut ahead = ReadAhead { queue: std::collections::VecDeque::with_capacity(READ_AHEAD), next: start, end };
+        let mut scan = Scan::new(end);
+        ahead.top_up(target, &mut spare);
+        let checked = loop {
+            let Some((pos, ticket)) = ahead.queue.pop_front() else { break Ok(()) };
+            let (buf, whole) = target.read_finish(ticket);
+            let chunk = match self.finish_chunk(target, pos, buf, whole) {
+                Ok(chunk) => chunk,
+                Err(e) => break Err(e),
+            };
+            // The next read goes in before this chunk is checked.
+            ahead.top_up(target, &mut spare);
+            let r = self.check_chunk(&mut scan, &chunk);
+            let done = pos + chunk.buf.len() as u64 - start;
+            spare.push(chunk.buf);
+            if let Err(e) = r {
+                break Err(e);
             }
-            drop(to_check);
-            let checked = checker.join().expect("the verification thread does not panic");
-            read_result?;
-            checked
-        })
+            progress(done, scan.rep.findings.len());
+        };
+        // A scan that stopped early still finishes the reads it started (the engine keeps
+        // their buffers until then).
+        for (_, ticket) in ahead.queue {
+            drop(target.read_finish(ticket));
+        }
+        checked?;
+        self.close_groups(&mut scan.groups, u64::MAX, &mut scan.rep.findings);
+        scan.rep.findings.sort_by_key(|f| (f.offset, f.class));
+        Ok(scan.rep)
     }
 
     /// Reads one chunk; when the read fails, reads it sector by sector to find exactly
     /// which sectors fail.
     fn read_chunk(&self, target: &mut dyn BlockTarget, pos: u64, buf: AlignedBuf) -> Result<Chunk, VerifyError> {
-        let (mut buf, whole) = target.read_owned(pos, buf);
+        let (buf, whole) = target.read_owned(pos, buf);
+        self.finish_chunk(target, pos, buf, whole)
+    }
+
+    /// A chunk read at `pos` with the result `whole`; when it failed, reads it again sector
+    /// by sector to find exactly which sectors fail.
+    fn finish_chunk(
+        &self,
+        target: &mut dyn BlockTarget,
+        pos: u64,
+        mut buf: AlignedBuf,
+        whole: Result<(), IoFailure>,
+    ) -> Result<Chunk, VerifyError> {
         let mut errors: Vec<Option<IoFailure>> = Vec::new();
         if let Err(e) = whole {
             if e.device_gone() {
@@ -452,6 +450,26 @@ impl<'a> Verifier<'a> {
                     },
                 );
             }
+        }
+    }
+}
+
+/// The reads a scan has started, in address order, and where the next one starts.
+struct ReadAhead {
+    queue: std::collections::VecDeque<(u64, faultline_drivers::ReadTicket)>,
+    next: u64,
+    end: u64,
+}
+
+impl ReadAhead {
+    /// Starts reads until [`READ_AHEAD`] are in flight or the region is all asked for.
+    fn top_up(&mut self, target: &mut dyn BlockTarget, spare: &mut Vec<AlignedBuf>) {
+        while self.queue.len() < READ_AHEAD && self.next < self.end {
+            let n = (self.end - self.next).min(READ_CHUNK) as usize;
+            let mut buf = spare.pop().unwrap_or_else(|| AlignedBuf::zeroed(n));
+            buf.resize(n);
+            self.queue.push_back((self.next, target.read_start(self.next, buf)));
+            self.next += n as u64;
         }
     }
 }

@@ -15,10 +15,12 @@ use crate::ledger::{Contract, EndKind, Ledger, LedgerError, Record};
 use crate::port::PortId;
 use crate::workload::{Layout, WorkloadSpec, WritePlan};
 use faultline_drivers::{AlignedBuf, BlockTarget, Completion, LatencyHistogram, LatencySummary, Op, TargetError};
+use handoff::{Handoff, MakerGuard};
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, TryRecvError};
+use std::sync::mpsc::{channel, Sender};
 use std::time::{Duration, Instant};
 
+mod handoff;
 mod prefill;
 mod tracker;
 pub mod windows;
@@ -185,18 +187,21 @@ pub fn run_cycle(
 ) -> Result<CycleOutcome, WriteError> {
     let qd = (layout.spec().queue_depth as usize).min(target.queue_depth()).max(1);
     let (cycle, port, first, max_bytes) = (opts.cycle, opts.port, opts.first_id, layout.spec().max_write_bytes as usize);
-    // Filled writes travel in batches: one hand-over (and at most one wake-up of either
-    // thread) per batch instead of per write.
+    // Filled writes travel in batches: one hand-over per batch instead of per write, and the
+    // filler is woken only once the I/O loop has taken half of what it queued (`handoff`).
     let batch = (qd / 4).clamp(1, 16);
-    // Buffers the filler draws from: as many as can be in use at once (queued to the I/O
-    // loop, in flight, the batch being filled and the one being submitted), from the
-    // target's own pool where it has one (registered with the kernel once, instead of pinned
-    // on every write).
-    let mut pool = target.buffers(2 * qd + 2 * batch, max_bytes);
+    let queued_batches = 2 * (qd / batch).max(1);
+    // Buffers the filler draws from: as many as can be in use at once (in flight, queued to
+    // the I/O loop, the batch being filled and the one being submitted), from the target's
+    // own pool where it has one (registered with the kernel once, instead of pinned on every
+    // write).
+    let mut pool = target.buffers(qd + queued_batches * batch + 2 * batch, max_bytes);
+    let handoff = std::sync::Arc::new(Handoff::<Vec<(WritePlan, AlignedBuf)>>::new(queued_batches));
     std::thread::scope(|sc| {
-        let (filled, rx) = sync_channel::<Vec<(WritePlan, AlignedBuf)>>((qd / batch).max(1));
         let (back, returned) = channel::<AlignedBuf>();
+        let maker = handoff.clone();
         sc.spawn(move || {
+            let _gone = MakerGuard(&maker);
             let mut id = first;
             let mut sums = Vec::new();
             loop {
@@ -209,19 +214,21 @@ pub fn run_cycle(
                     b.push((w, buf));
                     id += 1;
                 }
-                if filled.send(b).is_err() {
+                if maker.put(b).is_err() {
                     return; // the cycle is over
                 }
             }
         });
-        let mut filler = Filler { rx, back, next: VecDeque::new(), waited: false };
+        let mut filler = Filler { handoff: handoff.clone(), back, next: VecDeque::new(), waited: false };
+        // Dropping the filler closes the hand-over (on every way out, a panic included), so
+        // the filler thread stops and the scope can end.
         run_cycle_inner(target, layout, ledger, contract, opts, cut, qd, &mut filler)
     })
 }
 
 /// The receiving end of the buffer-making thread.
 struct Filler {
-    rx: Receiver<Vec<(WritePlan, AlignedBuf)>>,
+    handoff: std::sync::Arc<Handoff<Vec<(WritePlan, AlignedBuf)>>>,
     back: Sender<AlignedBuf>,
     /// The rest of the batch being submitted, in id order.
     next: VecDeque<(WritePlan, AlignedBuf)>,
@@ -229,19 +236,18 @@ struct Filler {
     waited: bool,
 }
 
+impl Drop for Filler {
+    fn drop(&mut self) {
+        self.handoff.close();
+    }
+}
+
 impl Filler {
     /// The next write, in id order, without taking it.
     fn peek(&mut self) -> Result<WritePlan, WriteError> {
         if self.next.is_empty() {
-            let stopped = || WriteError::Stalled("the buffer-making thread stopped".into());
-            let b = match self.rx.try_recv() {
-                Ok(b) => b,
-                Err(TryRecvError::Empty) => {
-                    self.waited = true;
-                    self.rx.recv().map_err(|_| stopped())?
-                }
-                Err(TryRecvError::Disconnected) => return Err(stopped()),
-            };
+            let (b, waited) = self.handoff.take().ok_or_else(|| WriteError::Stalled("the buffer-making thread stopped".into()))?;
+            self.waited |= waited;
             self.next.extend(b);
         }
         Ok(self.next.front().ok_or_else(|| WriteError::Stalled("the buffer-making thread sent an empty batch".into()))?.0)

@@ -3,8 +3,9 @@
 //!
 //! Workloads (docs/DOMAIN.md section 7): 4 KiB random write at QD32, 128 KiB sequential write at
 //! QD32, 4 KiB random read with verification (QD1: faultline's verification reads are
-//! synchronous), full-span sequential verify (1 MiB reads, QD1) against fio's sequential
-//! read. fio runs with `--verify=crc32c` (its fastest checksum) and without verification.
+//! synchronous), full-span sequential verify (1 MiB reads, QD1: faultline starts the next
+//! read before it checks the current chunk, fio verifies a chunk before it reads the next)
+//! against fio's sequential read. fio runs with `--verify=crc32c` (its fastest checksum) and without verification.
 //! faultline runs in this process (so its CPU time and peak memory are measured exactly);
 //! fio runs as a child (CPU from the children's times in /proc/self/stat).
 
