@@ -203,6 +203,8 @@ impl SimLab {
             let check = CycleCheck { cycle, findings: &findings, truth: Some(gt.clone()) };
             let mut mine = BTreeMap::new();
             let problem = score_cycle(&check, u64::from(SECTOR), &mut mine);
+            // A sector missed or found as another class: nothing explains that.
+            let mut missed = false;
             for (class, c) in mine {
                 let e = r.scores.entry(class).or_default();
                 e.injected += c.injected;
@@ -210,19 +212,14 @@ impl SimLab {
                 e.misclassified += c.misclassified;
                 e.missed += c.missed;
                 e.false_findings += c.false_findings;
-                if c.missed + c.misclassified > 0 {
-                    r.unexplained = true;
-                }
+                missed |= c.missed + c.misclassified > 0;
             }
             let Some(problem) = problem else { continue };
-            // Only false findings are left: are they all writes the guest sent with FUA that
-            // reached the drive without it?
+            // If only false findings are left: are they all writes the guest sent with FUA
+            // that reached the drive without it?
             match fua.explain(&findings, gt) {
-                Some(why) if !r.unexplained => r.explained.push(format!("cycle {cycle}: {why}")),
-                _ => {
-                    r.unexplained = true;
-                    r.disagreements.push(problem)
-                }
+                Some(why) if !missed => r.explained.push(format!("cycle {cycle}: {why}")),
+                _ => r.disagreements.push(problem),
             }
         }
         if r.cycles < self.truth.len() as u32 {
@@ -304,9 +301,6 @@ pub struct Reconciled {
     /// Cycles whose false findings are all explained by a layer between faultline and the
     /// drive (QEMU's emulated controller dropping FUA), with the evidence.
     pub explained: Vec<String>,
-    /// A sector missed or misclassified somewhere: nothing explains those.
-    #[serde(skip)]
-    unexplained: bool,
 }
 
 impl Reconciled {
