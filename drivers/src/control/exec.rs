@@ -35,6 +35,25 @@ pub struct ExecOutput {
     pub stderr: String,
 }
 
+impl ExecOutput {
+    /// `exit N`, or `killed by a signal`.
+    pub fn status_text(&self) -> String {
+        self.status.map_or("killed by a signal".to_string(), |c| format!("exit {c}"))
+    }
+
+    /// The transcript line a controller logs: the command, its status and its output.
+    pub fn transcript(&self, cmd: &str) -> String {
+        format!("$ {cmd}\n[{}]\n{}{}", self.status_text(), self.stdout, self.stderr)
+    }
+
+    /// Why the command counts as failed (a non-zero or missing exit status), with its output;
+    /// `None` when it exited 0.
+    pub fn failure(&self) -> Option<String> {
+        (self.status != Some(0))
+            .then(|| format!("{} (stdout {:?}, stderr {:?})", self.status_text(), self.stdout.trim(), self.stderr.trim()))
+    }
+}
+
 /// Longest output kept per stream.
 const MAX_OUTPUT: u64 = 64 * 1024;
 
@@ -105,10 +124,9 @@ impl ExecSwitch {
                 return Err(fail(e));
             }
         };
-        let status = out.status.map_or("killed by a signal".to_string(), |c| format!("exit {c}"));
-        self.log.push(format!("$ {cmd}\n[{status}]\n{}{}", out.stdout, out.stderr));
-        if out.status != Some(0) {
-            return Err(fail(format!("{status} (stdout {:?}, stderr {:?})", out.stdout.trim(), out.stderr.trim())));
+        self.log.push(out.transcript(cmd));
+        if let Some(why) = out.failure() {
+            return Err(fail(why));
         }
         Ok(out.stdout)
     }
@@ -177,11 +195,7 @@ impl ExecLink {
     fn exec(&self, cmd: &str, env: &[(&str, String)]) -> Result<(), LinkError> {
         let fail = |reason: String| LinkError::Failed { controller: self.name(), command: cmd.to_string(), reason };
         let out = run_with_env(cmd, env, self.timeout).map_err(fail)?;
-        if out.status != Some(0) {
-            let status = out.status.map_or("killed by a signal".to_string(), |c| format!("exit {c}"));
-            return Err(fail(format!("{status} (stdout {:?}, stderr {:?})", out.stdout.trim(), out.stderr.trim())));
-        }
-        Ok(())
+        out.failure().map_or(Ok(()), |why| Err(fail(why)))
     }
 }
 

@@ -26,12 +26,8 @@ impl ExecLink {
         let controller = self.name();
         let fail = |reason: String| LinkError::Failed { controller: controller.clone(), command: cmd.clone(), reason };
         let out = super::exec::run(&cmd, self.timeout).map_err(fail)?;
-        let status = out.status.map_or("killed by a signal".to_string(), |c| format!("exit {c}"));
-        self.log.push(format!("$ {cmd}\n[{status}]\n{}{}", out.stdout, out.stderr));
-        if out.status != Some(0) {
-            return Err(fail(format!("{status} (stdout {:?}, stderr {:?})", out.stdout.trim(), out.stderr.trim())));
-        }
-        Ok(())
+        self.log.push(out.transcript(&cmd));
+        out.failure().map_or(Ok(()), |why| Err(fail(why)))
     }
 }
 
