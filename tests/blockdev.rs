@@ -12,7 +12,7 @@ mod common;
 #[path = "blockdev/lab_arm.rs"]
 mod lab_arm;
 
-use common::{ok, run, s, skip, text, BIN};
+use common::{ok, run, s, sh, skip, text, BIN};
 use faultline::ledger::{Contract, LedgerWriter, RunHeader, LEDGER_FORMAT};
 use faultline::verify::Verifier;
 use faultline::workload::{FlushPolicy, Layout, Pattern, WorkloadSpec};
@@ -23,15 +23,6 @@ use faultline_fixtures::{FaultModel, SimConfig, SimDrive, TruthContract};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
-
-fn sh(cmd: &str, args: &[&str]) -> Result<String, String> {
-    let o = Command::new(cmd).args(args).output().map_err(|e| format!("{cmd}: {e}"))?;
-    if o.status.success() {
-        Ok(String::from_utf8_lossy(&o.stdout).trim().to_string())
-    } else {
-        Err(format!("{cmd} {args:?}: {}", String::from_utf8_lossy(&o.stderr).trim()))
-    }
-}
 
 /// A test's scratch directory (`common::scratch`), removed on drop, also when the test
 /// panics: the backing files in it are up to 128 MiB each, and every run used to leave them in

@@ -21,7 +21,7 @@
 
 mod common;
 
-use common::{run, s, skip, text};
+use common::{run, s, sh, skip, text};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -40,15 +40,6 @@ fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
 const NOISE_SEED: u64 = 0xD0A1_0BAD;
 const CAPACITY: u64 = 64 << 20;
 const PORT_PY: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/dualport_loop/port.py");
-
-fn sh(cmd: &str, args: &[&str]) -> Result<String, String> {
-    let o = Command::new(cmd).args(args).output().map_err(|e| format!("{cmd}: {e}"))?;
-    if o.status.success() {
-        Ok(String::from_utf8_lossy(&o.stdout).trim().to_string())
-    } else {
-        Err(format!("{cmd} {args:?}: {}", String::from_utf8_lossy(&o.stderr).trim()))
-    }
-}
 
 /// Two loop devices over one backing file in a scratch directory; on drop, both detached and
 /// the directory removed.

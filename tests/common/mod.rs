@@ -48,3 +48,13 @@ pub fn skip(test: &str, why: &str) {
     println!("SKIP {test}: {why}");
     eprintln!("SKIP {test}: {why}");
 }
+
+/// Runs a system tool; its trimmed stdout, or an error naming the command and its stderr.
+pub fn sh(cmd: &str, args: &[&str]) -> Result<String, String> {
+    let o = Command::new(cmd).args(args).output().map_err(|e| format!("{cmd}: {e}"))?;
+    if o.status.success() {
+        Ok(String::from_utf8_lossy(&o.stdout).trim().to_string())
+    } else {
+        Err(format!("{cmd} {args:?}: {}", String::from_utf8_lossy(&o.stderr).trim()))
+    }
+}
