@@ -163,8 +163,8 @@ impl SimLab {
     pub fn reconcile(&self, checks: &Path, lab_dir: &Path, run_dir: &Path) -> Result<Reconciled> {
         let text = std::fs::read_to_string(checks).unwrap_or_default();
         let mut r = Reconciled { model: self.model.clone(), ..Reconciled::default() };
-        let fua = FuaCheck::new(run_dir, self.server.stats().fua_writes);
         let history = faultline::ledger::replay(run_dir).ok();
+        let fua = FuaCheck::new(history.as_ref(), self.server.stats().fua_writes);
         for (i, line) in text.lines().enumerate() {
             let at = || format!("{}:{}", checks.display(), i + 1);
             let v: serde_json::Value = serde_json::from_str(line).with_context(|| format!("{}: not JSON", at()))?;
@@ -340,11 +340,9 @@ struct FuaCheck {
 }
 
 impl FuaCheck {
-    fn new(run_dir: &Path, fua_received: u64) -> FuaCheck {
-        let layout = (fua_received == 0)
-            .then(|| faultline::ledger::replay(run_dir).ok())
-            .flatten()
-            .filter(|h| h.header.workload.flush.fua_percent > 0)
+    fn new(history: Option<&faultline::ledger::History>, fua_received: u64) -> FuaCheck {
+        let layout = history
+            .filter(|h| fua_received == 0 && h.header.workload.flush.fua_percent > 0)
             .and_then(|h| faultline::workload::Layout::new(h.header.workload.clone(), h.header.sector_bytes).ok());
         FuaCheck { layout }
     }
