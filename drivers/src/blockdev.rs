@@ -300,8 +300,11 @@ pub enum FindError {
     SeveralNamespaces { expect: Box<Expectation>, namespaces: Vec<Vec<PathMatch>> },
     /// [`find_path`]: the namespace was found, but `want` selects none of its paths, or
     /// several.
-    #[error("{}", no_such_path_text(.expect, .want, .paths, *.selected))]
-    Path { expect: Box<Expectation>, want: PathId, paths: Vec<PathMatch>, selected: usize },
+    /// `idle` lists the NVMe controllers `want` names that have no path to the namespace
+    /// (a controller back on the bus whose initialisation has not finished, say), each with
+    /// its sysfs `state`.
+    #[error("{}", no_such_path_text(.expect, .want, .paths, *.selected, .idle))]
+    Path { expect: Box<Expectation>, want: PathId, paths: Vec<PathMatch>, selected: usize, idle: Vec<IdleController> },
 }
 
 /// The command-line flags that narrow an identity, as the refusals name them; a caller with
@@ -358,13 +361,64 @@ fn several_namespaces_text(expect: &Expectation, namespaces: &[Vec<PathMatch>]) 
     s
 }
 
-fn no_such_path_text(expect: &Expectation, want: &PathId, paths: &[PathMatch], selected: usize) -> String {
+fn no_such_path_text(expect: &Expectation, want: &PathId, paths: &[PathMatch], selected: usize, idle: &[IdleController]) -> String {
     let what = if selected == 0 { "none".to_string() } else { format!("{selected}") };
     let mut s = format!("the namespace matching {} has {} path(s); {what} of them is {want}:", expect.summary(), paths.len());
     for m in paths {
         s.push_str(&format!("\n  {m}"));
     }
+    for c in idle {
+        s.push_str(&format!("\n  {c}"));
+    }
     s
+}
+
+/// An NVMe controller in sysfs (`/sys/class/nvme/<name>`) without a path to the namespace
+/// looked for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IdleController {
+    pub name: String,
+    pub pci_address: Option<String>,
+    /// Its `state` attribute (`live`, `connecting`, `resetting`, `deleting`, `dead`...).
+    pub state: String,
+}
+
+impl std::fmt::Display for IdleController {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "controller {}", self.name)?;
+        if let Some(a) = &self.pci_address {
+            write!(f, " pci={a}")?;
+        }
+        write!(f, " is present in state {:?} with no path to this namespace", self.state)?;
+        match self.state.as_str() {
+            "new" | "connecting" | "resetting" => write!(f, " (back on the bus, its initialisation not finished: commands unanswered)"),
+            "deleting" | "deleting (no IO)" | "dead" => write!(f, " (the kernel gave it up)"),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The controllers in `<sys>/class/nvme` that `want` names (by PCI address, else by name)
+/// and that none of `paths` goes through.
+fn idle_controllers(want: &PathId, paths: &[PathMatch], roots: &SysRoots) -> Vec<IdleController> {
+    let Ok(dir) = std::fs::read_dir(roots.sys.join("class/nvme")) else { return Vec::new() };
+    let mut out: Vec<IdleController> = dir
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let address = crate::identity::read_trim(&e.path().join("address"));
+            let pci_address = (!address.is_empty()).then_some(address);
+            let named = match (&want.pci_address, &want.controller) {
+                (Some(a), _) => pci_address.as_deref() == Some(a.as_str()),
+                (None, Some(c)) => *c == name,
+                (None, None) => false,
+            };
+            let has_path = paths.iter().any(|m| m.path.controller.as_deref() == Some(name.as_str()));
+            (named && !has_path).then(|| IdleController { state: crate::identity::read_trim(&e.path().join("state")), name, pci_address })
+        })
+        .collect();
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
 }
 
 /// A hidden disk: a native NVMe multipath per-path node (`nvmeXcYnZ`), which has no device
@@ -518,7 +572,8 @@ pub fn find_path(expect: &Expectation, want: &PathId, roots: &SysRoots) -> Resul
     if let [i] = selected[..] {
         return Ok(paths[i].clone());
     }
-    Err(FindError::Path { expect: Box::new(expect.clone()), want: want.clone(), paths, selected: selected.len() })
+    let idle = if selected.is_empty() { idle_controllers(want, &paths, roots) } else { Vec::new() };
+    Err(FindError::Path { expect: Box::new(expect.clone()), want: want.clone(), paths, selected: selected.len(), idle })
 }
 
 /// The `/dev` path of the one block device whose identity matches every field `expect`

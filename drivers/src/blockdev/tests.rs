@@ -226,6 +226,8 @@ impl FakeSys {
         ] {
             self.write(&format!("devices/{c}/{k}"), v);
         }
+        self.write(&format!("devices/{c}/state"), "live");
+        self.link(&format!("class/nvme/{name}"), self.root.0.join("sys/devices").join(&c).to_str().unwrap());
         c
     }
 
@@ -351,4 +353,35 @@ fn a_given_path_is_followed_across_a_controller_rename() {
     assert!(matches!(&e, FindError::Path { selected: 0, paths, .. } if paths.len() == 2), "{e}");
     let msg = e.to_string();
     assert!(msg.contains("none of them is ? via nvme1") && msg.contains("nvme2n1 via nvme2 cntlid=2"), "{msg}");
+}
+
+/// A controller back on the bus whose initialisation hangs (seen in the QEMU lab: Identify
+/// unanswered after a hot-plug) has no namespace yet: the refusal to pick a path says it is
+/// there, and in which state, so "the drive never came back" and "it came back and does not
+/// answer" read differently.
+#[test]
+fn a_controller_back_on_the_bus_without_its_namespace_is_named_with_its_state() {
+    let f = dual_port("connecting", false);
+    let expect = serial("D1DUAL");
+    // nvme1 leaves, and its PCI function comes back as nvme2, stuck before its namespace scan.
+    std::fs::remove_file(f.root.0.join("sys/class/block/nvme1n1")).unwrap();
+    std::fs::remove_file(f.root.0.join("sys/class/nvme/nvme1")).unwrap();
+    std::fs::remove_dir_all(f.root.0.join("sys/devices/pci0000:00/0000:00:04.0/nvme/nvme1")).unwrap();
+    let c = f.controller("0000:00:04.0", "nvme2", 0);
+    f.write(&format!("devices/{c}/state"), "connecting");
+    let want = PathId { pci_address: Some("0000:00:04.0".into()), ..Default::default() };
+    let e = find_path(&expect, &want, &f.roots()).unwrap_err();
+    let FindError::Path { idle, .. } = &e else { panic!("{e}") };
+    assert_eq!(idle.len(), 1, "{e}");
+    assert_eq!((idle[0].name.as_str(), idle[0].state.as_str()), ("nvme2", "connecting"));
+    let msg = e.to_string();
+    assert!(msg.contains("controller nvme2 pci=0000:00:04.0 is present in state \"connecting\""), "{msg}");
+    assert!(msg.contains("initialisation not finished"), "{msg}");
+    // A controller the wanted path does not name is not listed; nor is one with a path.
+    let other = PathId { pci_address: Some("0000:00:09.0".into()), ..Default::default() };
+    let FindError::Path { idle, .. } = find_path(&expect, &other, &f.roots()).unwrap_err() else { panic!() };
+    assert!(idle.is_empty());
+    let by_name = PathId { controller: Some("nvme0".into()), cntlid: Some(7), ..Default::default() };
+    let FindError::Path { idle, .. } = find_path(&expect, &by_name, &f.roots()).unwrap_err() else { panic!() };
+    assert!(idle.is_empty(), "nvme0 has its path: {idle:?}");
 }

@@ -3,7 +3,7 @@
 # the multipath setting the kernel command line gives as faultline.multipath=Y|N), mounts the
 # 9p share (tag "lab") on /share, then runs /share/lab/cmd (faultline.mode=run) or a shell on
 # the console (faultline.mode=shell), writes the command's exit code to /share/lab/exit-code
-# and powers off.
+# and the kernel's log to /share/lab/dmesg.log, and powers off.
 /bin/busybox --install -s /bin
 export PATH=/bin:/sbin:/usr/bin:/usr/sbin
 export LD_LIBRARY_PATH=/lib/x86_64-linux-gnu
@@ -41,6 +41,9 @@ i=0
 while [ $i -lt 100 ] && ! ls /dev/nvme*n* >/dev/null 2>&1; do sleep 0.1; i=$((i + 1)); done
 echo "lab-init: booted, multipath=$mp, $(ls /sys/class/nvme | tr '\n' ' ')" > /dev/ttyS0
 echo up > /share/lab/booted
+# The guest's heartbeat: its uptime in the share every 2 s, from a process of its own, so
+# that the host tells a guest that stopped (no beat) from a command that is slow.
+( while :; do cut -d' ' -f1 /proc/uptime > /share/lab/heartbeat; sleep 2; done ) &
 cd /share
 if [ "$mode" = shell ]; then
     echo "faultline lab shell: the namespace is one of $(ls /dev/nvme*n* | tr '\n' ' '); exit powers off."
@@ -50,5 +53,6 @@ else
     sh /share/lab/cmd > /share/lab/guest.log 2>&1
     echo $? > /share/lab/exit-code
 fi
+dmesg > /share/lab/dmesg.log 2>/dev/null
 sync
 poweroff -f

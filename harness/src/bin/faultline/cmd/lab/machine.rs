@@ -213,7 +213,7 @@ impl Drop for Guard {
 pub fn run(spec: &Spec, boot_timeout: Duration, timeout: Duration, echo: bool, mut hooks: Hooks) -> Result<Outcome> {
     let labctl = spec.share.join("lab");
     std::fs::create_dir_all(&labctl)?;
-    for f in ["booted", "exit-code", "guest.log", "req", "rep", "truth-req", "truth-rep"] {
+    for f in ["booted", "exit-code", "guest.log", "req", "rep", "truth-req", "truth-rep", "heartbeat", "dmesg.log"] {
         let _ = std::fs::remove_file(labctl.join(f));
     }
     let _ = std::fs::remove_file(spec.qmp_sock());
@@ -238,12 +238,25 @@ pub fn run(spec: &Spec, boot_timeout: Duration, timeout: Duration, echo: bool, m
     let mut boot_s = None;
     let mut log_pos = 0u64;
     let mut plugged = Plugged::default();
+    let mut beat = Heartbeat::new(labctl.join("heartbeat"));
     let status = loop {
         if let Some(st) = child.0.try_wait()? {
             break st;
         }
         if boot_s.is_none() && labctl.join("booted").exists() {
             boot_s = Some(t0.elapsed().as_secs_f64());
+        }
+        if boot_s.is_some() && !spec.shell {
+            if let Some(last) = beat.stalled(HEARTBEAT_STALL) {
+                bail!(
+                    "the guest stopped: its heartbeat ({}) has not changed for {} s (its uptime at the last beat: {last}); \
+                     the console's last lines ({}):\n{}",
+                    labctl.join("heartbeat").display(),
+                    HEARTBEAT_STALL.as_secs(),
+                    spec.console().display(),
+                    console_tail(&spec.console(), 30)
+                );
+            }
         }
         if boot_s.is_none() && t0.elapsed() > boot_timeout {
             bail!(
@@ -292,6 +305,38 @@ pub fn run(spec: &Spec, boot_timeout: Duration, timeout: Duration, echo: bool, m
         bail!("QEMU exited with {status} before the guest finished: {}\nconsole:\n{}", err.trim(), console_tail(&spec.console(), 30));
     }
     Ok(Outcome { exit_code, boot_s, total_s: t0.elapsed().as_secs_f64() })
+}
+
+/// A guest whose heartbeat has not changed for this long has stopped (it beats every 2 s;
+/// TCG on a loaded machine stretches that to seconds, never to a minute).
+const HEARTBEAT_STALL: Duration = Duration::from_secs(60);
+
+/// The guest's heartbeat file (its uptime, rewritten every 2 s by `init`), read once a second.
+struct Heartbeat {
+    path: PathBuf,
+    last: String,
+    changed: Instant,
+    read: Instant,
+}
+
+impl Heartbeat {
+    fn new(path: PathBuf) -> Self {
+        let now = Instant::now();
+        Heartbeat { path, last: String::new(), changed: now, read: now }
+    }
+
+    /// The last beat's text when none came for `stall`.
+    fn stalled(&mut self, stall: Duration) -> Option<String> {
+        if self.read.elapsed() < Duration::from_secs(1) {
+            return None;
+        }
+        self.read = Instant::now();
+        let now = std::fs::read_to_string(&self.path).map(|s| s.trim().to_string()).unwrap_or_default();
+        if now != self.last {
+            (self.last, self.changed) = (now, Instant::now());
+        }
+        (self.changed.elapsed() >= stall).then(|| if self.last.is_empty() { "none".into() } else { format!("{} s", self.last) })
+    }
 }
 
 fn copy_new(path: &Path, pos: u64) -> u64 {

@@ -360,6 +360,16 @@ fn cmd_run(a: RunArgs) -> Result<Exit> {
         for e in &r.explained {
             println!("lab: a finding about the layer between faultline and the drive, not about the drive: {e} (docs/LAB.md)");
         }
+        if !r.lab_faults.is_empty() {
+            bail!(
+                "the lab failed in {} of {} cycles, so this run says nothing of the drive ({}):\n  {}{}",
+                r.lab_faults.len(),
+                r.cycles,
+                p.lab_dir.join("reconcile.json").display(),
+                r.lab_faults.join("\n  "),
+                if r.disagreements.is_empty() { String::new() } else { format!("\nand disagreements besides:\n  {}", r.disagreements.join("\n  ")) }
+            );
+        }
         if !r.disagreements.is_empty() {
             bail!(
                 "faultline in the guest and the drive's ground truth disagree ({} of {} cycles; {}):\n  {}",

@@ -21,7 +21,7 @@ use anyhow::{bail, Context, Result};
 use faultline::runner::dut::GroundTruth;
 use faultline::runner::CycleCheck;
 use faultline::selftest::{score_cycle, ClassScore};
-use faultline::verify::Finding;
+use faultline::verify::{Finding, FindingClass};
 use faultline_drivers::{PowerState, PowerSwitch};
 use faultline_fixtures::emu::{QuarchEmu, QuarchKind, QuarchRig};
 use faultline_fixtures::nbd::{NbdConfig, NbdServer};
@@ -215,6 +215,12 @@ impl SimLab {
                 missed |= c.missed + c.misclassified > 0;
             }
             let Some(problem) = problem else { continue };
+            // A dead device the drive's ground truth says was live, where the guest saw the
+            // controller back on the bus but not initialised: the lab's QEMU failed.
+            if let Some(why) = stuck_controller(&findings, gt).filter(|_| !missed) {
+                r.lab_faults.push(format!("cycle {cycle}: {why}"));
+                continue;
+            }
             // If only false findings are left: are they all writes the guest sent with FUA
             // that reached the drive without it?
             match fua.explain(&findings, gt) {
@@ -235,6 +241,21 @@ impl SimLab {
         std::fs::write(lab_dir.join("reconcile.json"), serde_json::to_string_pretty(&r)?)?;
         Ok(r)
     }
+}
+
+/// When the cycle's only finding is a dead device, the drive was live, and the guest saw a
+/// controller of the drive present but not initialised (QEMU 7.2's emulated controller, after
+/// a hot-plug, left its first admin command unanswered: docs/LAB.md), says so.
+fn stuck_controller(findings: &[Finding], gt: &GroundTruth) -> Option<String> {
+    let [f] = findings else { return None };
+    if gt.dead || f.class != FindingClass::DeadDevice {
+        return None;
+    }
+    let seen = f.detail.lines().map(str::trim).find(|l| l.starts_with("controller ") && l.contains("initialisation not finished"))?;
+    Some(format!(
+        "the guest reported a dead device while the drive was live: {seen}. QEMU's emulated NVMe controller came back on the bus \
+         after the plug and did not finish initialising; the lab failed, not the drive (docs/LAB.md)"
+    ))
 }
 
 /// `gt` less the lost sectors of writes the host could not prove durable that no finding
@@ -295,6 +316,9 @@ pub struct Reconciled {
     /// Sectors the drive lost of writes it had made durable by its own order, which the host
     /// could not prove durable (not scored: see [`SimLab::reconcile`]).
     pub drive_only_lost_sectors: u64,
+    /// Cycles the lab itself failed (an emulated controller that did not come back), which
+    /// say nothing of the drive: the run fails as the lab's failure (exit 2).
+    pub lab_faults: Vec<String>,
     /// Each cycle's first disagreement that nothing explains (a sector found as another class,
     /// missed, or a false finding), and anything that kept a cycle from being scored.
     pub disagreements: Vec<String>,
@@ -418,5 +442,34 @@ impl QuarchRig for LabRig {
 
     fn plug(&mut self, p: u8) -> Result<(), String> {
         self.call(RigCall::Plug(if p == 0 { Port::A } else { Port::B }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use faultline::verify::Shown;
+    use faultline_drivers::blockdev::IdleController;
+
+    fn dead(detail: String) -> Finding {
+        Finding { class: FindingClass::DeadDevice, offset: 0, length: 0, expected: Shown::Prior, found: Shown::Prior, cycle: 5, detail }
+    }
+
+    /// The dead device's detail is the drivers' own text for a path not found: the marker
+    /// read here is the one `IdleController` writes.
+    #[test]
+    fn a_dead_device_with_a_controller_stuck_initialising_on_a_live_drive_is_the_labs_failure() {
+        let stuck = IdleController { name: "nvme0".into(), pci_address: Some("0000:01:00.0".into()), state: "connecting".into() };
+        let detail = format!("the device did not answer a read within 30 s after the fault: the namespace ...:\n  /dev/nvme1n1: ...\n  {stuck}");
+        let live = GroundTruth { extents: Vec::new(), dead: false, disturbed: Vec::new() };
+        let why = stuck_controller(&[dead(detail.clone())], &live).expect("named");
+        assert!(why.contains("controller nvme0 pci=0000:01:00.0 is present in state \"connecting\"") && why.contains("the lab failed"), "{why}");
+        // The drive dark: a dead device is the drive's.
+        assert!(stuck_controller(&[dead(detail.clone())], &GroundTruth { dead: true, ..live.clone() }).is_none());
+        // No controller seen at all: nothing says the lab failed.
+        assert!(stuck_controller(&[dead("no block device matches serial=X".into())], &live).is_none());
+        // A controller the kernel gave up on is not "stuck initialising".
+        let gone = IdleController { state: "dead".into(), ..stuck };
+        assert!(stuck_controller(&[dead(format!("...\n  {gone}"))], &live).is_none());
     }
 }
