@@ -202,9 +202,25 @@ fn run_row(s: &Scenario, dir: &Path, row: &str) -> Result<Scorer, MatrixError> {
     Ok(scorer)
 }
 
-/// Runs the whole matrix, calling `on_row` after each row. Run directories go under `scratch`.
+/// One row, ready to run in `scratch/row-{n}`.
+struct Job {
+    n: u64,
+    name: String,
+    model: String,
+    contract: Contract,
+    workload: String,
+    honest: bool,
+    scenario: Scenario,
+}
+
+/// Runs the whole matrix, calling `on_row` after each row, in row order. Run directories go
+/// under `scratch`. Rows run on up to [`row_workers`] threads at once: each row is its own
+/// run (its own seed, directory and simulated drive), so its result does not depend on what
+/// runs beside it. The dual-port rows, whose verdicts rest on stall budgets, run after the
+/// single-port rows (which keep every CPU busy), beside each other only: they spend their
+/// time in their ports' paced transfers and timed windows, not on a CPU.
 pub fn run_matrix(opts: &MatrixOptions, scratch: &Path, on_row: &mut dyn FnMut(&RowResult)) -> Result<Vec<RowResult>, MatrixError> {
-    let mut rows = Vec::new();
+    let mut jobs = Vec::new();
     let mut n = 0u64;
     for (model, contracts) in models() {
         for (contract, honest) in contracts {
@@ -213,25 +229,79 @@ pub fn run_matrix(opts: &MatrixOptions, scratch: &Path, on_row: &mut dyn FnMut(&
                 let seed = crate::rng::hash_words(&[opts.seed, n]);
                 let cycles = if honest { opts.honest_cycles } else { opts.faulty_cycles };
                 workload.prefill = n.is_multiple_of(2);
-                let s = row_scenario(model, contract, workload, cycles, seed, opts.span_bytes);
-                let name = format!("{model} {contract} {wname}");
-                let scored = run_row(&s, &scratch.join(format!("row-{n}")), &name)?;
-                let row = RowResult {
+                let scenario = row_scenario(model, contract, workload, cycles, seed, opts.span_bytes);
+                jobs.push(Job {
+                    n,
+                    name: format!("{model} {contract} {wname}"),
                     model: model.to_string(),
                     contract,
                     workload: wname.to_string(),
-                    seed,
-                    cycles: scored.cycles,
                     honest,
-                    scores: scored.scores,
-                    first_problem: scored.first_problem,
-                };
-                on_row(&row);
-                rows.push(row);
+                    scenario,
+                });
             }
         }
     }
+    let mut rows = run_jobs(jobs, scratch, row_workers(), on_row)?;
     rows.extend(run_dual_matrix(opts, scratch, on_row, n)?);
+    Ok(rows)
+}
+
+/// How many single-port rows run at once: one per CPU, at most 4.
+pub fn row_workers() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 4)
+}
+
+/// Runs `jobs` on `workers` threads and hands each result to
+/// `on_row` in row order as soon as the rows before it are done. After a row fails no new
+/// row starts, and the first failure in row order is returned.
+fn run_jobs(jobs: Vec<Job>, scratch: &Path, workers: usize, on_row: &mut dyn FnMut(&RowResult)) -> Result<Vec<RowResult>, MatrixError> {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let next = AtomicUsize::new(0);
+    let failed = AtomicBool::new(false);
+    let mut done: Vec<Option<Result<RowResult, MatrixError>>> = (0..jobs.len()).map(|_| None).collect();
+    let mut rows = Vec::with_capacity(jobs.len());
+    std::thread::scope(|scope| {
+        let (tx, rx) = std::sync::mpsc::channel();
+        for _ in 0..workers.max(1).min(jobs.len()) {
+            let (tx, jobs, next, failed) = (tx.clone(), &jobs, &next, &failed);
+            scope.spawn(move || loop {
+                let i = next.fetch_add(1, Ordering::SeqCst);
+                if i >= jobs.len() || failed.load(Ordering::SeqCst) {
+                    return;
+                }
+                let j = &jobs[i];
+                let r = run_row(&j.scenario, &scratch.join(format!("row-{}", j.n)), &j.name).map(|scored| RowResult {
+                    model: j.model.clone(),
+                    contract: j.contract,
+                    workload: j.workload.clone(),
+                    seed: j.scenario.seed.unwrap_or_default(),
+                    cycles: scored.cycles,
+                    honest: j.honest,
+                    scores: scored.scores,
+                    first_problem: scored.first_problem,
+                });
+                if r.is_err() {
+                    failed.store(true, Ordering::SeqCst);
+                }
+                if tx.send((i, r)).is_err() {
+                    return;
+                }
+            });
+        }
+        drop(tx);
+        let mut emitted = 0;
+        for (i, r) in rx {
+            done[i] = Some(r);
+            while let Some(Some(Ok(row))) = done.get(emitted) {
+                on_row(row);
+                emitted += 1;
+            }
+        }
+    });
+    for r in done.into_iter().flatten() {
+        rows.push(r?);
+    }
     Ok(rows)
 }
 
@@ -243,9 +313,9 @@ pub fn run_dual_matrix(
     on_row: &mut dyn FnMut(&RowResult),
     after: u64,
 ) -> Result<Vec<RowResult>, MatrixError> {
-    let (mut rows, mut n) = (Vec::new(), after);
-    for (model, honest) in dual_models() {
-        n += 1;
+    let mut jobs = Vec::new();
+    for (k, (model, honest)) in dual_models().into_iter().enumerate() {
+        let n = after + 1 + k as u64;
         let seed = crate::rng::hash_words(&[opts.seed, n]);
         // Every faulty dual-port cycle injects (one fault per cycle), and each costs a pull and
         // three full reads of the span: a dozen say what they need to.
@@ -253,23 +323,17 @@ pub fn run_dual_matrix(
         // A ghost shows only where a newer write covered its sectors before it landed and
         // none covered them again after: a span larger than what a cycle writes.
         let span = if matches!(model, DualSimModel::DualGhostWrites { .. }) { opts.span_bytes.max(32 << 20) } else { opts.span_bytes };
-        let s = dual_row_scenario(model, cycles, seed, span);
-        let name = format!("{} plp dual-port pull", dual_name(model));
-        let scored = run_row(&s, &scratch.join(format!("row-{n}")), &name)?;
-        let row = RowResult {
+        jobs.push(Job {
+            n,
+            name: format!("{} plp dual-port pull", dual_name(model)),
             model: dual_name(model).to_string(),
             contract: Contract::Plp,
             workload: "dual-port pull".into(),
-            seed,
-            cycles: scored.cycles,
             honest,
-            scores: scored.scores,
-            first_problem: scored.first_problem,
-        };
-        on_row(&row);
-        rows.push(row);
+            scenario: dual_row_scenario(model, cycles, seed, span),
+        });
     }
-    Ok(rows)
+    run_jobs(jobs, scratch, row_workers().min(2), on_row)
 }
 
 /// The dual-port models of the matrix, and whether each is honest.
