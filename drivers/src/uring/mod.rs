@@ -141,6 +141,11 @@ pub struct UringTarget {
 }
 
 /// Ids of engines, so a read ticket is finished only by the engine that started it.
+/// How long a wait polls for its completion before it sleeps (see `UringTarget::poll_until`).
+const POLL_BEFORE_SLEEP: Duration = Duration::from_micros(50);
+/// `IORING_ENTER_GETEVENTS` (linux/io_uring.h; the io-uring crate keeps its `sys` private).
+const IORING_ENTER_GETEVENTS: u32 = 1;
+
 static ENGINE_IDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 impl UringTarget {
@@ -287,6 +292,31 @@ impl UringTarget {
             Err(e) if matches!(e.raw_os_error(), Some(libc::EINTR) | Some(libc::EBUSY) | Some(libc::EAGAIN)) => Ok(true),
             Err(e) => Err(TargetError::Io { path: self.path(), what: "io_uring_enter".into(), source: e }),
         }
+    }
+
+    /// Polls the ring for up to [`POLL_BEFORE_SLEEP`] until `done`: true when it came. A
+    /// completion the kernel makes on another thread (an io-wq worker for a file on tmpfs,
+    /// the loop device's worker) comes microseconds after the wait starts; sleeping and being
+    /// woken for it costs more than the I/O (measured with `faultline bench`: 4 KiB reads at
+    /// QD1 on tmpfs went from 0.8x to 3.8x fio's rate, with a third of the CPU per GB). With
+    /// deferred task work a completion reaches the queue only when this task enters the kernel
+    /// to get events, so each poll is an `io_uring_enter` that waits for none.
+    fn poll_until(&mut self, done: impl Fn(&Self) -> bool) -> bool {
+        let t = Instant::now();
+        while t.elapsed() < POLL_BEFORE_SLEEP {
+            // SAFETY: entering with nothing to submit and no argument hands the kernel no
+            // memory of ours; it only runs completions into the rings it already maps.
+            let r = unsafe { self.ring.submitter().enter::<libc::sigset_t>(0, 0, IORING_ENTER_GETEVENTS, None) };
+            if r.is_err() {
+                return false;
+            }
+            self.harvest();
+            if done(self) {
+                return true;
+            }
+            std::hint::spin_loop();
+        }
+        false
     }
 
     fn failure(&self, errno: i32, what: String) -> IoFailure {
@@ -487,6 +517,9 @@ impl BlockTarget for UringTarget {
             };
             if left.is_zero() {
                 return Ok(got);
+            }
+            if self.poll_until(|t| !t.ready.is_empty()) {
+                continue;
             }
             if !self.enter(1, Some(left))? {
                 self.harvest();

@@ -81,6 +81,9 @@ impl UringTarget {
                     Ok(rb)
                 };
             }
+            if self.poll_until(|t| matches!(t.slots[i as usize].kind, Kind::Read { result: Some(_) })) {
+                continue;
+            }
             let left = wait.saturating_sub(start.elapsed());
             let timed_out = left.is_zero()
                 || match self.enter(1, Some(left)) {

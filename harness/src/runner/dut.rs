@@ -166,27 +166,6 @@ pub enum DutVerifyError {
     Dut(#[from] DutError),
 }
 
-/// Verifies `regions` of `target` and merges the reports.
-pub fn verify_regions(v: &Verifier<'_>, target: &mut dyn BlockTarget, regions: &[(u64, u64)]) -> Result<VerifyReport, VerifyError> {
-    let mut total: Option<VerifyReport> = None;
-    for &(a, b) in regions {
-        let r = v.verify(target, a, b)?;
-        match &mut total {
-            None => total = Some(r),
-            Some(t) => {
-                t.sectors += r.sectors;
-                t.bytes += r.bytes;
-                t.durable_ok += r.durable_ok;
-                t.newer_ok += r.newer_ok;
-                t.prior_ok += r.prior_ok;
-                t.findings.extend(r.findings);
-                t.seen.extend(r.seen);
-            }
-        }
-    }
-    Ok(total.unwrap_or_default())
-}
-
 /// Reads one sector at `at` within `timeout`.
 fn probe(t: &mut dyn BlockTarget, at: u64, timeout: Duration) -> Result<(), faultline_drivers::IoFailure> {
     t.set_read_timeout(timeout);
@@ -236,7 +215,7 @@ impl Dut for SimDut {
     }
 
     fn verify(&mut self, v: &Verifier<'_>, regions: &[(u64, u64)]) -> Result<VerifyReport, DutVerifyError> {
-        Ok(verify_regions(v, &mut self.drive, regions)?)
+        Ok(v.verify_regions(&mut self.drive, regions)?)
     }
 
     fn answers(&mut self, at: u64) -> bool {
@@ -429,7 +408,7 @@ impl Dut for RealDut {
     }
 
     fn verify(&mut self, v: &Verifier<'_>, regions: &[(u64, u64)]) -> Result<VerifyReport, DutVerifyError> {
-        Ok(verify_regions(v, self.target()?, regions)?)
+        Ok(v.verify_regions(self.target()?, regions)?)
     }
 
     fn answers(&mut self, at: u64) -> bool {

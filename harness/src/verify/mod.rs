@@ -184,15 +184,7 @@ impl<'a> Verifier<'a> {
         end: u64,
         progress: &mut dyn FnMut(u64, usize),
     ) -> Result<VerifyReport, VerifyError> {
-        let spec = self.layout.spec();
-        if start >= end
-            || start < spec.span_start
-            || end > spec.span_end
-            || !start.is_multiple_of(self.sector)
-            || !end.is_multiple_of(self.sector)
-        {
-            return Err(VerifyError::BadRegion { start, end, span_start: spec.span_start, span_end: spec.span_end });
-        }
+        self.check_region(start, end)?;
         if end - start <= READ_CHUNK {
             // One read: nothing to overlap, so no second thread (random-read verification
             // calls this per block, so the buffer and scan state of the last call are reused:
@@ -217,18 +209,65 @@ impl<'a> Verifier<'a> {
             progress(end - start, rep.findings.len());
             return Ok(rep);
         }
-        // One thread reads ahead and checks: the read of the next chunk is in the device (or
-        // the kernel) while this thread checks the current one, so the device is never idle
-        // while it checks, and no chunk is handed between threads (an engine without
-        // asynchronous reads reads it at `read_start`). Buffers come
-        // from the target's pool where it has one (registered once with the kernel): one per
-        // read in flight and the one being checked.
-        let mut spare = target.buffers(READ_AHEAD + 1, READ_CHUNK.min(end - start) as usize);
-        let mut ahead = ReadAhead { queue: std::collections::VecDeque::with_capacity(READ_AHEAD), next: start, end };
-        let mut scan = Scan::new(end);
+        self.scan_regions(target, &[(start, end)], progress)
+    }
+
+    /// Verifies each of `regions` (sector-aligned, inside the span, in any order; each as
+    /// [`Verifier::verify`] would) and merges the reports in the order given: in address
+    /// order, regions in address order keep the report's `seen` runs in address order.
+    ///
+    /// The read of the next chunk goes in before the current one is checked, across region
+    /// boundaries too, so a list of small regions (a cycle's written regions, random 4 KiB
+    /// samples) costs the device one read at a time and never waits for a check.
+    pub fn verify_regions(&self, target: &mut dyn BlockTarget, regions: &[(u64, u64)]) -> Result<VerifyReport, VerifyError> {
+        match regions {
+            [] => Ok(VerifyReport::default()),
+            [(a, b)] => self.verify(target, *a, *b),
+            _ => {
+                for &(a, b) in regions {
+                    self.check_region(a, b)?;
+                }
+                self.scan_regions(target, regions, &mut |_, _| {})
+            }
+        }
+    }
+
+    fn check_region(&self, start: u64, end: u64) -> Result<(), VerifyError> {
+        let spec = self.layout.spec();
+        if start >= end
+            || start < spec.span_start
+            || end > spec.span_end
+            || !start.is_multiple_of(self.sector)
+            || !end.is_multiple_of(self.sector)
+        {
+            return Err(VerifyError::BadRegion { start, end, span_start: spec.span_start, span_end: spec.span_end });
+        }
+        Ok(())
+    }
+
+    /// One thread reads ahead and checks: the read of the next chunk is in the device (or
+    /// the kernel) while this thread checks the current one, so the device is never idle
+    /// while it checks, and no chunk is handed between threads (an engine without
+    /// asynchronous reads reads it at `read_start`). Buffers come from the target's pool
+    /// where it has one (registered once with the kernel): one per read in flight and the
+    /// one being checked. Each region is scanned alone (its torn-write groups close at its
+    /// end); `progress` gets the bytes done over all regions.
+    fn scan_regions(
+        &self,
+        target: &mut dyn BlockTarget,
+        regions: &[(u64, u64)],
+        progress: &mut dyn FnMut(u64, usize),
+    ) -> Result<VerifyReport, VerifyError> {
+        let largest = regions.iter().map(|&(a, b)| b - a).max().unwrap_or(0);
+        let mut spare = target.buffers(READ_AHEAD + 1, READ_CHUNK.min(largest) as usize);
+        let mut ahead = ReadAhead { queue: std::collections::VecDeque::with_capacity(READ_AHEAD), regions, region: 0, next: None };
+        let mut total = VerifyReport::default();
+        let mut scan = Scan::new(0);
+        let mut current: Option<usize> = None;
+        let mut done = 0u64;
         ahead.top_up(target, &mut spare);
         let checked = loop {
-            let Some((pos, ticket)) = ahead.queue.pop_front() else { break Ok(()) };
+            let Some((region, pos, ticket)) = ahead.queue.pop_front() else { break Ok(()) };
             let (buf, whole) = target.read_finish(ticket);
             let chunk = match self.finish_chunk(target, pos, buf, whole) {
                 Ok(chunk) => chunk,
@@ -236,23 +275,39 @@ impl<'a> Verifier<'a> {
             };
             // The next read goes in before this chunk is checked.
             ahead.top_up(target, &mut spare);
+            if current != Some(region) {
+                if current.is_some() {
+                    self.finish_region(&mut scan, &mut total);
+                }
+                scan.reset(regions[region].1);
+                current = Some(region);
+            }
             let r = self.check_chunk(&mut scan, &chunk);
-            let done = pos + chunk.buf.len() as u64 - start;
+            done += chunk.buf.len() as u64;
             spare.push(chunk.buf);
             if let Err(e) = r {
                 break Err(e);
             }
-            progress(done, scan.rep.findings.len());
+            progress(done, total.findings.len() + scan.rep.findings.len());
         };
         // A scan that stopped early still finishes the reads it started (the engine keeps
         // their buffers until then).
-        for (_, ticket) in ahead.queue {
+        for (_, _, ticket) in ahead.queue {
             drop(target.read_finish(ticket));
         }
         checked?;
+        if current.is_some() {
+            self.finish_region(&mut scan, &mut total);
+        }
+        Ok(total)
+    }
+
+    /// Closes the region `scan` covered and adds its report to `total`.
+    fn finish_region(&self, scan: &mut Scan, total: &mut VerifyReport) {
         self.close_groups(&mut scan.groups, u64::MAX, &mut scan.rep.findings);
-        scan.rep.findings.sort_by_key(|f| (f.offset, f.class));
-        Ok(scan.rep)
+        let mut rep = std::mem::take(&mut scan.rep);
+        rep.findings.sort_by_key(|f| (f.offset, f.class));
+        total.merge(rep);
     }
 
     /// Reads one chunk; when the read fails, reads it sector by sector to find exactly
@@ -454,22 +509,31 @@ impl<'a> Verifier<'a> {
     }
 }
 
-/// The reads a scan has started, in address order, and where the next one starts.
-struct ReadAhead {
-    queue: std::collections::VecDeque<(u64, faultline_drivers::ReadTicket)>,
-    next: u64,
-    end: u64,
+/// The reads a scan has started, in order, and where the next one starts: regions in the
+/// order given, each in address order, in chunks of at most [`READ_CHUNK`].
+struct ReadAhead<'r> {
+    queue: std::collections::VecDeque<(usize, u64, faultline_drivers::ReadTicket)>,
+    regions: &'r [(u64, u64)],
+    /// The region the next read is in, and where in it (`None`: at its start).
+    region: usize,
+    next: Option<u64>,
 }
 
-impl ReadAhead {
-    /// Starts reads until [`READ_AHEAD`] are in flight or the region is all asked for.
+impl ReadAhead<'_> {
+    /// Starts reads until [`READ_AHEAD`] are in flight or every region is all asked for.
     fn top_up(&mut self, target: &mut dyn BlockTarget, spare: &mut Vec<AlignedBuf>) {
-        while self.queue.len() < READ_AHEAD && self.next < self.end {
-            let n = (self.end - self.next).min(READ_CHUNK) as usize;
+        while self.queue.len() < READ_AHEAD && self.region < self.regions.len() {
+            let (start, end) = self.regions[self.region];
+            let at = self.next.unwrap_or(start);
+            let n = (end - at).min(READ_CHUNK) as usize;
             let mut buf = spare.pop().unwrap_or_else(|| AlignedBuf::zeroed(n));
             buf.resize(n);
-            self.queue.push_back((self.next, target.read_start(self.next, buf)));
-            self.next += n as u64;
+            self.queue.push_back((self.region, at, target.read_start(at, buf)));
+            if at + n as u64 >= end {
+                (self.region, self.next) = (self.region + 1, None);
+            } else {
+                self.next = Some(at + n as u64);
+            }
         }
     }
 }

@@ -143,6 +143,17 @@ pub struct VerifyReport {
 }
 
 impl VerifyReport {
+    /// Adds `other` (a report of another region) to this one.
+    pub fn merge(&mut self, other: VerifyReport) {
+        self.sectors += other.sectors;
+        self.bytes += other.bytes;
+        self.durable_ok += other.durable_ok;
+        self.newer_ok += other.newer_ok;
+        self.prior_ok += other.prior_ok;
+        self.findings.extend(other.findings);
+        self.seen.extend(other.seen);
+    }
+
     /// Findings per class, every class present.
     pub fn summary(&self) -> BTreeMap<&'static str, u64> {
         let mut m: BTreeMap<&'static str, u64> = FindingClass::ALL.iter().map(|c| (c.name(), 0)).collect();

@@ -510,7 +510,7 @@ fn verify_all(
             let verifier = Verifier::new(&lane.run.layout, lane.run.ledger.history(), &lane.run.format);
             let t0 = Instant::now();
             let target = devs[r].target().map_err(|e| e.to_string())?;
-            let rep = match super::dut::verify_regions(&verifier, target, &regions) {
+            let rep = match verifier.verify_regions(target, &regions) {
                 Ok(rep) => rep,
                 Err(e) => {
                     em.error(Some(cycle), format!("verify port {own}'s share through port {via}: {e}"));
