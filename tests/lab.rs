@@ -250,7 +250,8 @@ fn link_faults_run_clean(test: &str, multipath: &str) {
         let text = std::fs::read_to_string(&shipped).unwrap();
         let counts = text.lines().filter(|l| l.starts_with("count = ")).count();
         assert_eq!(counts, 1, "{}: one `count = ` line under [cycles]", shipped.display());
-        let text: String = text.lines().map(|l| if l.starts_with("count = ") { format!("count = {cycles}\n") } else { format!("{l}\n") }).collect();
+        let text: String =
+            text.lines().map(|l| if l.starts_with("count = ") { format!("count = {cycles}\n") } else { format!("{l}\n") }).collect();
         let path = dir.join(format!("{name}.toml"));
         std::fs::write(&path, text).unwrap();
         args.extend(["--put".to_string(), s(&path).to_string()]);

@@ -304,7 +304,7 @@ pub enum FindError {
     /// (a controller back on the bus whose initialisation has not finished, say), each with
     /// its sysfs `state`.
     #[error("{}", no_such_path_text(.expect, .want, .paths, *.selected, .idle))]
-    Path { expect: Box<Expectation>, want: PathId, paths: Vec<PathMatch>, selected: usize, idle: Vec<IdleController> },
+    Path { expect: Box<Expectation>, want: Box<PathId>, paths: Vec<PathMatch>, selected: usize, idle: Vec<IdleController> },
 }
 
 /// The command-line flags that narrow an identity, as the refusals name them; a caller with
@@ -573,7 +573,7 @@ pub fn find_path(expect: &Expectation, want: &PathId, roots: &SysRoots) -> Resul
         return Ok(paths[i].clone());
     }
     let idle = if selected.is_empty() { idle_controllers(want, &paths, roots) } else { Vec::new() };
-    Err(FindError::Path { expect: Box::new(expect.clone()), want: want.clone(), paths, selected: selected.len(), idle })
+    Err(FindError::Path { expect: Box::new(expect.clone()), want: Box::new(want.clone()), paths, selected: selected.len(), idle })
 }
 
 /// The `/dev` path of the one block device whose identity matches every field `expect`

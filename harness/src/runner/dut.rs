@@ -766,7 +766,7 @@ mod tests {
         let c = |n: &str| Candidate { path: PathBuf::from(format!("/dev/{n}")), identity: DeviceIdentity::default() };
         let two = FindError::Ambiguous { expect: Box::new(expect()), matches: vec![c("nvme0n1"), c("nvme1n1")] };
         assert!(matches!(classify(two), Refind::Ambiguous(m) if m.contains("nvme0n1") && m.contains("nvme1n1")));
-        let none = FindError::Path { expect: Box::new(expect()), want: PathId::default(), paths: Vec::new(), selected: 0, idle: Vec::new() };
+        let none = FindError::Path { expect: Box::new(expect()), want: Box::default(), paths: Vec::new(), selected: 0, idle: Vec::new() };
         assert!(matches!(classify(none), Refind::NotYet(_)), "the path is not back yet");
     }
 }

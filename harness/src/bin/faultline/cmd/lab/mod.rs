@@ -367,7 +367,11 @@ fn cmd_run(a: RunArgs) -> Result<Exit> {
                 r.cycles,
                 p.lab_dir.join("reconcile.json").display(),
                 r.lab_faults.join("\n  "),
-                if r.disagreements.is_empty() { String::new() } else { format!("\nand disagreements besides:\n  {}", r.disagreements.join("\n  ")) }
+                if r.disagreements.is_empty() {
+                    String::new()
+                } else {
+                    format!("\nand disagreements besides:\n  {}", r.disagreements.join("\n  "))
+                }
             );
         }
         if !r.disagreements.is_empty() {

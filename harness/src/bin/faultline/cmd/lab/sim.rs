@@ -460,10 +460,14 @@ mod tests {
     #[test]
     fn a_dead_device_with_a_controller_stuck_initialising_on_a_live_drive_is_the_labs_failure() {
         let stuck = IdleController { name: "nvme0".into(), pci_address: Some("0000:01:00.0".into()), state: "connecting".into() };
-        let detail = format!("the device did not answer a read within 30 s after the fault: the namespace ...:\n  /dev/nvme1n1: ...\n  {stuck}");
+        let detail =
+            format!("the device did not answer a read within 30 s after the fault: the namespace ...:\n  /dev/nvme1n1: ...\n  {stuck}");
         let live = GroundTruth { extents: Vec::new(), dead: false, disturbed: Vec::new() };
         let why = stuck_controller(&[dead(detail.clone())], &live).expect("named");
-        assert!(why.contains("controller nvme0 pci=0000:01:00.0 is present in state \"connecting\"") && why.contains("the lab failed"), "{why}");
+        assert!(
+            why.contains("controller nvme0 pci=0000:01:00.0 is present in state \"connecting\"") && why.contains("the lab failed"),
+            "{why}"
+        );
         // The drive dark: a dead device is the drive's.
         assert!(stuck_controller(&[dead(detail.clone())], &GroundTruth { dead: true, ..live.clone() }).is_none());
         // No controller seen at all: nothing says the lab failed.
