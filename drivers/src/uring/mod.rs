@@ -294,16 +294,16 @@ impl UringTarget {
         }
     }
 
-    /// Polls the ring for up to [`POLL_BEFORE_SLEEP`] until `done`: true when it came. A
-    /// completion the kernel makes on another thread (an io-wq worker for a file on tmpfs,
+    /// Polls the ring until `done`, for up to [`POLL_BEFORE_SLEEP`] and at most `left`: true
+    /// when it came. A completion the kernel makes on another thread (an io-wq worker for a file on tmpfs,
     /// the loop device's worker) comes microseconds after the wait starts; sleeping and being
     /// woken for it costs more than the I/O (measured with `faultline bench`: 4 KiB reads at
     /// QD1 on tmpfs went from 0.8x to 3.8x fio's rate, with a third of the CPU per GB). With
     /// deferred task work a completion reaches the queue only when this task enters the kernel
     /// to get events, so each poll is an `io_uring_enter` that waits for none.
-    fn poll_until(&mut self, done: impl Fn(&Self) -> bool) -> bool {
-        let t = Instant::now();
-        while t.elapsed() < POLL_BEFORE_SLEEP {
+    fn poll_until(&mut self, left: Duration, done: impl Fn(&Self) -> bool) -> bool {
+        let (t, limit) = (Instant::now(), left.min(POLL_BEFORE_SLEEP));
+        while t.elapsed() < limit {
             // SAFETY: entering with nothing to submit and no argument hands the kernel no
             // memory of ours; it only runs completions into the rings it already maps.
             let r = unsafe { self.ring.submitter().enter::<libc::sigset_t>(0, 0, IORING_ENTER_GETEVENTS, None) };
@@ -518,7 +518,7 @@ impl BlockTarget for UringTarget {
             if left.is_zero() {
                 return Ok(got);
             }
-            if self.poll_until(|t| !t.ready.is_empty()) {
+            if self.poll_until(left, |t| !t.ready.is_empty()) {
                 continue;
             }
             if !self.enter(1, Some(left))? {

@@ -81,10 +81,10 @@ impl UringTarget {
                     Ok(rb)
                 };
             }
-            if self.poll_until(|t| matches!(t.slots[i as usize].kind, Kind::Read { result: Some(_) })) {
+            let left = wait.saturating_sub(start.elapsed());
+            if self.poll_until(left, |t| matches!(t.slots[i as usize].kind, Kind::Read { result: Some(_) })) {
                 continue;
             }
-            let left = wait.saturating_sub(start.elapsed());
             let timed_out = left.is_zero()
                 || match self.enter(1, Some(left)) {
                     Ok(done) => !done && start.elapsed() >= wait,
