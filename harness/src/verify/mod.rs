@@ -154,7 +154,10 @@ pub struct Verifier<'a> {
 
 /// Bound on stepping back through non-durable writes for one sector.
 const MAX_STEPS_BACK: u32 = 1 << 20;
-const READ_CHUNK: u64 = 1 << 20;
+/// The most one read asks for. 4 MiB: on a loop device a full-span verify ran 1.17-1.26x fio
+/// crc32c's 1 MiB reads with 4 MiB chunks, 1.03-1.06x with 1 MiB (tmpfs: no difference);
+/// the kernel splits a read the device cannot take whole.
+const READ_CHUNK: u64 = 4 << 20;
 /// Chunks read ahead of the one being checked: one, so the device sees one read at a time
 /// (measured on tmpfs, a second in flight made the scan slower: the kernel's copy of two
 /// reads competed with the check for two cores).
@@ -176,7 +179,7 @@ impl<'a> Verifier<'a> {
     }
 
     /// As [`Verifier::verify`], calling `progress(bytes done, findings so far)` after every
-    /// read chunk (1 MiB).
+    /// read chunk ([`READ_CHUNK`]).
     pub fn verify_with_progress(
         &self,
         target: &mut dyn BlockTarget,

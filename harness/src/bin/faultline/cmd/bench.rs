@@ -5,8 +5,9 @@
 //! QD32, 4 KiB random read with verification (QD1: one read in flight at a time; faultline
 //! verifies a list of random blocks, starting the next block's read before it checks the
 //! one just read, as a cycle's sampled verification does; fio checks a block before it reads
-//! the next), full-span sequential verify (1 MiB reads, QD1: faultline starts the next
-//! read before it checks the current chunk, fio verifies a chunk before it reads the next)
+//! the next), full-span sequential verify (QD1; fio reads 1 MiB and verifies it before it
+//! reads the next, faultline reads its verifier's chunks, 4 MiB, and starts the next read
+//! before it checks the current one)
 //! against fio's sequential read. fio runs with `--verify=crc32c` (its fastest checksum) and without verification.
 //! faultline runs in this process (so its CPU time and peak memory are measured exactly);
 //! fio runs as a child (CPU from the children's times in /proc/self/stat).
@@ -225,7 +226,7 @@ fn fl_seq_verify(_c: &mut Ctx, prep: &mut (Box<dyn BlockTarget>, LedgerWriter, L
     if !rep.findings.is_empty() {
         bail!("faultline sequential verify found {} findings on its own prefilled data", rep.findings.len());
     }
-    Ok(Fig { bytes: rep.bytes as f64, ops: (rep.bytes / (1 << 20)) as f64, secs, cpu_s: cpu_times().0 - cpu0 })
+    Ok(Fig { bytes: rep.bytes as f64, ops: (rep.bytes / (4 << 20)) as f64, secs, cpu_s: cpu_times().0 - cpu0 })
 }
 
 fn fio(c: &Ctx, name: &str, extra: &[String], time_based: bool) -> Result<Fig> {
