@@ -362,7 +362,8 @@ fn cmd_run(a: RunArgs) -> Result<Exit> {
         }
         if !r.lab_faults.is_empty() {
             bail!(
-                "the lab failed in {} of {} cycles, so this run says nothing of the drive ({}):\n  {}{}",
+                "the lab failed in {} of {} cycles, so this run says nothing of the drive ({}; run it again, and see \
+                 docs/LAB.md for this QEMU defect):\n  {}{}",
                 r.lab_faults.len(),
                 r.cycles,
                 p.lab_dir.join("reconcile.json").display(),
