@@ -212,16 +212,20 @@ fn write_header(id: &SectorId, s: &mut [u8]) {
 
 /// Payload bytes: wyrand seeded by a hash of the whole identity, 8 bytes at a time.
 fn fill_payload(id: &SectorId, out: &mut [u8]) {
-    let mut rng = payload_rng(id);
-    for word in out.chunks_exact_mut(8) {
-        word.copy_from_slice(&rng.next_u64().to_le_bytes());
-    }
+    payload_rng(id).fill_le(out);
 }
 
-/// True when `payload` is exactly what `fill_payload` makes for `id`.
+/// True when `payload` is exactly what `fill_payload` makes for `id`: made a piece at a time
+/// and compared, stopping at the first piece that differs.
 fn payload_matches(id: &SectorId, payload: &[u8]) -> bool {
+    const PIECE: usize = 512;
     let mut rng = payload_rng(id);
-    payload.chunks_exact(8).all(|word| u64::from_le_bytes(word.try_into().expect("8 bytes")) == rng.next_u64())
+    let mut want = [0u8; PIECE];
+    payload.chunks(PIECE).all(|piece| {
+        let want = &mut want[..piece.len()];
+        rng.fill_le(want);
+        piece == want
+    })
 }
 
 fn payload_rng(id: &SectorId) -> WyRand {
@@ -342,5 +346,22 @@ mod tests {
         f.encode(&id, &mut a);
         f.encode(&SectorId { write_id: 2, ..id }, &mut b);
         assert!(bit_distance(&a[64..], &b[64..]) > 1000);
+    }
+
+    /// The bytes of a sector are the on-disk contract (FORMAT.md): a run written by one build
+    /// is verified by another. These digests were taken with the one-output-at-a-time payload
+    /// generator, before the payload was made eight outputs at a time; any change to the
+    /// header, the checksum or the payload shows here.
+    #[test]
+    fn the_bytes_of_a_sector_are_pinned() {
+        let id = SectorId { run_id: 0x0123_4567_89ab_cdef, addr: 1 << 33, write_id: 77, cycle: 3, port: 1, flags: 0, index: 2, count: 8 };
+        for (bytes, want) in [
+            (512usize, "7ff764073bdaed88c789d0fe5759a2443fe98ce3a42b233edcd57f8f98146534"),
+            (4096, "1ffd9d32f3ebe177932a808b7b5484253801113313cedc35b1460d0e2cd747e2"),
+        ] {
+            let mut s = vec![0u8; bytes];
+            Format::new(id.run_id, bytes).encode(&id, &mut s);
+            assert_eq!(blake3::hash(&s).to_hex().as_str(), want, "{bytes}-byte sector");
+        }
     }
 }
