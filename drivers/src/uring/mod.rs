@@ -32,7 +32,7 @@
 )]
 
 use crate::block::{AlignedBuf, BlockTarget, Completion, Geometry, IoFailure, Op, ReadTicket, TargetError, TicketState};
-use crate::blockdev::Discovered;
+use crate::blockdev::{Discovered, TargetKind};
 use crate::latency::LatencyHistogram;
 use io_uring::{opcode, types, IoUring};
 use registry::Registry;
@@ -159,6 +159,15 @@ impl UringTarget {
             Err(e) => return Err(Box::new((d, e))),
         };
         let fixed = ring.submitter().register_files(&[d.file.as_raw_fd()]).is_ok();
+        if matches!(d.kind, TargetKind::File) {
+            // The kernel hashes writes to a regular file by inode and runs them one at a
+            // time on one io-wq worker; a second bounded worker only sleeps and is woken,
+            // finding the hash busy, on every write punted to the queue (tmpfs punts them
+            // all). One bounded worker: on tmpfs 4 KiB random writes went from 0.74x to
+            // 0.83x fio's rate, medians of 6 interleaved `faultline bench` runs. Refused by
+            // kernels before 5.15, which keep their default.
+            let _ = ring.submitter().register_iowq_max_workers(&mut [1, 0]);
+        }
         Ok(UringTarget {
             ring,
             d,
@@ -274,7 +283,18 @@ impl UringTarget {
                 let args = types::SubmitArgs::new().timespec(&ts);
                 self.ring.submitter().submit_with_args(want, &args)
             }
-            _ => self.ring.submitter().submit_and_wait(want),
+            _ if want > 0 => self.ring.submitter().submit_and_wait(want),
+            // Submitting without waiting still asks for events: with deferred task work the
+            // completions the kernel has made since the last entry reach the queue only when
+            // this task enters with GETEVENTS, so submitting and collecting take one system
+            // call instead of two (4 KiB random writes on tmpfs: 1.2 entries per write instead
+            // of 1.9, counted with `perf stat`; the rate did not change measurably).
+            _ => {
+                let len = self.ring.submission().len() as u32;
+                // SAFETY: the entries handed over are the ones `push` queued (see its SAFETY
+                // comment); no argument is passed, so the kernel is given no memory of ours.
+                unsafe { self.ring.submitter().enter::<libc::sigset_t>(len, 0, IORING_ENTER_GETEVENTS, None) }
+            }
         };
         match r {
             Ok(_) => {
@@ -496,6 +516,11 @@ impl BlockTarget for UringTarget {
         let mut deadline: Option<Instant> = None;
         let mut got = 0;
         loop {
+            // What is queued goes to the kernel first, in the same entry that collects what
+            // has completed.
+            if self.queued > 0 {
+                self.enter(0, None)?;
+            }
             self.harvest();
             while let Some(c) = self.ready.pop_front() {
                 out.push(c);
@@ -503,9 +528,6 @@ impl BlockTarget for UringTarget {
                 self.user -= 1;
             }
             if got >= min || self.user == 0 {
-                if self.queued > 0 {
-                    self.enter(0, None)?;
-                }
                 return Ok(got);
             }
             let left = match deadline {
