@@ -143,6 +143,9 @@ pub struct CycleOutcome {
     /// The flush that closes a graceful cycle failed: what the cycle wrote is not known
     /// durable.
     pub final_flush_failed: bool,
+    /// When a graceful cycle's writes had all come back, before its closing flush (from the
+    /// start of the cycle); `None` for a cut cycle.
+    pub drained_at: Option<Duration>,
 }
 
 /// Consecutive writes failing with EIO after which the writer takes the device as gone (the
@@ -621,6 +624,7 @@ impl<'a> CycleLoop<'a> {
             EndKind::Cut
         } else {
             // Graceful: everything finished; one last flush makes it all durable.
+            self.out.drained_at = Some(self.start.elapsed());
             self.flush_no += 1;
             self.t.flush_submitted(self.flush_no);
             self.target.submit(Op::Flush { token: FLUSH_TOKEN | self.flush_no })?;

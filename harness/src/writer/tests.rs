@@ -200,6 +200,7 @@ fn a_cycle_reports_the_latencies_of_its_completed_writes() {
     // A cut cycle: writes in flight at the cut fail, and only the completed ones count.
     let (o, _) = sim_cycle(FaultModel::HonestPlp, Contract::Plp, CutPlacement::AfterCompletions { completions: 300 });
     assert!(o.completed >= 300 && o.failed > 0, "{o:?}");
+    assert_eq!(o.drained_at, None, "a cut cycle is not drained: {o:?}");
     check(&o);
 
     // A graceful cycle of 500 writes.
@@ -208,6 +209,9 @@ fn a_cycle_reports_the_latencies_of_its_completed_writes() {
     let mut target = r.sim.clone();
     let o = run_cycle(&mut target, &r.layout, &r.format, &mut r.ledger, Contract::Plp, &r.opts, &mut || Ok(())).unwrap();
     assert_eq!((o.end, o.completed, o.failed), (Some(EndKind::Graceful), 500, 0));
+    // Its writes came back before its closing flush, which the elapsed time includes.
+    let drained = o.drained_at.unwrap_or_else(|| panic!("a graceful cycle is drained: {o:?}"));
+    assert!(drained <= o.elapsed && drained >= Duration::from_nanos(o.write_latency.expect("writes completed").max_ns), "{o:?}");
     check(&o);
 }
 
