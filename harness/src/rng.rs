@@ -27,7 +27,7 @@ pub fn hash_words(words: &[u64]) -> u64 {
 #[derive(Clone, Debug)]
 pub struct WyRand(u64);
 
-/// wyrand's increment and mixing constant.
+/// wyrand's increment, and the constant its state is xored with before the multiply.
 const WY_INC: u64 = 0xa076_1d64_78bd_642f;
 const WY_XOR: u64 = 0xe703_7ed1_a0b4_28db;
 /// Outputs [`WyRand::fill_le`] computes side by side.
@@ -77,7 +77,8 @@ fn wy_mix(s: u64) -> u64 {
     let (a, b) = (s, s ^ WY_XOR);
     let (al, ah, bl, bh) = (a & LO, a >> 32, b & LO, b >> 32);
     let (ll, lh, hl, hh) = (al * bl, al * bh, ah * bl, ah * bh);
-    // Neither sum overflows: each term is below 2^64 - 2^33 + 1 or a 32-bit half.
+    // Neither sum overflows: `mid` is below 3 * 2^32, and `hi` is the product's high half,
+    // which is below 2^64.
     let mid = (ll >> 32) + (lh & LO) + (hl & LO);
     let hi = hh + (lh >> 32) + (hl >> 32) + (mid >> 32);
     let lo = (mid << 32) | (ll & LO);
