@@ -165,7 +165,10 @@ impl UringTarget {
             // finding the hash busy, on every write punted to the queue (tmpfs punts them
             // all). One bounded worker: on tmpfs 4 KiB random writes went from 0.74x to
             // 0.83x fio's rate, medians of 6 interleaved `faultline bench` runs. Refused by
-            // kernels before 5.15, which keep their default.
+            // kernels before 5.15, which keep their default. The limit is the calling
+            // thread's (its io-wq serves every ring it submits on, kernel
+            // `io_register_iowq_max_workers`) and outlives this ring; a faultline thread
+            // drives one target, so no block device's ring shares it.
             let _ = ring.submitter().register_iowq_max_workers(&mut [1, 0]);
         }
         Ok(UringTarget {
