@@ -324,7 +324,17 @@ impl UringTarget {
     /// QD1 on tmpfs went from 0.8x to 3.8x fio's rate, with a third of the CPU per GB). With
     /// deferred task work a completion reaches the queue only when this task enters the kernel
     /// to get events, so each poll is an `io_uring_enter` that waits for none.
+    ///
+    /// A poll submits nothing, so what is still queued goes to the kernel first: a read left
+    /// queued by `read_submit` would otherwise wait out the whole poll before it even started
+    /// (`read_at` of 4 KiB ran at about 8,000 reads/s on tmpfs and on a loop device alike,
+    /// and at 37,000 to 60,000 once submitted first).
     fn poll_until(&mut self, left: Duration, done: impl Fn(&Self) -> bool) -> bool {
+        // Should entering fail, the entries stay queued and the sleeping entry after the poll
+        // submits them and reports what the kernel answers.
+        if self.queued > 0 && self.enter(0, None).is_err() {
+            return false;
+        }
         let (t, limit) = (Instant::now(), left.min(POLL_BEFORE_SLEEP));
         while t.elapsed() < limit {
             // SAFETY: entering with nothing to submit and no argument hands the kernel no
