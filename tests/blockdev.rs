@@ -570,6 +570,7 @@ fn body_cut_cycles_verify_clean(s: &mut Subject) {
             drain_timeout: Duration::from_secs(5),
             stop: None,
             samples: None,
+            fill: faultline::writer::Fill::Auto,
         };
         let out = run_cycle(s.target.as_mut(), &layout, &format, &mut ledger, Contract::Plp, &opts, &mut *s.cut).unwrap();
         assert!(out.completed >= 500 * cycle as u64, "{}: {out:?}", s.name);

@@ -62,6 +62,7 @@ impl Cycles<'_, '_> {
             drain_timeout: plan.readiness_timeout.clamp(Duration::from_secs(1), Duration::from_secs(30)),
             stop: None,
             samples: None,
+            fill: crate::writer::Fill::Auto,
         };
         let started = Instant::now();
         (self.cycle_t0, self.waits) = (started, Duration::ZERO);

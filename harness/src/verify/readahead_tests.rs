@@ -85,6 +85,7 @@ fn damaged() -> Damaged {
         drain_timeout: Duration::from_secs(10),
         stop: None,
         samples: None,
+        fill: crate::writer::Fill::Auto,
     };
     run_cycle(t.as_mut(), &layout, &format, &mut ledger, Contract::Plp, &opts, &mut || Ok(())).unwrap();
     // Damage: a flipped bit, a zeroed sector and garbage, in the first, a middle and the

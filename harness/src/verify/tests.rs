@@ -59,6 +59,7 @@ fn setup() -> (SimDrive, Layout, Format, LedgerWriter) {
         drain_timeout: Duration::from_secs(1),
         stop: None,
         samples: None,
+        fill: crate::writer::Fill::Auto,
     };
     run_cycle(&mut sim, &layout, &format, &mut ledger, Contract::Plp, &opts, &mut || Ok(())).unwrap();
     (sim, layout, format, ledger)

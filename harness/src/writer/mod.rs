@@ -16,15 +16,18 @@ use crate::port::PortId;
 use crate::workload::{Layout, WorkloadSpec, WritePlan};
 use faultline_drivers::{AlignedBuf, BlockTarget, Completion, LatencyHistogram, LatencySummary, Op, TargetError};
 use handoff::{Handoff, MakerGuard};
-use std::collections::{BTreeMap, VecDeque};
-use std::sync::mpsc::{channel, Sender};
+use std::collections::BTreeMap;
+use std::sync::mpsc::channel;
 use std::time::{Duration, Instant};
 
+mod fill;
 mod handoff;
 mod prefill;
 mod tracker;
 pub mod windows;
 
+pub use fill::{Fill, INLINE_UP_TO_CPUS};
+use fill::{Filler, Maker, Source};
 pub use prefill::{prefill, prefill_then};
 pub use tracker::Tracker;
 pub use windows::{Phase, PortSamples, WindowFigures, Windows};
@@ -71,6 +74,8 @@ pub struct CycleOptions {
     /// Where this port's completions are sampled in the windows around a fault (dual-port
     /// runs); `None`: not sampled.
     pub samples: Option<PortSamples>,
+    /// Where the tagged writes are made.
+    pub fill: Fill,
 }
 
 /// Ends a cycle from another thread, gracefully: the writer stops submitting, drains, flushes
@@ -177,8 +182,8 @@ pub fn fill_write_with(format: &Format, w: &WritePlan, cycle: u32, port: u8, buf
 /// Runs one cycle. `cut` is called once, from inside the I/O loop (with the queue full,
 /// except for the `Idle` placement), when the cut placement is reached.
 ///
-/// Tagged buffers are made ahead, in id order, on a helper thread (the tagging is the
-/// harness's main CPU cost; on two cores it overlaps with the I/O loop).
+/// Tagged buffers are made in id order, in batches, on the I/O loop's thread or ahead of it
+/// on a helper thread ([`Fill`]; the tagging is the harness's main CPU cost).
 pub fn run_cycle(
     target: &mut dyn BlockTarget,
     layout: &Layout,
@@ -194,82 +199,36 @@ pub fn run_cycle(
     // filler is woken only once the I/O loop has taken half of what it queued (`handoff`).
     let batch = (qd / 4).clamp(1, 16);
     let queued_batches = 2 * (qd / batch).max(1);
-    // Buffers the filler draws from: as many as can be in use at once (in flight, queued to
-    // the I/O loop, the batch being filled and the one being submitted), from the target's
-    // own pool where it has one (registered with the kernel once, instead of pinned on every
-    // write).
-    let mut pool = target.buffers(qd + queued_batches * batch + 2 * batch, max_bytes);
+    // Buffers the maker draws from: as many as can be in use at once (in flight, the batch
+    // being filled and the one being submitted, and with the helper thread those queued to
+    // the I/O loop), from the target's own pool where it has one (registered with the kernel
+    // once, instead of pinned on every write).
+    let fill = opts.fill.resolve();
+    let queued = if fill == Fill::Thread { queued_batches * batch } else { 0 };
+    let pool = target.buffers(qd + queued + 2 * batch, max_bytes);
+    let mut maker = Maker::new(layout, format, cycle, port.0, first, pool, batch, max_bytes);
+    if fill == Fill::Inline {
+        let mut filler = Filler::new(Source::Inline { maker, returned: Vec::new() });
+        return run_cycle_inner(target, layout, ledger, contract, opts, cut, qd, &mut filler);
+    }
     let handoff = std::sync::Arc::new(Handoff::<Vec<(WritePlan, AlignedBuf)>>::new(queued_batches));
     std::thread::scope(|sc| {
         let (back, returned) = channel::<AlignedBuf>();
-        let maker = handoff.clone();
+        let guard = handoff.clone();
         sc.spawn(move || {
-            let _gone = MakerGuard(&maker);
-            let mut id = first;
-            let mut sums = Vec::new();
+            let _gone = MakerGuard(&guard);
             loop {
-                let mut b = Vec::with_capacity(batch);
-                for _ in 0..batch {
-                    let w = layout.plan(id);
-                    let mut buf = returned.try_recv().ok().or_else(|| pool.pop()).unwrap_or_else(|| AlignedBuf::zeroed(max_bytes));
-                    buf.resize(w.len as usize);
-                    fill_write_with(format, &w, cycle, port.0, &mut buf, &mut sums);
-                    b.push((w, buf));
-                    id += 1;
-                }
-                if maker.put(b).is_err() {
+                let b = maker.batch(|| returned.try_recv().ok());
+                if guard.put(b).is_err() {
                     return; // the cycle is over
                 }
             }
         });
-        let mut filler = Filler { handoff: handoff.clone(), back, next: VecDeque::new(), waited: false };
+        let mut filler = Filler::new(Source::Thread { handoff: handoff.clone(), back });
         // Dropping the filler closes the hand-over (on every way out, a panic included), so
         // the filler thread stops and the scope can end.
         run_cycle_inner(target, layout, ledger, contract, opts, cut, qd, &mut filler)
     })
-}
-
-/// The receiving end of the buffer-making thread.
-struct Filler {
-    handoff: std::sync::Arc<Handoff<Vec<(WritePlan, AlignedBuf)>>>,
-    back: Sender<AlignedBuf>,
-    /// The rest of the batch being submitted, in id order.
-    next: VecDeque<(WritePlan, AlignedBuf)>,
-    /// `peek` had to wait for the thread (cleared by `waited`).
-    waited: bool,
-}
-
-impl Drop for Filler {
-    fn drop(&mut self) {
-        self.handoff.close();
-    }
-}
-
-impl Filler {
-    /// The next write, in id order, without taking it.
-    fn peek(&mut self) -> Result<WritePlan, WriteError> {
-        if self.next.is_empty() {
-            let (b, waited) = self.handoff.take().ok_or_else(|| WriteError::Stalled("the buffer-making thread stopped".into()))?;
-            self.waited |= waited;
-            self.next.extend(b);
-        }
-        Ok(self.next.front().ok_or_else(|| WriteError::Stalled("the buffer-making thread sent an empty batch".into()))?.0)
-    }
-
-    fn take(&mut self) -> Result<(WritePlan, AlignedBuf), WriteError> {
-        self.peek()?;
-        Ok(self.next.pop_front().expect("peeked"))
-    }
-
-    /// Whether a `peek` since the last call had to wait for the thread.
-    fn waited(&mut self) -> bool {
-        std::mem::take(&mut self.waited)
-    }
-
-    fn give_back(&self, buf: AlignedBuf) {
-        // The thread may have stopped at the end of the cycle; the buffer is then dropped.
-        let _ = self.back.send(buf);
-    }
 }
 
 #[expect(clippy::too_many_arguments, reason = "the cycle's inputs, passed through from run_cycle")]
@@ -281,7 +240,7 @@ fn run_cycle_inner(
     opts: &CycleOptions,
     cut: &mut dyn FnMut() -> Result<(), String>,
     qd: usize,
-    filler: &mut Filler,
+    filler: &mut Filler<'_>,
 ) -> Result<CycleOutcome, WriteError> {
     let mut c = CycleLoop::start(target, layout.spec(), ledger, contract, opts, qd, filler)?;
     loop {
@@ -330,12 +289,12 @@ fn run_cycle_inner(
 
 /// The state of one cycle's I/O loop (`run_cycle_inner`): what is in flight, what the
 /// ledger has reserved, and what the cycle has seen so far.
-struct CycleLoop<'a> {
+struct CycleLoop<'a, 'f> {
     target: &'a mut dyn BlockTarget,
     spec: &'a WorkloadSpec,
     ledger: &'a mut dyn Ledger,
     opts: &'a CycleOptions,
-    filler: &'a mut Filler,
+    filler: &'a mut Filler<'f>,
     qd: usize,
     window: u64,
     reserve_step: u64,
@@ -366,7 +325,7 @@ struct CycleLoop<'a> {
     last_completion: Option<Instant>,
 }
 
-impl<'a> CycleLoop<'a> {
+impl<'a, 'f> CycleLoop<'a, 'f> {
     /// Records the cycle start and the first reservation.
     fn start(
         target: &'a mut dyn BlockTarget,
@@ -375,7 +334,7 @@ impl<'a> CycleLoop<'a> {
         contract: Contract,
         opts: &'a CycleOptions,
         qd: usize,
-        filler: &'a mut Filler,
+        filler: &'a mut Filler<'f>,
     ) -> Result<Self, WriteError> {
         // Reservations double (up to 2^20 ids) so a cycle appends O(log writes) of them; the
         // price is that after a harness crash up to one step of never-submitted ids counts as

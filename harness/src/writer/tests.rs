@@ -97,13 +97,24 @@ fn rig(model: FaultModel, contract: Contract, placement: CutPlacement, seed: u64
         drain_timeout: Duration::from_secs(1),
         stop: None,
         samples: None,
+        fill: Fill::Auto,
     };
     let ledger = LedgerWriter::create(&tempdir(), header).unwrap();
     Rig { sim, ledger, layout: Layout::new(spec, 512).unwrap(), format: Format::new(seed, 512), opts }
 }
 
 fn sim_cycle(model: FaultModel, contract: Contract, placement: CutPlacement) -> (CycleOutcome, crate::verify::VerifyReport) {
+    sim_cycle_fill(model, contract, placement, Fill::Auto)
+}
+
+fn sim_cycle_fill(
+    model: FaultModel,
+    contract: Contract,
+    placement: CutPlacement,
+    fill: Fill,
+) -> (CycleOutcome, crate::verify::VerifyReport) {
     let mut r = rig(model, contract, placement, 5);
+    r.opts.fill = fill;
     let mut power = r.sim.power();
     let mut target = r.sim.clone();
     let out = run_cycle(&mut target, &r.layout, &r.format, &mut r.ledger, contract, &r.opts, &mut || {
@@ -117,23 +128,60 @@ fn sim_cycle(model: FaultModel, contract: Contract, placement: CutPlacement) -> 
 
 #[test]
 fn cut_placements_land_where_asked_and_are_timed() {
-    let (o, rep) = sim_cycle(FaultModel::HonestPlp, Contract::Plp, CutPlacement::AfterCompletions { completions: 300 });
-    assert_eq!((o.end, o.completed_at_cut), (Some(EndKind::Cut), 300));
-    assert!(o.in_flight_at_cut > 0 && o.bytes_at_risk > 0, "the queue is full at the cut: {o:?}");
-    let (cut, gone) = (o.cut_at.unwrap(), o.device_gone_at.unwrap());
-    assert!(gone >= cut, "the device stops answering after the cut: {o:?}");
-    assert!(rep.findings.is_empty());
+    for fill in [Fill::Thread, Fill::Inline] {
+        let (o, rep) = sim_cycle_fill(FaultModel::HonestPlp, Contract::Plp, CutPlacement::AfterCompletions { completions: 300 }, fill);
+        assert_eq!((o.end, o.completed_at_cut), (Some(EndKind::Cut), 300), "{fill:?}");
+        assert!(o.in_flight_at_cut > 0 && o.bytes_at_risk > 0, "the queue is full at the cut ({fill:?}): {o:?}");
+        let (cut, gone) = (o.cut_at.unwrap(), o.device_gone_at.unwrap());
+        assert!(gone >= cut, "the device stops answering after the cut ({fill:?}): {o:?}");
+        assert!(rep.findings.is_empty(), "{fill:?}: {:?}", rep.findings);
 
-    let (o, _) = sim_cycle(FaultModel::HonestPlp, Contract::Plp, CutPlacement::AfterTime { after_ms: 30 });
-    assert!(o.cut_at.unwrap() >= Duration::from_millis(30) && o.in_flight_at_cut > 0, "{o:?}");
+        let (o, _) = sim_cycle_fill(FaultModel::HonestPlp, Contract::Plp, CutPlacement::AfterTime { after_ms: 30 }, fill);
+        assert!(o.cut_at.unwrap() >= Duration::from_millis(30) && o.in_flight_at_cut > 0, "{fill:?}: {o:?}");
 
-    let (o, rep) = sim_cycle(FaultModel::HonestVolatile, Contract::Flush, CutPlacement::WhileFlushOutstanding { after_completions: 200 });
-    assert!(o.flush_outstanding_at_cut && o.completed_at_cut >= 200, "{o:?}");
-    assert!(rep.findings.is_empty(), "{:?}", rep.findings);
+        let placement = CutPlacement::WhileFlushOutstanding { after_completions: 200 };
+        let (o, rep) = sim_cycle_fill(FaultModel::HonestVolatile, Contract::Flush, placement, fill);
+        assert!(o.flush_outstanding_at_cut && o.completed_at_cut >= 200, "{fill:?}: {o:?}");
+        assert!(rep.findings.is_empty(), "{fill:?}: {:?}", rep.findings);
 
-    let (o, rep) = sim_cycle(FaultModel::HonestPlp, Contract::Plp, CutPlacement::Idle { after_completions: 200 });
-    assert_eq!((o.in_flight_at_cut, o.bytes_at_risk, o.device_gone_at), (0, 0, None), "the control case cuts a quiet drive: {o:?}");
-    assert!(rep.findings.is_empty());
+        let (o, rep) = sim_cycle_fill(FaultModel::HonestPlp, Contract::Plp, CutPlacement::Idle { after_completions: 200 }, fill);
+        let quiet = (o.in_flight_at_cut, o.bytes_at_risk, o.device_gone_at);
+        assert_eq!(quiet, (0, 0, None), "the control case cuts a quiet drive ({fill:?}): {o:?}");
+        assert!(rep.findings.is_empty(), "{fill:?}: {:?}", rep.findings);
+    }
+}
+
+#[test]
+fn both_fills_write_the_same_bytes_and_record_the_same() {
+    // One graceful cycle of 700 writes (random 4 KiB at QD16 over 1 MiB, so blocks are
+    // written over and over) tagged on the helper thread, the same tagged inline: the drive
+    // holds the same bytes and the ledger says the same.
+    let run = |fill: Fill| {
+        let mut r = rig(FaultModel::HonestPlp, Contract::Plp, CutPlacement::Idle { after_completions: 0 }, 21);
+        (r.opts.cut, r.opts.max_writes, r.opts.fill) = (None, Some(700), fill);
+        let mut target = r.sim.clone();
+        let o = run_cycle(&mut target, &r.layout, &r.format, &mut r.ledger, Contract::Plp, &r.opts, &mut || Ok(())).unwrap();
+        let mut bytes = vec![0u8; 1 << 20];
+        for (i, b) in bytes.chunks_mut(4096).enumerate() {
+            target.read_at(i as u64 * 4096, b).unwrap();
+        }
+        let rep = crate::verify::Verifier::new(&r.layout, r.ledger.history(), &r.format).verify(&mut target, 0, 1 << 20).unwrap();
+        let c = &r.ledger.history().cycles[0];
+        ((o.end, o.submitted, o.completed, o.failed, o.flushes, c.submitted_end, c.durable_prefix, blake3::hash(&bytes)), rep)
+    };
+    let ((thread, thread_rep), (inline, inline_rep)) = (run(Fill::Thread), run(Fill::Inline));
+    assert_eq!((thread.0, thread.2), (Some(EndKind::Graceful), 700), "seed 21, thread: {thread:?}");
+    assert!(thread_rep.findings.is_empty() && thread_rep.durable_ok > 0, "seed 21: {:?}", thread_rep.findings);
+    assert_eq!(thread, inline, "seed 21: the thread's cycle, then the inline one");
+    assert_eq!((inline_rep.findings, inline_rep.durable_ok), (thread_rep.findings, thread_rep.durable_ok), "seed 21");
+}
+
+#[test]
+fn auto_fill_is_inline_on_two_cpus_or_fewer() {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let want = if cpus <= INLINE_UP_TO_CPUS { Fill::Inline } else { Fill::Thread };
+    assert_eq!(Fill::Auto.resolve(), want, "{cpus} CPUs");
+    assert_eq!((Fill::Thread.resolve(), Fill::Inline.resolve()), (Fill::Thread, Fill::Inline));
 }
 
 #[test]

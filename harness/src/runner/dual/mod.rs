@@ -262,6 +262,7 @@ fn one_cycle(
                 drain_timeout: readiness.clamp(Duration::from_secs(1), Duration::from_secs(30)),
                 stop: (!fires).then_some(stop),
                 samples: Some(PortSamples { windows: Arc::clone(&windows), slot: i }),
+                fill: crate::writer::Fill::Auto,
             };
             handles.push(sc.spawn(move || {
                 let contract = plan.contract;

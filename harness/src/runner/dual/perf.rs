@@ -74,6 +74,7 @@ pub(super) fn run(
                     drain_timeout: Duration::from_secs(30),
                     stop: None,
                     samples: Some(PortSamples { windows, slot: i }),
+                    fill: crate::writer::Fill::Auto,
                 };
                 hs.push(sc.spawn(move || {
                     let OpenRun { ledger, layout, format, .. } = &mut lane.run;

@@ -185,6 +185,7 @@ fn fl_write(c: &mut Ctx, bs: u64, pattern: Pattern) -> Result<Fig> {
         drain_timeout: Duration::from_secs(60),
         stop: None,
         samples: None,
+        fill: faultline::writer::Fill::Auto,
     };
     let cpu0 = cpu_times().0;
     let out = run_cycle(t.as_mut(), &layout, &format, &mut ledger, Contract::Plp, &opts, &mut || Ok(()))?;

@@ -165,6 +165,7 @@ pub fn cmd_write(a: WriteArgs) -> Result<Exit> {
         drain_timeout: Duration::from_secs(60),
         stop: None,
         samples: None,
+        fill: faultline::writer::Fill::Auto,
     };
     let contract = h.contract;
     let out = run_cycle(target.as_mut(), &run.layout, &run.format, &mut run.ledger, contract, &opts, &mut || {
