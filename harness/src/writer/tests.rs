@@ -177,6 +177,16 @@ fn both_fills_write_the_same_bytes_and_record_the_same() {
 }
 
 #[test]
+fn inline_batches_are_kept_small_in_bytes() {
+    // A quarter of the queue either way for 4 KiB writes; inline, 128 KiB writes go two at a
+    // time and 1 MiB writes one at a time, so reaping is never held up long.
+    assert_eq!((batch_size(Fill::Inline, 32, 4096), batch_size(Fill::Thread, 32, 4096)), (8, 8));
+    assert_eq!((batch_size(Fill::Inline, 32, 128 << 10), batch_size(Fill::Thread, 32, 128 << 10)), (2, 8));
+    assert_eq!((batch_size(Fill::Inline, 256, 1 << 20), batch_size(Fill::Thread, 256, 1 << 20)), (1, 16));
+    assert_eq!((batch_size(Fill::Inline, 1, 512), batch_size(Fill::Thread, 1, 512)), (1, 1));
+}
+
+#[test]
 fn auto_fill_is_inline_on_two_cpus_or_fewer() {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let want = if cpus <= INLINE_UP_TO_CPUS { Fill::Inline } else { Fill::Thread };
