@@ -84,17 +84,23 @@ impl<'a> Maker<'a> {
         Maker { layout, format, cycle, port, id: first, pool, sums: Vec::new(), batch, max_bytes }
     }
 
-    /// The next batch; `returned` gives back buffers whose writes have completed.
-    pub(super) fn batch(&mut self, mut returned: impl FnMut() -> Option<AlignedBuf>) -> Vec<(WritePlan, AlignedBuf)> {
-        let mut b = Vec::with_capacity(self.batch);
+    /// Appends the next batch to `out`; `returned` gives back buffers whose writes have
+    /// completed.
+    pub(super) fn batch(&mut self, out: &mut impl Extend<(WritePlan, AlignedBuf)>, mut returned: impl FnMut() -> Option<AlignedBuf>) {
         for _ in 0..self.batch {
             let w = self.layout.plan(self.id);
             let mut buf = returned().or_else(|| self.pool.pop()).unwrap_or_else(|| AlignedBuf::zeroed(self.max_bytes));
             buf.resize(w.len as usize);
             fill_write_with(self.format, &w, self.cycle, self.port, &mut buf, &mut self.sums);
-            b.push((w, buf));
+            out.extend([(w, buf)]);
             self.id += 1;
         }
+    }
+
+    /// The next batch, as one hand-over to the I/O loop.
+    pub(super) fn batch_vec(&mut self, returned: impl FnMut() -> Option<AlignedBuf>) -> Vec<(WritePlan, AlignedBuf)> {
+        let mut b = Vec::with_capacity(self.batch);
+        self.batch(&mut b, returned);
         b
     }
 }
@@ -139,9 +145,9 @@ impl<'a> Filler<'a> {
                     self.next.extend(b);
                 }
                 Source::Inline { maker, returned } => {
-                    let b = maker.batch(|| returned.pop());
+                    // Straight into `next`: no batch is allocated on the I/O loop's thread.
+                    maker.batch(&mut self.next, || returned.pop());
                     self.waited = true; // time passed while it was made
-                    self.next.extend(b);
                 }
             }
         }

@@ -223,7 +223,7 @@ pub fn run_cycle(
         sc.spawn(move || {
             let _gone = MakerGuard(&guard);
             loop {
-                let b = maker.batch(|| returned.try_recv().ok());
+                let b = maker.batch_vec(|| returned.try_recv().ok());
                 if guard.put(b).is_err() {
                     return; // the cycle is over
                 }
