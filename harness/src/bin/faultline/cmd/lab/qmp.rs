@@ -37,12 +37,27 @@ impl Qmp {
         };
         stream.set_read_timeout(Some(Duration::from_secs(30)))?;
         let mut q = Qmp { reader: BufReader::new(stream.try_clone()?), writer: stream, events: Vec::new() };
-        let greeting = q.read()?;
-        if greeting.get("QMP").is_none() {
-            bail!("QMP: expected the greeting, got {greeting}");
-        }
+        q.greeting()?;
         q.execute("qmp_capabilities", json!({}))?;
         Ok(q)
+    }
+
+    /// Reads up to the greeting, keeping the events that came before it. QEMU sends the
+    /// greeting first as a rule, but an event raised while a client is being accepted can
+    /// reach it first (seen here with QEMU 7.2: a `RESUME` ahead of the greeting, on a
+    /// connection made as the machine started; other QMP clients report the same since QEMU
+    /// 4.0, kata-containers/govmm#90). Anything else first is refused.
+    fn greeting(&mut self) -> Result<()> {
+        loop {
+            let v = self.read()?;
+            if v.get("QMP").is_some() {
+                return Ok(());
+            }
+            if v.get("event").is_none() {
+                bail!("QMP: expected the greeting, got {v}");
+            }
+            self.events.push(v);
+        }
     }
 
     fn read(&mut self) -> Result<Value> {
@@ -97,5 +112,50 @@ impl Qmp {
         }
         self.reader.get_ref().set_read_timeout(Some(Duration::from_secs(30)))?;
         bail!("QMP: no {name} event within {timeout:?}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::net::UnixListener;
+
+    /// Serves `lines` to the first client, then answers every command with `{"return": {}}`.
+    fn serve(lines: &'static [&'static str]) -> (tempfile::TempDir, std::thread::JoinHandle<()>) {
+        let dir = tempfile::tempdir().unwrap();
+        let sock = dir.path().join("qmp.sock");
+        let l = UnixListener::bind(&sock).unwrap();
+        let h = std::thread::spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            for line in lines {
+                writeln!(s, "{line}").unwrap();
+            }
+            let mut r = BufReader::new(s.try_clone().unwrap());
+            let mut cmd = String::new();
+            while r.read_line(&mut cmd).unwrap_or(0) > 0 {
+                writeln!(s, r#"{{"return": {{}}}}"#).unwrap();
+                cmd.clear();
+            }
+        });
+        (dir, h)
+    }
+
+    const GREETING: &str = r#"{"QMP": {"version": {"qemu": {"micro": 0, "minor": 2, "major": 7}}, "capabilities": []}}"#;
+    const RESUME: &str = r#"{"timestamp": {"seconds": 1, "microseconds": 2}, "event": "RESUME"}"#;
+
+    #[test]
+    fn an_event_ahead_of_the_greeting_is_kept_and_the_connection_goes_on() {
+        let (dir, _h) = serve(&[RESUME, GREETING]);
+        let mut q = Qmp::connect(&dir.path().join("qmp.sock"), Duration::from_secs(5)).unwrap();
+        assert_eq!(q.events.len(), 1, "{:?}", q.events);
+        q.wait_event("RESUME", Duration::from_secs(1), |_| true).unwrap();
+        assert_eq!(q.execute("query-status", json!({})).unwrap(), json!({}));
+    }
+
+    #[test]
+    fn anything_else_ahead_of_the_greeting_is_refused_and_named() {
+        let (dir, _h) = serve(&[r#"{"return": {}}"#, GREETING]);
+        let e = Qmp::connect(&dir.path().join("qmp.sock"), Duration::from_secs(5)).err().expect("refused");
+        assert!(e.to_string().contains(r#"expected the greeting, got {"return":{}}"#), "{e}");
     }
 }
