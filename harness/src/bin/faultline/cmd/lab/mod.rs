@@ -11,6 +11,7 @@ mod machine;
 mod qmp;
 mod setup;
 mod sim;
+mod vmlinux;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
@@ -185,6 +186,9 @@ fn cmd_setup(a: SetupArgs) -> Result<Exit> {
     let lab = setup::setup(&cache, &this_binary(&a.faultline)?, &mut report)?;
     for (step, fresh) in &report.steps {
         println!("lab setup: {step}: {}", if *fresh { "done" } else { "up to date" });
+    }
+    for n in &report.notes {
+        eprintln!("faultline: note: {n}");
     }
     println!("lab setup: cache {}, kernel {}, in {:.1} s", cache.display(), lab.kernel.display(), t0.elapsed().as_secs_f64());
     Ok(Exit::Clean)
