@@ -216,13 +216,16 @@ pub fn setup(cache: &Path, faultline_bin: &Path, report: &mut Report) -> Result<
         "{}\n{kver}",
         blake3::hash(&std::fs::read(&vmlinuz).with_context(|| format!("cannot read {}", vmlinuz.display()))?).to_hex()
     );
-    let fresh = !stamp_ok(cache, "kernel", &kernel_key);
+    // Only a kernel unpacked whole is stamped, so a setup after a failed one tries again
+    // (and says so again).
+    let fresh = !stamp_ok(cache, "kernel", &kernel_key) || !cache.join(VMLINUX).exists();
     if fresh {
         let _ = std::fs::remove_file(cache.join(VMLINUX));
-        if let Err(e) = super::vmlinux::unpack(&vmlinuz, &cache.join(VMLINUX)) {
-            report.notes.push(format!("the guest boots the compressed kernel (its decompressor takes seconds under TCG): {e:#}"));
+        let _ = std::fs::remove_file(cache.join("stamp.kernel"));
+        match super::vmlinux::unpack(&vmlinuz, &cache.join(VMLINUX)) {
+            Ok(()) => write_stamp(cache, "kernel", &kernel_key)?,
+            Err(e) => report.notes.push(format!("the guest boots the compressed kernel (its decompressor takes seconds under TCG): {e:#}")),
         }
-        write_stamp(cache, "kernel", &kernel_key)?;
     }
     report.steps.push(("kernel unpacked for a direct boot".into(), fresh));
     let lab = locate(cache)?;
@@ -275,7 +278,7 @@ pub fn locate(cache: &Path) -> Result<Lab> {
     let kver = kernel_version(&root)?;
     let lib_path = [format!("{}/usr/{LIBDIR}", root.display()), format!("{}/{LIBDIR}", root.display())].join(":");
     // The unpacked kernel, when setup made one from this cache's bzImage (its stamp names
-    // the bzImage's hash and version; a failed unpack leaves no file).
+    // the bzImage's hash and version; a failed unpack leaves neither file nor stamp).
     let unpacked = cache.join(VMLINUX);
     let fresh_unpack = std::fs::read_to_string(cache.join("stamp.kernel")).is_ok_and(|k| k.ends_with(&format!("\n{kver}")));
     Ok(Lab {
