@@ -20,13 +20,13 @@ const PVH_NOTE: u32 = 18;
 const XZ_MAGIC: &[u8] = &[0xfd, b'7', b'z', b'X', b'Z', 0];
 
 fn u16_at(b: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_le_bytes(b.get(at..at + 2)?.try_into().ok()?))
+    Some(u16::from_le_bytes(b.get(at..at.checked_add(2)?)?.try_into().ok()?))
 }
 fn u32_at(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_le_bytes(b.get(at..at + 4)?.try_into().ok()?))
+    Some(u32::from_le_bytes(b.get(at..at.checked_add(4)?)?.try_into().ok()?))
 }
 fn u64_at(b: &[u8], at: usize) -> Option<u64> {
-    Some(u64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?))
+    Some(u64::from_le_bytes(b.get(at..at.checked_add(8)?)?.try_into().ok()?))
 }
 
 /// The compressed kernel inside a bzImage (Documentation/arch/x86/boot.rst: `setup_sects`
@@ -57,15 +57,16 @@ pub fn has_pvh_note(elf: &[u8]) -> Result<bool> {
     let phentsize = u16_at(elf, 0x36).context("truncated ELF header")? as usize;
     let phnum = u16_at(elf, 0x38).context("truncated ELF header")? as usize;
     for i in 0..phnum {
-        let ph = phoff + i * phentsize;
-        if u32_at(elf, ph) != Some(4) {
+        // Offsets come from the file: checked, so a malformed one is an error, not a panic.
+        let ph = i.checked_mul(phentsize).and_then(|o| o.checked_add(phoff)).context("program header table past the end")?;
+        if u32_at(elf, ph).context("program header table past the end of the file")? != 4 {
             continue; // not PT_NOTE
         }
         let (off, size) = (
-            u64_at(elf, ph + 8).context("truncated program header")? as usize,
-            u64_at(elf, ph + 32).context("truncated program header")? as usize,
+            ph.checked_add(8).and_then(|at| u64_at(elf, at)).context("truncated program header")? as usize,
+            ph.checked_add(32).and_then(|at| u64_at(elf, at)).context("truncated program header")? as usize,
         );
-        let notes = elf.get(off..off + size).context("a note segment past the end of the file")?;
+        let notes = off.checked_add(size).and_then(|end| elf.get(off..end)).context("a note segment past the end of the file")?;
         let mut at = 0;
         while at + 12 <= notes.len() {
             let (namesz, descsz, kind) =
@@ -148,6 +149,12 @@ mod tests {
         arm[0x12] = 183;
         assert!(has_pvh_note(&arm).unwrap_err().to_string().contains("not an x86-64"));
         assert!(has_pvh_note(b"MZ").unwrap_err().to_string().contains("not a 64-bit"));
+        let mut wild = elf(&[(b"Xen\0", PVH_NOTE)]);
+        wild[0x20..0x28].copy_from_slice(&u64::MAX.to_le_bytes());
+        assert!(has_pvh_note(&wild).unwrap_err().to_string().contains("past the end"));
+        let mut wild = elf(&[(b"Xen\0", PVH_NOTE)]);
+        wild[72..80].copy_from_slice(&u64::MAX.to_le_bytes());
+        assert!(has_pvh_note(&wild).unwrap_err().to_string().contains("past the end"));
     }
 
     /// A bzImage-shaped file: `sects` setup sectors, the header fields, then `payload`.
