@@ -461,3 +461,102 @@ fn selftest_cycles_is_the_honest_total() {
     let o = run(&["selftest", "--cycles", "0"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
 }
+
+/// The subcommands `faultline [SUB] --help` lists (without `help`).
+fn subcommands(prefix: &[&str]) -> Vec<String> {
+    let mut args = prefix.to_vec();
+    args.push("--help");
+    let help = String::from_utf8(ok(&args).stdout).unwrap();
+    let list = help.split("Commands:\n").nth(1).unwrap_or_default().split("\n\n").next().unwrap_or_default();
+    list.lines().filter_map(|l| l.split_whitespace().next()).filter(|c| *c != "help").map(str::to_string).collect()
+}
+
+#[test]
+fn install_extras_gives_man_pages_and_completions_for_every_subcommand() {
+    let d = scratch("extras");
+    let o = ok(&["install-extras", "--prefix", s(&d)]);
+    let listed = String::from_utf8_lossy(&o.stdout).to_string();
+    let top = subcommands(&[]);
+    assert!(top.len() >= 14 && top.contains(&"run".to_string()) && top.contains(&"install-extras".to_string()), "{top:?}");
+    let man1 = d.join("share/man/man1");
+    let read = |p: PathBuf| std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}\ninstalled:\n{listed}", p.display()));
+    let bash = read(d.join("share/bash-completion/completions/faultline"));
+    let zsh = read(d.join("share/zsh/site-functions/_faultline"));
+    let fish = read(d.join("share/fish/vendor_completions.d/faultline.fish"));
+    assert!(read(man1.join("faultline.1")).starts_with(".ie"), "faultline.1 is not roff");
+    let mut pairs: Vec<(String, String)> = top.iter().map(|c| ("faultline".to_string(), c.clone())).collect();
+    pairs.extend(subcommands(&["lab"]).into_iter().map(|c| ("faultline-lab".to_string(), c)));
+    for (parent, sub) in &pairs {
+        let page = read(man1.join(format!("{parent}-{sub}.1")));
+        assert!(page.contains(&format!(".TH {parent}-{sub} 1")), "{parent}-{sub}.1:\n{page}");
+        let bash_case = format!("{},{sub})", parent.replace("faultline-", "faultline__subcmd__"));
+        assert!(bash.contains(&bash_case), "bash completion lacks {bash_case}");
+        assert!(zsh.contains(&format!("'{sub}:")), "zsh completion lacks {sub}");
+        assert!(fish.contains(&format!("-a \"{sub}\"")), "fish completion lacks {sub}");
+    }
+    // The hidden `lab guest` is the guest's, not a user's: no page for it.
+    assert!(!man1.join("faultline-lab-guest.1").exists());
+    // `completions SHELL` prints what was installed, and bash reads it.
+    assert_eq!(String::from_utf8(ok(&["completions", "bash"]).stdout).unwrap(), bash);
+    let check = Command::new("bash").args(["-n", s(&d.join("share/bash-completion/completions/faultline"))]).output().unwrap();
+    assert!(check.status.success(), "bash -n: {}", String::from_utf8_lossy(&check.stderr));
+    // A new option shows in both: --set is in `run`'s page and its completion.
+    assert!(read(man1.join("faultline-run.1")).contains("\\-\\-set"));
+    assert!(bash.contains("--set"));
+}
+
+fn scenario(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios").join(name)
+}
+
+#[test]
+fn a_scenario_run_takes_overrides_and_keeps_them_for_resume() {
+    let d = scratch("overrides");
+    let rd = d.join("run");
+    let demo = scenario("demo.toml");
+    let o = ok(&[
+        "run",
+        s(&demo),
+        "--cycles",
+        "3",
+        "--set",
+        "seed=5",
+        "--set",
+        "target.sim.model={kind = \"honest_plp\"}",
+        "--run-dir",
+        s(&rd),
+    ]);
+    let out = text(&o);
+    assert!(out.contains("3 cycles, seed 5") && out.contains("verdict: clean"), "{out}");
+    // The rate is in a unit that shows it, to two figures (never `0 cycles/s`).
+    assert!(out.contains(" cycles/s)") || out.contains(" cycles/min)"), "{out}");
+    let kept = std::fs::read_to_string(rd.join("scenario.toml")).unwrap();
+    assert!(kept.contains("with --set cycles.count=3 --set seed=5 --set target.sim.model={kind = \"honest_plp\"}"), "{kept}");
+    assert!(kept.contains("\ncount = 3\n") && kept.contains("\nseed = 5\n") && kept.contains("kind = \"honest_plp\""), "{kept}");
+    // `resume` reads the run directory's copy: the same three cycles, already ended.
+    let o = ok(&["resume", s(&rd)]);
+    assert!(text(&o).contains("had ended (verdict: clean)"), "{}", text(&o));
+    // A bad override is refused before anything is made, naming it.
+    let o = run(&["run", s(&demo), "--set", "cycles.count=three", "--run-dir", s(&d.join("bad"))]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("demo.toml: --set cycles.count=three: invalid type: string \"three\", expected u32"), "{}", text(&o));
+    assert!(!d.join("bad").exists());
+}
+
+#[test]
+fn a_lab_scenario_says_what_it_needs_before_any_boot() {
+    let d = scratch("lab-needs");
+    let o = run(&["lab", "run", s(&scenario("lab-dualport-pull.toml")), "--multipath", "on", "--run-dir", s(&d.join("a"))]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("this scenario needs multipath off in the guest") && text(&o).contains("pass --multipath off"),
+        "{}",
+        text(&o)
+    );
+    let o = run(&["lab", "run", s(&scenario("lab-power-cut.toml")), "--set", "lab.sim=bogus", "--run-dir", s(&d.join("b"))]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("lab.sim: `bogus` is not a model of the simulated drive (one of: honest-plp,"), "{}", text(&o));
+    let o = run(&["lab", "run", s(&scenario("lab-power-cut.toml")), "--set", "lab.multipath=sideways", "--run-dir", s(&d.join("c"))]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("--set lab.multipath=sideways: unknown variant `sideways`, expected `on` or `off`"), "{}", text(&o));
+}

@@ -314,7 +314,9 @@ fn a_port_pull_under_load_leaves_the_other_port_undisturbed() {
     let dir = scratch("dualport-pull");
     // The pulls go through the Quarch module on the guest's ttyS1 (the real driver over the
     // real UART), in front of the simulated drive, whose ground truth scores each cycle too.
-    let (o, run_dir, rec, ctx) = sim_run(&dir, "lab-dualport-quarch-pull.toml", "honest-plp", "off");
+    // Neither --sim nor --multipath: the scenario's [lab] table says honest-plp, multipath off.
+    let (o, run_dir, rec, ctx) = sim_run(&dir, "lab-dualport-quarch-pull.toml", "", "");
+    assert!(String::from_utf8_lossy(&o.stdout).contains("(multipath off, simulated drive"), "{ctx}");
     assert_clean_run(&o, &run_dir, 2, &ctx);
     assert_eq!((rec["cycles"].as_u64(), rec["disagreements"].clone()), (Some(2), serde_json::json!([])), "{ctx}");
     let rig = std::fs::read_to_string(run_dir.join("lab/rig.log")).unwrap_or_default();
@@ -506,11 +508,19 @@ faultline verify --target "$LAB_NS" --expect-serial "$LAB_SERIAL" --run-dir /tmp
 // ---------------------------------------------------------------------------------------------
 
 /// `lab run SCENARIO --sim MODEL`: the output, the run directory, and the lab's reconciliation
-/// of the guest's findings with the drive's ground truth (`lab/reconcile.json`).
+/// of the guest's findings with the drive's ground truth (`lab/reconcile.json`). An empty
+/// `model` or `multipath` leaves the option out, for the scenario's `[lab]` table to give.
 fn sim_run(dir: &Path, scenario: &str, model: &str, multipath: &str) -> (Output, PathBuf, serde_json::Value, String) {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios").join(scenario);
     let run_dir = dir.join("run");
-    let o = lab_cmd(&["run", s(&path), "--sim", model, "--run-dir", s(&run_dir), "--multipath", multipath]);
+    let mut args = vec!["run", s(&path), "--run-dir", s(&run_dir)];
+    if !model.is_empty() {
+        args.extend(["--sim", model]);
+    }
+    if !multipath.is_empty() {
+        args.extend(["--multipath", multipath]);
+    }
+    let o = lab_cmd(&args);
     let ctx = format!(
         "{scenario} (its seed), --sim {model}, multipath {multipath}\n{}\nrig:\n{}\nconsole tail:\n{}",
         text(&o),

@@ -11,6 +11,35 @@ use std::io::Write;
 
 /// The one verdict line of a run: `verdict: clean`, `verdict: 1 finding: the drive broke its
 /// plp promise`, `verdict: 2 health anomalies: ...`, `verdict: harness error (...)`.
+/// `cycles` over `secs` as a rate in the unit that shows it: cycles per second, else per
+/// minute, else per hour, to two significant figures (`0.45 cycles/s` would read as nothing
+/// at `{:.0}`; a lab run does a few cycles a minute).
+pub fn cycle_rate(cycles: u64, secs: f64) -> String {
+    let per_s = cycles as f64 / secs.max(1e-9);
+    let (rate, unit) = if per_s >= 1.0 || cycles == 0 {
+        (per_s, "s")
+    } else if per_s * 60.0 >= 1.0 {
+        (per_s * 60.0, "min")
+    } else {
+        (per_s * 3600.0, "h")
+    };
+    format!("{} cycles/{unit}", two_figures(rate))
+}
+
+/// `x` to two significant figures (`0.50`, `2.2`, `27`, `1500`).
+fn two_figures(x: f64) -> String {
+    if x == 0.0 || !x.is_finite() {
+        return "0".to_string();
+    }
+    let magnitude = x.abs().log10().floor() as i32;
+    let decimals = (1 - magnitude).max(0) as usize;
+    let scale = 10f64.powi(magnitude - 1);
+    let rounded = (x / scale).round() * scale;
+    // Rounding can carry into a new figure (9.96 -> 10): one decimal fewer then.
+    let decimals = if rounded.abs() >= 10f64.powi(magnitude + 1) { decimals.saturating_sub(1) } else { decimals };
+    format!("{rounded:.decimals$}")
+}
+
 pub fn verdict_line(verdict: Verdict, findings: u64, anomalies: u64, contract: Option<Contract>, error: &str) -> String {
     let count = |n: u64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
     match verdict {
@@ -162,9 +191,9 @@ impl<W: Write> EventSink for Console<W> {
                     self.line(text)?;
                 } else if let Progress::Lines { every_ns } = self.progress {
                     if t_ns.saturating_sub(self.last_line_ns) >= every_ns {
-                        let rate = self.cycles_done as f64 / (*t_ns as f64 / 1e9).max(1e-9);
+                        let rate = cycle_rate(self.cycles_done, *t_ns as f64 / 1e9);
                         let text = format!(
-                            "cycle {cycle:>5}: no new findings ({} cycles with findings so far, {rate:.0} cycles/s; {})",
+                            "cycle {cycle:>5}: no new findings ({} cycles with findings so far, {rate}; {})",
                             self.bad_cycles,
                             self.counts_text()
                         );
@@ -194,9 +223,9 @@ impl<W: Write> EventSink for Console<W> {
                 }
                 let secs = (*t_ns as f64 / 1e9).max(1e-9);
                 self.line(format!(
-                    "{} cycles in {secs:.1} s ({:.0} cycles/s); {} cycles brought new findings",
+                    "{} cycles in {secs:.1} s ({}); {} cycles brought new findings",
                     self.cycles_done,
-                    self.cycles_done as f64 / secs,
+                    cycle_rate(self.cycles_done, secs),
                     self.bad_cycles
                 ))?;
                 let lines: Vec<String> = self.totals.iter().filter(|(_, n)| **n > 0).map(|(c, n)| format!("  {c:<20} {n}")).collect();
@@ -231,6 +260,21 @@ impl<W: Write> EventSink for Console<W> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn cycle_rates_pick_a_unit_and_two_figures() {
+        use super::cycle_rate;
+        assert_eq!(cycle_rate(5, 11.1), "27 cycles/min");
+        assert_eq!(cycle_rate(300, 10.4), "29 cycles/s");
+        assert_eq!(cycle_rate(3000, 2.0), "1500 cycles/s");
+        assert_eq!(cycle_rate(9, 4.0), "2.3 cycles/s");
+        assert_eq!(cycle_rate(1, 1.0), "1.0 cycles/s");
+        assert_eq!(cycle_rate(2, 3600.0), "2.0 cycles/h");
+        assert_eq!(cycle_rate(1, 7200.0), "0.50 cycles/h");
+        assert_eq!(cycle_rate(599, 60.0), "10 cycles/s");
+        assert_eq!(cycle_rate(0, 3.0), "0 cycles/s");
+        assert_eq!(cycle_rate(59, 60.0), "59 cycles/min");
+    }
+
     use super::*;
     use crate::report::testdata;
 

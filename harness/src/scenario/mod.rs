@@ -32,6 +32,7 @@
 //! Enums are internally tagged (`kind = "..."`) and nothing is `untagged` or `flatten`ed, so a
 //! mistake gets an error that names what was expected.
 
+mod overrides;
 mod parse;
 mod plan;
 mod ports;
@@ -40,6 +41,7 @@ mod schema;
 mod tests;
 mod validate;
 
+pub use overrides::{origin_with, Override};
 pub use plan::*;
 pub use ports::{Budget, DualMode, DualSimModel, DualSpec, PortPlan, PortRole, PortSpec, SimDual};
 pub use schema::{scenario_schema, scenario_schema_text};
@@ -111,6 +113,36 @@ pub struct Scenario {
     /// The SMART / health checks made after each cycle. Default: all of them.
     #[serde(default, skip_serializing_if = "HealthSpec::is_default")]
     pub health: HealthSpec,
+    /// What the QEMU lab (`faultline lab run`, docs/LAB.md) needs to run this scenario: its
+    /// guest's multipath setting and, for a scenario that needs the simulated drive, a fault
+    /// model. Read only by the lab. Default: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lab: Option<LabNeeds>,
+}
+
+/// What a lab scenario needs of the lab's machine. `faultline lab run` takes each as its
+/// default and refuses an option that contradicts it, saying what to pass.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LabNeeds {
+    /// Native NVMe multipath in the guest: `off` (one block device per controller, so that
+    /// each port is its own device) or `on` (one head for both controllers). Default: the
+    /// lab's (`on`), and either `--multipath`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub multipath: Option<OnOff>,
+    /// The simulated drive's fault model when `--sim` is not given (e.g. `honest-plp`; the
+    /// names of `faultline lab run --help`), for a scenario that needs the simulated drive.
+    /// Default: none (a power fault then asks for `--sim MODEL`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sim: Option<String>,
+}
+
+/// A switch: `on` or `off`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OnOff {
+    On,
+    Off,
 }
 
 /// Which SMART / health checks the runner makes after each cycle (every one it can, unless
@@ -624,6 +656,9 @@ pub enum ScenarioError {
     /// A value that parsed but does not make sense; `field` is its path (`workload.align_bytes`).
     #[error("{origin}: {field}: {message}")]
     Invalid { origin: String, field: String, message: String },
+    /// A command-line override (`--set PATH=VALUE`) that cannot apply or gives a bad value.
+    #[error("{origin}: --set {set}: {message}")]
+    Override { origin: String, set: String, message: String },
     #[error("scenario cannot be written as TOML: {0}")]
     Serialize(String),
 }

@@ -1,6 +1,7 @@
 //! Reading and writing scenario files: the version first, then the whole file, with every
 //! syntax or type error located by line and column.
 
+use super::overrides::{self, Override};
 use super::{Scenario, ScenarioError, FORMAT_VERSION};
 use serde::Deserialize;
 use std::path::Path;
@@ -32,6 +33,13 @@ fn syntax_error(origin: &str, text: &str, e: &toml::de::Error) -> ScenarioError 
 impl Scenario {
     /// Parses and validates a scenario; `origin` (usually the file name) prefixes every error.
     pub fn from_toml(text: &str, origin: &str) -> Result<Scenario, ScenarioError> {
+        Scenario::from_toml_with(text, origin, &[])
+    }
+
+    /// As [`Scenario::from_toml`], with `overrides` (`--set`) applied to the file's values
+    /// before they are read: the result is checked as a file holding them would be, and an
+    /// error names the override that brought it in.
+    pub fn from_toml_with(text: &str, origin: &str, overrides: &[Override]) -> Result<Scenario, ScenarioError> {
         let probe: VersionProbe = toml::from_str(text).map_err(|e| syntax_error(origin, text, &e))?;
         match probe.format_version {
             None => {
@@ -56,6 +64,18 @@ impl Scenario {
             }
             Some(_) => {}
         }
+        if !overrides.is_empty() {
+            let base: toml::Table = toml::from_str(text).map_err(|e| syntax_error(origin, text, &e))?;
+            let file_error = || match toml::from_str::<Scenario>(text) {
+                Err(e) => syntax_error(origin, text, &e),
+                Ok(_) => ScenarioError::Invalid {
+                    origin: origin.to_string(),
+                    field: "--set".into(),
+                    message: "the overrides cannot be read back".into(),
+                },
+            };
+            return overrides::apply_all(base, origin, overrides, file_error);
+        }
         let s: Scenario = toml::from_str(text).map_err(|e| syntax_error(origin, text, &e))?;
         s.validate(origin)?;
         Ok(s)
@@ -63,8 +83,13 @@ impl Scenario {
 
     /// Reads, parses and validates a scenario file.
     pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
+        Scenario::load_with(path, &[])
+    }
+
+    /// Reads a scenario file with `overrides` applied ([`Scenario::from_toml_with`]).
+    pub fn load_with(path: &Path, overrides: &[Override]) -> Result<Scenario, ScenarioError> {
         let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Io { path: path.to_path_buf(), source })?;
-        Scenario::from_toml(&text, &path.display().to_string())
+        Scenario::from_toml_with(&text, &path.display().to_string(), overrides)
     }
 
     /// The scenario as TOML; [`Scenario::from_toml`] reads it back equal.

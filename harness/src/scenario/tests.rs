@@ -365,3 +365,93 @@ fn scenario_health_checks_can_be_switched_off_by_name_once_each() {
     let e = Scenario::from_toml(&format!("{MINIMAL}\n[health]\noff = [\"temperature\"]\n"), "t.toml").unwrap_err().to_string();
     assert!(e.contains("temperature") && e.contains("unsafe_shutdowns"), "an unknown check names the known ones: {e}");
 }
+
+fn with(sets: &[&str]) -> Result<Scenario, ScenarioError> {
+    let sets: Vec<Override> = sets.iter().map(|s| s.parse().unwrap()).collect();
+    Scenario::from_toml_with(MINIMAL, "minimal.toml", &sets)
+}
+
+fn override_error(sets: &[&str]) -> String {
+    with(sets).map(|_| ()).expect_err("the override should be refused").to_string()
+}
+
+#[test]
+fn override_sets_values_as_the_file_would() {
+    let s = with(&["cycles.count=5", "target.path=/dev/nvme2n1", "seed=0x10", "workload.queue_depth = 8"]).unwrap();
+    assert_eq!(s.cycles.count, 5);
+    assert_eq!(s.target.path.as_deref(), Some(std::path::Path::new("/dev/nvme2n1")));
+    assert_eq!(s.seed, Some(16));
+    assert_eq!(s.workload.queue_depth, 8);
+    // Everything else is the file's.
+    let m = minimal();
+    assert_eq!((s.name, s.fault, s.cut, s.controllers), (m.name, m.fault, m.cut, m.controllers));
+    // A table the file lacks is made; a quoted string stays a string.
+    let s = with(&["stop.on_finding=\"stop\"", "description=\"two words\""]).unwrap();
+    assert_eq!((s.stop.on_finding, s.description.as_str()), (OnEvent::Stop, "two words"));
+    // The result writes out and reads back as itself (what a resume reads).
+    assert_eq!(Scenario::from_toml(&s.to_toml().unwrap(), "again").unwrap(), s);
+}
+
+#[test]
+fn override_of_a_tagged_table_is_an_inline_table() {
+    let s = with(&["cut={kind = \"after_completions\", completions = 7}"]).unwrap();
+    assert_eq!(s.cut, CutPlacement::AfterCompletions { completions: 7 });
+    // A dotted key keeps the table's other keys, which the new kind does not take.
+    let e = override_error(&["cut.kind=after_completions", "cut.completions=7"]);
+    assert!(e.starts_with("minimal.toml: --set cut.kind=after_completions: unknown field `window_"), "{e}");
+}
+
+#[test]
+fn override_errors_name_the_override_and_what_was_wrong() {
+    let e = override_error(&["cycles.count=5", "cycles.count=abc"]);
+    assert_eq!(e, "minimal.toml: --set cycles.count=abc: invalid type: string \"abc\", expected u32");
+    let e = override_error(&["cycles.cont=3"]);
+    assert!(e.starts_with("minimal.toml: --set cycles.cont=3: unknown field `cont`, expected one of `count`"), "{e}");
+    let e = override_error(&["cycles.count.x=3"]);
+    assert_eq!(e, "minimal.toml: --set cycles.count.x=3: `cycles.count` is an integer, not a table");
+    // A value that reads but does not validate names the field, and the overrides in the origin.
+    let e = override_error(&["workload.min_write_bytes=1000"]);
+    assert!(e.starts_with("minimal.toml with --set workload.min_write_bytes=1000: workload.min_write_bytes: "), "{e}");
+}
+
+#[test]
+fn override_indexes_arrays_of_tables() {
+    let text = include_str!("../../../scenarios/dualport-flr.toml");
+    let set = |s: &str| -> Result<Scenario, ScenarioError> { Scenario::from_toml_with(text, "p.toml", &[s.parse().unwrap()]) };
+    let s = set("ports.1.path=/dev/nvme3n1").unwrap();
+    assert_eq!(s.ports[1].path.as_deref(), Some(std::path::Path::new("/dev/nvme3n1")));
+    let e = set("ports.2.path=/dev/x").map(|_| ()).unwrap_err().to_string();
+    assert_eq!(e, "p.toml: --set ports.2.path=/dev/x: `ports.2`: the scenario's `ports` has 2 entries, numbered from 0");
+}
+
+#[test]
+fn override_text_is_refused_with_the_form_it_takes() {
+    assert_eq!("cycles.count".parse::<Override>().unwrap_err(), "`cycles.count`: an override is PATH=VALUE (e.g. cycles.count=5)");
+    assert!("cycles..count=1".parse::<Override>().unwrap_err().contains("`` is not a key"));
+    assert!("cy cles=1".parse::<Override>().unwrap_err().contains("`cy cles` is not a key"));
+    assert_eq!("a.b = [1, 2]".parse::<Override>().unwrap().path(), "a.b");
+}
+
+#[test]
+fn override_leaves_the_file_own_errors_located() {
+    let broken = MINIMAL.replace("count = 10", "count = \"ten\"");
+    let e = Scenario::from_toml_with(&broken, "b.toml", &["seed=1".parse().unwrap()]).map(|_| ()).unwrap_err();
+    let line = 1 + broken.lines().position(|l| l.contains("\"ten\"")).unwrap();
+    assert!(matches!(e, ScenarioError::Syntax { line: l, .. } if l == line), "{e}");
+    // ...unless an override mends it.
+    let s = Scenario::from_toml_with(&broken, "b.toml", &["cycles.count=3".parse().unwrap()]).unwrap();
+    assert_eq!(s.cycles.count, 3);
+    // A file of another version is refused for its version, whatever the overrides.
+    let other = MINIMAL.replace("format_version = 1", "format_version = 2");
+    let e = Scenario::from_toml_with(&other, "v.toml", &["format_version=1".parse().unwrap()]).map(|_| ()).unwrap_err();
+    assert!(matches!(e, ScenarioError::Version { found: 2, .. }), "{e}");
+}
+
+proptest! {
+    #[test]
+    fn override_never_panics_on_any_text(text in ".{0,40}") {
+        if let Ok(o) = text.parse::<Override>() {
+            let _ = Scenario::from_toml_with(MINIMAL, "minimal.toml", &[o]);
+        }
+    }
+}

@@ -162,6 +162,7 @@ pub fn row_scenario(model: SimModel, contract: Contract, workload: Workload, cyc
         ports: Vec::new(),
         dual: None,
         health: Default::default(),
+        lab: None,
     }
 }
 

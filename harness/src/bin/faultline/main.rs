@@ -15,7 +15,7 @@ use exit::Exit;
 
 #[derive(Parser)]
 #[command(name = "faultline", version, about = "Proves or breaks an SSD's durability promises under power loss.")]
-struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -61,6 +61,11 @@ enum Cmd {
     /// emulated dual-port drive (`lab setup`, `lab run SCENARIO`, `lab exec SCRIPT`,
     /// `lab shell`; docs/LAB.md).
     Lab(cmd::lab::LabArgs),
+    /// Print the shell completion script for SHELL (bash, zsh, fish, elvish, powershell).
+    Completions(cmd::extras::CompletionsArgs),
+    /// Install the man pages and the bash, zsh and fish completions under --prefix
+    /// (default /usr/local), generated from this binary's own options.
+    InstallExtras(cmd::extras::InstallExtrasArgs),
 }
 
 fn main() -> ExitCode {
@@ -78,6 +83,8 @@ fn main() -> ExitCode {
         Cmd::Watch(a) => cmd::watch::cmd_watch(a),
         Cmd::Emulate(a) => cmd::emulate::cmd_emulate(a),
         Cmd::Lab(a) => cmd::lab::cmd_lab(a),
+        Cmd::Completions(a) => cmd::extras::cmd_completions(a),
+        Cmd::InstallExtras(a) => cmd::extras::cmd_install_extras(a),
     };
     match r {
         Ok(exit) => exit.into(),

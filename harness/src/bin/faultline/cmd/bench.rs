@@ -256,7 +256,8 @@ fn fio(c: &Ctx, name: &str, extra: &[String], time_based: bool) -> Result<Fig> {
         format!("--filename={}", c.a.target.display()),
         format!("--size={}", c.capacity / (1 << 20) * (1 << 20)),
         "--ioengine=io_uring".into(),
-        // fio would leave verify state files in the working directory.
+        // fio would leave verify state files (`local-w-0-verify.state`) in its working
+        // directory, which is the bench's scratch directory below, never the user's.
         "--verify_state_save=0".into(),
         format!("--direct={}", u8::from(c.direct)),
         "--output-format=json".into(),
@@ -266,6 +267,7 @@ fn fio(c: &Ctx, name: &str, extra: &[String], time_based: bool) -> Result<Fig> {
         cmd.args([format!("--runtime={}", c.a.seconds), "--time_based".into()]);
     }
     cmd.args(extra);
+    cmd.current_dir(&c.scratch);
     let cpu0 = cpu_times().1;
     let out = cmd.output().with_context(|| format!("cannot run {} (apt-get install fio)", c.a.fio))?;
     let cpu = cpu_times().1 - cpu0;
@@ -294,12 +296,14 @@ fn s(v: &[&str]) -> Vec<String> {
     v.iter().map(|x| x.to_string()).collect()
 }
 
-pub fn cmd_bench(a: BenchArgs) -> Result<Exit> {
+pub fn cmd_bench(mut a: BenchArgs) -> Result<Exit> {
     if !a.target.exists() {
         std::fs::File::create(&a.target)
             .and_then(|f| f.set_len(a.size))
             .with_context(|| format!("cannot create {}", a.target.display()))?;
     }
+    // fio runs in the scratch directory: a relative target must still name the same file.
+    a.target = std::fs::canonicalize(&a.target).with_context(|| format!("cannot resolve {}", a.target.display()))?;
     let probe = open_target(
         &a.target,
         &OpenSpec { writable: true, queue_depth: 32, allow_overwrite_signature: a.allow_overwrite_signature, ..Default::default() },

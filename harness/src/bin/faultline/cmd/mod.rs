@@ -5,6 +5,7 @@ pub mod controller;
 pub mod decode;
 pub mod emulate;
 pub mod emulate_nbd;
+pub mod extras;
 pub mod lab;
 pub mod report;
 pub mod run;

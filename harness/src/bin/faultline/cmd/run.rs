@@ -14,7 +14,7 @@ use faultline::report::{file_reports, regenerate};
 use faultline::run::exists;
 use faultline::run_dir::{lock, EVENTS_FILE, HTML_FILE, SCENARIO_FILE};
 use faultline::runner::{run_observed, run_scenario, CycleObserver, Prior, RunSummary, RunnerOptions};
-use faultline::scenario::Scenario;
+use faultline::scenario::{origin_with, Override, Scenario};
 use faultline_drivers::control::ControlEnv;
 use std::path::{Path, PathBuf};
 
@@ -37,9 +37,14 @@ pub struct RunArgs {
     /// Default: random.
     #[arg(long)]
     seed: Option<u64>,
-    /// Demo only: number of cycles (default: the demo's 300).
-    #[arg(long, conflicts_with = "scenario")]
+    /// Number of cycles: short for `--set cycles.count=N` (the demo's default: 300).
+    #[arg(long)]
     cycles: Option<u32>,
+    /// Override a value of the scenario (repeatable): a dotted path into the file and a TOML
+    /// value, e.g. `--set cycles.count=5 --set target.path=/dev/nvme2n1`, checked as the
+    /// file is and kept in the run directory's scenario.toml, so `resume` runs the same.
+    #[arg(long = "set", value_name = "PATH=VALUE")]
+    set: Vec<Override>,
     /// The simulated drive's fault model (default: the scenario's; the demo's loses the
     /// newest acknowledged write at each cut). `dual-*` models need a dual-port drive.
     #[arg(long, value_enum)]
@@ -229,19 +234,26 @@ pub fn cmd_resume(dir: &Path, metrics: &MetricsArgs) -> Result<Exit> {
     Ok(finish(&summary, &s, dir))
 }
 
+/// The overrides of a run: `--cycles N` first (as `--set cycles.count=N`), then each `--set`.
+pub fn overrides(cycles: Option<u32>, set: &[Override]) -> Vec<Override> {
+    let mut all: Vec<Override> = cycles.map(|n| Override::new("cycles.count", toml::Value::Integer(n.into()))).into_iter().collect();
+    all.extend(set.iter().cloned());
+    all
+}
+
 pub fn cmd_run(a: RunArgs) -> Result<Exit> {
+    let sets = overrides(a.cycles, &a.set);
     if let Some(path) = &a.scenario {
-        let mut s = Scenario::load(path)?;
+        let mut s = Scenario::load_with(path, &sets)?;
+        let origin = origin_with(&path.display().to_string(), &sets);
         if let Some(m) = a.model {
-            m.apply(&mut s).map_err(|e| anyhow!("{}: {e}", path.display()))?;
+            m.apply(&mut s).map_err(|e| anyhow!("{origin}: {e}"))?;
         }
-        return cmd_run_scenario(s, &path.display().to_string(), a.run_dir.clone(), a.seed, &a.metrics, None);
+        return cmd_run_scenario(s, &origin, a.run_dir.clone(), a.seed, &a.metrics, None);
     }
-    let origin = "the embedded demo, scenarios/demo.toml";
-    let mut s = Scenario::from_toml(DEMO, origin)?;
-    if let Some(n) = a.cycles {
-        s.cycles.count = n;
-    }
+    let origin = origin_with("the embedded demo, scenarios/demo.toml", &sets);
+    let mut s = Scenario::from_toml_with(DEMO, "the embedded demo, scenarios/demo.toml", &sets)?;
+    let origin = origin.as_str();
     if let Some(m) = a.model {
         m.apply(&mut s).map_err(|e| anyhow!("the demo: {e}"))?;
     }

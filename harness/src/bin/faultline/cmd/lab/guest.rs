@@ -87,12 +87,11 @@ impl GuestDrive {
     }
 }
 
-/// The scenario at `path` made the lab's: its target is the lab drive at `ns`. Refuses a
+/// Scenario `s` (read from `origin`) made the lab's: its target is the lab drive at `ns`. Refuses a
 /// scenario of the simulated drive (it would not touch the lab).
-pub fn lab_scenario(path: &Path, ns: &Path) -> Result<Scenario> {
-    let mut s = Scenario::load(path)?;
+pub fn lab_scenario(mut s: Scenario, origin: &str, ns: &Path) -> Result<Scenario> {
     if s.target.sim.is_some() {
-        bail!("{}: [target] is the simulated drive, which runs in-process and never touches the lab's NVMe drive", path.display());
+        bail!("{origin}: [target] is the simulated drive, which runs in-process and never touches the lab's NVMe drive");
     }
     // The drive's atomic unit is the scenario's to declare (the lab's simulated drive keeps the
     // one declared).

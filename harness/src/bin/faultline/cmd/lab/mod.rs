@@ -15,6 +15,7 @@ mod vmlinux;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
+use faultline::scenario::{origin_with, Override, Scenario};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -74,9 +75,10 @@ struct MachineArgs {
     #[arg(long)]
     faultline: Option<PathBuf>,
     /// Native NVMe multipath in the guest (`nvme_core.multipath`): on gives one block device
-    /// for the drive's two controllers, off one per controller.
-    #[arg(long, value_enum, default_value = "on")]
-    multipath: OnOff,
+    /// for the drive's two controllers, off one per controller. Default: what `lab run`'s
+    /// scenario declares (`[lab] multipath`), else on.
+    #[arg(long, value_enum)]
+    multipath: Option<OnOff>,
     /// Run directory on the host (default: faultline-runs/lab-<timestamp>).
     #[arg(long)]
     run_dir: Option<PathBuf>,
@@ -93,7 +95,8 @@ struct MachineArgs {
     /// Back the namespace with faultline's simulated drive of this fault model (over NBD,
     /// --size-mib of it), switched by a Quarch hot-plug module on the guest's /dev/ttyS1
     /// (`quarch+serial:///dev/ttyS1`): power cuts, port pulls, and the run's findings scored
-    /// against the drive's ground truth (`lab run`).
+    /// against the drive's ground truth (`lab run`). Default for `lab run`: the scenario's
+    /// `[lab] sim`, if it names one.
     #[arg(long, value_enum, value_name = "MODEL", conflicts_with_all = ["drive_file", "nbd"])]
     sim: Option<ModelArg>,
     /// The simulated drive completes one operation per this many microseconds while it has
@@ -116,8 +119,57 @@ struct MachineArgs {
 struct RunArgs {
     /// The scenario (see scenarios/lab-*.toml); its [target] is replaced by the lab drive.
     scenario: PathBuf,
+    /// Number of cycles: short for `--set cycles.count=N`.
+    #[arg(long)]
+    cycles: Option<u32>,
+    /// Override a value of the scenario (repeatable), as for `faultline run`.
+    #[arg(long = "set", value_name = "PATH=VALUE")]
+    set: Vec<Override>,
     #[command(flatten)]
     m: MachineArgs,
+}
+
+impl MachineArgs {
+    fn multipath_on(&self) -> bool {
+        self.multipath != Some(OnOff::Off)
+    }
+}
+
+impl std::fmt::Display for OnOff {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if *self == OnOff::On { "on" } else { "off" })
+    }
+}
+
+/// Takes what the scenario's `[lab]` table needs as the machine's defaults, and refuses an
+/// option that contradicts it, saying what to pass.
+fn take_needs(path: &Path, s: &Scenario, m: &mut MachineArgs) -> Result<()> {
+    let Some(needs) = &s.lab else { return Ok(()) };
+    if let Some(want) = needs.multipath {
+        let want = match want {
+            faultline::scenario::OnOff::On => OnOff::On,
+            faultline::scenario::OnOff::Off => OnOff::Off,
+        };
+        match m.multipath {
+            None => m.multipath = Some(want),
+            Some(given) if given != want => bail!(
+                "{}: this scenario needs multipath {want} in the guest (its [lab] multipath = \"{want}\"); pass --multipath {want}, \
+                 or leave --multipath out",
+                path.display()
+            ),
+            Some(_) => {}
+        }
+    }
+    if let (None, Some(name)) = (m.sim, &needs.sim) {
+        let model = ModelArg::from_str(name, false).map_err(|_| {
+            let names: Vec<String> =
+                ModelArg::value_variants().iter().filter_map(|v| v.to_possible_value()).map(|p| p.get_name().to_string()).collect();
+            anyhow::anyhow!("{}: lab.sim: `{name}` is not a model of the simulated drive (one of: {})", path.display(), names.join(", "))
+        })?;
+        m.sim = Some(model);
+        println!("lab run: the simulated drive's model is {name}, the scenario's [lab] sim (--sim MODEL for another)");
+    }
+    Ok(())
 }
 
 #[derive(Args)]
@@ -291,7 +343,7 @@ fn boot(p: &mut Prepared, m: &MachineArgs, shell: bool, echo: bool) -> Result<ma
         lab_dir: &p.lab_dir,
         share: &p.share,
         drive: p.drive.clone(),
-        multipath: m.multipath == OnOff::On,
+        multipath: m.multipath_on(),
         shell,
         uart: p.sim.as_ref().map(|s| s.uart().to_path_buf()),
         sock_dir: p.socks.path(),
@@ -312,13 +364,16 @@ fn boot(p: &mut Prepared, m: &MachineArgs, shell: bool, echo: bool) -> Result<ma
 /// Where the lab's power switch is, inside the guest.
 const LAB_POWER: &str = "quarch+serial:///dev/ttyS1";
 
-fn cmd_run(a: RunArgs) -> Result<Exit> {
+fn cmd_run(mut a: RunArgs) -> Result<Exit> {
     // Checked on the host first, so a bad file fails before the boot.
-    let s = guest::lab_scenario(&a.scenario, Path::new("/dev/nvme0n1"))?;
+    let sets = super::run::overrides(a.cycles, &a.set);
+    let given = Scenario::load_with(&a.scenario, &sets)?;
+    take_needs(&a.scenario, &given, &mut a.m)?;
+    let s = guest::lab_scenario(given.clone(), &a.scenario.display().to_string(), Path::new("/dev/nvme0n1"))?;
     let powered = matches!(s.fault, faultline::scenario::Fault::PowerCut { .. } | faultline::scenario::Fault::CleanShutdown);
     if powered && a.m.sim.is_none() {
         bail!(
-            "{}: a power fault in the lab needs the simulated drive (--sim MODEL): a raw image or another NBD export lives in the host's page cache and loses nothing",
+            "{}: a power fault in the lab needs the simulated drive (--sim MODEL, e.g. --sim honest-plp, or the scenario's [lab] sim): a raw image or another NBD export lives in the host's page cache and loses nothing",
             a.scenario.display()
         );
     }
@@ -343,11 +398,14 @@ fn cmd_run(a: RunArgs) -> Result<Exit> {
     let name = a.scenario.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
     let from = SimFromScenario { contract, atomic: s.target.atomic_bytes.unwrap_or(512), seed: s.seed.unwrap_or(1) };
     let mut p = prepare(&a.m, &name, from)?;
-    std::fs::copy(&a.scenario, p.share.join("scenario.toml")).with_context(|| format!("cannot copy {}", a.scenario.display()))?;
+    // The scenario as given, overrides applied: the guest puts the lab's drive in [target].
+    let text = format!("# {} (the lab's copy)\n{}", origin_with(&a.scenario.display().to_string(), &sets), given.to_toml()?);
+    std::fs::write(p.share.join("scenario.toml"), text).with_context(|| format!("cannot copy {} into the share", a.scenario.display()))?;
     let truth = if p.sim.is_some() { " --truth" } else { "" };
     std::fs::write(p.share.join("lab/cmd"), format!("{PREAMBLE}faultline lab guest run{truth} /share/scenario.toml /share/run\n"))?;
     let drive = p.sim.as_ref().map_or(String::new(), |s| format!(", simulated drive {}", s.model));
-    println!("lab run: {} in {} (multipath {:?}{drive})", a.scenario.display(), p.dir.display(), a.m.multipath);
+    let multipath = if a.m.multipath_on() { OnOff::On } else { OnOff::Off };
+    println!("lab run: {} in {} (multipath {multipath}{drive})", a.scenario.display(), p.dir.display());
     let out = boot(&mut p, &a.m, false, true)?;
     bring_back(&p.share.join("run"), &p.dir)?;
     let Some(code) = out.exit_code else {
@@ -469,7 +527,8 @@ fn cmd_guest(g: GuestCmd) -> Result<Exit> {
             Ok(Exit::Clean)
         }
         GuestCmd::Run { scenario, run_dir, truth } => {
-            let s = guest::lab_scenario(&scenario, &d.ns)?;
+            let origin = scenario.display().to_string();
+            let s = guest::lab_scenario(Scenario::load(&scenario)?, &origin, &d.ns)?;
             let mut sync = guest::TruthSync::new(Path::new("/share/lab"));
             let observer: Option<&mut (dyn faultline::runner::CycleObserver + 'static)> = if truth { Some(&mut sync) } else { None };
             super::run::cmd_run_scenario(s, &scenario.display().to_string(), Some(run_dir), None, &Default::default(), observer)

@@ -1,0 +1,162 @@
+//! Command-line overrides of a scenario (`--set cycles.count=5`): a dotted path into the file
+//! and a TOML value, applied to the file's table before it is read, so that the result is
+//! checked exactly as a file holding those values would be.
+
+use super::{Scenario, ScenarioError};
+use std::fmt;
+use std::str::FromStr;
+
+/// One `PATH=VALUE` override. `PATH` is dotted keys (`target.path`), where a number indexes
+/// an array of tables (`ports.1.path`); `VALUE` is a TOML value (`5`, `true`, `"a b"`,
+/// `[1, 2]`), or, when it does not parse as one, the text itself as a string, so that
+/// `target.path=/dev/nvme2n1` needs no quotes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Override {
+    path: Vec<String>,
+    value: toml::Value,
+    text: String,
+}
+
+impl fmt::Display for Override {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+/// A value alone, read as the right-hand side of `v = ...`.
+#[derive(serde::Deserialize)]
+struct Rhs {
+    v: toml::Value,
+}
+
+impl FromStr for Override {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Override, String> {
+        let text = text.trim();
+        let Some((path, value)) = text.split_once('=') else {
+            return Err(format!("`{text}`: an override is PATH=VALUE (e.g. cycles.count=5)"));
+        };
+        let path: Vec<String> = path.trim().split('.').map(|k| k.trim().to_string()).collect();
+        if let Some(bad) = path.iter().find(|k| k.is_empty() || !k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')) {
+            return Err(format!("`{text}`: `{bad}` is not a key (keys are letters, digits, `_` and `-`, joined by `.`)"));
+        }
+        let value = value.trim();
+        let value = match toml::from_str::<Rhs>(&format!("v = {value}")) {
+            Ok(r) => r.v,
+            Err(_) => toml::Value::String(value.to_string()),
+        };
+        Ok(Override { path, value, text: text.to_string() })
+    }
+}
+
+impl Override {
+    /// Builds the override that sets `path` (dotted) to `value`.
+    pub fn new(path: &str, value: toml::Value) -> Override {
+        Override { path: path.split('.').map(str::to_string).collect(), value: value.clone(), text: format!("{path}={value}") }
+    }
+
+    /// The dotted path, as given.
+    pub fn path(&self) -> String {
+        self.path.join(".")
+    }
+
+    /// Sets the value in `doc`, making the tables on the way that the file lacks.
+    fn apply(&self, doc: &mut toml::Value) -> Result<(), String> {
+        let mut here = doc;
+        for (i, key) in self.path.iter().enumerate() {
+            let at = self.path[..=i].join(".");
+            let last = i + 1 == self.path.len();
+            here = match here {
+                toml::Value::Table(t) => {
+                    if last {
+                        t.insert(key.clone(), self.value.clone());
+                        return Ok(());
+                    }
+                    t.entry(key.clone()).or_insert_with(|| toml::Value::Table(toml::Table::new()))
+                }
+                toml::Value::Array(a) => {
+                    let n = a.len();
+                    let slot =
+                        key.parse::<usize>().ok().and_then(|k| a.get_mut(k)).ok_or_else(|| {
+                            format!("`{at}`: the scenario's `{}` has {n} entries, numbered from 0", self.path[..i].join("."))
+                        })?;
+                    if last {
+                        *slot = self.value.clone();
+                        return Ok(());
+                    }
+                    slot
+                }
+                other => return Err(format!("`{}` is {} {}, not a table", self.path[..i].join("."), article(other), other.type_str())),
+            };
+        }
+        unreachable!("the loop returns at the last key")
+    }
+}
+
+fn article(v: &toml::Value) -> &'static str {
+    if matches!(v, toml::Value::Integer(_) | toml::Value::Array(_)) {
+        "an"
+    } else {
+        "a"
+    }
+}
+
+/// `origin` as the overrides leave it: `scenarios/x.toml with --set a=1 --set b=2`.
+pub fn origin_with(origin: &str, overrides: &[Override]) -> String {
+    let mut o = origin.to_string();
+    for (i, ov) in overrides.iter().enumerate() {
+        o.push_str(if i == 0 { " with --set " } else { " --set " });
+        o.push_str(&ov.text);
+    }
+    o
+}
+
+/// Reads `doc` (the file's table with overrides applied) as a scenario, without validating.
+fn read(doc: &toml::Value) -> Result<Scenario, String> {
+    let text = toml::to_string(doc).map_err(|e| e.to_string())?;
+    toml::from_str::<Scenario>(&text).map_err(|e| e.message().trim_end().to_string())
+}
+
+/// The file's table (already known to parse, of the right version) with `overrides` applied,
+/// read and validated. A value of the wrong type or a key the format lacks is blamed on the
+/// first override that brings it in.
+/// `file_error` gives the error the file alone makes, with its line and column.
+pub(super) fn apply_all(
+    base: toml::Table,
+    origin: &str,
+    overrides: &[Override],
+    file_error: impl FnOnce() -> ScenarioError,
+) -> Result<Scenario, ScenarioError> {
+    let full = origin_with(origin, overrides);
+    let blame = |ov: &Override, message: String| ScenarioError::Override { origin: origin.to_string(), set: ov.text.clone(), message };
+    let base = toml::Value::Table(base);
+    let mut doc = base.clone();
+    for ov in overrides {
+        ov.apply(&mut doc).map_err(|m| blame(ov, m))?;
+    }
+    let s = match read(&doc) {
+        Ok(s) => s,
+        Err(message) => {
+            let mut prefix = base.clone();
+            let mut culprit = None;
+            if read(&prefix).is_err_and(|m| m == message) {
+                // The file's own mistake, which no override mends.
+                return Err(file_error());
+            }
+            for ov in overrides {
+                ov.apply(&mut prefix).map_err(|m| blame(ov, m))?;
+                if read(&prefix).is_err_and(|m| m == message) {
+                    culprit = Some(ov);
+                    break;
+                }
+            }
+            return Err(match culprit {
+                Some(ov) => blame(ov, message),
+                None => ScenarioError::Invalid { origin: full, field: "--set".into(), message },
+            });
+        }
+    };
+    s.validate(&full)?;
+    Ok(s)
+}
