@@ -72,7 +72,17 @@ pub fn list_controllers() -> Result<Vec<UsbController>, String> {
 /// libusb cannot initialise, e.g. without /dev/bus/usb; this returns an error instead).
 fn usb_devices() -> Result<rusb::DeviceList<rusb::Context>, String> {
     use rusb::UsbContext;
-    let ctx = rusb::Context::new().map_err(|e| format!("cannot initialise libusb: {e}"))?;
+    let ctx = rusb::Context::new().map_err(|e| {
+        // libusb's Linux backend needs usbfs; without it, all it says is "Other error".
+        if std::path::Path::new("/dev/bus/usb").exists() {
+            format!("cannot initialise libusb: {e}")
+        } else {
+            format!(
+                "cannot initialise libusb ({e}): this host has no /dev/bus/usb, so no USB device can be reached \
+                 (no USB host controller, or a container started without --device /dev/bus/usb)"
+            )
+        }
+    })?;
     ctx.devices().map_err(|e| format!("cannot list USB devices: {e}"))
 }
 
