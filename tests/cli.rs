@@ -560,3 +560,35 @@ fn a_lab_scenario_says_what_it_needs_before_any_boot() {
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("--set lab.multipath=sideways: unknown variant `sideways`, expected `on` or `off`"), "{}", text(&o));
 }
+
+#[test]
+fn bench_leaves_nothing_where_it_was_started() {
+    let test = "bench_leaves_nothing_where_it_was_started";
+    if Command::new("fio").arg("--version").output().is_err() {
+        return common::skip(test, "no fio to bench against (apt-get install fio)");
+    }
+    let d = scratch("bench-cwd");
+    // A relative target in the directory the user stands in: fio must still find it, and
+    // leave nothing beside it (its verify state goes to the bench's scratch directory).
+    let o = Command::new(BIN)
+        .args([
+            "bench",
+            "--target",
+            "b.img",
+            "--size",
+            "16777216",
+            "--seconds",
+            "0.2",
+            "--rounds",
+            "1",
+            "--workloads",
+            "randwrite,fullspan",
+        ])
+        .current_dir(&d)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("4k randwrite qd32") && text(&o).contains("full-span seq verify"), "{}", text(&o));
+    let left: Vec<String> = std::fs::read_dir(&d).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert_eq!(left, vec!["b.img".to_string()], "the bench left files where it was started");
+}

@@ -658,10 +658,16 @@ fn bad_lab_input_is_refused_before_any_boot() {
     assert!(text(&o).contains("simulated drive") && text(&o).contains("demo.toml"), "{}", text(&o));
     // A power fault without the simulated drive (a raw image loses nothing), and a simulated
     // dual-port model (the lab's drive is one drive behind QEMU's two controllers).
+    // (lab-power-cut.toml names its model in [lab]; without that table it names none.)
     let cut = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/lab-power-cut.toml");
-    let o = lab_cmd(&["run", s(&cut), "--run-dir", s(&dir.join("r4"))]);
+    let text_of_cut = std::fs::read_to_string(&cut).unwrap();
+    let (head, lab_table) = text_of_cut.split_once("\n[lab]\n").expect("lab-power-cut.toml has a [lab] table");
+    assert!(lab_table.trim_start().starts_with("sim = "), "{lab_table}");
+    let bare = dir.join("lab-power-cut-no-model.toml");
+    std::fs::write(&bare, head).unwrap();
+    let o = lab_cmd(&["run", s(&bare), "--run-dir", s(&dir.join("r4"))]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    assert!(text(&o).contains("needs the simulated drive (--sim MODEL)"), "{}", text(&o));
+    assert!(text(&o).contains("needs the simulated drive (--sim MODEL, e.g. --sim honest-plp"), "{}", text(&o));
     let o = lab_cmd(&["run", s(&cut), "--sim", "dual-honest", "--run-dir", s(&dir.join("r5"))]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("dual-port models"), "{}", text(&o));

@@ -43,10 +43,20 @@ pub fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
-/// Says why `test` is skipped, on stdout and stderr (a test never skips silently).
+/// Skips of this test binary so far.
+static SKIPS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Says why `test` is skipped, where `cargo test` shows it: libtest captures what `println!`
+/// and `eprintln!` print from a passing test, but not a write to the process's own stderr,
+/// so the line reaches the output whether the test passes or not, counted per test binary
+/// (`SKIP 2 in blockdev: ...`). A test never skips silently.
 pub fn skip(test: &str, why: &str) {
-    println!("SKIP {test}: {why}");
-    eprintln!("SKIP {test}: {why}");
+    use std::io::Write;
+    let n = SKIPS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+    let line = format!("SKIP {n} in {}: {test}: {why}", env!("CARGO_CRATE_NAME"));
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
+    // Also captured with the test's output, for a run with --nocapture or a failure beside it.
+    println!("{line}");
 }
 
 /// Runs a system tool; its trimmed stdout, or an error naming the command and its stderr.

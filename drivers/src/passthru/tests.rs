@@ -21,7 +21,9 @@ fn the_passthru_struct_and_request_number_match_the_kernel_uapi_header() {
     let header = Path::new("/usr/include/linux/nvme_ioctl.h");
     let cc = ["cc", "gcc", "clang"].into_iter().find(|c| std::process::Command::new(c).arg("--version").output().is_ok());
     let (Some(cc), true) = (cc, header.exists()) else {
-        println!("SKIP: no C compiler or no {} (package linux-libc-dev)", header.display());
+        // Written to the process's stderr, which libtest does not capture, so it is seen.
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr().lock(), "SKIP: no C compiler or no {} (package linux-libc-dev)", header.display());
         return;
     };
     let root = FakeRoot::new("uapi");

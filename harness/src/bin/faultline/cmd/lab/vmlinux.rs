@@ -191,7 +191,9 @@ mod tests {
     #[test]
     fn unpack_round_trips_through_xz_and_refuses_a_kernel_without_the_note() {
         if Command::new("xz").arg("--version").output().is_err() {
-            eprintln!("SKIP unpack_round_trips_through_xz: no xz on this host");
+            // Written to the process's stderr, which libtest does not capture, so it is seen.
+            use std::io::Write as _;
+            let _ = writeln!(std::io::stderr().lock(), "SKIP unpack_round_trips_through_xz: no xz on this host");
             return;
         }
         let dir = tempfile::tempdir().unwrap();
