@@ -108,19 +108,27 @@ pub fn open_run(dir: &Path, target: &dyn BlockTarget, header: impl FnOnce() -> R
     let layout = Layout::new(h.header.workload.clone(), h.header.sector_bytes)?;
     let format = Format::new(h.header.run_id, h.header.sector_bytes as usize);
     let mut run = OpenRun { ledger, layout, format, created, recovered_cycle: None };
-    if let Some(c) = run.history().cycles.last().filter(|c| c.end.is_none()).cloned() {
-        run.ledger.append(&Record::CycleEnd {
-            cycle: c.cycle,
-            end: EndKind::Interrupted,
-            submitted_end: c.submitted_end,
-            durable_prefix: c.durable_prefix,
-            durable_extras: c.durable_extras.to_vec(),
-            failed: c.failed.to_vec(),
-            in_flight_at_end: 0,
-            bytes_at_risk: 0,
-        })?;
-        run.ledger.sync()?;
-        run.recovered_cycle = Some(c.cycle);
-    }
+    run.recovered_cycle = close_interrupted(&mut run.ledger)?;
     Ok(run)
+}
+
+/// Closes the cycle a harness that died left open, as `interrupted` from its last checkpoint:
+/// what `write` does before its next cycle and `verify` before it verifies, so that what the
+/// verify saw of that cycle's uncertain writes is recorded, and a later regression of them
+/// is a `stale_version`. Returns the cycle closed, if one was open. The caller holds the run
+/// directory's lock (no live writer has the cycle open).
+pub fn close_interrupted(ledger: &mut LedgerWriter) -> Result<Option<u32>, RunError> {
+    let Some(c) = ledger.history().cycles.last().filter(|c| c.end.is_none()).cloned() else { return Ok(None) };
+    ledger.append(&Record::CycleEnd {
+        cycle: c.cycle,
+        end: EndKind::Interrupted,
+        submitted_end: c.submitted_end,
+        durable_prefix: c.durable_prefix,
+        durable_extras: c.durable_extras.to_vec(),
+        failed: c.failed.to_vec(),
+        in_flight_at_end: 0,
+        bytes_at_risk: 0,
+    })?;
+    ledger.sync()?;
+    Ok(Some(c.cycle))
 }

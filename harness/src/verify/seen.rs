@@ -47,9 +47,19 @@ pub fn seen_record(history: &History, layout: &Layout, regions: &[(u64, u64)], r
     let sector = history.header.sector_bytes;
     let mut runs = runs.to_vec();
     runs.sort_unstable_by_key(|r| r.start);
-    let first = c.first_id.max(c.submitted_end.saturating_sub(MAX_SEEN_WRITES));
+    // The newest MAX_SEEN_WRITES ids of the cycle. A cycle the harness died in ends at its
+    // last reservation, which may lie far beyond the writes it submitted (reservations grow
+    // geometrically): when the cycle holds more ids than the window, the window ends at the
+    // newest write the verify saw, not among ids that may never have been written.
+    let mut end = c.submitted_end;
+    if end - c.first_id > MAX_SEEN_WRITES {
+        if let Some(newest) = runs.iter().map(|r| r.id).filter(|&id| id >= c.first_id && id < end).max() {
+            end = newest + 1;
+        }
+    }
+    let first = c.first_id.max(end.saturating_sub(MAX_SEEN_WRITES));
     let mut writes = Vec::new();
-    for id in (first..c.submitted_end).filter(|&id| !history.is_durable(id)) {
+    for id in (first..end).filter(|&id| !history.is_durable(id)) {
         let w = layout.plan(id);
         let n = (w.len / sector) as usize;
         // Per sector of the write: 0 not read, 1 older, 2 shows it, 3 shows a newer write.

@@ -253,3 +253,30 @@ fn a_run_opened_again_holds_what_was_seen_before_it_was_closed() {
     let rep = Verifier::new(&r.layout, reopened.history(), &r.format).verify(&mut r.sim, 0, SPAN).unwrap();
     assert_eq!(classes(&rep), vec![(r.layout.plan(8).offset + 7 * 512, FindingClass::StaleVersion)], "{:#?}", rep.findings);
 }
+
+/// A cycle the harness died in is closed at its last reservation, which can lie far more than
+/// MAX_SEEN_WRITES ids beyond what it wrote: the record still holds the writes the verify saw
+/// (the window ends at the newest one seen), not only ids that were never written.
+#[test]
+fn an_interrupted_cycle_reserved_far_ahead_still_records_what_was_seen() {
+    let mut r = run();
+    let reserved_end = 11 + 3 * MAX_SEEN_WRITES;
+    r.ledger.append(&Record::CycleStart { cycle: 1, first_id: 1, at: String::new(), port: crate::port::PortId::A }).unwrap();
+    r.ledger
+        .append(&Record::CycleEnd {
+            cycle: 1,
+            end: EndKind::Interrupted,
+            submitted_end: reserved_end,
+            durable_prefix: 8,
+            durable_extras: vec![],
+            failed: vec![],
+            in_flight_at_end: 0,
+            bytes_at_risk: 0,
+        })
+        .unwrap();
+    (1..=9).for_each(|id| r.write(id));
+    let (rep, rec) = r.verify();
+    assert!(rep.findings.is_empty(), "{:#?}", rep.findings);
+    let Some(Record::Seen { cycle: 1, writes }) = rec else { panic!("no seen record: {rec:?}") };
+    assert_eq!(writes.0, vec![seen(8, Applied::Fully, &[]), seen(9, Applied::Fully, &[])]);
+}

@@ -9,7 +9,7 @@ use faultline::events::Verdict;
 use faultline::format::Format;
 use faultline::ledger::{replay, Applied, LedgerWriter, Record};
 use faultline::report::console::verdict_line;
-use faultline::run::{check_copy, check_target};
+use faultline::run::{check_copy, check_target, close_interrupted};
 use faultline::run_dir;
 use faultline::verify::{offline_seen_record, Verifier, VerifyReport};
 use faultline::workload::Layout;
@@ -55,7 +55,7 @@ pub fn cmd_verify(a: VerifyArgs) -> Result<Exit> {
         }
         None => None,
     };
-    let history = replay(&a.run_dir)?;
+    let mut history = replay(&a.run_dir)?;
     if history.torn_tail_bytes > 0 {
         eprintln!("faultline: note: the ledger ends in a torn record ({} bytes), ignored", history.torn_tail_bytes);
     }
@@ -72,6 +72,18 @@ pub fn cmd_verify(a: VerifyArgs) -> Result<Exit> {
     } else {
         check_target(&a.run_dir, h, target.as_ref())?;
     }
+    // A cycle a killed `write` left open is closed first, as the next write would close it,
+    // so that what this verify sees of its uncertain writes is recorded (below).
+    if lock.is_some() && history.cycles.last().is_some_and(|c| c.end.is_none()) {
+        let mut ledger = LedgerWriter::open(&a.run_dir, &history)?;
+        let closed = close_interrupted(&mut ledger)?;
+        ledger.close()?;
+        history = replay(&a.run_dir)?;
+        if let Some(c) = closed {
+            eprintln!("faultline: cycle {c} was interrupted (harness killed); closed it from its last checkpoint, as the next write would");
+        }
+    }
+    let h = &history.header;
     let layout = Layout::new(h.workload.clone(), h.sector_bytes)?;
     let format = Format::new(h.run_id, h.sector_bytes as usize);
     let start = a.offset.unwrap_or(h.workload.span_start);
