@@ -141,13 +141,37 @@ fn sh(cmd: &str, args: &[&str]) -> String {
     String::from_utf8_lossy(&o.stdout).trim().to_string()
 }
 
+/// Err (the reason to skip) where buildah cannot make a container, or cannot run a command
+/// in one of `image` (its chroot isolation, the one that needs no cgroups or user namespaces).
+fn runs_here(image: &str) -> Result<(), String> {
+    let o = Command::new("buildah").args(["from", image]).output().map_err(|e| format!("buildah: {e}"))?;
+    if !o.status.success() {
+        return Err(format!("buildah cannot make a container here: {}", String::from_utf8_lossy(&o.stderr).trim()));
+    }
+    let ctr = String::from_utf8_lossy(&o.stdout).trim().to_string();
+    let run = Command::new("buildah").args(["run", "--isolation", "chroot", &ctr, "--", "/bin/true"]).output();
+    let _ = Command::new("buildah").args(["rm", &ctr]).output();
+    match run {
+        Ok(r) if r.status.success() => Ok(()),
+        Ok(r) => Err(format!("buildah cannot run a command in a container here: {}", String::from_utf8_lossy(&r.stderr).trim())),
+        Err(e) => Err(format!("buildah: {e}")),
+    }
+}
+
 /// A Debian minbase root as an image, made once per machine (debootstrap from Debian's
 /// archive, cached beside the lab's cache) and imported into buildah's store.
 fn base_image() -> Result<String, String> {
     const NAME: &str = "localhost/faultline-test-base:bookworm";
     if Command::new("buildah").args(["inspect", "--type", "image", NAME]).output().is_ok_and(|o| o.status.success()) {
+        runs_here(NAME)?;
         return Ok(NAME.into());
     }
+    // buildah can at least make an empty container here, or nothing below can work.
+    let o = Command::new("buildah").args(["from", "scratch"]).output().map_err(|e| format!("buildah: {e}"))?;
+    if !o.status.success() {
+        return Err(format!("buildah cannot make a container here: {}", String::from_utf8_lossy(&o.stderr).trim()));
+    }
+    let _ = Command::new("buildah").args(["rm", String::from_utf8_lossy(&o.stdout).trim()]).output();
     if !have("debootstrap") {
         return Err("no debootstrap to make the image's base (apt-get install debootstrap)".into());
     }
@@ -176,6 +200,7 @@ fn base_image() -> Result<String, String> {
     let ctr = sh("buildah", &["from", "scratch"]);
     sh("buildah", &["add", &ctr, tar.to_str().unwrap(), "/"]);
     sh("buildah", &["commit", "--rm", &ctr, NAME]);
+    runs_here(NAME)?;
     Ok(NAME.into())
 }
 
