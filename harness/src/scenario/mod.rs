@@ -41,7 +41,7 @@ mod schema;
 mod tests;
 mod validate;
 
-pub use overrides::{origin_with, Override};
+pub use overrides::{origin_with, Override, OverrideError};
 pub use plan::*;
 pub use ports::{Budget, DualMode, DualSimModel, DualSpec, PortPlan, PortRole, PortSpec, SimDual};
 pub use schema::{scenario_schema, scenario_schema_text};
@@ -143,6 +143,12 @@ pub struct LabNeeds {
 pub enum OnOff {
     On,
     Off,
+}
+
+impl std::fmt::Display for OnOff {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if *self == OnOff::On { "on" } else { "off" })
+    }
 }
 
 /// Which SMART / health checks the runner makes after each cycle (every one it can, unless

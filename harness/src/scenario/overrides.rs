@@ -23,6 +23,20 @@ impl fmt::Display for Override {
     }
 }
 
+/// Why an override cannot be read or applied.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum OverrideError {
+    #[error("`{0}`: an override is PATH=VALUE (e.g. cycles.count=5)")]
+    NotPathValue(String),
+    #[error("`{text}`: `{key}` is not a key (keys are letters, digits, `_` and `-`, joined by `.`)")]
+    BadKey { text: String, key: String },
+    /// `path` holds a value of another type where the override needs a table to go into.
+    #[error("`{path}` is {article} {kind}, not a table", article = if matches!(*kind, "integer" | "array") { "an" } else { "a" })]
+    NotATable { path: String, kind: &'static str },
+    #[error("`{at}`: the scenario's `{array}` has {len} entries, numbered from 0")]
+    NoSuchEntry { at: String, array: String, len: usize },
+}
+
 /// A value alone, read as the right-hand side of `v = ...`.
 #[derive(serde::Deserialize)]
 struct Rhs {
@@ -30,16 +44,16 @@ struct Rhs {
 }
 
 impl FromStr for Override {
-    type Err = String;
+    type Err = OverrideError;
 
-    fn from_str(text: &str) -> Result<Override, String> {
+    fn from_str(text: &str) -> Result<Override, OverrideError> {
         let text = text.trim();
         let Some((path, value)) = text.split_once('=') else {
-            return Err(format!("`{text}`: an override is PATH=VALUE (e.g. cycles.count=5)"));
+            return Err(OverrideError::NotPathValue(text.to_string()));
         };
         let path: Vec<String> = path.trim().split('.').map(|k| k.trim().to_string()).collect();
         if let Some(bad) = path.iter().find(|k| k.is_empty() || !k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')) {
-            return Err(format!("`{text}`: `{bad}` is not a key (keys are letters, digits, `_` and `-`, joined by `.`)"));
+            return Err(OverrideError::BadKey { text: text.to_string(), key: bad.clone() });
         }
         let value = value.trim();
         let value = match toml::from_str::<Rhs>(&format!("v = {value}")) {
@@ -53,7 +67,8 @@ impl FromStr for Override {
 impl Override {
     /// Builds the override that sets `path` (dotted) to `value`.
     pub fn new(path: &str, value: toml::Value) -> Override {
-        Override { path: path.split('.').map(str::to_string).collect(), value: value.clone(), text: format!("{path}={value}") }
+        let text = format!("{path}={value}");
+        Override { path: path.split('.').map(str::to_string).collect(), value, text }
     }
 
     /// The dotted path, as given.
@@ -62,7 +77,7 @@ impl Override {
     }
 
     /// Sets the value in `doc`, making the tables on the way that the file lacks.
-    fn apply(&self, doc: &mut toml::Value) -> Result<(), String> {
+    fn apply(&self, doc: &mut toml::Value) -> Result<(), OverrideError> {
         let mut here = doc;
         for (i, key) in self.path.iter().enumerate() {
             let at = self.path[..=i].join(".");
@@ -77,28 +92,21 @@ impl Override {
                 }
                 toml::Value::Array(a) => {
                     let n = a.len();
-                    let slot =
-                        key.parse::<usize>().ok().and_then(|k| a.get_mut(k)).ok_or_else(|| {
-                            format!("`{at}`: the scenario's `{}` has {n} entries, numbered from 0", self.path[..i].join("."))
-                        })?;
+                    let slot = key.parse::<usize>().ok().and_then(|k| a.get_mut(k)).ok_or_else(|| OverrideError::NoSuchEntry {
+                        at,
+                        array: self.path[..i].join("."),
+                        len: n,
+                    })?;
                     if last {
                         *slot = self.value.clone();
                         return Ok(());
                     }
                     slot
                 }
-                other => return Err(format!("`{}` is {} {}, not a table", self.path[..i].join("."), article(other), other.type_str())),
+                other => return Err(OverrideError::NotATable { path: self.path[..i].join("."), kind: other.type_str() }),
             };
         }
         unreachable!("the loop returns at the last key")
-    }
-}
-
-fn article(v: &toml::Value) -> &'static str {
-    if matches!(v, toml::Value::Integer(_) | toml::Value::Array(_)) {
-        "an"
-    } else {
-        "a"
     }
 }
 
@@ -112,11 +120,18 @@ pub fn origin_with(origin: &str, overrides: &[Override]) -> String {
     o
 }
 
-/// Reads `doc` (the file's table with overrides applied) as a scenario, without validating.
-fn read(doc: &toml::Value) -> Result<Scenario, String> {
-    let text = toml::to_string(doc).map_err(|e| e.to_string())?;
-    toml::from_str::<Scenario>(&text).map_err(|e| e.message().trim_end().to_string())
+/// Reads `doc` (the file's table with overrides applied) as a scenario, without validating:
+/// the scenario or the reader's message (what an override is blamed for); Err when the table
+/// cannot be written out to be read.
+fn read(doc: &toml::Value) -> Result<Result<Scenario, Message>, ScenarioError> {
+    let text = toml::to_string(doc).map_err(|e| ScenarioError::Serialize(e.to_string()))?;
+    Ok(toml::from_str::<Scenario>(&text).map_err(|e| Message(e.message().trim_end().to_string())))
 }
+
+/// What the scenario reader said of a table, compared across tables to find the override
+/// that brought the mistake in.
+#[derive(PartialEq)]
+struct Message(String);
 
 /// The file's table (already known to parse, of the right version) with `overrides` applied,
 /// read and validated. A value of the wrong type or a key the format lacks is blamed on the
@@ -133,27 +148,29 @@ pub(super) fn apply_all(
     let base = toml::Value::Table(base);
     let mut doc = base.clone();
     for ov in overrides {
-        ov.apply(&mut doc).map_err(|m| blame(ov, m))?;
+        ov.apply(&mut doc).map_err(|e| blame(ov, e.to_string()))?;
     }
-    let s = match read(&doc) {
+    let s = match read(&doc)? {
         Ok(s) => s,
         Err(message) => {
-            let mut prefix = base.clone();
+            let same = |r: Result<Scenario, Message>| r.is_err_and(|m| m == message);
+            let Message(text) = &message;
+            let mut prefix = base;
             let mut culprit = None;
-            if read(&prefix).is_err_and(|m| m == message) {
+            if same(read(&prefix)?) {
                 // The file's own mistake, which no override mends.
                 return Err(file_error());
             }
             for ov in overrides {
-                ov.apply(&mut prefix).map_err(|m| blame(ov, m))?;
-                if read(&prefix).is_err_and(|m| m == message) {
+                ov.apply(&mut prefix).map_err(|e| blame(ov, e.to_string()))?;
+                if same(read(&prefix)?) {
                     culprit = Some(ov);
                     break;
                 }
             }
             return Err(match culprit {
-                Some(ov) => blame(ov, message),
-                None => ScenarioError::Invalid { origin: full, field: "--set".into(), message },
+                Some(ov) => blame(ov, text.clone()),
+                None => ScenarioError::Invalid { origin: full, field: "--set".into(), message: text.clone() },
             });
         }
     };

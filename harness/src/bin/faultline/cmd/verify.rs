@@ -78,6 +78,9 @@ pub fn cmd_verify(a: VerifyArgs) -> Result<Exit> {
         let mut ledger = LedgerWriter::open(&a.run_dir, &history)?;
         let closed = close_interrupted(&mut ledger)?;
         ledger.close()?;
+        // Read back, not taken from the writer: a second writer opened on the first one's
+        // in-memory history numbered its record wrongly (replay: "sequence number 12,
+        // expected 11").
         history = replay(&a.run_dir)?;
         if let Some(c) = closed {
             eprintln!("faultline: cycle {c} was interrupted (harness killed); closed it from its last checkpoint, as the next write would");

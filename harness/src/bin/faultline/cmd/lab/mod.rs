@@ -14,8 +14,9 @@ mod sim;
 mod vmlinux;
 
 use anyhow::{bail, Context, Result};
+use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Subcommand, ValueEnum};
-use faultline::scenario::{origin_with, Override, Scenario};
+use faultline::scenario::{origin_with, OnOff, Override, Scenario};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -60,12 +61,6 @@ struct SetupArgs {
     faultline: Option<PathBuf>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-enum OnOff {
-    On,
-    Off,
-}
-
 #[derive(Args)]
 struct MachineArgs {
     /// Cache directory (as for `lab setup`).
@@ -77,7 +72,7 @@ struct MachineArgs {
     /// Native NVMe multipath in the guest (`nvme_core.multipath`): on gives one block device
     /// for the drive's two controllers, off one per controller. Default: what `lab run`'s
     /// scenario declares (`[lab] multipath`), else on.
-    #[arg(long, value_enum)]
+    #[arg(long, value_parser = PossibleValuesParser::new(["on", "off"]).map(|v| if v == "on" { OnOff::On } else { OnOff::Off }))]
     multipath: Option<OnOff>,
     /// Run directory on the host (default: faultline-runs/lab-<timestamp>).
     #[arg(long)]
@@ -135,21 +130,11 @@ impl MachineArgs {
     }
 }
 
-impl std::fmt::Display for OnOff {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(if *self == OnOff::On { "on" } else { "off" })
-    }
-}
-
 /// Takes what the scenario's `[lab]` table needs as the machine's defaults, and refuses an
 /// option that contradicts it, saying what to pass.
 fn take_needs(path: &Path, s: &Scenario, m: &mut MachineArgs) -> Result<()> {
     let Some(needs) = &s.lab else { return Ok(()) };
     if let Some(want) = needs.multipath {
-        let want = match want {
-            faultline::scenario::OnOff::On => OnOff::On,
-            faultline::scenario::OnOff::Off => OnOff::Off,
-        };
         match m.multipath {
             None => m.multipath = Some(want),
             Some(given) if given != want => bail!(
