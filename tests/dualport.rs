@@ -79,6 +79,7 @@ fn dual_port_scenarios_refuse_what_cannot_work() {
     );
     check(&|s| format!("{s}\n[[ports]]\nname = \"B\"\n[[ports]]\nname = \"A\"\n"), "must be named \"A\"");
     check(&|s| s.replace("link = \"sim\"", "link = \"nvme-reset://nvme0\""), "the simulated drive has no link to reset");
+    check(&|s| s.replace("kind = \"honest_plp\"", "kind = \"honest_volatile\""), "target.sim.model: HonestVolatile");
 }
 
 #[test]
@@ -142,6 +143,54 @@ fn an_nvm_subsystem_reset_hits_both_ports_and_judges_neither() {
     let s: Value = serde_json::from_str(&std::fs::read_to_string(rd.join("summary.json")).unwrap()).unwrap();
     for p in s["ports"].as_array().unwrap() {
         assert_eq!((p["cycles_faulted"].as_u64(), p["cycles_judged"].as_u64()), (Some(2), Some(0)), "{p}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The kinds of a run's events, counted.
+fn kinds(dir: &std::path::Path) -> std::collections::BTreeMap<String, usize> {
+    let log = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
+    let mut n = std::collections::BTreeMap::new();
+    for l in log.lines() {
+        let v: Value = serde_json::from_str(l).unwrap();
+        *n.entry(v["event"].as_str().unwrap_or("?").to_string()).or_insert(0) += 1;
+    }
+    n
+}
+
+#[test]
+fn a_dual_port_power_cut_comes_back_on_every_port_and_a_lost_shared_cache_is_found_through_both() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let plp = concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/dualport-plp.toml");
+    // Seed 20261202 (the scenario's).
+    let dir = scratch("plp-honest");
+    let o = run(&["run", plp, "--run-dir", dir.to_str().unwrap(), "--cycles", "3"]);
+    assert_eq!(o.status.code(), Some(0), "seed 20261202: {}", text(&o));
+    let n = kinds(&dir);
+    assert_eq!(n.get("power_restored"), Some(&3), "power back on after every cut: {n:?}");
+    assert_eq!(n.get("ready"), Some(&6), "each port answered again after each cut: {n:?}");
+    assert_eq!(n.get("cycle_ended"), Some(&3), "{n:?}");
+    assert_eq!(n.get("harness_error"), None, "{n:?}");
+    let s: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+    for p in s["ports"].as_array().unwrap() {
+        // A power cut hits both ports: neither is judged against its baseline.
+        assert_eq!((p["cycles_faulted"].as_u64(), p["cycles_judged"].as_u64()), (Some(3), Some(0)), "{p}");
+    }
+    // Both ledgers closed every cycle at the cut.
+    for port in ["A", "B"] {
+        let ledger = String::from_utf8_lossy(&std::fs::read(dir.join(format!("ports/{port}/ledger.fl"))).unwrap()).into_owned();
+        assert_eq!(ledger.matches("\"end\":\"cut\"").count(), 3, "port {port}'s cycles end at the cut");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+
+    let dir = scratch("plp-lossy");
+    let o = run(&["run", plp, "--run-dir", dir.to_str().unwrap(), "--cycles", "3", "--model", "dual-lose-cache-at-cut"]);
+    assert_eq!(o.status.code(), Some(1), "seed 20261202: {}", text(&o));
+    let log = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
+    let lost: Vec<&str> = log.lines().filter(|l| l.contains("\"event\":\"finding\"") && l.contains("\"lost_write\"")).collect();
+    // The same loss read through both ports is one finding naming both.
+    for words in ["port A's share, read through ports A and B: ", "port B's share, read through ports B and A: "] {
+        assert!(lost.iter().any(|l| l.contains(words)), "no lost_write in {words}: {} lost_write findings", lost.len());
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -23,7 +23,7 @@ fn load(name: &str) -> Scenario {
     Scenario::load(&dir().join(name)).unwrap_or_else(|e| panic!("{e}"))
 }
 
-const SHIPPED: [&str; 24] = [
+const SHIPPED: [&str; 25] = [
     "reference.toml",
     "demo.toml",
     "dualport-demo.toml",
@@ -45,6 +45,7 @@ const SHIPPED: [&str; 24] = [
     "dualport-flr.toml",
     "dualport-nssr.toml",
     "dualport-performance.toml",
+    "dualport-plp.toml",
     "lab-dualport-pull.toml",
     "lab-dualport-quarch-pull.toml",
     "lab-multipath-pull.toml",
@@ -164,6 +165,12 @@ fn dual_port_templates_say_what_their_names_promise() {
         assert!(spec.contains(&d.ports[0].fault_port), "{name}: {spec} and {}", d.ports[0].fault_port);
         assert!(s.cycles.count >= 200, "{name}: a storm");
     }
+
+    // A power cut of the whole simulated dual-port drive, both ports writing.
+    let (s, d) = dual("dualport-plp.toml");
+    assert_eq!(s.fault, Fault::PowerCut { mate_steps_ms: Vec::new() });
+    assert_eq!(s.contract, Contract::Plp);
+    assert!(d.ports.iter().all(|p| p.role == PortRole::Writer), "both ports write when the power goes");
 
     let (s, d) = dual("dualport-performance.toml");
     per_path(&s.name, &d);

@@ -173,9 +173,12 @@ impl<W: Write> EventSink for Console<W> {
                 *self.totals.entry(finding.class.name().to_string()).or_default() += 1;
                 self.new.push(finding.clone());
             }
-            Event::CycleEnded { t_ns, cycle, .. } => {
+            Event::CycleEnded { t_ns, cycle, verdict, .. } => {
                 self.cycles_done += 1;
-                if let Some(f) = self.new.first() {
+                if self.new.is_empty() && *verdict == Verdict::Error {
+                    // Not "no new findings": the cycle tested less than it should have.
+                    self.line(format!("cycle {cycle:>5}: ended by the harness error above; nothing found in what could be checked"))?;
+                } else if let Some(f) = self.new.first() {
                     self.bad_cycles += 1;
                     let cut = match self.cut {
                         Some((c, n)) => format!("cut after {c} completions with {n} in flight"),
@@ -286,6 +289,22 @@ mod tests {
         }
         drop(c);
         String::from_utf8(buf).unwrap()
+    }
+
+    #[test]
+    fn a_cycle_ended_by_a_harness_error_does_not_read_as_no_new_findings() {
+        let mut buf = Vec::new();
+        let mut c = Console::new(&mut buf, Progress::Lines { every_ns: 0 });
+        for mut e in testdata::run() {
+            if let Event::CycleEnded { cycle: 1, verdict, .. } = &mut e {
+                *verdict = Verdict::Error;
+            }
+            c.event(&e).unwrap();
+        }
+        drop(c);
+        let out = String::from_utf8(buf).unwrap();
+        assert!(out.contains("cycle     1: ended by the harness error above"), "{out}");
+        assert!(!out.contains("cycle     1: no new findings"), "{out}");
     }
 
     #[test]

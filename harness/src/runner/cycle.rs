@@ -7,7 +7,7 @@ use super::dut::{self, HealthLogs};
 use super::dut::{DutCycleError, DutError, DutVerifyError, Workload};
 use super::emit::nanos;
 use super::emit::Emitter;
-use super::fault::{cycle_rng, placement, FaultThread, PLACE_SALT, SAMPLE_SALT};
+use super::fault::{confirm_cut, cycle_rng, placement, saw_device_go, ControllerError, FaultThread, PLACE_SALT, SAMPLE_SALT};
 use super::regions::{sample_regions, union, written_regions};
 use super::resume;
 use super::setup::{RunnerOptions, Setup};
@@ -25,10 +25,6 @@ use crate::writer::{CycleOptions, CycleOutcome, WriteError};
 use faultline_drivers::BlockTarget;
 use std::path::Path;
 use std::time::{Duration, Instant};
-
-/// How long a device may go on answering after a cut by a switch that cannot read its state
-/// back, before the cut counts as not confirmed.
-const CONFIRM_GRACE: Duration = Duration::from_secs(2);
 
 /// A cycle whose fault is done (or whose harness died), waiting to be settled.
 pub(crate) struct Pending {
@@ -97,7 +93,7 @@ impl Cycles<'_, '_> {
             end.errors += 1;
             end.controller_failure = Some(ControllerStep::Cut);
         } else if let Err(why) = self.confirm(&outcome) {
-            self.em.error(Some(cycle), why);
+            self.em.error(Some(cycle), why.to_string());
             end.errors += 1;
             end.controller_failure = Some(ControllerStep::Unconfirmed);
         }
@@ -107,32 +103,10 @@ impl Cycles<'_, '_> {
 
     /// A fault that cannot be confirmed is never a clean pass: the switch reads back `off`, or
     /// the device stopped answering.
-    fn confirm(&mut self, outcome: &CycleOutcome) -> Result<(), String> {
-        match self.st.cutter.confirm() {
-            Some(r) => r.map_err(|e| e.to_string()),
-            None if self.st.cutter.is_link() => Ok(()),
-            None if outcome.device_gone_at.is_some() || (outcome.in_flight_at_cut > 0 && outcome.failed > 0) => Ok(()),
-            None if self.stops_answering() => Ok(()),
-            None => Err(format!(
-                "the switch cannot read its state back and the device kept answering for {} ms after the cut: the cut is not confirmed",
-                CONFIRM_GRACE.as_millis()
-            )),
-        }
-    }
-
-    /// Whether the device stops answering within [`CONFIRM_GRACE`] of the cut: a relay that
-    /// does not acknowledge may switch a few milliseconds after its command was sent.
-    fn stops_answering(&mut self) -> bool {
-        let t = Instant::now();
-        loop {
-            if !self.st.dut.answers(self.span.0) {
-                return true;
-            }
-            if t.elapsed() >= CONFIRM_GRACE {
-                return false;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
+    fn confirm(&mut self, outcome: &CycleOutcome) -> Result<(), ControllerError> {
+        let Setup { dut, cutter, .. } = &mut *self.st;
+        let at = self.span.0;
+        confirm_cut(cutter, saw_device_go(outcome), &mut || dut.answers(at))
     }
 
     /// The workload failed: power back on (a partial cut), close the cycle the writer left open,
@@ -207,14 +181,7 @@ impl Cycles<'_, '_> {
         p.end.new_findings = self.em.findings(cycle, &findings);
         self.controller_log(Some(cycle));
         let harness = self.cycle_t0.elapsed().saturating_sub(self.waits);
-        let verdict = if p.end.new_findings > 0 || anomalies > 0 {
-            Verdict::Findings
-        } else if p.end.controller_failure == Some(ControllerStep::Cut) {
-            // The fault failed: whatever the verify saw, this cycle tested nothing clean.
-            Verdict::Error
-        } else {
-            Verdict::Clean
-        };
+        let verdict = stop::verdict(&p.end, anomalies);
         self.em.end_cycle(cycle, verdict, p.outcome.as_ref(), Some(harness));
         match decide(&self.plan.stop, &mut self.streak, &p.end) {
             Next::GoOn => Ok(None),
@@ -340,18 +307,7 @@ impl Cycles<'_, '_> {
                 return 0;
             }
         };
-        let how = self.plan.fault.shutdown().filter(|_| faulted);
-        let policy = HealthPolicy { allow_clean_bump: false, report_error_log_growth: true };
-        let mut anomalies = judge(&before.smart, &after.smart, how.unwrap_or(Shutdown::Dirty), policy);
-        if how.is_none() {
-            // A link reset, or an unknown fault: no unsafe shutdown is expected either way.
-            anomalies.retain(|a| !matches!(a, HealthAnomaly::UnsafeShutdownsAfterDirtyCut { .. }));
-        }
-        if let (Some(b), Some(a), Some(how)) = (&before.ocp, &after.ocp, how) {
-            anomalies.extend(judge_ocp(b, a, how));
-        }
-        // The checks the scenario switched off (named once, in the run's notes).
-        anomalies.retain(|a| !self.plan.scenario.health.off.contains(&HealthCheck::of(a)));
+        let anomalies = judged_health(self.plan, before, &after, faulted);
         let t_ns = self.em.now();
         self.em.emit(Event::Health {
             t_ns,
@@ -364,6 +320,25 @@ impl Cycles<'_, '_> {
     }
 }
 
+/// The health anomalies from `before` to `after` a cycle's fault, as the plan's fault and
+/// health checks judge them. `faulted` is false for a cycle the harness died in, where nobody
+/// knows whether the fault happened.
+pub(super) fn judged_health(plan: &RunPlan, before: &HealthLogs, after: &HealthLogs, faulted: bool) -> Vec<HealthAnomaly> {
+    let how = plan.fault.shutdown().filter(|_| faulted);
+    let policy = HealthPolicy { allow_clean_bump: false, report_error_log_growth: true };
+    let mut anomalies = judge(&before.smart, &after.smart, how.unwrap_or(Shutdown::Dirty), policy);
+    if how.is_none() {
+        // A link reset, or an unknown fault: no unsafe shutdown is expected either way.
+        anomalies.retain(|a| !matches!(a, HealthAnomaly::UnsafeShutdownsAfterDirtyCut { .. }));
+    }
+    if let (Some(b), Some(a), Some(how)) = (&before.ocp, &after.ocp, how) {
+        anomalies.extend(judge_ocp(b, a, how));
+    }
+    // The checks the scenario switched off (named once, in the run's notes).
+    anomalies.retain(|a| !plan.scenario.health.off.contains(&HealthCheck::of(a)));
+    anomalies
+}
+
 /// Closes the ledger and opens the run again, which closes a cycle a failed writer left open
 /// (as `interrupted`, from its last checkpoint).
 fn reopen(slot: &mut Option<OpenRun>, run_dir: &Path, target: &mut dyn BlockTarget, header: &RunHeader) -> Result<(), Fatal> {
@@ -374,7 +349,7 @@ fn reopen(slot: &mut Option<OpenRun>, run_dir: &Path, target: &mut dyn BlockTarg
 }
 
 /// The finding for a device that did not come back.
-fn dead_device(cycle: u32, why: &str) -> Finding {
+pub(super) fn dead_device(cycle: u32, why: &str) -> Finding {
     Finding {
         class: FindingClass::DeadDevice,
         offset: 0,

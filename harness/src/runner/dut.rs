@@ -576,7 +576,7 @@ fn classify(e: FindError) -> Refind {
 }
 
 /// Reads the SMART/health log and, where the drive has it, the OCP extended log.
-fn read_health(path: &Path, roots: &SysRoots) -> Result<HealthLogs, String> {
+pub(crate) fn read_health(path: &Path, roots: &SysRoots) -> Result<HealthLogs, String> {
     let admin = NvmeAdmin::open_for_block_device_in(path, roots).map_err(|e| e.to_string())?;
     let smart = parse_smart(&admin.smart_log().map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
     let ocp = match admin.ocp_smart_log().map_err(|e| e.to_string())? {

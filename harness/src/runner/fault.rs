@@ -136,13 +136,27 @@ impl Cutter {
     }
 }
 
-/// The fault's own thread, for one cycle: the writer asks it to cut ([`FaultThread::fire`])
+/// The fault's own thread, for one cycle: a writer asks it to cut ([`FaultThread::fire`])
 /// when the placement is reached and waits until the cut has landed; the controller's
 /// commands (and a link reset's whole hold) run here, never on a writer's thread, so a writer
 /// of another port is never held up by them.
+///
+/// A fault that hits every port (a power cut of a dual-port drive) is fired by every writer
+/// it hits: the first caller cuts, and every caller (the first included) learns the one
+/// result when the cut has landed. One cut per cycle: a caller after the landing gets the
+/// same result again, without a second command.
 pub struct FaultThread {
     go: std::sync::mpsc::SyncSender<()>,
-    landed: std::sync::mpsc::Receiver<Result<Duration, ControllerError>>,
+    landed: std::sync::Mutex<std::sync::mpsc::Receiver<Result<Duration, ControllerError>>>,
+    state: std::sync::Mutex<Fired>,
+    done: std::sync::Condvar,
+}
+
+/// Where the cycle's one cut is.
+enum Fired {
+    No,
+    InFlight,
+    Landed(Result<Duration, ControllerError>),
 }
 
 impl FaultThread {
@@ -157,15 +171,75 @@ impl FaultThread {
                 let _ = landed_tx.send(cutter.cut(hold).map(|()| t.elapsed()));
             }
         });
-        FaultThread { go, landed }
+        FaultThread { go, landed: std::sync::Mutex::new(landed), state: std::sync::Mutex::new(Fired::No), done: std::sync::Condvar::new() }
     }
 
-    /// Cuts now; returns once the cut command has landed, with how long it took.
+    /// Cuts now (or, when another writer already did, waits for that cut); returns once the
+    /// cut command has landed, with how long it took.
     pub fn fire(&self) -> Result<Duration, ControllerError> {
+        fn lock(m: &std::sync::Mutex<Fired>) -> std::sync::MutexGuard<'_, Fired> {
+            m.lock().unwrap_or_else(|e| e.into_inner())
+        }
+        let mut st = lock(&self.state);
+        loop {
+            match &*st {
+                Fired::Landed(r) => return r.clone(),
+                Fired::InFlight => st = self.done.wait(st).unwrap_or_else(|e| e.into_inner()),
+                Fired::No => break,
+            }
+        }
+        *st = Fired::InFlight;
+        drop(st);
         let gone = || ControllerError("the fault thread ended before it cut".into());
-        self.go.send(()).map_err(|_| gone())?;
-        self.landed.recv().map_err(|_| gone())?
+        let r = match self.go.send(()) {
+            Ok(()) => self.landed.lock().unwrap_or_else(|e| e.into_inner()).recv().unwrap_or_else(|_| Err(gone())),
+            Err(_) => Err(gone()),
+        };
+        *lock(&self.state) = Fired::Landed(r.clone());
+        self.done.notify_all();
+        r
     }
+
+    /// Whether a writer fired the cut (it may still be landing).
+    pub fn fired(&self) -> bool {
+        !matches!(*self.state.lock().unwrap_or_else(|e| e.into_inner()), Fired::No)
+    }
+}
+
+/// How long a device may go on answering after a cut by a switch that cannot read its state
+/// back, before the cut counts as not confirmed.
+pub(crate) const CONFIRM_GRACE: Duration = Duration::from_secs(2);
+
+/// Confirms a cut: a switch that reads its state back must read `off`; a link controller
+/// confirms the reset it reports done; otherwise the device must have stopped answering, as
+/// the writers saw it (`gone`: a write failed with the device gone, or writes in flight at
+/// the cut failed) or as `answers` finds within [`CONFIRM_GRACE`] (a relay that does not
+/// acknowledge may switch a few milliseconds after its command was sent).
+pub(crate) fn confirm_cut(cutter: &mut Cutter, gone: bool, answers: &mut dyn FnMut() -> bool) -> Result<(), ControllerError> {
+    match cutter.confirm() {
+        Some(r) => r,
+        None if cutter.is_link() || gone => Ok(()),
+        None => {
+            let t = std::time::Instant::now();
+            loop {
+                if !answers() {
+                    return Ok(());
+                }
+                if t.elapsed() >= CONFIRM_GRACE {
+                    return Err(ControllerError(format!(
+                        "the switch cannot read its state back and the device kept answering for {} ms after the cut: the cut is not confirmed",
+                        CONFIRM_GRACE.as_millis()
+                    )));
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+    }
+}
+
+/// Whether a writer's cycle saw the device go at its cut.
+pub(crate) fn saw_device_go(o: &crate::writer::CycleOutcome) -> bool {
+    o.device_gone_at.is_some() || (o.in_flight_at_cut > 0 && o.failed > 0)
 }
 
 /// The switch of a simulated drive: in-process, or a protocol emulator started here (returned,
@@ -268,13 +342,66 @@ mod tests {
         let mut cutter = Cutter::Power(Box::new(ThreadSwitch(seen.clone())));
         std::thread::scope(|sc| {
             let ft = FaultThread::spawn(sc, &mut cutter, Duration::ZERO);
-            ft.fire().unwrap();
-            assert!(ft.fire().is_err(), "one cut per cycle");
+            let first = ft.fire().unwrap();
+            assert_eq!(ft.fire(), Ok(first), "one cut per cycle: a second call learns the first one's landing");
         });
         let cut_on = seen.lock().unwrap().expect("the switch was cut");
         assert_ne!(cut_on, std::thread::current().id(), "not on the caller's (the writer's) thread");
         // A thread never fired ends with its scope.
         std::thread::scope(|sc| drop(FaultThread::spawn(sc, &mut cutter, Duration::ZERO)));
+    }
+
+    /// A switch that counts its cuts and takes a while to cut.
+    struct SlowSwitch(std::sync::Arc<std::sync::atomic::AtomicU32>);
+
+    impl PowerSwitch for SlowSwitch {
+        fn name(&self) -> String {
+            "slow switch".into()
+        }
+        fn capabilities(&self) -> faultline_drivers::PowerCaps {
+            faultline_drivers::PowerCaps::default()
+        }
+        fn power_off(&mut self) -> Result<(), faultline_drivers::PowerError> {
+            std::thread::sleep(Duration::from_millis(30));
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Ok(())
+        }
+        fn power_on(&mut self) -> Result<(), faultline_drivers::PowerError> {
+            Ok(())
+        }
+        fn state(&mut self) -> Result<PowerState, faultline_drivers::PowerError> {
+            Ok(PowerState::Off)
+        }
+    }
+
+    #[test]
+    fn writers_of_every_port_fire_one_cut_and_all_learn_when_it_landed() {
+        let cuts = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let mut cutter = Cutter::Power(Box::new(SlowSwitch(cuts.clone())));
+        std::thread::scope(|sc| {
+            let ft = FaultThread::spawn(sc, &mut cutter, Duration::ZERO);
+            assert!(!ft.fired());
+            let (ft, counted) = (&ft, &cuts);
+            // The writers' threads end before the fault's (as in the runner: an inner scope).
+            std::thread::scope(|inner| {
+                let waits: Vec<_> = (0..4)
+                    .map(|_| {
+                        inner.spawn(move || {
+                            let r = ft.fire();
+                            // Whoever fired, every writer returns only once the one cut landed.
+                            (r, counted.load(std::sync::atomic::Ordering::SeqCst))
+                        })
+                    })
+                    .collect();
+                for w in waits {
+                    let (r, seen) = w.join().unwrap();
+                    assert!(r.is_ok());
+                    assert_eq!(seen, 1, "a writer returned before the cut landed");
+                }
+            });
+            assert!(ft.fired());
+        });
+        assert_eq!(cuts.load(std::sync::atomic::Ordering::SeqCst), 1, "one cut, however many writers fire it");
     }
 
     #[test]

@@ -35,6 +35,21 @@ pub struct CycleEnd {
     pub new_findings: usize,
 }
 
+/// A cycle's verdict, the same for one port or many: findings (new ones, or health
+/// anomalies) first, since they are data about the drive whatever else went wrong; then a
+/// harness error (a fault that failed or was not confirmed, a port that could not be
+/// verified), since such a cycle tested less than it should; then clean.
+pub fn verdict(end: &CycleEnd, anomalies: usize) -> crate::events::Verdict {
+    use crate::events::Verdict;
+    if end.new_findings > 0 || anomalies > 0 {
+        Verdict::Findings
+    } else if end.errors > 0 || end.controller_failure.is_some() {
+        Verdict::Error
+    } else {
+        Verdict::Clean
+    }
+}
+
 /// What the run does next.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Next {

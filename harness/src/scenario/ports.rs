@@ -172,6 +172,9 @@ pub enum DualSimModel {
     DualStalePort { for_ms: u32 },
     /// Resetting or pulling one port drops the shared volatile cache.
     DualDropCacheOnReset,
+    /// A power cut loses the shared volatile cache (acknowledged writes of both ports), which
+    /// the drive claims is power-loss protected.
+    DualLoseCacheAtCut,
 }
 
 /// The simulated drive as a dual-port drive: two ports on one media and one cache.

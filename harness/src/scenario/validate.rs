@@ -131,6 +131,14 @@ impl Scenario {
         if dual_sim && !(self.ports.is_empty() || self.ports.len() == 2) {
             return bad("ports", format!("{} ports: the simulated dual-port drive has two, A and B", self.ports.len()));
         }
+        if let Some(model) = sim.filter(|s| s.dual.is_some() && s.model != super::SimModel::HonestPlp).map(|s| s.model) {
+            return bad(
+                "target.sim.model",
+                format!(
+                    "{model:?}: the simulated dual-port drive is honest_plp underneath; its faults are target.sim.dual.model (a lossy cache at a power cut is dual_lose_cache_at_cut)"
+                ),
+            );
+        }
         if sim.is_some() && !dual_sim && !self.ports.is_empty() {
             return bad("ports", "the simulated drive has one port: give target.sim.dual for a dual-port drive".into());
         }

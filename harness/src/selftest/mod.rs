@@ -315,6 +315,7 @@ pub fn run_dual_matrix(
     after: u64,
 ) -> Result<Vec<RowResult>, MatrixError> {
     let mut jobs = Vec::new();
+    let pulls = dual_models().len();
     for (k, (model, honest)) in dual_models().into_iter().enumerate() {
         let n = after + 1 + k as u64;
         let seed = crate::rng::hash_words(&[opts.seed, n]);
@@ -334,6 +335,21 @@ pub fn run_dual_matrix(
             scenario: dual_row_scenario(model, cycles, seed, span),
         });
     }
+    // Power cuts of the whole dual-port drive, numbered after the pulls.
+    for (k, (model, honest)) in dual_cut_models().into_iter().enumerate() {
+        let n = after + 1 + (pulls + k) as u64;
+        let seed = crate::rng::hash_words(&[opts.seed, n]);
+        let cycles = if honest { opts.dual_honest_cycles.div_ceil(2) } else { opts.faulty_cycles.clamp(6, 12) };
+        jobs.push(Job {
+            n,
+            name: format!("{} plp dual-port power cut", dual_name(model)),
+            model: dual_name(model).to_string(),
+            contract: Contract::Plp,
+            workload: "dual-port power cut".into(),
+            honest,
+            scenario: dual_cut_row_scenario(model, cycles, seed, opts.span_bytes),
+        });
+    }
     run_jobs(jobs, scratch, row_workers().min(2), on_row)
 }
 
@@ -348,6 +364,11 @@ pub fn dual_models() -> Vec<(DualSimModel, bool)> {
     ]
 }
 
+/// The dual-port models of the power-cut rows, and whether each is honest under them.
+pub fn dual_cut_models() -> Vec<(DualSimModel, bool)> {
+    vec![(DualSimModel::DualHonest, true), (DualSimModel::DualLoseCacheAtCut, false)]
+}
+
 fn dual_name(m: DualSimModel) -> &'static str {
     match m {
         DualSimModel::DualHonest => "dual-honest",
@@ -355,6 +376,7 @@ fn dual_name(m: DualSimModel) -> &'static str {
         DualSimModel::DualGhostWrites { .. } => "dual-ghost-writes",
         DualSimModel::DualStalePort { .. } => "dual-stale-port",
         DualSimModel::DualDropCacheOnReset => "dual-drop-cache-on-reset",
+        DualSimModel::DualLoseCacheAtCut => "dual-lose-cache-at-cut",
     }
 }
 
@@ -383,6 +405,19 @@ pub fn dual_row_scenario(model: DualSimModel, cycles: u32, seed: u64, span_bytes
         compare_ports: true,
         perf_ms: 2000,
     });
+    s
+}
+
+/// A dual-port power-cut row: the dual-port row's drive and windows, but each cycle cuts the
+/// power of the whole drive (through the in-process switch) with both ports writing, turns
+/// it back on after 20 ms, and verifies both shares through both ports.
+pub fn dual_cut_row_scenario(model: DualSimModel, cycles: u32, seed: u64, span_bytes: u64) -> Scenario {
+    let mut s = dual_row_scenario(model, cycles, seed, span_bytes);
+    s.controllers = Controllers { power: Some("sim".into()), link: None };
+    s.fault = Fault::PowerCut { mate_steps_ms: Vec::new() };
+    if let Some(d) = s.dual.as_mut() {
+        d.fault_ports = vec!["A".into()];
+    }
     s
 }
 

@@ -62,6 +62,8 @@ pub enum ModelArg {
     DualStalePort,
     /// Dual-port drive: resetting or pulling one port drops the shared volatile cache.
     DualDropCacheOnReset,
+    /// Dual-port drive: a power cut loses the shared volatile cache it claims is protected.
+    DualLoseCacheAtCut,
 }
 
 impl ModelArg {
@@ -73,6 +75,7 @@ impl ModelArg {
             ModelArg::DualGhostWrites => DualSimModel::DualGhostWrites { after_writes: 20000 },
             ModelArg::DualStalePort => DualSimModel::DualStalePort { for_ms: 5000 },
             ModelArg::DualDropCacheOnReset => DualSimModel::DualDropCacheOnReset,
+            ModelArg::DualLoseCacheAtCut => DualSimModel::DualLoseCacheAtCut,
             _ => return None,
         })
     }

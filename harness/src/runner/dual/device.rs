@@ -6,7 +6,7 @@
 //! again by the namespace's identity plus its path's (the PCI function, else the cntlid, else
 //! the controller), and only when exactly one path matches.
 
-use super::super::dut::{DutError, GroundTruth};
+use super::super::dut::{read_health, DutError, GroundTruth, HealthLogs};
 use super::super::fault::{real_cutter, Cutter};
 use super::super::RunnerOptions;
 use crate::runner::setup::atomic_unit;
@@ -26,6 +26,21 @@ pub(crate) trait PortDev: Send {
     /// how long that took.
     fn wait_ready(&mut self, at: u64, timeout: Duration) -> Result<Duration, DutError>;
     fn atomic_bytes(&self) -> u64;
+    /// Whether the port answers a read of `at` now (within a short timeout): a cut by a
+    /// switch that cannot read its state back is confirmed by the ports going quiet.
+    fn answers(&mut self, at: u64) -> bool {
+        let Ok(t) = self.target() else { return false };
+        t.set_read_timeout(PROBE_TIMEOUT);
+        let mut buf = AlignedBuf::zeroed((t.geometry().logical_block_bytes as usize).max(512));
+        t.read_at(at, &mut buf).is_ok()
+    }
+    /// Lets go of the port's device before a power cycle (nothing for the simulated drive).
+    fn release(&mut self) {}
+    /// The port's controller's SMART/health logs (`None`: it has none to read: the
+    /// simulated drive, a loop device).
+    fn health(&mut self) -> Option<Result<HealthLogs, String>> {
+        None
+    }
     /// Saves the simulated drive (nothing for a real one).
     fn persist(&mut self) -> Result<(), String> {
         Ok(())
@@ -39,6 +54,9 @@ pub(crate) trait PortDev: Send {
         None
     }
 }
+
+/// How long a read may wait when probing whether a port still answers after a cut.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Everything a dual-port run holds open.
 pub(crate) struct Ports {
@@ -81,6 +99,10 @@ struct RealPort {
     /// writer's thread in a cycle and by the main thread's verify after it: the target is
     /// opened again on the thread that uses it, between cycles, when nothing is in flight.
     owner: std::thread::ThreadId,
+    /// The health logs read when the port was opened (handed out by the first `health`), or
+    /// `None` when the port has none (a loop device): then it is never asked again.
+    first_health: Option<HealthLogs>,
+    has_health: bool,
 }
 
 impl RealPort {
@@ -166,6 +188,17 @@ impl PortDev for RealPort {
     fn take_notes(&mut self) -> Vec<String> {
         std::mem::take(&mut self.moved)
     }
+
+    fn release(&mut self) {
+        self.target = None;
+    }
+
+    fn health(&mut self) -> Option<Result<HealthLogs, String>> {
+        if let Some(first) = self.first_health.take() {
+            return Some(Ok(first));
+        }
+        self.has_health.then(|| read_health(&self.path, &SysRoots::system()))
+    }
 }
 
 fn open_real(plan: &RunPlan, dual: &DualPlan, expect: &Expectation, o: &RunnerOptions) -> Result<Ports, String> {
@@ -199,6 +232,15 @@ fn open_real(plan: &RunPlan, dual: &DualPlan, expect: &Expectation, o: &RunnerOp
         notes.extend(opened.notes.into_iter().map(|n| format!("port {}: {n}", p.name)));
         let identity = opened.target.identity();
         let refind = path_selector(&path, expect, g.capacity_bytes);
+        // Each port's controller reports its own health: a dual-port power cut is one unsafe
+        // shutdown through each.
+        let first_health = match read_health(&path, &SysRoots::system()) {
+            Ok(logs) => Some(logs),
+            Err(why) => {
+                notes.push(format!("port {}: no SMART/health checks: {why}", p.name));
+                None
+            }
+        };
         let mut spec = spec;
         spec.allow_overwrite_signature = true;
         devs.push(Box::new(RealPort {
@@ -212,6 +254,8 @@ fn open_real(plan: &RunPlan, dual: &DualPlan, expect: &Expectation, o: &RunnerOp
             refind,
             moved: Vec::new(),
             owner: std::thread::current().id(),
+            has_health: first_health.is_some(),
+            first_health,
         }));
     }
     let g = geometry.ok_or("no ports")?;

@@ -22,6 +22,7 @@ impl DualSimModel {
             DualSimModel::DualGhostWrites { after_writes } => DualModel::GhostWrites { after_writes },
             DualSimModel::DualStalePort { for_ms } => DualModel::StalePort { for_ms },
             DualSimModel::DualDropCacheOnReset => DualModel::DropCacheOnReset,
+            DualSimModel::DualLoseCacheAtCut => DualModel::LoseCacheAtCut,
         }
     }
 }

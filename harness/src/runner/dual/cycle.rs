@@ -1,0 +1,480 @@
+//! One dual-port cycle: every writer port writes; the fault lands after warm-up and baseline
+//! (fired by the faulted port's writer, or by every writer for a fault that hits every port);
+//! then what a one-port cycle does after its fault, for every port: confirm the cut, power on
+//! after the off time, wait until each port answers (found again by its identity), read each
+//! controller's health; then the windows of the ports the fault did not hit are judged, and
+//! every share is verified through every port.
+
+use super::judge::{self, judge, Judged};
+use super::{verify_all, Lane, PortDev, PortEnd, TICK};
+use crate::events::{Event, HealthNote, SmartFigures};
+use crate::health::HealthAnomaly;
+use crate::port::PortId;
+use crate::run::OpenRun;
+use crate::runner::cycle::{dead_device, judged_health};
+use crate::runner::dut::{DutError, HealthLogs};
+use crate::runner::emit::Emitter;
+use crate::runner::fault::{confirm_cut, saw_device_go, ControllerError, Cutter, FaultThread};
+use crate::runner::stop::{self, ControllerStep, CycleEnd};
+use crate::runner::{CycleCheck, CycleObserver, RunnerOptions};
+use crate::scenario::{DualPlan, FaultPlan, PortRole, RunPlan};
+use crate::verify::Finding;
+use crate::writer::CutPlacement;
+use crate::writer::{run_cycle, CycleOptions, Phase, PortSamples, StopToken, Windows};
+use faultline_drivers::ResetKind;
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// What a dual-port run holds across its cycles.
+pub(super) struct DualCycles<'r, 'e> {
+    pub plan: &'r RunPlan,
+    pub dual: &'r DualPlan,
+    pub devs: &'r mut [Box<dyn PortDev>],
+    pub lanes: &'r mut [Lane],
+    pub cutter: &'r mut Cutter,
+    pub em: &'r mut Emitter<'e>,
+    pub o: &'r RunnerOptions,
+    /// Each port's health logs as last read (`None`: the port has none to read).
+    pub health: Vec<Option<HealthLogs>>,
+}
+
+/// Whether a fault hits every port of the drive: a power cut, or an NVM subsystem reset.
+/// No port is then judged against its baseline, and every writer's cycle ends at the cut.
+pub(super) fn hits_every_port(fault: &FaultPlan) -> bool {
+    matches!(fault, FaultPlan::PowerCut { .. } | FaultPlan::LinkReset { kind: ResetKind::NvmeSubsystem, .. })
+}
+
+/// What the write phase of a cycle left.
+struct Written {
+    ends: Vec<(usize, PortEnd)>,
+    /// The fault: how long its command took, or why there was no cut (`None`: it never
+    /// landed).
+    landed: Option<Result<Duration, NoCut>>,
+    windows: Arc<Windows>,
+    started: Instant,
+    t_end: Instant,
+}
+
+/// Why a cycle had no cut.
+#[derive(Clone, Debug)]
+enum NoCut {
+    /// The controller failed the command (the cut may or may not have happened).
+    Controller(ControllerError),
+    /// The faulted port's writer ended (failed) before it reached the fault.
+    WriterEnded,
+}
+
+impl DualCycles<'_, '_> {
+    /// Where a port is probed for an answer: the start of the first share.
+    fn probe_at(&self) -> u64 {
+        self.lanes.first().map_or(0, |l| l.span.0)
+    }
+
+    fn name(&self, port: usize) -> &str {
+        &self.dual.ports[port].name
+    }
+
+    /// One cycle; what it came to, for the stop policy.
+    pub fn cycle(&mut self, cycle: u32, last: bool, observer: Option<&mut (dyn CycleObserver + 'static)>) -> Result<CycleEnd, String> {
+        let (plan, dual) = (self.plan, self.dual);
+        let every = hits_every_port(&plan.fault);
+        let power = matches!(plan.fault, FaultPlan::PowerCut { .. });
+        let hit = dual.faulted(cycle);
+        if let Cutter::Link { port, .. } = &mut *self.cutter {
+            port.clone_from(&dual.ports[hit].fault_port);
+        }
+        let t_start = self.em.now();
+        self.em.emit(Event::CycleStarted { t_ns: t_start, cycle });
+        let mut end = CycleEnd { cycle, ..CycleEnd::default() };
+        let w = self.write(cycle, hit, every, power);
+        for message in self.devs.iter_mut().flat_map(|d| d.take_notes()) {
+            let t_ns = self.em.now();
+            self.em.emit(Event::Note { t_ns, cycle: Some(cycle), message });
+        }
+        // A port whose writer failed left its cycle open in its ledger: close it.
+        for (i, pe) in &w.ends {
+            if pe.outcome.is_ok() {
+                continue;
+            }
+            if let Some(lane) = self.lanes.iter_mut().find(|l| l.port == *i) {
+                let target = self.devs[*i].target().map_err(|e| format!("port {}: {e}", dual.ports[*i].name))?;
+                lane.reopen(target)?;
+            }
+        }
+        let mut findings: Vec<Finding> = Vec::new();
+        // What each port's writer did.
+        let mut faulted_outcome = None;
+        for (i, pe) in &w.ends {
+            match &pe.outcome {
+                Err(e) => {
+                    self.em.error(Some(cycle), format!("port {}: {e}", dual.ports[*i].name));
+                    end.errors += 1;
+                }
+                Ok(out) if *i == hit || (every && faulted_outcome.is_none()) => {
+                    self.em.cut(cycle, w.started, out, Some(dual.spec.warmup_ms + dual.spec.baseline_ms), None);
+                    faulted_outcome = Some(out.clone());
+                }
+                Ok(_) => {}
+            }
+            if let Some(r) = &pe.ready {
+                self.ready(cycle, *i, r.clone(), &mut end, &mut findings);
+            }
+        }
+        match &w.landed {
+            Some(Ok(_)) => {}
+            Some(Err(NoCut::Controller(e))) => {
+                self.em.error(Some(cycle), format!("the fault: {e}"));
+                end.errors += 1;
+                end.controller_failure = Some(ControllerStep::Cut);
+            }
+            Some(Err(NoCut::WriterEnded)) => {
+                self.em.error(Some(cycle), "the fault: the faulted port's writer ended before its fault".into());
+                end.errors += 1;
+            }
+            None => {
+                self.em.error(Some(cycle), "the fault never landed".into());
+                end.errors += 1;
+            }
+        }
+        for d in self.devs.iter_mut() {
+            d.persist().map_err(|e| format!("cannot save the simulated drive: {e}"))?;
+        }
+        let cut = matches!(w.landed, Some(Ok(_) | Err(NoCut::Controller(_))));
+        if power && cut {
+            // The power went off (or may have: a cut that failed may still have happened):
+            // confirm it while it is off, then power on after the off time and wait for every
+            // port, as a one-port cycle does.
+            if w.landed.as_ref().is_some_and(Result::is_ok) {
+                let gone = w.ends.iter().any(|(_, pe)| pe.outcome.as_ref().is_ok_and(saw_device_go));
+                let at = self.probe_at();
+                let devs = &mut *self.devs;
+                if let Err(why) = confirm_cut(self.cutter, gone, &mut || devs.iter_mut().any(|d| d.answers(at))) {
+                    self.em.error(Some(cycle), why.to_string());
+                    end.errors += 1;
+                    end.controller_failure = Some(ControllerStep::Unconfirmed);
+                }
+            }
+            if let Err(e) = self.power_on(cycle) {
+                self.em.error(Some(cycle), format!("power on: {e}"));
+                self.controller_log(Some(cycle));
+                end.errors += 1;
+                end.controller_failure = Some(ControllerStep::PowerOn);
+                self.em.end_cycle(cycle, crate::events::Verdict::Error, faulted_outcome.as_ref(), None);
+                return Ok(end);
+            }
+            for i in 0..self.devs.len() {
+                let r = self.devs[i].wait_ready(self.probe_at(), plan.readiness_timeout);
+                self.ready(cycle, i, r, &mut end, &mut findings);
+            }
+        }
+        let mut anomalies = 0;
+        if !end.dead_device && cut {
+            anomalies = self.health_all(cycle);
+        }
+        self.judge_windows(cycle, hit, every, &w, &mut findings);
+        // Verify every share through its own port and through every other one.
+        if !end.dead_device {
+            let (plan, dual) = (self.plan, self.dual);
+            verify_all(plan, dual, cycle, last, self.devs, self.lanes, self.em, &mut findings, &mut end)?;
+        }
+        let truth = self.devs.iter().find_map(|d| d.ground_truth());
+        if let Some(obs) = observer {
+            obs.checked(&CycleCheck { cycle, findings: &findings, truth });
+        }
+        end.new_findings = self.em.findings(cycle, &findings);
+        self.controller_log(Some(cycle));
+        self.em.end_cycle(cycle, stop::verdict(&end, anomalies), faulted_outcome.as_ref(), None);
+        Ok(end)
+    }
+
+    /// A port answered again after the fault, or did not (a dead device).
+    fn ready(&mut self, cycle: u32, port: usize, r: Result<Duration, DutError>, end: &mut CycleEnd, findings: &mut Vec<Finding>) {
+        match r {
+            Ok(d) => {
+                let t_ns = self.em.now();
+                let first_read_us = Some(u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
+                self.em.emit(Event::Ready { t_ns, cycle, enumerate_us: None, first_read_us });
+            }
+            // Which device the run is about is unknown: nothing the port says can be judged.
+            Err(e @ DutError::Ambiguous(_)) => {
+                self.em.error(Some(cycle), format!("port {}: {e}", self.name(port)));
+                end.errors += 1;
+            }
+            Err(why) => {
+                findings.push(dead_device(cycle, &format!("port {}: {why}", self.name(port))));
+                end.dead_device = true;
+            }
+        }
+    }
+
+    /// Power on after the off time (the cutter sleeps it), and say so.
+    fn power_on(&mut self, cycle: u32) -> Result<(), ControllerError> {
+        for d in self.devs.iter_mut() {
+            d.release();
+        }
+        self.cutter.restore(self.plan.off_time)?;
+        let t_ns = self.em.now();
+        self.em.emit(Event::PowerRestored { t_ns, cycle });
+        Ok(())
+    }
+
+    /// Reads every port's health logs after the fault and compares each with its last
+    /// reading; emits a `health` event per port that has them; returns the anomalies.
+    fn health_all(&mut self, cycle: u32) -> usize {
+        let mut n = 0;
+        for i in 0..self.devs.len() {
+            let Some(before) = self.health[i].take() else { continue };
+            let after = match self.devs[i].health() {
+                Some(Ok(a)) => a,
+                Some(Err(why)) => {
+                    self.em.error(Some(cycle), format!("port {}: SMART/health log: {why}", self.name(i)));
+                    self.health[i] = Some(before);
+                    continue;
+                }
+                None => continue,
+            };
+            let anomalies: Vec<HealthAnomaly> = judged_health(self.plan, &before, &after, true);
+            n += anomalies.len();
+            let name = self.name(i).to_string();
+            let t_ns = self.em.now();
+            self.em.emit(Event::Health {
+                t_ns,
+                cycle,
+                smart: SmartFigures::from(&after.smart),
+                anomalies: anomalies
+                    .iter()
+                    .map(|a| {
+                        let mut note = HealthNote::from(a);
+                        note.detail = format!("port {name}: {}", note.detail);
+                        note
+                    })
+                    .collect(),
+            });
+            self.health[i] = Some(after);
+        }
+        n
+    }
+
+    /// Records what the controller exchanged since the last call, if anything.
+    pub fn controller_log(&mut self, cycle: Option<u32>) {
+        let lines = self.cutter.take_log();
+        if !lines.is_empty() {
+            let t_ns = self.em.now();
+            self.em.emit(Event::ControllerLog { t_ns, cycle, lines });
+        }
+    }
+
+    /// `stop.on_dead_device = "continue"`: cut power once more and wait once more for every
+    /// port; `Some(why)` ends the run.
+    pub fn power_cycle_dead_device(&mut self, cycle: u32) -> Option<String> {
+        for d in self.devs.iter_mut() {
+            d.release();
+        }
+        let hold = self.plan.off_time;
+        if let Err(e) = self.cutter.cut(hold).and_then(|()| self.cutter.restore(hold)) {
+            self.em.error(Some(cycle), format!("power cycle of a dead device: {e}"));
+            return Some(format!("cycle {cycle}: the device did not come back and could not be power-cycled"));
+        }
+        let at = self.probe_at();
+        for i in 0..self.devs.len() {
+            if let Err(why) = self.devs[i].wait_ready(at, self.plan.readiness_timeout) {
+                let name = self.name(i);
+                return Some(format!("cycle {cycle}: port {name} did not come back after a second power cycle: {why}"));
+            }
+        }
+        None
+    }
+
+    /// The write phase: every writer port on its own thread, the fault on its own, the
+    /// windows on the main thread; the faulted port's writer (every writer, for a fault that
+    /// hits every port) ends its cycle at the cut, the others are stopped after the settle.
+    fn write(&mut self, cycle: u32, hit: usize, every: bool, power: bool) -> Written {
+        let (plan, dual, o) = (self.plan, self.dual, self.o);
+        let spec = &dual.spec;
+        let windows = Arc::new(Windows::new(self.devs.len()));
+        let fire_at = spec.warmup_ms + spec.baseline_ms;
+        let stop = StopToken::default();
+        let fault_lane = self.lanes.iter().position(|l| l.port == hit);
+        let started = Instant::now();
+        let (landed_tx, landed_rx) = mpsc::channel::<Result<Duration, NoCut>>();
+        let (ready_tx, ready_rx) = mpsc::channel::<Result<Duration, DutError>>();
+        let readiness = plan.readiness_timeout;
+        let at0 = self.probe_at();
+        let ticking = std::sync::atomic::AtomicBool::new(true);
+        let (devs, lanes, cutter) = (&mut *self.devs, &mut *self.lanes, &mut *self.cutter);
+        // The fault's thread outlives the writers' (whose hooks fire it): an outer scope.
+        std::thread::scope(|outer| {
+            let fault = FaultThread::spawn(outer, cutter, plan.off_time);
+            let fault = &fault;
+            std::thread::scope(|sc| {
+                let mut handles = Vec::new();
+                let mut lane_of: Vec<Option<&mut Lane>> = (0..devs.len()).map(|_| None).collect();
+                for l in lanes.iter_mut() {
+                    let p = l.port;
+                    lane_of[p] = Some(l);
+                }
+                let mut idle = Vec::new();
+                for (i, (dev, lane)) in devs.iter_mut().zip(lane_of).enumerate() {
+                    let Some(lane) = lane else {
+                        idle.push((i, dev));
+                        continue;
+                    };
+                    let (landed_tx, ready_tx, windows, stop) = (landed_tx.clone(), ready_tx.clone(), Arc::clone(&windows), stop.clone());
+                    // This writer's cycle ends at the cut; the port it writes through is hit.
+                    let cuts = i == hit || every;
+                    let (c, first_id) = lane.run.next_cycle();
+                    debug_assert_eq!(c, cycle);
+                    let copts = CycleOptions {
+                        cycle,
+                        first_id,
+                        started_at: (o.clock)(),
+                        port: PortId(i as u8),
+                        max_writes: None,
+                        duration: None,
+                        cut: cuts.then_some(CutPlacement::AfterTime { after_ms: fire_at }),
+                        checkpoint_every: Duration::from_secs(3600),
+                        drain_timeout: readiness.clamp(Duration::from_secs(1), Duration::from_secs(30)),
+                        stop: (!cuts).then_some(stop),
+                        samples: Some(PortSamples { windows: Arc::clone(&windows), slot: i }),
+                        fill: crate::writer::Fill::Auto,
+                    };
+                    handles.push(sc.spawn(move || {
+                        let contract = plan.contract;
+                        let OpenRun { ledger, layout, format, .. } = &mut lane.run;
+                        let mut hook = || {
+                            windows.enter(Phase::Fault);
+                            let r = fault.fire();
+                            let _ = landed_tx.send(r.clone().map_err(NoCut::Controller));
+                            r.map(|_| ()).map_err(|e| e.to_string())
+                        };
+                        let outcome = match dev.target() {
+                            Ok(t) => run_cycle(t, layout, format, ledger, contract, &copts, &mut hook).map_err(|e| e.to_string()),
+                            Err(e) => Err(e.to_string()),
+                        };
+                        if i == hit && outcome.is_err() && !fault.fired() {
+                            // The fault did not land: tell the main thread not to wait for it.
+                            let _ = landed_tx.send(Err(NoCut::WriterEnded));
+                        }
+                        // A link fault is back when its reset returns: the port it hit is waited for
+                        // here. After a power cut, every port waits for the power to come back on.
+                        let ready = (cuts && !power).then(|| dev.wait_ready(at0, readiness));
+                        if let (Some(r), true) = (&ready, i == hit) {
+                            let _ = ready_tx.send(r.clone());
+                        }
+                        (i, PortEnd { outcome, ready })
+                    }));
+                }
+                drop((landed_tx, ready_tx));
+                // A thread that only sleeps: how late it wakes is how long the machine kept the
+                // harness from running. A port that stalls while the harness itself could not run
+                // says nothing about the drive.
+                let ticker = {
+                    let (windows, ticking) = (Arc::clone(&windows), &ticking);
+                    sc.spawn(move || {
+                        while ticking.load(std::sync::atomic::Ordering::Acquire) {
+                            let wanted = Instant::now() + TICK;
+                            std::thread::sleep(TICK);
+                            windows.record_lateness(wanted, Instant::now());
+                        }
+                    })
+                };
+                // The main thread: the windows, a fault on a port that writes nothing, the end.
+                std::thread::sleep(Duration::from_millis(spec.warmup_ms));
+                windows.enter(Phase::Baseline);
+                let mut landed = None;
+                if fault_lane.is_none() && !every {
+                    std::thread::sleep(Duration::from_millis(spec.baseline_ms));
+                    windows.enter(Phase::Fault);
+                    landed = Some(fault.fire().map_err(NoCut::Controller));
+                }
+                let budget = Duration::from_millis(fire_at) + plan.off_time + readiness + Duration::from_secs(30);
+                let landed = match landed {
+                    Some(l) => Some(l),
+                    None => landed_rx.recv_timeout(budget).ok(),
+                };
+                let ready = match (&landed, fault_lane) {
+                    (Some(Ok(_)), _) if power => None,
+                    (Some(Ok(_)), Some(_)) => ready_rx.recv_timeout(readiness + Duration::from_secs(35)).ok(),
+                    (Some(Ok(_)), None) => idle.iter_mut().find(|(i, _)| *i == hit).map(|(_, d)| d.wait_ready(at0, readiness)),
+                    _ => None,
+                };
+                if matches!(ready, Some(Ok(_))) {
+                    std::thread::sleep(Duration::from_millis(spec.settle_ms));
+                }
+                windows.enter(Phase::After);
+                stop.stop();
+                ticking.store(false, std::sync::atomic::Ordering::Release);
+                let _ = ticker.join();
+                let ends: Vec<(usize, PortEnd)> = handles.into_iter().filter_map(|h| h.join().ok()).collect();
+                let t_end = Instant::now();
+                Written { ends, landed, windows: Arc::clone(&windows), started, t_end }
+            })
+        })
+    }
+
+    /// Judges the ports the fault did not hit against their baseline, unless the harness
+    /// itself was kept from running long enough to explain a breach (an overloaded machine):
+    /// then the breaches are noted, not found. Emits each port's window.
+    fn judge_windows(&mut self, cycle: u32, hit: usize, every: bool, w: &Written, findings: &mut Vec<Finding>) {
+        let (dual, spec) = (self.dual, &self.dual.spec);
+        let windows = &w.windows;
+        let faulted_name = if every { "all".to_string() } else { dual.ports[hit].name.clone() };
+        let starved = windows.lateness(Phase::Fault).max(windows.lateness(Phase::Baseline));
+        let void = starved > Duration::from_millis((spec.budget.max_stall_ms / 5).max(25));
+        for (i, p) in dual.ports.iter().enumerate() {
+            let is_hit = i == hit || every;
+            let base = windows.figures(i, Phase::Baseline, w.t_end);
+            let during = windows.figures(i, Phase::Fault, w.t_end);
+            let mut judged = Judged::default();
+            if let (false, PortRole::Writer, Some(b), Some(d)) = (is_hit, p.role, &base, &during) {
+                judged = judge(&p.name, b, d, &spec.budget);
+                if void && !judged.breaches.is_empty() {
+                    let t_ns = self.em.now();
+                    self.em.emit(Event::Note {
+                        t_ns,
+                        cycle: Some(cycle),
+                        message: format!(
+                            "port {} not judged in cycle {cycle}: the harness itself was kept from running for {:.1} ms (the machine is overloaded), so these say nothing about the drive: {}",
+                            p.name,
+                            starved.as_secs_f64() * 1e3,
+                            judged.breaches.join("; ")
+                        ),
+                    });
+                    judged.breaches.clear();
+                }
+                for breach in &judged.breaches {
+                    findings.push(judge::finding(cycle, &p.name, &faulted_name, breach));
+                }
+            }
+            let t_ns = self.em.now();
+            let series = windows.series(i);
+            let from = windows.started(Phase::Baseline).map_or(0, |d| (d.as_nanos() / crate::writer::windows::BUCKET.as_nanos()) as usize);
+            // To the last completion: the drain after the window shows a stalled port coming back.
+            let upto = series.len();
+            let kept = series.get(from.min(upto)..upto).unwrap_or_default();
+            let em = &mut *self.em;
+            let t_of = |ph| windows.started(ph).map(|d| em.ns(windows.epoch() + d));
+            let (baseline_t_ns, fault_t_ns, window_end_t_ns) = (t_of(Phase::Baseline), t_of(Phase::Fault), t_of(Phase::After));
+            em.emit(Event::PortWindow {
+                t_ns,
+                cycle,
+                port: PortId(i as u8),
+                name: p.name.clone(),
+                faulted: is_hit,
+                baseline_t_ns,
+                fault_t_ns,
+                window_end_t_ns,
+                baseline: base,
+                fault: during,
+                throughput_ratio: judged.throughput_ratio,
+                p99_ratio: judged.p99_ratio,
+                disturbed: !judged.breaches.is_empty(),
+                harness_late_us: Some(u64::try_from(starved.as_micros()).unwrap_or(u64::MAX)),
+                bucket_ms: crate::writer::windows::BUCKET.as_millis() as u32,
+                series_bytes: kept.iter().map(|b| b.bytes).collect(),
+                series_max_latency_us: kept.iter().map(|b| b.max_latency_us).collect(),
+            });
+        }
+    }
+}
