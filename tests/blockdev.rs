@@ -465,7 +465,7 @@ const CAP: u64 = 8 << 20;
 struct Subject {
     name: &'static str,
     target: Box<dyn BlockTarget>,
-    cut: Box<dyn FnMut() -> Result<(), String>>,
+    cut: Box<dyn FnMut() -> Result<(), faultline::writer::HookError>>,
     power_on: Box<dyn FnMut()>,
     _keep: Option<Loop>,
 }
@@ -486,7 +486,7 @@ fn sim_subject(depth: usize) -> Subject {
     Subject {
         name: "sim",
         target: Box::new(sim),
-        cut: Box::new(move || p1.power_off().map_err(|e| e.to_string())),
+        cut: Box::new(move || Ok(p1.power_off()?)),
         power_on: Box::new(move || p2.power_on().unwrap()),
         _keep: None,
     }

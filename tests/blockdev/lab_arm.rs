@@ -135,7 +135,7 @@ pub fn nvme_subject(depth: usize, io_threads: usize) -> (Subject, Rc<Cell<u32>>)
     let state = cdir.join("state");
     let mode = NvmeCut::from_env();
     let into_writes = mode == NvmeCut::ResetIntoWrites;
-    let cut = move || -> Result<(), String> {
+    let cut = move || -> Result<(), faultline::writer::HookError> {
         let (inflight, stat, cdir) = (inflight.clone(), stat.clone(), cdir.clone());
         let reset = std::thread::spawn(move || -> Result<ResetFigures, String> {
             let held = held_writes(&inflight)?;
@@ -150,14 +150,15 @@ pub fn nvme_subject(depth: usize, io_threads: usize) -> (Subject, Rc<Cell<u32>>)
         let t = Instant::now();
         while !reset.is_finished() && (!into_writes || sysfs(&state)? == "live") {
             if into_writes && t.elapsed() > Duration::from_secs(5) {
-                return Err(format!("{} still live 5 s after its reset was asked for", state.display()));
+                return Err(format!("{} still live 5 s after its reset was asked for", state.display()).into());
             }
             if t.elapsed() > Duration::from_secs(60) {
                 return Err(format!(
                     "the write to reset_controller has not returned after 60 s ({} is {})",
                     state.display(),
                     sysfs(&state)?
-                ));
+                )
+                .into());
             }
             if into_writes {
                 std::hint::spin_loop();

@@ -70,7 +70,7 @@ impl Cycles<'_, '_> {
             let fault_thread = FaultThread::spawn(sc, cutter, off);
             let cut_cmd = &mut cut_cmd;
             let mut fault = || {
-                *cut_cmd = fault_thread.fire().map_err(|e| e.to_string())?;
+                *cut_cmd = fault_thread.fire()?;
                 Ok(())
             };
             let w = Workload { layout: &run.layout, format: &run.format, contract: plan.contract, opts: &copts };

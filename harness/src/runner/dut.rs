@@ -7,13 +7,14 @@
 //! same calls over the wire. So every call takes what it needs by value or by reference and
 //! returns plain data: nothing hands out the device itself.
 
+use super::fault::ControllerError;
 use crate::format::Format;
 use crate::health::{parse_ocp_smart, parse_smart, OcpSmartLog, SmartLog};
 use crate::ledger::{Contract, Ledger};
 use crate::port::PortId;
 use crate::verify::{Verifier, VerifyError, VerifyReport};
 use crate::workload::Layout;
-use crate::writer::{prefill_then, run_cycle, CycleOptions, CycleOutcome, WriteError};
+use crate::writer::{prefill_then, run_cycle, CycleOptions, CycleOutcome, HookError, WriteError};
 use faultline_drivers::blockdev::DeviceIdentity;
 use faultline_drivers::blockdev::{
     find_by_identity, find_namespace_paths, find_path, identify, Expectation, FindError, PathMatch, SysRoots, EXPECT_FLAGS,
@@ -104,7 +105,7 @@ pub trait Dut {
         &mut self,
         w: &Workload<'_>,
         ledger: &mut dyn Ledger,
-        fault: &mut dyn FnMut() -> Result<(), String>,
+        fault: &mut dyn FnMut() -> Result<(), ControllerError>,
     ) -> Result<CycleOutcome, DutCycleError>;
 
     /// Writes the whole span once before cycle 1 and records it; returns the bytes written.
@@ -130,7 +131,7 @@ pub trait Dut {
     fn release(&mut self);
 
     /// Reads the health logs: `None` when the device has none (not NVMe, the simulator).
-    fn health(&mut self) -> Option<Result<HealthLogs, String>>;
+    fn health(&mut self) -> Option<Result<HealthLogs, HealthReadError>>;
 
     /// How often the writer checkpoints inside a cycle. The simulated drive is saved at each
     /// cut, and a checkpoint must never claim more than the saved drive holds: none for it.
@@ -146,6 +147,15 @@ pub trait Dut {
     /// Binds the device to the run's target identity (the run header's): when it is found
     /// again after a fault, anything else is refused.
     fn bind(&mut self, _identity: String) {}
+}
+
+/// The health logs could not be read: the admin command, or what it returned.
+#[derive(Debug, thiserror::Error)]
+pub enum HealthReadError {
+    #[error(transparent)]
+    Admin(#[from] faultline_drivers::nvme::NvmeError),
+    #[error(transparent)]
+    Parse(#[from] crate::health::HealthError),
 }
 
 /// A cycle's workload failed: the writer's error, or the device was not open.
@@ -191,22 +201,24 @@ impl Dut for SimDut {
         &mut self,
         w: &Workload<'_>,
         ledger: &mut dyn Ledger,
-        fault: &mut dyn FnMut() -> Result<(), String>,
+        fault: &mut dyn FnMut() -> Result<(), ControllerError>,
     ) -> Result<CycleOutcome, DutCycleError> {
         let saved = self.drive.clone();
-        let mut hook = || {
+        let mut hook = || -> Result<(), HookError> {
             let faulted = fault();
             // Saved before the writer records what the cut left durable, whether or not the
             // fault worked: a failed one still ends the cycle as a cut in the ledger.
-            saved.persist().map_err(|e| DutError::Persist(e.to_string()).to_string())?;
-            faulted
+            saved.persist().map_err(|e| DutError::Persist(e.to_string()))?;
+            Ok(faulted?)
         };
         Ok(run_cycle(&mut self.drive, w.layout, w.format, ledger, w.contract, w.opts, &mut hook)?)
     }
 
     fn prefill(&mut self, layout: &Layout, format: &Format, port: PortId, ledger: &mut dyn Ledger) -> Result<u64, DutCycleError> {
         let saved = self.drive.clone();
-        let mut persist = || saved.persist().map_err(|e| format!("cannot save the simulated drive after the prefill: {e}"));
+        let mut persist = || -> Result<(), HookError> {
+            saved.persist().map_err(|e| HookError::from(format!("cannot save the simulated drive after the prefill: {e}")))
+        };
         Ok(prefill_then(&mut self.drive, layout, format, port, ledger, &mut persist)?)
     }
 
@@ -240,7 +252,7 @@ impl Dut for SimDut {
 
     fn release(&mut self) {}
 
-    fn health(&mut self) -> Option<Result<HealthLogs, String>> {
+    fn health(&mut self) -> Option<Result<HealthLogs, HealthReadError>> {
         None
     }
 
@@ -397,10 +409,10 @@ impl Dut for RealDut {
         &mut self,
         w: &Workload<'_>,
         ledger: &mut dyn Ledger,
-        fault: &mut dyn FnMut() -> Result<(), String>,
+        fault: &mut dyn FnMut() -> Result<(), ControllerError>,
     ) -> Result<CycleOutcome, DutCycleError> {
         let target = self.target()?;
-        Ok(run_cycle(target, w.layout, w.format, ledger, w.contract, w.opts, fault)?)
+        Ok(run_cycle(target, w.layout, w.format, ledger, w.contract, w.opts, &mut || Ok(fault()?))?)
     }
 
     fn prefill(&mut self, layout: &Layout, format: &Format, port: PortId, ledger: &mut dyn Ledger) -> Result<u64, DutCycleError> {
@@ -451,7 +463,7 @@ impl Dut for RealDut {
         self.target = None;
     }
 
-    fn health(&mut self) -> Option<Result<HealthLogs, String>> {
+    fn health(&mut self) -> Option<Result<HealthLogs, HealthReadError>> {
         if let Some(first) = self.first_health.take() {
             return Some(Ok(first));
         }
@@ -576,11 +588,11 @@ fn classify(e: FindError) -> Refind {
 }
 
 /// Reads the SMART/health log and, where the drive has it, the OCP extended log.
-pub(crate) fn read_health(path: &Path, roots: &SysRoots) -> Result<HealthLogs, String> {
-    let admin = NvmeAdmin::open_for_block_device_in(path, roots).map_err(|e| e.to_string())?;
-    let smart = parse_smart(&admin.smart_log().map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
-    let ocp = match admin.ocp_smart_log().map_err(|e| e.to_string())? {
-        Some(b) => Some(parse_ocp_smart(&b).map_err(|e| e.to_string())?),
+pub(crate) fn read_health(path: &Path, roots: &SysRoots) -> Result<HealthLogs, HealthReadError> {
+    let admin = NvmeAdmin::open_for_block_device_in(path, roots)?;
+    let smart = parse_smart(&admin.smart_log()?)?;
+    let ocp = match admin.ocp_smart_log()? {
+        Some(b) => Some(parse_ocp_smart(&b)?),
         None => None,
     };
     Ok(HealthLogs { smart, ocp })

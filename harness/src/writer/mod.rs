@@ -35,6 +35,10 @@ pub use windows::{Phase, PortSamples, WindowFigures, Windows};
 /// Flush tokens carry this bit (write tokens are write ids).
 const FLUSH_TOKEN: u64 = 1 << 63;
 
+/// What a hook the writer calls (the cut; the save before the prefill is recorded) failed
+/// with: the caller's own error, kept whole (its source chain too).
+pub type HookError = Box<dyn std::error::Error + Send + Sync>;
+
 #[derive(Debug, thiserror::Error)]
 pub enum WriteError {
     #[error(transparent)]
@@ -45,9 +49,12 @@ pub enum WriteError {
     /// The cycle was ended as a cut all the same (its in-flight writes uncertain) and recorded;
     /// `outcome` is what it wrote, to be verified like any other cycle's.
     #[error("cut: {why}")]
-    Cut { why: String, outcome: Box<CycleOutcome> },
+    Cut { why: HookError, outcome: Box<CycleOutcome> },
     #[error("target: {0}")]
     Stalled(String),
+    /// The hook before the prefill is recorded failed: nothing of the prefill is recorded.
+    #[error("target: {0}")]
+    BeforeRecord(HookError),
 }
 
 /// How a cycle is driven and ended.
@@ -196,7 +203,7 @@ pub fn run_cycle(
     ledger: &mut dyn Ledger,
     contract: Contract,
     opts: &CycleOptions,
-    cut: &mut dyn FnMut() -> Result<(), String>,
+    cut: &mut dyn FnMut() -> Result<(), HookError>,
 ) -> Result<CycleOutcome, WriteError> {
     let qd = (layout.spec().queue_depth as usize).min(target.queue_depth()).max(1);
     let (cycle, port, first, max_bytes) = (opts.cycle, opts.port, opts.first_id, layout.spec().max_write_bytes as usize);
@@ -255,7 +262,7 @@ fn run_cycle_inner(
     ledger: &mut dyn Ledger,
     contract: Contract,
     opts: &CycleOptions,
-    cut: &mut dyn FnMut() -> Result<(), String>,
+    cut: &mut dyn FnMut() -> Result<(), HookError>,
     qd: usize,
     filler: &mut Filler<'_>,
 ) -> Result<CycleOutcome, WriteError> {
@@ -336,7 +343,7 @@ struct CycleLoop<'a, 'f> {
     eio_run: u32,
     cut_done: bool,
     /// The cut hook failed with this: the cycle ends as after a cut, and says so.
-    cut_failed: Option<String>,
+    cut_failed: Option<HookError>,
     cut_instant: Option<Instant>,
     /// The last successful write completion before the cut.
     last_completion: Option<Instant>,
@@ -470,7 +477,7 @@ impl<'a, 'f> CycleLoop<'a, 'f> {
     /// Records what is at risk and cuts. A failed cut may or may not have happened: the cycle
     /// goes on as after a cut (what is in flight drains or fails, and is uncertain), is
     /// recorded as cut, and ends with the error (so what it wrote is still verified).
-    fn cut(&mut self, cut: &mut dyn FnMut() -> Result<(), String>) {
+    fn cut(&mut self, cut: &mut dyn FnMut() -> Result<(), HookError>) {
         // What the engine still holds back goes to the device first: the writes counted in
         // flight at the cut are then in flight there. (Should that fail, the reap after the
         // cut enters them again and reports what the device answers.)

@@ -29,7 +29,7 @@ pub fn prefill_then(
     format: &Format,
     port: PortId,
     ledger: &mut dyn Ledger,
-    before_record: &mut dyn FnMut() -> Result<(), String>,
+    before_record: &mut dyn FnMut() -> Result<(), super::HookError>,
 ) -> Result<u64, WriteError> {
     let spec = layout.spec();
     let sector = format.sector_bytes();
@@ -69,7 +69,7 @@ pub fn prefill_then(
     if let Some(e) = failures.first().cloned().or_else(|| done.first().and_then(|c| c.result.as_ref().err().map(|e| e.to_string()))) {
         return Err(WriteError::Stalled(format!("prefill failed ({} errors), first: {e}", failures.len().max(1))));
     }
-    before_record().map_err(WriteError::Stalled)?;
+    before_record().map_err(WriteError::BeforeRecord)?;
     ledger.append(&Record::PrefillDone { span_start: spec.span_start, span_end: spec.span_end })?;
     ledger.sync()?;
     Ok(spec.span_end - spec.span_start)

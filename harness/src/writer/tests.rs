@@ -117,10 +117,7 @@ fn sim_cycle_fill(
     r.opts.fill = fill;
     let mut power = r.sim.power();
     let mut target = r.sim.clone();
-    let out = run_cycle(&mut target, &r.layout, &r.format, &mut r.ledger, contract, &r.opts, &mut || {
-        power.power_off().map_err(|e| e.to_string())
-    })
-    .unwrap();
+    let out = run_cycle(&mut target, &r.layout, &r.format, &mut r.ledger, contract, &r.opts, &mut || Ok(power.power_off()?)).unwrap();
     power.power_on().unwrap();
     let rep = crate::verify::Verifier::new(&r.layout, r.ledger.history(), &r.format).verify(&mut target, 0, 1 << 20).unwrap();
     (out, rep)
@@ -202,10 +199,7 @@ fn sectors_carry_the_cycle_port_and_the_verifier_expects_it() {
     r.opts.port = crate::port::PortId(1);
     let mut power = r.sim.power();
     let mut target = r.sim.clone();
-    let out = run_cycle(&mut target, &r.layout, &r.format, &mut r.ledger, Contract::Plp, &r.opts, &mut || {
-        power.power_off().map_err(|e| e.to_string())
-    })
-    .unwrap();
+    let out = run_cycle(&mut target, &r.layout, &r.format, &mut r.ledger, Contract::Plp, &r.opts, &mut || Ok(power.power_off()?)).unwrap();
     power.power_on().unwrap();
     assert_eq!(r.ledger.history().cycles[0].port, crate::port::PortId(1));
     let v = crate::verify::Verifier::new(&r.layout, r.ledger.history(), &r.format);
@@ -278,10 +272,7 @@ fn a_cycle_whose_writes_all_failed_has_no_latencies() {
     let mut r = rig(FaultModel::HonestPlp, Contract::Plp, CutPlacement::AfterCompletions { completions: 0 }, 4);
     let mut power = r.sim.power();
     let mut target = r.sim.clone();
-    let o = run_cycle(&mut target, &r.layout, &r.format, &mut r.ledger, Contract::Plp, &r.opts, &mut || {
-        power.power_off().map_err(|e| e.to_string())
-    })
-    .unwrap();
+    let o = run_cycle(&mut target, &r.layout, &r.format, &mut r.ledger, Contract::Plp, &r.opts, &mut || Ok(power.power_off()?)).unwrap();
     assert_eq!((o.completed, o.write_latency), (0, None), "{o:?}");
     assert!(o.failed > 0, "the cut landed on writes in flight: {o:?}");
 }
@@ -295,7 +286,7 @@ fn operations_that_never_return_after_a_cut_are_recorded_as_failed() {
     let mut target = Hangs { sim: r.sim.clone(), cut: cut.clone() };
     let out = run_cycle(&mut target, &r.layout, &r.format, &mut r.ledger, Contract::Plp, &r.opts, &mut || {
         cut.store(true, std::sync::atomic::Ordering::Relaxed);
-        power.power_off().map_err(|e| e.to_string())
+        Ok(power.power_off()?)
     })
     .unwrap();
     let ledger = r.ledger;
@@ -396,10 +387,7 @@ fn a_cycle_reports_the_longest_stretch_without_a_completion() {
     let mut r = rig(FaultModel::HonestPlp, Contract::Plp, CutPlacement::AfterCompletions { completions: 0 }, 4);
     let mut power = r.sim.power();
     let mut target = r.sim.clone();
-    let o = run_cycle(&mut target, &r.layout, &r.format, &mut r.ledger, Contract::Plp, &r.opts, &mut || {
-        power.power_off().map_err(|e| e.to_string())
-    })
-    .unwrap();
+    let o = run_cycle(&mut target, &r.layout, &r.format, &mut r.ledger, Contract::Plp, &r.opts, &mut || Ok(power.power_off()?)).unwrap();
     assert_eq!((o.completed, o.max_completion_gap.map(|g| g <= o.cut_at.unwrap())), (0, Some(true)), "{o:?}");
     assert!(o.max_completion_gap.unwrap() > Duration::ZERO, "{o:?}");
 }

@@ -346,7 +346,7 @@ impl DualCycles<'_, '_> {
                             windows.enter(Phase::Fault);
                             let r = fault.fire();
                             let _ = landed_tx.send(r.clone().map_err(NoCut::Controller));
-                            r.map(|_| ()).map_err(|e| e.to_string())
+                            Ok(r.map(|_| ())?)
                         };
                         let outcome = match dev.target() {
                             Ok(t) => run_cycle(t, layout, format, ledger, contract, &copts, &mut hook).map_err(|e| e.to_string()),

@@ -6,7 +6,7 @@
 //! again by the namespace's identity plus its path's (the PCI function, else the cntlid, else
 //! the controller), and only when exactly one path matches.
 
-use super::super::dut::{read_health, DutError, GroundTruth, HealthLogs};
+use super::super::dut::{read_health, DutError, GroundTruth, HealthLogs, HealthReadError};
 use super::super::fault::{real_cutter, Cutter};
 use super::super::RunnerOptions;
 use crate::runner::setup::atomic_unit;
@@ -38,7 +38,7 @@ pub(crate) trait PortDev: Send {
     fn release(&mut self) {}
     /// The port's controller's SMART/health logs (`None`: it has none to read: the
     /// simulated drive, a loop device).
-    fn health(&mut self) -> Option<Result<HealthLogs, String>> {
+    fn health(&mut self) -> Option<Result<HealthLogs, HealthReadError>> {
         None
     }
     /// Saves the simulated drive (nothing for a real one).
@@ -193,7 +193,7 @@ impl PortDev for RealPort {
         self.target = None;
     }
 
-    fn health(&mut self) -> Option<Result<HealthLogs, String>> {
+    fn health(&mut self) -> Option<Result<HealthLogs, HealthReadError>> {
         if let Some(first) = self.first_health.take() {
             return Some(Ok(first));
         }
