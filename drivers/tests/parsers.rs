@@ -72,7 +72,7 @@ fn spec_case(s: &str) -> Result<bool, TestCaseError> {
         }
         Err(e) => {
             prop_assert_eq!(&e.spec, s);
-            prop_assert!(!e.reason.trim().is_empty());
+            prop_assert!(!e.reason.to_string().trim().is_empty());
             let msg = e.to_string();
             prop_assert!(msg.starts_with(&format!("bad controller spec {s:?}: ")) && msg.contains("accepted forms:"), "{}", msg);
             Ok(false)

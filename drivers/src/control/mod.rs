@@ -29,7 +29,7 @@ pub mod spec;
 mod sys;
 pub mod usb;
 
-pub use spec::{parse as parse_spec, ControllerSpec, QuarchTransport, SpecError, SPEC_FORMS};
+pub use spec::{parse as parse_spec, ControllerSpec, QuarchTransport, SpecError, SpecProblem, SPEC_FORMS};
 
 use crate::link::{LinkController, LinkError};
 use crate::power::{PowerError, PowerSwitch};
