@@ -33,10 +33,10 @@ pub struct HidRelay<H: HidReports = RusbHid> {
 impl HidRelay<RusbHid> {
     pub fn open_usb(serial: &str, relay: u8, env: &ControlEnv) -> Result<Self, PowerError> {
         let name = format!("hidrelay+usb://{serial}?relay={relay}");
-        let dev = RusbHid::open(serial, env.timeout).map_err(|reason| PowerError::Failed {
+        let dev = RusbHid::open(serial, env.timeout).map_err(|e| PowerError::Failed {
             switch: name.clone(),
             command: "open".into(),
-            reason,
+            reason: e.to_string(),
         })?;
         HidRelay::new(dev, relay, name)
     }
@@ -66,7 +66,7 @@ impl<H: HidReports> HidRelay<H> {
     pub fn bitmask(&mut self) -> Result<u8, PowerError> {
         let mut buf = [0u8; 9];
         buf[0] = 1;
-        let n = self.dev.read_feature(1, &mut buf).map_err(|e| self.err("read state (feature report 1)", e))?;
+        let n = self.dev.read_feature(1, &mut buf).map_err(|e| self.err("read state (feature report 1)", e.to_string()))?;
         if n < 8 {
             return Err(self.err("read state (feature report 1)", format!("short report: {}", show_bytes(&buf[..n]))));
         }
@@ -75,7 +75,7 @@ impl<H: HidReports> HidRelay<H> {
 
     fn set(&mut self, on: bool) -> Result<(), PowerError> {
         let cmd = if on { "relay on" } else { "relay off" };
-        self.dev.write_output(&Self::report(self.relay, on)).map_err(|e| self.err(cmd, e))?;
+        self.dev.write_output(&Self::report(self.relay, on)).map_err(|e| self.err(cmd, e.to_string()))?;
         let mask = self.bitmask()?;
         if (mask >> (self.relay - 1)) & 1 != on as u8 {
             return Err(self.err(cmd, format!("relay {} still reads {} (bitmask {mask:#04x})", self.relay, if on { "off" } else { "on" })));
@@ -310,6 +310,7 @@ impl PowerSwitch for Numato {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::control::usb::UsbError;
 
     /// A HID relay board in memory: what a V-USB relay does with the two reports.
     struct FakeBoard {
@@ -319,19 +320,20 @@ mod tests {
     }
 
     impl HidReports for FakeBoard {
-        fn write_output(&mut self, report: &[u8]) -> Result<(), String> {
+        fn write_output(&mut self, report: &[u8]) -> Result<(), UsbError> {
             self.written.push(report.to_vec());
             if !self.ignore_writes {
                 let bit = 1u8 << (report[2] - 1);
                 match report[1] {
                     0xFF => self.mask |= bit,
                     0xFD => self.mask &= !bit,
-                    _ => return Err("bad command byte".into()),
+                    // What a board does with a request it does not know.
+                    _ => return Err(UsbError::Report { request: "SET_REPORT", source: rusb::Error::Pipe }),
                 }
             }
             Ok(())
         }
-        fn read_feature(&mut self, id: u8, buf: &mut [u8]) -> Result<usize, String> {
+        fn read_feature(&mut self, id: u8, buf: &mut [u8]) -> Result<usize, UsbError> {
             assert_eq!(id, 1);
             buf[..5].copy_from_slice(b"HURTM");
             buf[7] = self.mask;

@@ -38,7 +38,7 @@ pub mod usb;
 pub mod wire;
 
 pub use usb::QuarchUsbWire;
-pub use wire::{QuarchWire, SerialWire, TcpWire, WireFault};
+pub use wire::{QuarchWire, SerialWire, TcpWire, WireError, WireFault};
 
 use crate::control::{ControlEnv, ControllerSpec, QuarchTransport};
 use crate::link::{LinkController, LinkError, PortCaps, ResetKind};
@@ -107,7 +107,7 @@ impl Quarch {
         let wire: Box<dyn QuarchWire> = match t {
             QuarchTransport::Serial(p) => Box::new(SerialWire::open(p, env.timeout).map_err(fail)?),
             QuarchTransport::Tcp { host, port } => Box::new(TcpWire::connect(host, *port, env.timeout).map_err(fail)?),
-            QuarchTransport::Usb { serial } => Box::new(QuarchUsbWire::open(serial, env.timeout).map_err(fail)?),
+            QuarchTransport::Usb { serial } => Box::new(QuarchUsbWire::open(serial, env.timeout).map_err(|e| fail(e.to_string()))?),
         };
         Quarch::with_wire(wire, name, module, env)
     }

@@ -3,9 +3,22 @@
 //! The USB framing is in `usb.rs`, next to this file. Framing details are in the parent
 //! module's doc.
 
+use crate::control::usb::UsbError;
 use crate::control::{drain, open_serial, read_until, show_bytes, write_all, ReadFault};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
+
+/// Why a wire to a Quarch module could not be opened or could not frame a command.
+#[derive(Debug, thiserror::Error)]
+pub enum WireError {
+    #[error(transparent)]
+    Usb(#[from] UsbError),
+    /// A module with 64-byte endpoints did not confirm the USB-mode lock; its reply.
+    #[error("USB-mode lock refused: {}", show_bytes(.reply))]
+    LockRefused { reply: Vec<u8> },
+    #[error("command of {len} bytes does not fit a 64-byte USB packet")]
+    UsbPacketTooLong { len: usize },
+}
 
 /// Why an exchange failed below the protocol level.
 #[derive(Debug)]
