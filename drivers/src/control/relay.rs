@@ -119,10 +119,10 @@ pub struct Lcus {
 impl Lcus {
     pub fn open(path: &Path, channel: u8, env: &ControlEnv) -> Result<Lcus, PowerError> {
         let name = format!("lcus+serial://{}?channel={channel}", path.display());
-        let port = open_serial(path, 9600, env.timeout).map_err(|reason| PowerError::Failed {
+        let port = open_serial(path, 9600, env.timeout).map_err(|e| PowerError::Failed {
             switch: name.clone(),
             command: "open".into(),
-            reason,
+            reason: e.to_string(),
         })?;
         Ok(Lcus { port, channel, name })
     }
@@ -187,10 +187,10 @@ fn set_port_timeout(p: &mut Box<dyn serialport::SerialPort>, t: Duration) {
 impl Numato {
     pub fn open(path: &Path, relay: u8, env: &ControlEnv) -> Result<Numato, PowerError> {
         let name = format!("numato+serial://{}?relay={relay}", path.display());
-        let port = open_serial(path, 19200, env.timeout).map_err(|reason| PowerError::Failed {
+        let port = open_serial(path, 19200, env.timeout).map_err(|e| PowerError::Failed {
             switch: name.clone(),
             command: "open".into(),
-            reason,
+            reason: e.to_string(),
         })?;
         Ok(Numato { port, relay, name, timeout: env.timeout, attempts: env.attempts.max(1) })
     }

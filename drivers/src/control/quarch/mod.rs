@@ -103,11 +103,11 @@ impl Quarch {
     /// Opens the transport a spec names and identifies the module.
     pub fn open(t: &QuarchTransport, module: Option<u8>, env: &ControlEnv) -> Result<Quarch, PowerError> {
         let name = ControllerSpec::Quarch { transport: t.clone(), module }.to_string();
-        let fail = |reason: String| PowerError::Failed { switch: name.clone(), command: "open".into(), reason };
+        let fail = |e: WireError| PowerError::Failed { switch: name.clone(), command: "open".into(), reason: e.to_string() };
         let wire: Box<dyn QuarchWire> = match t {
             QuarchTransport::Serial(p) => Box::new(SerialWire::open(p, env.timeout).map_err(fail)?),
             QuarchTransport::Tcp { host, port } => Box::new(TcpWire::connect(host, *port, env.timeout).map_err(fail)?),
-            QuarchTransport::Usb { serial } => Box::new(QuarchUsbWire::open(serial, env.timeout).map_err(|e| fail(e.to_string()))?),
+            QuarchTransport::Usb { serial } => Box::new(QuarchUsbWire::open(serial, env.timeout).map_err(fail)?),
         };
         Quarch::with_wire(wire, name, module, env)
     }
