@@ -165,7 +165,7 @@ const NUMATO_COMMANDS: [&str; 3] = ["relay read 0", "relay on A", "ver"];
 fn numato_case(cmd: &str, buf: &[u8]) -> Result<(), TestCaseError> {
     match Numato::parse_reply(cmd, buf) {
         Ok(answer) => prop_assert!(printable(&answer) && answer.trim() == answer && buf.ends_with(b">")),
-        Err(e) => prop_assert!(!e.trim().is_empty()),
+        Err(e) => prop_assert!(!e.to_string().trim().is_empty()),
     }
     Ok(())
 }

@@ -171,6 +171,27 @@ impl PowerSwitch for Lcus {
 
 // --- Numato ----------------------------------------------------------------------------------
 
+/// Why one exchange with a Numato board failed: each quotes what the board sent.
+#[derive(Debug, thiserror::Error)]
+pub enum NumatoError {
+    #[error("non-text reply {}", show_bytes(.reply))]
+    NonText { reply: Vec<u8> },
+    #[error("no prompt in {}", show_bytes(.reply))]
+    NoPrompt { reply: Vec<u8> },
+    #[error("echo does not match {cmd:?}: {}", show_bytes(.reply))]
+    Echo { cmd: String, reply: Vec<u8> },
+    #[error("write: {0}")]
+    Write(#[source] std::io::Error),
+    #[error("no prompt within {after:?} (got {})", show_bytes(.got))]
+    Timeout { after: Duration, got: Vec<u8> },
+    #[error("reply too long ({})", show_bytes(.got))]
+    TooLong { got: Vec<u8> },
+    #[error("port closed (got {})", show_bytes(.got))]
+    Closed { got: Vec<u8> },
+    #[error("read: {source} (got {})", show_bytes(.got))]
+    Read { source: std::io::Error, got: Vec<u8> },
+}
+
 /// A Numato USB relay channel.
 pub struct Numato {
     port: Box<dyn serialport::SerialPort>,
@@ -204,30 +225,30 @@ impl Numato {
     }
 
     /// Parses `echo\n\r[answer\n\r]>`; returns the answer (empty for set commands).
-    pub fn parse_reply(cmd: &str, buf: &[u8]) -> Result<String, String> {
-        let text = std::str::from_utf8(buf).map_err(|_| format!("non-text reply {}", show_bytes(buf)))?;
-        let body = text.strip_suffix('>').ok_or_else(|| format!("no prompt in {}", show_bytes(buf)))?;
+    pub fn parse_reply(cmd: &str, buf: &[u8]) -> Result<String, NumatoError> {
+        let text = std::str::from_utf8(buf).map_err(|_| NumatoError::NonText { reply: buf.to_vec() })?;
+        let body = text.strip_suffix('>').ok_or_else(|| NumatoError::NoPrompt { reply: buf.to_vec() })?;
         let mut lines = body.split(['\n', '\r']).filter(|l| !l.is_empty());
         match lines.next() {
             Some(echo) if echo.trim() == cmd => {}
-            _ => return Err(format!("echo does not match {cmd:?}: {}", show_bytes(buf))),
+            _ => return Err(NumatoError::Echo { cmd: cmd.to_string(), reply: buf.to_vec() }),
         }
         let answer: Vec<&str> = lines.collect();
         if answer.iter().any(|l| l.bytes().any(|c| !(0x20..0x7f).contains(&c))) {
-            return Err(format!("non-text reply {}", show_bytes(buf)));
+            return Err(NumatoError::NonText { reply: buf.to_vec() });
         }
         Ok(answer.join(" ").trim().to_string())
     }
 
-    fn exchange_once(&mut self, cmd: &str) -> Result<String, String> {
-        write_all(&mut self.port, format!("{cmd}\r").as_bytes()).map_err(|e| format!("write: {e}"))?;
+    fn exchange_once(&mut self, cmd: &str) -> Result<String, NumatoError> {
+        write_all(&mut self.port, format!("{cmd}\r").as_bytes()).map_err(NumatoError::Write)?;
         let mut buf = Vec::new();
         match read_until(&mut self.port, &mut buf, Instant::now() + self.timeout, set_port_timeout, |b| b.ends_with(b"\n\r>")) {
             Ok(()) => Self::parse_reply(cmd, &buf),
-            Err(ReadFault::Timeout) => Err(format!("no prompt within {:?} (got {})", self.timeout, show_bytes(&buf))),
-            Err(ReadFault::TooLong) => Err(format!("reply too long ({})", show_bytes(&buf))),
-            Err(ReadFault::Closed) => Err(format!("port closed (got {})", show_bytes(&buf))),
-            Err(ReadFault::Io(e)) => Err(format!("read: {e} (got {})", show_bytes(&buf))),
+            Err(ReadFault::Timeout) => Err(NumatoError::Timeout { after: self.timeout, got: buf }),
+            Err(ReadFault::TooLong) => Err(NumatoError::TooLong { got: buf }),
+            Err(ReadFault::Closed) => Err(NumatoError::Closed { got: buf }),
+            Err(ReadFault::Io(source)) => Err(NumatoError::Read { source, got: buf }),
         }
     }
 
@@ -246,7 +267,7 @@ impl Numato {
             }
             match self.exchange_once(cmd) {
                 Ok(a) => return Ok(a),
-                Err(e) => faults.push(e),
+                Err(e) => faults.push(e.to_string()),
             }
         }
         Err(PowerError::Failed {
@@ -380,8 +401,10 @@ mod tests {
     fn numato_replies_parse() {
         assert_eq!(Numato::parse_reply("relay read 0", b"relay read 0\n\ron\n\r>").unwrap(), "on");
         assert_eq!(Numato::parse_reply("relay on 0", b"relay on 0\n\r>").unwrap(), "");
-        assert!(Numato::parse_reply("relay on 0", b"relay on 1\n\r>").is_err());
-        assert!(Numato::parse_reply("relay on 0", b"relay on 0\n\r").is_err());
+        let e = Numato::parse_reply("relay on 0", b"relay on 1\n\r>").unwrap_err();
+        assert_eq!(e.to_string(), "echo does not match \"relay on 0\": \"relay on 1\\n\\r>\"");
+        let e = Numato::parse_reply("relay on 0", b"relay on 0\n\r").unwrap_err();
+        assert_eq!(e.to_string(), "no prompt in \"relay on 0\\n\\r\"");
         assert_eq!(Numato::index(11), "B");
     }
 }
