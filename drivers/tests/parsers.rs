@@ -13,7 +13,7 @@ mod seeded;
 use faultline_drivers::control::quarch::usb::{lock_usb_mode, QuarchUsbWire};
 use faultline_drivers::control::quarch::{ModuleKind, Quarch, QuarchWire, SerialWire, TcpWire, WireFault};
 use faultline_drivers::control::relay::{HidRelay, Numato};
-use faultline_drivers::control::usb::{BulkPipe, HidReports};
+use faultline_drivers::control::usb::{BulkPipe, HidReports, UsbError};
 use faultline_drivers::control::{parse_spec, ControlEnv};
 use faultline_drivers::nvme::{ControllerIdentity, IDENTIFY_BYTES};
 use faultline_drivers::{PowerError, PowerState, PowerSwitch};
@@ -72,7 +72,7 @@ fn spec_case(s: &str) -> Result<bool, TestCaseError> {
         }
         Err(e) => {
             prop_assert_eq!(&e.spec, s);
-            prop_assert!(!e.reason.trim().is_empty());
+            prop_assert!(!e.reason.to_string().trim().is_empty());
             let msg = e.to_string();
             prop_assert!(msg.starts_with(&format!("bad controller spec {s:?}: ")) && msg.contains("accepted forms:"), "{}", msg);
             Ok(false)
@@ -165,7 +165,7 @@ const NUMATO_COMMANDS: [&str; 3] = ["relay read 0", "relay on A", "ver"];
 fn numato_case(cmd: &str, buf: &[u8]) -> Result<(), TestCaseError> {
     match Numato::parse_reply(cmd, buf) {
         Ok(answer) => prop_assert!(printable(&answer) && answer.trim() == answer && buf.ends_with(b">")),
-        Err(e) => prop_assert!(!e.trim().is_empty()),
+        Err(e) => prop_assert!(!e.to_string().trim().is_empty()),
     }
     Ok(())
 }
@@ -326,15 +326,19 @@ fn quarch_module_answering_anything() {
 
 /// A HID relay that returns whatever feature report the script says.
 struct ScriptedBoard {
-    reports: VecDeque<Result<Vec<u8>, String>>,
+    reports: VecDeque<Result<Vec<u8>, rusb::Error>>,
 }
 
 impl HidReports for ScriptedBoard {
-    fn write_output(&mut self, _report: &[u8]) -> Result<(), String> {
+    fn write_output(&mut self, _report: &[u8]) -> Result<(), UsbError> {
         Ok(())
     }
-    fn read_feature(&mut self, _id: u8, buf: &mut [u8]) -> Result<usize, String> {
-        let r = self.reports.pop_front().unwrap_or_else(|| Err("Timeout".into()))?;
+    fn read_feature(&mut self, _id: u8, buf: &mut [u8]) -> Result<usize, UsbError> {
+        let r = self
+            .reports
+            .pop_front()
+            .unwrap_or(Err(rusb::Error::Timeout))
+            .map_err(|source| UsbError::Report { request: "GET_REPORT", source })?;
         let n = r.len().min(buf.len());
         buf[..n].copy_from_slice(&r[..n]);
         Ok(n)
@@ -343,13 +347,13 @@ impl HidReports for ScriptedBoard {
 
 #[test]
 fn hid_relay_feature_reports_of_any_content() {
-    let report = prop_oneof![8 => bytes(10).prop_map(Ok), 1 => Just(Err("LIBUSB_ERROR_PIPE".to_string()))];
+    let report = prop_oneof![8 => bytes(10).prop_map(Ok), 1 => Just(Err(rusb::Error::Pipe))];
     let strategy = (1u8..=8, proptest::collection::vec(report, 0..3), 0u8..4);
     check("hid_relay_feature_reports_of_any_content", CASES, strategy, |(relay, reports, op)| {
         let first = reports.first().cloned();
         let name = format!("hidrelay+usb://HURTM?relay={relay}");
         let mut r = HidRelay::new(ScriptedBoard { reports: reports.into() }, relay, name.clone()).expect("relay in range");
-        let bit = |rep: &Option<Result<Vec<u8>, String>>| match rep {
+        let bit = |rep: &Option<Result<Vec<u8>, rusb::Error>>| match rep {
             Some(Ok(b)) if b.len() >= 8 => Some((b[7] >> (relay - 1)) & 1 == 1),
             _ => None,
         };
@@ -379,22 +383,23 @@ fn hid_relay_feature_reports_of_any_content() {
 
 /// A bulk pipe that reads back scripted packets (at most 64 bytes each).
 struct ScriptedPipe {
-    packets: VecDeque<Result<Vec<u8>, String>>,
+    packets: VecDeque<Result<Vec<u8>, rusb::Error>>,
 }
 
 impl BulkPipe for ScriptedPipe {
-    fn write(&mut self, packet: &[u8], _timeout: Duration) -> Result<usize, String> {
+    fn write(&mut self, packet: &[u8], _timeout: Duration) -> Result<usize, UsbError> {
         Ok(packet.len())
     }
-    fn read(&mut self, buf: &mut [u8], _timeout: Duration) -> Result<usize, String> {
-        let p = self.packets.pop_front().unwrap_or_else(|| Err("bulk read: Timeout".into()))?;
+    fn read(&mut self, buf: &mut [u8], _timeout: Duration) -> Result<usize, UsbError> {
+        let p =
+            self.packets.pop_front().unwrap_or(Err(rusb::Error::Timeout)).map_err(|source| UsbError::Bulk { op: "bulk read", source })?;
         let n = p.len().min(buf.len());
         buf[..n].copy_from_slice(&p[..n]);
         Ok(n)
     }
 }
 
-fn packet() -> impl Strategy<Value = Result<Vec<u8>, String>> {
+fn packet() -> impl Strategy<Value = Result<Vec<u8>, rusb::Error>> {
     let text = prop_oneof![
         Just(b"OK\r\n".to_vec()),
         Just(b">".to_vec()),
@@ -404,8 +409,8 @@ fn packet() -> impl Strategy<Value = Result<Vec<u8>, String>> {
     prop_oneof![
         4 => text.prop_map(Ok),
         2 => bytes(65).prop_map(Ok),
-        1 => Just(Err("bulk read: Timeout".to_string())),
-        1 => Just(Err("bulk read: Pipe".to_string())),
+        1 => Just(Err(rusb::Error::Timeout)),
+        1 => Just(Err(rusb::Error::Pipe)),
     ]
 }
 
@@ -428,7 +433,7 @@ fn quarch_usb_packets_of_any_content() {
         let second = packets.get(1).cloned();
         match lock_usb_mode(&mut pipe, Duration::from_millis(50)) {
             Ok(()) => prop_assert!(second.is_some_and(|p| p.is_ok_and(|b| b.len() >= 3 && b[2] == 1))),
-            Err(e) => prop_assert!(!e.trim().is_empty()),
+            Err(e) => prop_assert!(!e.to_string().trim().is_empty()),
         }
         Ok(())
     });

@@ -54,6 +54,18 @@ impl ExecOutput {
     }
 }
 
+/// Why a command gave no exit status to go by.
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    #[error("cannot start sh: {0}")]
+    Spawn(#[source] std::io::Error),
+    #[error("waiting for the command failed: {0}")]
+    Wait(#[source] std::io::Error),
+    /// It ran past its timeout and its process group was killed; what it wrote until then.
+    #[error("timed out after {after:?} and was killed (stdout {:?}, stderr {:?})", .stdout.trim(), .stderr.trim())]
+    Timeout { after: Duration, stdout: String, stderr: String },
+}
+
 /// Longest output kept per stream.
 const MAX_OUTPUT: u64 = 64 * 1024;
 
@@ -66,12 +78,12 @@ fn read_capped(mut r: impl Read) -> String {
 }
 
 /// Runs `cmd` under `sh -c`, killing its process group after `timeout`.
-pub fn run(cmd: &str, timeout: Duration) -> Result<ExecOutput, String> {
+pub fn run(cmd: &str, timeout: Duration) -> Result<ExecOutput, ExecError> {
     run_with_env(cmd, &[], timeout)
 }
 
 /// [`run`], with `env` added to the command's environment.
-pub fn run_with_env(cmd: &str, env: &[(&str, String)], timeout: Duration) -> Result<ExecOutput, String> {
+pub fn run_with_env(cmd: &str, env: &[(&str, String)], timeout: Duration) -> Result<ExecOutput, ExecError> {
     let mut child = Command::new("sh")
         .arg("-c")
         .arg(cmd)
@@ -81,7 +93,7 @@ pub fn run_with_env(cmd: &str, env: &[(&str, String)], timeout: Duration) -> Res
         .stderr(Stdio::piped())
         .process_group(0)
         .spawn()
-        .map_err(|e| format!("cannot start sh: {e}"))?;
+        .map_err(ExecError::Spawn)?;
     let out = child.stdout.take().expect("piped");
     let err = child.stderr.take().expect("piped");
     let t_out = std::thread::spawn(move || read_capped(out));
@@ -98,13 +110,13 @@ pub fn run_with_env(cmd: &str, env: &[(&str, String)], timeout: Duration) -> Res
                 break None;
             }
             Ok(None) => std::thread::sleep(Duration::from_millis(10)),
-            Err(e) => return Err(format!("waiting for the command failed: {e}")),
+            Err(e) => return Err(ExecError::Wait(e)),
         }
     };
     let stdout = t_out.join().unwrap_or_default();
     let stderr = t_err.join().unwrap_or_default();
     match status {
-        None => Err(format!("timed out after {timeout:?} and was killed (stdout {:?}, stderr {:?})", stdout.trim(), stderr.trim())),
+        None => Err(ExecError::Timeout { after: timeout, stdout, stderr }),
         Some(s) => Ok(ExecOutput { status: s.code(), stdout, stderr }),
     }
 }
@@ -121,7 +133,7 @@ impl ExecSwitch {
             Ok(o) => o,
             Err(e) => {
                 self.log.push(format!("$ {cmd}\n{e}"));
-                return Err(fail(e));
+                return Err(fail(e.to_string()));
             }
         };
         self.log.push(out.transcript(cmd));
@@ -194,7 +206,7 @@ impl ExecLink {
 
     fn exec(&self, cmd: &str, env: &[(&str, String)]) -> Result<(), LinkError> {
         let fail = |reason: String| LinkError::Failed { controller: self.name(), command: cmd.to_string(), reason };
-        let out = run_with_env(cmd, env, self.timeout).map_err(fail)?;
+        let out = run_with_env(cmd, env, self.timeout).map_err(|e| fail(e.to_string()))?;
         out.failure().map_or(Ok(()), |why| Err(fail(why)))
     }
 }
@@ -260,6 +272,12 @@ mod tests {
         assert!(e.contains("timed out"), "{e}");
         assert!(t.elapsed() < Duration::from_secs(3), "took {:?}", t.elapsed());
         assert!(matches!(s.state(), Err(PowerError::Unsupported { .. })));
+    }
+
+    #[test]
+    fn a_timeout_quotes_what_the_command_wrote_trimmed() {
+        let e = ExecError::Timeout { after: Duration::from_millis(200), stdout: " half\n".into(), stderr: String::new() };
+        assert_eq!(e.to_string(), "timed out after 200ms and was killed (stdout \"half\", stderr \"\")");
     }
 
     #[test]

@@ -25,7 +25,7 @@ impl ExecLink {
         let cmd = template.replace("{port}", port);
         let controller = self.name();
         let fail = |reason: String| LinkError::Failed { controller: controller.clone(), command: cmd.clone(), reason };
-        let out = super::exec::run(&cmd, self.timeout).map_err(fail)?;
+        let out = super::exec::run(&cmd, self.timeout).map_err(|e| fail(e.to_string()))?;
         self.log.push(out.transcript(&cmd));
         out.failure().map_or(Ok(()), |why| Err(fail(why)))
     }

@@ -56,15 +56,43 @@ pub struct LinuxLink {
 /// The NVMe CAP register's NSSRS bit: NVM Subsystem Reset Supported (bit 36).
 const CAP_NSSRS: u64 = 1 << 36;
 
-fn sysfs_write(path: &Path, value: &str) -> Result<(), String> {
-    // O_TRUNC as the shell's `echo 1 > file` does; sysfs ignores it, the fake tree needs it.
-    let mut f =
-        std::fs::OpenOptions::new().write(true).truncate(true).open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
-    f.write_all(value.as_bytes()).map_err(|e| format!("writing {value:?} to {} failed: {e}", path.display()))
+/// What went wrong with a sysfs (or dev) file, or what it read that says the device is not
+/// (yet) where it should be. Each names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum SysfsError {
+    #[error("cannot open {}: {source}", .path.display())]
+    Open { path: PathBuf, source: std::io::Error },
+    #[error("writing {value:?} to {} failed: {source}", .path.display())]
+    Write { path: PathBuf, value: String, source: std::io::Error },
+    #[error("cannot read {}: {source}", .path.display())]
+    Read { path: PathBuf, source: std::io::Error },
+    /// The controller's CAP register could not be read through the mapped `resource0`.
+    #[error("cannot read CAP from {}: {source}", .path.display())]
+    ReadCap { path: PathBuf, source: std::io::Error },
+    /// A value written did not read back.
+    #[error("{} reads {got:?} after writing {want}", .path.display())]
+    ReadBack { path: PathBuf, got: String, want: &'static str },
+    /// A PCI function's config space reads all ones, or nothing.
+    #[error("{} does not read back (vendor id all ones, or empty)", .path.display())]
+    ConfigUnreadable { path: PathBuf },
+    #[error("{} reads {speed:?}: the link is down", .path.display())]
+    LinkDown { path: PathBuf, speed: String },
+    #[error("{} reads {state:?}, not \"live\"", .path.display())]
+    NotLive { path: PathBuf, state: String },
 }
 
-fn sysfs_read(path: &Path) -> Result<String, String> {
-    std::fs::read_to_string(path).map(|s| s.trim().to_string()).map_err(|e| format!("cannot read {}: {e}", path.display()))
+fn sysfs_write(path: &Path, value: &str) -> Result<(), SysfsError> {
+    // O_TRUNC as the shell's `echo 1 > file` does; sysfs ignores it, the fake tree needs it.
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(path)
+        .map_err(|source| SysfsError::Open { path: path.into(), source })?;
+    f.write_all(value.as_bytes()).map_err(|source| SysfsError::Write { path: path.into(), value: value.to_string(), source })
+}
+
+fn sysfs_read(path: &Path) -> Result<String, SysfsError> {
+    std::fs::read_to_string(path).map(|s| s.trim().to_string()).map_err(|source| SysfsError::Read { path: path.into(), source })
 }
 
 impl LinuxLink {
@@ -111,15 +139,15 @@ impl LinuxLink {
 
     /// The controller's CAP register (offset 0 of BAR0), through its PCI function's
     /// `resource0`.
-    fn read_cap(&self, ctrl: &str) -> Result<u64, String> {
+    fn read_cap(&self, ctrl: &str) -> Result<u64, SysfsError> {
         let p = self.nvme_dir(ctrl).join("device/resource0");
-        let f = std::fs::File::open(&p).map_err(|e| format!("cannot open {}: {e}", p.display()))?;
-        super::sys::read_mapped_u64(&f, 0).map_err(|e| format!("cannot read CAP from {}: {e}", p.display()))
+        let f = std::fs::File::open(&p).map_err(|source| SysfsError::Open { path: p.clone(), source })?;
+        super::sys::read_mapped_u64(&f, 0).map_err(|source| SysfsError::ReadCap { path: p, source })
     }
 
     /// After the kernel reported a PCI reset of `bdf` failed (`err`, after `took`): whether
     /// it happened, by looking. See the module doc.
-    fn after_failed_reset(&mut self, cmd: &str, bdf: &str, err: String, took: Duration) -> Result<(), LinkError> {
+    fn after_failed_reset(&mut self, cmd: &str, bdf: &str, err: SysfsError, took: Duration) -> Result<(), LinkError> {
         let ms = took.as_millis();
         if took < self.min_reset {
             return Err(
@@ -232,13 +260,13 @@ impl LinuxLink {
         }
     }
 
-    fn set_slot_power(&self, slot: &str, on: bool) -> Result<(), String> {
+    fn set_slot_power(&self, slot: &str, on: bool) -> Result<(), SysfsError> {
         let p = self.slot_power(slot);
         let want = if on { "1" } else { "0" };
         sysfs_write(&p, want)?;
         let got = sysfs_read(&p)?;
         if got != want {
-            return Err(format!("{} reads {got:?} after writing {want}", p.display()));
+            return Err(SysfsError::ReadBack { path: p, got, want });
         }
         Ok(())
     }
@@ -248,19 +276,19 @@ impl LinuxLink {
 /// id other than all ones), its link is up (`current_link_speed` not `Unknown`, where sysfs
 /// has it) and its NVMe controller, if it has one, reads `live`. `Ok`: what was seen; `Err`:
 /// what is not back yet.
-fn function_back(dir: &Path) -> Result<String, String> {
+fn function_back(dir: &Path) -> Result<String, SysfsError> {
     let config = dir.join("config");
-    let head = std::fs::read(&config).map_err(|e| format!("cannot read {}: {e}", config.display()))?;
+    let head = std::fs::read(&config).map_err(|source| SysfsError::Read { path: config.clone(), source })?;
     match head.get(..2) {
         Some(v) if v != [0xff, 0xff] => {}
-        _ => return Err(format!("{} does not read back (vendor id all ones, or empty)", config.display())),
+        _ => return Err(SysfsError::ConfigUnreadable { path: config }),
     }
     let mut seen = vec!["config space readable".to_string()];
     let speed_file = dir.join("current_link_speed");
     if speed_file.exists() {
         let speed = sysfs_read(&speed_file)?;
         if speed.is_empty() || speed.starts_with("Unknown") {
-            return Err(format!("{} reads {speed:?}: the link is down", speed_file.display()));
+            return Err(SysfsError::LinkDown { path: speed_file, speed });
         }
         seen.push(format!("link at {speed}"));
     }
@@ -269,7 +297,7 @@ fn function_back(dir: &Path) -> Result<String, String> {
             let state = c.path().join("state");
             let st = sysfs_read(&state)?;
             if st != "live" {
-                return Err(format!("{} reads {st:?}, not \"live\"", state.display()));
+                return Err(SysfsError::NotLive { path: state, state: st });
             }
             seen.push(format!("{} live", c.file_name().to_string_lossy()));
         }
@@ -296,7 +324,7 @@ impl LinkController for LinuxLink {
         match self.target.clone() {
             Target::NvmeReset { ctrl } => {
                 let dir = self.nvme_dir(&ctrl);
-                sysfs_write(&dir.join("reset_controller"), "1").map_err(|e| self.fail(&cmd, e))?;
+                sysfs_write(&dir.join("reset_controller"), "1").map_err(|e| self.fail(&cmd, e.to_string()))?;
                 let state = dir.join("state");
                 if state.exists() {
                     self.wait_for(&cmd, &format!("{} reading \"live\"", state.display()), || {
@@ -330,7 +358,7 @@ impl LinkController for LinuxLink {
                 let rm = dir.join("reset_method");
                 let previous = match method {
                     Some(m) => {
-                        let prev = sysfs_read(&rm).map_err(|e| self.fail(&cmd, e))?;
+                        let prev = sysfs_read(&rm).map_err(|e| self.fail(&cmd, e.to_string()))?;
                         sysfs_write(&rm, m.as_str())
                             .map_err(|e| self.fail(&cmd, format!("{e} (the function may not support {})", m.as_str())))?;
                         Some(prev)
@@ -353,15 +381,15 @@ impl LinkController for LinuxLink {
             }
             Target::RemoveRescan { bdf } => {
                 let dir = self.pci_dir(&bdf);
-                sysfs_write(&dir.join("remove"), "1").map_err(|e| self.fail(&cmd, e))?;
+                sysfs_write(&dir.join("remove"), "1").map_err(|e| self.fail(&cmd, e.to_string()))?;
                 std::thread::sleep(hold);
-                sysfs_write(&self.sys.join("bus/pci/rescan"), "1").map_err(|e| self.fail(&cmd, e))?;
+                sysfs_write(&self.sys.join("bus/pci/rescan"), "1").map_err(|e| self.fail(&cmd, e.to_string()))?;
                 self.wait_for(&cmd, &format!("{} reappearing after rescan", dir.display()), || dir.exists())
             }
             Target::Slot { slot } => {
-                self.set_slot_power(&slot, false).map_err(|e| self.fail(&cmd, e))?;
+                self.set_slot_power(&slot, false).map_err(|e| self.fail(&cmd, e.to_string()))?;
                 std::thread::sleep(hold);
-                self.set_slot_power(&slot, true).map_err(|e| self.fail(&cmd, e))
+                self.set_slot_power(&slot, true).map_err(|e| self.fail(&cmd, e.to_string()))
             }
         }
     }
@@ -381,10 +409,10 @@ impl SlotPower {
 
     fn set(&mut self, on: bool) -> Result<(), PowerError> {
         let slot = self.link.port().to_string();
-        self.link.set_slot_power(&slot, on).map_err(|reason| PowerError::Failed {
+        self.link.set_slot_power(&slot, on).map_err(|e| PowerError::Failed {
             switch: self.link.name.clone(),
             command: format!("slot power {}", if on { "on" } else { "off" }),
-            reason,
+            reason: e.to_string(),
         })
     }
 }
@@ -405,7 +433,7 @@ impl PowerSwitch for SlotPower {
     fn state(&mut self) -> Result<PowerState, PowerError> {
         let p = self.link.slot_power(self.link.port());
         let fail = |reason: String| PowerError::Failed { switch: self.link.name.clone(), command: "read slot power".into(), reason };
-        match sysfs_read(&p).map_err(fail)?.as_str() {
+        match sysfs_read(&p).map_err(|e| fail(e.to_string()))?.as_str() {
             "1" => Ok(PowerState::On),
             "0" => Ok(PowerState::Off),
             other => Err(fail(format!("{} reads {other:?}", p.display()))),

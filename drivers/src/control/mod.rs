@@ -29,7 +29,7 @@ pub mod spec;
 mod sys;
 pub mod usb;
 
-pub use spec::{parse as parse_spec, ControllerSpec, QuarchTransport, SpecError, SPEC_FORMS};
+pub use spec::{parse as parse_spec, ControllerSpec, QuarchTransport, SpecError, SpecProblem, SPEC_FORMS};
 
 use crate::link::{LinkController, LinkError};
 use crate::power::{PowerError, PowerSwitch};
@@ -161,12 +161,23 @@ impl std::fmt::Display for SerialPortEntry {
     }
 }
 
+/// Why serial ports could not be listed or one could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum SerialError {
+    #[error("/sys/class/tty does not exist")]
+    NoTtyClass,
+    #[error("cannot list serial ports: {0}")]
+    List(#[source] serialport::Error),
+    #[error("cannot open serial port {path}: {source}")]
+    Open { path: String, source: serialport::Error },
+}
+
 /// Serial ports on this machine (sysfs scan; no libudev), USB adapters first.
-pub fn list_serial_ports() -> Result<Vec<SerialPortEntry>, String> {
+pub fn list_serial_ports() -> Result<Vec<SerialPortEntry>, SerialError> {
     if !std::path::Path::new("/sys/class/tty").is_dir() {
-        return Err("/sys/class/tty does not exist".into());
+        return Err(SerialError::NoTtyClass);
     }
-    let ports = serialport::available_ports().map_err(|e| format!("cannot list serial ports: {e}"))?;
+    let ports = serialport::available_ports().map_err(SerialError::List)?;
     let mut out: Vec<SerialPortEntry> = ports
         .into_iter()
         .map(|p| {
@@ -190,7 +201,7 @@ pub(crate) const MAX_REPLY_BYTES: usize = 64 * 1024;
 
 /// Opens a serial port through serialport's normal code path, 8N1, no flow control, and drops
 /// whatever was waiting in the input buffer.
-pub(crate) fn open_serial(path: &std::path::Path, baud: u32, timeout: Duration) -> Result<Box<dyn serialport::SerialPort>, String> {
+pub(crate) fn open_serial(path: &std::path::Path, baud: u32, timeout: Duration) -> Result<Box<dyn serialport::SerialPort>, SerialError> {
     let p = path.to_string_lossy();
     let port = serialport::new(p.as_ref(), baud)
         .data_bits(serialport::DataBits::Eight)
@@ -199,7 +210,7 @@ pub(crate) fn open_serial(path: &std::path::Path, baud: u32, timeout: Duration) 
         .flow_control(serialport::FlowControl::None)
         .timeout(timeout)
         .open()
-        .map_err(|e| format!("cannot open serial port {p}: {e}"))?;
+        .map_err(|source| SerialError::Open { path: p.to_string(), source })?;
     let _ = port.clear(serialport::ClearBuffer::All);
     Ok(port)
 }

@@ -33,10 +33,10 @@ pub struct HidRelay<H: HidReports = RusbHid> {
 impl HidRelay<RusbHid> {
     pub fn open_usb(serial: &str, relay: u8, env: &ControlEnv) -> Result<Self, PowerError> {
         let name = format!("hidrelay+usb://{serial}?relay={relay}");
-        let dev = RusbHid::open(serial, env.timeout).map_err(|reason| PowerError::Failed {
+        let dev = RusbHid::open(serial, env.timeout).map_err(|e| PowerError::Failed {
             switch: name.clone(),
             command: "open".into(),
-            reason,
+            reason: e.to_string(),
         })?;
         HidRelay::new(dev, relay, name)
     }
@@ -66,7 +66,7 @@ impl<H: HidReports> HidRelay<H> {
     pub fn bitmask(&mut self) -> Result<u8, PowerError> {
         let mut buf = [0u8; 9];
         buf[0] = 1;
-        let n = self.dev.read_feature(1, &mut buf).map_err(|e| self.err("read state (feature report 1)", e))?;
+        let n = self.dev.read_feature(1, &mut buf).map_err(|e| self.err("read state (feature report 1)", e.to_string()))?;
         if n < 8 {
             return Err(self.err("read state (feature report 1)", format!("short report: {}", show_bytes(&buf[..n]))));
         }
@@ -75,7 +75,7 @@ impl<H: HidReports> HidRelay<H> {
 
     fn set(&mut self, on: bool) -> Result<(), PowerError> {
         let cmd = if on { "relay on" } else { "relay off" };
-        self.dev.write_output(&Self::report(self.relay, on)).map_err(|e| self.err(cmd, e))?;
+        self.dev.write_output(&Self::report(self.relay, on)).map_err(|e| self.err(cmd, e.to_string()))?;
         let mask = self.bitmask()?;
         if (mask >> (self.relay - 1)) & 1 != on as u8 {
             return Err(self.err(cmd, format!("relay {} still reads {} (bitmask {mask:#04x})", self.relay, if on { "off" } else { "on" })));
@@ -119,10 +119,10 @@ pub struct Lcus {
 impl Lcus {
     pub fn open(path: &Path, channel: u8, env: &ControlEnv) -> Result<Lcus, PowerError> {
         let name = format!("lcus+serial://{}?channel={channel}", path.display());
-        let port = open_serial(path, 9600, env.timeout).map_err(|reason| PowerError::Failed {
+        let port = open_serial(path, 9600, env.timeout).map_err(|e| PowerError::Failed {
             switch: name.clone(),
             command: "open".into(),
-            reason,
+            reason: e.to_string(),
         })?;
         Ok(Lcus { port, channel, name })
     }
@@ -171,6 +171,27 @@ impl PowerSwitch for Lcus {
 
 // --- Numato ----------------------------------------------------------------------------------
 
+/// Why one exchange with a Numato board failed: each quotes what the board sent.
+#[derive(Debug, thiserror::Error)]
+pub enum NumatoError {
+    #[error("non-text reply {}", show_bytes(.reply))]
+    NonText { reply: Vec<u8> },
+    #[error("no prompt in {}", show_bytes(.reply))]
+    NoPrompt { reply: Vec<u8> },
+    #[error("echo does not match {cmd:?}: {}", show_bytes(.reply))]
+    Echo { cmd: String, reply: Vec<u8> },
+    #[error("write: {0}")]
+    Write(#[source] std::io::Error),
+    #[error("no prompt within {after:?} (got {})", show_bytes(.got))]
+    Timeout { after: Duration, got: Vec<u8> },
+    #[error("reply too long ({})", show_bytes(.got))]
+    TooLong { got: Vec<u8> },
+    #[error("port closed (got {})", show_bytes(.got))]
+    Closed { got: Vec<u8> },
+    #[error("read: {source} (got {})", show_bytes(.got))]
+    Read { source: std::io::Error, got: Vec<u8> },
+}
+
 /// A Numato USB relay channel.
 pub struct Numato {
     port: Box<dyn serialport::SerialPort>,
@@ -187,10 +208,10 @@ fn set_port_timeout(p: &mut Box<dyn serialport::SerialPort>, t: Duration) {
 impl Numato {
     pub fn open(path: &Path, relay: u8, env: &ControlEnv) -> Result<Numato, PowerError> {
         let name = format!("numato+serial://{}?relay={relay}", path.display());
-        let port = open_serial(path, 19200, env.timeout).map_err(|reason| PowerError::Failed {
+        let port = open_serial(path, 19200, env.timeout).map_err(|e| PowerError::Failed {
             switch: name.clone(),
             command: "open".into(),
-            reason,
+            reason: e.to_string(),
         })?;
         Ok(Numato { port, relay, name, timeout: env.timeout, attempts: env.attempts.max(1) })
     }
@@ -204,30 +225,30 @@ impl Numato {
     }
 
     /// Parses `echo\n\r[answer\n\r]>`; returns the answer (empty for set commands).
-    pub fn parse_reply(cmd: &str, buf: &[u8]) -> Result<String, String> {
-        let text = std::str::from_utf8(buf).map_err(|_| format!("non-text reply {}", show_bytes(buf)))?;
-        let body = text.strip_suffix('>').ok_or_else(|| format!("no prompt in {}", show_bytes(buf)))?;
+    pub fn parse_reply(cmd: &str, buf: &[u8]) -> Result<String, NumatoError> {
+        let text = std::str::from_utf8(buf).map_err(|_| NumatoError::NonText { reply: buf.to_vec() })?;
+        let body = text.strip_suffix('>').ok_or_else(|| NumatoError::NoPrompt { reply: buf.to_vec() })?;
         let mut lines = body.split(['\n', '\r']).filter(|l| !l.is_empty());
         match lines.next() {
             Some(echo) if echo.trim() == cmd => {}
-            _ => return Err(format!("echo does not match {cmd:?}: {}", show_bytes(buf))),
+            _ => return Err(NumatoError::Echo { cmd: cmd.to_string(), reply: buf.to_vec() }),
         }
         let answer: Vec<&str> = lines.collect();
         if answer.iter().any(|l| l.bytes().any(|c| !(0x20..0x7f).contains(&c))) {
-            return Err(format!("non-text reply {}", show_bytes(buf)));
+            return Err(NumatoError::NonText { reply: buf.to_vec() });
         }
         Ok(answer.join(" ").trim().to_string())
     }
 
-    fn exchange_once(&mut self, cmd: &str) -> Result<String, String> {
-        write_all(&mut self.port, format!("{cmd}\r").as_bytes()).map_err(|e| format!("write: {e}"))?;
+    fn exchange_once(&mut self, cmd: &str) -> Result<String, NumatoError> {
+        write_all(&mut self.port, format!("{cmd}\r").as_bytes()).map_err(NumatoError::Write)?;
         let mut buf = Vec::new();
         match read_until(&mut self.port, &mut buf, Instant::now() + self.timeout, set_port_timeout, |b| b.ends_with(b"\n\r>")) {
             Ok(()) => Self::parse_reply(cmd, &buf),
-            Err(ReadFault::Timeout) => Err(format!("no prompt within {:?} (got {})", self.timeout, show_bytes(&buf))),
-            Err(ReadFault::TooLong) => Err(format!("reply too long ({})", show_bytes(&buf))),
-            Err(ReadFault::Closed) => Err(format!("port closed (got {})", show_bytes(&buf))),
-            Err(ReadFault::Io(e)) => Err(format!("read: {e} (got {})", show_bytes(&buf))),
+            Err(ReadFault::Timeout) => Err(NumatoError::Timeout { after: self.timeout, got: buf }),
+            Err(ReadFault::TooLong) => Err(NumatoError::TooLong { got: buf }),
+            Err(ReadFault::Closed) => Err(NumatoError::Closed { got: buf }),
+            Err(ReadFault::Io(source)) => Err(NumatoError::Read { source, got: buf }),
         }
     }
 
@@ -246,7 +267,7 @@ impl Numato {
             }
             match self.exchange_once(cmd) {
                 Ok(a) => return Ok(a),
-                Err(e) => faults.push(e),
+                Err(e) => faults.push(e.to_string()),
             }
         }
         Err(PowerError::Failed {
@@ -310,6 +331,7 @@ impl PowerSwitch for Numato {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::control::usb::UsbError;
 
     /// A HID relay board in memory: what a V-USB relay does with the two reports.
     struct FakeBoard {
@@ -319,19 +341,20 @@ mod tests {
     }
 
     impl HidReports for FakeBoard {
-        fn write_output(&mut self, report: &[u8]) -> Result<(), String> {
+        fn write_output(&mut self, report: &[u8]) -> Result<(), UsbError> {
             self.written.push(report.to_vec());
             if !self.ignore_writes {
                 let bit = 1u8 << (report[2] - 1);
                 match report[1] {
                     0xFF => self.mask |= bit,
                     0xFD => self.mask &= !bit,
-                    _ => return Err("bad command byte".into()),
+                    // What a board does with a request it does not know.
+                    _ => return Err(UsbError::Report { request: "SET_REPORT", source: rusb::Error::Pipe }),
                 }
             }
             Ok(())
         }
-        fn read_feature(&mut self, id: u8, buf: &mut [u8]) -> Result<usize, String> {
+        fn read_feature(&mut self, id: u8, buf: &mut [u8]) -> Result<usize, UsbError> {
             assert_eq!(id, 1);
             buf[..5].copy_from_slice(b"HURTM");
             buf[7] = self.mask;
@@ -378,8 +401,10 @@ mod tests {
     fn numato_replies_parse() {
         assert_eq!(Numato::parse_reply("relay read 0", b"relay read 0\n\ron\n\r>").unwrap(), "on");
         assert_eq!(Numato::parse_reply("relay on 0", b"relay on 0\n\r>").unwrap(), "");
-        assert!(Numato::parse_reply("relay on 0", b"relay on 1\n\r>").is_err());
-        assert!(Numato::parse_reply("relay on 0", b"relay on 0\n\r").is_err());
+        let e = Numato::parse_reply("relay on 0", b"relay on 1\n\r>").unwrap_err();
+        assert_eq!(e.to_string(), "echo does not match \"relay on 0\": \"relay on 1\\n\\r>\"");
+        let e = Numato::parse_reply("relay on 0", b"relay on 0\n\r").unwrap_err();
+        assert_eq!(e.to_string(), "no prompt in \"relay on 0\\n\\r\"");
         assert_eq!(Numato::index(11), "B");
     }
 }

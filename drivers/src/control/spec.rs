@@ -90,11 +90,91 @@ pub enum ControllerSpec {
     Sim,
 }
 
+/// A spec that does not parse: the exact text given, and what is wrong with it.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error("bad controller spec {spec:?}: {reason}\naccepted forms:\n{SPEC_FORMS}")]
 pub struct SpecError {
     pub spec: String,
-    pub reason: String,
+    pub reason: SpecProblem,
+}
+
+/// What is wrong with a controller spec (the part of [`SpecError`] after the quoted spec).
+#[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
+pub enum SpecProblem {
+    #[error("leading or trailing whitespace")]
+    Whitespace,
+    #[error("empty")]
+    Empty,
+    #[error("no scheme (expected SCHEME://..., `exec:`, `manual` or `sim`)")]
+    NoScheme,
+    #[error("unknown scheme {scheme:?}")]
+    UnknownScheme { scheme: String },
+    #[error("method={method}: expected flr, bus or pm")]
+    PciMethod { method: String },
+    #[error("slot {slot:?}: a name under /sys/bus/pci/slots, not a path")]
+    SlotIsPath { slot: String },
+    /// `exec:` without the `?` that starts its query.
+    #[error("exec: expects `exec:?off=CMD&on=CMD`")]
+    ExecNoQuery,
+    /// A power `exec:` without `off=` or `on=`.
+    #[error("exec: missing {key}=CMD")]
+    ExecMissing { key: &'static str },
+    /// A link `exec:` without `pull=` or `plug=`.
+    #[error("exec: missing {key}=CMD (a link controller needs pull and plug)")]
+    ExecLinkMissing { key: &'static str },
+    #[error("exec: missing ports=A,B (the ports pull and plug act on)")]
+    ExecMissingPorts,
+    /// One of the two commands (`off`/`on`, or `pull`/`plug`) is blank.
+    #[error("exec: {first} and {second} commands must not be empty")]
+    ExecEmptyCommand { first: &'static str, second: &'static str },
+    /// `ports=` as given (its names joined by commas).
+    #[error("exec: ports={ports:?}: expected names separated by commas, none empty")]
+    ExecPorts { ports: String },
+    #[error("query part {part:?} is not KEY=VALUE")]
+    NotKeyValue { part: String },
+    #[error("query key {key:?} given twice")]
+    KeyTwice { key: String },
+    #[error("{key}={value}: expected a number in {min}..={max}")]
+    Number { key: String, value: String, min: u64, max: u64 },
+    #[error("missing ?{key}=N ({min}..={max})")]
+    MissingNumber { key: String, min: u64, max: u64 },
+    /// A key this kind does not take; `allowed` are the ones it does.
+    #[error("unknown query key {key:?} (this kind takes {})", takes(.allowed))]
+    UnknownKey { key: String, allowed: Vec<String> },
+    #[error("truncated %-escape in {value:?}")]
+    TruncatedEscape { value: String },
+    #[error("bad %-escape %{escape} in {value:?}")]
+    BadEscape { escape: String, value: String },
+    #[error("%-escapes in {value:?} are not UTF-8")]
+    EscapeNotUtf8 { value: String },
+    /// An empty target (`what`: "USB serial number", "slot name").
+    #[error("missing {what}")]
+    Missing { what: &'static str },
+    #[error("device {device:?}: expected an absolute path such as /dev/ttyUSB0 (three slashes after the scheme)")]
+    NotAbsolute { device: String },
+    #[error("host {host:?}: no ] after the IPv6 address")]
+    Ipv6Unclosed { host: String },
+    #[error("host {host:?}: expected an IPv6 address inside [ ]")]
+    Ipv6Expected { host: String },
+    #[error("host {host:?}: write an IPv6 address in brackets, e.g. [::1]:{QUARCH_TCP_PORT}")]
+    Ipv6Unbracketed { host: String },
+    #[error("port {port:?}: expected 1..65535")]
+    Port { port: String },
+    #[error("host {host:?}: expected a host name or address")]
+    Host { host: String },
+    #[error("{name:?}: expected an NVMe controller name such as nvme0")]
+    NvmeCtrl { name: String },
+    #[error("{addr:?}: expected a PCI address DDDD:BB:DD.F such as 0000:3b:00.0")]
+    Bdf { addr: String },
+}
+
+/// The keys a kind takes, as [`SpecProblem::UnknownKey`] lists them.
+fn takes(allowed: &[String]) -> String {
+    if allowed.is_empty() {
+        "none".to_string()
+    } else {
+        allowed.join(", ")
+    }
 }
 
 impl ControllerSpec {
@@ -136,22 +216,22 @@ impl std::str::FromStr for ControllerSpec {
 
 /// Parses a controller spec.
 pub fn parse(spec: &str) -> Result<ControllerSpec, SpecError> {
-    let err = |reason: String| SpecError { spec: spec.to_string(), reason };
+    let err = |reason: SpecProblem| SpecError { spec: spec.to_string(), reason };
     let s = spec.trim();
     if s != spec {
-        return Err(err("leading or trailing whitespace".into()));
+        return Err(err(SpecProblem::Whitespace));
     }
     match s {
         "manual" => return Ok(ControllerSpec::Manual),
         "sim" => return Ok(ControllerSpec::Sim),
-        "" => return Err(err("empty".into())),
+        "" => return Err(err(SpecProblem::Empty)),
         _ => {}
     }
     if let Some(rest) = s.strip_prefix("exec:") {
         return parse_exec(rest).map_err(err);
     }
     let Some((scheme, rest)) = s.split_once("://") else {
-        return Err(err("no scheme (expected SCHEME://..., `exec:`, `manual` or `sim`)".into()));
+        return Err(err(SpecProblem::NoScheme));
     };
     let (target, query) = match rest.split_once('?') {
         Some((t, q)) => (t, Some(q)),
@@ -199,7 +279,7 @@ pub fn parse(spec: &str) -> Result<ControllerSpec, SpecError> {
         "pci-reset" => {
             let method = match q.get("method") {
                 None => None,
-                Some(m) => Some(PciResetMethod::parse(m).ok_or_else(|| err(format!("method={m}: expected flr, bus or pm")))?),
+                Some(m) => Some(PciResetMethod::parse(m).ok_or_else(|| err(SpecProblem::PciMethod { method: m.to_string() }))?),
             };
             q.done(&["method"]).map_err(err)?;
             ControllerSpec::PciReset { bdf: bdf(target).map_err(err)?, method }
@@ -212,27 +292,27 @@ pub fn parse(spec: &str) -> Result<ControllerSpec, SpecError> {
             q.done(&[]).map_err(err)?;
             let slot = nonempty("slot name", target).map_err(err)?;
             if slot.contains('/') || slot == "." || slot == ".." {
-                return Err(err(format!("slot {slot:?}: a name under /sys/bus/pci/slots, not a path")));
+                return Err(err(SpecProblem::SlotIsPath { slot }));
             }
             ControllerSpec::PciSlotPower { slot }
         }
-        other => return Err(err(format!("unknown scheme {other:?}"))),
+        other => return Err(err(SpecProblem::UnknownScheme { scheme: other.to_string() })),
     };
     Ok(out)
 }
 
-fn parse_exec(rest: &str) -> Result<ControllerSpec, String> {
+fn parse_exec(rest: &str) -> Result<ControllerSpec, SpecProblem> {
     let Some(query) = rest.strip_prefix('?') else {
-        return Err("exec: expects `exec:?off=CMD&on=CMD`".into());
+        return Err(SpecProblem::ExecNoQuery);
     };
     let q = Query::parse(Some(query))?;
     if q.get("pull").is_some() || q.get("plug").is_some() {
         return parse_exec_link(q);
     }
-    let off = q.get("off").ok_or("exec: missing off=CMD")?.to_string();
-    let on = q.get("on").ok_or("exec: missing on=CMD")?.to_string();
+    let off = q.get("off").ok_or(SpecProblem::ExecMissing { key: "off" })?.to_string();
+    let on = q.get("on").ok_or(SpecProblem::ExecMissing { key: "on" })?.to_string();
     if off.trim().is_empty() || on.trim().is_empty() {
-        return Err("exec: off and on commands must not be empty".into());
+        return Err(SpecProblem::ExecEmptyCommand { first: "off", second: "on" });
     }
     let state = q.get("state").map(str::to_string);
     let timeout_ms = q.opt_num("timeout_ms", 1, 24 * 3600 * 1000)?.unwrap_or(EXEC_DEFAULT_TIMEOUT_MS);
@@ -240,16 +320,15 @@ fn parse_exec(rest: &str) -> Result<ControllerSpec, String> {
     Ok(ControllerSpec::Exec { off, on, state, timeout_ms })
 }
 
-fn parse_exec_link(q: Query) -> Result<ControllerSpec, String> {
-    let pull = q.get("pull").ok_or("exec: missing pull=CMD (a link controller needs pull and plug)")?.to_string();
-    let plug = q.get("plug").ok_or("exec: missing plug=CMD (a link controller needs pull and plug)")?.to_string();
+fn parse_exec_link(q: Query) -> Result<ControllerSpec, SpecProblem> {
+    let pull = q.get("pull").ok_or(SpecProblem::ExecLinkMissing { key: "pull" })?.to_string();
+    let plug = q.get("plug").ok_or(SpecProblem::ExecLinkMissing { key: "plug" })?.to_string();
     if pull.trim().is_empty() || plug.trim().is_empty() {
-        return Err("exec: pull and plug commands must not be empty".into());
+        return Err(SpecProblem::ExecEmptyCommand { first: "pull", second: "plug" });
     }
-    let ports: Vec<String> =
-        q.get("ports").ok_or("exec: missing ports=A,B (the ports pull and plug act on)")?.split(',').map(str::to_string).collect();
+    let ports: Vec<String> = q.get("ports").ok_or(SpecProblem::ExecMissingPorts)?.split(',').map(str::to_string).collect();
     if ports.iter().any(|p| p.trim().is_empty() || p.trim() != p) {
-        return Err(format!("exec: ports={:?}: expected names separated by commas, none empty", ports.join(",")));
+        return Err(SpecProblem::ExecPorts { ports: ports.join(",") });
     }
     let timeout_ms = q.opt_num("timeout_ms", 1, 24 * 3600 * 1000)?.unwrap_or(EXEC_DEFAULT_TIMEOUT_MS);
     q.done(&["pull", "plug", "ports", "timeout_ms"])?;
@@ -261,15 +340,15 @@ struct Query {
 }
 
 impl Query {
-    fn parse(q: Option<&str>) -> Result<Query, String> {
+    fn parse(q: Option<&str>) -> Result<Query, SpecProblem> {
         let mut pairs: Vec<(String, String)> = Vec::new();
         let Some(q) = q else { return Ok(Query { pairs }) };
         for part in q.split('&') {
             let Some((k, v)) = part.split_once('=') else {
-                return Err(format!("query part {part:?} is not KEY=VALUE"));
+                return Err(SpecProblem::NotKeyValue { part: part.to_string() });
             };
             if pairs.iter().any(|(pk, _)| pk == k) {
-                return Err(format!("query key {k:?} given twice"));
+                return Err(SpecProblem::KeyTwice { key: k.to_string() });
             }
             pairs.push((k.to_string(), percent_decode(v)?));
         }
@@ -280,35 +359,34 @@ impl Query {
         self.pairs.iter().find(|(pk, _)| pk == k).map(|(_, v)| v.as_str())
     }
 
-    fn opt_num(&self, k: &str, min: u64, max: u64) -> Result<Option<u64>, String> {
+    fn opt_num(&self, k: &str, min: u64, max: u64) -> Result<Option<u64>, SpecProblem> {
         let Some(v) = self.get(k) else { return Ok(None) };
         match v.parse::<u64>() {
             Ok(n) if (min..=max).contains(&n) => Ok(Some(n)),
-            _ => Err(format!("{k}={v}: expected a number in {min}..={max}")),
+            _ => Err(SpecProblem::Number { key: k.to_string(), value: v.to_string(), min, max }),
         }
     }
 
-    fn num(&self, k: &str, min: u64, max: u64) -> Result<u64, String> {
-        self.opt_num(k, min, max)?.ok_or_else(|| format!("missing ?{k}=N ({min}..={max})"))
+    fn num(&self, k: &str, min: u64, max: u64) -> Result<u64, SpecProblem> {
+        self.opt_num(k, min, max)?.ok_or_else(|| SpecProblem::MissingNumber { key: k.to_string(), min, max })
     }
 
-    fn done(&self, allowed: &[&str]) -> Result<(), String> {
+    fn done(&self, allowed: &[&str]) -> Result<(), SpecProblem> {
         match self.pairs.iter().find(|(k, _)| !allowed.contains(&k.as_str())) {
             None => Ok(()),
-            Some((k, _)) if allowed.is_empty() => Err(format!("unknown query key {k:?} (this kind takes none)")),
-            Some((k, _)) => Err(format!("unknown query key {k:?} (this kind takes {})", allowed.join(", "))),
+            Some((k, _)) => Err(SpecProblem::UnknownKey { key: k.clone(), allowed: allowed.iter().map(|a| a.to_string()).collect() }),
         }
     }
 }
 
-fn percent_decode(v: &str) -> Result<String, String> {
+fn percent_decode(v: &str) -> Result<String, SpecProblem> {
     let b = v.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
         if b[i] == b'%' {
-            let hex = v.get(i + 1..i + 3).ok_or_else(|| format!("truncated %-escape in {v:?}"))?;
-            let byte = u8::from_str_radix(hex, 16).map_err(|_| format!("bad %-escape %{hex} in {v:?}"))?;
+            let hex = v.get(i + 1..i + 3).ok_or_else(|| SpecProblem::TruncatedEscape { value: v.to_string() })?;
+            let byte = u8::from_str_radix(hex, 16).map_err(|_| SpecProblem::BadEscape { escape: hex.to_string(), value: v.to_string() })?;
             out.push(byte);
             i += 3;
         } else {
@@ -316,42 +394,40 @@ fn percent_decode(v: &str) -> Result<String, String> {
             i += 1;
         }
     }
-    String::from_utf8(out).map_err(|_| format!("%-escapes in {v:?} are not UTF-8"))
+    String::from_utf8(out).map_err(|_| SpecProblem::EscapeNotUtf8 { value: v.to_string() })
 }
 
 fn percent_encode(v: &str) -> String {
     v.replace('%', "%25").replace('&', "%26")
 }
 
-fn nonempty(what: &str, s: &str) -> Result<String, String> {
+fn nonempty(what: &'static str, s: &str) -> Result<String, SpecProblem> {
     if s.is_empty() {
-        Err(format!("missing {what}"))
+        Err(SpecProblem::Missing { what })
     } else {
         Ok(s.to_string())
     }
 }
 
-fn device_path(s: &str) -> Result<PathBuf, String> {
+fn device_path(s: &str) -> Result<PathBuf, SpecProblem> {
     if !s.starts_with('/') {
-        return Err(format!("device {s:?}: expected an absolute path such as /dev/ttyUSB0 (three slashes after the scheme)"));
+        return Err(SpecProblem::NotAbsolute { device: s.to_string() });
     }
     Ok(PathBuf::from(s))
 }
 
 /// `HOST[:PORT]` or `[IPV6][:PORT]`; the host is kept without brackets (as a socket address
 /// lookup wants it) and displayed with them, so that the form round-trips.
-fn host_port(s: &str) -> Result<(String, u16), String> {
+fn host_port(s: &str) -> Result<(String, u16), SpecProblem> {
     let (host, port) = match s.strip_prefix('[') {
         Some(v6) => {
-            let (addr, rest) = v6.split_once(']').ok_or_else(|| format!("host {s:?}: no ] after the IPv6 address"))?;
+            let (addr, rest) = v6.split_once(']').ok_or_else(|| SpecProblem::Ipv6Unclosed { host: s.to_string() })?;
             if !addr.contains(':') || addr.contains('[') {
-                return Err(format!("host {s:?}: expected an IPv6 address inside [ ]"));
+                return Err(SpecProblem::Ipv6Expected { host: s.to_string() });
             }
             (addr, rest)
         }
-        None if s.matches(':').count() > 1 => {
-            return Err(format!("host {s:?}: write an IPv6 address in brackets, e.g. [::1]:{QUARCH_TCP_PORT}"))
-        }
+        None if s.matches(':').count() > 1 => return Err(SpecProblem::Ipv6Unbracketed { host: s.to_string() }),
         None => s.find(':').map_or((s, ""), |i| (&s[..i], &s[i..])),
     };
     let port = match port {
@@ -360,32 +436,32 @@ fn host_port(s: &str) -> Result<(String, u16), String> {
             .strip_prefix(':')
             .and_then(|p| p.parse::<u16>().ok())
             .filter(|&p| p != 0)
-            .ok_or_else(|| format!("port {:?}: expected 1..65535", p.trim_start_matches(':')))?,
+            .ok_or_else(|| SpecProblem::Port { port: p.trim_start_matches(':').to_string() })?,
     };
     if host.is_empty() || host.contains(['/', '[', ']']) {
-        return Err(format!("host {host:?}: expected a host name or address"));
+        return Err(SpecProblem::Host { host: host.to_string() });
     }
     Ok((host.to_string(), port))
 }
 
-fn nvme_ctrl(s: &str) -> Result<String, String> {
+fn nvme_ctrl(s: &str) -> Result<String, SpecProblem> {
     let ok = s.strip_prefix("nvme").is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
     if ok {
         Ok(s.to_string())
     } else {
-        Err(format!("{s:?}: expected an NVMe controller name such as nvme0"))
+        Err(SpecProblem::NvmeCtrl { name: s.to_string() })
     }
 }
 
 /// Checks `DDDD:BB:DD.F` (domain, bus, device, function in hex).
-fn bdf(s: &str) -> Result<String, String> {
+fn bdf(s: &str) -> Result<String, SpecProblem> {
     let b = s.as_bytes();
     let hex = |r: std::ops::Range<usize>| b[r].iter().all(|c| c.is_ascii_hexdigit());
     let ok = b.len() == 12 && b[4] == b':' && b[7] == b':' && b[10] == b'.' && hex(0..4) && hex(5..7) && hex(8..10) && hex(11..12);
     if ok {
         Ok(s.to_ascii_lowercase())
     } else {
-        Err(format!("{s:?}: expected a PCI address DDDD:BB:DD.F such as 0000:3b:00.0"))
+        Err(SpecProblem::Bdf { addr: s.to_string() })
     }
 }
 

@@ -18,6 +18,52 @@ pub const CH340_PID: u16 = 0x7523;
 /// Numato Lab's USB vendor id (their relay boards enumerate as CDC-ACM serial ports).
 pub const NUMATO_VID: u16 = 0x2A19;
 
+/// What went wrong in the rusb layer: each names the device or the transfer, and libusb's error.
+#[derive(Debug, thiserror::Error)]
+pub enum UsbError {
+    #[error("cannot initialise libusb: {0}")]
+    Init(#[source] rusb::Error),
+    /// libusb's Linux backend needs usbfs; without it, all it says is "Other error".
+    #[error(
+        "cannot initialise libusb ({0}): this host has no /dev/bus/usb, so no USB device can be reached \
+         (no USB host controller, or a container started without --device /dev/bus/usb)"
+    )]
+    NoUsbfs(#[source] rusb::Error),
+    #[error("cannot list USB devices: {0}")]
+    List(#[source] rusb::Error),
+    #[error("cannot open HID relay at bus {bus} address {address}: {source}")]
+    OpenHid { bus: u8, address: u8, source: rusb::Error },
+    #[error("cannot claim HID relay interface: {0}")]
+    ClaimHid(#[source] rusb::Error),
+    /// No HID relay board reports this id; `seen`: the ids the boards found report.
+    #[error("no USB HID relay with id {id:?} (found: {seen:?})")]
+    NoHidRelay { id: String, seen: Vec<String> },
+    /// A HID class request (`SET_REPORT`, `GET_REPORT`) failed.
+    #[error("{request}: {source}")]
+    Report { request: &'static str, source: rusb::Error },
+    #[error("SET_REPORT sent {sent} of {len} bytes")]
+    ShortReport { sent: usize, len: usize },
+    #[error("cannot claim interface 0 of {label} {serial}: {source}")]
+    Claim { label: String, serial: String, source: rusb::Error },
+    #[error("cannot read configuration of {label} {serial}: {source}")]
+    Config { label: String, serial: String, source: rusb::Error },
+    #[error("{label} {serial} has no OUT endpoint on interface 0")]
+    NoOutEndpoint { label: String, serial: String },
+    /// No `label` device has the serial number asked for; `seen`: the ones found.
+    #[error("no {label} USB module with serial {want:?} (found: {seen:?})")]
+    NotFound { label: String, want: String, seen: Vec<String> },
+    /// A bulk transfer (`op`: `bulk write`, `bulk read`) failed; shown with libusb's error name.
+    #[error("{op}: {source:?}")]
+    Bulk { op: &'static str, source: rusb::Error },
+}
+
+impl UsbError {
+    /// True when a transfer got nothing in time, as opposed to failing.
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, UsbError::Bulk { source: rusb::Error::Timeout, .. } | UsbError::Report { source: rusb::Error::Timeout, .. })
+    }
+}
+
 /// A USB device that looks like a supported controller.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UsbController {
@@ -44,7 +90,7 @@ pub fn controller_kind(vid: u16, pid: u16) -> Option<&'static str> {
 
 /// Lists USB devices that look like supported controllers (serial numbers need read access to
 /// the device; they are `None` otherwise).
-pub fn list_controllers() -> Result<Vec<UsbController>, String> {
+pub fn list_controllers() -> Result<Vec<UsbController>, UsbError> {
     let devices = usb_devices()?;
     let mut out = Vec::new();
     for d in devices.iter() {
@@ -70,20 +116,16 @@ pub fn list_controllers() -> Result<Vec<UsbController>, String> {
 
 /// Every USB device, through a fresh libusb context (rusb's global context panics where
 /// libusb cannot initialise, e.g. without /dev/bus/usb; this returns an error instead).
-fn usb_devices() -> Result<rusb::DeviceList<rusb::Context>, String> {
+fn usb_devices() -> Result<rusb::DeviceList<rusb::Context>, UsbError> {
     use rusb::UsbContext;
     let ctx = rusb::Context::new().map_err(|e| {
-        // libusb's Linux backend needs usbfs; without it, all it says is "Other error".
         if std::path::Path::new("/dev/bus/usb").exists() {
-            format!("cannot initialise libusb: {e}")
+            UsbError::Init(e)
         } else {
-            format!(
-                "cannot initialise libusb ({e}): this host has no /dev/bus/usb, so no USB device can be reached \
-                 (no USB host controller, or a container started without --device /dev/bus/usb)"
-            )
+            UsbError::NoUsbfs(e)
         }
     })?;
-    ctx.devices().map_err(|e| format!("cannot list USB devices: {e}"))
+    ctx.devices().map_err(UsbError::List)
 }
 
 // --- HID relays ------------------------------------------------------------------------------
@@ -92,9 +134,9 @@ fn usb_devices() -> Result<rusb::DeviceList<rusb::Context>, String> {
 /// the report id).
 pub trait HidReports: Send {
     /// Sends an output report (`report[0]` is the report id, 0 for none).
-    fn write_output(&mut self, report: &[u8]) -> Result<(), String>;
+    fn write_output(&mut self, report: &[u8]) -> Result<(), UsbError>;
     /// Reads feature report `id` into `buf` (`buf[0]` comes back as the id); returns the length.
-    fn read_feature(&mut self, id: u8, buf: &mut [u8]) -> Result<usize, String>;
+    fn read_feature(&mut self, id: u8, buf: &mut [u8]) -> Result<usize, UsbError>;
 }
 
 /// A HID device through libusb control transfers (SET_REPORT / GET_REPORT on interface 0), the
@@ -108,7 +150,7 @@ pub struct RusbHid {
 impl RusbHid {
     /// Opens the relay board with this id (the 5-character id the board reports in its
     /// feature report; these boards have no USB serial number).
-    pub fn open(serial: &str, timeout: Duration) -> Result<RusbHid, String> {
+    pub fn open(serial: &str, timeout: Duration) -> Result<RusbHid, UsbError> {
         let devices = usb_devices()?;
         let mut seen = Vec::new();
         for d in devices.iter() {
@@ -116,9 +158,9 @@ impl RusbHid {
             if (desc.vendor_id(), desc.product_id()) != (HID_RELAY_VID, HID_RELAY_PID) {
                 continue;
             }
-            let h = d.open().map_err(|e| format!("cannot open HID relay at bus {} address {}: {e}", d.bus_number(), d.address()))?;
+            let h = d.open().map_err(|source| UsbError::OpenHid { bus: d.bus_number(), address: d.address(), source })?;
             let _ = h.set_auto_detach_kernel_driver(true);
-            h.claim_interface(0).map_err(|e| format!("cannot claim HID relay interface: {e}"))?;
+            h.claim_interface(0).map_err(UsbError::ClaimHid)?;
             let mut hid = RusbHid { handle: h, timeout };
             let id = hid.board_id().unwrap_or_default();
             if id == serial {
@@ -126,11 +168,11 @@ impl RusbHid {
             }
             seen.push(id);
         }
-        Err(format!("no USB HID relay with id {serial:?} (found: {seen:?})"))
+        Err(UsbError::NoHidRelay { id: serial.to_string(), seen })
     }
 
     /// The board id from feature report 1 (bytes 0..5).
-    pub fn board_id(&mut self) -> Result<String, String> {
+    pub fn board_id(&mut self) -> Result<String, UsbError> {
         let mut buf = [0u8; 9];
         let n = self.read_feature(1, &mut buf)?;
         Ok(String::from_utf8_lossy(&buf[..n.min(5)]).trim_end_matches('\0').to_string())
@@ -138,23 +180,27 @@ impl RusbHid {
 }
 
 impl HidReports for RusbHid {
-    fn write_output(&mut self, report: &[u8]) -> Result<(), String> {
+    fn write_output(&mut self, report: &[u8]) -> Result<(), UsbError> {
         let rt = rusb::request_type(rusb::Direction::Out, rusb::RequestType::Class, rusb::Recipient::Interface);
         let (id, data) = (report[0], if report[0] == 0 { &report[1..] } else { report });
         // SET_REPORT (0x09), report type output (2).
-        let n =
-            self.handle.write_control(rt, 0x09, (2u16 << 8) | id as u16, 0, data, self.timeout).map_err(|e| format!("SET_REPORT: {e}"))?;
+        let n = self
+            .handle
+            .write_control(rt, 0x09, (2u16 << 8) | id as u16, 0, data, self.timeout)
+            .map_err(|source| UsbError::Report { request: "SET_REPORT", source })?;
         if n != data.len() {
-            return Err(format!("SET_REPORT sent {n} of {} bytes", data.len()));
+            return Err(UsbError::ShortReport { sent: n, len: data.len() });
         }
         Ok(())
     }
 
-    fn read_feature(&mut self, id: u8, buf: &mut [u8]) -> Result<usize, String> {
+    fn read_feature(&mut self, id: u8, buf: &mut [u8]) -> Result<usize, UsbError> {
         let rt = rusb::request_type(rusb::Direction::In, rusb::RequestType::Class, rusb::Recipient::Interface);
         // GET_REPORT (0x01), report type feature (3). The relay firmware answers with its
         // 8-byte report (id in bytes 0..5, bitmask in byte 7), which is what callers index.
-        self.handle.read_control(rt, 0x01, (3u16 << 8) | id as u16, 0, buf, self.timeout).map_err(|e| format!("GET_REPORT: {e}"))
+        self.handle
+            .read_control(rt, 0x01, (3u16 << 8) | id as u16, 0, buf, self.timeout)
+            .map_err(|source| UsbError::Report { request: "GET_REPORT", source })
     }
 }
 
@@ -162,9 +208,9 @@ impl HidReports for RusbHid {
 
 /// 64-byte bulk packets to and from one endpoint pair.
 pub trait BulkPipe: Send {
-    fn write(&mut self, packet: &[u8], timeout: Duration) -> Result<usize, String>;
-    /// Reads one packet; an error containing "Timeout" means nothing arrived in time.
-    fn read(&mut self, buf: &mut [u8], timeout: Duration) -> Result<usize, String>;
+    fn write(&mut self, packet: &[u8], timeout: Duration) -> Result<usize, UsbError>;
+    /// Reads one packet; an error that [`UsbError::is_timeout`] means nothing arrived in time.
+    fn read(&mut self, buf: &mut [u8], timeout: Duration) -> Result<usize, UsbError>;
 }
 
 pub struct RusbBulk {
@@ -177,7 +223,7 @@ impl RusbBulk {
     /// Opens interface 0 of the first `vid:pid` device whose USB serial number `matches`, for
     /// bulk transfers on its highest OUT endpoint (and the IN endpoint of the same number).
     /// `label` names the device kind in errors and `want` the serial asked for.
-    pub fn open(vid: u16, pid: u16, label: &str, want: &str, matches: impl Fn(&str) -> bool) -> Result<RusbBulk, String> {
+    pub fn open(vid: u16, pid: u16, label: &str, want: &str, matches: impl Fn(&str) -> bool) -> Result<RusbBulk, UsbError> {
         let devices = usb_devices()?;
         let mut seen = Vec::new();
         for d in devices.iter() {
@@ -192,9 +238,10 @@ impl RusbBulk {
                 continue;
             }
             let _ = h.set_auto_detach_kernel_driver(true);
-            h.claim_interface(0).map_err(|e| format!("cannot claim interface 0 of {label} {sn}: {e}"))?;
+            h.claim_interface(0).map_err(|source| UsbError::Claim { label: label.to_string(), serial: sn.clone(), source })?;
             // The command endpoint is the highest OUT endpoint of interface 0.
-            let cfg = d.active_config_descriptor().map_err(|e| format!("cannot read configuration of {label} {sn}: {e}"))?;
+            let cfg =
+                d.active_config_descriptor().map_err(|source| UsbError::Config { label: label.to_string(), serial: sn.clone(), source })?;
             let mut best: Option<(u8, u16)> = None;
             for intf in cfg.interfaces().filter(|i| i.number() == 0) {
                 for alt in intf.descriptors() {
@@ -205,10 +252,10 @@ impl RusbBulk {
                     }
                 }
             }
-            let (ep, max_packet) = best.ok_or_else(|| format!("{label} {sn} has no OUT endpoint on interface 0"))?;
+            let (ep, max_packet) = best.ok_or_else(|| UsbError::NoOutEndpoint { label: label.to_string(), serial: sn.clone() })?;
             return Ok(RusbBulk { handle: h, ep, max_packet });
         }
-        Err(format!("no {label} USB module with serial {want:?} (found: {seen:?})"))
+        Err(UsbError::NotFound { label: label.to_string(), want: want.to_string(), seen })
     }
 
     /// The OUT endpoint's maximum packet size.
@@ -218,11 +265,11 @@ impl RusbBulk {
 }
 
 impl BulkPipe for RusbBulk {
-    fn write(&mut self, packet: &[u8], timeout: Duration) -> Result<usize, String> {
-        self.handle.write_bulk(self.ep, packet, timeout).map_err(|e| format!("bulk write: {e:?}"))
+    fn write(&mut self, packet: &[u8], timeout: Duration) -> Result<usize, UsbError> {
+        self.handle.write_bulk(self.ep, packet, timeout).map_err(|source| UsbError::Bulk { op: "bulk write", source })
     }
-    fn read(&mut self, buf: &mut [u8], timeout: Duration) -> Result<usize, String> {
-        self.handle.read_bulk(self.ep | 0x80, buf, timeout).map_err(|e| format!("bulk read: {e:?}"))
+    fn read(&mut self, buf: &mut [u8], timeout: Duration) -> Result<usize, UsbError> {
+        self.handle.read_bulk(self.ep | 0x80, buf, timeout).map_err(|source| UsbError::Bulk { op: "bulk read", source })
     }
 }
 
@@ -242,5 +289,17 @@ mod tests {
         assert_eq!(controller_kind(0x16C0, 0x05DF), Some("hidrelay+usb"));
         assert_eq!(controller_kind(0x1A86, 0x7523), Some("lcus+serial"));
         assert_eq!(controller_kind(0x1234, 0x5678), None);
+    }
+
+    #[test]
+    fn errors_read_as_libusb_words_and_only_a_timeout_is_one() {
+        let read = |source| UsbError::Bulk { op: "bulk read", source };
+        assert_eq!(read(rusb::Error::Timeout).to_string(), "bulk read: Timeout");
+        assert!(read(rusb::Error::Timeout).is_timeout() && !read(rusb::Error::Pipe).is_timeout());
+        let get = UsbError::Report { request: "GET_REPORT", source: rusb::Error::Timeout };
+        assert_eq!(get.to_string(), format!("GET_REPORT: {}", rusb::Error::Timeout));
+        assert!(get.is_timeout());
+        let none = UsbError::NotFound { label: "Quarch".into(), want: "QTL1".into(), seen: vec!["2".into()] };
+        assert_eq!(none.to_string(), "no Quarch USB module with serial \"QTL1\" (found: [\"2\"])");
     }
 }

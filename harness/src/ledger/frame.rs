@@ -27,26 +27,44 @@ fn frame_check(seq: u64, payload: &[u8]) -> [u8; 8] {
     h.finalize().as_bytes()[..8].try_into().expect("8 bytes")
 }
 
+/// Why the bytes at an offset are not a frame that checks out.
+#[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
+pub enum FrameError {
+    #[error("only {left} bytes left, a frame header needs {FRAME_HEADER}")]
+    ShortHeader { left: usize },
+    #[error("bad frame magic")]
+    Magic,
+    #[error("payload length {len} is implausible")]
+    ImplausibleLength { len: usize },
+    #[error("payload of {len} bytes runs past the end of the file")]
+    PastEnd { len: usize },
+    #[error("checksum mismatch")]
+    Checksum,
+    /// A frame that checked out as streamed and not when read again.
+    #[error("frame changed while read")]
+    Changed,
+}
+
 /// Parses the frame at `at`; `Err(why)` when it does not check out.
-fn parse_frame(bytes: &[u8], at: usize) -> Result<(u64, &[u8]), String> {
+fn parse_frame(bytes: &[u8], at: usize) -> Result<(u64, &[u8]), FrameError> {
     let rest = &bytes[at..];
     if rest.len() < FRAME_HEADER {
-        return Err(format!("only {} bytes left, a frame header needs {FRAME_HEADER}", rest.len()));
+        return Err(FrameError::ShortHeader { left: rest.len() });
     }
     if rest[..4] != FRAME_MAGIC {
-        return Err("bad frame magic".into());
+        return Err(FrameError::Magic);
     }
     let len = u32::from_le_bytes(rest[4..8].try_into().expect("4")) as usize;
     if len > MAX_PAYLOAD {
-        return Err(format!("payload length {len} is implausible"));
+        return Err(FrameError::ImplausibleLength { len });
     }
     if rest.len() < FRAME_HEADER + len {
-        return Err(format!("payload of {len} bytes runs past the end of the file"));
+        return Err(FrameError::PastEnd { len });
     }
     let seq = u64::from_le_bytes(rest[8..16].try_into().expect("8"));
     let payload = &rest[FRAME_HEADER..FRAME_HEADER + len];
     if rest[16..24] != frame_check(seq, payload) {
-        return Err("checksum mismatch".into());
+        return Err(FrameError::Checksum);
     }
     Ok((seq, payload))
 }
@@ -76,6 +94,7 @@ pub fn parse_ledger(path: &Path, bytes: &[u8]) -> Result<ParsedLedger, LedgerErr
                 let next = (at + 1..bytes.len().saturating_sub(FRAME_HEADER - 1))
                     .find(|&p| bytes[p..p + 4] == FRAME_MAGIC && parse_frame(bytes, p).is_ok());
                 if let Some(next) = next {
+                    let why = why.to_string();
                     return Err(LedgerError::CorruptMiddle { path: path.into(), index, offset: at as u64, why, next: next as u64 });
                 }
                 return Ok((out, at as u64, (bytes.len() - at) as u64));
@@ -133,7 +152,7 @@ pub fn stream_ledger(path: &Path, f: &mut dyn FnMut(u64, u64, Record) -> Result<
                 let mut rest = Vec::new();
                 file.seek(SeekFrom::Start(at)).map_err(io)?;
                 file.read_to_end(&mut rest).map_err(io)?;
-                let why = parse_frame(&rest, 0).err().unwrap_or_else(|| "frame changed while read".into());
+                let why = parse_frame(&rest, 0).err().unwrap_or(FrameError::Changed).to_string();
                 let next = (1..rest.len().saturating_sub(FRAME_HEADER - 1))
                     .find(|&p| rest[p..p + 4] == FRAME_MAGIC && parse_frame(&rest, p).is_ok());
                 if let Some(next) = next {

@@ -99,7 +99,9 @@ pub fn replay(run_dir: &Path) -> Result<History, LedgerError> {
             (None, _) => {
                 return Err(LedgerError::Invalid { path: path.clone(), index: 0, offset: 0, why: "first record is not run_start".into() })
             }
-            (Some(h), rec) => h.apply(rec).map_err(|why| LedgerError::Invalid { path: path.clone(), index: i, offset, why })?,
+            (Some(h), rec) => {
+                h.apply(rec).map_err(|e| LedgerError::Invalid { path: path.clone(), index: i, offset, why: e.to_string() })?
+            }
         }
         Ok(())
     })?;
@@ -128,34 +130,35 @@ impl History {
     }
 
     /// Applies one record after the header; `Err` names what is inconsistent.
-    pub fn apply(&mut self, rec: Record) -> Result<(), String> {
+    pub fn apply(&mut self, rec: Record) -> Result<(), HistoryError> {
         let h = self;
-        let open_cycle = |h: &mut History, cycle: u32| -> Result<usize, String> {
+        let open_cycle = |h: &mut History, cycle: u32| -> Result<usize, HistoryError> {
             match h.cycles.last() {
                 Some(c) if c.cycle == cycle && c.end.is_none() => Ok(h.cycles.len() - 1),
-                _ => Err(format!("record for cycle {cycle}, which is not open")),
+                _ => Err(HistoryError::CycleNotOpen { cycle }),
             }
         };
         match rec {
-            Record::RunStart(_) => return Err("a second run_start".into()),
+            Record::RunStart(_) => return Err(HistoryError::SecondRunStart),
             Record::PrefillDone { span_start, span_end } => {
                 if !h.cycles.is_empty() {
-                    return Err("prefill after writes began".into());
+                    return Err(HistoryError::LatePrefill);
                 }
                 h.prefill = Some((span_start, span_end));
             }
             Record::CycleStart { cycle, first_id, port, .. } => {
                 if let Some(prev) = h.cycles.last() {
                     if prev.end.is_none() || cycle != prev.cycle + 1 || first_id < prev.submitted_end {
-                        return Err(format!(
-                            "cycle {cycle} starting at id {first_id} does not follow cycle {} (ended: {}, ids below {})",
-                            prev.cycle,
-                            prev.end.is_some(),
-                            prev.submitted_end
-                        ));
+                        return Err(HistoryError::CycleOutOfOrder {
+                            cycle,
+                            first_id,
+                            prev: prev.cycle,
+                            prev_ended: prev.end.is_some(),
+                            prev_submitted_end: prev.submitted_end,
+                        });
                     }
                 } else if cycle != 1 || first_id == 0 {
-                    return Err(format!("first cycle is {cycle} starting at id {first_id}"));
+                    return Err(HistoryError::FirstCycle { cycle, first_id });
                 }
                 h.cycles.push(CycleState {
                     cycle,
@@ -189,10 +192,7 @@ impl History {
                 let c = open_cycle(h, cycle)?;
                 let c = &mut h.cycles[c];
                 if submitted_end < c.first_id || durable_prefix > submitted_end {
-                    return Err(format!(
-                        "cycle {cycle} ends with durable prefix {durable_prefix} and submitted end {submitted_end}, first id {}",
-                        c.first_id
-                    ));
+                    return Err(HistoryError::CycleEnd { cycle, durable_prefix, submitted_end, first_id: c.first_id });
                 }
                 c.submitted_end = submitted_end;
                 c.durable_prefix = durable_prefix.max(c.first_id);
@@ -222,27 +222,56 @@ impl History {
     }
 }
 
+/// Why a record contradicts the history it is applied to (a harness bug, or a ledger that
+/// was not written by one run).
+#[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
+pub enum HistoryError {
+    #[error("a second run_start")]
+    SecondRunStart,
+    #[error("prefill after writes began")]
+    LatePrefill,
+    #[error("record for cycle {cycle}, which is not open")]
+    CycleNotOpen { cycle: u32 },
+    /// A cycle that does not follow the previous one: its number, its first id below the
+    /// previous one's ids, or the previous one not ended.
+    #[error("cycle {cycle} starting at id {first_id} does not follow cycle {prev} (ended: {prev_ended}, ids below {prev_submitted_end})")]
+    CycleOutOfOrder { cycle: u32, first_id: u64, prev: u32, prev_ended: bool, prev_submitted_end: u64 },
+    #[error("first cycle is {cycle} starting at id {first_id}")]
+    FirstCycle { cycle: u32, first_id: u64 },
+    #[error("cycle {cycle} ends with durable prefix {durable_prefix} and submitted end {submitted_end}, first id {first_id}")]
+    CycleEnd { cycle: u32, durable_prefix: u64, submitted_end: u64, first_id: u64 },
+    #[error("seen record for cycle {cycle}, which is not the last cycle ended")]
+    SeenNotLastEnded { cycle: u32 },
+    #[error("seen record for cycle {cycle} names write {id} twice")]
+    SeenTwice { cycle: u32, id: u64 },
+    #[error("seen record for cycle {cycle} names write {id}, outside the cycle's ids [{first_id}, {submitted_end})")]
+    SeenOutside { cycle: u32, id: u64, first_id: u64, submitted_end: u64 },
+    #[error("seen record for cycle {cycle} names write {id}, which the contract made durable")]
+    SeenDurable { cycle: u32, id: u64 },
+    #[error(
+        "seen record for cycle {cycle}: write {id} is {applied:?} with sector runs {sectors:?} (partly needs sorted, disjoint, non-empty runs; the others none)"
+    )]
+    SeenShape { cycle: u32, id: u64, applied: Applied, sectors: Vec<[u32; 2]> },
+}
+
 /// A `seen` record is about the last cycle, once it ended, and names only its writes that the
 /// contract left uncertain, each once, with sector runs exactly when it was partly applied.
-fn check_seen(h: &History, cycle: u32, writes: &[SeenWrite]) -> Result<(), String> {
+fn check_seen(h: &History, cycle: u32, writes: &[SeenWrite]) -> Result<(), HistoryError> {
     let c = match h.cycles.last() {
         Some(c) if c.cycle == cycle && c.end.is_some() => c,
-        _ => return Err(format!("seen record for cycle {cycle}, which is not the last cycle ended")),
+        _ => return Err(HistoryError::SeenNotLastEnded { cycle }),
     };
     let mut ids: Vec<u64> = writes.iter().map(|w| w.id).collect();
     ids.sort_unstable();
     if let Some(w) = ids.windows(2).find(|w| w[0] == w[1]) {
-        return Err(format!("seen record for cycle {cycle} names write {} twice", w[0]));
+        return Err(HistoryError::SeenTwice { cycle, id: w[0] });
     }
     for w in writes {
         if w.id < c.first_id || w.id >= c.submitted_end {
-            return Err(format!(
-                "seen record for cycle {cycle} names write {}, outside the cycle's ids [{}, {})",
-                w.id, c.first_id, c.submitted_end
-            ));
+            return Err(HistoryError::SeenOutside { cycle, id: w.id, first_id: c.first_id, submitted_end: c.submitted_end });
         }
         if h.is_durable(w.id) {
-            return Err(format!("seen record for cycle {cycle} names write {}, which the contract made durable", w.id));
+            return Err(HistoryError::SeenDurable { cycle, id: w.id });
         }
         let runs_ok = w.sectors.iter().all(|r| r[0] < r[1]) && w.sectors.windows(2).all(|p| p[0][1] < p[1][0]);
         let shape_ok = match w.applied {
@@ -250,10 +279,7 @@ fn check_seen(h: &History, cycle: u32, writes: &[SeenWrite]) -> Result<(), Strin
             Applied::Fully | Applied::NotAtAll => w.sectors.is_empty(),
         };
         if !shape_ok {
-            return Err(format!(
-                "seen record for cycle {cycle}: write {} is {:?} with sector runs {:?} (partly needs sorted, disjoint, non-empty runs; the others none)",
-                w.id, w.applied, w.sectors
-            ));
+            return Err(HistoryError::SeenShape { cycle, id: w.id, applied: w.applied, sectors: w.sectors.clone() });
         }
     }
     Ok(())
@@ -396,7 +422,7 @@ mod tests {
             for r in &base[1..] {
                 h.apply(r.clone()).unwrap();
             }
-            let e = h.apply(rec).unwrap_err();
+            let e = h.apply(rec).unwrap_err().to_string();
             assert!(e.contains(why), "{e}");
         };
         refused(Record::Seen { cycle: 2, writes: vec![].into() }, "not the last cycle ended");

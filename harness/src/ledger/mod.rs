@@ -33,8 +33,9 @@ pub mod history;
 pub mod pins;
 
 pub use file::LedgerWriter;
+pub use frame::FrameError;
 pub use frame::{parse_ledger, stream_ledger, ParsedLedger};
-pub use history::{replay, CycleState, History, IdRuns};
+pub use history::{replay, CycleState, History, HistoryError, IdRuns};
 pub use pins::{Pin, PinAt, PinIndex};
 
 use crate::port::{PortEntry, PortId};
@@ -55,13 +56,20 @@ pub enum Contract {
     Flush,
 }
 
+/// A contract name that is neither `plp` nor `flush`.
+#[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
+#[error("unknown contract {name:?}: expected plp or flush")]
+pub struct UnknownContract {
+    pub name: String,
+}
+
 impl std::str::FromStr for Contract {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownContract;
+    fn from_str(s: &str) -> Result<Self, UnknownContract> {
         match s {
             "plp" => Ok(Contract::Plp),
             "flush" => Ok(Contract::Flush),
-            other => Err(format!("unknown contract {other:?}: expected plp or flush")),
+            other => Err(UnknownContract { name: other.to_string() }),
         }
     }
 }
@@ -276,18 +284,27 @@ impl From<SeenWrites> for PackedSeen {
     }
 }
 
+/// Why a `seen` record's packed writes do not unpack.
+#[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
+pub enum SeenWritesError {
+    #[error("seen: empty id range {range:?}")]
+    EmptyRange { range: [u64; 2] },
+    #[error("seen: {count} writes, more than the {MAX_SEEN_WRITES} a record may hold")]
+    TooMany { count: u64 },
+}
+
 impl TryFrom<PackedSeen> for SeenWrites {
-    type Error = String;
-    fn try_from(p: PackedSeen) -> Result<SeenWrites, String> {
+    type Error = SeenWritesError;
+    fn try_from(p: PackedSeen) -> Result<SeenWrites, SeenWritesError> {
         let mut n = p.partly.len() as u64;
         for r in p.fully.iter().chain(&p.not_at_all) {
             if r[0] >= r[1] {
-                return Err(format!("seen: empty id range {r:?}"));
+                return Err(SeenWritesError::EmptyRange { range: *r });
             }
             n = n.saturating_add(r[1] - r[0]);
         }
         if n > MAX_SEEN_WRITES {
-            return Err(format!("seen: {n} writes, more than the {MAX_SEEN_WRITES} a record may hold"));
+            return Err(SeenWritesError::TooMany { count: n });
         }
         let expand = |v: &[[u64; 2]], applied: Applied| -> Vec<SeenWrite> {
             v.iter().flat_map(|r| (r[0]..r[1]).map(move |id| SeenWrite { id, applied, sectors: vec![] })).collect()

@@ -38,7 +38,7 @@ pub mod usb;
 pub mod wire;
 
 pub use usb::QuarchUsbWire;
-pub use wire::{QuarchWire, SerialWire, TcpWire, WireFault};
+pub use wire::{QuarchWire, SerialWire, TcpWire, WireError, WireFault};
 
 use crate::control::{ControlEnv, ControllerSpec, QuarchTransport};
 use crate::link::{LinkController, LinkError, PortCaps, ResetKind};
@@ -103,7 +103,7 @@ impl Quarch {
     /// Opens the transport a spec names and identifies the module.
     pub fn open(t: &QuarchTransport, module: Option<u8>, env: &ControlEnv) -> Result<Quarch, PowerError> {
         let name = ControllerSpec::Quarch { transport: t.clone(), module }.to_string();
-        let fail = |reason: String| PowerError::Failed { switch: name.clone(), command: "open".into(), reason };
+        let fail = |e: WireError| PowerError::Failed { switch: name.clone(), command: "open".into(), reason: e.to_string() };
         let wire: Box<dyn QuarchWire> = match t {
             QuarchTransport::Serial(p) => Box::new(SerialWire::open(p, env.timeout).map_err(fail)?),
             QuarchTransport::Tcp { host, port } => Box::new(TcpWire::connect(host, *port, env.timeout).map_err(fail)?),

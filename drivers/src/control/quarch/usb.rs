@@ -2,8 +2,7 @@
 //! command packets, reply packets up to one starting with `>`), the USB-mode lock of modules
 //! with 64-byte endpoints, and opening a module by its USB serial number through rusb.
 
-use super::wire::{QuarchWire, WireFault};
-use crate::control::show_bytes;
+use super::wire::{QuarchWire, WireError, WireFault};
 use crate::control::usb::{BulkPipe, RusbBulk, QUARCH_PID, QUARCH_VID};
 use std::time::{Duration, Instant};
 
@@ -20,7 +19,7 @@ pub struct QuarchUsbWire<P: BulkPipe = RusbBulk> {
 impl QuarchUsbWire<RusbBulk> {
     /// Opens the Quarch module whose USB serial number is `serial` (a `QTL` prefix is ignored
     /// on both sides, as quarchpy does).
-    pub fn open(serial: &str, timeout: Duration) -> Result<QuarchUsbWire<RusbBulk>, String> {
+    pub fn open(serial: &str, timeout: Duration) -> Result<QuarchUsbWire<RusbBulk>, WireError> {
         let strip = |s: &str| s.trim().trim_start_matches("QTL").trim_start_matches("qtl").to_string();
         let want = strip(serial);
         let pipe = RusbBulk::open(QUARCH_VID, QUARCH_PID, "Quarch", serial, |sn| strip(sn) == want)?;
@@ -49,14 +48,14 @@ impl<P: BulkPipe> Drop for QuarchUsbWire<P> {
 
 /// Locks a 64-byte-endpoint module into USB mode (unlock first, to free a module a previous
 /// process left locked).
-pub fn lock_usb_mode<P: BulkPipe>(pipe: &mut P, timeout: Duration) -> Result<(), String> {
+pub fn lock_usb_mode<P: BulkPipe>(pipe: &mut P, timeout: Duration) -> Result<(), WireError> {
     let mut buf = [0u8; 64];
     pipe.write(&QUARCH_USB_UNLOCK, timeout)?;
     let _ = pipe.read(&mut buf, timeout);
     pipe.write(&QUARCH_USB_LOCK, timeout)?;
     let n = pipe.read(&mut buf, timeout)?;
     if n < 3 || buf[2] != 1 {
-        return Err(format!("USB-mode lock refused: {}", show_bytes(&buf[..n])));
+        return Err(WireError::LockRefused { reply: buf[..n].to_vec() });
     }
     Ok(())
 }
@@ -67,10 +66,10 @@ impl<P: BulkPipe> QuarchUsbWire<P> {
     }
 
     /// The 64-byte, NUL-padded command packet.
-    pub fn packet(cmd: &str) -> Result<[u8; 64], String> {
+    pub fn packet(cmd: &str) -> Result<[u8; 64], WireError> {
         let b = cmd.as_bytes();
         if b.len() > 64 {
-            return Err(format!("command of {} bytes does not fit a 64-byte USB packet", b.len()));
+            return Err(WireError::UsbPacketTooLong { len: b.len() });
         }
         let mut p = [0u8; 64];
         p[..b.len()].copy_from_slice(b);
@@ -80,8 +79,8 @@ impl<P: BulkPipe> QuarchUsbWire<P> {
 
 impl<P: BulkPipe> QuarchWire for QuarchUsbWire<P> {
     fn exchange(&mut self, cmd: &str, timeout: Duration) -> Result<String, WireFault> {
-        let packet = Self::packet(cmd).map_err(|why| WireFault::Garbage { got: Vec::new(), why })?;
-        let n = self.pipe.write(&packet, timeout).map_err(|why| WireFault::Closed { got: Vec::new(), why })?;
+        let packet = Self::packet(cmd).map_err(|e| WireFault::Garbage { got: Vec::new(), why: e.to_string() })?;
+        let n = self.pipe.write(&packet, timeout).map_err(|e| WireFault::Closed { got: Vec::new(), why: e.to_string() })?;
         if n != 64 {
             return Err(WireFault::Closed { got: Vec::new(), why: format!("bulk write sent {n} of 64 bytes") });
         }
@@ -97,8 +96,8 @@ impl<P: BulkPipe> QuarchWire for QuarchUsbWire<P> {
             let mut buf = [0u8; 64];
             let n = match self.pipe.read(&mut buf, left) {
                 Ok(n) => n,
-                Err(why) if why.contains("Timeout") || why.contains("timed out") => return Err(WireFault::Timeout { got: raw }),
-                Err(why) => return Err(WireFault::Closed { got: raw, why }),
+                Err(e) if e.is_timeout() => return Err(WireFault::Timeout { got: raw }),
+                Err(e) => return Err(WireFault::Closed { got: raw, why: e.to_string() }),
             };
             raw.extend_from_slice(&buf[..n]);
             let end = buf[..n].iter().position(|&c| c == 0).unwrap_or(n);
@@ -119,7 +118,7 @@ impl<P: BulkPipe> QuarchWire for QuarchUsbWire<P> {
     /// `clean_and_flush_stuck_usb_comms` does.
     fn resync(&mut self, timeout: Duration) -> Result<(), WireFault> {
         let p = Self::packet("HEZZ0?").expect("fits");
-        self.pipe.write(&p, timeout).map_err(|why| WireFault::Closed { got: Vec::new(), why })?;
+        self.pipe.write(&p, timeout).map_err(|e| WireFault::Closed { got: Vec::new(), why: e.to_string() })?;
         let mut buf = [0u8; 64];
         for _ in 0..1024 {
             if self.pipe.read(&mut buf, Duration::from_millis(250)).is_err() {
@@ -133,7 +132,13 @@ impl<P: BulkPipe> QuarchWire for QuarchUsbWire<P> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::control::usb::UsbError;
     use std::collections::VecDeque;
+
+    /// What a real pipe returns when nothing arrives in time.
+    fn timed_out() -> UsbError {
+        UsbError::Bulk { op: "bulk read", source: rusb::Error::Timeout }
+    }
 
     #[derive(Default)]
     struct FakePipe {
@@ -142,12 +147,12 @@ mod tests {
     }
 
     impl BulkPipe for FakePipe {
-        fn write(&mut self, packet: &[u8], _t: Duration) -> Result<usize, String> {
+        fn write(&mut self, packet: &[u8], _t: Duration) -> Result<usize, UsbError> {
             self.written.push(packet.to_vec());
             Ok(packet.len())
         }
-        fn read(&mut self, buf: &mut [u8], _t: Duration) -> Result<usize, String> {
-            let r = self.replies.pop_front().ok_or("bulk read: Timeout")?;
+        fn read(&mut self, buf: &mut [u8], _t: Duration) -> Result<usize, UsbError> {
+            let r = self.replies.pop_front().ok_or_else(timed_out)?;
             buf[..r.len()].copy_from_slice(&r);
             Ok(r.len())
         }
@@ -187,19 +192,21 @@ mod tests {
         lock_usb_mode(&mut pipe, Duration::from_millis(10)).unwrap();
         assert_eq!(pipe.written, vec![QUARCH_USB_UNLOCK.to_vec(), QUARCH_USB_LOCK.to_vec()]);
         pipe.replies.extend([vec![0, 0, 1], vec![2, 0, 0]]);
-        assert!(lock_usb_mode(&mut pipe, Duration::from_millis(10)).unwrap_err().contains("refused"));
+        let e = lock_usb_mode(&mut pipe, Duration::from_millis(10)).unwrap_err();
+        assert!(matches!(e, WireError::LockRefused { .. }), "{e}");
+        assert_eq!(e.to_string(), "USB-mode lock refused: \"\\x02\\x00\\x00\"");
     }
 
     /// Records what was written where the test can still see it after the wire is dropped.
     struct SharedPipe(std::sync::Arc<std::sync::Mutex<Vec<Vec<u8>>>>);
 
     impl BulkPipe for SharedPipe {
-        fn write(&mut self, packet: &[u8], _t: Duration) -> Result<usize, String> {
+        fn write(&mut self, packet: &[u8], _t: Duration) -> Result<usize, UsbError> {
             self.0.lock().unwrap().push(packet.to_vec());
             Ok(packet.len())
         }
-        fn read(&mut self, _buf: &mut [u8], _t: Duration) -> Result<usize, String> {
-            Err("bulk read: Timeout".into())
+        fn read(&mut self, _buf: &mut [u8], _t: Duration) -> Result<usize, UsbError> {
+            Err(timed_out())
         }
     }
 

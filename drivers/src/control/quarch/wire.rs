@@ -3,9 +3,33 @@
 //! The USB framing is in `usb.rs`, next to this file. Framing details are in the parent
 //! module's doc.
 
-use crate::control::{drain, open_serial, read_until, show_bytes, write_all, ReadFault};
-use std::net::{TcpStream, ToSocketAddrs};
+use crate::control::usb::UsbError;
+use crate::control::{drain, open_serial, read_until, show_bytes, write_all, ReadFault, SerialError};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
+
+/// Why a wire to a Quarch module could not be opened or could not frame a command.
+#[derive(Debug, thiserror::Error)]
+pub enum WireError {
+    #[error(transparent)]
+    Serial(#[from] SerialError),
+    #[error("cannot resolve {host}:{port}: {source}")]
+    Resolve { host: String, port: u16, source: std::io::Error },
+    #[error("{host}:{port} resolved to no address")]
+    NoAddress { host: String, port: u16 },
+    /// The last address tried, and why it refused.
+    #[error("cannot connect to {addr}: {source}")]
+    Connect { addr: SocketAddr, source: std::io::Error },
+    #[error("command of {len} bytes is too long for one TCP frame")]
+    TcpFrameTooLong { len: usize },
+    #[error(transparent)]
+    Usb(#[from] UsbError),
+    /// A module with 64-byte endpoints did not confirm the USB-mode lock; its reply.
+    #[error("USB-mode lock refused: {}", show_bytes(.reply))]
+    LockRefused { reply: Vec<u8> },
+    #[error("command of {len} bytes does not fit a 64-byte USB packet")]
+    UsbPacketTooLong { len: usize },
+}
 
 /// Why an exchange failed below the protocol level.
 #[derive(Debug)]
@@ -61,7 +85,7 @@ fn set_port_timeout(p: &mut Box<dyn serialport::SerialPort>, t: Duration) {
 }
 
 impl SerialWire {
-    pub fn open(path: &std::path::Path, timeout: Duration) -> Result<SerialWire, String> {
+    pub fn open(path: &std::path::Path, timeout: Duration) -> Result<SerialWire, WireError> {
         Ok(SerialWire { port: open_serial(path, 19200, timeout)? })
     }
 
@@ -127,19 +151,19 @@ pub struct TcpWire {
 }
 
 impl TcpWire {
-    pub fn connect(host: &str, port: u16, timeout: Duration) -> Result<TcpWire, String> {
+    pub fn connect(host: &str, port: u16, timeout: Duration) -> Result<TcpWire, WireError> {
         let mut w = TcpWire { host: host.to_string(), port, stream: None, timeout };
         w.reconnect()?;
         Ok(w)
     }
 
-    fn reconnect(&mut self) -> Result<(), String> {
+    fn reconnect(&mut self) -> Result<(), WireError> {
         self.stream = None;
         let addrs: Vec<_> = (self.host.as_str(), self.port)
             .to_socket_addrs()
-            .map_err(|e| format!("cannot resolve {}:{}: {e}", self.host, self.port))?
+            .map_err(|source| WireError::Resolve { host: self.host.clone(), port: self.port, source })?
             .collect();
-        let mut last = format!("{}:{} resolved to no address", self.host, self.port);
+        let mut last = WireError::NoAddress { host: self.host.clone(), port: self.port };
         for a in addrs {
             match TcpStream::connect_timeout(&a, self.timeout) {
                 Ok(s) => {
@@ -148,7 +172,7 @@ impl TcpWire {
                     self.stream = Some(s);
                     return Ok(());
                 }
-                Err(e) => last = format!("cannot connect to {a}: {e}"),
+                Err(source) => last = WireError::Connect { addr: a, source },
             }
         }
         Err(last)
@@ -156,9 +180,9 @@ impl TcpWire {
 
     /// Encodes one command frame: the 16-bit little-endian length of `CMD\r\n` (its high byte
     /// always 0 here: no Quarch command comes near 256 bytes), then the text.
-    pub fn frame(cmd: &str) -> Result<Vec<u8>, String> {
+    pub fn frame(cmd: &str) -> Result<Vec<u8>, WireError> {
         let body = format!("{cmd}\r\n");
-        let len = u8::try_from(body.len()).map_err(|_| format!("command of {} bytes is too long for one TCP frame", body.len()))?;
+        let len = u8::try_from(body.len()).map_err(|_| WireError::TcpFrameTooLong { len: body.len() })?;
         let mut out = vec![len, 0];
         out.extend_from_slice(body.as_bytes());
         Ok(out)
@@ -185,7 +209,7 @@ impl TcpWire {
 
 impl QuarchWire for TcpWire {
     fn exchange(&mut self, cmd: &str, timeout: Duration) -> Result<String, WireFault> {
-        let frame = Self::frame(cmd).map_err(|why| WireFault::Garbage { got: Vec::new(), why })?;
+        let frame = Self::frame(cmd).map_err(|e| WireFault::Garbage { got: Vec::new(), why: e.to_string() })?;
         let Some(s) = self.stream.as_mut() else {
             return Err(WireFault::Closed { got: Vec::new(), why: "not connected".into() });
         };
@@ -209,7 +233,7 @@ impl QuarchWire for TcpWire {
 
     /// A fresh connection is the only sure way back in step with a length-prefixed stream.
     fn resync(&mut self, _timeout: Duration) -> Result<(), WireFault> {
-        self.reconnect().map_err(|why| WireFault::Closed { got: Vec::new(), why })
+        self.reconnect().map_err(|e| WireFault::Closed { got: Vec::new(), why: e.to_string() })
     }
 }
 
@@ -220,7 +244,8 @@ mod tests {
     #[test]
     fn tcp_frames_count_the_command_and_its_line_end() {
         assert_eq!(TcpWire::frame("*IDN?").unwrap(), b"\x07\x00*IDN?\r\n".to_vec());
-        assert!(TcpWire::frame(&"x".repeat(300)).is_err());
+        let e = TcpWire::frame(&"x".repeat(300)).unwrap_err();
+        assert_eq!(e.to_string(), "command of 302 bytes is too long for one TCP frame");
     }
 
     #[test]

@@ -258,7 +258,7 @@ pub fn cmd_run(a: RunArgs) -> Result<Exit> {
         m.apply(&mut s).map_err(|e| anyhow!("the demo: {e}"))?;
     }
     if let Some(c) = &a.contract {
-        s.contract = c.parse().map_err(|e: String| anyhow!(e))?;
+        s.contract = c.parse().map_err(|e: faultline::ledger::UnknownContract| anyhow!(e))?;
     }
     if a.seed.is_some() {
         s.seed = a.seed;

@@ -111,7 +111,7 @@ pub fn cmd_write(a: WriteArgs) -> Result<Exit> {
     let geo = target.geometry();
     let spec = workload_spec(&a, &geo, qd)?;
     let sector = (geo.logical_block_bytes as u64).max(512);
-    let contract: Contract = a.contract.as_deref().unwrap_or("plp").parse().map_err(|e: String| anyhow!(e))?;
+    let contract: Contract = a.contract.as_deref().unwrap_or("plp").parse().map_err(|e: faultline::ledger::UnknownContract| anyhow!(e))?;
 
     if continuing {
         check_continued_run(&a)?;

@@ -23,7 +23,7 @@ use faultline::runner::CycleCheck;
 use faultline::selftest::{score_cycle, ClassScore};
 use faultline::verify::{Finding, FindingClass};
 use faultline_drivers::{PowerState, PowerSwitch};
-use faultline_fixtures::emu::{QuarchEmu, QuarchKind, QuarchRig};
+use faultline_fixtures::emu::{QuarchEmu, QuarchKind, QuarchRig, RigError};
 use faultline_fixtures::nbd::{NbdConfig, NbdServer};
 use faultline_fixtures::{SimConfig, SimDrive, SimPower, TruthClass, TruthContract, TruthExtent};
 use serde::Serialize;
@@ -415,17 +415,17 @@ impl LabRig {
 }
 
 impl QuarchRig for LabRig {
-    fn power_off(&mut self) -> Result<(), String> {
+    fn power_off(&mut self) -> Result<(), RigError> {
         // The drive goes dark first, then its controllers leave the bus (see the module doc).
-        self.power.power_off().map_err(|e| e.to_string())?;
+        self.power.power_off()?;
         self.log.line("power off: the drive is dark");
-        self.call(RigCall::UnplugAll)
+        self.call(RigCall::UnplugAll).map_err(RigError::other)
     }
 
-    fn power_on(&mut self) -> Result<(), String> {
-        self.power.power_on().map_err(|e| e.to_string())?;
+    fn power_on(&mut self) -> Result<(), RigError> {
+        self.power.power_on()?;
         self.log.line("power on: the drive is back from its media");
-        self.call(RigCall::PlugAll)
+        self.call(RigCall::PlugAll).map_err(RigError::other)
     }
 
     fn powered(&mut self) -> bool {
@@ -436,12 +436,12 @@ impl QuarchRig for LabRig {
         true
     }
 
-    fn pull(&mut self, p: u8) -> Result<(), String> {
-        self.call(RigCall::Unplug(if p == 0 { Port::A } else { Port::B }))
+    fn pull(&mut self, p: u8) -> Result<(), RigError> {
+        self.call(RigCall::Unplug(if p == 0 { Port::A } else { Port::B })).map_err(RigError::other)
     }
 
-    fn plug(&mut self, p: u8) -> Result<(), String> {
-        self.call(RigCall::Plug(if p == 0 { Port::A } else { Port::B }))
+    fn plug(&mut self, p: u8) -> Result<(), RigError> {
+        self.call(RigCall::Plug(if p == 0 { Port::A } else { Port::B })).map_err(RigError::other)
     }
 }
 
