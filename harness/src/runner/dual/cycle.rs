@@ -56,6 +56,23 @@ struct Written {
     t_end: Instant,
 }
 
+/// What ends a dual-port run in a harness error, from inside a cycle.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum DualCycleError {
+    /// A port whose writer failed could not be opened again.
+    #[error("port {port}: {source}")]
+    Port { port: String, source: DutError },
+    /// A port's run (its ledger) could not be taken up again after its writer failed.
+    #[error("{0}")]
+    Reopen(String),
+    /// The simulated drive could not be saved after the fault.
+    #[error("cannot save the simulated drive: {0}")]
+    Persist(String),
+    /// A share's verification could not be recorded.
+    #[error("{0}")]
+    Verify(String),
+}
+
 /// Why a cycle had no cut.
 #[derive(Clone, Debug)]
 enum NoCut {
@@ -76,7 +93,12 @@ impl DualCycles<'_, '_> {
     }
 
     /// One cycle; what it came to, for the stop policy.
-    pub fn cycle(&mut self, cycle: u32, last: bool, observer: Option<&mut (dyn CycleObserver + 'static)>) -> Result<CycleEnd, String> {
+    pub fn cycle(
+        &mut self,
+        cycle: u32,
+        last: bool,
+        observer: Option<&mut (dyn CycleObserver + 'static)>,
+    ) -> Result<CycleEnd, DualCycleError> {
         let (plan, dual) = (self.plan, self.dual);
         let every = hits_every_port(&plan.fault);
         let power = matches!(plan.fault, FaultPlan::PowerCut { .. });
@@ -98,8 +120,8 @@ impl DualCycles<'_, '_> {
                 continue;
             }
             if let Some(lane) = self.lanes.iter_mut().find(|l| l.port == *i) {
-                let target = self.devs[*i].target().map_err(|e| format!("port {}: {e}", dual.ports[*i].name))?;
-                lane.reopen(target)?;
+                let target = self.devs[*i].target().map_err(|source| DualCycleError::Port { port: dual.ports[*i].name.clone(), source })?;
+                lane.reopen(target).map_err(DualCycleError::Reopen)?;
             }
         }
         let mut findings: Vec<Finding> = Vec::new();
@@ -138,7 +160,7 @@ impl DualCycles<'_, '_> {
             }
         }
         for d in self.devs.iter_mut() {
-            d.persist().map_err(|e| format!("cannot save the simulated drive: {e}"))?;
+            d.persist().map_err(DualCycleError::Persist)?;
         }
         let cut = matches!(w.landed, Some(Ok(_) | Err(NoCut::Controller(_))));
         if power && cut {
@@ -176,7 +198,7 @@ impl DualCycles<'_, '_> {
         // Verify every share through its own port and through every other one.
         if !end.dead_device {
             let (plan, dual) = (self.plan, self.dual);
-            verify_all(plan, dual, cycle, last, self.devs, self.lanes, self.em, &mut findings, &mut end)?;
+            verify_all(plan, dual, cycle, last, self.devs, self.lanes, self.em, &mut findings, &mut end).map_err(DualCycleError::Verify)?;
         }
         let truth = self.devs.iter().find_map(|d| d.ground_truth());
         if let Some(obs) = observer {

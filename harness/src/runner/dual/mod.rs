@@ -173,7 +173,7 @@ pub(crate) fn run(
     for cycle in 1..=plan.cycles {
         *cycles_run = cycle;
         let last = cycle == plan.cycles;
-        let end = c.cycle(cycle, last, observer.as_deref_mut())?;
+        let end = c.cycle(cycle, last, observer.as_deref_mut()).map_err(|e| e.to_string())?;
         match decide(&plan.stop, &mut streak, &end) {
             Next::GoOn => {}
             Next::Stop(why) => return Ok(Some(why)),
