@@ -162,9 +162,9 @@ fn kinds(dir: &std::path::Path) -> std::collections::BTreeMap<String, usize> {
 fn a_dual_port_power_cut_comes_back_on_every_port_and_a_lost_shared_cache_is_found_through_both() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let plp = concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/dualport-plp.toml");
-    // Seed 20261202 (the scenario's).
+    // Seed 20261202 (the scenario's). Each port prefills its own share first.
     let dir = scratch("plp-honest");
-    let o = run(&["run", plp, "--run-dir", dir.to_str().unwrap(), "--cycles", "3"]);
+    let o = run(&["run", plp, "--run-dir", dir.to_str().unwrap(), "--cycles", "3", "--set", "workload.prefill=true"]);
     assert_eq!(o.status.code(), Some(0), "seed 20261202: {}", text(&o));
     let n = kinds(&dir);
     assert_eq!(n.get("power_restored"), Some(&3), "power back on after every cut: {n:?}");
@@ -180,6 +180,8 @@ fn a_dual_port_power_cut_comes_back_on_every_port_and_a_lost_shared_cache_is_fou
     for port in ["A", "B"] {
         let ledger = String::from_utf8_lossy(&std::fs::read(dir.join(format!("ports/{port}/ledger.fl"))).unwrap()).into_owned();
         assert_eq!(ledger.matches("\"end\":\"cut\"").count(), 3, "port {port}'s cycles end at the cut");
+        let share = if port == "A" { "\"span_start\":0,\"span_end\":33554432" } else { "\"span_start\":33554432,\"span_end\":67108864" };
+        assert!(ledger.contains(&format!("\"type\":\"prefill_done\",{share}")), "port {port} prefilled its share {share}");
     }
     let _ = std::fs::remove_dir_all(&dir);
 

@@ -112,16 +112,29 @@ pub fn run_observed(
         started_at: o.started_at.clone(),
     };
     let resuming = prior.is_some();
-    if let Some(dual) = &plan.dual {
-        if resuming {
-            return Err(RunnerError::Resume(setup::SetupError::Dut(dut::DutError::Open(
-                "a dual-port run cannot be resumed yet: start it again in a new run directory".into(),
-            ))));
+    let suspended = |mut em: Emitter, cycles_run, why: String, notes| {
+        // A resume refused at once (still short of space) records nothing: there is no room.
+        if em.emitted > 0 {
+            let t_ns = em.now();
+            em.emit(Event::RunSuspended { t_ns, reason: why.clone() });
         }
-        let mut em = Emitter::new(Recorder::resumed(sinks, Default::default()), None, Default::default(), Vec::new());
+        let Emitter { errors, .. } = em;
+        Ok(RunSummary { verdict: Verdict::Error, cycles_run, stopped: Some(why), errors, notes, suspended: true })
+    };
+    let mut prior = prior.unwrap_or_default();
+    let (model, seen, errors) =
+        (std::mem::take(&mut prior.model), std::mem::take(&mut prior.finding_keys), std::mem::take(&mut prior.errors));
+    let mut em = Emitter::new(Recorder::resumed(sinks, model), prior.max_t_ns, seen, errors);
+    if let Some(dual) = &plan.dual {
         let mut cycles_run = 0;
-        let stopped = match dual::run(plan, dual, run_dir, o, &mut em, observer, &mut cycles_run) {
-            Ok(s) => s,
+        let stopped = match dual::run(plan, dual, run_dir, o, &mut em, observer, &mut cycles_run, resuming.then_some(&prior)) {
+            Ok(Ending::Done) => None,
+            Ok(Ending::Stopped(why)) => Some(why),
+            Ok(Ending::Suspended(why)) => return suspended(em, cycles_run, why, Vec::new()),
+            // Nothing recorded yet: the run can be resumed once the cause is fixed.
+            Err(e) if resuming && em.emitted == 0 => {
+                return Err(RunnerError::Resume(setup::SetupError::Dut(dut::DutError::Open(e))));
+            }
             Err(e) => {
                 if em.emitted == 0 {
                     em.emit(run_started(o.run_id, "unknown (the target was not opened)".into()));
@@ -139,22 +152,9 @@ pub fn run_observed(
         let verdict = rec.end(t)?;
         return Ok(RunSummary { verdict, cycles_run, stopped, errors, notes: Vec::new(), suspended: false });
     }
-    let mut prior = prior.unwrap_or_default();
-    let (model, seen, errors) =
-        (std::mem::take(&mut prior.model), std::mem::take(&mut prior.finding_keys), std::mem::take(&mut prior.errors));
-    let mut em = Emitter::new(Recorder::resumed(sinks, model), prior.max_t_ns, seen, errors);
     let started = prior.started;
     let mut cycles_run = 0;
     let mut notes = Vec::new();
-    let suspended = |mut em: Emitter, cycles_run, why: String, notes| {
-        // A resume refused at once (still short of space) records nothing: there is no room.
-        if em.emitted > 0 {
-            let t_ns = em.now();
-            em.emit(Event::RunSuspended { t_ns, reason: why.clone() });
-        }
-        let Emitter { errors, .. } = em;
-        Ok(RunSummary { verdict: Verdict::Error, cycles_run, stopped: Some(why), errors, notes, suspended: true })
-    };
     let stopped = match setup(plan, run_dir, o, resuming) {
         Ok(mut st) => {
             if !started {

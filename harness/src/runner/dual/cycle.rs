@@ -37,6 +37,8 @@ pub(super) struct DualCycles<'r, 'e> {
     pub o: &'r RunnerOptions,
     /// Each port's health logs as last read (`None`: the port has none to read).
     pub health: Vec<Option<HealthLogs>>,
+    /// The pin-mate step set for the next cut, if the scenario sweeps them.
+    pub mate_step_ms: Option<u32>,
 }
 
 /// Whether a fault hits every port of the drive: a power cut, or an NVM subsystem reset.
@@ -71,6 +73,9 @@ pub(super) enum DualCycleError {
     /// A share's verification could not be recorded.
     #[error("{0}")]
     Verify(String),
+    /// A port's ledger could not be brought level with the run's cycle.
+    #[error("{}: cannot record the cycles its writer never began: {source}", .dir.display())]
+    Align { dir: std::path::PathBuf, source: crate::ledger::LedgerError },
 }
 
 /// Why a cycle had no cut.
@@ -92,6 +97,86 @@ impl DualCycles<'_, '_> {
         &self.dual.ports[port].name
     }
 
+    /// Brings every port's ledger level with the run: `cycle` is each one's next.
+    fn align(&mut self, cycle: u32) -> Result<(), DualCycleError> {
+        let at = (self.o.clock)();
+        for lane in self.lanes.iter_mut() {
+            let port = PortId(lane.port as u8);
+            lane.align(cycle, port, &at).map_err(|source| DualCycleError::Align { dir: lane.dir.clone(), source })?;
+        }
+        Ok(())
+    }
+
+    /// The stop policy's decision after a cycle; `Some(why)` ends the run.
+    pub fn decide(&mut self, streak: &mut stop::ErrorStreak, end: &CycleEnd) -> Option<String> {
+        match stop::decide(&self.plan.stop, streak, end) {
+            stop::Next::GoOn => None,
+            stop::Next::Stop(why) => Some(why),
+            stop::Next::PowerCycleDeadDevice => self.power_cycle_dead_device(end.cycle),
+        }
+    }
+
+    /// Finishes the cycle the harness died in (`faultline resume`): whatever it was doing,
+    /// power the drive (back) on, wait for every port, read each controller's health (an
+    /// unsafe shutdown is not expected or ruled out: nobody knows whether the fault landed),
+    /// and verify every share through every port. Every port's ledger has closed the cycle as
+    /// interrupted, so none of its writes counts as durable beyond what had been recorded.
+    pub fn finish_interrupted(
+        &mut self,
+        cycle: u32,
+        last: bool,
+        observer: Option<&mut (dyn CycleObserver + 'static)>,
+    ) -> Result<CycleEnd, DualCycleError> {
+        // A port whose writer had not begun the cycle: begun and interrupted, with no write.
+        self.align(cycle + 1)?;
+        let mut end = CycleEnd { cycle, ..CycleEnd::default() };
+        let mut findings: Vec<Finding> = Vec::new();
+        for d in self.devs.iter_mut() {
+            d.release();
+        }
+        if let Err(e) = self.cutter.restore(Duration::ZERO) {
+            self.em.error(Some(cycle), format!("power on: {e}"));
+            self.controller_log(Some(cycle));
+            end.errors += 1;
+            end.controller_failure = Some(ControllerStep::PowerOn);
+            self.em.end_cycle(cycle, crate::events::Verdict::Error, None, None);
+            return Ok(end);
+        }
+        let t_ns = self.em.now();
+        self.em.emit(if self.cutter.is_link() { Event::LinkRestored { t_ns, cycle } } else { Event::PowerRestored { t_ns, cycle } });
+        for i in 0..self.devs.len() {
+            let r = self.devs[i].wait_ready(self.probe_at(), self.plan.readiness_timeout);
+            self.ready(cycle, i, r, &mut end, &mut findings);
+        }
+        let mut anomalies = 0;
+        if !end.dead_device {
+            anomalies = self.health_all(cycle, false);
+            let (plan, dual) = (self.plan, self.dual);
+            verify_all(plan, dual, cycle, last, self.devs, self.lanes, self.em, &mut findings, &mut end).map_err(DualCycleError::Verify)?;
+        }
+        self.finish(cycle, findings, end, anomalies, None, observer)
+    }
+
+    /// The end of every cycle: the observer, the findings, the controller's log, the record.
+    fn finish(
+        &mut self,
+        cycle: u32,
+        findings: Vec<Finding>,
+        mut end: CycleEnd,
+        anomalies: usize,
+        outcome: Option<&crate::writer::CycleOutcome>,
+        observer: Option<&mut (dyn CycleObserver + 'static)>,
+    ) -> Result<CycleEnd, DualCycleError> {
+        let truth = self.devs.iter().find_map(|d| d.ground_truth());
+        if let Some(obs) = observer {
+            obs.checked(&CycleCheck { cycle, findings: &findings, truth });
+        }
+        end.new_findings = self.em.findings(cycle, &findings);
+        self.controller_log(Some(cycle));
+        self.em.end_cycle(cycle, stop::verdict(&end, anomalies), outcome, None);
+        Ok(end)
+    }
+
     /// One cycle; what it came to, for the stop policy.
     pub fn cycle(
         &mut self,
@@ -106,6 +191,7 @@ impl DualCycles<'_, '_> {
         if let Cutter::Link { port, .. } = &mut *self.cutter {
             port.clone_from(&dual.ports[hit].fault_port);
         }
+        self.align(cycle)?;
         let t_start = self.em.now();
         self.em.emit(Event::CycleStarted { t_ns: t_start, cycle });
         let mut end = CycleEnd { cycle, ..CycleEnd::default() };
@@ -134,7 +220,7 @@ impl DualCycles<'_, '_> {
                     end.errors += 1;
                 }
                 Ok(out) if *i == hit || (every && faulted_outcome.is_none()) => {
-                    self.em.cut(cycle, w.started, out, Some(dual.spec.warmup_ms + dual.spec.baseline_ms), None);
+                    self.em.cut(cycle, w.started, out, Some(dual.spec.warmup_ms + dual.spec.baseline_ms), self.mate_step_ms);
                     faulted_outcome = Some(out.clone());
                 }
                 Ok(_) => {}
@@ -192,7 +278,7 @@ impl DualCycles<'_, '_> {
         }
         let mut anomalies = 0;
         if !end.dead_device && cut {
-            anomalies = self.health_all(cycle);
+            anomalies = self.health_all(cycle, true);
         }
         self.judge_windows(cycle, hit, every, &w, &mut findings);
         // Verify every share through its own port and through every other one.
@@ -200,14 +286,7 @@ impl DualCycles<'_, '_> {
             let (plan, dual) = (self.plan, self.dual);
             verify_all(plan, dual, cycle, last, self.devs, self.lanes, self.em, &mut findings, &mut end).map_err(DualCycleError::Verify)?;
         }
-        let truth = self.devs.iter().find_map(|d| d.ground_truth());
-        if let Some(obs) = observer {
-            obs.checked(&CycleCheck { cycle, findings: &findings, truth });
-        }
-        end.new_findings = self.em.findings(cycle, &findings);
-        self.controller_log(Some(cycle));
-        self.em.end_cycle(cycle, stop::verdict(&end, anomalies), faulted_outcome.as_ref(), None);
-        Ok(end)
+        self.finish(cycle, findings, end, anomalies, faulted_outcome.as_ref(), observer)
     }
 
     /// A port answered again after the fault, or did not (a dead device).
@@ -243,7 +322,9 @@ impl DualCycles<'_, '_> {
 
     /// Reads every port's health logs after the fault and compares each with its last
     /// reading; emits a `health` event per port that has them; returns the anomalies.
-    fn health_all(&mut self, cycle: u32) -> usize {
+    /// `faulted` is false for a cycle the harness died in, where nobody knows whether the
+    /// fault happened.
+    fn health_all(&mut self, cycle: u32, faulted: bool) -> usize {
         let mut n = 0;
         for i in 0..self.devs.len() {
             let Some(before) = self.health[i].take() else { continue };
@@ -256,7 +337,7 @@ impl DualCycles<'_, '_> {
                 }
                 None => continue,
             };
-            let anomalies: Vec<HealthAnomaly> = judged_health(self.plan, &before, &after, true);
+            let anomalies: Vec<HealthAnomaly> = judged_health(self.plan, &before, &after, faulted);
             n += anomalies.len();
             let name = self.name(i).to_string();
             let t_ns = self.em.now();

@@ -6,7 +6,12 @@
 //! again by the namespace's identity plus its path's (the PCI function, else the cntlid, else
 //! the controller), and only when exactly one path matches.
 
-use super::super::dut::{read_health, DutError, GroundTruth, HealthLogs, HealthReadError};
+use super::super::dut::{read_health, DutCycleError, DutError, GroundTruth, HealthLogs, HealthReadError};
+use crate::format::Format;
+use crate::ledger::Ledger;
+use crate::port::PortId;
+use crate::workload::Layout;
+use crate::writer::prefill_then;
 use super::super::fault::{real_cutter, Cutter};
 use super::super::RunnerOptions;
 use crate::runner::setup::atomic_unit;
@@ -44,6 +49,16 @@ pub(crate) trait PortDev: Send {
     /// Saves the simulated drive (nothing for a real one).
     fn persist(&mut self) -> Result<(), String> {
         Ok(())
+    }
+    /// How much more disk space the simulated drive's saved media may take (0 for a real
+    /// one): a run whose directory is short of it is suspended.
+    fn growth_bytes(&self) -> u64 {
+        0
+    }
+    /// Writes the port's share once with prefill sectors, flushes, and records it in the
+    /// share's ledger (the simulated drive is saved before the record).
+    fn prefill(&mut self, layout: &Layout, format: &Format, port: PortId, ledger: &mut dyn Ledger) -> Result<u64, DutCycleError> {
+        Ok(prefill_then(self.target()?, layout, format, port, ledger, &mut || Ok(()))?)
     }
     /// What the port noted since the last call (found again under another name), for the log.
     fn take_notes(&mut self) -> Vec<String> {

@@ -9,8 +9,8 @@
 //!
 //! Each writer port keeps its run in `RUN_DIR/ports/<name>/` (a ledger and a layout over its
 //! share of the span, bound to the identity of the device seen through that port), so that
-//! two ports never share a write id space, and `faultline verify` works on one share. A
-//! dual-port run cannot be resumed yet: `faultline resume` refuses it.
+//! two ports never share a write id space, and `faultline verify` works on one share.
+//! `faultline resume` takes a failover run up again from those ledgers and the saved drive.
 //!
 //! Files: `mod.rs` (this: the cycle), `judge.rs` (the budgets), `device.rs` (the ports of a
 //! simulated or real drive).
@@ -24,10 +24,12 @@ mod sim;
 use super::emit::{nanos, Emitter};
 use super::fault::{cycle_rng, SAMPLE_SALT};
 use super::regions::{sample_regions, union, written_regions};
-use super::stop::{decide, CycleEnd, ErrorStreak, Next};
+use super::cycle::Ending;
+use super::resume::{Prior, Start};
+use super::stop::{decide, short_of_space, ControllerStep, CycleEnd, ErrorStreak, Next};
 use super::{CycleObserver, RunnerOptions};
 use crate::events::{class_counts, Event};
-use crate::ledger::{RunHeader, LEDGER_FORMAT};
+use crate::ledger::{EndKind, Record, RunHeader, LEDGER_FORMAT};
 use crate::port::PortId;
 use crate::run::{open_run, OpenRun};
 use crate::runner::dut::DutError;
@@ -67,6 +69,30 @@ impl Lane {
         self.checked_upto = self.checked_upto.min(self.run.history().submitted_end());
         Ok(())
     }
+
+    /// Makes `cycle` the port's next cycle. A cycle the port's writer never began (its device
+    /// was not there, its writer failed before its first record, the harness died first) is
+    /// recorded as begun and interrupted with no write, so that every port's ledger numbers
+    /// its cycles as the run does.
+    fn align(&mut self, cycle: u32, port: PortId, at: &str) -> Result<(), crate::ledger::LedgerError> {
+        loop {
+            let (next, first_id) = self.run.next_cycle();
+            if next >= cycle {
+                return Ok(());
+            }
+            self.run.ledger.append(&Record::CycleStart { cycle: next, first_id, at: at.to_string(), port })?;
+            self.run.ledger.append(&Record::CycleEnd {
+                cycle: next,
+                end: EndKind::Interrupted,
+                submitted_end: first_id,
+                durable_prefix: first_id,
+                durable_extras: Vec::new(),
+                failed: Vec::new(),
+                in_flight_at_end: 0,
+                bytes_at_risk: 0,
+            })?;
+        }
+    }
 }
 
 /// The directory of port `name`'s run inside a dual-port run directory.
@@ -81,7 +107,11 @@ struct PortEnd {
     ready: Option<Result<Duration, DutError>>,
 }
 
-/// Runs a dual-port plan; events go to `em`.
+/// Runs a dual-port plan; events go to `em`. `prior` is `None` for a new run; for `faultline
+/// resume` it holds what the run had recorded: every port's run is opened again (its ledger
+/// closes the cycle the harness died in), that cycle is finished (power on, every port
+/// waited for, health, every share verified through every port), and the cycles go on.
+#[expect(clippy::too_many_arguments, reason = "what a run holds open, lent to its cycles once")]
 pub(crate) fn run(
     plan: &RunPlan,
     dual: &DualPlan,
@@ -90,29 +120,32 @@ pub(crate) fn run(
     em: &mut Emitter<'_>,
     mut observer: Option<&mut (dyn CycleObserver + 'static)>,
     cycles_run: &mut u32,
-) -> Result<Option<String>, String> {
+    prior: Option<&Prior>,
+) -> Result<Ending, String> {
+    let resuming = prior.is_some();
+    let performance = dual.spec.mode == crate::scenario::DualMode::Performance;
+    if resuming && performance {
+        return Err("a dual-port performance run cannot be resumed: its phases are measured back to back; start it again in a new run directory".into());
+    }
     let Ports { mut devs, cutter, identity, sector, capacity, notes, _keep } = open_ports(plan, dual, run_dir, o)?;
     let mut cutter = cutter;
-    em.emit(Event::RunStarted {
-        t_ns: 0,
-        run_id: format!("{:016x}", o.run_id),
-        scenario: plan.name().to_string(),
-        target: identity.clone(),
-        contract: plan.contract,
-        // A performance run's cycles are its phases: each writer port alone, then all.
-        cycles_planned: match dual.spec.mode {
-            crate::scenario::DualMode::Performance => {
+    if !prior.is_some_and(|p| p.started) {
+        em.emit(Event::RunStarted {
+            t_ns: 0,
+            run_id: format!("{:016x}", o.run_id),
+            scenario: plan.name().to_string(),
+            target: identity.clone(),
+            contract: plan.contract,
+            // A performance run's cycles are its phases: each writer port alone, then all.
+            cycles_planned: if performance {
                 let writers = dual.ports.iter().filter(|p| p.role == PortRole::Writer).count() as u32;
                 writers + u32::from(writers > 1)
-            }
-            crate::scenario::DualMode::Failover => plan.cycles,
-        },
-        seed: plan.seed,
-        started_at: o.started_at.clone(),
-    });
-    for message in notes {
-        let t_ns = em.now();
-        em.emit(Event::Note { t_ns, cycle: None, message });
+            } else {
+                plan.cycles
+            },
+            seed: plan.seed,
+            started_at: o.started_at.clone(),
+        });
     }
     let full = plan.layout(sector, capacity).map_err(|e| e.to_string())?;
     let mut lanes = Vec::new();
@@ -137,24 +170,43 @@ pub(crate) fn run(
             workload: layout.spec().clone(),
         };
         let dir = port_dir(run_dir, &p.name);
-        if crate::run::exists(&dir) {
-            return Err(format!("{} already holds a run: a dual-port run cannot be resumed yet", dir.display()));
+        let begun = crate::run::exists(&dir);
+        if begun && !resuming {
+            return Err(format!("{} already holds a run: `faultline resume {}` continues it", dir.display(), run_dir.display()));
         }
-        let run = open_run(&dir, target, move || header).map_err(|e| format!("port {}: {e}", p.name))?;
-        let checked_upto = run.history().submitted_end();
-        lanes.push(Lane { port: i, run, dir, span, checked_upto });
+        let mut run = open_run(&dir, target, move || header).map_err(|e| format!("port {}: {e}", p.name))?;
+        if begun && run.layout.spec() != layout.spec() {
+            let ledger = serde_json::to_string(run.layout.spec()).unwrap_or_default();
+            return Err(format!(
+                "{}: port {}'s workload differs from the scenario's ({ledger} in its ledger): the scenario file was changed",
+                dir.display(),
+                p.name
+            ));
+        }
+        if run.created && plan.scenario.workload.prefill {
+            let OpenRun { ledger, layout, format, .. } = &mut run;
+            devs[i].prefill(layout, format, PortId(i as u8), ledger).map_err(|e| format!("port {}: prefill: {e}", p.name))?;
+        }
+        let from = Start::new(run.history(), prior);
+        lanes.push((Lane { port: i, run, dir, span, checked_upto: from.checked_upto }, from));
     }
-    if plan.scenario.workload.prefill {
-        return Err("workload.prefill is not supported in a dual-port run yet".into());
+    for message in notes {
+        let t_ns = em.now();
+        em.emit(Event::Note { t_ns, cycle: None, message });
     }
-    if dual.spec.mode == crate::scenario::DualMode::Performance {
+    // The cycle the harness died in is the newest any port's ledger began (a port whose
+    // writer had not begun it yet is brought level before it is finished).
+    let interrupted = lanes.iter().filter_map(|(_, s)| s.interrupted).max();
+    let mut done = prior.map_or(0, Prior::cycles_ended);
+    let mut lanes: Vec<Lane> = lanes.into_iter().map(|(l, _)| l).collect();
+    if performance {
         let n = perf::run(plan, dual, &mut devs, &mut lanes, em, o)?;
         *cycles_run = n;
         // What the measurements wrote is verified as any cycle's is, through every port.
         let (mut findings, mut end) = (Vec::new(), CycleEnd { cycle: n, ..CycleEnd::default() });
         verify_all(plan, dual, n, true, &mut devs, &mut lanes, em, &mut findings, &mut end)?;
         em.findings(n, &findings);
-        return Ok(None);
+        return Ok(Ending::Done);
     }
     let mut health = Vec::new();
     for (i, d) in devs.iter_mut().enumerate() {
@@ -167,24 +219,59 @@ pub(crate) fn run(
             None => None,
         });
     }
-    let mut c = DualCycles { plan, dual, devs: &mut devs, lanes: &mut lanes, cutter: &mut cutter, em, o, health };
+    let mut c = DualCycles { plan, dual, devs: &mut devs, lanes: &mut lanes, cutter: &mut cutter, em, o, health, mate_step_ms: None };
     c.controller_log(None);
+    let growth = |c: &DualCycles<'_, '_>| c.devs.iter().map(|d| d.growth_bytes()).sum::<u64>();
+    let stopped = |c: &DualCycles<'_, '_>, why: String| match short_of_space(run_dir, growth(c)) {
+        Some(space) => Ending::Suspended(format!("{why}; {space}")),
+        None => Ending::Stopped(why),
+    };
     let mut streak = ErrorStreak::default();
-    for cycle in 1..=plan.cycles {
-        *cycles_run = cycle;
-        let last = cycle == plan.cycles;
-        let end = c.cycle(cycle, last, observer.as_deref_mut()).map_err(|e| e.to_string())?;
-        match decide(&plan.stop, &mut streak, &end) {
-            Next::GoOn => {}
-            Next::Stop(why) => return Ok(Some(why)),
-            Next::PowerCycleDeadDevice => {
-                if let Some(why) = c.power_cycle_dead_device(cycle) {
-                    return Ok(Some(why));
-                }
+    if let Some(prior) = prior {
+        if let Some(why) = short_of_space(run_dir, growth(&c)) {
+            return Ok(Ending::Suspended(why));
+        }
+        let t_ns = c.em.now();
+        let (resumed_at, last_event) = ((o.clock)(), prior.last_kind.clone());
+        c.em.emit(Event::RunResumed { t_ns, resumed_at, cycles_ended: done, interrupted_cycle: interrupted, last_event });
+        if let Some(cycle) = interrupted {
+            *cycles_run += 1;
+            done += 1;
+            let end = c.finish_interrupted(cycle, done == plan.cycles, observer.as_deref_mut()).map_err(|e| e.to_string())?;
+            if let Some(why) = c.decide(&mut streak, &end) {
+                return Ok(stopped(&c, why));
             }
         }
     }
-    Ok(None)
+    while done < plan.cycles {
+        if let Some(why) = short_of_space(run_dir, growth(&c)) {
+            return Ok(Ending::Suspended(why));
+        }
+        let cycle = done + 1;
+        // Pin-mate sequencing sweeps its steps, one per cycle; a failure to set it up starts
+        // no cycle.
+        if let Some(step) = plan.fault.mate_step_ms(cycle) {
+            if let Err(e) = c.cutter.set_mate_step(step) {
+                c.em.error(None, format!("cycle {cycle}: setting the pin-mate step to {step} ms: {e}"));
+                let end = CycleEnd { cycle, controller_failure: Some(ControllerStep::MateStep), errors: 1, ..CycleEnd::default() };
+                match decide(&plan.stop, &mut streak, &end) {
+                    Next::Stop(why) => return Ok(Ending::Stopped(why)),
+                    _ => continue,
+                }
+            }
+            c.mate_step_ms = Some(step);
+        }
+        done += 1;
+        *cycles_run += 1;
+        let end = c.cycle(cycle, done == plan.cycles, observer.as_deref_mut()).map_err(|e| e.to_string())?;
+        if let Some(why) = c.decide(&mut streak, &end) {
+            return Ok(stopped(&c, why));
+        }
+    }
+    for lane in c.lanes.iter_mut() {
+        lane.run.ledger.sync().map_err(|e| format!("{}: {e}", lane.dir.display()))?;
+    }
+    Ok(Ending::Done)
 }
 
 /// `[start, end)` percent of the span, rounded to whole MiB inside it.
@@ -383,4 +470,70 @@ fn compare(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ledger::{tests::tempdir, Contract};
+    use crate::workload::{FlushPolicy, Pattern, WorkloadSpec};
+    use faultline_drivers::BlockTarget;
+    use faultline_fixtures::{FaultModel, SimConfig, SimDrive, TruthContract};
+
+    #[test]
+    fn a_port_whose_writer_never_began_cycles_is_brought_level_and_its_ledger_reads_back() {
+        const SPAN: u64 = 1 << 20;
+        let sim = SimDrive::new(SimConfig {
+            capacity_bytes: SPAN,
+            sector_bytes: 512,
+            atomic_bytes: 512,
+            queue_depth: 8,
+            seed: 1,
+            model: FaultModel::HonestPlp,
+            contract: TruthContract::Plp,
+        });
+        let spec = WorkloadSpec {
+            seed: 9,
+            pattern: Pattern::Sequential,
+            span_start: 0,
+            span_end: SPAN,
+            min_write_bytes: 4096,
+            max_write_bytes: 4096,
+            mean_write_bytes: 4096,
+            align_bytes: 4096,
+            queue_depth: 8,
+            flush: FlushPolicy::default(),
+        };
+        let header = RunHeader {
+            ledger_format: LEDGER_FORMAT,
+            run_id: 5,
+            created_at: String::new(),
+            target_identity: sim.identity(),
+            target_capacity: SPAN,
+            sector_bytes: 512,
+            atomic_bytes: 512,
+            contract: Contract::Plp,
+            ports: crate::port::PortEntry::single(),
+            workload: spec,
+        };
+        let dir = tempdir();
+        let h = header.clone();
+        let run = open_run(&dir, &sim, move || h).unwrap();
+        let mut lane = Lane { port: 1, run, dir: dir.clone(), span: (0, SPAN), checked_upto: 1 };
+        assert_eq!(lane.run.next_cycle(), (1, 1));
+        lane.align(3, PortId(1), "t").unwrap();
+        assert_eq!(lane.run.next_cycle(), (3, 1));
+        // Already level: nothing more is recorded.
+        lane.align(3, PortId(1), "t").unwrap();
+        lane.align(2, PortId(1), "t").unwrap();
+        let cycles = &lane.run.history().cycles;
+        assert_eq!(cycles.len(), 2);
+        for (c, want) in cycles.iter().zip(1..) {
+            assert_eq!((c.cycle, c.end, c.first_id, c.submitted_end, c.port), (want, Some(EndKind::Interrupted), 1, 1, PortId(1)));
+        }
+        lane.run.ledger.sync().unwrap();
+        drop(lane);
+        let again = open_run(&dir, &sim, || unreachable!("the run exists")).unwrap();
+        assert_eq!(again.next_cycle(), (3, 1), "the ledger replays the cycles it was brought level with");
+    }
 }

@@ -3,7 +3,13 @@
 //! controller resets, its power switch for cuts that hit both ports.
 
 use super::device::{PortDev, Ports};
-use crate::runner::dut::{DutError, GroundTruth};
+use crate::format::Format;
+use crate::ledger::Ledger;
+use crate::port::PortId;
+use crate::runner::dut::{DutCycleError, DutError, GroundTruth};
+use crate::workload::Layout;
+use crate::writer::prefill_then;
+use crate::writer::HookError;
 use crate::runner::fault::{sim_switch, Cutter};
 use crate::runner::RunnerOptions;
 use crate::scenario::{DualPlan, DualSimModel, FaultPlan, RunPlan, SimSwitch, SimTarget, Switch};
@@ -31,6 +37,8 @@ struct SimPortDev {
     port: SimPort,
     /// Port A's handle answers for the drive: its ground truth and its saving.
     drive: Option<DualSim>,
+    /// The drive, saved after a prefill through any port.
+    saver: DualSim,
 }
 
 impl PortDev for SimPortDev {
@@ -59,6 +67,18 @@ impl PortDev for SimPortDev {
 
     fn persist(&mut self) -> Result<(), String> {
         self.drive.as_ref().map_or(Ok(()), |d| d.persist().map_err(|e| e.to_string()))
+    }
+
+    fn growth_bytes(&self) -> u64 {
+        self.drive.as_ref().map_or(0, DualSim::media_growth_bytes)
+    }
+
+    fn prefill(&mut self, layout: &Layout, format: &Format, port: PortId, ledger: &mut dyn Ledger) -> Result<u64, DutCycleError> {
+        let saver = self.saver.clone();
+        let mut persist = || -> Result<(), HookError> {
+            saver.persist().map_err(|e| HookError::from(format!("cannot save the simulated drive after the prefill: {e}")))
+        };
+        Ok(prefill_then(&mut self.port, layout, format, port, ledger, &mut persist)?)
     }
 
     fn ground_truth(&self) -> Option<GroundTruth> {
@@ -103,7 +123,7 @@ pub(super) fn open(plan: &RunPlan, dual: &DualPlan, t: &SimTarget, run_dir: &Pat
         _ => return Err("the simulated dual-port drive is faulted by controllers.link = \"sim\" or its power switch".into()),
     };
     let devs: Vec<Box<dyn PortDev>> = (0..2u8)
-        .map(|p| Box::new(SimPortDev { port: drive.port(p), drive: (p == 0).then(|| drive.clone()) }) as Box<dyn PortDev>)
+        .map(|p| Box::new(SimPortDev { port: drive.port(p), drive: (p == 0).then(|| drive.clone()), saver: drive.clone() }) as Box<dyn PortDev>)
         .collect();
     let identity = drive.identity();
     Ok(Ports { devs, cutter, identity, sector: t.sector_bytes as u64, capacity: t.capacity_bytes, notes: Vec::new(), _keep: keep })
