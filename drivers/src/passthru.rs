@@ -191,7 +191,7 @@ pub fn controller_namespace(ctrl: &str, roots: &SysRoots, shown: &Path) -> Resul
 /// whose one namespace matches `expect` (every field given; an empty expectation matches
 /// any): after a remove and rescan `nvme1` may be back as `nvme2`. `Ok(None)`: none (yet);
 /// `Err`: several, named.
-pub fn find_controller(expect: &Expectation, want: &PathId, roots: &SysRoots) -> Result<Option<PathBuf>, String> {
+pub fn find_controller(expect: &Expectation, want: &PathId, roots: &SysRoots) -> Result<Option<PathBuf>, SeveralControllers> {
     let class = roots.sys.join("class/nvme");
     let Ok(rd) = std::fs::read_dir(&class) else { return Ok(None) };
     let mut names: Vec<String> = rd.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
@@ -206,13 +206,25 @@ pub fn find_controller(expect: &Expectation, want: &PathId, roots: &SysRoots) ->
     match &hits[..] {
         [] => Ok(None),
         [one] => Ok(Some(roots.dev.join(&one.controller))),
-        many => Err(format!(
-            "{} controllers are {want} and match {}: {}",
-            many.len(),
-            expect.summary(),
-            many.iter().map(|m| m.path.to_string()).collect::<Vec<_>>().join("; ")
-        )),
+        many => Err(SeveralControllers {
+            want: want.to_string(),
+            expect: expect.summary(),
+            paths: many.iter().map(|m| m.path.to_string()).collect(),
+        }),
     }
+}
+
+/// More than one controller is the one [`find_controller`] looks for: waiting will not tell
+/// them apart.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{} controllers are {want} and match {expect}: {}", .paths.len(), .paths.join("; "))]
+pub struct SeveralControllers {
+    /// The path selector looked for.
+    pub want: String,
+    /// The namespace's expectation, summarised.
+    pub expect: String,
+    /// Each controller's path.
+    pub paths: Vec<String>,
 }
 
 /// Opens the controller at `path` (`/dev/nvme1`) as a target through its one namespace: the

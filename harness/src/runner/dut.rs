@@ -313,7 +313,7 @@ impl RealDut {
                 let m = find_path(expect, want, &roots).map_err(|e| DutError::Open(format!("target: {}", scenario_words(&e))))?;
                 (m.dev, Some(m.path))
             }
-            _ => first_path(path, expect, &roots).map_err(DutError::Open)?,
+            _ => first_path(path, expect, &roots)?,
         };
         let mut spec = OpenSpec { writable: true, queue_depth, expect: expect.clone(), allow_overwrite_signature: begun, io_threads: 1 };
         let opened = open_target(&path, &spec).map_err(|e| DutError::Open(e.to_string()))?;
@@ -381,7 +381,7 @@ impl RealDut {
             self.path = match find_controller(&expect, via, &self.roots) {
                 Ok(Some(p)) => p,
                 Ok(None) => return Err(Refind::NotYet(format!("no NVMe controller is {via} with {} (yet)", expect.summary()))),
-                Err(e) => return Err(Refind::Ambiguous(e)),
+                Err(e) => return Err(Refind::Ambiguous(e.to_string())),
             };
         } else if let Some(e) = &self.find {
             self.path = refind(e, self.via.as_ref(), &self.roots)?;
@@ -500,7 +500,7 @@ enum Refind {
 /// With a path, that device (its path recorded when sysfs names one). With an identity alone,
 /// its one namespace; if that namespace has several paths (the two ports of a dual-port drive
 /// with `nvme_core.multipath=N`), nothing says which to go through: refused before cycle 1.
-fn first_path(path: Option<&Path>, expect: &Expectation, roots: &SysRoots) -> Result<(PathBuf, Option<PathId>), String> {
+fn first_path(path: Option<&Path>, expect: &Expectation, roots: &SysRoots) -> Result<(PathBuf, Option<PathId>), DutError> {
     if let Some(p) = path.filter(|p| is_char_device(p)) {
         // An NVMe controller: the path is the controller itself.
         return Ok((p.to_path_buf(), controller_namespace_of(p, roots).map(|ns| ns.path)));
@@ -508,10 +508,10 @@ fn first_path(path: Option<&Path>, expect: &Expectation, roots: &SysRoots) -> Re
     if let Some(p) = path {
         return Ok((p.to_path_buf(), if expect.is_empty() { None } else { path_of(p, expect, roots) }));
     }
-    let paths = find_namespace_paths(expect, roots).map_err(|e| format!("target: {}", scenario_words(&e)))?;
+    let paths = find_namespace_paths(expect, roots).map_err(|e| DutError::Open(format!("target: {}", scenario_words(&e))))?;
     match &paths[..] {
         [one] => Ok((one.dev.clone(), Some(one.path.clone()).filter(is_controller_path))),
-        several => Err(format!(
+        several => Err(DutError::Open(format!(
             "target: {} matches {} paths of one namespace ({}): the identity cannot tell them apart; name the path the run goes \
              through with target.path (e.g. {}) or by its controller, with target.cntlid, target.pci_address or target.controller{}",
             expect.summary(),
@@ -519,7 +519,7 @@ fn first_path(path: Option<&Path>, expect: &Expectation, roots: &SysRoots) -> Re
             several.iter().map(|m| m.path.to_string()).collect::<Vec<_>>().join("; "),
             several[0].dev.display(),
             several[0].path.cntlid.map_or(String::new(), |c| format!(" (e.g. cntlid = {c})"))
-        )),
+        ))),
     }
 }
 

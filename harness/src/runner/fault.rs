@@ -20,7 +20,7 @@ use std::time::Duration;
 pub struct ControllerError(pub String);
 
 impl ControllerError {
-    fn of(e: impl std::fmt::Display) -> Self {
+    pub(crate) fn of(e: impl std::fmt::Display) -> Self {
         ControllerError(e.to_string())
     }
 }

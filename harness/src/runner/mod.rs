@@ -133,12 +133,13 @@ pub fn run_observed(
             Ok(Ending::Suspended(why)) => return suspended(em, cycles_run, why, Vec::new()),
             // Nothing recorded yet: the run can be resumed once the cause is fixed.
             Err(e) if resuming && em.emitted == 0 => {
-                return Err(RunnerError::Resume(setup::SetupError::Dut(dut::DutError::Open(e))));
+                return Err(RunnerError::Resume(setup::SetupError::Dut(dut::DutError::Open(e.to_string()))));
             }
             Err(e) => {
                 if em.emitted == 0 {
                     em.emit(run_started(o.run_id, "unknown (the target was not opened)".into()));
                 }
+                let e = e.to_string();
                 em.error(None, e.clone());
                 Some(e)
             }

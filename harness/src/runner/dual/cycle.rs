@@ -5,6 +5,7 @@
 //! controller's health; then the windows of the ports the fault did not hit are judged, and
 //! every share is verified through every port.
 
+use super::error::{ReopenRunError, ShareCheckError, WriterError};
 use super::judge::{self, judge, Judged};
 use super::{verify_all, Lane, PortDev, PortEnd, TICK};
 use crate::events::{Event, HealthNote, SmartFigures};
@@ -60,19 +61,19 @@ struct Written {
 
 /// What ends a dual-port run in a harness error, from inside a cycle.
 #[derive(Debug, thiserror::Error)]
-pub(super) enum DualCycleError {
+pub(crate) enum DualCycleError {
     /// A port whose writer failed could not be opened again.
     #[error("port {port}: {source}")]
     Port { port: String, source: DutError },
     /// A port's run (its ledger) could not be taken up again after its writer failed.
-    #[error("{0}")]
-    Reopen(String),
+    #[error(transparent)]
+    Reopen(#[from] ReopenRunError),
     /// The simulated drive could not be saved after the fault.
     #[error("cannot save the simulated drive: {0}")]
-    Persist(String),
-    /// A share's verification could not be recorded.
-    #[error("{0}")]
-    Verify(String),
+    Persist(std::io::Error),
+    /// A share could not be verified or its verification recorded.
+    #[error(transparent)]
+    Verify(#[from] ShareCheckError),
     /// A port's ledger could not be brought level with the run's cycle.
     #[error("{}: cannot record the cycles its writer never began: {source}", .dir.display())]
     Align { dir: std::path::PathBuf, source: crate::ledger::LedgerError },
@@ -152,7 +153,7 @@ impl DualCycles<'_, '_> {
         if !end.dead_device {
             anomalies = self.health_all(cycle, false);
             let (plan, dual) = (self.plan, self.dual);
-            verify_all(plan, dual, cycle, last, self.devs, self.lanes, self.em, &mut findings, &mut end).map_err(DualCycleError::Verify)?;
+            verify_all(plan, dual, cycle, last, self.devs, self.lanes, self.em, &mut findings, &mut end)?;
         }
         self.finish(cycle, findings, end, anomalies, None, observer)
     }
@@ -207,7 +208,7 @@ impl DualCycles<'_, '_> {
             }
             if let Some(lane) = self.lanes.iter_mut().find(|l| l.port == *i) {
                 let target = self.devs[*i].target().map_err(|source| DualCycleError::Port { port: dual.ports[*i].name.clone(), source })?;
-                lane.reopen(target).map_err(DualCycleError::Reopen)?;
+                lane.reopen(target)?;
             }
         }
         let mut findings: Vec<Finding> = Vec::new();
@@ -284,7 +285,7 @@ impl DualCycles<'_, '_> {
         // Verify every share through its own port and through every other one.
         if !end.dead_device {
             let (plan, dual) = (self.plan, self.dual);
-            verify_all(plan, dual, cycle, last, self.devs, self.lanes, self.em, &mut findings, &mut end).map_err(DualCycleError::Verify)?;
+            verify_all(plan, dual, cycle, last, self.devs, self.lanes, self.em, &mut findings, &mut end)?;
         }
         self.finish(cycle, findings, end, anomalies, faulted_outcome.as_ref(), observer)
     }
@@ -452,8 +453,8 @@ impl DualCycles<'_, '_> {
                             Ok(r.map(|_| ())?)
                         };
                         let outcome = match dev.target() {
-                            Ok(t) => run_cycle(t, layout, format, ledger, contract, &copts, &mut hook).map_err(|e| e.to_string()),
-                            Err(e) => Err(e.to_string()),
+                            Ok(t) => run_cycle(t, layout, format, ledger, contract, &copts, &mut hook).map_err(WriterError::Write),
+                            Err(e) => Err(WriterError::Target(e)),
                         };
                         if i == hit && outcome.is_err() && !fault.fired() {
                             // The fault did not land: tell the main thread not to wait for it.

@@ -14,11 +14,12 @@ use crate::workload::Layout;
 use crate::writer::prefill_then;
 use super::super::fault::{real_cutter, Cutter};
 use super::super::RunnerOptions;
+use super::error::{OpenPortsError, ReopenPortError};
 use crate::runner::setup::atomic_unit;
 use crate::scenario::{DualPlan, FaultPlan, PortRole, RunPlan, TargetPlan};
 use faultline_drivers::blockdev::{find_path, scan_paths, Expectation, SysRoots};
 use faultline_drivers::identity::PathId;
-use faultline_drivers::{open_target, AlignedBuf, BlockTarget, OpenSpec};
+use faultline_drivers::{open_target, AlignedBuf, BlockTarget, LinkController, OpenSpec, ResetKind};
 use std::any::Any;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -47,7 +48,7 @@ pub(crate) trait PortDev: Send {
         None
     }
     /// Saves the simulated drive (nothing for a real one).
-    fn persist(&mut self) -> Result<(), String> {
+    fn persist(&mut self) -> std::io::Result<()> {
         Ok(())
     }
     /// How much more disk space the simulated drive's saved media may take (0 for a real
@@ -87,7 +88,7 @@ pub(crate) struct Ports {
 }
 
 /// Opens every port and the fault's controller.
-pub(crate) fn open_ports(plan: &RunPlan, dual: &DualPlan, run_dir: &Path, o: &RunnerOptions) -> Result<Ports, String> {
+pub(crate) fn open_ports(plan: &RunPlan, dual: &DualPlan, run_dir: &Path, o: &RunnerOptions) -> Result<Ports, OpenPortsError> {
     match &plan.target {
         TargetPlan::Sim(t) => super::sim::open(plan, dual, t, run_dir, o),
         TargetPlan::Device { expect, .. } => open_real(plan, dual, expect, o),
@@ -121,13 +122,18 @@ struct RealPort {
 }
 
 impl RealPort {
-    fn reopen(&mut self) -> Result<(), String> {
+    fn reopen(&mut self) -> Result<(), ReopenPortError> {
         match self.open_at(&self.path.clone()) {
             Ok(()) => Ok(()),
             Err(at_path) => {
                 let Some((expect, want)) = &self.refind else { return Err(at_path) };
-                let m = find_path(expect, want, &SysRoots::system())
-                    .map_err(|e| format!("{at_path}; port {} not found again by its path ({want}): {e}", self.name))?;
+                let m = match find_path(expect, want, &SysRoots::system()) {
+                    Ok(m) => m,
+                    Err(source) => {
+                        let (port, want, source) = (self.name.clone(), want.to_string(), Box::new(source));
+                        return Err(ReopenPortError::NotFound { at_path: Box::new(at_path), port, want, source });
+                    }
+                };
                 if m.dev == self.path {
                     return Err(at_path);
                 }
@@ -139,11 +145,11 @@ impl RealPort {
         }
     }
 
-    fn open_at(&mut self, path: &Path) -> Result<(), String> {
-        let o = open_target(path, &self.spec).map_err(|e| e.to_string())?;
+    fn open_at(&mut self, path: &Path) -> Result<(), ReopenPortError> {
+        let o = open_target(path, &self.spec).map_err(ReopenPortError::Open)?;
         let found = o.target.identity();
         if found != self.identity {
-            return Err(format!("port {}: {} is now {found}, not the run's {}", self.name, path.display(), self.identity));
+            return Err(ReopenPortError::Other { port: self.name.clone(), path: path.to_path_buf(), found, want: self.identity.clone() });
         }
         self.target = Some(o.target);
         self.owner = std::thread::current().id();
@@ -157,7 +163,7 @@ impl PortDev for RealPort {
             self.target = None;
         }
         if self.target.is_none() {
-            self.reopen().map_err(DutError::NotOpen)?;
+            self.reopen().map_err(|e| DutError::NotOpen(e.to_string()))?;
         }
         match &mut self.target {
             Some(t) => Ok(t.as_mut()),
@@ -174,7 +180,7 @@ impl PortDev for RealPort {
         loop {
             if self.target.is_none() {
                 if let Err(e) = self.reopen() {
-                    last = e;
+                    last = e.to_string();
                 }
             }
             if let Some(t) = self.target.as_deref_mut() {
@@ -216,31 +222,30 @@ impl PortDev for RealPort {
     }
 }
 
-fn open_real(plan: &RunPlan, dual: &DualPlan, expect: &Expectation, o: &RunnerOptions) -> Result<Ports, String> {
+fn open_real(plan: &RunPlan, dual: &DualPlan, expect: &Expectation, o: &RunnerOptions) -> Result<Ports, OpenPortsError> {
     let qd = plan.scenario.workload.queue_depth as usize;
     let mut devs: Vec<Box<dyn PortDev>> = Vec::new();
     let mut notes = Vec::new();
     let mut geometry = None;
     for p in &dual.ports {
-        let path = p.path.clone().ok_or_else(|| format!("port {}: no path", p.name))?;
+        let path = p.path.clone().ok_or_else(|| OpenPortsError::NoPath(p.name.clone()))?;
         // A port that writes nothing is opened read-only (no O_EXCL claim): the multipath head
         // can then be both the writer and the idle port that names the path a fault pulls.
         let writable = p.role == PortRole::Writer;
         let spec = OpenSpec { writable, queue_depth: qd, expect: expect.clone(), allow_overwrite_signature: false, io_threads: 1 };
-        let opened = open_target(&path, &spec).map_err(|e| format!("port {}: {e}", p.name))?;
+        let opened = open_target(&path, &spec).map_err(|source| OpenPortsError::Open { port: p.name.clone(), source })?;
         let g = opened.target.geometry();
         match geometry {
             None => geometry = Some(g),
             Some(g0) if g0.capacity_bytes != g.capacity_bytes || g0.logical_block_bytes != g.logical_block_bytes => {
-                return Err(format!(
-                    "port {} ({}): {} bytes in {}-byte sectors, but port A has {} in {}: the ports do not reach one namespace",
-                    p.name,
-                    path.display(),
-                    g.capacity_bytes,
-                    g.logical_block_bytes,
-                    g0.capacity_bytes,
-                    g0.logical_block_bytes
-                ))
+                return Err(OpenPortsError::Namespace {
+                    port: p.name.clone(),
+                    path,
+                    capacity: g.capacity_bytes,
+                    sector: g.logical_block_bytes,
+                    first_capacity: g0.capacity_bytes,
+                    first_sector: g0.logical_block_bytes,
+                })
             }
             Some(_) => {}
         }
@@ -265,7 +270,8 @@ fn open_real(plan: &RunPlan, dual: &DualPlan, expect: &Expectation, o: &RunnerOp
             target: Some(opened.target),
             identity,
             // As the single-port runner: the unit the scenario declares, else one sector.
-            atomic: atomic_unit(plan.scenario.target.atomic_bytes, (g.logical_block_bytes as u64).max(512)).map_err(|e| e.to_string())?,
+            atomic: atomic_unit(plan.scenario.target.atomic_bytes, (g.logical_block_bytes as u64).max(512))
+                .map_err(|source| OpenPortsError::Atomic { port: p.name.clone(), source })?,
             refind,
             moved: Vec::new(),
             owner: std::thread::current().id(),
@@ -273,20 +279,27 @@ fn open_real(plan: &RunPlan, dual: &DualPlan, expect: &Expectation, o: &RunnerOp
             first_health,
         }));
     }
-    let g = geometry.ok_or("no ports")?;
+    let g = geometry.ok_or(OpenPortsError::NoPorts)?;
     let mut fault = plan.fault.clone();
     if let FaultPlan::LinkReset { port, .. } = &mut fault {
         *port = Some(dual.ports[dual.faulted(1)].fault_port.clone());
     }
-    let cutter = real_cutter(&fault, &o.control_env).map_err(|e| e.to_string())?;
+    let cutter = real_cutter(&fault, &o.control_env).map_err(OpenPortsError::Controller)?;
     if let Cutter::Link { ctl, kind, .. } = &cutter {
-        for &i in &dual.fault_ports {
-            ctl.require(&dual.ports[i].fault_port, *kind).map_err(|e| format!("port {}: {e}", dual.ports[i].name))?;
-        }
+        require(ctl.as_ref(), dual, *kind)?;
     }
-    let identity = devs[0].target().map_err(|e| e.to_string())?.identity();
+    let port = dual.ports[0].name.clone();
+    let identity = devs[0].target().map_err(|source| OpenPortsError::NotOpen { port, source })?.identity();
     let sector = (g.logical_block_bytes as u64).max(512);
     Ok(Ports { devs, cutter, identity, sector, capacity: g.capacity_bytes, notes, _keep: None })
+}
+
+/// Checks that the link controller can fault every port the scenario faults.
+pub(super) fn require(ctl: &dyn LinkController, dual: &DualPlan, kind: ResetKind) -> Result<(), OpenPortsError> {
+    for &i in &dual.fault_ports {
+        ctl.require(&dual.ports[i].fault_port, kind).map_err(|source| OpenPortsError::Require { port: dual.ports[i].name.clone(), source })?;
+    }
+    Ok(())
 }
 
 /// How to find the port at `path` again if its name changes: the namespace (the scenario's

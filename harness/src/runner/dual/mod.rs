@@ -17,6 +17,7 @@
 
 mod cycle;
 mod device;
+mod error;
 mod judge;
 mod perf;
 mod sim;
@@ -38,6 +39,8 @@ use crate::verify::{seen_record, Finding, FindingClass, Shown, Verifier};
 use crate::workload::Layout;
 use crate::writer::CycleOutcome;
 use cycle::DualCycles;
+pub(crate) use error::DualRunError;
+use error::{ReopenRunError, RunCause, ShareCheckError, WriterError};
 use device::{open_ports, PortDev, Ports};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -60,12 +63,11 @@ impl Lane {
     /// closes the cycle the writer left open (as `interrupted`, nothing of it durable beyond
     /// its last checkpoint), so the next cycle can begin. The old writer is synced first, so
     /// that it has nothing left to write when the new one opens the file.
-    fn reopen(&mut self, target: &mut dyn faultline_drivers::BlockTarget) -> Result<(), String> {
-        let why =
-            |e: &dyn std::fmt::Display| format!("{}: cannot open the port's run again after its writer failed: {e}", self.dir.display());
-        self.run.ledger.sync().map_err(|e| why(&e))?;
+    fn reopen(&mut self, target: &mut dyn faultline_drivers::BlockTarget) -> Result<(), ReopenRunError> {
+        let why = |cause| ReopenRunError { dir: self.dir.clone(), cause };
+        self.run.ledger.sync().map_err(|e| why(RunCause::Ledger(e)))?;
         let header = self.run.history().header.clone();
-        self.run = open_run(&self.dir, target, move || header).map_err(|e| why(&e))?;
+        self.run = open_run(&self.dir, target, move || header).map_err(|e| why(RunCause::Run(e)))?;
         self.checked_upto = self.checked_upto.min(self.run.history().submitted_end());
         Ok(())
     }
@@ -102,7 +104,7 @@ pub fn port_dir(run_dir: &Path, name: &str) -> PathBuf {
 
 /// What a writer thread gives back.
 struct PortEnd {
-    outcome: Result<CycleOutcome, String>,
+    outcome: Result<CycleOutcome, WriterError>,
     /// A port a link fault hit: how long it took to answer again after the fault, or why not.
     ready: Option<Result<Duration, DutError>>,
 }
@@ -121,11 +123,11 @@ pub(crate) fn run(
     mut observer: Option<&mut (dyn CycleObserver + 'static)>,
     cycles_run: &mut u32,
     prior: Option<&Prior>,
-) -> Result<Ending, String> {
+) -> Result<Ending, DualRunError> {
     let resuming = prior.is_some();
     let performance = dual.spec.mode == crate::scenario::DualMode::Performance;
     if resuming && performance {
-        return Err("a dual-port performance run cannot be resumed: its phases are measured back to back; start it again in a new run directory".into());
+        return Err(DualRunError::PerformanceResume);
     }
     let Ports { mut devs, cutter, identity, sector, capacity, notes, _keep } = open_ports(plan, dual, run_dir, o)?;
     let mut cutter = cutter;
@@ -147,16 +149,19 @@ pub(crate) fn run(
             started_at: o.started_at.clone(),
         });
     }
-    let full = plan.layout(sector, capacity).map_err(|e| e.to_string())?;
+    let full = plan.layout(sector, capacity).map_err(DualRunError::Layout)?;
     let mut lanes = Vec::new();
     for (i, p) in dual.ports.iter().enumerate().filter(|(_, p)| p.role == PortRole::Writer) {
         let span = share(full.spec().span_start, full.spec().span_end, p.share_percent);
         let mut spec = full.spec().clone();
         (spec.span_start, spec.span_end) = span;
-        let layout =
-            Layout::new(spec.clone(), sector).map_err(|e| format!("port {}: its share {:?} of the span: {e}", p.name, p.share_percent))?;
+        let layout = Layout::new(spec.clone(), sector).map_err(|source| DualRunError::Share {
+            port: p.name.clone(),
+            percent: p.share_percent,
+            source,
+        })?;
         let atomic = sector.max(devs[i].atomic_bytes());
-        let target = devs[i].target().map_err(|e| format!("port {}: {e}", p.name))?;
+        let target = devs[i].target().map_err(|source| DualRunError::Target { port: p.name.clone(), source })?;
         let header = RunHeader {
             ledger_format: LEDGER_FORMAT,
             run_id: o.run_id,
@@ -172,20 +177,18 @@ pub(crate) fn run(
         let dir = port_dir(run_dir, &p.name);
         let begun = crate::run::exists(&dir);
         if begun && !resuming {
-            return Err(format!("{} already holds a run: `faultline resume {}` continues it", dir.display(), run_dir.display()));
+            return Err(DualRunError::Begun { dir, run_dir: run_dir.to_path_buf() });
         }
-        let mut run = open_run(&dir, target, move || header).map_err(|e| format!("port {}: {e}", p.name))?;
+        let mut run = open_run(&dir, target, move || header).map_err(|source| DualRunError::Run { port: p.name.clone(), source })?;
         if begun && run.layout.spec() != layout.spec() {
             let ledger = serde_json::to_string(run.layout.spec()).unwrap_or_default();
-            return Err(format!(
-                "{}: port {}'s workload differs from the scenario's ({ledger} in its ledger): the scenario file was changed",
-                dir.display(),
-                p.name
-            ));
+            return Err(DualRunError::Workload { dir, port: p.name.clone(), ledger });
         }
         if run.created && plan.scenario.workload.prefill {
             let OpenRun { ledger, layout, format, .. } = &mut run;
-            devs[i].prefill(layout, format, PortId(i as u8), ledger).map_err(|e| format!("port {}: prefill: {e}", p.name))?;
+            devs[i]
+                .prefill(layout, format, PortId(i as u8), ledger)
+                .map_err(|source| DualRunError::Prefill { port: p.name.clone(), source })?;
         }
         let from = Start::new(run.history(), prior);
         lanes.push((Lane { port: i, run, dir, span, checked_upto: from.checked_upto }, from));
@@ -237,7 +240,7 @@ pub(crate) fn run(
         if let Some(cycle) = interrupted {
             *cycles_run += 1;
             done += 1;
-            let end = c.finish_interrupted(cycle, done == plan.cycles, observer.as_deref_mut()).map_err(|e| e.to_string())?;
+            let end = c.finish_interrupted(cycle, done == plan.cycles, observer.as_deref_mut())?;
             if let Some(why) = c.decide(&mut streak, &end) {
                 return Ok(stopped(&c, why));
             }
@@ -263,13 +266,13 @@ pub(crate) fn run(
         }
         done += 1;
         *cycles_run += 1;
-        let end = c.cycle(cycle, done == plan.cycles, observer.as_deref_mut()).map_err(|e| e.to_string())?;
+        let end = c.cycle(cycle, done == plan.cycles, observer.as_deref_mut())?;
         if let Some(why) = c.decide(&mut streak, &end) {
             return Ok(stopped(&c, why));
         }
     }
     for lane in c.lanes.iter_mut() {
-        lane.run.ledger.sync().map_err(|e| format!("{}: {e}", lane.dir.display()))?;
+        lane.run.ledger.sync().map_err(|source| DualRunError::Sync { dir: lane.dir.clone(), source })?;
     }
     Ok(Ending::Done)
 }
@@ -293,7 +296,7 @@ fn verify_all(
     em: &mut Emitter<'_>,
     findings: &mut Vec<Finding>,
     end: &mut CycleEnd,
-) -> Result<(), String> {
+) -> Result<(), ShareCheckError> {
     let v = &plan.verify;
     let full = (v.full_every_cycles > 0 && cycle.is_multiple_of(v.full_every_cycles)) || (last && v.full_at_end);
     let readers: Vec<usize> = dual.ports.iter().enumerate().filter(|(_, p)| p.role != PortRole::Idle).map(|(i, _)| i).collect();
@@ -325,7 +328,7 @@ fn verify_all(
             let via = dual.ports[r].name.clone();
             let verifier = Verifier::new(&lane.run.layout, lane.run.ledger.history(), &lane.run.format);
             let t0 = Instant::now();
-            let target = devs[r].target().map_err(|e| e.to_string())?;
+            let target = devs[r].target().map_err(|source| ShareCheckError::Target { port: via.clone(), source })?;
             let rep = match verifier.verify_regions(target, &regions) {
                 Ok(rep) => rep,
                 Err(e) => {
@@ -367,7 +370,7 @@ fn verify_all(
         if let Some(seen) = seen_own.filter(|_| plan.contract == crate::ledger::Contract::Plp) {
             let h = lane.run.history();
             if let Some(rec) = seen_record(h, &lane.run.layout, &regions, &seen) {
-                lane.run.ledger.append(&rec).map_err(|e| e.to_string())?;
+                lane.run.ledger.append(&rec).map_err(|source| ShareCheckError::Seen { dir: lane.dir.clone(), source })?;
             }
         }
         if dual.spec.compare_ports && through.len() > 1 {
@@ -418,10 +421,11 @@ fn compare(
     dual: &DualPlan,
     cycle: u32,
     findings: &mut Vec<Finding>,
-) -> Result<(), String> {
+) -> Result<(), ShareCheckError> {
     const CHUNK: u64 = 1 << 20;
     let sector = lane.run.history().header.sector_bytes;
-    let (first, rest) = through.split_first().ok_or("no port to read through")?;
+    let Some((first, rest)) = through.split_first() else { return Ok(()) };
+    let port = |i: usize| move |source| ShareCheckError::Target { port: dual.ports[i].name.clone(), source };
     let mut a = faultline_drivers::AlignedBuf::zeroed(CHUNK as usize);
     let mut b = faultline_drivers::AlignedBuf::zeroed(CHUNK as usize);
     for &(s, e) in regions {
@@ -430,12 +434,12 @@ fn compare(
             let len = (e - at).min(CHUNK);
             a.resize(len as usize);
             b.resize(len as usize);
-            if devs[*first].target().map_err(|e| e.to_string())?.read_at(at, &mut a).is_err() {
+            if devs[*first].target().map_err(port(*first))?.read_at(at, &mut a).is_err() {
                 at += len;
                 continue;
             }
             for &r in rest {
-                if devs[r].target().map_err(|e| e.to_string())?.read_at(at, &mut b).is_err() {
+                if devs[r].target().map_err(port(r))?.read_at(at, &mut b).is_err() {
                     continue;
                 }
                 let size = sector as usize;

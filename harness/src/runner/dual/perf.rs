@@ -5,6 +5,7 @@
 //! Each phase's writes are recorded in the ports' ledgers and verified at the end, as any
 //! cycle's are.
 
+use super::error::{PerfError, WriterError};
 use super::{Lane, PortDev};
 use crate::events::Event;
 use crate::port::PortId;
@@ -40,7 +41,7 @@ pub(super) fn run(
     lanes: &mut [Lane],
     em: &mut Emitter<'_>,
     o: &RunnerOptions,
-) -> Result<u32, String> {
+) -> Result<u32, PerfError> {
     let ms = Duration::from_millis(dual.spec.perf_ms);
     let warm = Duration::from_millis(dual.spec.warmup_ms);
     let mut n = 0;
@@ -56,7 +57,7 @@ pub(super) fn run(
                 lane_of[p] = Some(l);
             }
         }
-        let results: Vec<(usize, Result<(), String>)> = std::thread::scope(|sc| {
+        let results: Vec<(usize, Result<(), WriterError>)> = std::thread::scope(|sc| {
             let mut hs = Vec::new();
             for (i, (dev, lane)) in devs.iter_mut().zip(lane_of).enumerate() {
                 let Some(lane) = lane else { continue };
@@ -81,8 +82,8 @@ pub(super) fn run(
                     let r = match dev.target() {
                         Ok(t) => run_cycle(t, layout, format, ledger, plan.contract, &copts, &mut || Ok(()))
                             .map(|_| ())
-                            .map_err(|e| e.to_string()),
-                        Err(e) => Err(e.to_string()),
+                            .map_err(WriterError::Write),
+                        Err(e) => Err(WriterError::Target(e)),
                     };
                     (i, r)
                 }));
@@ -94,13 +95,14 @@ pub(super) fn run(
             hs.into_iter().filter_map(|h| h.join().ok()).collect()
         });
         let end = Instant::now();
-        for (i, r) in &results {
-            if let Err(e) = r {
-                em.error(Some(n), format!("performance, {phase}, port {}: {e}", dual.ports[*i].name));
-                return Err(e.clone());
+        let mut ran = Vec::new();
+        for (i, r) in results {
+            if let Err(source) = r {
+                return Err(PerfError::Write { phase, port: dual.ports[i].name.clone(), source });
             }
+            ran.push(i);
         }
-        for (i, _) in &results {
+        for i in &ran {
             let f = windows.figures(*i, Phase::Baseline, end);
             let t_ns = em.now();
             em.emit(Event::PortPerf {
@@ -113,7 +115,7 @@ pub(super) fn run(
             });
         }
         // The same ports reading their shares, 128 KiB at a time.
-        let reads = read_phase(devs, lanes, &who, warm, ms)?;
+        let reads = read_phase(devs, lanes, &who, warm, ms).map_err(|(i, source)| PerfError::Read { port: dual.ports[i].name.clone(), source })?;
         for (i, f) in reads {
             let t_ns = em.now();
             em.emit(Event::PortPerf {
@@ -151,18 +153,18 @@ fn read_phase(
     who: &[usize],
     warm: Duration,
     ms: Duration,
-) -> Result<Vec<(usize, crate::writer::WindowFigures)>, String> {
+) -> Result<Vec<(usize, crate::writer::WindowFigures)>, (usize, crate::runner::dut::DutError)> {
     let windows = Arc::new(Windows::new(devs.len()));
     let spans: Vec<Option<(u64, u64)>> =
         (0..devs.len()).map(|p| lanes.iter().enumerate().find(|(i, l)| l.port == p && who.contains(i)).map(|(_, l)| l.span)).collect();
     let stop_at = Instant::now() + warm + ms;
-    let errs: Vec<String> = std::thread::scope(|sc| {
+    let errs: Vec<(usize, crate::runner::dut::DutError)> = std::thread::scope(|sc| {
         let mut hs = Vec::new();
         for (i, (dev, span)) in devs.iter_mut().zip(&spans).enumerate() {
             let Some((a, b)) = *span else { continue };
             let windows = Arc::clone(&windows);
-            hs.push(sc.spawn(move || -> Result<(), String> {
-                let t = dev.target().map_err(|e| e.to_string())?;
+            hs.push(sc.spawn(move || -> Result<(), (usize, crate::runner::dut::DutError)> {
+                let t = dev.target().map_err(|e| (i, e))?;
                 let mut buf = AlignedBuf::zeroed(READ_BYTES);
                 let mut at = a;
                 while Instant::now() < stop_at {
@@ -183,8 +185,8 @@ fn read_phase(
         windows.enter(Phase::After);
         hs.into_iter().filter_map(|h| h.join().ok()).filter_map(Result::err).collect()
     });
-    if let Some(e) = errs.first() {
-        return Err(format!("performance, reads: {e}"));
+    if let Some(e) = errs.into_iter().next() {
+        return Err(e);
     }
     let end = Instant::now();
     Ok(spans

@@ -2,7 +2,8 @@
 //! media and cache, its link controller (`controllers.link = "sim"`) for port pulls and
 //! controller resets, its power switch for cuts that hit both ports.
 
-use super::device::{PortDev, Ports};
+use super::device::{require, PortDev, Ports};
+use super::error::OpenPortsError;
 use crate::format::Format;
 use crate::ledger::Ledger;
 use crate::port::PortId;
@@ -10,11 +11,11 @@ use crate::runner::dut::{DutCycleError, DutError, GroundTruth};
 use crate::workload::Layout;
 use crate::writer::prefill_then;
 use crate::writer::HookError;
-use crate::runner::fault::{sim_switch, Cutter};
+use crate::runner::fault::{sim_switch, ControllerError, Cutter};
 use crate::runner::RunnerOptions;
 use crate::scenario::{DualPlan, DualSimModel, FaultPlan, RunPlan, SimSwitch, SimTarget, Switch};
 use faultline_drivers::control::{self, parse_spec};
-use faultline_drivers::{AlignedBuf, BlockTarget, LinkController};
+use faultline_drivers::{AlignedBuf, BlockTarget};
 use faultline_fixtures::emu::QuarchEmu;
 use faultline_fixtures::{DualConfig, DualModel, DualSim, SimPort};
 use std::path::Path;
@@ -65,8 +66,8 @@ impl PortDev for SimPortDev {
         self.port.geometry().physical_block_bytes as u64
     }
 
-    fn persist(&mut self) -> Result<(), String> {
-        self.drive.as_ref().map_or(Ok(()), |d| d.persist().map_err(|e| e.to_string()))
+    fn persist(&mut self) -> std::io::Result<()> {
+        self.drive.as_ref().map_or(Ok(()), DualSim::persist)
     }
 
     fn growth_bytes(&self) -> u64 {
@@ -87,40 +88,36 @@ impl PortDev for SimPortDev {
     }
 }
 
-pub(super) fn open(plan: &RunPlan, dual: &DualPlan, t: &SimTarget, run_dir: &Path, o: &RunnerOptions) -> Result<Ports, String> {
-    let d = t.dual.ok_or("target.sim.dual: the simulated drive is single-port")?;
+pub(super) fn open(plan: &RunPlan, dual: &DualPlan, t: &SimTarget, run_dir: &Path, o: &RunnerOptions) -> Result<Ports, OpenPortsError> {
+    let d = t.dual.ok_or(OpenPortsError::SingleSim)?;
     let cfg = crate::runner::setup::sim_config(plan, t);
     let dcfg = DualConfig { model: d.model.dual_model(), ports: 2, port_mbps: Some(d.port_mbps).filter(|&m| m > 0) };
-    let drive = DualSim::persistent(cfg, dcfg, run_dir).map_err(|e| format!("the simulated dual-port drive: {e}"))?;
+    let drive = DualSim::persistent(cfg, dcfg, run_dir).map_err(OpenPortsError::Sim)?;
     let (cutter, keep) = match &plan.fault {
         FaultPlan::LinkReset { kind, .. } if t.switch == SimSwitch::QuarchHotplugSerial => {
             // The real Quarch driver, over a pty, to the hot-plug module's emulator in front
             // of the drive's ports.
-            let emu = QuarchEmu::serial_dual(drive.power(), drive.link(), plan.seed)
-                .map_err(|e| format!("cannot start the Quarch hot-plug emulator: {e}"))?;
-            let spec = parse_spec(&format!("quarch+serial://{}", emu.endpoint())).map_err(|e| e.to_string())?;
+            let emu = QuarchEmu::serial_dual(drive.power(), drive.link(), plan.seed).map_err(OpenPortsError::Emulator)?;
+            let spec = parse_spec(&format!("quarch+serial://{}", emu.endpoint()))
+                .map_err(|e| OpenPortsError::Controller(ControllerError::of(e)))?;
             let ctl = control::open(&spec, &o.control_env)
-                .map_err(|e| e.to_string())?
+                .map_err(|e| OpenPortsError::Controller(ControllerError::of(e)))?
                 .link
-                .ok_or("the Quarch hot-plug module opened without a link controller")?;
-            for &i in &dual.fault_ports {
-                ctl.require(&dual.ports[i].fault_port, *kind).map_err(|e| e.to_string())?;
-            }
+                .ok_or(OpenPortsError::NoLink)?;
+            require(ctl.as_ref(), dual, *kind)?;
             let port = dual.ports[dual.faulted(1)].fault_port.clone();
             (Cutter::Link { ctl, port, kind: *kind }, Some(Box::new(emu) as Box<dyn std::any::Any>))
         }
         FaultPlan::LinkReset { kind, .. } => {
             let link = drive.link();
-            for &i in &dual.fault_ports {
-                link.require(&dual.ports[i].fault_port, *kind).map_err(|e| e.to_string())?;
-            }
+            require(&link, dual, *kind)?;
             let port = dual.ports[dual.faulted(1)].fault_port.clone();
             (Cutter::Link { ctl: Box::new(link), port, kind: *kind }, None)
         }
         FaultPlan::PowerCut { switch: Switch::Sim(s), .. } => {
-            sim_switch(*s, drive.power(), plan.seed, &o.control_env).map_err(|e| e.to_string())?
+            sim_switch(*s, drive.power(), plan.seed, &o.control_env).map_err(OpenPortsError::Controller)?
         }
-        _ => return Err("the simulated dual-port drive is faulted by controllers.link = \"sim\" or its power switch".into()),
+        _ => return Err(OpenPortsError::Fault),
     };
     let devs: Vec<Box<dyn PortDev>> = (0..2u8)
         .map(|p| Box::new(SimPortDev { port: drive.port(p), drive: (p == 0).then(|| drive.clone()), saver: drive.clone() }) as Box<dyn PortDev>)
