@@ -571,6 +571,7 @@ fn body_cut_cycles_verify_clean(s: &mut Subject) {
             stop: None,
             samples: None,
             fill: faultline::writer::Fill::Auto,
+            clock_from: None,
         };
         let out = run_cycle(s.target.as_mut(), &layout, &format, &mut ledger, Contract::Plp, &opts, &mut *s.cut).unwrap();
         assert!(out.completed >= 500 * cycle as u64, "{}: {out:?}", s.name);

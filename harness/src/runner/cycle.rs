@@ -59,6 +59,7 @@ impl Cycles<'_, '_> {
             stop: None,
             samples: None,
             fill: crate::writer::Fill::Auto,
+            clock_from: None,
         };
         let started = Instant::now();
         (self.cycle_t0, self.waits) = (started, Duration::ZERO);

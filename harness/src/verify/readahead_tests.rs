@@ -86,6 +86,7 @@ fn damaged() -> Damaged {
         stop: None,
         samples: None,
         fill: crate::writer::Fill::Auto,
+        clock_from: None,
     };
     run_cycle(t.as_mut(), &layout, &format, &mut ledger, Contract::Plp, &opts, &mut || Ok(())).unwrap();
     // Damage: a flipped bit, a zeroed sector and garbage, in the first, a middle and the

@@ -60,6 +60,7 @@ fn setup() -> (SimDrive, Layout, Format, LedgerWriter) {
         stop: None,
         samples: None,
         fill: crate::writer::Fill::Auto,
+        clock_from: None,
     };
     run_cycle(&mut sim, &layout, &format, &mut ledger, Contract::Plp, &opts, &mut || Ok(())).unwrap();
     (sim, layout, format, ledger)

@@ -83,6 +83,10 @@ pub struct CycleOptions {
     pub samples: Option<PortSamples>,
     /// Where the tagged writes are made.
     pub fill: Fill,
+    /// The instant a time placement (`CutPlacement::AfterTime`) counts from; `None`: the
+    /// cycle's own start. Writers of one drive's ports share one, so that a fault that hits
+    /// them all finds each at its cut, however late its thread began.
+    pub clock_from: Option<Instant>,
 }
 
 /// Ends a cycle from another thread, gracefully: the writer stops submitting, drains, flushes
@@ -468,7 +472,9 @@ impl<'a, 'f> CycleLoop<'a, 'f> {
             && match self.opts.cut {
                 None => false,
                 Some(CutPlacement::AfterCompletions { completions }) => self.out.completed >= completions,
-                Some(CutPlacement::AfterTime { after_ms }) => self.start.elapsed() >= Duration::from_millis(after_ms),
+                Some(CutPlacement::AfterTime { after_ms }) => {
+                    self.opts.clock_from.unwrap_or(self.start).elapsed() >= Duration::from_millis(after_ms)
+                }
                 Some(CutPlacement::WhileFlushOutstanding { .. }) => placement_ready && self.flushes_inflight > 0,
                 Some(CutPlacement::Idle { .. }) => quiescing && self.inflight.is_empty() && self.flushes_inflight == 0,
             }

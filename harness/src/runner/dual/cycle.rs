@@ -442,6 +442,7 @@ impl DualCycles<'_, '_> {
                         stop: (!cuts).then_some(stop),
                         samples: Some(PortSamples { windows: Arc::clone(&windows), slot: i }),
                         fill: crate::writer::Fill::Auto,
+                        clock_from: Some(started),
                     };
                     handles.push(sc.spawn(move || {
                         let contract = plan.contract;

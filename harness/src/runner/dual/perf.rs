@@ -76,6 +76,7 @@ pub(super) fn run(
                     stop: None,
                     samples: Some(PortSamples { windows, slot: i }),
                     fill: crate::writer::Fill::Auto,
+                    clock_from: None,
                 };
                 hs.push(sc.spawn(move || {
                     let OpenRun { ledger, layout, format, .. } = &mut lane.run;

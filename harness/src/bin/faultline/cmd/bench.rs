@@ -186,6 +186,7 @@ fn fl_write(c: &mut Ctx, bs: u64, pattern: Pattern) -> Result<Fig> {
         stop: None,
         samples: None,
         fill: faultline::writer::Fill::Auto,
+        clock_from: None,
     };
     let cpu0 = cpu_times().0;
     let out = run_cycle(t.as_mut(), &layout, &format, &mut ledger, Contract::Plp, &opts, &mut || Ok(()))?;
