@@ -62,6 +62,7 @@
 //! seen on one sector the newer holds it, and a durable write at least as new makes it moot.
 
 mod classify;
+mod digest;
 #[cfg(test)]
 mod readahead_tests;
 mod seen;
@@ -73,6 +74,7 @@ mod tests;
 
 use crate::ledger::PinAt;
 use seen::push_seen;
+pub use digest::{differing, Digest, Digests, MAX_DIGESTS};
 pub use seen::{offline_seen_record, seen_record, SeenRun, MAX_SEEN_WRITES};
 use taxonomy::push;
 pub use taxonomy::{prefill_id, Finding, FindingClass, Shown, VerifyError, VerifyReport};
@@ -212,7 +214,7 @@ impl<'a> Verifier<'a> {
             progress(end - start, rep.findings.len());
             return Ok(rep);
         }
-        self.scan_regions(target, &[(start, end)], progress)
+        self.scan_regions(target, &[(start, end)], progress, None)
     }
 
     /// Verifies each of `regions` (sector-aligned, inside the span, in any order; each as
@@ -230,9 +232,24 @@ impl<'a> Verifier<'a> {
                 for &(a, b) in regions {
                     self.check_region(a, b)?;
                 }
-                self.scan_regions(target, regions, &mut |_, _| {})
+                self.scan_regions(target, regions, &mut |_, _| {}, None)
             }
         }
+    }
+
+    /// As [`Verifier::verify_regions`], adding a digest of every chunk read to `digests`
+    /// (made by [`Digests::for_regions`] of the same regions): another port's verify of the
+    /// same regions pairs with it digest by digest.
+    pub fn verify_regions_digested(
+        &self,
+        target: &mut dyn BlockTarget,
+        regions: &[(u64, u64)],
+        digests: &mut Digests,
+    ) -> Result<VerifyReport, VerifyError> {
+        for &(a, b) in regions {
+            self.check_region(a, b)?;
+        }
+        self.scan_regions(target, regions, &mut |_, _| {}, Some(digests))
     }
 
     fn check_region(&self, start: u64, end: u64) -> Result<(), VerifyError> {
@@ -260,6 +277,7 @@ impl<'a> Verifier<'a> {
         target: &mut dyn BlockTarget,
         regions: &[(u64, u64)],
         progress: &mut dyn FnMut(u64, usize),
+        mut digests: Option<&mut Digests>,
     ) -> Result<VerifyReport, VerifyError> {
         let largest = regions.iter().map(|&(a, b)| b - a).max().unwrap_or(0);
         let mut spare = target.buffers(READ_AHEAD + 1, READ_CHUNK.min(largest) as usize);
@@ -278,6 +296,9 @@ impl<'a> Verifier<'a> {
             };
             // The next read goes in before this chunk is checked.
             ahead.top_up(target, &mut spare);
+            if let Some(d) = digests.as_deref_mut() {
+                d.add(chunk.pos, &chunk.buf, chunk.errors.iter().any(Option::is_some));
+            }
             if current != Some(region) {
                 if current.is_some() {
                     self.finish_region(&mut scan, &mut total);

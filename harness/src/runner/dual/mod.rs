@@ -35,7 +35,7 @@ use crate::port::PortId;
 use crate::run::{open_run, OpenRun};
 use crate::runner::dut::DutError;
 use crate::scenario::{DualPlan, PortRole, RunPlan};
-use crate::verify::{seen_record, Finding, FindingClass, Shown, Verifier};
+use crate::verify::{differing, seen_record, Digest, Digests, Finding, FindingClass, Shown, Verifier};
 use crate::workload::Layout;
 use crate::writer::CycleOutcome;
 use cycle::DualCycles;
@@ -324,13 +324,26 @@ fn verify_all(
         // `findings`, and every port it was read through: the same damage read through another
         // port is one finding naming both.
         let mut own_found: Vec<(usize, Finding, Vec<String>)> = Vec::new();
+        // What each port read, digested, when the ports are compared: only what differs is
+        // read again (`None`: that port's verify failed, so everything is).
+        let compare = dual.spec.compare_ports && through.len() > 1;
+        let mut digests: Vec<Option<Vec<Digest>>> = Vec::new();
         for &r in &through {
             let via = dual.ports[r].name.clone();
             let verifier = Verifier::new(&lane.run.layout, lane.run.ledger.history(), &lane.run.format);
             let t0 = Instant::now();
             let target = devs[r].target().map_err(|source| ShareCheckError::Target { port: via.clone(), source })?;
-            let rep = match verifier.verify_regions(target, &regions) {
-                Ok(rep) => rep,
+            let mut digest = Digests::for_regions(&regions);
+            let verified =
+                if compare { verifier.verify_regions_digested(target, &regions, &mut digest) } else { verifier.verify_regions(target, &regions) };
+            digests.push(None);
+            let rep = match verified {
+                Ok(rep) => {
+                    if compare {
+                        *digests.last_mut().expect("pushed") = Some(digest.finish());
+                    }
+                    rep
+                }
                 Err(e) => {
                     em.error(Some(cycle), format!("verify port {own}'s share through port {via}: {e}"));
                     end.errors += 1;
@@ -373,8 +386,8 @@ fn verify_all(
                 lane.run.ledger.append(&rec).map_err(|source| ShareCheckError::Seen { dir: lane.dir.clone(), source })?;
             }
         }
-        if dual.spec.compare_ports && through.len() > 1 {
-            compare(devs, &through, &regions, lane, dual, cycle, findings)?;
+        if compare {
+            compare_ports(devs, &through, &digests, &regions, lane, dual, cycle, findings)?;
         }
         lane.checked_upto = submitted_end;
         counts_all.extend(findings.iter().cloned());
@@ -411,11 +424,38 @@ fn annotate(f: &mut Finding, lane: &Lane, own: &str, via: &str, dual: &DualPlan)
     f.detail = detail;
 }
 
-/// Reads `regions` through every port in `through` and compares: a port serving other data
-/// than the first is a finding (a port serving stale data).
-fn compare(
+/// Compares what the ports in `through` read of `regions`: where two ports' digests of their
+/// verifies differ (or a port's verify failed: all of `regions`), the ranges are read again
+/// through both and compared sector by sector; a port serving other data than the first is a
+/// finding (a port serving stale data).
+#[expect(clippy::too_many_arguments, reason = "one share's comparison across its ports")]
+fn compare_ports(
     devs: &mut [Box<dyn PortDev>],
     through: &[usize],
+    digests: &[Option<Vec<Digest>>],
+    regions: &[(u64, u64)],
+    lane: &Lane,
+    dual: &DualPlan,
+    cycle: u32,
+    findings: &mut Vec<Finding>,
+) -> Result<(), ShareCheckError> {
+    let Some((first, rest)) = through.split_first() else { return Ok(()) };
+    for (k, &r) in rest.iter().enumerate() {
+        let ranges = match (&digests[0], &digests[k + 1]) {
+            (Some(a), Some(b)) => differing(a, b).unwrap_or_else(|| regions.to_vec()),
+            _ => regions.to_vec(),
+        };
+        compare(devs, *first, r, &ranges, lane, dual, cycle, findings)?;
+    }
+    Ok(())
+}
+
+/// Reads `regions` through ports `first` and `r` and compares them sector by sector.
+#[expect(clippy::too_many_arguments, reason = "one share's comparison across two ports")]
+fn compare(
+    devs: &mut [Box<dyn PortDev>],
+    first: usize,
+    r: usize,
     regions: &[(u64, u64)],
     lane: &Lane,
     dual: &DualPlan,
@@ -424,7 +464,6 @@ fn compare(
 ) -> Result<(), ShareCheckError> {
     const CHUNK: u64 = 1 << 20;
     let sector = lane.run.history().header.sector_bytes;
-    let Some((first, rest)) = through.split_first() else { return Ok(()) };
     let port = |i: usize| move |source| ShareCheckError::Target { port: dual.ports[i].name.clone(), source };
     let mut a = faultline_drivers::AlignedBuf::zeroed(CHUNK as usize);
     let mut b = faultline_drivers::AlignedBuf::zeroed(CHUNK as usize);
@@ -434,41 +473,38 @@ fn compare(
             let len = (e - at).min(CHUNK);
             a.resize(len as usize);
             b.resize(len as usize);
-            if devs[*first].target().map_err(port(*first))?.read_at(at, &mut a).is_err() {
+            let read = devs[first].target().map_err(port(first))?.read_at(at, &mut a).is_ok()
+                && devs[r].target().map_err(port(r))?.read_at(at, &mut b).is_ok();
+            if !read {
                 at += len;
                 continue;
             }
-            for &r in rest {
-                if devs[r].target().map_err(port(r))?.read_at(at, &mut b).is_err() {
+            let size = sector as usize;
+            let differs = |k: usize| a[k * size..(k + 1) * size] != b[k * size..(k + 1) * size];
+            let n = (len / sector) as usize;
+            let mut k = 0;
+            while k < n {
+                if !differs(k) {
+                    k += 1;
                     continue;
                 }
-                let size = sector as usize;
-                let differs = |k: usize| a[k * size..(k + 1) * size] != b[k * size..(k + 1) * size];
-                let n = (len / sector) as usize;
-                let mut k = 0;
-                while k < n {
-                    if !differs(k) {
-                        k += 1;
-                        continue;
-                    }
-                    let k0 = k;
-                    while k < n && differs(k) {
-                        k += 1;
-                    }
-                    let (from, to) = (at + k0 as u64 * sector, at + k as u64 * sector);
-                    findings.push(Finding {
-                        class: FindingClass::StaleVersion,
-                        offset: from,
-                        length: to - from,
-                        expected: Shown::Prior,
-                        found: Shown::Prior,
-                        cycle,
-                        detail: format!(
-                            "port {} and port {} read different data in [{from}, {to}) of port {}'s share: one port serves a stale copy",
-                            dual.ports[*first].name, dual.ports[r].name, dual.ports[lane.port].name
-                        ),
-                    });
+                let k0 = k;
+                while k < n && differs(k) {
+                    k += 1;
                 }
+                let (from, to) = (at + k0 as u64 * sector, at + k as u64 * sector);
+                findings.push(Finding {
+                    class: FindingClass::StaleVersion,
+                    offset: from,
+                    length: to - from,
+                    expected: Shown::Prior,
+                    found: Shown::Prior,
+                    cycle,
+                    detail: format!(
+                        "port {} and port {} read different data in [{from}, {to}) of port {}'s share: one port serves a stale copy",
+                        dual.ports[first].name, dual.ports[r].name, dual.ports[lane.port].name
+                    ),
+                });
             }
             at += len;
         }
