@@ -621,6 +621,37 @@ fn power_cuts_of_an_honest_volatile_cache_under_the_flush_contract_are_clean() {
     assert!(text(&o).contains("flushes") && !text(&o).contains(" 0 flushes"), "the guest's flushes reach the drive:\n{ctx}");
 }
 
+/// The dual-port power cut through the real driver: both ports write their own share, the
+/// lab's Quarch module cuts the drive's power (both controllers leave the bus and come back),
+/// every share is verified through both ports and SMART read through each controller; the
+/// drive rolls back a completed write at every cut, and the guest finds exactly that, through
+/// both ports, as the drive's ground truth says.
+#[test]
+fn dual_port_power_cuts_find_a_rolled_back_write_through_both_ports_as_the_ground_truth_says() {
+    let Some(_boot) = lab("dual_port_power_cuts_find_a_rolled_back_write_through_both_ports_as_the_ground_truth_says") else { return };
+    let dir = scratch("power-dual-rollback");
+    let (o, run_dir, rec, ctx) = sim_run(&dir, "lab-dualport-power-cut.toml", "rollback", "");
+    assert_eq!(o.status.code(), Some(1), "the rolled-back writes are findings:\n{ctx}");
+    let events = std::fs::read_to_string(run_dir.join("events.jsonl")).unwrap_or_else(|e| panic!("no events.jsonl: {e}\n{ctx}"));
+    let of = |kind: &str| events.lines().filter(|l| l.contains(&format!("\"event\":\"{kind}\""))).count();
+    // Power off hits both ports; power on waits for both; SMART through each controller.
+    assert_eq!((of("cut_issued"), of("power_restored"), of("ready"), of("health"), of("cycle_ended")), (3, 3, 6, 6, 3), "{ctx}");
+    assert_eq!(of("harness_error"), 0, "{ctx}");
+    let rig = std::fs::read_to_string(run_dir.join("lab/rig.log")).unwrap_or_default();
+    assert_eq!(rig.matches("power off: the drive is dark").count(), 3, "{ctx}");
+    assert_eq!(rec["cycles"], 3, "every cycle scored against the ground truth:\n{ctx}");
+    assert_eq!(rec["disagreements"], serde_json::json!([]), "{ctx}");
+    let injected = score(&rec, "lost_write", "injected");
+    assert!(injected > 0, "the rollback model rolls back a completed write at every cut:\n{ctx}");
+    assert_eq!(score(&rec, "lost_write", "detected"), injected, "{ctx}");
+    for k in ["misclassified", "missed", "false_findings"] {
+        assert_eq!(score(&rec, "lost_write", k), 0, "{k}\n{ctx}");
+    }
+    // Each loss is one finding, read through both ports.
+    let lost: Vec<&str> = events.lines().filter(|l| l.contains("\"event\":\"finding\"") && l.contains("\"lost_write\"")).collect();
+    assert!(!lost.is_empty() && lost.iter().all(|l| l.contains("read through ports A and B") || l.contains("read through ports B and A")), "{ctx}");
+}
+
 /// QEMU 7.2's emulated NVMe controller drops the FUA bit of a Write: the drive gets a plain
 /// write, caches it and loses it at the cut. faultline in the guest reports those writes lost
 /// (rightly: the guest's FUA promise was broken), the drive's ground truth says the drive kept

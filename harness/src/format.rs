@@ -184,17 +184,22 @@ pub fn read_header(s: &[u8]) -> SectorId {
     }
 }
 
-/// The write id a sector claims, for a reader that holds no run key (the NBD server in front
-/// of the simulated drive, which must name each write to the drive without parsing it
-/// itself): the magic and version match and the header says the sector belongs at `offset`.
-/// The checksum is not checked (it needs the run's key): this names a write, it does not
-/// vouch for its bytes.
+/// The write a sector claims, as one number, for a reader that holds no run key (the NBD
+/// server in front of the simulated drive, which must name each write to the drive without
+/// parsing it itself): the magic and version match and the header says the sector belongs at
+/// `offset`. The number is the write id with the port byte above it (`port << 56 | id`):
+/// each port of a dual-port run numbers its own writes from 1, so the id alone would name two
+/// writes through two ports as one. Port 0 (every single-port run) and the prefill (id 0,
+/// every sector a write of its own) leave the id as it is; the number stays below the NBD
+/// server's ids for foreign data (`1 << 63`). The checksum is not checked (it needs the run's
+/// key): this names a write, it does not vouch for its bytes.
 pub fn claimed_write_id(sector: &[u8], offset: u64) -> Option<u64> {
     if sector.len() < HEADER_BYTES || sector[..8] != MAGIC || sector[8..10] != VERSION.to_le_bytes() {
         return None;
     }
     let id = read_header(sector);
-    (id.addr == offset).then_some(id.write_id)
+    let fits = id.write_id < 1 << 56 && id.port < 0x80;
+    (id.addr == offset && fits).then_some(if id.write_id == 0 { 0 } else { u64::from(id.port) << 56 | id.write_id })
 }
 
 fn write_header(id: &SectorId, s: &mut [u8]) {
@@ -275,6 +280,12 @@ mod tests {
         assert_eq!(claimed_write_id(&[0u8; 512], 0), None);
         s[8] ^= 0xFF;
         assert_eq!(claimed_write_id(&s, 4096), None, "another format version");
+        // Two ports of a dual-port run number their writes alike: the port tells them apart.
+        let through_b = SectorId { port: 1, ..id };
+        f.encode(&through_b, &mut s);
+        assert_eq!(claimed_write_id(&s, 4096), Some(1 << 56 | 77));
+        f.encode(&SectorId { write_id: 0, ..through_b }, &mut s);
+        assert_eq!(claimed_write_id(&s, 4096), Some(0), "the prefill is one id whatever the port");
     }
 
     proptest! {

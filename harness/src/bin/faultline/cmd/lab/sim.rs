@@ -152,7 +152,15 @@ impl SimLab {
         if self.truth.iter().any(|(c, _)| *c == cycle) {
             bail!("the ground truth of cycle {cycle} was taken already");
         }
-        let gt = GroundTruth { extents: self.drive.truth(), dead: !self.drive.present(), disturbed: Vec::new() };
+        // The drive knows a dual-port run's writes as port << 56 | id (format::claimed_write_id):
+        // named as the host knows them, the id and the port it went through.
+        let mut extents = self.drive.truth();
+        for e in &mut extents {
+            if let Some(id) = e.write_id.filter(|&id| id >> 56 != 0 && id < faultline_fixtures::nbd::FOREIGN_WRITE_IDS) {
+                (e.write_id, e.port) = (Some(id & ((1 << 56) - 1)), Some((id >> 56) as u8));
+            }
+        }
+        let gt = GroundTruth { extents, dead: !self.drive.present(), disturbed: Vec::new() };
         self.truth.push((cycle, gt));
         Ok(())
     }
