@@ -522,7 +522,8 @@ fn sim_run(dir: &Path, scenario: &str, model: &str, multipath: &str) -> (Output,
     }
     let o = lab_cmd(&args);
     let ctx = format!(
-        "{scenario} (its seed), --sim {model}, multipath {multipath}\n{}\nrig:\n{}\nconsole tail:\n{}",
+        "{scenario} (its seed), --sim {model}, multipath {multipath}\n{}{}\nrig:\n{}\nconsole tail:\n{}",
+        said(&o),
         text(&o),
         std::fs::read_to_string(run_dir.join("lab/rig.log")).unwrap_or_default(),
         console_tail(&run_dir)
@@ -531,6 +532,15 @@ fn sim_run(dir: &Path, scenario: &str, model: &str, multipath: &str) -> (Output,
         .map(|t| serde_json::from_str(&t).unwrap())
         .unwrap_or_else(|e| panic!("no lab/reconcile.json: {e}\n{ctx}"));
     (o, run_dir, rec, ctx)
+}
+
+/// What faultline and the lab said on stderr, without QEMU's and the guest kernel's lines
+/// (which a cut prints by the hundred): first in a failure's message, so that a log cut short
+/// in the middle still shows why the run ended.
+fn said(o: &Output) -> String {
+    let err = String::from_utf8_lossy(&o.stderr);
+    let lines: Vec<&str> = err.lines().filter(|l| !l.starts_with("qemu-system") && !l.trim_start().starts_with('[')).collect();
+    format!("faultline and the lab said:\n{}\n", lines[lines.len().saturating_sub(20)..].join("\n"))
 }
 
 fn console_tail(run_dir: &Path) -> String {
