@@ -104,7 +104,51 @@ pub struct RunHeader {
     pub workload: WorkloadSpec,
 }
 
+/// The target a run is bound to, as its header records it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TargetFacts {
+    pub identity: String,
+    pub capacity: u64,
+    pub sector_bytes: u64,
+    /// The atomic write unit the drive is held to (one sector unless declared).
+    pub atomic_bytes: u64,
+}
+
+impl TargetFacts {
+    /// What a target says of itself: its identity, capacity and logical sector (512 bytes at
+    /// least); its atomic unit one sector.
+    pub fn of(target: &dyn faultline_drivers::BlockTarget) -> TargetFacts {
+        let g = target.geometry();
+        let sector = (g.logical_block_bytes as u64).max(512);
+        TargetFacts { identity: target.identity(), capacity: g.capacity_bytes, sector_bytes: sector, atomic_bytes: sector }
+    }
+}
+
 impl RunHeader {
+    /// The header of a new run in the current ledger format.
+    pub fn new(
+        run_id: u64,
+        created_at: String,
+        target: TargetFacts,
+        contract: Contract,
+        ports: Vec<PortEntry>,
+        workload: WorkloadSpec,
+    ) -> RunHeader {
+        let TargetFacts { identity, capacity, sector_bytes, atomic_bytes } = target;
+        RunHeader {
+            ledger_format: LEDGER_FORMAT,
+            run_id,
+            created_at,
+            target_identity: identity,
+            target_capacity: capacity,
+            sector_bytes,
+            atomic_bytes,
+            contract,
+            ports,
+            workload,
+        }
+    }
+
     /// The port that writes the prefill and, in a single-port run, everything.
     pub fn first_port(&self) -> PortId {
         self.ports.first().map_or(PortId::A, |p| p.id)

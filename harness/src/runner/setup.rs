@@ -3,7 +3,7 @@
 
 use super::dut::{Dut, DutError, RealDut, SimDut};
 use super::fault::{real_cutter, sim_switch, ControllerError, Cutter};
-use crate::ledger::{Contract, RunHeader, LEDGER_FORMAT};
+use crate::ledger::{Contract, RunHeader, TargetFacts};
 use crate::run::{exists, open_run, OpenRun, RunError};
 use crate::scenario::{FaultPlan, RunPlan, ScenarioError, SimTarget, Switch, TargetPlan};
 use faultline_drivers::blockdev::SysRoots;
@@ -133,18 +133,8 @@ pub(crate) fn setup(plan: &RunPlan, run_dir: &Path, o: &RunnerOptions, resuming:
     };
     let layout = plan.layout(sector, capacity)?;
     let identity = dut.identity()?;
-    let header = RunHeader {
-        ledger_format: LEDGER_FORMAT,
-        run_id: o.run_id,
-        created_at: o.started_at.clone(),
-        target_identity: identity,
-        target_capacity: capacity,
-        sector_bytes: sector,
-        atomic_bytes: atomic,
-        contract: plan.contract,
-        ports: plan.ports.clone(),
-        workload: layout.spec().clone(),
-    };
+    let facts = TargetFacts { identity, capacity, sector_bytes: sector, atomic_bytes: atomic };
+    let header = RunHeader::new(o.run_id, o.started_at.clone(), facts, plan.contract, plan.ports.clone(), layout.spec().clone());
     let run = open_run(run_dir, dut.local_target()?, move || header)?;
     if begun && run.layout.spec() != layout.spec() {
         let ledger = serde_json::to_string(run.layout.spec()).unwrap_or_default();

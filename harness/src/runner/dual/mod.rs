@@ -30,7 +30,7 @@ use super::resume::{Prior, Start};
 use super::stop::{decide, short_of_space, ControllerStep, CycleEnd, ErrorStreak, Next};
 use super::{CycleObserver, RunnerOptions};
 use crate::events::{class_counts, Event};
-use crate::ledger::{EndKind, Record, RunHeader, LEDGER_FORMAT};
+use crate::ledger::{EndKind, Record, RunHeader, TargetFacts};
 use crate::port::PortId;
 use crate::run::{open_run, OpenRun};
 use crate::runner::dut::DutError;
@@ -162,18 +162,8 @@ pub(crate) fn run(
         })?;
         let atomic = sector.max(devs[i].atomic_bytes());
         let target = devs[i].target().map_err(|source| DualRunError::Target { port: p.name.clone(), source })?;
-        let header = RunHeader {
-            ledger_format: LEDGER_FORMAT,
-            run_id: o.run_id,
-            created_at: o.started_at.clone(),
-            target_identity: target.identity(),
-            target_capacity: capacity,
-            sector_bytes: sector,
-            atomic_bytes: atomic,
-            contract: plan.contract,
-            ports: plan.ports.clone(),
-            workload: layout.spec().clone(),
-        };
+        let facts = TargetFacts { identity: target.identity(), capacity, sector_bytes: sector, atomic_bytes: atomic };
+        let header = RunHeader::new(o.run_id, o.started_at.clone(), facts, plan.contract, plan.ports.clone(), layout.spec().clone());
         let dir = port_dir(run_dir, &p.name);
         let begun = crate::run::exists(&dir);
         if begun && !resuming {
@@ -517,7 +507,6 @@ mod tests {
     use super::*;
     use crate::ledger::{tests::tempdir, Contract};
     use crate::workload::{FlushPolicy, Pattern, WorkloadSpec};
-    use faultline_drivers::BlockTarget;
     use faultline_fixtures::{FaultModel, SimConfig, SimDrive, TruthContract};
 
     #[test]
@@ -544,18 +533,7 @@ mod tests {
             queue_depth: 8,
             flush: FlushPolicy::default(),
         };
-        let header = RunHeader {
-            ledger_format: LEDGER_FORMAT,
-            run_id: 5,
-            created_at: String::new(),
-            target_identity: sim.identity(),
-            target_capacity: SPAN,
-            sector_bytes: 512,
-            atomic_bytes: 512,
-            contract: Contract::Plp,
-            ports: crate::port::PortEntry::single(),
-            workload: spec,
-        };
+        let header = RunHeader::new(5, String::new(), TargetFacts::of(&sim), Contract::Plp, crate::port::PortEntry::single(), spec);
         let dir = tempdir();
         let h = header.clone();
         let run = open_run(&dir, &sim, move || h).unwrap();

@@ -22,7 +22,7 @@
 use crate::exit::Exit;
 use anyhow::{bail, Context, Result};
 use faultline::format::Format;
-use faultline::ledger::{Contract, LedgerWriter, RunHeader, LEDGER_FORMAT};
+use faultline::ledger::{Contract, LedgerWriter, RunHeader, TargetFacts};
 use faultline::rng::WyRand;
 use faultline::verify::Verifier;
 use faultline::workload::{FlushPolicy, Layout, Pattern, WorkloadSpec};
@@ -151,18 +151,8 @@ fn new_run(c: &mut Ctx, t: &dyn BlockTarget, w: WorkloadSpec) -> Result<(LedgerW
     c.runs += 1;
     let dir = c.scratch.join(format!("run{}", c.runs));
     let run_id = 0xbe_0000 + c.runs as u64;
-    let header = RunHeader {
-        ledger_format: LEDGER_FORMAT,
-        run_id,
-        created_at: String::new(),
-        target_identity: t.identity(),
-        target_capacity: c.capacity,
-        sector_bytes: 512,
-        atomic_bytes: 512,
-        contract: Contract::Plp,
-        ports: faultline::port::PortEntry::single(),
-        workload: w.clone(),
-    };
+    let facts = TargetFacts { identity: t.identity(), capacity: c.capacity, sector_bytes: 512, atomic_bytes: 512 };
+    let header = RunHeader::new(run_id, String::new(), facts, Contract::Plp, faultline::port::PortEntry::single(), w.clone());
     std::fs::create_dir_all(&dir)?;
     let ledger = LedgerWriter::create(&dir, header)?;
     Ok((ledger, Layout::new(w, 512)?, Format::new(run_id, 512)))

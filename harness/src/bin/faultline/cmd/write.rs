@@ -4,7 +4,7 @@ use crate::args::{DeviceArgs, PatternArg};
 use crate::exit::Exit;
 use anyhow::{anyhow, bail, Result};
 use clap::Parser;
-use faultline::ledger::{replay, Contract, RunHeader, LEDGER_FORMAT};
+use faultline::ledger::{replay, Contract, RunHeader, TargetFacts};
 use faultline::run::{exists, open_run};
 use faultline::workload::{FlushPolicy, Pattern, WorkloadSpec};
 use faultline::writer::{prefill, run_cycle, CycleOptions, CycleOutcome};
@@ -116,17 +116,9 @@ pub fn cmd_write(a: WriteArgs) -> Result<Exit> {
     if continuing {
         check_continued_run(&a)?;
     }
-    let header = || RunHeader {
-        ledger_format: LEDGER_FORMAT,
-        run_id: crate::random_u64(),
-        created_at: crate::now(),
-        target_identity: target.identity(),
-        target_capacity: geo.capacity_bytes,
-        sector_bytes: sector,
-        atomic_bytes: a.atomic_bytes.unwrap_or(sector),
-        contract,
-        ports: faultline::port::PortEntry::single(),
-        workload: spec.clone(),
+    let header = || {
+        let facts = TargetFacts { atomic_bytes: a.atomic_bytes.unwrap_or(sector), ..TargetFacts::of(target.as_ref()) };
+        RunHeader::new(crate::random_u64(), crate::now(), facts, contract, faultline::port::PortEntry::single(), spec.clone())
     };
     let mut run = open_run(&a.run_dir, target.as_ref(), header)?;
     if let Some(c) = run.recovered_cycle {
