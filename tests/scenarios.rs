@@ -48,6 +48,7 @@ const SHIPPED: [&str; 25] = [
     "dualport-plp.toml",
     "lab-dualport-pull.toml",
     "lab-dualport-quarch-pull.toml",
+    "lab-dualport-power-cut.toml",
     "lab-multipath-pull.toml",
 ];
 

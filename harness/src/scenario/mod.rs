@@ -32,6 +32,7 @@
 //! Enums are internally tagged (`kind = "..."`) and nothing is `untagged` or `flatten`ed, so a
 //! mistake gets an error that names what was expected.
 
+mod models;
 mod overrides;
 mod parse;
 mod plan;
@@ -41,6 +42,7 @@ mod schema;
 mod tests;
 mod validate;
 
+pub use models::{ModelError, NamedModel, NAMED_MODELS};
 pub use overrides::{origin_with, Override, OverrideError};
 pub use plan::*;
 pub use ports::{Budget, DualMode, DualSimModel, DualSpec, PortPlan, PortRole, PortSpec, SimDual};

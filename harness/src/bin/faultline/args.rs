@@ -1,7 +1,7 @@
 //! Argument types shared by several commands.
 
 use clap::ValueEnum;
-use faultline::scenario::{DualSimModel, Scenario, SimModel};
+use faultline::scenario::{NamedModel, NAMED_MODELS};
 use faultline_drivers::blockdev::Expectation;
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -39,75 +39,21 @@ impl DeviceArgs {
     }
 }
 
-#[derive(Clone, Copy, ValueEnum)]
-pub enum ModelArg {
-    HonestPlp,
-    HonestVolatile,
-    LiesAboutFlush,
-    TornWrites,
-    Misdirects,
-    BitRot,
-    Rollback,
-    ReadErrors,
-    ReadHangs,
-    DiesAfterCuts,
-    Resurrect,
-    /// Dual-port drive, both ports honest.
-    DualHonest,
-    /// Dual-port drive: pulling or resetting one port stalls the other for 800 ms.
-    DualFreezeOnPull,
-    /// Dual-port drive: a pulled port's in-flight writes land 20,000 writes later, over newer data.
-    DualGhostWrites,
-    /// Dual-port drive: after a fault, the other port serves stale copies for 5 s.
-    DualStalePort,
-    /// Dual-port drive: resetting or pulling one port drops the shared volatile cache.
-    DualDropCacheOnReset,
-    /// Dual-port drive: a power cut loses the shared volatile cache it claims is protected.
-    DualLoseCacheAtCut,
-}
+/// `--model`, `--sim`: a model of the simulated drive by its name, parsed into the scenario's
+/// own model types ([`NamedModel`]); `--help` lists every name with what it does.
+#[derive(Clone, Copy)]
+pub struct ModelParser;
 
-impl ModelArg {
-    /// The dual-port model this names, if it names one.
-    pub fn dual_model(self) -> Option<DualSimModel> {
-        Some(match self {
-            ModelArg::DualHonest => DualSimModel::DualHonest,
-            ModelArg::DualFreezeOnPull => DualSimModel::DualFreezeOnPull { stall_ms: 800 },
-            ModelArg::DualGhostWrites => DualSimModel::DualGhostWrites { after_writes: 20000 },
-            ModelArg::DualStalePort => DualSimModel::DualStalePort { for_ms: 5000 },
-            ModelArg::DualDropCacheOnReset => DualSimModel::DualDropCacheOnReset,
-            ModelArg::DualLoseCacheAtCut => DualSimModel::DualLoseCacheAtCut,
-            _ => return None,
-        })
+impl clap::builder::TypedValueParser for ModelParser {
+    type Value = NamedModel;
+
+    fn parse_ref(&self, cmd: &clap::Command, arg: Option<&clap::Arg>, value: &std::ffi::OsStr) -> Result<NamedModel, clap::Error> {
+        // clap's own refusal of a value that is none of the possible ones, listing them.
+        let name = clap::builder::PossibleValuesParser::new(NamedModel::names()).parse_ref(cmd, arg, value)?;
+        NamedModel::parse(&name).map_err(|e| clap::Error::raw(clap::error::ErrorKind::InvalidValue, e).with_cmd(cmd))
     }
 
-    /// Sets the simulated drive's model in `s`: a dual-port model on a dual-port drive, a
-    /// single-port one (what a power cut does) on either.
-    pub fn apply(self, s: &mut Scenario) -> Result<(), String> {
-        let sim = s.target.sim.as_mut().ok_or("--model: the scenario's target is not the simulated drive")?;
-        match (self.dual_model(), sim.dual.as_mut()) {
-            (Some(m), Some(d)) => d.model = m,
-            (Some(_), None) => return Err("--model dual-*: the scenario's simulated drive is single-port (target.sim.dual)".into()),
-            (None, _) => sim.model = self.sim_model(),
-        }
-        Ok(())
-    }
-
-    /// The simulated drive's model this names, with the demo's parameters.
-    pub fn sim_model(self) -> SimModel {
-        match self {
-            ModelArg::HonestPlp => SimModel::HonestPlp,
-            ModelArg::HonestVolatile => SimModel::HonestVolatile,
-            ModelArg::LiesAboutFlush => SimModel::LiesAboutFlush,
-            ModelArg::TornWrites => SimModel::TornWrites,
-            ModelArg::Misdirects => SimModel::Misdirects { per_mille: 2 },
-            ModelArg::BitRot => SimModel::BitRot { flips_per_cut: 1 },
-            ModelArg::Rollback => SimModel::Rollback { writes_per_cut: 1 },
-            ModelArg::ReadErrors => SimModel::ReadErrors { sectors_per_cut: 1 },
-            ModelArg::ReadHangs => SimModel::ReadHangs { sectors_per_cut: 1 },
-            ModelArg::DiesAfterCuts => SimModel::DiesAfterCuts { cuts: 50 },
-            ModelArg::Resurrect => SimModel::Resurrect { after_cuts: 1 },
-            // A dual-port model keeps the drive honest at power cuts.
-            _ => SimModel::HonestPlp,
-        }
+    fn possible_values(&self) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        Some(Box::new(NAMED_MODELS.iter().map(|m| clap::builder::PossibleValue::new(m.name()).help(m.help()))))
     }
 }

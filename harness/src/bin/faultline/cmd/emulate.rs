@@ -4,7 +4,8 @@
 //! then logs each command and reply on stderr until SIGINT or SIGTERM. `emulate nbd` serves the
 //! simulated drive itself over NBD (`emulate_nbd.rs`).
 
-use crate::args::ModelArg;
+use crate::args::ModelParser;
+use faultline::scenario::NamedModel;
 use crate::exit::Exit;
 use anyhow::{bail, Context, Result};
 use clap::ValueEnum;
@@ -58,8 +59,8 @@ pub struct EmulateArgs {
     #[arg(long, value_enum, default_value = "hotplug")]
     module: ModuleArg,
     /// The simulated drive's fault model, as `faultline run --model` takes it.
-    #[arg(long, value_enum, default_value = "honest-plp")]
-    pub(crate) model: ModelArg,
+    #[arg(long, value_parser = ModelParser, default_value = "honest-plp")]
+    pub(crate) model: NamedModel,
     /// The simulated drive's capacity in bytes.
     #[arg(long, alias = "capacity", default_value_t = 64 << 20)]
     pub(crate) capacity_bytes: u64,

@@ -18,7 +18,8 @@ use faultline::scenario::{origin_with, Override, Scenario};
 use faultline_drivers::control::ControlEnv;
 use std::path::{Path, PathBuf};
 
-use crate::args::ModelArg;
+use crate::args::ModelParser;
+use faultline::scenario::NamedModel;
 use crate::exit::Exit;
 use crate::metrics::{MetricsArgs, MetricsFeed};
 use anyhow::anyhow;
@@ -47,8 +48,8 @@ pub struct RunArgs {
     set: Vec<Override>,
     /// The simulated drive's fault model (default: the scenario's; the demo's loses the
     /// newest acknowledged write at each cut). `dual-*` models need a dual-port drive.
-    #[arg(long, value_enum)]
-    model: Option<ModelArg>,
+    #[arg(long, value_parser = ModelParser)]
+    model: Option<NamedModel>,
     /// Demo only: the contract the drive is held to (default: the demo's, plp).
     #[arg(long, value_parser = ["plp", "flush"], conflicts_with = "scenario")]
     contract: Option<String>,

@@ -15,12 +15,13 @@ mod vmlinux;
 
 use anyhow::{bail, Context, Result};
 use clap::builder::{PossibleValuesParser, TypedValueParser};
-use clap::{Args, Subcommand, ValueEnum};
+use clap::{Args, Subcommand};
 use faultline::scenario::{origin_with, OnOff, Override, Scenario};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::args::ModelArg;
+use crate::args::ModelParser;
+use faultline::scenario::NamedModel;
 use crate::exit::Exit;
 use faultline_fixtures::TruthContract;
 use machine::{Drive, Hooks, Spec};
@@ -92,8 +93,8 @@ struct MachineArgs {
     /// (`quarch+serial:///dev/ttyS1`): power cuts, port pulls, and the run's findings scored
     /// against the drive's ground truth (`lab run`). Default for `lab run`: the scenario's
     /// `[lab] sim`, if it names one.
-    #[arg(long, value_enum, value_name = "MODEL", conflicts_with_all = ["drive_file", "nbd"])]
-    sim: Option<ModelArg>,
+    #[arg(long, value_parser = ModelParser, value_name = "MODEL", conflicts_with_all = ["drive_file", "nbd"])]
+    sim: Option<NamedModel>,
     /// The simulated drive completes one operation per this many microseconds while it has
     /// any in flight, so that its queue fills and a cut finds writes in flight there (what the
     /// torn-write and cache models act on), as on a real drive under load.
@@ -146,11 +147,7 @@ fn take_needs(path: &Path, s: &Scenario, m: &mut MachineArgs) -> Result<()> {
         }
     }
     if let (None, Some(name)) = (m.sim, &needs.sim) {
-        let model = ModelArg::from_str(name, false).map_err(|_| {
-            let names: Vec<String> =
-                ModelArg::value_variants().iter().filter_map(|v| v.to_possible_value()).map(|p| p.get_name().to_string()).collect();
-            anyhow::anyhow!("{}: lab.sim: `{name}` is not a model of the simulated drive (one of: {})", path.display(), names.join(", "))
-        })?;
+        let model = NamedModel::parse(name).map_err(|e| anyhow::anyhow!("{}: lab.sim: {e}", path.display()))?;
         m.sim = Some(model);
         println!("lab run: the simulated drive's model is {name}, the scenario's [lab] sim (--sim MODEL for another)");
     }

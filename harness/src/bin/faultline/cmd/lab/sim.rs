@@ -35,7 +35,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::machine::{Port, RigCall, RigRequest};
-use crate::args::ModelArg;
+use faultline::scenario::NamedModel;
 
 /// The drive's sector (the guest's namespace gets 512-byte logical blocks).
 const SECTOR: u32 = 512;
@@ -86,7 +86,7 @@ impl RigLog {
 impl SimLab {
     /// Starts the drive (`model`, as `drive` says) on the unix socket `sock` (its logs in
     /// `lab_dir`), and its Quarch module on a new pty.
-    pub fn start(lab_dir: &Path, sock: &Path, model: ModelArg, drive: DriveSpec) -> Result<SimLab> {
+    pub fn start(lab_dir: &Path, sock: &Path, model: NamedModel, drive: DriveSpec) -> Result<SimLab> {
         let DriveSpec { contract, capacity, atomic, seed, service } = drive;
         refuse_dual(model)?;
         let sim_model = model.sim_model();
@@ -300,11 +300,11 @@ fn drive_only(gt: &GroundTruth, findings: &[Finding], h: &faultline::ledger::His
 
 /// The lab's drive is one simulated drive behind QEMU's two controllers: a dual-port model
 /// (two ports of the in-process drive) has no meaning there.
-pub fn refuse_dual(model: ModelArg) -> Result<()> {
+pub fn refuse_dual(model: NamedModel) -> Result<()> {
     if model.dual_model().is_some() {
         bail!(
             "--sim {}: the lab's drive is one simulated drive behind QEMU's two controllers; the dual-port models belong to the in-process dual-port drive",
-            model.sim_model()
+            model.name()
         );
     }
     Ok(())
