@@ -659,7 +659,10 @@ fn dual_port_power_cuts_find_a_rolled_back_write_through_both_ports_as_the_groun
     }
     // Each loss is one finding, read through both ports.
     let lost: Vec<&str> = events.lines().filter(|l| l.contains("\"event\":\"finding\"") && l.contains("\"lost_write\"")).collect();
-    assert!(!lost.is_empty() && lost.iter().all(|l| l.contains("read through ports A and B") || l.contains("read through ports B and A")), "{ctx}");
+    assert!(
+        !lost.is_empty() && lost.iter().all(|l| l.contains("read through ports A and B") || l.contains("read through ports B and A")),
+        "{ctx}"
+    );
 }
 
 /// QEMU 7.2's emulated NVMe controller drops the FUA bit of a Write: the drive gets a plain

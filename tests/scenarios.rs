@@ -23,7 +23,7 @@ fn load(name: &str) -> Scenario {
     Scenario::load(&dir().join(name)).unwrap_or_else(|e| panic!("{e}"))
 }
 
-const SHIPPED: [&str; 25] = [
+const SHIPPED: [&str; 26] = [
     "reference.toml",
     "demo.toml",
     "dualport-demo.toml",

@@ -93,9 +93,7 @@ impl NamedModel {
                 }
                 DualSimModel::DualStalePort { .. } => "dual-port drive: after a fault, the other port serves stale copies for 5 s",
                 DualSimModel::DualDropCacheOnReset => "dual-port drive: resetting or pulling one port drops the shared volatile cache",
-                DualSimModel::DualLoseCacheAtCut => {
-                    "dual-port drive: a power cut loses the shared volatile cache it claims is protected"
-                }
+                DualSimModel::DualLoseCacheAtCut => "dual-port drive: a power cut loses the shared volatile cache it claims is protected",
             },
         }
     }

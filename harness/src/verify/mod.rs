@@ -73,8 +73,8 @@ mod taxonomy;
 mod tests;
 
 use crate::ledger::PinAt;
-use seen::push_seen;
 pub use digest::{differing, Digest, Digests, MAX_DIGESTS};
+use seen::push_seen;
 pub use seen::{offline_seen_record, seen_record, SeenRun, MAX_SEEN_WRITES};
 use taxonomy::push;
 pub use taxonomy::{prefill_id, Finding, FindingClass, Shown, VerifyError, VerifyReport};

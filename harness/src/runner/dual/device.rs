@@ -7,16 +7,16 @@
 //! the controller), and only when exactly one path matches.
 
 use super::super::dut::{read_health, DutCycleError, DutError, GroundTruth, HealthLogs, HealthReadError};
-use crate::format::Format;
-use crate::ledger::Ledger;
-use crate::port::PortId;
-use crate::workload::Layout;
-use crate::writer::prefill_then;
 use super::super::fault::{real_cutter, Cutter};
 use super::super::RunnerOptions;
 use super::error::{OpenPortsError, ReopenPortError};
+use crate::format::Format;
+use crate::ledger::Ledger;
+use crate::port::PortId;
 use crate::runner::setup::atomic_unit;
 use crate::scenario::{DualPlan, FaultPlan, PortRole, RunPlan, TargetPlan};
+use crate::workload::Layout;
+use crate::writer::prefill_then;
 use faultline_drivers::blockdev::{find_path, scan_paths, Expectation, SysRoots};
 use faultline_drivers::identity::PathId;
 use faultline_drivers::{open_target, AlignedBuf, BlockTarget, LinkController, OpenSpec, ResetKind};
@@ -297,7 +297,8 @@ fn open_real(plan: &RunPlan, dual: &DualPlan, expect: &Expectation, o: &RunnerOp
 /// Checks that the link controller can fault every port the scenario faults.
 pub(super) fn require(ctl: &dyn LinkController, dual: &DualPlan, kind: ResetKind) -> Result<(), OpenPortsError> {
     for &i in &dual.fault_ports {
-        ctl.require(&dual.ports[i].fault_port, kind).map_err(|source| OpenPortsError::Require { port: dual.ports[i].name.clone(), source })?;
+        ctl.require(&dual.ports[i].fault_port, kind)
+            .map_err(|source| OpenPortsError::Require { port: dual.ports[i].name.clone(), source })?;
     }
     Ok(())
 }

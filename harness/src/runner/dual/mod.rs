@@ -22,10 +22,10 @@ mod judge;
 mod perf;
 mod sim;
 
+use super::cycle::Ending;
 use super::emit::{nanos, Emitter};
 use super::fault::{cycle_rng, SAMPLE_SALT};
 use super::regions::{sample_regions, union, written_regions};
-use super::cycle::Ending;
 use super::resume::{Prior, Start};
 use super::stop::{decide, short_of_space, ControllerStep, CycleEnd, ErrorStreak, Next};
 use super::{CycleObserver, RunnerOptions};
@@ -39,9 +39,9 @@ use crate::verify::{differing, seen_record, Digest, Digests, Finding, FindingCla
 use crate::workload::Layout;
 use crate::writer::CycleOutcome;
 use cycle::DualCycles;
+use device::{open_ports, PortDev, Ports};
 pub(crate) use error::DualRunError;
 use error::{ReopenRunError, RunCause, ShareCheckError, WriterError};
-use device::{open_ports, PortDev, Ports};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -324,8 +324,11 @@ fn verify_all(
             let t0 = Instant::now();
             let target = devs[r].target().map_err(|source| ShareCheckError::Target { port: via.clone(), source })?;
             let mut digest = Digests::for_regions(&regions);
-            let verified =
-                if compare { verifier.verify_regions_digested(target, &regions, &mut digest) } else { verifier.verify_regions(target, &regions) };
+            let verified = if compare {
+                verifier.verify_regions_digested(target, &regions, &mut digest)
+            } else {
+                verifier.verify_regions(target, &regions)
+            };
             digests.push(None);
             let rep = match verified {
                 Ok(rep) => {
@@ -429,23 +432,21 @@ fn compare_ports(
     cycle: u32,
     findings: &mut Vec<Finding>,
 ) -> Result<(), ShareCheckError> {
-    let Some((first, rest)) = through.split_first() else { return Ok(()) };
+    let Some((&first, rest)) = through.split_first() else { return Ok(()) };
     for (k, &r) in rest.iter().enumerate() {
         let ranges = match (&digests[0], &digests[k + 1]) {
             (Some(a), Some(b)) => differing(a, b).unwrap_or_else(|| regions.to_vec()),
             _ => regions.to_vec(),
         };
-        compare(devs, *first, r, &ranges, lane, dual, cycle, findings)?;
+        compare_bytes(devs, (first, r), &ranges, lane, dual, cycle, findings)?;
     }
     Ok(())
 }
 
-/// Reads `regions` through ports `first` and `r` and compares them sector by sector.
-#[expect(clippy::too_many_arguments, reason = "one share's comparison across two ports")]
-fn compare(
+/// Reads `ranges` through the ports `first` and `r` and compares them sector by sector.
+fn compare_bytes(
     devs: &mut [Box<dyn PortDev>],
-    first: usize,
-    r: usize,
+    (first, r): (usize, usize),
     regions: &[(u64, u64)],
     lane: &Lane,
     dual: &DualPlan,

@@ -116,7 +116,8 @@ pub(super) fn run(
             });
         }
         // The same ports reading their shares, 128 KiB at a time.
-        let reads = read_phase(devs, lanes, &who, warm, ms).map_err(|(i, source)| PerfError::Read { port: dual.ports[i].name.clone(), source })?;
+        let reads =
+            read_phase(devs, lanes, &who, warm, ms).map_err(|(i, source)| PerfError::Read { port: dual.ports[i].name.clone(), source })?;
         for (i, f) in reads {
             let t_ns = em.now();
             em.emit(Event::PortPerf {

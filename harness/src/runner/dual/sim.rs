@@ -8,12 +8,12 @@ use crate::format::Format;
 use crate::ledger::Ledger;
 use crate::port::PortId;
 use crate::runner::dut::{DutCycleError, DutError, GroundTruth};
-use crate::workload::Layout;
-use crate::writer::prefill_then;
-use crate::writer::HookError;
 use crate::runner::fault::{sim_switch, ControllerError, Cutter};
 use crate::runner::RunnerOptions;
 use crate::scenario::{DualPlan, DualSimModel, FaultPlan, RunPlan, SimSwitch, SimTarget, Switch};
+use crate::workload::Layout;
+use crate::writer::prefill_then;
+use crate::writer::HookError;
 use faultline_drivers::control::{self, parse_spec};
 use faultline_drivers::{AlignedBuf, BlockTarget};
 use faultline_fixtures::emu::QuarchEmu;
@@ -120,7 +120,9 @@ pub(super) fn open(plan: &RunPlan, dual: &DualPlan, t: &SimTarget, run_dir: &Pat
         _ => return Err(OpenPortsError::Fault),
     };
     let devs: Vec<Box<dyn PortDev>> = (0..2u8)
-        .map(|p| Box::new(SimPortDev { port: drive.port(p), drive: (p == 0).then(|| drive.clone()), saver: drive.clone() }) as Box<dyn PortDev>)
+        .map(|p| {
+            Box::new(SimPortDev { port: drive.port(p), drive: (p == 0).then(|| drive.clone()), saver: drive.clone() }) as Box<dyn PortDev>
+        })
         .collect();
     let identity = drive.identity();
     Ok(Ports { devs, cutter, identity, sector: t.sector_bytes as u64, capacity: t.capacity_bytes, notes: Vec::new(), _keep: keep })

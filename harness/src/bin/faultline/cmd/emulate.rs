@@ -5,10 +5,10 @@
 //! simulated drive itself over NBD (`emulate_nbd.rs`).
 
 use crate::args::ModelParser;
-use faultline::scenario::NamedModel;
 use crate::exit::Exit;
 use anyhow::{bail, Context, Result};
 use clap::ValueEnum;
+use faultline::scenario::NamedModel;
 use faultline::scenario::SimModel;
 use faultline_fixtures::emu::{LcusEmu, NumatoEmu, QuarchEmu, QuarchKind, QuarchModule, Tap};
 use faultline_fixtures::{FaultModel, SimConfig, SimDrive, SimPower, TruthContract};

@@ -19,11 +19,11 @@ use faultline_drivers::control::ControlEnv;
 use std::path::{Path, PathBuf};
 
 use crate::args::ModelParser;
-use faultline::scenario::NamedModel;
 use crate::exit::Exit;
 use crate::metrics::{MetricsArgs, MetricsFeed};
 use anyhow::anyhow;
 use clap::Parser;
+use faultline::scenario::NamedModel;
 
 #[derive(Parser)]
 pub struct RunArgs {

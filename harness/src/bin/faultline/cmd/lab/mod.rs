@@ -21,8 +21,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::args::ModelParser;
-use faultline::scenario::NamedModel;
 use crate::exit::Exit;
+use faultline::scenario::NamedModel;
 use faultline_fixtures::TruthContract;
 use machine::{Drive, Hooks, Spec};
 
