@@ -20,8 +20,8 @@ use crate::runner::stop::{self, ControllerStep, CycleEnd};
 use crate::runner::{CycleCheck, CycleObserver, RunnerOptions};
 use crate::scenario::{DualPlan, FaultPlan, PortRole, RunPlan};
 use crate::verify::Finding;
-use crate::writer::CutPlacement;
 use crate::writer::{run_cycle, CycleOptions, Phase, PortSamples, StopToken, Windows};
+use crate::writer::{CutPlacement, HookError};
 use faultline_drivers::ResetKind;
 use std::sync::mpsc;
 use std::sync::Arc;
@@ -57,6 +57,8 @@ struct Written {
     windows: Arc<Windows>,
     started: Instant,
     t_end: Instant,
+    /// The simulated drive was saved in the cut hook (nothing left to save after the cycle).
+    saved: bool,
 }
 
 /// What ends a dual-port run in a harness error, from inside a cycle.
@@ -246,8 +248,11 @@ impl DualCycles<'_, '_> {
                 end.errors += 1;
             }
         }
-        for d in self.devs.iter_mut() {
-            d.persist().map_err(DualCycleError::Persist)?;
+        // A cycle whose fault never ran the hook (its writer ended first) saves the drive now.
+        if !w.saved {
+            for d in self.devs.iter_mut() {
+                d.persist().map_err(DualCycleError::Persist)?;
+            }
         }
         let cut = matches!(w.landed, Some(Ok(_) | Err(NoCut::Controller(_))));
         if power && cut {
@@ -406,6 +411,9 @@ impl DualCycles<'_, '_> {
         let readiness = plan.readiness_timeout;
         let at0 = self.probe_at();
         let ticking = std::sync::atomic::AtomicBool::new(true);
+        let saver = self.devs.iter().find_map(|d| d.saver());
+        let (saver, save_once) = (saver.as_ref(), std::sync::OnceLock::<Result<(), String>>::new());
+        let save_once = &save_once;
         let (devs, lanes, cutter) = (&mut *self.devs, &mut *self.lanes, &mut *self.cutter);
         // The fault's thread outlives the writers' (whose hooks fire it): an outer scope.
         std::thread::scope(|outer| {
@@ -451,6 +459,16 @@ impl DualCycles<'_, '_> {
                             windows.enter(Phase::Fault);
                             let r = fault.fire();
                             let _ = landed_tx.send(r.clone().map_err(NoCut::Controller));
+                            // As a one-port cycle: the drive is saved (once, by the first hook)
+                            // before any writer records what the cut left durable, whether or
+                            // not the fault worked, so that a harness killed after that record
+                            // resumes on a drive that holds it.
+                            if let Some(save) = saver {
+                                let saved = save_once.get_or_init(|| save().map_err(|e| e.to_string()));
+                                saved
+                                    .clone()
+                                    .map_err(|e| HookError::from(format!("cannot save the simulated drive after the cut: {e}")))?;
+                            }
                             Ok(r.map(|_| ())?)
                         };
                         let outcome = match dev.target() {
@@ -513,7 +531,8 @@ impl DualCycles<'_, '_> {
                 let _ = ticker.join();
                 let ends: Vec<(usize, PortEnd)> = handles.into_iter().filter_map(|h| h.join().ok()).collect();
                 let t_end = Instant::now();
-                Written { ends, landed, windows: Arc::clone(&windows), started, t_end }
+                let saved = save_once.get().is_some_and(Result::is_ok);
+                Written { ends, landed, windows: Arc::clone(&windows), started, t_end, saved }
             })
         })
     }

@@ -51,6 +51,12 @@ pub(crate) trait PortDev: Send {
     fn persist(&mut self) -> std::io::Result<()> {
         Ok(())
     }
+    /// What saves the simulated drive from any thread (`None`: nothing to save, or another
+    /// port answers for the drive): the writers' cut hook saves it once the fault has hit,
+    /// before any writer records what the cut left durable.
+    fn saver(&self) -> Option<DriveSaver> {
+        None
+    }
     /// How much more disk space the simulated drive's saved media may take (0 for a real
     /// one): a run whose directory is short of it is suspended.
     fn growth_bytes(&self) -> u64 {
@@ -70,6 +76,9 @@ pub(crate) trait PortDev: Send {
         None
     }
 }
+
+/// Saves the simulated drive ([`PortDev::saver`]).
+pub(crate) type DriveSaver = Box<dyn Fn() -> std::io::Result<()> + Send + Sync>;
 
 /// How long a read may wait when probing whether a port still answers after a cut.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(2);

@@ -2,7 +2,7 @@
 //! media and cache, its link controller (`controllers.link = "sim"`) for port pulls and
 //! controller resets, its power switch for cuts that hit both ports.
 
-use super::device::{require, PortDev, Ports};
+use super::device::{require, DriveSaver, PortDev, Ports};
 use super::error::OpenPortsError;
 use crate::format::Format;
 use crate::ledger::Ledger;
@@ -68,6 +68,11 @@ impl PortDev for SimPortDev {
 
     fn persist(&mut self) -> std::io::Result<()> {
         self.drive.as_ref().map_or(Ok(()), DualSim::persist)
+    }
+
+    fn saver(&self) -> Option<DriveSaver> {
+        let d = self.drive.clone()?;
+        Some(Box::new(move || d.persist()))
     }
 
     fn growth_bytes(&self) -> u64 {
