@@ -329,14 +329,10 @@ fn verify_all(
             } else {
                 verifier.verify_regions(target, &regions)
             };
-            digests.push(None);
+            // One entry per port read through, in `through` order: `None` where it failed.
+            digests.push(verified.as_ref().ok().filter(|_| compare).map(|_| digest.finish()));
             let rep = match verified {
-                Ok(rep) => {
-                    if compare {
-                        *digests.last_mut().expect("pushed") = Some(digest.finish());
-                    }
-                    rep
-                }
+                Ok(rep) => rep,
                 Err(e) => {
                     em.error(Some(cycle), format!("verify port {own}'s share through port {via}: {e}"));
                     end.errors += 1;
