@@ -147,13 +147,18 @@ fn an_nvm_subsystem_reset_hits_both_ports_and_judges_neither() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// The kinds of a run's events, counted.
+/// The kinds of a run's events, counted, and those that name a port also as `KIND PORT`
+/// (`ready 1`).
 fn kinds(dir: &std::path::Path) -> std::collections::BTreeMap<String, usize> {
     let log = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
     let mut n = std::collections::BTreeMap::new();
     for l in log.lines() {
         let v: Value = serde_json::from_str(l).unwrap();
-        *n.entry(v["event"].as_str().unwrap_or("?").to_string()).or_insert(0) += 1;
+        let kind = v["event"].as_str().unwrap_or("?").to_string();
+        if let Some(port) = v["port"].as_u64() {
+            *n.entry(format!("{kind} {port}")).or_insert(0) += 1;
+        }
+        *n.entry(kind).or_insert(0) += 1;
     }
     n
 }
@@ -169,6 +174,7 @@ fn a_dual_port_power_cut_comes_back_on_every_port_and_a_lost_shared_cache_is_fou
     let n = kinds(&dir);
     assert_eq!(n.get("power_restored"), Some(&3), "power back on after every cut: {n:?}");
     assert_eq!(n.get("ready"), Some(&6), "each port answered again after each cut: {n:?}");
+    assert_eq!((n.get("ready 0"), n.get("ready 1")), (Some(&3), Some(&3)), "each readiness names its port: {n:?}");
     assert_eq!(n.get("cycle_ended"), Some(&3), "{n:?}");
     assert_eq!(n.get("harness_error"), None, "{n:?}");
     let s: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();

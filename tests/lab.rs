@@ -647,6 +647,14 @@ fn dual_port_power_cuts_find_a_rolled_back_write_through_both_ports_as_the_groun
     // Power off hits both ports; power on waits for both; SMART through each controller.
     assert_eq!((of("cut_issued"), of("power_restored"), of("ready"), of("health"), of("cycle_ended")), (3, 3, 6, 6, 3), "{ctx}");
     assert_eq!(of("harness_error"), 0, "{ctx}");
+    // Each readiness and each SMART reading names its port: three of each per port.
+    for kind in ["ready", "health"] {
+        for port in [0, 1] {
+            let n =
+                events.lines().filter(|l| l.contains(&format!("\"event\":\"{kind}\"")) && l.contains(&format!("\"port\":{port}"))).count();
+            assert_eq!(n, 3, "{kind} events of port {port}:\n{ctx}");
+        }
+    }
     let rig = std::fs::read_to_string(run_dir.join("lab/rig.log")).unwrap_or_default();
     assert_eq!(rig.matches("power off: the drive is dark").count(), 3, "{ctx}");
     assert_eq!(rec["cycles"], 3, "every cycle scored against the ground truth:\n{ctx}");

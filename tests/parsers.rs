@@ -206,12 +206,13 @@ fn sample_events() -> Vec<Event> {
         },
         Event::DeviceGone { t_ns: 30, cycle: 1 },
         Event::PowerRestored { t_ns: 40, cycle: 1 },
-        Event::Ready { t_ns: 50, cycle: 1, enumerate_us: Some(1500), first_read_us: None },
+        Event::Ready { t_ns: 50, cycle: 1, enumerate_us: Some(1500), first_read_us: None, port: Some(faultline::port::PortId(1)) },
         Event::Health {
             t_ns: 60,
             cycle: 1,
             smart: SmartFigures { unsafe_shutdowns: 11, power_cycles: 21, ..SmartFigures::default() },
             anomalies: vec![HealthNote { kind: "media_errors_grew".into(), detail: "media errors 0 -> 1".into() }],
+            port: None,
         },
         Event::Verified { t_ns: 70, cycle: 1, sectors: 16384, bytes: 8 << 20, verify_ns: 3_000_000, counts },
         Event::Finding {

@@ -12,6 +12,7 @@
 
 use faultline::events::{zero_counts, Event, EventSink, HealthNote, SmartFigures, Verdict};
 use faultline::ledger::Contract;
+use faultline::port::PortId;
 use faultline::report::jsonl::EventLog;
 use faultline::rng::WyRand;
 use faultline::verify::{Finding, FindingClass, Shown};
@@ -72,6 +73,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             cycle,
             enumerate_us: Some(enumerate_us),
             first_read_us: Some(enumerate_us + 40 + rng.below(100)),
+            port: Some(PortId::A),
         })?;
         smart.power_cycles += 1;
         smart.unsafe_shutdowns += 1;
@@ -85,7 +87,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             });
         }
         t += 300_000;
-        log.event(&Event::Health { t_ns: t, cycle, smart: smart.clone(), anomalies })?;
+        log.event(&Event::Health { t_ns: t, cycle, smart: smart.clone(), anomalies, port: Some(PortId::A) })?;
         // What this cycle finds: usually one lost write, sometimes more of other classes.
         let mut found: Vec<FindingClass> = Vec::new();
         if rng.below(10) < 8 {

@@ -192,12 +192,21 @@ pub enum Event {
         cycle: u32,
         enumerate_us: Option<u64>,
         first_read_us: Option<u64>,
+        /// The port that answered (one event per port of a dual-port run); absent in logs
+        /// written before ports were named here.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        port: Option<PortId>,
     },
+    /// A controller's health logs after the fault, judged against its last reading.
     Health {
         t_ns: u64,
         cycle: u32,
         smart: SmartFigures,
         anomalies: Vec<HealthNote>,
+        /// The port whose controller was read (one event per port of a dual-port run);
+        /// absent in logs written before ports were named here.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        port: Option<PortId>,
     },
     Verified {
         t_ns: u64,
@@ -524,7 +533,9 @@ mod tests {
                 cycle: 3,
                 smart: SmartFigures { unsafe_shutdowns: 7, ..SmartFigures::default() },
                 anomalies: vec![HealthNote::from(&HealthAnomaly::UnsafeShutdownsAfterDirtyCut { before: u128::MAX - 1, after: u128::MAX })],
+                port: Some(PortId(1)),
             },
+            Event::Ready { t_ns: 10, cycle: 3, enumerate_us: None, first_read_us: Some(40), port: None },
             Event::RunEnded { t_ns: 11, verdict: Verdict::Findings, exit_code: 1 },
         ];
         for e in &events {
@@ -533,7 +544,10 @@ mod tests {
         }
         let v: serde_json::Value = serde_json::to_value(&events[0]).unwrap();
         assert_eq!((v["event"].as_str(), v["t_ns"].as_u64(), v["cycle"].as_u64()), (Some("cut_issued"), Some(5), Some(3)));
-        assert_eq!((events[1].t_ns(), events[1].cycle(), events[3].cycle()), (9, Some(3), None));
+        assert_eq!((events[1].t_ns(), events[1].cycle(), events[4].cycle()), (9, Some(3), None));
+        // The port a health reading or a readiness names; a log without it still reads.
+        assert_eq!(serde_json::to_value(&events[2]).unwrap()["port"].as_u64(), Some(1));
+        assert!(serde_json::to_value(&events[3]).unwrap().get("port").is_none());
     }
 
     #[test]

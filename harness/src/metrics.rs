@@ -64,16 +64,18 @@ struct Families {
     cycle_errors: bool,
 }
 
+/// The last health reading, per port (`port`: the port's id letter, A for a one-port run):
+/// the two controllers of a dual-port drive each answer for themselves.
 struct Smart {
-    critical_warning: Gauge,
-    temperature: Gauge,
-    available_spare: Gauge<f64, AtomicU64>,
-    percentage_used: Gauge<f64, AtomicU64>,
-    power_cycles: Gauge,
-    unsafe_shutdowns: Gauge,
-    media_errors: Gauge,
-    error_log_entries: Gauge,
-    data_written: Gauge,
+    critical_warning: Family<Labels, Gauge>,
+    temperature: Family<Labels, Gauge>,
+    available_spare: Family<Labels, Gauge<f64, AtomicU64>>,
+    percentage_used: Family<Labels, Gauge<f64, AtomicU64>>,
+    power_cycles: Family<Labels, Gauge>,
+    unsafe_shutdowns: Family<Labels, Gauge>,
+    media_errors: Family<Labels, Gauge>,
+    error_log_entries: Family<Labels, Gauge>,
+    data_written: Family<Labels, Gauge>,
 }
 
 impl Default for RunMetrics {
@@ -180,15 +182,15 @@ impl Families {
             writes: Family::default(),
             verified: Counter::default(),
             smart: Smart {
-                critical_warning: Gauge::default(),
-                temperature: Gauge::default(),
-                available_spare: Gauge::default(),
-                percentage_used: Gauge::default(),
-                power_cycles: Gauge::default(),
-                unsafe_shutdowns: Gauge::default(),
-                media_errors: Gauge::default(),
-                error_log_entries: Gauge::default(),
-                data_written: Gauge::default(),
+                critical_warning: Family::default(),
+                temperature: Family::default(),
+                available_spare: Family::default(),
+                percentage_used: Family::default(),
+                power_cycles: Family::default(),
+                unsafe_shutdowns: Family::default(),
+                media_errors: Family::default(),
+                error_log_entries: Family::default(),
+                data_written: Family::default(),
             },
             cycle_start_ns: None,
             cycle_found: false,
@@ -298,17 +300,17 @@ impl Families {
                     }
                 }
             }
-            Event::Health { smart, anomalies, .. } => {
-                let s = &self.smart;
-                s.critical_warning.set(i64::from(smart.critical_warning));
-                s.temperature.set(i64::from(smart.temperature_k) - 273);
-                s.available_spare.set(f64::from(smart.available_spare_pct) / 100.0);
-                s.percentage_used.set(f64::from(smart.percentage_used) / 100.0);
-                s.power_cycles.set(int(smart.power_cycles));
-                s.unsafe_shutdowns.set(int(smart.unsafe_shutdowns));
-                s.media_errors.set(int(smart.media_errors));
-                s.error_log_entries.set(int(smart.error_log_entries));
-                s.data_written.set(int(smart.data_units_written.saturating_mul(512_000)));
+            Event::Health { smart, anomalies, port, .. } => {
+                let (s, p) = (&self.smart, &vec![("port", port.unwrap_or(PortId::A).default_name())]);
+                s.critical_warning.get_or_create(p).set(i64::from(smart.critical_warning));
+                s.temperature.get_or_create(p).set(i64::from(smart.temperature_k) - 273);
+                s.available_spare.get_or_create(p).set(f64::from(smart.available_spare_pct) / 100.0);
+                s.percentage_used.get_or_create(p).set(f64::from(smart.percentage_used) / 100.0);
+                s.power_cycles.get_or_create(p).set(int(smart.power_cycles));
+                s.unsafe_shutdowns.get_or_create(p).set(int(smart.unsafe_shutdowns));
+                s.media_errors.get_or_create(p).set(int(smart.media_errors));
+                s.error_log_entries.get_or_create(p).set(int(smart.error_log_entries));
+                s.data_written.get_or_create(p).set(int(smart.data_units_written.saturating_mul(512_000)));
                 for a in anomalies {
                     self.anomalies.get_or_create(&vec![("kind", a.kind.clone())]).inc();
                 }
@@ -388,10 +390,10 @@ mod tests {
         for c in 1..=3u32 {
             let t = u64::from(c) * 1_000_000_000;
             ev.push(Event::CycleStarted { t_ns: t, cycle: c });
-            ev.push(Event::Ready { t_ns: t + 10, cycle: c, enumerate_us: Some(1500), first_read_us: Some(3000) });
+            ev.push(Event::Ready { t_ns: t + 10, cycle: c, enumerate_us: Some(1500), first_read_us: Some(3000), port: None });
             let anomalies = if c == 3 { vec![HealthNote { kind: "media_errors_grew".into(), detail: "1 -> 2".into() }] } else { vec![] };
             let smart = crate::events::SmartFigures { temperature_k: 310, unsafe_shutdowns: u64::from(c), ..Default::default() };
-            ev.push(Event::Health { t_ns: t + 20, cycle: c, smart, anomalies });
+            ev.push(Event::Health { t_ns: t + 20, cycle: c, smart, anomalies, port: None });
             if c == 2 {
                 let finding = Finding {
                     class: FindingClass::LostWrite,
@@ -445,7 +447,26 @@ mod tests {
         assert!(t.contains("# TYPE faultline_cycle_duration_seconds histogram"), "{t}");
         assert_eq!(sample(&t, &format!("faultline_cycle_duration_seconds_count{{{run}}}")), Some("3"), "{t}");
         assert!(t.contains(&format!("faultline_port_stall_seconds_count{{{run},port=\"A\"}}")), "{t}");
+        assert_eq!(sample(&t, &format!("faultline_smart_unsafe_shutdowns{{{run},port=\"A\"}}")), Some("3"), "{t}");
         assert_eq!(m.state(), "ended");
+    }
+
+    #[test]
+    fn each_port_s_health_reading_is_its_own_gauge() {
+        let mut m = RunMetrics::new();
+        let mut events = run();
+        events.truncate(events.len() - 1);
+        for (port, unsafe_shutdowns) in [(PortId(0), 8), (PortId(1), 9)] {
+            let smart = crate::events::SmartFigures { unsafe_shutdowns, ..Default::default() };
+            events.push(Event::Health { t_ns: 5_000_000_000, cycle: 3, smart, anomalies: vec![], port: Some(port) });
+        }
+        for e in &events {
+            m.apply(e);
+        }
+        let t = m.render();
+        let lines: Vec<&str> = t.lines().filter(|l| l.starts_with("faultline_smart_unsafe_shutdowns{")).collect();
+        assert_eq!(lines.len(), 2, "{t}");
+        assert!(lines.iter().any(|l| l.ends_with(",port=\"A\"} 8")) && lines.iter().any(|l| l.ends_with(",port=\"B\"} 9")), "{t}");
     }
 
     #[test]

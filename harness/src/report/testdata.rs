@@ -45,7 +45,13 @@ pub fn run() -> Vec<Event> {
         });
         ev.push(Event::DeviceGone { t_ns: t + 2000, cycle: c });
         ev.push(Event::PowerRestored { t_ns: t + 3000, cycle: c });
-        ev.push(Event::Ready { t_ns: t + 4000, cycle: c, enumerate_us: Some(1500 * c as u64), first_read_us: Some(2000 * c as u64) });
+        ev.push(Event::Ready {
+            t_ns: t + 4000,
+            cycle: c,
+            enumerate_us: Some(1500 * c as u64),
+            first_read_us: Some(2000 * c as u64),
+            port: None,
+        });
         ev.push(Event::Health {
             t_ns: t + 5000,
             cycle: c,
@@ -55,6 +61,7 @@ pub fn run() -> Vec<Event> {
             } else {
                 Vec::new()
             },
+            port: None,
         });
         let mut cc = counts.clone();
         if c == 2 {

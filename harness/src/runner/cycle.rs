@@ -160,7 +160,8 @@ impl Cycles<'_, '_> {
             Ok(r) => {
                 let t_ns = self.em.now();
                 let us = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
-                self.em.emit(Event::Ready { t_ns, cycle, enumerate_us: r.enumerate.map(us), first_read_us: Some(us(r.first_read)) });
+                let port = Some(self.plan.first_port());
+                self.em.emit(Event::Ready { t_ns, cycle, enumerate_us: r.enumerate.map(us), first_read_us: Some(us(r.first_read)), port });
             }
             // Which device the run is about is unknown: the harness cannot judge this drive.
             Err(e @ DutError::Ambiguous(_)) => return Err(e.into()),
@@ -315,6 +316,7 @@ impl Cycles<'_, '_> {
             cycle,
             smart: SmartFigures::from(&after.smart),
             anomalies: anomalies.iter().map(HealthNote::from).collect(),
+            port: Some(self.plan.first_port()),
         });
         self.health = Some(after);
         anomalies.len()

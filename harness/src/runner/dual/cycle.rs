@@ -301,7 +301,7 @@ impl DualCycles<'_, '_> {
             Ok(d) => {
                 let t_ns = self.em.now();
                 let first_read_us = Some(u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
-                self.em.emit(Event::Ready { t_ns, cycle, enumerate_us: None, first_read_us });
+                self.em.emit(Event::Ready { t_ns, cycle, enumerate_us: None, first_read_us, port: Some(self.dual.ports[port].id) });
             }
             // Which device the run is about is unknown: nothing the port says can be judged.
             Err(e @ DutError::Ambiguous(_)) => {
@@ -359,6 +359,7 @@ impl DualCycles<'_, '_> {
                         note
                     })
                     .collect(),
+                port: Some(self.dual.ports[i].id),
             });
             self.health[i] = Some(after);
         }
