@@ -202,3 +202,83 @@ fn a_dual_port_power_cut_comes_back_on_every_port_and_a_lost_shared_cache_is_fou
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The events of a run directory, parsed.
+fn events(dir: &std::path::Path) -> Vec<Value> {
+    std::fs::read_to_string(dir.join("events.jsonl")).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+/// An overnight soak's mix on one drive: port pulls and controller resets (one port each, A
+/// and B in turn, the other judged) and power cuts (both ports hit, neither judged), drawn
+/// per cycle from the seed. The judgement follows each cycle's fault, the report names it,
+/// and a drive that loses its shared cache at a power cut is found in the power-cut cycles
+/// only.
+#[test]
+fn a_soak_that_mixes_faults_judges_each_cycle_by_its_own_fault() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let soak = concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/dualport-soak.toml");
+    // Seed 20261203 (the scenario's), drawn by weight: 11 cycles give 6 pulls, 4 resets and a
+    // power cut (cycle 11), the same in every run.
+    let dir = scratch("soak-honest");
+    let o = run(&["run", soak, "--run-dir", dir.to_str().unwrap(), "--cycles", "11"]);
+    assert_eq!(o.status.code(), Some(0), "seed 20261203: {}", text(&o));
+    let ev = events(&dir);
+    let fault_of: std::collections::BTreeMap<u64, String> = ev
+        .iter()
+        .filter(|e| e["event"] == "cycle_started")
+        .map(|e| (e["cycle"].as_u64().unwrap(), e["fault"].as_str().expect("each cycle names its fault").to_string()))
+        .collect();
+    assert_eq!(fault_of.len(), 11, "{fault_of:?}");
+    let s: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+    let mut tally = std::collections::BTreeMap::new();
+    for f in fault_of.values() {
+        *tally.entry(f.clone()).or_insert(0u64) += 1;
+    }
+    assert_eq!(tally.len(), 3, "seed 20261203: 11 cycles draw every fault of the mix: {tally:?}");
+    for (f, n) in &tally {
+        assert_eq!((s["faults"][f]["cycles"].as_u64(), s["faults"][f]["clean"].as_u64()), (Some(*n), Some(*n)), "{f}: {s}");
+    }
+    // Each cycle's windows: a power cut hits both ports (none judged), a pull or a reset one
+    // port, the ports hit by one-port faults alternating A, B, A, ...
+    let mut hit_one = Vec::new();
+    for (cycle, f) in &fault_of {
+        let w: Vec<&Value> = ev.iter().filter(|e| e["event"] == "port_window" && e["cycle"] == *cycle).collect();
+        let faulted: Vec<&str> = w.iter().filter(|e| e["faulted"] == true).map(|e| e["name"].as_str().unwrap()).collect();
+        if f == "power-cut" {
+            assert_eq!(faulted, ["A", "B"], "cycle {cycle} ({f})");
+            assert!(ev.iter().any(|e| e["event"] == "power_restored" && e["cycle"] == *cycle), "cycle {cycle}: power back on");
+        } else {
+            assert_eq!(faulted.len(), 1, "cycle {cycle} ({f}): {faulted:?}");
+            hit_one.push(faulted[0].to_string());
+        }
+    }
+    let turns: Vec<&str> = (0..hit_one.len()).map(|i| if i % 2 == 0 { "A" } else { "B" }).collect();
+    assert_eq!(hit_one, turns, "one-port faults hit A and B in turn");
+    let junit = std::fs::read_to_string(dir.join("junit.xml")).unwrap();
+    assert!(fault_of.iter().all(|(c, f)| junit.contains(&format!("cycle {c} ({f})"))), "the JUnit cases name the faults");
+    let _ = std::fs::remove_dir_all(&dir);
+
+    // In sequence: 3 pulls, a reset, 2 power cuts (cycles 5 and 6).
+    let dir = scratch("soak-lossy");
+    let args = ["--cycles", "6", "--set", "fault.pick=\"sequence\"", "--model", "dual-lose-cache-at-cut"];
+    let o = run(&[&["run", soak, "--run-dir", dir.to_str().unwrap()][..], &args].concat());
+    assert_eq!(o.status.code(), Some(1), "seed 20261203: {}", text(&o));
+    let ev = events(&dir);
+    let power: Vec<u64> =
+        ev.iter().filter(|e| e["event"] == "cycle_started" && e["fault"] == "power-cut").map(|e| e["cycle"].as_u64().unwrap()).collect();
+    let lost: Vec<u64> = ev
+        .iter()
+        .filter(|e| e["event"] == "finding" && e["finding"]["class"] == "lost_write")
+        .map(|e| e["cycle"].as_u64().unwrap())
+        .collect();
+    assert_eq!(power, [5, 6], "in sequence, by weight");
+    assert!(!lost.is_empty(), "seed 20261203: the cache lost at the power cuts");
+    assert!(lost.iter().all(|c| power.contains(c)), "lost writes in cycles {lost:?}, power cuts in {power:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+
+    // A dual-port mix names the ports it faults in dual.fault_ports, as a single fault does.
+    let dir = scratch("soak-port");
+    let o = run(&["run", soak, "--run-dir", dir.to_str().unwrap(), "--set", "fault.faults.0.fault.port=\"A\""]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("fault.faults[0].fault.port"), "{}", text(&o));
+}

@@ -193,7 +193,7 @@ fn sample_events() -> Vec<Event> {
             seed: 4,
             started_at: "2026-01-01T00:00:00+00:00".into(),
         },
-        Event::CycleStarted { t_ns: 10, cycle: 1 },
+        Event::CycleStarted { t_ns: 10, cycle: 1, fault: None },
         Event::CutIssued {
             t_ns: 20,
             cycle: 1,

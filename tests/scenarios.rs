@@ -23,7 +23,7 @@ fn load(name: &str) -> Scenario {
     Scenario::load(&dir().join(name)).unwrap_or_else(|e| panic!("{e}"))
 }
 
-const SHIPPED: [&str; 26] = [
+const SHIPPED: [&str; 27] = [
     "reference.toml",
     "demo.toml",
     "dualport-demo.toml",
@@ -46,6 +46,7 @@ const SHIPPED: [&str; 26] = [
     "dualport-nssr.toml",
     "dualport-performance.toml",
     "dualport-plp.toml",
+    "dualport-soak.toml",
     "lab-dualport-pull.toml",
     "lab-dualport-quarch-pull.toml",
     "lab-dualport-power-cut.toml",

@@ -47,7 +47,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     })?;
     for cycle in 1..=cycles {
         t += 2_000_000 + rng.below(2_000_000);
-        log.event(&Event::CycleStarted { t_ns: t, cycle })?;
+        log.event(&Event::CycleStarted { t_ns: t, cycle, fault: None })?;
         let phase_us = 2_000 + rng.below(18_000);
         let completions = phase_us / 30 + rng.below(50);
         t += phase_us * 1000;

@@ -149,6 +149,10 @@ pub enum Event {
     CycleStarted {
         t_ns: u64,
         cycle: u32,
+        /// The cycle's fault, in a run that mixes faults (`power-cut`, `port-pull`, ...; the
+        /// port a one-port fault hits is in its `cut_issued` and `port_window` events).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        fault: Option<String>,
     },
     /// The cut command was issued (`t_ns` is when), with the queue as it stood.
     CutIssued {
@@ -583,7 +587,7 @@ mod tests {
         {
             let mut s = Sinks::new();
             s.push(&mut a).push(Failing).push(&mut b);
-            let e = Event::CycleStarted { t_ns: 1, cycle: 1 };
+            let e = Event::CycleStarted { t_ns: 1, cycle: 1, fault: None };
             assert!(s.event(&e).unwrap_err().to_string().contains("disk full"));
         }
         assert_eq!((a.len(), b.len()), (1, 1));

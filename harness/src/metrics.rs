@@ -389,7 +389,7 @@ mod tests {
         }];
         for c in 1..=3u32 {
             let t = u64::from(c) * 1_000_000_000;
-            ev.push(Event::CycleStarted { t_ns: t, cycle: c });
+            ev.push(Event::CycleStarted { t_ns: t, cycle: c, fault: None });
             ev.push(Event::Ready { t_ns: t + 10, cycle: c, enumerate_us: Some(1500), first_read_us: Some(3000), port: None });
             let anomalies = if c == 3 { vec![HealthNote { kind: "media_errors_grew".into(), detail: "1 -> 2".into() }] } else { vec![] };
             let smart = crate::events::SmartFigures { temperature_k: 310, unsafe_shutdowns: u64::from(c), ..Default::default() };

@@ -305,7 +305,7 @@ mod tests {
         let (env, e) = decode_line(with_port).unwrap();
         assert_eq!(
             (env.host.as_deref(), env.port, e),
-            (Some("b"), Some(crate::port::PortId(1)), Event::CycleStarted { t_ns: 1, cycle: 2 })
+            (Some("b"), Some(crate::port::PortId(1)), Event::CycleStarted { t_ns: 1, cycle: 2, fault: None })
         );
     }
 

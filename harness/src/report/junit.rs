@@ -70,7 +70,11 @@ fn case(c: &CycleRecord, class: &str) -> TestCase {
             non_success(NonSuccessKind::Error, msg, "harness_error", failure_text(c))
         }
     };
-    let mut case = TestCase::new(format!("cycle {}", c.cycle), status);
+    let name = match &c.fault {
+        Some(fault) => format!("cycle {} ({fault})", c.cycle),
+        None => format!("cycle {}", c.cycle),
+    };
+    let mut case = TestCase::new(name, status);
     case.set_classname(class);
     case.set_time(match (c.started_ns, c.end.as_ref()) {
         (Some(s), Some(e)) => Duration::from_nanos(e.t_ns.saturating_sub(s)),
@@ -322,7 +326,7 @@ mod tests {
             }
         }
         // The run died in cycle 1201: its case is an error, last.
-        all.push(crate::events::Event::CycleStarted { t_ns: 5_000_000_000, cycle: 1201 });
+        all.push(crate::events::Event::CycleStarted { t_ns: 5_000_000_000, cycle: 1201, fault: None });
         let x = render(&all);
         let el = elements(&x);
         let cases: Vec<&str> = el.iter().filter(|e| e.0 == "testcase").map(|e| attr(e, "name")).collect();

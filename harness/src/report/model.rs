@@ -104,10 +104,21 @@ pub struct RunModel {
     pub charts: Charts,
     /// Per port of a dual-port run, by name (at most 8 ports).
     pub ports: BTreeMap<String, PortTotals>,
+    /// Per fault of a run that mixes faults, by label (at most 64: a mix's limit).
+    pub faults: BTreeMap<String, FaultTotals>,
     /// `dual.mode = "performance"`: (workload, phase, port) -> MB/s and p99 µs (at most 256).
     pub perf: BTreeMap<(String, String, String), (f64, Option<f64>)>,
     /// The cycle the report charts per port ([`super::ports`]).
     pub port_charts: PortCharts,
+}
+
+/// The cycles of one fault of a mix, by verdict.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FaultTotals {
+    pub cycles: u32,
+    pub clean: u32,
+    pub findings: u32,
+    pub error: u32,
 }
 
 /// One port of a dual-port run, over every cycle's window.
@@ -233,6 +244,7 @@ impl Default for RunModel {
             figures: Figures::default(),
             charts: Charts::default(),
             ports: BTreeMap::new(),
+            faults: BTreeMap::new(),
             perf: BTreeMap::new(),
             port_charts: PortCharts::default(),
         }
@@ -287,6 +299,8 @@ pub struct CycleEnd {
 pub struct CycleRecord {
     pub cycle: u32,
     pub started_ns: Option<u64>,
+    /// The cycle's fault, in a run that mixes faults.
+    pub fault: Option<String>,
     pub cut: Option<Cut>,
     pub device_gone_ns: Option<u64>,
     pub power_restored_ns: Option<u64>,
@@ -366,9 +380,10 @@ impl RunModel {
                     started_at: started_at.clone(),
                 })
             }
-            Event::CycleStarted { t_ns, cycle } => {
+            Event::CycleStarted { t_ns, cycle, fault } => {
                 if let Some(c) = self.cycle(*cycle, on_close) {
-                    c.started_ns = Some(*t_ns)
+                    c.started_ns = Some(*t_ns);
+                    c.fault.clone_from(fault);
                 }
             }
             Event::CutIssued { t_ns, cycle, completions, in_flight_ops, bytes_at_risk, phase_us, .. } => {
@@ -544,6 +559,15 @@ impl RunModel {
     }
 
     fn fold_cycle(&mut self, c: &CycleRecord) {
+        if let Some(fault) = c.fault.as_ref().filter(|f| self.faults.len() < 64 || self.faults.contains_key(*f)) {
+            let ft = self.faults.entry(fault.clone()).or_default();
+            ft.cycles += 1;
+            match c.verdict() {
+                Verdict::Clean => ft.clean += 1,
+                Verdict::Findings => ft.findings += 1,
+                Verdict::Error => ft.error += 1,
+            }
+        }
         let (t, f, ch) = (&mut self.totals, &mut self.figures, &mut self.charts);
         let x = u64::from(c.cycle);
         t.cycles += 1;
@@ -780,7 +804,7 @@ pub(crate) mod tests {
         let mut m = RunModel::default();
         let mut closed = Vec::new();
         for c in 1..=(MAX_OPEN_CYCLES as u32 + 2) {
-            m.fold(&Event::CycleStarted { t_ns: u64::from(c), cycle: c }, &mut |r| closed.push((r.cycle, r.verdict())));
+            m.fold(&Event::CycleStarted { t_ns: u64::from(c), cycle: c, fault: None }, &mut |r| closed.push((r.cycle, r.verdict())));
         }
         assert_eq!(closed, [(1, Verdict::Error), (2, Verdict::Error)]);
         assert_eq!((m.open.len(), m.totals.cycles_error), (MAX_OPEN_CYCLES, 2));

@@ -59,6 +59,19 @@ pub struct Summary {
     /// the sum against the ports alone.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub performance: Vec<PerfSummary>,
+    /// A run that mixes faults: per fault (`power-cut`, `port-pull`, ...), its cycles by
+    /// verdict (absent for a run of one fault).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub faults: BTreeMap<String, FaultSummary>,
+}
+
+/// The cycles of one fault of a mix.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FaultSummary {
+    pub cycles: u32,
+    pub clean: u32,
+    pub findings: u32,
+    pub error: u32,
 }
 
 /// One workload of a dual-port performance run.
@@ -273,6 +286,11 @@ pub fn summarize(m: &RunModel) -> Summary {
             })
             .collect(),
         performance: performance(m),
+        faults: m
+            .faults
+            .iter()
+            .map(|(k, f)| (k.clone(), FaultSummary { cycles: f.cycles, clean: f.clean, findings: f.findings, error: f.error }))
+            .collect(),
     }
 }
 

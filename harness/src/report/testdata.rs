@@ -32,7 +32,7 @@ pub fn run() -> Vec<Event> {
     }];
     for c in 1..=3u32 {
         let t = c as u64 * 1_000_000_000;
-        ev.push(Event::CycleStarted { t_ns: t, cycle: c });
+        ev.push(Event::CycleStarted { t_ns: t, cycle: c, fault: None });
         ev.push(Event::CutIssued {
             t_ns: t + 1000,
             cycle: c,

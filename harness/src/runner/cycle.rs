@@ -18,7 +18,6 @@ use crate::health::{judge, judge_ocp, HealthAnomaly, HealthCheck, HealthPolicy, 
 use crate::ledger::Contract;
 use crate::ledger::RunHeader;
 use crate::run::{open_run, OpenRun};
-use crate::scenario::FaultPlan;
 use crate::scenario::RunPlan;
 use crate::verify::{seen_record, Finding, FindingClass, Shown, Verifier, VerifyError};
 use crate::writer::{CycleOptions, CycleOutcome, WriteError};
@@ -43,9 +42,10 @@ impl Cycles<'_, '_> {
         let plan = self.plan;
         let off = plan.off_time;
         let (cycle, first_id) = self.run()?.next_cycle();
+        let fault = plan.fault(cycle);
         let t_start = self.em.now();
-        self.em.emit(Event::CycleStarted { t_ns: t_start, cycle });
-        let (place, planned) = placement(&plan.cut, plan.fault.is_clean_shutdown(), &mut cycle_rng(plan.seed, PLACE_SALT, cycle));
+        self.em.emit(Event::CycleStarted { t_ns: t_start, cycle, fault: plan.faults.is_mixed().then(|| fault.label()) });
+        let (place, planned) = placement(&plan.cut, fault.is_clean_shutdown(), &mut cycle_rng(plan.seed, PLACE_SALT, cycle));
         let copts = CycleOptions {
             cycle,
             first_id,
@@ -66,6 +66,8 @@ impl Cycles<'_, '_> {
         let mut cut_cmd = Duration::ZERO;
         let Setup { dut, cutter, run, .. } = &mut *self.st;
         let run = run.as_mut().ok_or(Fatal::NotOpen)?;
+        // Checked when the run opened: every fault of the run has its controller.
+        cutter.aim(fault, None).map_err(Fatal::Aim)?;
         let res = std::thread::scope(|sc| {
             // The cut runs on the fault's thread; the writer waits for it to land.
             let fault_thread = FaultThread::spawn(sc, cutter, off);
@@ -290,9 +292,7 @@ impl Cycles<'_, '_> {
     fn may_hold(&self, p: &Pending) -> bool {
         match self.plan.contract {
             Contract::Plp => true,
-            Contract::Flush => {
-                matches!(self.plan.fault, FaultPlan::PowerCut { .. }) && p.outcome.is_some() && p.end.controller_failure.is_none()
-            }
+            Contract::Flush => self.plan.fault(p.cycle).is_power_cut() && p.outcome.is_some() && p.end.controller_failure.is_none(),
         }
     }
 
@@ -309,7 +309,7 @@ impl Cycles<'_, '_> {
                 return 0;
             }
         };
-        let anomalies = judged_health(self.plan, before, &after, faulted);
+        let anomalies = judged_health(self.plan, cycle, before, &after, faulted);
         let t_ns = self.em.now();
         self.em.emit(Event::Health {
             t_ns,
@@ -326,8 +326,8 @@ impl Cycles<'_, '_> {
 /// The health anomalies from `before` to `after` a cycle's fault, as the plan's fault and
 /// health checks judge them. `faulted` is false for a cycle the harness died in, where nobody
 /// knows whether the fault happened.
-pub(super) fn judged_health(plan: &RunPlan, before: &HealthLogs, after: &HealthLogs, faulted: bool) -> Vec<HealthAnomaly> {
-    let how = plan.fault.shutdown().filter(|_| faulted);
+pub(super) fn judged_health(plan: &RunPlan, cycle: u32, before: &HealthLogs, after: &HealthLogs, faulted: bool) -> Vec<HealthAnomaly> {
+    let how = plan.fault(cycle).shutdown().filter(|_| faulted);
     let policy = HealthPolicy { allow_clean_bump: false, report_error_log_growth: true };
     let mut anomalies = judge(&before.smart, &after.smart, how.unwrap_or(Shutdown::Dirty), policy);
     if how.is_none() {
@@ -390,6 +390,9 @@ pub(crate) enum Fatal {
     Ledger(#[from] crate::ledger::LedgerError),
     #[error(transparent)]
     Dut(#[from] dut::DutError),
+    /// The cycle's fault has no controller (checked when the run opened: a defect here).
+    #[error("the cycle's fault: {0}")]
+    Aim(ControllerError),
 }
 
 /// How the cycles ended.
@@ -507,7 +510,7 @@ pub(super) fn cycles<'r>(
         // Pin-mate sequencing sweeps its steps, one per cycle; a failure to set it up starts
         // no cycle.
         let next = c.run()?.next_cycle().0;
-        if let Some(step) = plan.fault.mate_step_ms(next) {
+        if let Some(step) = plan.fault(next).mate_step_ms(next) {
             if let Err(e) = c.st.cutter.set_mate_step(step) {
                 c.em.error(None, format!("cycle {next}: setting the pin-mate step to {step} ms: {e}"));
                 let end = stop::CycleEnd {

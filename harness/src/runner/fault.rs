@@ -4,7 +4,7 @@
 //! stopped answering (the runner checks that).
 
 use crate::rng::WyRand;
-use crate::scenario::{self, FaultPlan, SimSwitch, Switch};
+use crate::scenario::{self, FaultMix, FaultPlan, SimSwitch, Switch};
 use crate::writer::CutPlacement;
 use faultline_drivers::control::{self, parse_spec, ControlEnv, ControllerSpec};
 use faultline_drivers::{LinkController, PowerState, PowerSwitch, ResetKind};
@@ -73,28 +73,95 @@ pub(crate) fn cycle_rng(seed: u64, salt: u64, cycle: u32) -> WyRand {
 pub(crate) const PLACE_SALT: u64 = 0x0c07_91ac_e000_0001;
 pub(crate) const SAMPLE_SALT: u64 = 0x5a3b_1e00_0000_0002;
 
-/// What the fault is done with.
-pub enum Cutter {
-    Power(Box<dyn PowerSwitch + Send>),
-    Link { ctl: Box<dyn LinkController + Send>, port: String, kind: ResetKind },
+/// What the faults are done with: the run's power switch and link controller, each opened
+/// once, aimed at the cycle's fault ([`Cutter::aim`]; a run of one fault stays aimed at it).
+pub struct Cutter {
+    power: Option<Box<dyn PowerSwitch + Send>>,
+    link: Option<Box<dyn LinkController + Send>>,
+    aim: Aim,
+}
+
+/// What the next cut does.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Aim {
+    /// Power off (and on again after the off time).
+    Power,
+    /// Reset `port` of the link controller.
+    Link { port: String, kind: ResetKind },
 }
 
 impl Cutter {
+    pub fn power(p: Box<dyn PowerSwitch + Send>) -> Cutter {
+        Cutter { power: Some(p), link: None, aim: Aim::Power }
+    }
+
+    pub fn link(ctl: Box<dyn LinkController + Send>, port: String, kind: ResetKind) -> Cutter {
+        Cutter { power: None, link: Some(ctl), aim: Aim::Link { port, kind } }
+    }
+
+    /// With a power switch besides (a mix of power cuts and link resets).
+    pub fn with_power(mut self, p: Option<Box<dyn PowerSwitch + Send>>) -> Cutter {
+        self.power = p.or(self.power);
+        self
+    }
+
+    /// With `other`'s power switch and link controller where this one has none (aimed as
+    /// this one is).
+    pub fn joined(mut self, other: Cutter) -> Cutter {
+        self.power = self.power.or(other.power);
+        self.link = self.link.or(other.link);
+        self
+    }
+
+    /// The link controller, if the run has one.
+    pub fn link_controller(&self) -> Option<&(dyn LinkController + Send)> {
+        self.link.as_deref()
+    }
+
+    /// Aims the next cut at `fault`: the power switch for a power cut or a clean shutdown;
+    /// for a link reset, the link controller's `port` (else the fault's own port, else the
+    /// controller's only one).
+    pub fn aim(&mut self, fault: &FaultPlan, port: Option<&str>) -> Result<(), ControllerError> {
+        self.aim = match fault {
+            FaultPlan::PowerCut { .. } | FaultPlan::CleanShutdown { .. } => {
+                if self.power.is_none() {
+                    return Err(ControllerError("controllers.power: the fault needs a power switch, and the run has none".into()));
+                }
+                Aim::Power
+            }
+            FaultPlan::LinkReset { port: own, kind, .. } => {
+                let ctl = self.link.as_ref().ok_or_else(|| ControllerError("controllers.link: the run has no link controller".into()))?;
+                let port = match port.map(str::to_string).or_else(|| own.clone()) {
+                    Some(p) => p,
+                    None => only_port(ctl.as_ref())?,
+                };
+                Aim::Link { port, kind: *kind }
+            }
+        };
+        Ok(())
+    }
+
+    /// What the next cut does.
+    pub fn aimed(&self) -> &Aim {
+        &self.aim
+    }
+
     pub fn cut(&mut self, hold: Duration) -> Result<(), ControllerError> {
-        match self {
-            Cutter::Power(p) => p.power_off().map_err(ControllerError::of),
-            Cutter::Link { ctl, port, kind } => ctl.reset(port, *kind, hold).map_err(ControllerError::of),
+        match (&self.aim, &mut self.power, &mut self.link) {
+            (Aim::Power, Some(p), _) => p.power_off().map_err(ControllerError::of),
+            (Aim::Link { port, kind }, _, Some(ctl)) => ctl.reset(port, *kind, hold).map_err(ControllerError::of),
+            _ => Err(ControllerError("the fault's controller is not open".into())),
         }
     }
 
     /// Power back on after the off time; a link reset has already come back up.
     pub fn restore(&mut self, off: Duration) -> Result<(), ControllerError> {
-        match self {
-            Cutter::Power(p) => {
+        match (&self.aim, &mut self.power) {
+            (Aim::Power, Some(p)) => {
                 std::thread::sleep(off);
                 p.power_on().map_err(ControllerError::of)
             }
-            Cutter::Link { .. } => Ok(()),
+            _ => Ok(()),
         }
     }
 
@@ -102,8 +169,8 @@ impl Cutter {
     /// (the device disappearing must confirm it) or for a link reset (the controller confirms
     /// the reset it reports done).
     pub fn confirm(&mut self) -> Option<Result<(), ControllerError>> {
-        match self {
-            Cutter::Power(p) if p.capabilities().state_readback => Some(match p.state() {
+        match (&self.aim, &mut self.power) {
+            (Aim::Power, Some(p)) if p.capabilities().state_readback => Some(match p.state() {
                 Ok(PowerState::Off) => Ok(()),
                 Ok(PowerState::On) => {
                     Err(ControllerError(format!("power switch {} still reports power on after the cut: the cut did not happen", p.name())))
@@ -116,23 +183,35 @@ impl Cutter {
 
     /// Sets the pin-mate step for the next cut and power-on (power switches only).
     pub fn set_mate_step(&mut self, step_ms: u32) -> Result<(), ControllerError> {
-        match self {
-            Cutter::Power(p) => p.set_mate_step(step_ms).map_err(ControllerError::of),
-            Cutter::Link { ctl, .. } => Err(ControllerError(format!("{} is a link controller: no pin-mate sequencing", ctl.name()))),
+        match (&mut self.power, &self.link) {
+            (Some(p), _) => p.set_mate_step(step_ms).map_err(ControllerError::of),
+            (None, Some(ctl)) => Err(ControllerError(format!("{} is a link controller: no pin-mate sequencing", ctl.name()))),
+            (None, None) => Err(ControllerError("no power switch: no pin-mate sequencing".into())),
         }
     }
 
-    /// The transcript of what the controller exchanged since the last call (an `exec:`
+    /// The transcript of what the controllers exchanged since the last call (an `exec:`
     /// switch's commands and their output), for the event log.
     pub fn take_log(&mut self) -> Vec<String> {
-        match self {
-            Cutter::Power(p) => p.take_log(),
-            Cutter::Link { ctl, .. } => ctl.take_log(),
-        }
+        let mut lines = self.power.as_mut().map(|p| p.take_log()).unwrap_or_default();
+        lines.extend(self.link.as_mut().map(|l| l.take_log()).unwrap_or_default());
+        lines
     }
 
+    /// Whether the next cut is a link reset.
     pub fn is_link(&self) -> bool {
-        matches!(self, Cutter::Link { .. })
+        matches!(self.aim, Aim::Link { .. })
+    }
+}
+
+/// The only port of a link controller (a fault that names none).
+fn only_port(ctl: &dyn LinkController) -> Result<String, ControllerError> {
+    match ctl.ports().as_slice() {
+        [only] => Ok(only.port.clone()),
+        ports => {
+            let names: Vec<&str> = ports.iter().map(|p| p.port.as_str()).collect();
+            Err(ControllerError(format!("fault.port: {} has ports [{}]: name one", ctl.name(), names.join(", "))))
+        }
     }
 }
 
@@ -252,7 +331,7 @@ pub fn sim_switch(
 ) -> Result<(Cutter, Option<Box<dyn Any>>), ControllerError> {
     let started = |e: std::io::Error| ControllerError(format!("cannot start the {switch} emulator: {e}"));
     let (spec, emu): (String, Box<dyn Any>) = match switch {
-        SimSwitch::Direct => return Ok((Cutter::Power(Box::new(power)), None)),
+        SimSwitch::Direct => return Ok((Cutter::power(Box::new(power)), None)),
         SimSwitch::QuarchSerial => {
             let e = QuarchEmu::serial(QuarchModule { kind: QuarchKind::Power, power }, seed).map_err(started)?;
             (format!("quarch+serial://{}", e.endpoint()), Box::new(e))
@@ -277,37 +356,42 @@ pub fn sim_switch(
     let parsed = parse_spec(&spec).map_err(ControllerError::of)?;
     let c = control::open(&parsed, env).map_err(ControllerError::of)?;
     let p = c.power.ok_or_else(|| ControllerError(format!("{spec} opened without a power switch")))?;
-    Ok((Cutter::Power(p), Some(emu)))
+    Ok((Cutter::power(p), Some(emu)))
 }
 
-/// Opens the controller a real target's fault needs.
-pub fn real_cutter(fault: &FaultPlan, env: &ControlEnv) -> Result<Cutter, ControllerError> {
+/// Opens the controllers a real target's faults need (each spec once) and aims at the
+/// first; every link reset's port must support its kind.
+pub fn real_cutter(faults: &FaultMix, env: &ControlEnv) -> Result<Cutter, ControllerError> {
     let open = |spec: &ControllerSpec| control::open(spec, env).map_err(ControllerError::of);
-    match fault {
-        FaultPlan::PowerCut { switch, .. } | FaultPlan::CleanShutdown { switch } => {
-            let Switch::Controller(spec) = switch else {
-                return Err(ControllerError("controllers.power: a real target needs a real power switch".into()));
-            };
-            let c = open(spec)?;
-            Ok(Cutter::Power(c.power.ok_or_else(|| ControllerError("controllers.power: the controller has no power switch".into()))?))
-        }
-        FaultPlan::LinkReset { controller, port, kind } => {
-            let c = open(controller)?;
-            let ctl = c.link.ok_or_else(|| ControllerError("controllers.link: the controller cannot reset links".into()))?;
-            let port = match port {
-                Some(p) => p.clone(),
-                None => match ctl.ports().as_slice() {
-                    [only] => only.port.clone(),
-                    ports => {
-                        let names: Vec<&str> = ports.iter().map(|p| p.port.as_str()).collect();
-                        return Err(ControllerError(format!("fault.port: {} has ports [{}]: name one", ctl.name(), names.join(", "))));
-                    }
-                },
-            };
-            ctl.require(&port, *kind).map_err(ControllerError::of)?;
-            Ok(Cutter::Link { ctl, port, kind: *kind })
+    let mut power = None;
+    let mut link = None;
+    for fault in faults.all() {
+        match fault {
+            FaultPlan::PowerCut { switch, .. } | FaultPlan::CleanShutdown { switch } if power.is_none() => {
+                let Switch::Controller(spec) = switch else {
+                    return Err(ControllerError("controllers.power: a real target needs a real power switch".into()));
+                };
+                let c = open(spec)?;
+                power = Some(c.power.ok_or_else(|| ControllerError("controllers.power: the controller has no power switch".into()))?);
+            }
+            FaultPlan::LinkReset { controller, .. } if link.is_none() => {
+                let c = open(controller)?;
+                link = Some(c.link.ok_or_else(|| ControllerError("controllers.link: the controller cannot reset links".into()))?);
+            }
+            _ => {}
         }
     }
+    let mut cutter = Cutter { power, link, aim: Aim::Power };
+    for fault in faults.all() {
+        cutter.aim(fault, None)?;
+        if let (Aim::Link { port, kind }, Some(ctl)) = (&cutter.aim, &cutter.link) {
+            ctl.require(port, *kind).map_err(ControllerError::of)?;
+        }
+    }
+    if let Some((first, _)) = faults.entries.first() {
+        cutter.aim(first, None)?;
+    }
+    Ok(cutter)
 }
 
 #[cfg(test)]
@@ -339,7 +423,7 @@ mod tests {
     #[test]
     fn the_fault_runs_on_its_own_thread_and_the_writer_learns_when_it_landed() {
         let seen = std::sync::Arc::new(std::sync::Mutex::new(None));
-        let mut cutter = Cutter::Power(Box::new(ThreadSwitch(seen.clone())));
+        let mut cutter = Cutter::power(Box::new(ThreadSwitch(seen.clone())));
         std::thread::scope(|sc| {
             let ft = FaultThread::spawn(sc, &mut cutter, Duration::ZERO);
             let first = ft.fire().unwrap();
@@ -377,7 +461,7 @@ mod tests {
     #[test]
     fn writers_of_every_port_fire_one_cut_and_all_learn_when_it_landed() {
         let cuts = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
-        let mut cutter = Cutter::Power(Box::new(SlowSwitch(cuts.clone())));
+        let mut cutter = Cutter::power(Box::new(SlowSwitch(cuts.clone())));
         std::thread::scope(|sc| {
             let ft = FaultThread::spawn(sc, &mut cutter, Duration::ZERO);
             assert!(!ft.fired());

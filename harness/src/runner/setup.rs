@@ -5,7 +5,7 @@ use super::dut::{Dut, DutError, RealDut, SimDut};
 use super::fault::{real_cutter, sim_switch, ControllerError, Cutter};
 use crate::ledger::{Contract, RunHeader, TargetFacts};
 use crate::run::{exists, open_run, OpenRun, RunError};
-use crate::scenario::{FaultPlan, RunPlan, ScenarioError, SimTarget, Switch, TargetPlan};
+use crate::scenario::{FaultPlan, RunPlan, ScenarioError, SimSwitch, SimTarget, Switch, TargetPlan};
 use faultline_drivers::blockdev::SysRoots;
 use faultline_drivers::control::ControlEnv;
 use faultline_fixtures::{SimConfig, SimDrive, TruthContract};
@@ -95,9 +95,14 @@ fn sim_dut(plan: &RunPlan, t: &SimTarget, run_dir: &Path, o: &RunnerOptions) -> 
     // The drive keeps itself in the run directory, so that it outlives a harness that is
     // killed, as a real drive does.
     let drive = SimDrive::persistent(cfg, run_dir).map_err(SetupError::Sim)?;
-    let switch = match &plan.fault {
-        FaultPlan::PowerCut { switch: Switch::Sim(s), .. } | FaultPlan::CleanShutdown { switch: Switch::Sim(s) } => *s,
-        _ => {
+    // Every fault of the simulated one-port drive goes through its one switch.
+    let switch = plan.faults.all().map(|f| match f {
+        FaultPlan::PowerCut { switch: Switch::Sim(s), .. } | FaultPlan::CleanShutdown { switch: Switch::Sim(s) } => Some(*s),
+        _ => None,
+    });
+    let switch = match switch.collect::<Option<Vec<SimSwitch>>>().and_then(|s| s.first().copied()) {
+        Some(s) => s,
+        None => {
             return Err(ControllerError(
                 "the simulated drive's power is switched through its own switch (controllers.power = \"sim\")".into(),
             )
@@ -127,7 +132,7 @@ pub(crate) fn setup(plan: &RunPlan, run_dir: &Path, o: &RunnerOptions, resuming:
             let g = dut.local_target()?.geometry();
             let sector = (g.logical_block_bytes as u64).max(512);
             let atomic = atomic_unit(plan.scenario.target.atomic_bytes, sector)?;
-            let cutter = real_cutter(&plan.fault, &o.control_env)?;
+            let cutter = real_cutter(&plan.faults, &o.control_env)?;
             (Box::new(dut), cutter, None, sector, atomic, g.capacity_bytes)
         }
     };

@@ -450,6 +450,49 @@ pub enum Fault {
     /// The control case: the writer drains and flushes, then power is cut through the
     /// controller. Nothing may be lost, and the unsafe-shutdown count must not grow.
     CleanShutdown,
+    /// Several faults in one run (an overnight soak: pull A, pull B, reset a controller, cut
+    /// the whole drive), one per cycle, drawn from the run's seed and the cycle's number, so a
+    /// resumed run draws what the uninterrupted one would have.
+    Mixed {
+        /// `sequence`: the faults in turn, each for `weight` cycles in a row; `weighted`: each
+        /// cycle's fault drawn with probability in proportion to its weight.
+        pick: FaultPick,
+        /// The faults, each a fault table of its own (`power_cut`, `link_reset`,
+        /// `clean_shutdown`; not `mixed`), with its weight.
+        faults: Vec<MixedFault>,
+    },
+}
+
+/// How a mixed fault picks each cycle's fault.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum FaultPick {
+    Sequence,
+    Weighted,
+}
+
+/// One fault of a mix.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MixedFault {
+    /// Cycles in a row (`sequence`), or the relative chance (`weighted`). Default: 1.
+    #[serde(default = "one")]
+    pub weight: u32,
+    pub fault: Fault,
+}
+
+fn one() -> u32 {
+    1
+}
+
+impl Fault {
+    /// The faults a run injects: the mix's, else this one.
+    pub fn each(&self) -> Vec<&Fault> {
+        match self {
+            Fault::Mixed { faults, .. } => faults.iter().map(|m| &m.fault).collect(),
+            f => vec![f],
+        }
+    }
 }
 
 /// One kind of link reset (`faultline_drivers::ResetKind`).

@@ -4,7 +4,7 @@
 //! spec, resolves the ports and types the fault and the stop policy, so that the runner never
 //! looks at a string it could have refused before cycle 1.
 
-use super::{CutPlacement, Fault, Scenario, ScenarioError, SimSwitch, SimTarget, StopPolicy, VerifyPolicy};
+use super::{CutPlacement, Fault, FaultPick, Scenario, ScenarioError, SimSwitch, SimTarget, StopPolicy, VerifyPolicy};
 use crate::health::Shutdown;
 use crate::ledger::Contract;
 use crate::port::{PortEntry, PortId};
@@ -26,7 +26,8 @@ pub struct RunPlan {
     pub target: TargetPlan,
     /// The ports of the device under test (one, `A`, for now).
     pub ports: Vec<PortEntry>,
-    pub fault: FaultPlan,
+    /// The faults, and which one each cycle injects ([`RunPlan::fault`]).
+    pub faults: FaultMix,
     pub cut: CutPlacement,
     pub cycles: u32,
     pub off_time: Duration,
@@ -46,10 +47,65 @@ pub struct DualPlan {
     pub fault_ports: Vec<usize>,
 }
 
+/// The faults of a run and how each cycle's is picked: one fault (every cycle the same), or a
+/// mix drawn per cycle from (seed, cycle).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FaultMix {
+    /// `None`: one fault.
+    pub pick: Option<FaultPick>,
+    /// Each fault with its weight.
+    pub entries: Vec<(FaultPlan, u32)>,
+}
+
+const FAULT_SALT: u64 = 0xfa17_0000_0000_0003;
+
+impl FaultMix {
+    pub fn single(f: FaultPlan) -> FaultMix {
+        FaultMix { pick: None, entries: vec![(f, 1)] }
+    }
+
+    /// Which entry cycle `cycle` (from 1) injects.
+    pub fn index(&self, seed: u64, cycle: u32) -> usize {
+        let total: u64 = self.entries.iter().map(|(_, w)| u64::from(*w)).sum();
+        let mut k = match self.pick {
+            None => return 0,
+            Some(FaultPick::Sequence) => u64::from(cycle.saturating_sub(1)) % total.max(1),
+            Some(FaultPick::Weighted) => {
+                let mut r = crate::rng::WyRand::new(seed ^ FAULT_SALT);
+                crate::rng::WyRand::new(r.next_u64() ^ u64::from(cycle).wrapping_mul(0x9E37_79B9_7F4A_7C15)).below(total.max(1))
+            }
+        };
+        for (i, (_, w)) in self.entries.iter().enumerate() {
+            if k < u64::from(*w) {
+                return i;
+            }
+            k -= u64::from(*w);
+        }
+        0
+    }
+
+    /// Every fault the run may inject.
+    pub fn all(&self) -> impl Iterator<Item = &FaultPlan> {
+        self.entries.iter().map(|(f, _)| f)
+    }
+
+    /// Whether the run injects more than one kind of fault (a mix).
+    pub fn is_mixed(&self) -> bool {
+        self.pick.is_some()
+    }
+}
+
 impl DualPlan {
-    /// The port cycle `cycle` (from 1) faults.
-    pub fn faulted(&self, cycle: u32) -> usize {
-        self.fault_ports[(cycle.saturating_sub(1) as usize) % self.fault_ports.len().max(1)]
+    /// The port cycle `cycle` (from 1) faults, when its fault hits one port: the faulted
+    /// ports in turn, counting only the cycles whose fault hit one port (in a run of one
+    /// fault, every cycle).
+    pub fn faulted(&self, plan: &RunPlan, cycle: u32) -> usize {
+        let earlier = if plan.faults.is_mixed() {
+            (1..cycle).filter(|&c| !plan.fault(c).hits_every_port()).count()
+        } else {
+            cycle.saturating_sub(1) as usize
+        };
+        self.fault_ports[earlier % self.fault_ports.len().max(1)]
     }
 }
 
@@ -99,6 +155,27 @@ impl FaultPlan {
         matches!(self, FaultPlan::CleanShutdown { .. })
     }
 
+    pub fn is_power_cut(&self) -> bool {
+        matches!(self, FaultPlan::PowerCut { .. })
+    }
+
+    /// Whether the fault hits every port of the drive: a power cut, or an NVM subsystem reset.
+    /// In a dual-port run no port is then judged against its baseline, and every writer's
+    /// cycle ends at the cut.
+    pub fn hits_every_port(&self) -> bool {
+        matches!(self, FaultPlan::PowerCut { .. } | FaultPlan::LinkReset { kind: ResetKind::NvmeSubsystem, .. })
+    }
+
+    /// The fault as the events and reports name it: `power-cut`, `clean-shutdown`, or the
+    /// link reset's kind (`port-pull`, `nvme-controller-reset`, `pci-remove-rescan`, ...).
+    pub fn label(&self) -> String {
+        match self {
+            FaultPlan::PowerCut { .. } => "power-cut".into(),
+            FaultPlan::CleanShutdown { .. } => "clean-shutdown".into(),
+            FaultPlan::LinkReset { kind, .. } => kind.to_string(),
+        }
+    }
+
     /// The pin-mate step of `cycle` (1-based), when the scenario sweeps them.
     pub fn mate_step_ms(&self, cycle: u32) -> Option<u32> {
         match self {
@@ -117,6 +194,11 @@ impl RunPlan {
     }
 
     /// The port the run writes through (a single-port run's only one).
+    /// The fault cycle `cycle` (from 1) injects.
+    pub fn fault(&self, cycle: u32) -> &FaultPlan {
+        &self.faults.entries[self.faults.index(self.seed, cycle)].0
+    }
+
     pub fn first_port(&self) -> PortId {
         self.ports.first().map_or(PortId::A, |p| p.id)
     }
@@ -144,16 +226,26 @@ impl Scenario {
                 (None, None) => Err(bad("controllers.power", "the fault needs a power switch")),
             }
         };
-        let fault = match &self.fault {
-            Fault::PowerCut { mate_steps_ms } => FaultPlan::PowerCut { switch: switch()?, mate_steps_ms: mate_steps_ms.clone() },
-            Fault::CleanShutdown => FaultPlan::CleanShutdown { switch: switch()? },
-            Fault::LinkReset { reset, port } => {
-                let controller = super::validate::parse_controller(origin, "controllers.link", self.controllers.link.as_deref())?
-                    .ok_or_else(|| bad("controllers.link", "a link_reset fault needs a link controller"))?;
-                FaultPlan::LinkReset { controller, port: port.clone(), kind: reset.reset_kind() }
-            }
+        let plan_fault = |f: &Fault| -> Result<FaultPlan, ScenarioError> {
+            Ok(match f {
+                Fault::PowerCut { mate_steps_ms } => FaultPlan::PowerCut { switch: switch()?, mate_steps_ms: mate_steps_ms.clone() },
+                Fault::CleanShutdown => FaultPlan::CleanShutdown { switch: switch()? },
+                Fault::LinkReset { reset, port } => {
+                    let controller = super::validate::parse_controller(origin, "controllers.link", self.controllers.link.as_deref())?
+                        .ok_or_else(|| bad("controllers.link", "a link_reset fault needs a link controller"))?;
+                    FaultPlan::LinkReset { controller, port: port.clone(), kind: reset.reset_kind() }
+                }
+                Fault::Mixed { .. } => return Err(bad("fault", "a mix inside a mix is not supported")),
+            })
         };
-        if fault.is_clean_shutdown() && matches!(self.cut, CutPlacement::UniformTime { .. }) {
+        let faults = match &self.fault {
+            Fault::Mixed { pick, faults } => FaultMix {
+                pick: Some(*pick),
+                entries: faults.iter().map(|m| Ok((plan_fault(&m.fault)?, m.weight))).collect::<Result<_, ScenarioError>>()?,
+            },
+            f => FaultMix::single(plan_fault(f)?),
+        };
+        if faults.all().any(FaultPlan::is_clean_shutdown) && matches!(self.cut, CutPlacement::UniformTime { .. }) {
             return Err(bad(
                 "cut.kind",
                 "a clean_shutdown fault cuts a drained drive: give cut.kind = \"while_idle\" (or \"after_completions\"), not a time window",
@@ -184,7 +276,7 @@ impl Scenario {
             contract: self.contract,
             target,
             ports,
-            fault,
+            faults,
             cut: self.cut,
             cycles: self.cycles.count,
             off_time: Duration::from_millis(self.cycles.off_time_ms),

@@ -327,14 +327,14 @@ fn scenario_plan_refuses_a_clean_shutdown_in_a_time_window_and_fills_in_the_seed
     let plan = s.plan("minimal.toml", 77).unwrap();
     assert_eq!((plan.seed, plan.scenario.seed), (77, Some(77)), "a scenario without a seed takes the one given");
     assert_eq!(plan.ports.len(), 1);
-    assert!(matches!(plan.fault, FaultPlan::PowerCut { switch: Switch::Controller(_), .. }));
+    assert!(matches!(plan.fault(1), FaultPlan::PowerCut { switch: Switch::Controller(_), .. }));
     s.seed = Some(5);
     assert_eq!(s.plan("minimal.toml", 77).unwrap().seed, 5, "the scenario's own seed wins");
     s.fault = Fault::CleanShutdown;
     let e = s.plan("minimal.toml", 1).unwrap_err().to_string();
     assert!(e.contains("cut.kind") && e.contains("while_idle"), "{e}");
     s.cut = CutPlacement::WhileIdle { after_completions: 3 };
-    assert!(s.plan("minimal.toml", 1).unwrap().fault.is_clean_shutdown());
+    assert!(s.plan("minimal.toml", 1).unwrap().fault(1).is_clean_shutdown());
 }
 
 #[test]
@@ -457,4 +457,52 @@ proptest! {
             let _ = Scenario::from_toml_with(MINIMAL, "minimal.toml", &[o]);
         }
     }
+}
+
+/// `MINIMAL` with a mixed fault (power cuts and clean shutdowns through its power switch).
+fn mixed(pick: &str, faults: &str) -> String {
+    MINIMAL
+        .replace("[fault]\nkind = \"power_cut\"", &format!("[fault]\nkind = \"mixed\"\npick = \"{pick}\"\nfaults = [{faults}]"))
+        .replace("kind = \"uniform_time\"\nwindow_start_ms = 100\nwindow_end_ms = 2000", "kind = \"while_idle\"\nafter_completions = 5")
+}
+
+#[test]
+fn a_mixed_fault_draws_each_cycle_s_fault_from_the_seed_and_the_cycle() {
+    let two = "{ weight = 2, fault = { kind = \"power_cut\" } }, { fault = { kind = \"clean_shutdown\" } }";
+    let s = Scenario::from_toml(&mixed("sequence", two), "t.toml").unwrap();
+    let plan = s.plan("t.toml", 1).unwrap();
+    assert!(plan.faults.is_mixed());
+    // In turn, each for its weight in cycles: power, power, clean, power, power, clean.
+    let kinds: Vec<String> = (1..=6).map(|c| plan.fault(c).label()).collect();
+    assert_eq!(kinds, ["power-cut", "power-cut", "clean-shutdown", "power-cut", "power-cut", "clean-shutdown"]);
+    let s = Scenario::from_toml(&mixed("weighted", two), "t.toml").unwrap();
+    let (a, b) = (s.plan("t.toml", 7).unwrap(), s.plan("t.toml", 7).unwrap());
+    let draws: Vec<usize> = (1..=3000).map(|c| a.faults.index(a.seed, c)).collect();
+    assert_eq!(draws, (1..=3000).map(|c| b.faults.index(b.seed, c)).collect::<Vec<_>>(), "the same seed draws the same faults");
+    let power = draws.iter().filter(|&&i| i == 0).count();
+    assert!((1800..2200).contains(&power), "seed 7: weight 2 of 3 is drawn about 2000 times in 3000, not {power}");
+    let other = s.plan("t.toml", 8).unwrap();
+    assert_ne!(draws, (1..=3000).map(|c| other.faults.index(other.seed, c)).collect::<Vec<_>>(), "another seed, other draws");
+    // A run of one fault is not a mix: every cycle the same, and no label in its events.
+    assert!(!minimal().plan("m.toml", 1).unwrap().faults.is_mixed());
+}
+
+#[test]
+fn a_mixed_fault_is_refused_where_one_of_its_faults_would_be() {
+    let err = |pick: &str, faults: &str| invalid_field(&mixed(pick, faults));
+    assert_eq!(err("sequence", "").0, "fault.faults");
+    let (field, message) = err("weighted", "{ weight = 0, fault = { kind = \"power_cut\" } }");
+    assert_eq!(field, "fault.faults[0].weight", "{message}");
+    let (field, message) =
+        err("sequence", "{ fault = { kind = \"power_cut\" } }, { fault = { kind = \"link_reset\", reset = \"nvme_controller\" } }");
+    assert_eq!((field.as_str(), message.contains("link controller")), ("controllers.link", true), "{message}");
+    let (field, message) = err("sequence", "{ fault = { kind = \"mixed\", pick = \"sequence\", faults = [] } }");
+    assert_eq!(field, "fault.faults[0].fault", "{message}");
+    let (field, message) = err("sequence", "{ fault = { kind = \"power_cut\", mate_steps_ms = [0] } }");
+    assert_eq!(field, "fault.faults[0].fault.mate_steps_ms", "{message}");
+    // A clean shutdown among them needs a placement it can keep, as on its own.
+    let timed = mixed("sequence", "{ fault = { kind = \"clean_shutdown\" } }")
+        .replace("kind = \"while_idle\"\nafter_completions = 5", "kind = \"uniform_time\"\nwindow_start_ms = 100\nwindow_end_ms = 2000");
+    let e = Scenario::from_toml(&timed, "t.toml").unwrap().plan("t.toml", 1).unwrap_err().to_string();
+    assert!(e.contains("cut.kind"), "{e}");
 }

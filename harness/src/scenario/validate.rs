@@ -77,14 +77,44 @@ impl Scenario {
                 return bad("controllers.link", format!("{l} cannot reset a link"));
             }
         }
-        match &self.fault {
+        if let Fault::Mixed { faults, .. } = &self.fault {
+            if faults.is_empty() {
+                return bad("fault.faults", "a mixed fault lists at least one fault".into());
+            }
+            if faults.len() > 64 {
+                return bad("fault.faults", format!("{} faults: at most 64", faults.len()));
+            }
+            for (i, m) in faults.iter().enumerate() {
+                let field = format!("fault.faults[{i}]");
+                if m.weight == 0 || m.weight > 1_000_000 {
+                    return bad(&format!("{field}.weight"), format!("{}: expected 1 to 1000000", m.weight));
+                }
+                self.validate_fault(origin, &m.fault, &format!("{field}.fault"), power.as_ref(), link.as_ref())?;
+            }
+            return Ok(());
+        }
+        self.validate_fault(origin, &self.fault, "fault", power.as_ref(), link.as_ref())
+    }
+
+    /// One fault (`field`: where it is, `fault` or a mix's entry) fits the controllers.
+    fn validate_fault(
+        &self,
+        origin: &str,
+        fault: &Fault,
+        field: &str,
+        power: Option<&ControllerSpec>,
+        link: Option<&ControllerSpec>,
+    ) -> Result<(), ScenarioError> {
+        let bad =
+            |field: &str, message: String| Err(ScenarioError::Invalid { origin: origin.to_string(), field: field.to_string(), message });
+        match fault {
             Fault::PowerCut { mate_steps_ms } => {
                 if power.is_none() {
                     return bad("controllers.power", "a power_cut fault needs a power switch".into());
                 }
                 if let Some(&step) = mate_steps_ms.iter().find(|&&s| s == 0 || s > 1000) {
                     return bad(
-                        "fault.mate_steps_ms",
+                        &format!("{field}.mate_steps_ms"),
                         format!("step {step} ms: expected 1 to 1000 (fast 10, standard 25, slow 100, very slow 500)"),
                     );
                 }
@@ -94,7 +124,7 @@ impl Scenario {
                 };
                 if !mate_steps_ms.is_empty() && !hotplug {
                     return bad(
-                        "fault.mate_steps_ms",
+                        &format!("{field}.mate_steps_ms"),
                         "pin-mate sequencing needs a Quarch hot-plug module as the power switch (for the simulated drive: \
                          switch = \"quarch_hotplug_serial\")"
                             .into(),
@@ -106,8 +136,11 @@ impl Scenario {
                     return bad("controllers.link", "a link_reset fault needs a link controller".into());
                 }
                 if port.as_deref().is_some_and(|p| p.trim().is_empty()) {
-                    return bad("fault.port", "must not be empty (leave it out for the controller's only port)".into());
+                    return bad(&format!("{field}.port"), "must not be empty (leave it out for the controller's only port)".into());
                 }
+            }
+            Fault::Mixed { .. } => {
+                return bad(field, "a mixed fault's faults are single faults: a mix inside a mix is not supported".into());
             }
             Fault::CleanShutdown => {
                 if power.is_none() {
@@ -151,17 +184,20 @@ impl Scenario {
             Some(_) if n < 2 => bad("dual", "a dual-port run needs two ports: [[ports]] A and B, or target.sim.dual".into()),
             Some(d) => {
                 super::ports::validate_dual(origin, d)?;
-                if matches!(self.fault, Fault::LinkReset { port: Some(_), .. }) {
-                    return bad(
-                        "fault.port",
-                        "a dual-port run names the faulted ports in dual.fault_ports (and each port's fault_port)".into(),
-                    );
-                }
-                if matches!(self.fault, Fault::CleanShutdown) {
-                    return bad(
-                        "fault.kind",
-                        "clean_shutdown is a single-port control case; a dual-port run faults one port under load".into(),
-                    );
+                for (i, f) in self.fault.each().into_iter().enumerate() {
+                    let at = if matches!(self.fault, Fault::Mixed { .. }) { format!("fault.faults[{i}].fault") } else { "fault".into() };
+                    if matches!(f, Fault::LinkReset { port: Some(_), .. }) {
+                        return bad(
+                            &format!("{at}.port"),
+                            "a dual-port run names the faulted ports in dual.fault_ports (and each port's fault_port)".into(),
+                        );
+                    }
+                    if matches!(f, Fault::CleanShutdown) {
+                        return bad(
+                            &format!("{at}.kind"),
+                            "clean_shutdown is a single-port control case; a dual-port run faults one port under load".into(),
+                        );
+                    }
                 }
                 let ports = if ports.is_empty() { super::ports::default_sim_ports() } else { ports };
                 super::ports::plan_fault_ports(origin, d, &ports)?;

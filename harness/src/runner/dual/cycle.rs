@@ -18,11 +18,10 @@ use crate::runner::emit::Emitter;
 use crate::runner::fault::{confirm_cut, saw_device_go, ControllerError, Cutter, FaultThread};
 use crate::runner::stop::{self, ControllerStep, CycleEnd};
 use crate::runner::{CycleCheck, CycleObserver, RunnerOptions};
-use crate::scenario::{DualPlan, FaultPlan, PortRole, RunPlan};
+use crate::scenario::{DualPlan, PortRole, RunPlan};
 use crate::verify::Finding;
 use crate::writer::{run_cycle, CycleOptions, Phase, PortSamples, StopToken, Windows};
 use crate::writer::{CutPlacement, HookError};
-use faultline_drivers::ResetKind;
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -40,12 +39,6 @@ pub(super) struct DualCycles<'r, 'e> {
     pub health: Vec<Option<HealthLogs>>,
     /// The pin-mate step set for the next cut, if the scenario sweeps them.
     pub mate_step_ms: Option<u32>,
-}
-
-/// Whether a fault hits every port of the drive: a power cut, or an NVM subsystem reset.
-/// No port is then judged against its baseline, and every writer's cycle ends at the cut.
-pub(super) fn hits_every_port(fault: &FaultPlan) -> bool {
-    matches!(fault, FaultPlan::PowerCut { .. } | FaultPlan::LinkReset { kind: ResetKind::NvmeSubsystem, .. })
 }
 
 /// What the write phase of a cycle left.
@@ -76,6 +69,9 @@ pub(crate) enum DualCycleError {
     /// A share could not be verified or its verification recorded.
     #[error(transparent)]
     Verify(#[from] ShareCheckError),
+    /// The cycle's fault has no controller (checked when the ports opened: a defect here).
+    #[error("the cycle's fault: {0}")]
+    Aim(ControllerError),
     /// A port's ledger could not be brought level with the run's cycle.
     #[error("{}: cannot record the cycles its writer never began: {source}", .dir.display())]
     Align { dir: std::path::PathBuf, source: crate::ledger::LedgerError },
@@ -188,15 +184,15 @@ impl DualCycles<'_, '_> {
         observer: Option<&mut (dyn CycleObserver + 'static)>,
     ) -> Result<CycleEnd, DualCycleError> {
         let (plan, dual) = (self.plan, self.dual);
-        let every = hits_every_port(&plan.fault);
-        let power = matches!(plan.fault, FaultPlan::PowerCut { .. });
-        let hit = dual.faulted(cycle);
-        if let Cutter::Link { port, .. } = &mut *self.cutter {
-            port.clone_from(&dual.ports[hit].fault_port);
-        }
+        let fault = plan.fault(cycle);
+        let (every, power) = (fault.hits_every_port(), fault.is_power_cut());
+        let hit = dual.faulted(plan, cycle);
+        // Checked when the ports opened: every fault of the run has its controller, and the
+        // link controller can fault every port the scenario faults.
+        self.cutter.aim(fault, Some(&dual.ports[hit].fault_port)).map_err(DualCycleError::Aim)?;
         self.align(cycle)?;
         let t_start = self.em.now();
-        self.em.emit(Event::CycleStarted { t_ns: t_start, cycle });
+        self.em.emit(Event::CycleStarted { t_ns: t_start, cycle, fault: plan.faults.is_mixed().then(|| fault.label()) });
         let mut end = CycleEnd { cycle, ..CycleEnd::default() };
         let w = self.write(cycle, hit, every, power);
         for message in self.devs.iter_mut().flat_map(|d| d.take_notes()) {
@@ -343,7 +339,7 @@ impl DualCycles<'_, '_> {
                 }
                 None => continue,
             };
-            let anomalies: Vec<HealthAnomaly> = judged_health(self.plan, &before, &after, faulted);
+            let anomalies: Vec<HealthAnomaly> = judged_health(self.plan, cycle, &before, &after, faulted);
             n += anomalies.len();
             let name = self.name(i).to_string();
             let t_ns = self.em.now();

@@ -289,18 +289,31 @@ fn open_real(plan: &RunPlan, dual: &DualPlan, expect: &Expectation, o: &RunnerOp
         }));
     }
     let g = geometry.ok_or(OpenPortsError::NoPorts)?;
-    let mut fault = plan.fault.clone();
-    if let FaultPlan::LinkReset { port, .. } = &mut fault {
-        *port = Some(dual.ports[dual.faulted(1)].fault_port.clone());
+    // A link reset hits the port the cycle faults: opened aimed at the first faulted port.
+    let mut faults = plan.faults.clone();
+    for (f, _) in faults.entries.iter_mut() {
+        if let FaultPlan::LinkReset { port, .. } = f {
+            *port = Some(dual.ports[dual.fault_ports[0]].fault_port.clone());
+        }
     }
-    let cutter = real_cutter(&fault, &o.control_env).map_err(OpenPortsError::Controller)?;
-    if let Cutter::Link { ctl, kind, .. } = &cutter {
-        require(ctl.as_ref(), dual, *kind)?;
-    }
+    let cutter = real_cutter(&faults, &o.control_env).map_err(OpenPortsError::Controller)?;
+    require_all(&cutter, plan, dual)?;
     let port = dual.ports[0].name.clone();
     let identity = devs[0].target().map_err(|source| OpenPortsError::NotOpen { port, source })?.identity();
     let sector = (g.logical_block_bytes as u64).max(512);
     Ok(Ports { devs, cutter, identity, sector, capacity: g.capacity_bytes, notes, _keep: None })
+}
+
+/// Checks that the link controller can do every link reset of the run on every port the
+/// scenario faults.
+pub(super) fn require_all(cutter: &Cutter, plan: &RunPlan, dual: &DualPlan) -> Result<(), OpenPortsError> {
+    let Some(ctl) = cutter.link_controller() else { return Ok(()) };
+    for f in plan.faults.all() {
+        if let FaultPlan::LinkReset { kind, .. } = f {
+            require(ctl, dual, *kind)?;
+        }
+    }
+    Ok(())
 }
 
 /// Checks that the link controller can fault every port the scenario faults.

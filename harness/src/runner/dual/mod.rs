@@ -243,7 +243,7 @@ pub(crate) fn run(
         let cycle = done + 1;
         // Pin-mate sequencing sweeps its steps, one per cycle; a failure to set it up starts
         // no cycle.
-        if let Some(step) = plan.fault.mate_step_ms(cycle) {
+        if let Some(step) = plan.fault(cycle).mate_step_ms(cycle) {
             if let Err(e) = c.cutter.set_mate_step(step) {
                 c.em.error(None, format!("cycle {cycle}: setting the pin-mate step to {step} ms: {e}"));
                 let end = CycleEnd { cycle, controller_failure: Some(ControllerStep::MateStep), errors: 1, ..CycleEnd::default() };

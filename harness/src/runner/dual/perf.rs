@@ -48,7 +48,7 @@ pub(super) fn run(
     for (phase, who) in phases(lanes, dual) {
         n += 1;
         let t_ns = em.now();
-        em.emit(Event::CycleStarted { t_ns, cycle: n });
+        em.emit(Event::CycleStarted { t_ns, cycle: n, fault: None });
         let windows = Arc::new(Windows::new(devs.len()));
         let mut lane_of: Vec<Option<&mut Lane>> = (0..devs.len()).map(|_| None).collect();
         for (i, l) in lanes.iter_mut().enumerate() {

@@ -2,7 +2,7 @@
 //! media and cache, its link controller (`controllers.link = "sim"`) for port pulls and
 //! controller resets, its power switch for cuts that hit both ports.
 
-use super::device::{require, DriveSaver, PortDev, Ports};
+use super::device::{require_all, DriveSaver, PortDev, Ports};
 use super::error::OpenPortsError;
 use crate::format::Format;
 use crate::ledger::Ledger;
@@ -98,32 +98,51 @@ pub(super) fn open(plan: &RunPlan, dual: &DualPlan, t: &SimTarget, run_dir: &Pat
     let cfg = crate::runner::setup::sim_config(plan, t);
     let dcfg = DualConfig { model: d.model.dual_model(), ports: 2, port_mbps: Some(d.port_mbps).filter(|&m| m > 0) };
     let drive = DualSim::persistent(cfg, dcfg, run_dir).map_err(OpenPortsError::Sim)?;
-    let (cutter, keep) = match &plan.fault {
-        FaultPlan::LinkReset { kind, .. } if t.switch == SimSwitch::QuarchHotplugSerial => {
+    let needs_link = plan.faults.all().any(|f| matches!(f, FaultPlan::LinkReset { .. }));
+    let power_switch = plan.faults.all().find_map(|f| match f {
+        FaultPlan::PowerCut { switch: Switch::Sim(s), .. } => Some(*s),
+        _ => None,
+    });
+    if plan.faults.all().any(|f| !matches!(f, FaultPlan::LinkReset { .. } | FaultPlan::PowerCut { switch: Switch::Sim(_), .. })) {
+        return Err(OpenPortsError::Fault);
+    }
+    let port = dual.ports[dual.fault_ports[0]].fault_port.clone();
+    let first_kind = plan.faults.all().find_map(|f| match f {
+        FaultPlan::LinkReset { kind, .. } => Some(*kind),
+        _ => None,
+    });
+    let (cutter, keep) = match first_kind {
+        Some(kind) if t.switch == SimSwitch::QuarchHotplugSerial => {
             // The real Quarch driver, over a pty, to the hot-plug module's emulator in front
-            // of the drive's ports.
+            // of the drive's ports: it pulls them, and switches the drive's power too.
             let emu = QuarchEmu::serial_dual(drive.power(), drive.link(), plan.seed).map_err(OpenPortsError::Emulator)?;
             let spec = parse_spec(&format!("quarch+serial://{}", emu.endpoint()))
                 .map_err(|e| OpenPortsError::Controller(ControllerError::of(e)))?;
-            let ctl = control::open(&spec, &o.control_env)
-                .map_err(|e| OpenPortsError::Controller(ControllerError::of(e)))?
-                .link
-                .ok_or(OpenPortsError::NoLink)?;
-            require(ctl.as_ref(), dual, *kind)?;
-            let port = dual.ports[dual.faulted(1)].fault_port.clone();
-            (Cutter::Link { ctl, port, kind: *kind }, Some(Box::new(emu) as Box<dyn std::any::Any>))
+            let c = control::open(&spec, &o.control_env).map_err(|e| OpenPortsError::Controller(ControllerError::of(e)))?;
+            let ctl = c.link.ok_or(OpenPortsError::NoLink)?;
+            let cutter = Cutter::link(ctl, port, kind).with_power(c.power.filter(|_| power_switch.is_some()));
+            (cutter, Some(Box::new(emu) as Box<dyn std::any::Any>))
         }
-        FaultPlan::LinkReset { kind, .. } => {
-            let link = drive.link();
-            require(&link, dual, *kind)?;
-            let port = dual.ports[dual.faulted(1)].fault_port.clone();
-            (Cutter::Link { ctl: Box::new(link), port, kind: *kind }, None)
+        Some(kind) => {
+            let mut keep = None;
+            let mut power = None;
+            if let Some(s) = power_switch {
+                let (p, k) = sim_switch(s, drive.power(), plan.seed, &o.control_env).map_err(OpenPortsError::Controller)?;
+                (power, keep) = (Some(p), k);
+            }
+            let mut cutter = Cutter::link(Box::new(drive.link()), port, kind);
+            if let Some(p) = power {
+                cutter = cutter.joined(p);
+            }
+            (cutter, keep)
         }
-        FaultPlan::PowerCut { switch: Switch::Sim(s), .. } => {
-            sim_switch(*s, drive.power(), plan.seed, &o.control_env).map_err(OpenPortsError::Controller)?
-        }
-        _ => return Err(OpenPortsError::Fault),
+        None if needs_link => return Err(OpenPortsError::Fault),
+        None => match power_switch {
+            Some(s) => sim_switch(s, drive.power(), plan.seed, &o.control_env).map_err(OpenPortsError::Controller)?,
+            None => return Err(OpenPortsError::Fault),
+        },
     };
+    require_all(&cutter, plan, dual)?;
     let devs: Vec<Box<dyn PortDev>> = (0..2u8)
         .map(|p| {
             Box::new(SimPortDev { port: drive.port(p), drive: (p == 0).then(|| drive.clone()), saver: drive.clone() }) as Box<dyn PortDev>

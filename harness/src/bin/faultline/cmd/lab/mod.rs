@@ -352,7 +352,8 @@ fn cmd_run(mut a: RunArgs) -> Result<Exit> {
     let given = Scenario::load_with(&a.scenario, &sets)?;
     take_needs(&a.scenario, &given, &mut a.m)?;
     let s = guest::lab_scenario(given.clone(), &a.scenario.display().to_string(), Path::new("/dev/nvme0n1"))?;
-    let powered = matches!(s.fault, faultline::scenario::Fault::PowerCut { .. } | faultline::scenario::Fault::CleanShutdown);
+    let powered =
+        s.fault.each().iter().any(|f| matches!(f, faultline::scenario::Fault::PowerCut { .. } | faultline::scenario::Fault::CleanShutdown));
     if powered && a.m.sim.is_none() {
         bail!(
             "{}: a power fault in the lab needs the simulated drive (--sim MODEL, e.g. --sim honest-plp, or the scenario's [lab] sim): a raw image or another NBD export lives in the host's page cache and loses nothing",
