@@ -572,6 +572,7 @@ fn body_cut_cycles_verify_clean(s: &mut Subject) {
             samples: None,
             fill: faultline::writer::Fill::Auto,
             clock_from: None,
+            before_end: None,
         };
         let out = run_cycle(s.target.as_mut(), &layout, &format, &mut ledger, Contract::Plp, &opts, &mut *s.cut).unwrap();
         assert!(out.completed >= 500 * cycle as u64, "{}: {out:?}", s.name);

@@ -60,6 +60,7 @@ impl Cycles<'_, '_> {
             samples: None,
             fill: crate::writer::Fill::Auto,
             clock_from: None,
+            before_end: None,
         };
         let started = Instant::now();
         (self.cycle_t0, self.waits) = (started, Duration::ZERO);
@@ -497,6 +498,8 @@ pub(super) fn cycles<'r>(
             *cycles_run += 1;
             done += 1;
             (c.cycle_t0, c.waits) = (Instant::now(), Duration::ZERO);
+            // Powered back on as that cycle's fault would have been (in a mix, its own).
+            c.st.cutter.aim(plan.fault(cycle), None).map_err(Fatal::Aim)?;
             let end = Pending { cycle, outcome: None, last: done == plan.cycles, end: Default::default() };
             if let Some(why) = c.settle(end, Duration::ZERO)? {
                 return Ok(c.stopped(why));

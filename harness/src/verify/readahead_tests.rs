@@ -87,6 +87,7 @@ fn damaged() -> Damaged {
         samples: None,
         fill: crate::writer::Fill::Auto,
         clock_from: None,
+        before_end: None,
     };
     run_cycle(t.as_mut(), &layout, &format, &mut ledger, Contract::Plp, &opts, &mut || Ok(())).unwrap();
     // Damage: a flipped bit, a zeroed sector and garbage, in the first, a middle and the

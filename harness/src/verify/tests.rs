@@ -61,6 +61,7 @@ fn setup() -> (SimDrive, Layout, Format, LedgerWriter) {
         samples: None,
         fill: crate::writer::Fill::Auto,
         clock_from: None,
+        before_end: None,
     };
     run_cycle(&mut sim, &layout, &format, &mut ledger, Contract::Plp, &opts, &mut || Ok(())).unwrap();
     (sim, layout, format, ledger)

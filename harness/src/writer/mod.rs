@@ -52,9 +52,21 @@ pub enum WriteError {
     Cut { why: HookError, outcome: Box<CycleOutcome> },
     #[error("target: {0}")]
     Stalled(String),
-    /// The hook before the prefill is recorded failed: nothing of the prefill is recorded.
+    /// The hook before the prefill or the cycle's end is recorded failed: nothing of it is
+    /// recorded.
     #[error("target: {0}")]
     BeforeRecord(HookError),
+}
+
+/// Called right before a cycle's end is recorded, however it ended (see
+/// [`CycleOptions::before_end`]).
+#[derive(Clone)]
+pub struct EndHook(pub std::sync::Arc<dyn Fn() -> Result<(), HookError> + Send + Sync>);
+
+impl std::fmt::Debug for EndHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("EndHook")
+    }
 }
 
 /// How a cycle is driven and ended.
@@ -87,6 +99,11 @@ pub struct CycleOptions {
     /// cycle's own start. Writers of one drive's ports share one, so that a fault that hits
     /// them all finds each at its cut, however late its thread began.
     pub clock_from: Option<Instant>,
+    /// Called right before the cycle's end is recorded: the simulated dual-port drive is saved
+    /// there, so that whatever the record claims durable is on the saved drive, for a harness
+    /// killed just after it (the port a fault did not hit goes on writing after the fault's
+    /// save). `None`: nothing.
+    pub before_end: Option<EndHook>,
 }
 
 /// Ends a cycle from another thread, gracefully: the writer stops submitting, drains, flushes
@@ -626,6 +643,9 @@ impl<'a, 'f> CycleLoop<'a, 'f> {
             EndKind::Graceful
         };
         let (durable_prefix, durable_extras, failed) = self.t.durable();
+        if let Some(h) = &self.opts.before_end {
+            (h.0)().map_err(WriteError::BeforeRecord)?;
+        }
         let mut out = self.out;
         out.submitted_end = self.next_id;
         self.ledger.append(&Record::CycleEnd {

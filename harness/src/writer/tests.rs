@@ -99,6 +99,7 @@ fn rig(model: FaultModel, contract: Contract, placement: CutPlacement, seed: u64
         samples: None,
         fill: Fill::Auto,
         clock_from: None,
+        before_end: None,
     };
     let ledger = LedgerWriter::create(&tempdir(), header).unwrap();
     Rig { sim, ledger, layout: Layout::new(spec, 512).unwrap(), format: Format::new(seed, 512), opts }

@@ -21,7 +21,7 @@ use crate::runner::{CycleCheck, CycleObserver, RunnerOptions};
 use crate::scenario::{DualPlan, PortRole, RunPlan};
 use crate::verify::Finding;
 use crate::writer::{run_cycle, CycleOptions, Phase, PortSamples, StopToken, Windows};
-use crate::writer::{CutPlacement, HookError};
+use crate::writer::{CutPlacement, EndHook, HookError};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -50,7 +50,8 @@ struct Written {
     windows: Arc<Windows>,
     started: Instant,
     t_end: Instant,
-    /// The simulated drive was saved in the cut hook (nothing left to save after the cycle).
+    /// The simulated drive was saved in a writer's hooks (at the cut, before a cycle's end
+    /// was recorded): nothing left to save after the cycle.
     saved: bool,
 }
 
@@ -133,6 +134,9 @@ impl DualCycles<'_, '_> {
         for d in self.devs.iter_mut() {
             d.release();
         }
+        // Powered back on as that cycle's fault would have been (in a mix, its own).
+        let hit = self.dual.faulted(self.plan, cycle);
+        self.cutter.aim(self.plan.fault(cycle), Some(&self.dual.ports[hit].fault_port)).map_err(DualCycleError::Aim)?;
         if let Err(e) = self.cutter.restore(Duration::ZERO) {
             self.em.error(Some(cycle), format!("power on: {e}"));
             self.controller_log(Some(cycle));
@@ -408,9 +412,21 @@ impl DualCycles<'_, '_> {
         let readiness = plan.readiness_timeout;
         let at0 = self.probe_at();
         let ticking = std::sync::atomic::AtomicBool::new(true);
-        let saver = self.devs.iter().find_map(|d| d.saver());
-        let (saver, save_once) = (saver.as_ref(), std::sync::OnceLock::<Result<(), String>>::new());
-        let save_once = &save_once;
+        // The simulated drive is saved before any writer records what it holds durable (at
+        // the cut, and again right before each writer records its cycle's end: the ports a
+        // fault did not hit go on writing after the fault), whether or not the fault worked,
+        // so that a harness killed after a record resumes on a drive that holds it. A save
+        // holds the drive only while it takes the changes (fixtures: `DualSim::persist`).
+        let saved = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let save: Option<EndHook> = self.devs.iter().find_map(|d| d.saver()).map(|saver| {
+            let saved = Arc::clone(&saved);
+            EndHook(Arc::new(move || {
+                saver().map_err(|e| HookError::from(format!("cannot save the simulated drive: {e}")))?;
+                saved.store(true, std::sync::atomic::Ordering::Release);
+                Ok(())
+            }))
+        });
+        let save = &save;
         let (devs, lanes, cutter) = (&mut *self.devs, &mut *self.lanes, &mut *self.cutter);
         // The fault's thread outlives the writers' (whose hooks fire it): an outer scope.
         std::thread::scope(|outer| {
@@ -448,6 +464,7 @@ impl DualCycles<'_, '_> {
                         samples: Some(PortSamples { windows: Arc::clone(&windows), slot: i }),
                         fill: crate::writer::Fill::Auto,
                         clock_from: Some(started),
+                        before_end: save.clone(),
                     };
                     handles.push(sc.spawn(move || {
                         let contract = plan.contract;
@@ -456,15 +473,10 @@ impl DualCycles<'_, '_> {
                             windows.enter(Phase::Fault);
                             let r = fault.fire();
                             let _ = landed_tx.send(r.clone().map_err(NoCut::Controller));
-                            // As a one-port cycle: the drive is saved (once, by the first hook)
-                            // before any writer records what the cut left durable, whether or
-                            // not the fault worked, so that a harness killed after that record
-                            // resumes on a drive that holds it.
-                            if let Some(save) = saver {
-                                let saved = save_once.get_or_init(|| save().map_err(|e| e.to_string()));
-                                saved
-                                    .clone()
-                                    .map_err(|e| HookError::from(format!("cannot save the simulated drive after the cut: {e}")))?;
+                            // As a one-port cycle: saved before the writer records what the
+                            // cut left durable.
+                            if let Some(h) = save {
+                                (h.0)()?;
                             }
                             Ok(r.map(|_| ())?)
                         };
@@ -528,7 +540,7 @@ impl DualCycles<'_, '_> {
                 let _ = ticker.join();
                 let ends: Vec<(usize, PortEnd)> = handles.into_iter().filter_map(|h| h.join().ok()).collect();
                 let t_end = Instant::now();
-                let saved = save_once.get().is_some_and(Result::is_ok);
+                let saved = saved.load(std::sync::atomic::Ordering::Acquire);
                 Written { ends, landed, windows: Arc::clone(&windows), started, t_end, saved }
             })
         })

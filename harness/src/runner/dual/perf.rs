@@ -77,6 +77,7 @@ pub(super) fn run(
                     samples: Some(PortSamples { windows, slot: i }),
                     fill: crate::writer::Fill::Auto,
                     clock_from: None,
+                    before_end: None,
                 };
                 hs.push(sc.spawn(move || {
                     let OpenRun { ledger, layout, format, .. } = &mut lane.run;

@@ -177,6 +177,7 @@ fn fl_write(c: &mut Ctx, bs: u64, pattern: Pattern) -> Result<Fig> {
         samples: None,
         fill: faultline::writer::Fill::Auto,
         clock_from: None,
+        before_end: None,
     };
     let cpu0 = cpu_times().0;
     let out = run_cycle(t.as_mut(), &layout, &format, &mut ledger, Contract::Plp, &opts, &mut || Ok(()))?;

@@ -159,6 +159,7 @@ pub fn cmd_write(a: WriteArgs) -> Result<Exit> {
         samples: None,
         fill: faultline::writer::Fill::Auto,
         clock_from: None,
+        before_end: None,
     };
     let contract = h.contract;
     let out = run_cycle(target.as_mut(), &run.layout, &run.format, &mut run.ledger, contract, &opts, &mut || {
