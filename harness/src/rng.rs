@@ -34,6 +34,13 @@ const WY_XOR: u64 = 0xe703_7ed1_a0b4_28db;
 const FILL_LANES: usize = 8;
 
 impl WyRand {
+    /// A per-cycle stream of `seed` (one per `salt`): the same for a cycle whether or not the
+    /// harness died before it.
+    pub fn for_cycle(seed: u64, salt: u64, cycle: u32) -> Self {
+        let mut r = WyRand::new(seed ^ salt);
+        WyRand::new(r.next_u64() ^ u64::from(cycle).wrapping_mul(0x9E37_79B9_7F4A_7C15))
+    }
+
     pub fn new(seed: u64) -> Self {
         WyRand(seed)
     }

@@ -66,8 +66,7 @@ pub fn draw_after_ms(rng: &mut WyRand, start: u64, end: u64) -> u64 {
 
 /// A per-cycle random stream: the same for a cycle whether or not the harness died before it.
 pub(crate) fn cycle_rng(seed: u64, salt: u64, cycle: u32) -> WyRand {
-    let mut r = WyRand::new(seed ^ salt);
-    WyRand::new(r.next_u64() ^ u64::from(cycle).wrapping_mul(0x9E37_79B9_7F4A_7C15))
+    WyRand::for_cycle(seed, salt, cycle)
 }
 
 pub(crate) const PLACE_SALT: u64 = 0x0c07_91ac_e000_0001;
@@ -139,11 +138,6 @@ impl Cutter {
             }
         };
         Ok(())
-    }
-
-    /// What the next cut does.
-    pub fn aimed(&self) -> &Aim {
-        &self.aim
     }
 
     pub fn cut(&mut self, hold: Duration) -> Result<(), ControllerError> {

@@ -70,10 +70,7 @@ impl FaultMix {
         let mut k = match self.pick {
             None => return 0,
             Some(FaultPick::Sequence) => u64::from(cycle.saturating_sub(1)) % total.max(1),
-            Some(FaultPick::Weighted) => {
-                let mut r = crate::rng::WyRand::new(seed ^ FAULT_SALT);
-                crate::rng::WyRand::new(r.next_u64() ^ u64::from(cycle).wrapping_mul(0x9E37_79B9_7F4A_7C15)).below(total.max(1))
-            }
+            Some(FaultPick::Weighted) => crate::rng::WyRand::for_cycle(seed, FAULT_SALT, cycle).below(total.max(1)),
         };
         for (i, (_, w)) in self.entries.iter().enumerate() {
             if k < u64::from(*w) {
