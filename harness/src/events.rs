@@ -150,7 +150,7 @@ pub enum Event {
         t_ns: u64,
         cycle: u32,
         /// The cycle's fault, in a run that mixes faults (`power-cut`, `port-pull`, ...; the
-        /// port a one-port fault hits is in its `cut_issued` and `port_window` events).
+        /// port a one-port fault hits is the cycle's `port_window` with `faulted`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         fault: Option<String>,
     },

@@ -84,6 +84,8 @@ pub struct Console<W: Write> {
     /// The current cycle's cut (completions, in flight) and new findings.
     cut: Option<(u64, u32)>,
     new: Vec<crate::verify::Finding>,
+    /// The current cycle's fault, in a run that mixes faults.
+    fault: Option<String>,
     /// Folding earlier events without printing them ([`Console::replay`]).
     quiet: bool,
 }
@@ -111,6 +113,7 @@ impl<W: Write> Console<W> {
             last_line_ns: 0,
             cut: None,
             new: Vec::new(),
+            fault: None,
             quiet: false,
         }
     }
@@ -164,9 +167,10 @@ impl<W: Write> EventSink for Console<W> {
                     self.bar = Some(bar);
                 }
             }
-            Event::CycleStarted { .. } => {
+            Event::CycleStarted { fault, .. } => {
                 self.cut = None;
                 self.new.clear();
+                self.fault.clone_from(fault);
             }
             Event::CutIssued { completions, in_flight_ops, .. } => self.cut = Some((*completions, *in_flight_ops)),
             Event::Finding { finding, .. } => {
@@ -180,10 +184,13 @@ impl<W: Write> EventSink for Console<W> {
                     self.line(format!("cycle {cycle:>5}: ended by the harness error above; nothing found in what could be checked"))?;
                 } else if let Some(f) = self.new.first() {
                     self.bad_cycles += 1;
-                    let cut = match self.cut {
+                    let mut cut = match self.cut {
                         Some((c, n)) => format!("cut after {c} completions with {n} in flight"),
                         None => "no cut recorded".to_string(),
                     };
+                    if let Some(fault) = &self.fault {
+                        cut = format!("{fault}, {cut}");
+                    }
                     let text = format!(
                         "cycle {cycle:>5}: {cut}: {} new findings, first: {} at byte {} ({})",
                         self.new.len(),
@@ -317,6 +324,21 @@ mod tests {
         assert!(out.contains("3 cycles in 4.0 s") && out.contains("  lost_write           1"), "{out}");
         assert!(out.ends_with("verdict: 1 finding and 1 health anomaly: the drive broke its flush promise\n"), "{out}");
         assert!(!out.contains("no new findings"), "no periodic line within the interval: {out}");
+    }
+
+    #[test]
+    fn a_mixed_run_names_each_cycle_s_fault() {
+        let mut buf = Vec::new();
+        let mut c = Console::new(&mut buf, Progress::Lines { every_ns: u64::MAX });
+        for mut e in testdata::run() {
+            if let Event::CycleStarted { fault, .. } = &mut e {
+                *fault = Some("port-pull".into());
+            }
+            c.event(&e).unwrap();
+        }
+        drop(c);
+        let out = String::from_utf8(buf).unwrap();
+        assert!(out.contains("cycle     2: port-pull, cut after 200 completions"), "{out}");
     }
 
     #[test]

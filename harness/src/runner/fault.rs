@@ -98,14 +98,8 @@ impl Cutter {
         Cutter { power: None, link: Some(ctl), aim: Aim::Link { port, kind } }
     }
 
-    /// With a power switch besides (a mix of power cuts and link resets).
-    pub fn with_power(mut self, p: Option<Box<dyn PowerSwitch + Send>>) -> Cutter {
-        self.power = p.or(self.power);
-        self
-    }
-
     /// With `other`'s power switch and link controller where this one has none (aimed as
-    /// this one is).
+    /// this one is): a mix of power cuts and link resets.
     pub fn joined(mut self, other: Cutter) -> Cutter {
         self.power = self.power.or(other.power);
         self.link = self.link.or(other.link);

@@ -98,7 +98,6 @@ pub(super) fn open(plan: &RunPlan, dual: &DualPlan, t: &SimTarget, run_dir: &Pat
     let cfg = crate::runner::setup::sim_config(plan, t);
     let dcfg = DualConfig { model: d.model.dual_model(), ports: 2, port_mbps: Some(d.port_mbps).filter(|&m| m > 0) };
     let drive = DualSim::persistent(cfg, dcfg, run_dir).map_err(OpenPortsError::Sim)?;
-    let needs_link = plan.faults.all().any(|f| matches!(f, FaultPlan::LinkReset { .. }));
     let power_switch = plan.faults.all().find_map(|f| match f {
         FaultPlan::PowerCut { switch: Switch::Sim(s), .. } => Some(*s),
         _ => None,
@@ -111,36 +110,30 @@ pub(super) fn open(plan: &RunPlan, dual: &DualPlan, t: &SimTarget, run_dir: &Pat
         FaultPlan::LinkReset { kind, .. } => Some(*kind),
         _ => None,
     });
-    let (cutter, keep) = match first_kind {
-        Some(kind) if t.switch == SimSwitch::QuarchHotplugSerial => {
+    let (cutter, keep) = match (first_kind, power_switch) {
+        (Some(kind), _) if t.switch == SimSwitch::QuarchHotplugSerial => {
             // The real Quarch driver, over a pty, to the hot-plug module's emulator in front
             // of the drive's ports: it pulls them, and switches the drive's power too.
             let emu = QuarchEmu::serial_dual(drive.power(), drive.link(), plan.seed).map_err(OpenPortsError::Emulator)?;
             let spec = parse_spec(&format!("quarch+serial://{}", emu.endpoint()))
                 .map_err(|e| OpenPortsError::Controller(ControllerError::of(e)))?;
             let c = control::open(&spec, &o.control_env).map_err(|e| OpenPortsError::Controller(ControllerError::of(e)))?;
-            let ctl = c.link.ok_or(OpenPortsError::NoLink)?;
-            let cutter = Cutter::link(ctl, port, kind).with_power(c.power.filter(|_| power_switch.is_some()));
+            let mut cutter = Cutter::link(c.link.ok_or(OpenPortsError::NoLink)?, port, kind);
+            if let (Some(p), Some(_)) = (c.power, power_switch) {
+                cutter = cutter.joined(Cutter::power(p));
+            }
             (cutter, Some(Box::new(emu) as Box<dyn std::any::Any>))
         }
-        Some(kind) => {
-            let mut keep = None;
-            let mut power = None;
+        (Some(kind), power_switch) => {
+            let (mut cutter, mut keep) = (Cutter::link(Box::new(drive.link()), port, kind), None);
             if let Some(s) = power_switch {
                 let (p, k) = sim_switch(s, drive.power(), plan.seed, &o.control_env).map_err(OpenPortsError::Controller)?;
-                (power, keep) = (Some(p), k);
-            }
-            let mut cutter = Cutter::link(Box::new(drive.link()), port, kind);
-            if let Some(p) = power {
-                cutter = cutter.joined(p);
+                (cutter, keep) = (cutter.joined(p), k);
             }
             (cutter, keep)
         }
-        None if needs_link => return Err(OpenPortsError::Fault),
-        None => match power_switch {
-            Some(s) => sim_switch(s, drive.power(), plan.seed, &o.control_env).map_err(OpenPortsError::Controller)?,
-            None => return Err(OpenPortsError::Fault),
-        },
+        (None, Some(s)) => sim_switch(s, drive.power(), plan.seed, &o.control_env).map_err(OpenPortsError::Controller)?,
+        (None, None) => return Err(OpenPortsError::Fault),
     };
     require_all(&cutter, plan, dual)?;
     let devs: Vec<Box<dyn PortDev>> = (0..2u8)
