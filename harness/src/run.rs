@@ -73,34 +73,61 @@ pub fn check_copy(header: &RunHeader, target: &dyn BlockTarget) -> Result<(), Ru
     Ok(())
 }
 
-/// Checks that `target` is the one `header` names and is big enough.
-pub fn check_target(dir: &Path, header: &RunHeader, target: &dyn BlockTarget) -> Result<(), RunError> {
-    let given = target.identity();
+/// What a device says of itself when a run directory is bound to it: its identity and
+/// geometry. A device on another host sends these; a local one reads them off its target.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct DeviceFacts {
+    pub identity: String,
+    pub capacity_bytes: u64,
+    pub logical_block_bytes: u64,
+    pub physical_block_bytes: u64,
+}
+
+impl DeviceFacts {
+    pub fn of(target: &dyn BlockTarget) -> DeviceFacts {
+        let g = target.geometry();
+        DeviceFacts {
+            identity: target.identity(),
+            capacity_bytes: g.capacity_bytes,
+            logical_block_bytes: g.logical_block_bytes as u64,
+            physical_block_bytes: g.physical_block_bytes as u64,
+        }
+    }
+
+    /// The run's sector: the logical block, 512 bytes at least.
+    pub fn sector_bytes(&self) -> u64 {
+        self.logical_block_bytes.max(512)
+    }
+}
+
+/// Checks that the device `facts` describes is the one `header` names and is big enough.
+pub fn check_target(dir: &Path, header: &RunHeader, facts: &DeviceFacts) -> Result<(), RunError> {
+    let given = facts.identity.clone();
     if given != header.target_identity {
         return Err(RunError::WrongTarget { dir: dir.display().to_string(), recorded: header.target_identity.clone(), given });
     }
-    let g = target.geometry();
-    if g.capacity_bytes < header.workload.span_end {
-        return Err(RunError::TargetTooShort { target: given, capacity: g.capacity_bytes, span_end: header.workload.span_end });
+    if facts.capacity_bytes < header.workload.span_end {
+        return Err(RunError::TargetTooShort { target: given, capacity: facts.capacity_bytes, span_end: header.workload.span_end });
     }
-    if (g.logical_block_bytes as u64).max(512) != header.sector_bytes {
-        return Err(RunError::SectorSize { target: g.logical_block_bytes as u64, recorded: header.sector_bytes });
+    if facts.sector_bytes() != header.sector_bytes {
+        return Err(RunError::SectorSize { target: facts.logical_block_bytes, recorded: header.sector_bytes });
     }
     Ok(())
 }
 
-/// Opens the run in `dir`, creating it with `header` when there is none. A cycle left open
-/// by a harness that died is closed as `interrupted` from its last checkpoint.
-pub fn open_run(dir: &Path, target: &dyn BlockTarget, header: impl FnOnce() -> RunHeader) -> Result<OpenRun, RunError> {
+/// Opens the run in `dir` on the device `facts` describes, creating it with `header` when
+/// there is none. A cycle left open by a harness that died is closed as `interrupted` from its
+/// last checkpoint.
+pub fn open_run(dir: &Path, facts: &DeviceFacts, header: impl FnOnce() -> RunHeader) -> Result<OpenRun, RunError> {
     let dir_err = |source| RunError::Dir { dir: dir.display().to_string(), source };
     let (ledger, created) = if exists(dir) {
         let history = replay(dir)?;
-        check_target(dir, &history.header, target)?;
+        check_target(dir, &history.header, facts)?;
         (LedgerWriter::open(dir, &history)?, false)
     } else {
         std::fs::create_dir_all(dir).map_err(dir_err)?;
         let header = header();
-        check_target(dir, &header, target)?;
+        check_target(dir, &header, facts)?;
         Layout::new(header.workload.clone(), header.sector_bytes)?;
         (LedgerWriter::create(dir, header)?, true)
     };

@@ -4,7 +4,7 @@
 //! stop policy decide.
 
 use super::dut::{self, HealthLogs};
-use super::dut::{DutCycleError, DutError, DutVerifyError, Workload};
+use super::dut::{DutCycleError, DutError, DutVerifyError, VerifyRequest, Workload};
 use super::emit::nanos;
 use super::emit::Emitter;
 use super::fault::{confirm_cut, cycle_rng, placement, saw_device_go, ControllerError, FaultThread, PLACE_SALT, SAMPLE_SALT};
@@ -17,11 +17,10 @@ use crate::events::{class_counts, Event, HealthNote, SmartFigures, Verdict};
 use crate::health::{judge, judge_ocp, HealthAnomaly, HealthCheck, HealthPolicy, Shutdown};
 use crate::ledger::Contract;
 use crate::ledger::RunHeader;
-use crate::run::{open_run, OpenRun};
+use crate::run::{open_run, DeviceFacts, OpenRun};
 use crate::scenario::RunPlan;
 use crate::verify::{seen_record, Finding, FindingClass, Shown, Verifier, VerifyError};
 use crate::writer::{CycleOptions, CycleOutcome, WriteError};
-use faultline_drivers::BlockTarget;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -123,7 +122,7 @@ impl Cycles<'_, '_> {
         }
         self.controller_log(Some(cycle));
         let header = self.st.header.clone();
-        reopen(&mut self.st.run, self.run_dir, self.st.dut.local_target()?, &header)?;
+        reopen(&mut self.st.run, self.run_dir, &self.st.dut.facts()?, &header)?;
         self.em.end_cycle_written(cycle, Verdict::Error, None, Some(started.elapsed()), None);
         let end = CycleEnd { cycle, controller_failure: controller.then_some(ControllerStep::Cut), errors: 1, ..CycleEnd::default() };
         Ok(match decide(&self.plan.stop, &mut self.streak, &end) {
@@ -244,7 +243,7 @@ impl Cycles<'_, '_> {
         let run = self.st.run.as_ref().ok_or(Fatal::NotOpen)?;
         let v0 = Instant::now();
         let verifier = Verifier::new(&run.layout, run.ledger.history(), &run.format);
-        let mut result = self.st.dut.verify(&verifier, &regions);
+        let mut result = self.st.dut.verify(&VerifyRequest { verifier: &verifier, regions: &regions, digest: false }).map(|r| r.report);
         let mut extra = (0u64, 0u64);
         let mut read = regions;
         // Stopping on a finding: the whole span is read once before the run ends.
@@ -252,7 +251,8 @@ impl Cycles<'_, '_> {
             let stops = self.plan.stop.on_finding == crate::scenario::OnEvent::Stop && rep.findings.iter().any(|f| self.em.is_new(f));
             if stops && !full && self.plan.verify.full_at_end {
                 extra = (rep.sectors, rep.bytes);
-                result = self.st.dut.verify(&verifier, &[self.span]);
+                let whole = VerifyRequest { verifier: &verifier, regions: &[self.span], digest: false };
+                result = self.st.dut.verify(&whole).map(|r| r.report);
                 read = vec![self.span];
             }
         }
@@ -345,10 +345,10 @@ pub(super) fn judged_health(plan: &RunPlan, cycle: u32, before: &HealthLogs, aft
 
 /// Closes the ledger and opens the run again, which closes a cycle a failed writer left open
 /// (as `interrupted`, from its last checkpoint).
-fn reopen(slot: &mut Option<OpenRun>, run_dir: &Path, target: &mut dyn BlockTarget, header: &RunHeader) -> Result<(), Fatal> {
+fn reopen(slot: &mut Option<OpenRun>, run_dir: &Path, facts: &DeviceFacts, header: &RunHeader) -> Result<(), Fatal> {
     drop(slot.take());
     let h = header.clone();
-    *slot = Some(open_run(run_dir, target, move || h).map_err(Fatal::Reopen)?);
+    *slot = Some(open_run(run_dir, facts, move || h).map_err(Fatal::Reopen)?);
     Ok(())
 }
 

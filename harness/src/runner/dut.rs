@@ -12,8 +12,10 @@ use crate::format::Format;
 use crate::health::{parse_ocp_smart, parse_smart, OcpSmartLog, SmartLog};
 use crate::ledger::{Contract, Ledger};
 use crate::port::PortId;
-use crate::verify::{Verifier, VerifyError, VerifyReport};
+use crate::run::DeviceFacts;
+use crate::verify::{Digest, Digests, Verifier, VerifyError, VerifyReport};
 use crate::workload::Layout;
+use crate::writer::PortSamples;
 use crate::writer::{prefill_then, run_cycle, CycleOptions, CycleOutcome, HookError, WriteError};
 use faultline_drivers::blockdev::DeviceIdentity;
 use faultline_drivers::blockdev::{
@@ -50,7 +52,7 @@ pub enum DutError {
     )]
     Ambiguous(String),
     /// Saving the simulated drive's state failed.
-    #[error("cannot save the simulated drive after the cut: {0}")]
+    #[error("cannot save the simulated drive: {0}")]
     Persist(String),
 }
 
@@ -88,19 +90,35 @@ pub struct HealthLogs {
     pub ocp: Option<OcpSmartLog>,
 }
 
-/// What the runner does to a device under test.
-pub trait Dut {
-    /// The identity the run header records (never a `/dev` name).
-    fn identity(&mut self) -> Result<String, DutError>;
+/// What a port is asked to verify: regions (sorted, disjoint) and what the ledger allows
+/// there, as the verifier built from the run's layout, history and format holds it.
+pub struct VerifyRequest<'a> {
+    pub verifier: &'a Verifier<'a>,
+    pub regions: &'a [(u64, u64)],
+    /// Digest what is read too ([`Digests`]): ports are compared by their digests, so a port
+    /// on another host does not send its data.
+    pub digest: bool,
+}
 
-    /// The device as a block target in this process, to bind the run directory to it (the
-    /// identity and geometry checks of `run::open_run`). A remote device has none here: its
-    /// agent makes those checks.
-    fn local_target(&mut self) -> Result<&mut dyn BlockTarget, DutError>;
+/// What a verify found and saw, with the digests of what it read when they were asked for.
+pub struct VerifyReply {
+    pub report: VerifyReport,
+    pub digests: Option<Vec<Digest>>,
+}
+
+/// The hash of one sector as a port reads it (`None`: the read failed), for comparing two
+/// ports sector by sector where their digests differ.
+pub type SectorHash = Option<[u8; 32]>;
+
+/// What the runner does to a device under test, or to one port of it.
+pub trait Dut: Send {
+    /// The device's identity (never a `/dev` name) and geometry, to bind the run directory to
+    /// (`run::open_run`).
+    fn facts(&mut self) -> Result<DeviceFacts, DutError>;
 
     /// Runs one cycle's workload; `fault` is called by the writer at the cut placement. The
     /// state the cut left is saved (the simulated drive) before the writer records what the cut
-    /// left durable.
+    /// left durable, and again before it records the cycle's end.
     fn run_cycle(
         &mut self,
         w: &Workload<'_>,
@@ -112,13 +130,21 @@ pub trait Dut {
     fn prefill(&mut self, layout: &Layout, format: &Format, port: PortId, ledger: &mut dyn Ledger) -> Result<u64, DutCycleError>;
 
     /// What the device is known to have done wrong, where that is known (the simulated drive's
-    /// ground truth); `None` for a real device.
+    /// ground truth); `None` for a real device, and for every port of a simulated drive but
+    /// the one that answers for it.
     fn ground_truth(&self) -> Option<GroundTruth> {
         None
     }
 
-    /// Verifies `regions` (sorted, disjoint) and merges the reports.
-    fn verify(&mut self, v: &Verifier<'_>, regions: &[(u64, u64)]) -> Result<VerifyReport, DutVerifyError>;
+    /// Verifies the request's regions and merges the reports.
+    fn verify(&mut self, req: &VerifyRequest<'_>) -> Result<VerifyReply, DutVerifyError>;
+
+    /// The hash of every sector of `ranges` (sector-aligned, in order), as this port reads it.
+    fn sector_hashes(&mut self, ranges: &[(u64, u64)], sector: u64) -> Result<Vec<SectorHash>, DutError>;
+
+    /// Reads `span` sequentially, one read in flight, for `run_for`, recording each read in
+    /// `samples` (the read phase of a performance run).
+    fn read_load(&mut self, span: (u64, u64), run_for: Duration, samples: &PortSamples) -> Result<(), DutError>;
 
     /// Whether the device still answers a read of `at` (an answer with a media error counts).
     fn answers(&mut self, at: u64) -> bool;
@@ -141,12 +167,70 @@ pub trait Dut {
     /// media image), for the free-space check.
     fn growth_bytes(&self) -> u64;
 
-    /// Lines to show the user (fallback engine, buffered I/O, no health checks).
+    /// Lines to show the user since the last call (fallback engine, buffered I/O, no health
+    /// checks, found again under another name).
     fn notes(&mut self) -> Vec<String>;
 
     /// Binds the device to the run's target identity (the run header's): when it is found
     /// again after a fault, anything else is refused.
     fn bind(&mut self, _identity: String) {}
+
+    /// Saves what the device holds where a harness that dies finds it again (the simulated
+    /// drive); nothing for a real device.
+    fn save(&mut self) -> Result<(), DutError> {
+        Ok(())
+    }
+}
+
+/// [`Dut::verify`] on a local target.
+pub(crate) fn verify_on(t: &mut dyn BlockTarget, req: &VerifyRequest<'_>) -> Result<VerifyReply, VerifyError> {
+    if !req.digest {
+        return Ok(VerifyReply { report: req.verifier.verify_regions(t, req.regions)?, digests: None });
+    }
+    let mut d = Digests::for_regions(req.regions);
+    let report = req.verifier.verify_regions_digested(t, req.regions, &mut d)?;
+    Ok(VerifyReply { report, digests: Some(d.finish()) })
+}
+
+/// [`Dut::sector_hashes`] on a local target: read in chunks of at most 1 MiB; every sector of
+/// a chunk that fails to read hashes as `None`.
+pub(crate) fn sector_hashes_on(t: &mut dyn BlockTarget, ranges: &[(u64, u64)], sector: u64) -> Vec<SectorHash> {
+    const CHUNK: u64 = 1 << 20;
+    let sector = sector.max(1);
+    let mut out = Vec::new();
+    let mut buf = AlignedBuf::zeroed(CHUNK as usize);
+    for &(s, e) in ranges {
+        let mut at = s;
+        while at < e {
+            let len = (e - at).min(CHUNK);
+            buf.resize(len as usize);
+            let n = len.div_ceil(sector) as usize;
+            if t.read_at(at, &mut buf).is_ok() {
+                out.extend(buf.chunks(sector as usize).map(|c| Some(*blake3::hash(c).as_bytes())));
+            } else {
+                out.extend(std::iter::repeat_n(None, n));
+            }
+            at += len;
+        }
+    }
+    out
+}
+
+/// [`Dut::read_load`] on a local target: 128 KiB reads.
+pub(crate) fn read_load_on(t: &mut dyn BlockTarget, (a, b): (u64, u64), run_for: Duration, samples: &PortSamples) {
+    const READ_BYTES: usize = 128 << 10;
+    let stop_at = Instant::now() + run_for;
+    let mut buf = AlignedBuf::zeroed(READ_BYTES);
+    let mut at = a;
+    while Instant::now() < stop_at && a < b {
+        let len = (b - at).min(READ_BYTES as u64) as usize;
+        buf.resize(len);
+        let t0 = Instant::now();
+        let ok = t.read_at(at, &mut buf).is_ok();
+        let now = Instant::now();
+        samples.windows.record(samples.slot, now, now - t0, len as u64, ok);
+        at = if at + len as u64 >= b { a } else { at + len as u64 };
+    }
 }
 
 /// The health logs could not be read: the admin command, or what it returned.
@@ -189,12 +273,8 @@ pub struct SimDut {
 }
 
 impl Dut for SimDut {
-    fn identity(&mut self) -> Result<String, DutError> {
-        Ok(self.drive.identity())
-    }
-
-    fn local_target(&mut self) -> Result<&mut dyn BlockTarget, DutError> {
-        Ok(&mut self.drive)
+    fn facts(&mut self) -> Result<DeviceFacts, DutError> {
+        Ok(DeviceFacts::of(&self.drive))
     }
 
     fn run_cycle(
@@ -226,8 +306,17 @@ impl Dut for SimDut {
         Some(GroundTruth { extents: self.drive.truth(), dead: !self.drive.present(), disturbed: Vec::new() })
     }
 
-    fn verify(&mut self, v: &Verifier<'_>, regions: &[(u64, u64)]) -> Result<VerifyReport, DutVerifyError> {
-        Ok(v.verify_regions(&mut self.drive, regions)?)
+    fn verify(&mut self, req: &VerifyRequest<'_>) -> Result<VerifyReply, DutVerifyError> {
+        Ok(verify_on(&mut self.drive, req)?)
+    }
+
+    fn sector_hashes(&mut self, ranges: &[(u64, u64)], sector: u64) -> Result<Vec<SectorHash>, DutError> {
+        Ok(sector_hashes_on(&mut self.drive, ranges, sector))
+    }
+
+    fn read_load(&mut self, span: (u64, u64), run_for: Duration, samples: &PortSamples) -> Result<(), DutError> {
+        read_load_on(&mut self.drive, span, run_for, samples);
+        Ok(())
     }
 
     fn answers(&mut self, at: u64) -> bool {
@@ -397,12 +486,8 @@ impl RealDut {
 }
 
 impl Dut for RealDut {
-    fn identity(&mut self) -> Result<String, DutError> {
-        Ok(self.target()?.identity())
-    }
-
-    fn local_target(&mut self) -> Result<&mut dyn BlockTarget, DutError> {
-        self.target()
+    fn facts(&mut self) -> Result<DeviceFacts, DutError> {
+        Ok(DeviceFacts::of(self.target()?))
     }
 
     fn run_cycle(
@@ -419,8 +504,17 @@ impl Dut for RealDut {
         Ok(prefill_then(self.target()?, layout, format, port, ledger, &mut || Ok(()))?)
     }
 
-    fn verify(&mut self, v: &Verifier<'_>, regions: &[(u64, u64)]) -> Result<VerifyReport, DutVerifyError> {
-        Ok(v.verify_regions(self.target()?, regions)?)
+    fn verify(&mut self, req: &VerifyRequest<'_>) -> Result<VerifyReply, DutVerifyError> {
+        Ok(verify_on(self.target()?, req)?)
+    }
+
+    fn sector_hashes(&mut self, ranges: &[(u64, u64)], sector: u64) -> Result<Vec<SectorHash>, DutError> {
+        Ok(sector_hashes_on(self.target()?, ranges, sector))
+    }
+
+    fn read_load(&mut self, span: (u64, u64), run_for: Duration, samples: &PortSamples) -> Result<(), DutError> {
+        read_load_on(self.target()?, span, run_for, samples);
+        Ok(())
     }
 
     fn answers(&mut self, at: u64) -> bool {
@@ -622,6 +716,31 @@ mod tests {
 
     fn expect() -> Expectation {
         Expectation { serial: Some("S1".into()), ..Expectation::default() }
+    }
+
+    #[test]
+    fn sector_hashes_name_every_sector_in_order_and_none_where_the_read_failed() {
+        use faultline_drivers::PowerSwitch;
+        let cfg = faultline_fixtures::SimConfig {
+            capacity_bytes: 4 << 20,
+            sector_bytes: 512,
+            atomic_bytes: 512,
+            queue_depth: 4,
+            seed: 1,
+            model: faultline_fixtures::FaultModel::HonestPlp,
+            contract: faultline_fixtures::TruthContract::Plp,
+        };
+        let mut drive = SimDrive::new(cfg);
+        // Two ranges, the second longer than one read chunk (1 MiB) and not a multiple of it.
+        let ranges = [(0, 1536), ((1 << 20) - 512, (2 << 20) + 512)];
+        let h = sector_hashes_on(&mut drive, &ranges, 512);
+        assert_eq!(h.len(), 3 + 2050);
+        let zero = *blake3::hash(&[0u8; 512]).as_bytes();
+        assert!(h.iter().all(|x| *x == Some(zero)), "a fresh drive reads zeros everywhere");
+        drive.power().power_off().unwrap();
+        let h = sector_hashes_on(&mut drive, &ranges, 512);
+        assert_eq!(h.len(), 3 + 2050, "one entry per sector even where nothing could be read");
+        assert!(h.iter().all(Option::is_none));
     }
 
     /// A fake sysfs and /dev: one subsystem (serial D1DUAL) behind controllers named by

@@ -129,18 +129,18 @@ pub(crate) fn setup(plan: &RunPlan, run_dir: &Path, o: &RunnerOptions, resuming:
             let roots = SysRoots { sys: o.control_env.sysfs_root.join("sys"), dev: o.control_env.dev_root.join("dev") };
             let queue_depth = plan.scenario.workload.queue_depth as usize;
             let mut dut = RealDut::open(path.as_deref(), expect, via.as_ref(), queue_depth, begun, roots)?;
-            let g = dut.local_target()?.geometry();
-            let sector = (g.logical_block_bytes as u64).max(512);
+            let facts = dut.facts()?;
+            let sector = facts.sector_bytes();
             let atomic = atomic_unit(plan.scenario.target.atomic_bytes, sector)?;
             let cutter = real_cutter(&plan.faults, &o.control_env)?;
-            (Box::new(dut), cutter, None, sector, atomic, g.capacity_bytes)
+            (Box::new(dut), cutter, None, sector, atomic, facts.capacity_bytes)
         }
     };
     let layout = plan.layout(sector, capacity)?;
-    let identity = dut.identity()?;
-    let facts = TargetFacts { identity, capacity, sector_bytes: sector, atomic_bytes: atomic };
+    let seen = dut.facts()?;
+    let facts = TargetFacts { identity: seen.identity.clone(), capacity, sector_bytes: sector, atomic_bytes: atomic };
     let header = RunHeader::new(o.run_id, o.started_at.clone(), facts, plan.contract, plan.ports.clone(), layout.spec().clone());
-    let run = open_run(run_dir, dut.local_target()?, move || header)?;
+    let run = open_run(run_dir, &seen, move || header)?;
     if begun && run.layout.spec() != layout.spec() {
         let ledger = serde_json::to_string(run.layout.spec()).unwrap_or_default();
         return Err(SetupError::WorkloadChanged { dir: run_dir.to_path_buf(), ledger });

@@ -247,7 +247,7 @@ fn a_run_opened_again_holds_what_was_seen_before_it_was_closed() {
     let mut r = after_cycle_one();
     r.ledger.sync().unwrap();
     let dir = r.dir.clone();
-    let reopened = crate::run::open_run(&dir, &r.sim, || unreachable!("the run exists")).unwrap();
+    let reopened = crate::run::open_run(&dir, &crate::run::DeviceFacts::of(&r.sim), || unreachable!("the run exists")).unwrap();
     assert_eq!(reopened.history().pins, r.ledger.history().pins);
     r.zero(8, 7);
     let rep = Verifier::new(&r.layout, reopened.history(), &r.format).verify(&mut r.sim, 0, SPAN).unwrap();

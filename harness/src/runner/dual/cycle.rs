@@ -7,21 +7,20 @@
 
 use super::error::{ReopenRunError, ShareCheckError, WriterError};
 use super::judge::{self, judge, Judged};
-use super::{verify_all, Lane, PortDev, PortEnd, TICK};
+use super::{verify_all, Lane, PortEnd, TICK};
 use crate::events::{Event, HealthNote, SmartFigures};
 use crate::health::HealthAnomaly;
 use crate::port::PortId;
 use crate::run::OpenRun;
 use crate::runner::cycle::{dead_device, judged_health};
-use crate::runner::dut::{DutError, HealthLogs};
+use crate::runner::dut::{Dut, DutCycleError, DutError, HealthLogs, Readiness, Workload};
 use crate::runner::emit::Emitter;
 use crate::runner::fault::{confirm_cut, saw_device_go, ControllerError, Cutter, FaultThread};
 use crate::runner::stop::{self, ControllerStep, CycleEnd};
 use crate::runner::{CycleCheck, CycleObserver, RunnerOptions};
 use crate::scenario::{DualPlan, PortRole, RunPlan};
 use crate::verify::Finding;
-use crate::writer::{run_cycle, CycleOptions, Phase, PortSamples, StopToken, Windows};
-use crate::writer::{CutPlacement, EndHook, HookError};
+use crate::writer::{CutPlacement, CycleOptions, Phase, PortSamples, StopToken, Windows};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -30,7 +29,7 @@ use std::time::{Duration, Instant};
 pub(super) struct DualCycles<'r, 'e> {
     pub plan: &'r RunPlan,
     pub dual: &'r DualPlan,
-    pub devs: &'r mut [Box<dyn PortDev>],
+    pub devs: &'r mut [Box<dyn Dut>],
     pub lanes: &'r mut [Lane],
     pub cutter: &'r mut Cutter,
     pub em: &'r mut Emitter<'e>,
@@ -50,9 +49,6 @@ struct Written {
     windows: Arc<Windows>,
     started: Instant,
     t_end: Instant,
-    /// The simulated drive was saved in a writer's hooks (at the cut, before a cycle's end
-    /// was recorded): nothing left to save after the cycle.
-    saved: bool,
 }
 
 /// What ends a dual-port run in a harness error, from inside a cycle.
@@ -65,8 +61,8 @@ pub(crate) enum DualCycleError {
     #[error(transparent)]
     Reopen(#[from] ReopenRunError),
     /// The simulated drive could not be saved after the fault.
-    #[error("cannot save the simulated drive: {0}")]
-    Persist(std::io::Error),
+    #[error("port {port}: {source}")]
+    Save { port: String, source: DutError },
     /// A share could not be verified or its verification recorded.
     #[error(transparent)]
     Verify(#[from] ShareCheckError),
@@ -199,7 +195,7 @@ impl DualCycles<'_, '_> {
         self.em.emit(Event::CycleStarted { t_ns: t_start, cycle, fault: plan.faults.is_mixed().then(|| fault.label()) });
         let mut end = CycleEnd { cycle, ..CycleEnd::default() };
         let w = self.write(cycle, hit, every, power);
-        for message in self.devs.iter_mut().flat_map(|d| d.take_notes()) {
+        for message in self.devs.iter_mut().flat_map(|d| d.notes()) {
             let t_ns = self.em.now();
             self.em.emit(Event::Note { t_ns, cycle: Some(cycle), message });
         }
@@ -209,8 +205,8 @@ impl DualCycles<'_, '_> {
                 continue;
             }
             if let Some(lane) = self.lanes.iter_mut().find(|l| l.port == *i) {
-                let target = self.devs[*i].target().map_err(|source| DualCycleError::Port { port: dual.ports[*i].name.clone(), source })?;
-                lane.reopen(target)?;
+                let facts = self.devs[*i].facts().map_err(|source| DualCycleError::Port { port: dual.ports[*i].name.clone(), source })?;
+                lane.reopen(&facts)?;
             }
         }
         let mut findings: Vec<Finding> = Vec::new();
@@ -248,11 +244,10 @@ impl DualCycles<'_, '_> {
                 end.errors += 1;
             }
         }
-        // A cycle whose fault never ran the hook (its writer ended first) saves the drive now.
-        if !w.saved {
-            for d in self.devs.iter_mut() {
-                d.persist().map_err(DualCycleError::Persist)?;
-            }
+        // Saved in the writers' hooks (at the cut, before each records its cycle's end); saved
+        // again here, for a cycle whose writers all ended before either.
+        for (i, d) in self.devs.iter_mut().enumerate() {
+            d.save().map_err(|source| DualCycleError::Save { port: dual.ports[i].name.clone(), source })?;
         }
         let cut = matches!(w.landed, Some(Ok(_) | Err(NoCut::Controller(_))));
         if power && cut {
@@ -296,12 +291,13 @@ impl DualCycles<'_, '_> {
     }
 
     /// A port answered again after the fault, or did not (a dead device).
-    fn ready(&mut self, cycle: u32, port: usize, r: Result<Duration, DutError>, end: &mut CycleEnd, findings: &mut Vec<Finding>) {
+    fn ready(&mut self, cycle: u32, port: usize, r: Result<Readiness, DutError>, end: &mut CycleEnd, findings: &mut Vec<Finding>) {
         match r {
-            Ok(d) => {
+            Ok(r) => {
                 let t_ns = self.em.now();
-                let first_read_us = Some(u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
-                self.em.emit(Event::Ready { t_ns, cycle, enumerate_us: None, first_read_us, port: Some(self.dual.ports[port].id) });
+                let us = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+                let (enumerate_us, first_read_us) = (r.enumerate.map(us), Some(us(r.first_read)));
+                self.em.emit(Event::Ready { t_ns, cycle, enumerate_us, first_read_us, port: Some(self.dual.ports[port].id) });
             }
             // Which device the run is about is unknown: nothing the port says can be judged.
             Err(e @ DutError::Ambiguous(_)) => {
@@ -408,25 +404,10 @@ impl DualCycles<'_, '_> {
         let fault_lane = self.lanes.iter().position(|l| l.port == hit);
         let started = Instant::now();
         let (landed_tx, landed_rx) = mpsc::channel::<Result<Duration, NoCut>>();
-        let (ready_tx, ready_rx) = mpsc::channel::<Result<Duration, DutError>>();
+        let (ready_tx, ready_rx) = mpsc::channel::<Result<Readiness, DutError>>();
         let readiness = plan.readiness_timeout;
         let at0 = self.probe_at();
         let ticking = std::sync::atomic::AtomicBool::new(true);
-        // The simulated drive is saved before any writer records what it holds durable (at
-        // the cut, and again right before each writer records its cycle's end: the ports a
-        // fault did not hit go on writing after the fault), whether or not the fault worked,
-        // so that a harness killed after a record resumes on a drive that holds it. A save
-        // holds the drive only while it takes the changes (fixtures: `DualSim::persist`).
-        let saved = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let save: Option<EndHook> = self.devs.iter().find_map(|d| d.saver()).map(|saver| {
-            let saved = Arc::clone(&saved);
-            EndHook(Arc::new(move || {
-                saver().map_err(|e| HookError::from(format!("cannot save the simulated drive: {e}")))?;
-                saved.store(true, std::sync::atomic::Ordering::Release);
-                Ok(())
-            }))
-        });
-        let save = &save;
         let (devs, lanes, cutter) = (&mut *self.devs, &mut *self.lanes, &mut *self.cutter);
         // The fault's thread outlives the writers' (whose hooks fire it): an outer scope.
         std::thread::scope(|outer| {
@@ -458,32 +439,27 @@ impl DualCycles<'_, '_> {
                         max_writes: None,
                         duration: None,
                         cut: cuts.then_some(CutPlacement::AfterTime { after_ms: fire_at }),
-                        checkpoint_every: Duration::from_secs(3600),
+                        checkpoint_every: dev.checkpoint_every(),
                         drain_timeout: readiness.clamp(Duration::from_secs(1), Duration::from_secs(30)),
                         stop: (!cuts).then_some(stop),
                         samples: Some(PortSamples { windows: Arc::clone(&windows), slot: i }),
                         fill: crate::writer::Fill::Auto,
                         clock_from: Some(started),
-                        before_end: save.clone(),
+                        before_end: None,
                     };
                     handles.push(sc.spawn(move || {
-                        let contract = plan.contract;
                         let OpenRun { ledger, layout, format, .. } = &mut lane.run;
                         let mut hook = || {
                             windows.enter(Phase::Fault);
                             let r = fault.fire();
                             let _ = landed_tx.send(r.clone().map_err(NoCut::Controller));
-                            // As a one-port cycle: saved before the writer records what the
-                            // cut left durable.
-                            if let Some(h) = save {
-                                (h.0)()?;
-                            }
-                            Ok(r.map(|_| ())?)
+                            r.map(|_| ())
                         };
-                        let outcome = match dev.target() {
-                            Ok(t) => run_cycle(t, layout, format, ledger, contract, &copts, &mut hook).map_err(WriterError::Write),
-                            Err(e) => Err(WriterError::Target(e)),
-                        };
+                        let w = Workload { layout, format, contract: plan.contract, opts: &copts };
+                        let outcome = dev.run_cycle(&w, ledger, &mut hook).map_err(|e| match e {
+                            DutCycleError::Write(e) => WriterError::Write(e),
+                            DutCycleError::Dut(e) => WriterError::Target(e),
+                        });
                         if i == hit && outcome.is_err() && !fault.fired() {
                             // The fault did not land: tell the main thread not to wait for it.
                             let _ = landed_tx.send(Err(NoCut::WriterEnded));
@@ -540,8 +516,7 @@ impl DualCycles<'_, '_> {
                 let _ = ticker.join();
                 let ends: Vec<(usize, PortEnd)> = handles.into_iter().filter_map(|h| h.join().ok()).collect();
                 let t_end = Instant::now();
-                let saved = saved.load(std::sync::atomic::Ordering::Acquire);
-                Written { ends, landed, windows: Arc::clone(&windows), started, t_end, saved }
+                Written { ends, landed, windows: Arc::clone(&windows), started, t_end }
             })
         })
     }

@@ -6,17 +6,20 @@
 //! again by the namespace's identity plus its path's (the PCI function, else the cntlid, else
 //! the controller), and only when exactly one path matches.
 
-use super::super::dut::{read_health, DutCycleError, DutError, GroundTruth, HealthLogs, HealthReadError};
+use super::super::dut::{read_health, read_load_on, sector_hashes_on, verify_on, Dut, DutCycleError, DutError, DutVerifyError};
+use super::super::dut::{HealthLogs, HealthReadError, Readiness, SectorHash, VerifyReply, VerifyRequest, Workload};
+use super::super::fault::ControllerError;
 use super::super::fault::{real_cutter, Cutter};
 use super::super::RunnerOptions;
 use super::error::{OpenPortsError, ReopenPortError};
 use crate::format::Format;
 use crate::ledger::Ledger;
 use crate::port::PortId;
+use crate::run::DeviceFacts;
 use crate::runner::setup::atomic_unit;
 use crate::scenario::{DualPlan, FaultPlan, PortRole, RunPlan, TargetPlan};
 use crate::workload::Layout;
-use crate::writer::prefill_then;
+use crate::writer::{prefill_then, run_cycle, CycleOutcome, PortSamples};
 use faultline_drivers::blockdev::{find_path, scan_paths, Expectation, SysRoots};
 use faultline_drivers::identity::PathId;
 use faultline_drivers::{open_target, AlignedBuf, BlockTarget, LinkController, OpenSpec, ResetKind};
@@ -24,73 +27,20 @@ use std::any::Any;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-/// One port of the device under test.
-pub(crate) trait PortDev: Send {
-    /// The port's target; an error when it went away and is not back.
-    fn target(&mut self) -> Result<&mut dyn BlockTarget, DutError>;
-    /// Waits until the port answers a read of `at` again (opening it again if it went away);
-    /// how long that took.
-    fn wait_ready(&mut self, at: u64, timeout: Duration) -> Result<Duration, DutError>;
-    fn atomic_bytes(&self) -> u64;
-    /// Whether the port answers a read of `at` now (within a short timeout): a cut by a
-    /// switch that cannot read its state back is confirmed by the ports going quiet.
-    fn answers(&mut self, at: u64) -> bool {
-        let Ok(t) = self.target() else { return false };
-        t.set_read_timeout(PROBE_TIMEOUT);
-        let mut buf = AlignedBuf::zeroed((t.geometry().logical_block_bytes as usize).max(512));
-        t.read_at(at, &mut buf).is_ok()
-    }
-    /// Lets go of the port's device before a power cycle (nothing for the simulated drive).
-    fn release(&mut self) {}
-    /// The port's controller's SMART/health logs (`None`: it has none to read: the
-    /// simulated drive, a loop device).
-    fn health(&mut self) -> Option<Result<HealthLogs, HealthReadError>> {
-        None
-    }
-    /// Saves the simulated drive (nothing for a real one).
-    fn persist(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-    /// What saves the simulated drive from any thread (`None`: nothing to save, or another
-    /// port answers for the drive): the writers' cut hook saves it once the fault has hit,
-    /// before any writer records what the cut left durable.
-    fn saver(&self) -> Option<DriveSaver> {
-        None
-    }
-    /// How much more disk space the simulated drive's saved media may take (0 for a real
-    /// one): a run whose directory is short of it is suspended.
-    fn growth_bytes(&self) -> u64 {
-        0
-    }
-    /// Writes the port's share once with prefill sectors, flushes, and records it in the
-    /// share's ledger (the simulated drive is saved before the record).
-    fn prefill(&mut self, layout: &Layout, format: &Format, port: PortId, ledger: &mut dyn Ledger) -> Result<u64, DutCycleError> {
-        Ok(prefill_then(self.target()?, layout, format, port, ledger, &mut || Ok(()))?)
-    }
-    /// What the port noted since the last call (found again under another name), for the log.
-    fn take_notes(&mut self) -> Vec<String> {
-        Vec::new()
-    }
-    /// The simulated drive's ground truth (one port answers for the drive).
-    fn ground_truth(&self) -> Option<GroundTruth> {
-        None
-    }
-}
-
-/// Saves the simulated drive ([`PortDev::saver`]).
-pub(crate) type DriveSaver = Box<dyn Fn() -> std::io::Result<()> + Send + Sync>;
-
 /// How long a read may wait when probing whether a port still answers after a cut.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Everything a dual-port run holds open.
 pub(crate) struct Ports {
-    pub devs: Vec<Box<dyn PortDev>>,
+    /// Every port of the scenario, in its order.
+    pub devs: Vec<Box<dyn Dut>>,
     pub cutter: Cutter,
     /// The run's target identity (the namespace's, as port A sees it).
     pub identity: String,
     pub sector: u64,
     pub capacity: u64,
+    /// The atomic write unit the drive is held to.
+    pub atomic: u64,
     pub notes: Vec<String>,
     /// An emulator kept alive for the run.
     pub _keep: Option<Box<dyn Any>>,
@@ -113,7 +63,6 @@ struct RealPort {
     /// The identity the device at the path had when the run began: anything else found there
     /// after a fault is refused.
     identity: String,
-    atomic: u64,
     /// How to find the port again when its name changed: the namespace and the path
     /// selector (`None`: a device without a controller path, followed by its name only).
     refind: Option<(Expectation, PathId)>,
@@ -166,7 +115,7 @@ impl RealPort {
     }
 }
 
-impl PortDev for RealPort {
+impl RealPort {
     fn target(&mut self) -> Result<&mut dyn BlockTarget, DutError> {
         if self.owner != std::thread::current().id() && self.target.as_ref().is_some_and(|t| t.in_flight() == 0) {
             self.target = None;
@@ -179,25 +128,67 @@ impl PortDev for RealPort {
             None => Err(DutError::NotOpen(self.path.display().to_string())),
         }
     }
+}
 
-    fn wait_ready(&mut self, at: u64, timeout: Duration) -> Result<Duration, DutError> {
+impl Dut for RealPort {
+    fn facts(&mut self) -> Result<DeviceFacts, DutError> {
+        Ok(DeviceFacts::of(self.target()?))
+    }
+
+    fn run_cycle(
+        &mut self,
+        w: &Workload<'_>,
+        ledger: &mut dyn Ledger,
+        fault: &mut dyn FnMut() -> Result<(), ControllerError>,
+    ) -> Result<CycleOutcome, DutCycleError> {
+        let target = self.target()?;
+        Ok(run_cycle(target, w.layout, w.format, ledger, w.contract, w.opts, &mut || Ok(fault()?))?)
+    }
+
+    fn prefill(&mut self, layout: &Layout, format: &Format, port: PortId, ledger: &mut dyn Ledger) -> Result<u64, DutCycleError> {
+        Ok(prefill_then(self.target()?, layout, format, port, ledger, &mut || Ok(()))?)
+    }
+
+    fn verify(&mut self, req: &VerifyRequest<'_>) -> Result<VerifyReply, DutVerifyError> {
+        Ok(verify_on(self.target()?, req)?)
+    }
+
+    fn sector_hashes(&mut self, ranges: &[(u64, u64)], sector: u64) -> Result<Vec<SectorHash>, DutError> {
+        Ok(sector_hashes_on(self.target()?, ranges, sector))
+    }
+
+    fn read_load(&mut self, span: (u64, u64), run_for: Duration, samples: &PortSamples) -> Result<(), DutError> {
+        read_load_on(self.target()?, span, run_for, samples);
+        Ok(())
+    }
+
+    fn answers(&mut self, at: u64) -> bool {
+        let Ok(t) = self.target() else { return false };
+        t.set_read_timeout(PROBE_TIMEOUT);
+        let mut buf = AlignedBuf::zeroed((t.geometry().logical_block_bytes as usize).max(512));
+        t.read_at(at, &mut buf).is_ok()
+    }
+
+    fn wait_ready(&mut self, at: u64, timeout: Duration) -> Result<Readiness, DutError> {
         let start = Instant::now();
         let mut last = String::from("no attempt");
+        let mut enumerate = None;
         // The fd opened before the fault points at the device that went away: open the path
         // again, whatever the old one says.
         self.target = None;
         loop {
             if self.target.is_none() {
-                if let Err(e) = self.reopen() {
-                    last = e.to_string();
+                match self.reopen() {
+                    Ok(()) => enumerate = Some(start.elapsed()),
+                    Err(e) => last = e.to_string(),
                 }
             }
             if let Some(t) = self.target.as_deref_mut() {
                 t.set_read_timeout(Duration::from_secs(2));
                 let mut buf = AlignedBuf::zeroed((t.geometry().logical_block_bytes as usize).max(512));
                 match t.read_at(at, &mut buf) {
-                    Ok(()) => return Ok(start.elapsed()),
-                    Err(e) if !e.device_gone() => return Ok(start.elapsed()),
+                    Ok(()) => return Ok(Readiness { enumerate, first_read: start.elapsed() }),
+                    Err(e) if !e.device_gone() => return Ok(Readiness { enumerate, first_read: start.elapsed() }),
                     Err(e) => {
                         last = e.to_string();
                         self.target = None;
@@ -211,11 +202,7 @@ impl PortDev for RealPort {
         }
     }
 
-    fn atomic_bytes(&self) -> u64 {
-        self.atomic
-    }
-
-    fn take_notes(&mut self) -> Vec<String> {
+    fn notes(&mut self) -> Vec<String> {
         std::mem::take(&mut self.moved)
     }
 
@@ -229,11 +216,19 @@ impl PortDev for RealPort {
         }
         self.has_health.then(|| read_health(&self.path, &SysRoots::system()))
     }
+
+    fn checkpoint_every(&self) -> Duration {
+        Duration::from_secs(10)
+    }
+
+    fn growth_bytes(&self) -> u64 {
+        0
+    }
 }
 
 fn open_real(plan: &RunPlan, dual: &DualPlan, expect: &Expectation, o: &RunnerOptions) -> Result<Ports, OpenPortsError> {
     let qd = plan.scenario.workload.queue_depth as usize;
-    let mut devs: Vec<Box<dyn PortDev>> = Vec::new();
+    let mut devs: Vec<Box<dyn Dut>> = Vec::new();
     let mut notes = Vec::new();
     let mut geometry = None;
     for p in &dual.ports {
@@ -278,9 +273,6 @@ fn open_real(plan: &RunPlan, dual: &DualPlan, expect: &Expectation, o: &RunnerOp
             spec,
             target: Some(opened.target),
             identity,
-            // As the single-port runner: the unit the scenario declares, else one sector.
-            atomic: atomic_unit(plan.scenario.target.atomic_bytes, (g.logical_block_bytes as u64).max(512))
-                .map_err(|source| OpenPortsError::Atomic { port: p.name.clone(), source })?,
             refind,
             moved: Vec::new(),
             owner: std::thread::current().id(),
@@ -289,6 +281,9 @@ fn open_real(plan: &RunPlan, dual: &DualPlan, expect: &Expectation, o: &RunnerOp
         }));
     }
     let g = geometry.ok_or(OpenPortsError::NoPorts)?;
+    let sector = (g.logical_block_bytes as u64).max(512);
+    // As the single-port runner: the unit the scenario declares, else one sector.
+    let atomic = atomic_unit(plan.scenario.target.atomic_bytes, sector).map_err(|source| OpenPortsError::Atomic { source })?;
     // A link reset hits the port the cycle faults: opened aimed at the first faulted port.
     let mut faults = plan.faults.clone();
     for (f, _) in faults.entries.iter_mut() {
@@ -299,9 +294,8 @@ fn open_real(plan: &RunPlan, dual: &DualPlan, expect: &Expectation, o: &RunnerOp
     let cutter = real_cutter(&faults, &o.control_env).map_err(OpenPortsError::Controller)?;
     require_all(&cutter, plan, dual)?;
     let port = dual.ports[0].name.clone();
-    let identity = devs[0].target().map_err(|source| OpenPortsError::NotOpen { port, source })?.identity();
-    let sector = (g.logical_block_bytes as u64).max(512);
-    Ok(Ports { devs, cutter, identity, sector, capacity: g.capacity_bytes, notes, _keep: None })
+    let identity = devs[0].facts().map_err(|source| OpenPortsError::NotOpen { port, source })?.identity;
+    Ok(Ports { devs, cutter, identity, sector, capacity: g.capacity_bytes, atomic, notes, _keep: None })
 }
 
 /// Checks that the link controller can do every link reset of the run on every port the

@@ -42,8 +42,8 @@ pub(crate) enum OpenPortsError {
         path.display()
     )]
     Namespace { port: String, path: PathBuf, capacity: u64, sector: u32, first_capacity: u64, first_sector: u32 },
-    #[error("port {port}: {source}")]
-    Atomic { port: String, source: SetupError },
+    #[error(transparent)]
+    Atomic { source: SetupError },
     #[error("no ports")]
     NoPorts,
     #[error("port {port}: {source}")]

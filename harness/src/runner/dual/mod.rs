@@ -32,14 +32,15 @@ use super::{CycleObserver, RunnerOptions};
 use crate::events::{class_counts, Event};
 use crate::ledger::{EndKind, Record, RunHeader, TargetFacts};
 use crate::port::PortId;
+use crate::run::DeviceFacts;
 use crate::run::{open_run, OpenRun};
-use crate::runner::dut::DutError;
+use crate::runner::dut::{Dut, DutError, DutVerifyError, Readiness, VerifyRequest};
 use crate::scenario::{DualPlan, PortRole, RunPlan};
-use crate::verify::{differing, seen_record, Digest, Digests, Finding, FindingClass, Shown, Verifier};
+use crate::verify::{differing, seen_record, Digest, Finding, FindingClass, Shown, Verifier};
 use crate::workload::Layout;
 use crate::writer::CycleOutcome;
 use cycle::DualCycles;
-use device::{open_ports, PortDev, Ports};
+use device::{open_ports, Ports};
 pub(crate) use error::DualRunError;
 use error::{ReopenRunError, RunCause, ShareCheckError, WriterError};
 use std::path::{Path, PathBuf};
@@ -63,11 +64,11 @@ impl Lane {
     /// closes the cycle the writer left open (as `interrupted`, nothing of it durable beyond
     /// its last checkpoint), so the next cycle can begin. The old writer is synced first, so
     /// that it has nothing left to write when the new one opens the file.
-    fn reopen(&mut self, target: &mut dyn faultline_drivers::BlockTarget) -> Result<(), ReopenRunError> {
+    fn reopen(&mut self, facts: &DeviceFacts) -> Result<(), ReopenRunError> {
         let why = |cause| ReopenRunError { dir: self.dir.clone(), cause };
         self.run.ledger.sync().map_err(|e| why(RunCause::Ledger(e)))?;
         let header = self.run.history().header.clone();
-        self.run = open_run(&self.dir, target, move || header).map_err(|e| why(RunCause::Run(e)))?;
+        self.run = open_run(&self.dir, facts, move || header).map_err(|e| why(RunCause::Run(e)))?;
         self.checked_upto = self.checked_upto.min(self.run.history().submitted_end());
         Ok(())
     }
@@ -106,7 +107,7 @@ pub fn port_dir(run_dir: &Path, name: &str) -> PathBuf {
 struct PortEnd {
     outcome: Result<CycleOutcome, WriterError>,
     /// A port a link fault hit: how long it took to answer again after the fault, or why not.
-    ready: Option<Result<Duration, DutError>>,
+    ready: Option<Result<Readiness, DutError>>,
 }
 
 /// Runs a dual-port plan; events go to `em`. `prior` is `None` for a new run; for `faultline
@@ -129,7 +130,7 @@ pub(crate) fn run(
     if resuming && performance {
         return Err(DualRunError::PerformanceResume);
     }
-    let Ports { mut devs, cutter, identity, sector, capacity, notes, _keep } = open_ports(plan, dual, run_dir, o)?;
+    let Ports { mut devs, cutter, identity, sector, capacity, atomic, notes, _keep } = open_ports(plan, dual, run_dir, o)?;
     let mut cutter = cutter;
     if !prior.is_some_and(|p| p.started) {
         em.emit(Event::RunStarted {
@@ -160,16 +161,15 @@ pub(crate) fn run(
             percent: p.share_percent,
             source,
         })?;
-        let atomic = sector.max(devs[i].atomic_bytes());
-        let target = devs[i].target().map_err(|source| DualRunError::Target { port: p.name.clone(), source })?;
-        let facts = TargetFacts { identity: target.identity(), capacity, sector_bytes: sector, atomic_bytes: atomic };
+        let seen = devs[i].facts().map_err(|source| DualRunError::Target { port: p.name.clone(), source })?;
+        let facts = TargetFacts { identity: seen.identity.clone(), capacity, sector_bytes: sector, atomic_bytes: atomic };
         let header = RunHeader::new(o.run_id, o.started_at.clone(), facts, plan.contract, plan.ports.clone(), layout.spec().clone());
         let dir = port_dir(run_dir, &p.name);
         let begun = crate::run::exists(&dir);
         if begun && !resuming {
             return Err(DualRunError::Begun { dir, run_dir: run_dir.to_path_buf() });
         }
-        let mut run = open_run(&dir, target, move || header).map_err(|source| DualRunError::Run { port: p.name.clone(), source })?;
+        let mut run = open_run(&dir, &seen, move || header).map_err(|source| DualRunError::Run { port: p.name.clone(), source })?;
         if begun && run.layout.spec() != layout.spec() {
             let ledger = serde_json::to_string(run.layout.spec()).unwrap_or_default();
             return Err(DualRunError::Workload { dir, port: p.name.clone(), ledger });
@@ -281,7 +281,7 @@ fn verify_all(
     dual: &DualPlan,
     cycle: u32,
     last: bool,
-    devs: &mut [Box<dyn PortDev>],
+    devs: &mut [Box<dyn Dut>],
     lanes: &mut [Lane],
     em: &mut Emitter<'_>,
     findings: &mut Vec<Finding>,
@@ -322,17 +322,16 @@ fn verify_all(
             let via = dual.ports[r].name.clone();
             let verifier = Verifier::new(&lane.run.layout, lane.run.ledger.history(), &lane.run.format);
             let t0 = Instant::now();
-            let target = devs[r].target().map_err(|source| ShareCheckError::Target { port: via.clone(), source })?;
-            let mut digest = Digests::for_regions(&regions);
-            let verified = if compare {
-                verifier.verify_regions_digested(target, &regions, &mut digest)
-            } else {
-                verifier.verify_regions(target, &regions)
+            let verified = devs[r].verify(&VerifyRequest { verifier: &verifier, regions: &regions, digest: compare });
+            let verified = match verified {
+                Err(DutVerifyError::Dut(source)) => return Err(ShareCheckError::Target { port: via.clone(), source }),
+                Err(DutVerifyError::Verify(e)) => Err(e),
+                Ok(reply) => Ok(reply),
             };
             // One entry per port read through, in `through` order: `None` where it failed.
-            digests.push(verified.as_ref().ok().filter(|_| compare).map(|_| digest.finish()));
+            digests.push(verified.as_ref().ok().and_then(|r| r.digests.clone()));
             let rep = match verified {
-                Ok(rep) => rep,
+                Ok(reply) => reply.report,
                 Err(e) => {
                     em.error(Some(cycle), format!("verify port {own}'s share through port {via}: {e}"));
                     end.errors += 1;
@@ -419,7 +418,7 @@ fn annotate(f: &mut Finding, lane: &Lane, own: &str, via: &str, dual: &DualPlan)
 /// finding (a port serving stale data).
 #[expect(clippy::too_many_arguments, reason = "one share's comparison across its ports")]
 fn compare_ports(
-    devs: &mut [Box<dyn PortDev>],
+    devs: &mut [Box<dyn Dut>],
     through: &[usize],
     digests: &[Option<Vec<Digest>>],
     regions: &[(u64, u64)],
@@ -439,9 +438,11 @@ fn compare_ports(
     Ok(())
 }
 
-/// Reads `ranges` through the ports `first` and `r` and compares them sector by sector.
+/// Compares what the ports `first` and `r` read of `regions`, sector by sector, by the hash
+/// of each sector as each port reads it (a port far away sends hashes, not data), a piece of
+/// at most 64 MiB at a time. A sector either port could not read is not compared.
 fn compare_bytes(
-    devs: &mut [Box<dyn PortDev>],
+    devs: &mut [Box<dyn Dut>],
     (first, r): (usize, usize),
     regions: &[(u64, u64)],
     lane: &Lane,
@@ -449,26 +450,18 @@ fn compare_bytes(
     cycle: u32,
     findings: &mut Vec<Finding>,
 ) -> Result<(), ShareCheckError> {
-    const CHUNK: u64 = 1 << 20;
+    const PIECE: u64 = 64 << 20;
     let sector = lane.run.history().header.sector_bytes;
     let port = |i: usize| move |source| ShareCheckError::Target { port: dual.ports[i].name.clone(), source };
-    let mut a = faultline_drivers::AlignedBuf::zeroed(CHUNK as usize);
-    let mut b = faultline_drivers::AlignedBuf::zeroed(CHUNK as usize);
     for &(s, e) in regions {
         let mut at = s;
         while at < e {
-            let len = (e - at).min(CHUNK);
-            a.resize(len as usize);
-            b.resize(len as usize);
-            let read = devs[first].target().map_err(port(first))?.read_at(at, &mut a).is_ok()
-                && devs[r].target().map_err(port(r))?.read_at(at, &mut b).is_ok();
-            if !read {
-                at += len;
-                continue;
-            }
-            let size = sector as usize;
-            let differs = |k: usize| a[k * size..(k + 1) * size] != b[k * size..(k + 1) * size];
-            let n = (len / sector) as usize;
+            let len = (e - at).min(PIECE);
+            let piece = [(at, at + len)];
+            let a = devs[first].sector_hashes(&piece, sector).map_err(port(first))?;
+            let b = devs[r].sector_hashes(&piece, sector).map_err(port(r))?;
+            let differs = |k: usize| matches!((a.get(k), b.get(k)), (Some(Some(x)), Some(Some(y))) if x != y);
+            let n = a.len().min(b.len());
             let mut k = 0;
             while k < n {
                 if !differs(k) {
@@ -533,7 +526,7 @@ mod tests {
         let header = RunHeader::new(5, String::new(), TargetFacts::of(&sim), Contract::Plp, crate::port::PortEntry::single(), spec);
         let dir = tempdir();
         let h = header.clone();
-        let run = open_run(&dir, &sim, move || h).unwrap();
+        let run = open_run(&dir, &DeviceFacts::of(&sim), move || h).unwrap();
         let mut lane = Lane { port: 1, run, dir: dir.clone(), span: (0, SPAN), checked_upto: 1 };
         assert_eq!(lane.run.next_cycle(), (1, 1));
         lane.align(3, PortId(1), "t").unwrap();
@@ -548,7 +541,7 @@ mod tests {
         }
         lane.run.ledger.sync().unwrap();
         drop(lane);
-        let again = open_run(&dir, &sim, || unreachable!("the run exists")).unwrap();
+        let again = open_run(&dir, &DeviceFacts::of(&sim), || unreachable!("the run exists")).unwrap();
         assert_eq!(again.next_cycle(), (3, 1), "the ledger replays the cycles it was brought level with");
     }
 }

@@ -6,20 +6,17 @@
 //! cycle's are.
 
 use super::error::{PerfError, WriterError};
-use super::{Lane, PortDev};
+use super::Lane;
 use crate::events::Event;
 use crate::port::PortId;
 use crate::run::OpenRun;
+use crate::runner::dut::{Dut, DutCycleError, Workload};
 use crate::runner::emit::Emitter;
 use crate::runner::RunnerOptions;
 use crate::scenario::{DualPlan, RunPlan};
-use crate::writer::{run_cycle, CycleOptions, Phase, PortSamples, Windows};
-use faultline_drivers::AlignedBuf;
+use crate::writer::{CycleOptions, Phase, PortSamples, Windows};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// Bytes per read of the sequential read workload.
-const READ_BYTES: usize = 128 << 10;
 
 /// The phases: which writer lanes take part (indices into `lanes`).
 fn phases(lanes: &[Lane], dual: &DualPlan) -> Vec<(String, Vec<usize>)> {
@@ -37,7 +34,7 @@ fn phases(lanes: &[Lane], dual: &DualPlan) -> Vec<(String, Vec<usize>)> {
 pub(super) fn run(
     plan: &RunPlan,
     dual: &DualPlan,
-    devs: &mut [Box<dyn PortDev>],
+    devs: &mut [Box<dyn Dut>],
     lanes: &mut [Lane],
     em: &mut Emitter<'_>,
     o: &RunnerOptions,
@@ -81,12 +78,11 @@ pub(super) fn run(
                 };
                 hs.push(sc.spawn(move || {
                     let OpenRun { ledger, layout, format, .. } = &mut lane.run;
-                    let r = match dev.target() {
-                        Ok(t) => run_cycle(t, layout, format, ledger, plan.contract, &copts, &mut || Ok(()))
-                            .map(|_| ())
-                            .map_err(WriterError::Write),
-                        Err(e) => Err(WriterError::Target(e)),
-                    };
+                    let w = Workload { layout, format, contract: plan.contract, opts: &copts };
+                    let r = dev.run_cycle(&w, ledger, &mut || Ok(())).map(|_| ()).map_err(|e| match e {
+                        DutCycleError::Write(e) => WriterError::Write(e),
+                        DutCycleError::Dut(e) => WriterError::Target(e),
+                    });
                     (i, r)
                 }));
             }
@@ -151,7 +147,7 @@ pub(super) fn run(
 /// Sequential 128 KiB reads through each port of `who` over its own share, one in flight per
 /// port, for `ms` after `warm`.
 fn read_phase(
-    devs: &mut [Box<dyn PortDev>],
+    devs: &mut [Box<dyn Dut>],
     lanes: &[Lane],
     who: &[usize],
     warm: Duration,
@@ -160,27 +156,12 @@ fn read_phase(
     let windows = Arc::new(Windows::new(devs.len()));
     let spans: Vec<Option<(u64, u64)>> =
         (0..devs.len()).map(|p| lanes.iter().enumerate().find(|(i, l)| l.port == p && who.contains(i)).map(|(_, l)| l.span)).collect();
-    let stop_at = Instant::now() + warm + ms;
     let errs: Vec<(usize, crate::runner::dut::DutError)> = std::thread::scope(|sc| {
         let mut hs = Vec::new();
         for (i, (dev, span)) in devs.iter_mut().zip(&spans).enumerate() {
-            let Some((a, b)) = *span else { continue };
-            let windows = Arc::clone(&windows);
-            hs.push(sc.spawn(move || -> Result<(), (usize, crate::runner::dut::DutError)> {
-                let t = dev.target().map_err(|e| (i, e))?;
-                let mut buf = AlignedBuf::zeroed(READ_BYTES);
-                let mut at = a;
-                while Instant::now() < stop_at {
-                    let len = (b - at).min(READ_BYTES as u64) as usize;
-                    buf.resize(len);
-                    let t0 = Instant::now();
-                    let ok = t.read_at(at, &mut buf).is_ok();
-                    let now = Instant::now();
-                    windows.record(i, now, now - t0, len as u64, ok);
-                    at = if at + len as u64 >= b { a } else { at + len as u64 };
-                }
-                Ok(())
-            }));
+            let Some(span) = *span else { continue };
+            let samples = PortSamples { windows: Arc::clone(&windows), slot: i };
+            hs.push(sc.spawn(move || dev.read_load(span, warm + ms, &samples).map_err(|e| (i, e))));
         }
         std::thread::sleep(warm);
         windows.enter(Phase::Baseline);

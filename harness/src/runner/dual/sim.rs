@@ -2,18 +2,19 @@
 //! media and cache, its link controller (`controllers.link = "sim"`) for port pulls and
 //! controller resets, its power switch for cuts that hit both ports.
 
-use super::device::{require_all, DriveSaver, PortDev, Ports};
+use super::device::{require_all, Ports};
 use super::error::OpenPortsError;
 use crate::format::Format;
 use crate::ledger::Ledger;
 use crate::port::PortId;
-use crate::runner::dut::{DutCycleError, DutError, GroundTruth};
+use crate::run::DeviceFacts;
+use crate::runner::dut::{read_load_on, sector_hashes_on, verify_on, Dut, DutCycleError, DutError, DutVerifyError, GroundTruth};
+use crate::runner::dut::{HealthLogs, HealthReadError, Readiness, SectorHash, VerifyReply, VerifyRequest, Workload};
 use crate::runner::fault::{sim_switch, ControllerError, Cutter};
 use crate::runner::RunnerOptions;
 use crate::scenario::{DualPlan, DualSimModel, FaultPlan, RunPlan, SimSwitch, SimTarget, Switch};
 use crate::workload::Layout;
-use crate::writer::prefill_then;
-use crate::writer::HookError;
+use crate::writer::{prefill_then, run_cycle, CycleOutcome, EndHook, HookError, PortSamples};
 use faultline_drivers::control::{self, parse_spec};
 use faultline_drivers::{AlignedBuf, BlockTarget};
 use faultline_fixtures::emu::QuarchEmu;
@@ -34,26 +35,86 @@ impl DualSimModel {
     }
 }
 
-struct SimPortDev {
+/// One port of the simulated dual-port drive.
+struct SimPortDut {
     port: SimPort,
-    /// Port A's handle answers for the drive: its ground truth and its saving.
-    drive: Option<DualSim>,
-    /// The drive, saved after a prefill through any port.
-    saver: DualSim,
+    /// Port A answers for the drive: its ground truth, its growth, the save after a cycle.
+    answers_for_drive: bool,
+    drive: DualSim,
 }
 
-impl PortDev for SimPortDev {
-    fn target(&mut self) -> Result<&mut dyn BlockTarget, DutError> {
-        Ok(&mut self.port)
+impl Dut for SimPortDut {
+    fn facts(&mut self) -> Result<DeviceFacts, DutError> {
+        Ok(DeviceFacts::of(&self.port))
     }
 
-    fn wait_ready(&mut self, at: u64, timeout: Duration) -> Result<Duration, DutError> {
+    /// The drive is saved before the writer records what it holds durable: at the cut, and
+    /// again right before it records its cycle's end (the ports a fault did not hit go on
+    /// writing after the fault), so that a harness killed after a record resumes on a drive
+    /// that holds it. A save holds the drive only while it takes the changes
+    /// (`DualSim::persist`).
+    fn run_cycle(
+        &mut self,
+        w: &Workload<'_>,
+        ledger: &mut dyn Ledger,
+        fault: &mut dyn FnMut() -> Result<(), ControllerError>,
+    ) -> Result<CycleOutcome, DutCycleError> {
+        let mut opts = w.opts.clone();
+        let (drive, then) = (self.drive.clone(), opts.before_end.take());
+        opts.before_end = Some(EndHook(std::sync::Arc::new(move || {
+            if let Some(h) = &then {
+                (h.0)()?;
+            }
+            drive.persist().map_err(|e| HookError::from(format!("cannot save the simulated drive: {e}")))
+        })));
+        let drive = self.drive.clone();
+        let mut hook = || -> Result<(), HookError> {
+            let faulted = fault();
+            // Whether or not the fault worked: a failed one still ends the cycle as a cut.
+            drive.persist().map_err(|e| HookError::from(format!("cannot save the simulated drive after the cut: {e}")))?;
+            Ok(faulted?)
+        };
+        Ok(run_cycle(&mut self.port, w.layout, w.format, ledger, w.contract, &opts, &mut hook)?)
+    }
+
+    fn prefill(&mut self, layout: &Layout, format: &Format, port: PortId, ledger: &mut dyn Ledger) -> Result<u64, DutCycleError> {
+        let drive = self.drive.clone();
+        let mut persist = || -> Result<(), HookError> {
+            drive.persist().map_err(|e| HookError::from(format!("cannot save the simulated drive after the prefill: {e}")))
+        };
+        Ok(prefill_then(&mut self.port, layout, format, port, ledger, &mut persist)?)
+    }
+
+    fn ground_truth(&self) -> Option<GroundTruth> {
+        let d = self.answers_for_drive.then_some(&self.drive)?;
+        Some(GroundTruth { extents: d.truth(), dead: false, disturbed: d.disturbances().iter().map(|x| (x.port, x.cut)).collect() })
+    }
+
+    fn verify(&mut self, req: &VerifyRequest<'_>) -> Result<VerifyReply, DutVerifyError> {
+        Ok(verify_on(&mut self.port, req)?)
+    }
+
+    fn sector_hashes(&mut self, ranges: &[(u64, u64)], sector: u64) -> Result<Vec<SectorHash>, DutError> {
+        Ok(sector_hashes_on(&mut self.port, ranges, sector))
+    }
+
+    fn read_load(&mut self, span: (u64, u64), run_for: Duration, samples: &PortSamples) -> Result<(), DutError> {
+        read_load_on(&mut self.port, span, run_for, samples);
+        Ok(())
+    }
+
+    fn answers(&mut self, at: u64) -> bool {
+        let mut buf = AlignedBuf::zeroed(4096);
+        self.port.read_at(at, &mut buf).is_ok()
+    }
+
+    fn wait_ready(&mut self, at: u64, timeout: Duration) -> Result<Readiness, DutError> {
         let start = Instant::now();
         let mut buf = AlignedBuf::zeroed(4096);
         loop {
             match self.port.read_at(at, &mut buf) {
-                Ok(()) => return Ok(start.elapsed()),
-                Err(e) if !e.device_gone() => return Ok(start.elapsed()),
+                Ok(()) => return Ok(Readiness { enumerate: None, first_read: start.elapsed() }),
+                Err(e) if !e.device_gone() => return Ok(Readiness { enumerate: None, first_read: start.elapsed() }),
                 Err(e) if start.elapsed() >= timeout => {
                     return Err(DutError::NotReady { timeout_s: timeout.as_secs(), last: e.to_string() })
                 }
@@ -62,34 +123,33 @@ impl PortDev for SimPortDev {
         }
     }
 
-    fn atomic_bytes(&self) -> u64 {
-        self.port.geometry().physical_block_bytes as u64
+    fn release(&mut self) {}
+
+    fn health(&mut self) -> Option<Result<HealthLogs, HealthReadError>> {
+        None
     }
 
-    fn persist(&mut self) -> std::io::Result<()> {
-        self.drive.as_ref().map_or(Ok(()), DualSim::persist)
-    }
-
-    fn saver(&self) -> Option<DriveSaver> {
-        let d = self.drive.clone()?;
-        Some(Box::new(move || d.persist()))
+    fn checkpoint_every(&self) -> Duration {
+        Duration::MAX
     }
 
     fn growth_bytes(&self) -> u64 {
-        self.drive.as_ref().map_or(0, DualSim::media_growth_bytes)
+        if self.answers_for_drive {
+            self.drive.media_growth_bytes()
+        } else {
+            0
+        }
     }
 
-    fn prefill(&mut self, layout: &Layout, format: &Format, port: PortId, ledger: &mut dyn Ledger) -> Result<u64, DutCycleError> {
-        let saver = self.saver.clone();
-        let mut persist = || -> Result<(), HookError> {
-            saver.persist().map_err(|e| HookError::from(format!("cannot save the simulated drive after the prefill: {e}")))
-        };
-        Ok(prefill_then(&mut self.port, layout, format, port, ledger, &mut persist)?)
+    fn notes(&mut self) -> Vec<String> {
+        Vec::new()
     }
 
-    fn ground_truth(&self) -> Option<GroundTruth> {
-        let d = self.drive.as_ref()?;
-        Some(GroundTruth { extents: d.truth(), dead: false, disturbed: d.disturbances().iter().map(|x| (x.port, x.cut)).collect() })
+    fn save(&mut self) -> Result<(), DutError> {
+        if self.answers_for_drive {
+            self.drive.persist().map_err(|e| DutError::Persist(e.to_string()))?;
+        }
+        Ok(())
     }
 }
 
@@ -136,11 +196,11 @@ pub(super) fn open(plan: &RunPlan, dual: &DualPlan, t: &SimTarget, run_dir: &Pat
         (None, None) => return Err(OpenPortsError::Fault),
     };
     require_all(&cutter, plan, dual)?;
-    let devs: Vec<Box<dyn PortDev>> = (0..2u8)
-        .map(|p| {
-            Box::new(SimPortDev { port: drive.port(p), drive: (p == 0).then(|| drive.clone()), saver: drive.clone() }) as Box<dyn PortDev>
-        })
+    let devs: Vec<Box<dyn Dut>> = (0..2u8)
+        .map(|p| Box::new(SimPortDut { port: drive.port(p), answers_for_drive: p == 0, drive: drive.clone() }) as Box<dyn Dut>)
         .collect();
     let identity = drive.identity();
-    Ok(Ports { devs, cutter, identity, sector: t.sector_bytes as u64, capacity: t.capacity_bytes, notes: Vec::new(), _keep: keep })
+    let atomic = drive.port(0).geometry().physical_block_bytes as u64;
+    let (sector, capacity) = (t.sector_bytes as u64, t.capacity_bytes);
+    Ok(Ports { devs, cutter, identity, sector, capacity, atomic: atomic.max(sector), notes: Vec::new(), _keep: keep })
 }

@@ -9,7 +9,7 @@ use faultline::events::Verdict;
 use faultline::format::Format;
 use faultline::ledger::{replay, Applied, LedgerWriter, Record};
 use faultline::report::console::verdict_line;
-use faultline::run::{check_copy, check_target, close_interrupted};
+use faultline::run::{check_copy, check_target, close_interrupted, DeviceFacts};
 use faultline::run_dir;
 use faultline::verify::{offline_seen_record, Verifier, VerifyReport};
 use faultline::workload::Layout;
@@ -70,7 +70,7 @@ pub fn cmd_verify(a: VerifyArgs) -> Result<Exit> {
             h.target_identity
         );
     } else {
-        check_target(&a.run_dir, h, target.as_ref())?;
+        check_target(&a.run_dir, h, &DeviceFacts::of(target.as_ref()))?;
     }
     // A cycle a killed `write` left open is closed first, as the next write would close it,
     // so that what this verify sees of its uncertain writes is recorded (below).

@@ -120,7 +120,7 @@ pub fn cmd_write(a: WriteArgs) -> Result<Exit> {
         let facts = TargetFacts { atomic_bytes: a.atomic_bytes.unwrap_or(sector), ..TargetFacts::of(target.as_ref()) };
         RunHeader::new(crate::random_u64(), crate::now(), facts, contract, faultline::port::PortEntry::single(), spec.clone())
     };
-    let mut run = open_run(&a.run_dir, target.as_ref(), header)?;
+    let mut run = open_run(&a.run_dir, &faultline::run::DeviceFacts::of(target.as_ref()), header)?;
     if let Some(c) = run.recovered_cycle {
         eprintln!("faultline: cycle {c} was interrupted (harness killed); closed it from its last checkpoint");
     }
