@@ -4,16 +4,17 @@
 //! stop policy decide.
 
 use super::dut::{self, HealthLogs};
-use super::dut::{DutCycleError, DutError, DutVerifyError, VerifyRequest, Workload};
+use super::dut::{DutCycleError, DutVerifyError, VerifyRequest, Workload};
 use super::emit::nanos;
 use super::emit::Emitter;
 use super::fault::{confirm_cut, cycle_rng, placement, saw_device_go, ControllerError, FaultThread, PLACE_SALT, SAMPLE_SALT};
+use super::ports::controller_log;
 use super::regions::{sample_regions, union, written_regions};
 use super::resume;
 use super::setup::{RunnerOptions, Setup};
 use super::stop::{self, short_of_space, ErrorStreak};
 use super::stop::{decide, ControllerStep, CycleEnd, Next};
-use crate::events::{class_counts, Event, HealthNote, SmartFigures, Verdict};
+use crate::events::{class_counts, Event, Verdict};
 use crate::health::{judge, judge_ocp, HealthAnomaly, HealthCheck, HealthPolicy, Shutdown};
 use crate::ledger::Contract;
 use crate::ledger::RunHeader;
@@ -53,7 +54,7 @@ impl Cycles<'_, '_> {
             max_writes: None,
             duration: None,
             cut: Some(place),
-            checkpoint_every: self.st.dut.checkpoint_every(),
+            checkpoint_every: self.st.ports.first().checkpoint_every(),
             drain_timeout: plan.readiness_timeout.clamp(Duration::from_secs(1), Duration::from_secs(30)),
             stop: None,
             samples: None,
@@ -64,7 +65,7 @@ impl Cycles<'_, '_> {
         let started = Instant::now();
         (self.cycle_t0, self.waits) = (started, Duration::ZERO);
         let mut cut_cmd = Duration::ZERO;
-        let Setup { dut, cutter, run, .. } = &mut *self.st;
+        let Setup { ports, cutter, run, .. } = &mut *self.st;
         let run = run.as_mut().ok_or(Fatal::NotOpen)?;
         // Checked when the run opened: every fault of the run has its controller.
         cutter.aim(fault, None).map_err(Fatal::Aim)?;
@@ -77,7 +78,7 @@ impl Cycles<'_, '_> {
                 Ok(())
             };
             let w = Workload { layout: &run.layout, format: &run.format, contract: plan.contract, opts: &copts };
-            dut.run_cycle(&w, &mut run.ledger, &mut fault)
+            ports.first().run_cycle(&w, &mut run.ledger, &mut fault)
         });
         // A fault that failed may or may not have happened: the writer ended the cycle as cut
         // all the same, and what it wrote is settled (verified, recorded) like any cycle's.
@@ -107,9 +108,9 @@ impl Cycles<'_, '_> {
     /// A fault that cannot be confirmed is never a clean pass: the switch reads back `off`, or
     /// the device stopped answering.
     fn confirm(&mut self, outcome: &CycleOutcome) -> Result<(), ControllerError> {
-        let Setup { dut, cutter, .. } = &mut *self.st;
+        let Setup { ports, cutter, .. } = &mut *self.st;
         let at = self.span.0;
-        confirm_cut(cutter, saw_device_go(outcome), &mut || dut.answers(at))
+        confirm_cut(cutter, saw_device_go(outcome), &mut || ports.any_answers(at))
     }
 
     /// The workload failed: power back on (a partial cut), close the cycle the writer left open,
@@ -122,7 +123,7 @@ impl Cycles<'_, '_> {
         }
         self.controller_log(Some(cycle));
         let header = self.st.header.clone();
-        reopen(&mut self.st.run, self.run_dir, &self.st.dut.facts()?, &header)?;
+        reopen(&mut self.st.run, self.run_dir, &self.st.ports.first().facts()?, &header)?;
         self.em.end_cycle_written(cycle, Verdict::Error, None, Some(started.elapsed()), None);
         let end = CycleEnd { cycle, controller_failure: controller.then_some(ControllerStep::Cut), errors: 1, ..CycleEnd::default() };
         Ok(match decide(&self.plan.stop, &mut self.streak, &end) {
@@ -136,7 +137,7 @@ impl Cycles<'_, '_> {
     /// policy.
     pub(super) fn settle(&mut self, mut p: Pending, off: Duration) -> Result<Option<String>, Fatal> {
         let cycle = p.cycle;
-        self.st.dut.release();
+        self.st.ports.release_all();
         let t_restore = Instant::now();
         let restored = self.st.cutter.restore(off);
         self.waits += t_restore.elapsed();
@@ -156,31 +157,20 @@ impl Cycles<'_, '_> {
 
         let mut findings: Vec<Finding> = Vec::new();
         let t_ready = Instant::now();
-        let ready = self.st.dut.wait_ready(self.span.0, self.plan.readiness_timeout);
+        // Which device the run is about is unknown (an ambiguous identity): the harness cannot
+        // judge this drive.
+        let ready = self.st.ports.wait_all(self.span.0, self.plan.readiness_timeout, cycle, self.em, &mut p.end, &mut findings);
+        ready.map_err(|(_, e)| Fatal::Dut(e))?;
         self.waits += t_ready.elapsed();
-        match ready {
-            Ok(r) => {
-                let t_ns = self.em.now();
-                let us = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
-                let port = Some(self.plan.first_port());
-                self.em.emit(Event::Ready { t_ns, cycle, enumerate_us: r.enumerate.map(us), first_read_us: Some(us(r.first_read)), port });
-            }
-            // Which device the run is about is unknown: the harness cannot judge this drive.
-            Err(e @ DutError::Ambiguous(_)) => return Err(e.into()),
-            Err(why) => {
-                findings.push(dead_device(cycle, &why.to_string()));
-                p.end.dead_device = true;
-            }
-        }
         let mut anomalies = 0;
         if !p.end.dead_device {
             let t_health = Instant::now();
-            anomalies = self.health(cycle, p.outcome.is_some());
+            anomalies = self.st.ports.health_after(self.plan, cycle, p.outcome.is_some(), self.em);
             self.waits += t_health.elapsed();
             self.verify(&mut p, &mut findings)?;
         }
         if let Some(obs) = self.observer.as_deref_mut() {
-            obs.checked(&CycleCheck { cycle, findings: &findings, truth: self.st.dut.ground_truth() });
+            obs.checked(&CycleCheck { cycle, findings: &findings, truth: self.st.ports.ground_truth() });
         }
         p.end.new_findings = self.em.findings(cycle, &findings);
         self.controller_log(Some(cycle));
@@ -196,26 +186,13 @@ impl Cycles<'_, '_> {
 
     /// Records what the controller exchanged since the last call, if anything.
     pub(super) fn controller_log(&mut self, cycle: Option<u32>) {
-        let lines = self.st.cutter.take_log();
-        if !lines.is_empty() {
-            let t_ns = self.em.now();
-            self.em.emit(Event::ControllerLog { t_ns, cycle, lines });
-        }
+        controller_log(&mut self.st.cutter, self.em, cycle);
     }
 
     /// `stop.on_dead_device = "continue"`: cut once more and wait once more.
     fn power_cycle_dead_device(&mut self, cycle: u32) -> Option<String> {
-        self.st.dut.release();
-        let hold = self.plan.off_time;
-        let again = self.st.cutter.cut(hold).and_then(|()| self.st.cutter.restore(hold));
-        if let Err(e) = again {
-            self.em.error(Some(cycle), format!("power cycle of a dead device: {e}"));
-            return Some(format!("cycle {cycle}: the device did not come back and could not be power-cycled"));
-        }
-        match self.st.dut.wait_ready(self.span.0, self.plan.readiness_timeout) {
-            Ok(_) => None,
-            Err(why) => Some(format!("cycle {cycle}: the device did not come back after a second power cycle: {why}")),
-        }
+        let Setup { ports, cutter, .. } = &mut *self.st;
+        ports.power_cycle_dead_device(cutter, self.plan, self.em, cycle, self.span.0)
     }
 
     /// What to read after the cycle: everything written since the last check and a seeded
@@ -243,7 +220,8 @@ impl Cycles<'_, '_> {
         let run = self.st.run.as_ref().ok_or(Fatal::NotOpen)?;
         let v0 = Instant::now();
         let verifier = Verifier::new(&run.layout, run.ledger.history(), &run.format);
-        let mut result = self.st.dut.verify(&VerifyRequest { verifier: &verifier, regions: &regions, digest: false }).map(|r| r.report);
+        let mut result =
+            self.st.ports.first().verify(&VerifyRequest { verifier: &verifier, regions: &regions, digest: false }).map(|r| r.report);
         let mut extra = (0u64, 0u64);
         let mut read = regions;
         // Stopping on a finding: the whole span is read once before the run ends.
@@ -252,7 +230,7 @@ impl Cycles<'_, '_> {
             if stops && !full && self.plan.verify.full_at_end {
                 extra = (rep.sectors, rep.bytes);
                 let whole = VerifyRequest { verifier: &verifier, regions: &[self.span], digest: false };
-                result = self.st.dut.verify(&whole).map(|r| r.report);
+                result = self.st.ports.first().verify(&whole).map(|r| r.report);
                 read = vec![self.span];
             }
         }
@@ -295,32 +273,6 @@ impl Cycles<'_, '_> {
             Contract::Plp => true,
             Contract::Flush => self.plan.fault(p.cycle).is_power_cut() && p.outcome.is_some() && p.end.controller_failure.is_none(),
         }
-    }
-
-    /// Reads an NVMe target's health logs after the cycle and compares them with the last
-    /// reading: emits a `health` event; returns the number of anomalies. `faulted` is false for
-    /// a cycle the harness died in, where nobody knows whether the fault happened.
-    fn health(&mut self, cycle: u32, faulted: bool) -> usize {
-        let Some(before) = &self.health else { return 0 };
-        let after = match self.st.dut.health() {
-            None => return 0,
-            Some(Ok(a)) => a,
-            Some(Err(why)) => {
-                self.em.error(Some(cycle), format!("SMART/health log: {why}"));
-                return 0;
-            }
-        };
-        let anomalies = judged_health(self.plan, cycle, before, &after, faulted);
-        let t_ns = self.em.now();
-        self.em.emit(Event::Health {
-            t_ns,
-            cycle,
-            smart: SmartFigures::from(&after.smart),
-            anomalies: anomalies.iter().map(HealthNote::from).collect(),
-            port: Some(self.plan.first_port()),
-        });
-        self.health = Some(after);
-        anomalies.len()
     }
 }
 
@@ -420,8 +372,6 @@ struct Cycles<'r, 'e> {
     streak: ErrorStreak,
     /// The pin-mate step set for the next cut, if the scenario sweeps them.
     mate_step_ms: Option<u32>,
-    /// The health logs as last read, to compare the next cycle's with.
-    health: Option<HealthLogs>,
     /// When the cycle in progress started, and how long of it was spent waiting on the
     /// workload, the controller, the off time and the device (so the rest is the harness's).
     cycle_t0: Instant,
@@ -436,7 +386,7 @@ impl Cycles<'_, '_> {
     /// A stop made while the run directory is short of space was most likely caused by that:
     /// the run is suspended, not ended.
     fn stopped(&self, why: String) -> Ending {
-        match short_of_space(self.run_dir, self.st.dut.growth_bytes()) {
+        match short_of_space(self.run_dir, self.st.ports.growth_bytes()) {
             Some(space) => Ending::Suspended(format!("{why}; {space}")),
             None => Ending::Stopped(why),
         }
@@ -458,14 +408,7 @@ pub(super) fn cycles<'r>(
     let run = st.run.as_ref().ok_or(Fatal::NotOpen)?;
     let spec = run.layout.spec().clone();
     let from = resume::Start::new(run.history(), resumed);
-    let health = match st.dut.health() {
-        Some(Ok(logs)) => Some(logs),
-        Some(Err(why)) => {
-            em.error(None, format!("SMART/health log: {why}"));
-            None
-        }
-        None => None,
-    };
+    st.ports.read_health(em);
     let mut c = Cycles {
         plan,
         o,
@@ -477,14 +420,13 @@ pub(super) fn cycles<'r>(
         checked_upto: from.checked_upto,
         streak: ErrorStreak::default(),
         mate_step_ms: None,
-        health,
         cycle_t0: Instant::now(),
         waits: Duration::ZERO,
     };
     c.controller_log(None);
     let mut done = from.cycles_ended;
     if let Some(prior) = resumed {
-        if let Some(why) = short_of_space(c.run_dir, c.st.dut.growth_bytes()) {
+        if let Some(why) = short_of_space(c.run_dir, c.st.ports.growth_bytes()) {
             return Ok(Ending::Suspended(why));
         }
         let t_ns = c.em.now();
@@ -507,7 +449,7 @@ pub(super) fn cycles<'r>(
         }
     }
     while done < plan.cycles {
-        if let Some(why) = short_of_space(c.run_dir, c.st.dut.growth_bytes()) {
+        if let Some(why) = short_of_space(c.run_dir, c.st.ports.growth_bytes()) {
             return Ok(Ending::Suspended(why));
         }
         // Pin-mate sequencing sweeps its steps, one per cycle; a failure to set it up starts

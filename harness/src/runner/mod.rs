@@ -24,6 +24,7 @@ mod dual;
 pub mod dut;
 mod emit;
 pub mod fault;
+mod ports;
 pub mod regions;
 mod resume;
 pub mod setup;
@@ -172,7 +173,7 @@ pub fn run_observed(
                 Ok(Ending::Suspended(why)) => return suspended(em, cycles_run, why, notes),
                 Err(e) => {
                     // Short of space: the error is most likely that; suspend rather than end.
-                    if let Some(why) = short_of_space(run_dir, st.dut.growth_bytes()) {
+                    if let Some(why) = short_of_space(run_dir, st.ports.growth_bytes()) {
                         return suspended(em, cycles_run, format!("{e}; {why}"), notes);
                     }
                     em.error(None, e.to_string());

@@ -3,6 +3,7 @@
 
 use super::dut::{Dut, DutError, RealDut, SimDut};
 use super::fault::{real_cutter, sim_switch, ControllerError, Cutter};
+use super::ports::PortSet;
 use crate::ledger::{Contract, RunHeader, TargetFacts};
 use crate::run::{exists, open_run, OpenRun, RunError};
 use crate::scenario::{FaultPlan, RunPlan, ScenarioError, SimSwitch, SimTarget, Switch, TargetPlan};
@@ -60,7 +61,8 @@ pub(crate) fn atomic_unit(declared: Option<u32>, sector: u64) -> Result<u64, Set
 
 /// Everything a run holds open.
 pub(crate) struct Setup {
-    pub dut: Box<dyn Dut>,
+    /// The device's one port.
+    pub ports: PortSet,
     pub cutter: Cutter,
     /// `None` only while the run is being reopened after a failed cycle.
     pub run: Option<OpenRun>,
@@ -157,5 +159,6 @@ pub(crate) fn setup(plan: &RunPlan, run_dir: &Path, o: &RunnerOptions, resuming:
         let names: Vec<&str> = off.iter().map(|c| c.name()).collect();
         notes.push(format!("health checks off, as the scenario's [health] off declares: {} (not judged in this run)", names.join(", ")));
     }
-    Ok(Setup { dut, cutter, run: Some(run), header, sector, notes, _emulator: emulator })
+    let ports = PortSet::new(plan, vec![dut]);
+    Ok(Setup { ports, cutter, run: Some(run), header, sector, notes, _emulator: emulator })
 }

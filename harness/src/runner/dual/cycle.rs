@@ -8,14 +8,13 @@
 use super::error::{ReopenRunError, ShareCheckError, WriterError};
 use super::judge::{self, judge, Judged};
 use super::{verify_all, Lane, PortEnd, TICK};
-use crate::events::{Event, HealthNote, SmartFigures};
-use crate::health::HealthAnomaly;
+use crate::events::Event;
 use crate::port::PortId;
 use crate::run::OpenRun;
-use crate::runner::cycle::{dead_device, judged_health};
-use crate::runner::dut::{Dut, DutCycleError, DutError, HealthLogs, Readiness, Workload};
+use crate::runner::dut::{DutCycleError, DutError, Readiness, Workload};
 use crate::runner::emit::Emitter;
 use crate::runner::fault::{confirm_cut, saw_device_go, ControllerError, Cutter, FaultThread};
+use crate::runner::ports::{controller_log, PortSet};
 use crate::runner::stop::{self, ControllerStep, CycleEnd};
 use crate::runner::{CycleCheck, CycleObserver, RunnerOptions};
 use crate::scenario::{DualPlan, PortRole, RunPlan};
@@ -29,13 +28,11 @@ use std::time::{Duration, Instant};
 pub(super) struct DualCycles<'r, 'e> {
     pub plan: &'r RunPlan,
     pub dual: &'r DualPlan,
-    pub devs: &'r mut [Box<dyn Dut>],
+    pub ports: &'r mut PortSet,
     pub lanes: &'r mut [Lane],
     pub cutter: &'r mut Cutter,
     pub em: &'r mut Emitter<'e>,
     pub o: &'r RunnerOptions,
-    /// Each port's health logs as last read (`None`: the port has none to read).
-    pub health: Vec<Option<HealthLogs>>,
     /// The pin-mate step set for the next cut, if the scenario sweeps them.
     pub mate_step_ms: Option<u32>,
 }
@@ -89,10 +86,6 @@ impl DualCycles<'_, '_> {
         self.lanes.first().map_or(0, |l| l.span.0)
     }
 
-    fn name(&self, port: usize) -> &str {
-        &self.dual.ports[port].name
-    }
-
     /// Brings every port's ledger level with the run: `cycle` is each one's next.
     fn align(&mut self, cycle: u32) -> Result<(), DualCycleError> {
         let at = (self.o.clock)();
@@ -127,9 +120,7 @@ impl DualCycles<'_, '_> {
         self.align(cycle + 1)?;
         let mut end = CycleEnd { cycle, ..CycleEnd::default() };
         let mut findings: Vec<Finding> = Vec::new();
-        for d in self.devs.iter_mut() {
-            d.release();
-        }
+        self.ports.release_all();
         // Powered back on as that cycle's fault would have been (in a mix, its own).
         let hit = self.dual.faulted(self.plan, cycle);
         self.cutter.aim(self.plan.fault(cycle), Some(&self.dual.ports[hit].fault_port)).map_err(DualCycleError::Aim)?;
@@ -143,15 +134,12 @@ impl DualCycles<'_, '_> {
         }
         let t_ns = self.em.now();
         self.em.emit(if self.cutter.is_link() { Event::LinkRestored { t_ns, cycle } } else { Event::PowerRestored { t_ns, cycle } });
-        for i in 0..self.devs.len() {
-            let r = self.devs[i].wait_ready(self.probe_at(), self.plan.readiness_timeout);
-            self.ready(cycle, i, r, &mut end, &mut findings);
-        }
+        self.wait_all(cycle, &mut end, &mut findings)?;
         let mut anomalies = 0;
         if !end.dead_device {
-            anomalies = self.health_all(cycle, false);
+            anomalies = self.ports.health_after(self.plan, cycle, false, self.em);
             let (plan, dual) = (self.plan, self.dual);
-            verify_all(plan, dual, cycle, last, self.devs, self.lanes, self.em, &mut findings, &mut end)?;
+            verify_all(plan, dual, cycle, last, &mut self.ports.duts, self.lanes, self.em, &mut findings, &mut end)?;
         }
         self.finish(cycle, findings, end, anomalies, None, observer)
     }
@@ -166,7 +154,7 @@ impl DualCycles<'_, '_> {
         outcome: Option<&crate::writer::CycleOutcome>,
         observer: Option<&mut (dyn CycleObserver + 'static)>,
     ) -> Result<CycleEnd, DualCycleError> {
-        let truth = self.devs.iter().find_map(|d| d.ground_truth());
+        let truth = self.ports.ground_truth();
         if let Some(obs) = observer {
             obs.checked(&CycleCheck { cycle, findings: &findings, truth });
         }
@@ -195,7 +183,7 @@ impl DualCycles<'_, '_> {
         self.em.emit(Event::CycleStarted { t_ns: t_start, cycle, fault: plan.faults.is_mixed().then(|| fault.label()) });
         let mut end = CycleEnd { cycle, ..CycleEnd::default() };
         let w = self.write(cycle, hit, every, power);
-        for message in self.devs.iter_mut().flat_map(|d| d.notes()) {
+        for message in self.ports.notes() {
             let t_ns = self.em.now();
             self.em.emit(Event::Note { t_ns, cycle: Some(cycle), message });
         }
@@ -205,7 +193,8 @@ impl DualCycles<'_, '_> {
                 continue;
             }
             if let Some(lane) = self.lanes.iter_mut().find(|l| l.port == *i) {
-                let facts = self.devs[*i].facts().map_err(|source| DualCycleError::Port { port: dual.ports[*i].name.clone(), source })?;
+                let facts =
+                    self.ports.duts[*i].facts().map_err(|source| DualCycleError::Port { port: dual.ports[*i].name.clone(), source })?;
                 lane.reopen(&facts)?;
             }
         }
@@ -225,7 +214,9 @@ impl DualCycles<'_, '_> {
                 Ok(_) => {}
             }
             if let Some(r) = &pe.ready {
-                self.ready(cycle, *i, r.clone(), &mut end, &mut findings);
+                self.ports
+                    .ready(*i, cycle, r.clone(), self.em, &mut end, &mut findings)
+                    .map_err(|source| DualCycleError::Port { port: dual.ports[*i].name.clone(), source })?;
             }
         }
         match &w.landed {
@@ -246,7 +237,7 @@ impl DualCycles<'_, '_> {
         }
         // Saved in the writers' hooks (at the cut, before each records its cycle's end); saved
         // again here, for a cycle whose writers all ended before either.
-        for (i, d) in self.devs.iter_mut().enumerate() {
+        for (i, d) in self.ports.duts.iter_mut().enumerate() {
             d.save().map_err(|source| DualCycleError::Save { port: dual.ports[i].name.clone(), source })?;
         }
         let cut = matches!(w.landed, Some(Ok(_) | Err(NoCut::Controller(_))));
@@ -257,8 +248,8 @@ impl DualCycles<'_, '_> {
             if w.landed.as_ref().is_some_and(Result::is_ok) {
                 let gone = w.ends.iter().any(|(_, pe)| pe.outcome.as_ref().is_ok_and(saw_device_go));
                 let at = self.probe_at();
-                let devs = &mut *self.devs;
-                if let Err(why) = confirm_cut(self.cutter, gone, &mut || devs.iter_mut().any(|d| d.answers(at))) {
+                let ports = &mut *self.ports;
+                if let Err(why) = confirm_cut(self.cutter, gone, &mut || ports.any_answers(at)) {
                     self.em.error(Some(cycle), why.to_string());
                     end.errors += 1;
                     end.controller_failure = Some(ControllerStep::Unconfirmed);
@@ -272,124 +263,49 @@ impl DualCycles<'_, '_> {
                 self.em.end_cycle(cycle, crate::events::Verdict::Error, faulted_outcome.as_ref(), None);
                 return Ok(end);
             }
-            for i in 0..self.devs.len() {
-                let r = self.devs[i].wait_ready(self.probe_at(), plan.readiness_timeout);
-                self.ready(cycle, i, r, &mut end, &mut findings);
-            }
+            self.wait_all(cycle, &mut end, &mut findings)?;
         }
         let mut anomalies = 0;
         if !end.dead_device && cut {
-            anomalies = self.health_all(cycle, true);
+            anomalies = self.ports.health_after(self.plan, cycle, true, self.em);
         }
         self.judge_windows(cycle, hit, every, &w, &mut findings);
         // Verify every share through its own port and through every other one.
         if !end.dead_device {
             let (plan, dual) = (self.plan, self.dual);
-            verify_all(plan, dual, cycle, last, self.devs, self.lanes, self.em, &mut findings, &mut end)?;
+            verify_all(plan, dual, cycle, last, &mut self.ports.duts, self.lanes, self.em, &mut findings, &mut end)?;
         }
         self.finish(cycle, findings, end, anomalies, faulted_outcome.as_ref(), observer)
     }
 
-    /// A port answered again after the fault, or did not (a dead device).
-    fn ready(&mut self, cycle: u32, port: usize, r: Result<Readiness, DutError>, end: &mut CycleEnd, findings: &mut Vec<Finding>) {
-        match r {
-            Ok(r) => {
-                let t_ns = self.em.now();
-                let us = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
-                let (enumerate_us, first_read_us) = (r.enumerate.map(us), Some(us(r.first_read)));
-                self.em.emit(Event::Ready { t_ns, cycle, enumerate_us, first_read_us, port: Some(self.dual.ports[port].id) });
-            }
-            // Which device the run is about is unknown: nothing the port says can be judged.
-            Err(e @ DutError::Ambiguous(_)) => {
-                self.em.error(Some(cycle), format!("port {}: {e}", self.name(port)));
-                end.errors += 1;
-            }
-            Err(why) => {
-                findings.push(dead_device(cycle, &format!("port {}: {why}", self.name(port))));
-                end.dead_device = true;
-            }
-        }
+    /// Waits for every port to answer again (a `ready` event each, or a dead device); which
+    /// device a port is about being unknown (an ambiguous identity) ends the run.
+    fn wait_all(&mut self, cycle: u32, end: &mut CycleEnd, findings: &mut Vec<Finding>) -> Result<(), DualCycleError> {
+        let at = self.probe_at();
+        self.ports
+            .wait_all(at, self.plan.readiness_timeout, cycle, self.em, end, findings)
+            .map_err(|(i, source)| DualCycleError::Port { port: self.dual.ports[i].name.clone(), source })
     }
 
     /// Power on after the off time (the cutter sleeps it), and say so.
     fn power_on(&mut self, cycle: u32) -> Result<(), ControllerError> {
-        for d in self.devs.iter_mut() {
-            d.release();
-        }
+        self.ports.release_all();
         self.cutter.restore(self.plan.off_time)?;
         let t_ns = self.em.now();
         self.em.emit(Event::PowerRestored { t_ns, cycle });
         Ok(())
     }
 
-    /// Reads every port's health logs after the fault and compares each with its last
-    /// reading; emits a `health` event per port that has them; returns the anomalies.
-    /// `faulted` is false for a cycle the harness died in, where nobody knows whether the
-    /// fault happened.
-    fn health_all(&mut self, cycle: u32, faulted: bool) -> usize {
-        let mut n = 0;
-        for i in 0..self.devs.len() {
-            let Some(before) = self.health[i].take() else { continue };
-            let after = match self.devs[i].health() {
-                Some(Ok(a)) => a,
-                Some(Err(why)) => {
-                    self.em.error(Some(cycle), format!("port {}: SMART/health log: {why}", self.name(i)));
-                    self.health[i] = Some(before);
-                    continue;
-                }
-                None => continue,
-            };
-            let anomalies: Vec<HealthAnomaly> = judged_health(self.plan, cycle, &before, &after, faulted);
-            n += anomalies.len();
-            let name = self.name(i).to_string();
-            let t_ns = self.em.now();
-            self.em.emit(Event::Health {
-                t_ns,
-                cycle,
-                smart: SmartFigures::from(&after.smart),
-                anomalies: anomalies
-                    .iter()
-                    .map(|a| {
-                        let mut note = HealthNote::from(a);
-                        note.detail = format!("port {name}: {}", note.detail);
-                        note
-                    })
-                    .collect(),
-                port: Some(self.dual.ports[i].id),
-            });
-            self.health[i] = Some(after);
-        }
-        n
-    }
-
     /// Records what the controller exchanged since the last call, if anything.
     pub fn controller_log(&mut self, cycle: Option<u32>) {
-        let lines = self.cutter.take_log();
-        if !lines.is_empty() {
-            let t_ns = self.em.now();
-            self.em.emit(Event::ControllerLog { t_ns, cycle, lines });
-        }
+        controller_log(self.cutter, self.em, cycle);
     }
 
     /// `stop.on_dead_device = "continue"`: cut power once more and wait once more for every
     /// port; `Some(why)` ends the run.
     pub fn power_cycle_dead_device(&mut self, cycle: u32) -> Option<String> {
-        for d in self.devs.iter_mut() {
-            d.release();
-        }
-        let hold = self.plan.off_time;
-        if let Err(e) = self.cutter.cut(hold).and_then(|()| self.cutter.restore(hold)) {
-            self.em.error(Some(cycle), format!("power cycle of a dead device: {e}"));
-            return Some(format!("cycle {cycle}: the device did not come back and could not be power-cycled"));
-        }
         let at = self.probe_at();
-        for i in 0..self.devs.len() {
-            if let Err(why) = self.devs[i].wait_ready(at, self.plan.readiness_timeout) {
-                let name = self.name(i);
-                return Some(format!("cycle {cycle}: port {name} did not come back after a second power cycle: {why}"));
-            }
-        }
-        None
+        self.ports.power_cycle_dead_device(self.cutter, self.plan, self.em, cycle, at)
     }
 
     /// The write phase: every writer port on its own thread, the fault on its own, the
@@ -398,7 +314,7 @@ impl DualCycles<'_, '_> {
     fn write(&mut self, cycle: u32, hit: usize, every: bool, power: bool) -> Written {
         let (plan, dual, o) = (self.plan, self.dual, self.o);
         let spec = &dual.spec;
-        let windows = Arc::new(Windows::new(self.devs.len()));
+        let windows = Arc::new(Windows::new(self.ports.len()));
         let fire_at = spec.warmup_ms + spec.baseline_ms;
         let stop = StopToken::default();
         let fault_lane = self.lanes.iter().position(|l| l.port == hit);
@@ -408,7 +324,7 @@ impl DualCycles<'_, '_> {
         let readiness = plan.readiness_timeout;
         let at0 = self.probe_at();
         let ticking = std::sync::atomic::AtomicBool::new(true);
-        let (devs, lanes, cutter) = (&mut *self.devs, &mut *self.lanes, &mut *self.cutter);
+        let (devs, lanes, cutter) = (&mut self.ports.duts, &mut *self.lanes, &mut *self.cutter);
         // The fault's thread outlives the writers' (whose hooks fire it): an outer scope.
         std::thread::scope(|outer| {
             let fault = FaultThread::spawn(outer, cutter, plan.off_time);

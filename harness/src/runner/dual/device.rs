@@ -96,7 +96,7 @@ impl RealPort {
                     return Err(at_path);
                 }
                 self.open_at(&m.dev)?;
-                self.moved.push(format!("port {}: {} is back as {} ({})", self.name, self.path.display(), m.dev.display(), m.path));
+                self.moved.push(format!("{} is back as {} ({})", self.path.display(), m.dev.display(), m.path));
                 self.path = m.dev;
                 Ok(())
             }

@@ -35,6 +35,7 @@ use crate::port::PortId;
 use crate::run::DeviceFacts;
 use crate::run::{open_run, OpenRun};
 use crate::runner::dut::{Dut, DutError, DutVerifyError, Readiness, VerifyRequest};
+use crate::runner::ports::PortSet;
 use crate::scenario::{DualPlan, PortRole, RunPlan};
 use crate::verify::{differing, seen_record, Digest, Finding, FindingClass, Shown, Verifier};
 use crate::workload::Layout;
@@ -201,20 +202,11 @@ pub(crate) fn run(
         em.findings(n, &findings);
         return Ok(Ending::Done);
     }
-    let mut health = Vec::new();
-    for (i, d) in devs.iter_mut().enumerate() {
-        health.push(match d.health() {
-            Some(Ok(logs)) => Some(logs),
-            Some(Err(why)) => {
-                em.error(None, format!("port {}: SMART/health log: {why}", dual.ports[i].name));
-                None
-            }
-            None => None,
-        });
-    }
-    let mut c = DualCycles { plan, dual, devs: &mut devs, lanes: &mut lanes, cutter: &mut cutter, em, o, health, mate_step_ms: None };
+    let mut ports = PortSet::new(plan, devs);
+    ports.read_health(em);
+    let mut c = DualCycles { plan, dual, ports: &mut ports, lanes: &mut lanes, cutter: &mut cutter, em, o, mate_step_ms: None };
     c.controller_log(None);
-    let growth = |c: &DualCycles<'_, '_>| c.devs.iter().map(|d| d.growth_bytes()).sum::<u64>();
+    let growth = |c: &DualCycles<'_, '_>| c.ports.growth_bytes();
     let stopped = |c: &DualCycles<'_, '_>, why: String| match short_of_space(run_dir, growth(c)) {
         Some(space) => Ending::Suspended(format!("{why}; {space}")),
         None => Ending::Stopped(why),

@@ -1,0 +1,225 @@
+//! The ports of the device under test, as both cycle loops reach them around a fault: one
+//! [`Dut`] per port (one for a single-port run), with each port's health logs as last read.
+//! Whatever a one-port run does after a fault, a dual-port run does for every port through
+//! these: wait until each answers (a `ready` event, or a `dead_device` finding), read and judge
+//! each controller's health, power-cycle a dead device, gather the ports' notes.
+
+use super::cycle::{dead_device, judged_health};
+use super::dut::{Dut, DutError, GroundTruth, HealthLogs, Readiness};
+use super::emit::Emitter;
+use super::fault::Cutter;
+use super::stop::CycleEnd;
+use crate::events::{Event, HealthNote, SmartFigures};
+use crate::port::PortId;
+use crate::scenario::RunPlan;
+use crate::verify::Finding;
+use std::time::Duration;
+
+/// Every port of the device under test, in the run's port table's order.
+pub(crate) struct PortSet {
+    pub duts: Vec<Box<dyn Dut>>,
+    /// Each port's health logs as last read (`None`: it has none to read, or none yet).
+    health: Vec<Option<HealthLogs>>,
+    /// Each port's id and name (the run plan's port table).
+    names: Vec<(PortId, String)>,
+}
+
+impl PortSet {
+    /// The ports of `plan`'s port table, one `Dut` each, in its order.
+    pub fn new(plan: &RunPlan, duts: Vec<Box<dyn Dut>>) -> PortSet {
+        debug_assert_eq!(plan.ports.len(), duts.len());
+        let names = plan.ports.iter().map(|p| (p.id, p.name.clone())).collect();
+        PortSet { health: duts.iter().map(|_| None).collect(), duts, names }
+    }
+
+    /// The one port of a single-port run (the first of any run).
+    pub fn first(&mut self) -> &mut dyn Dut {
+        self.duts[0].as_mut()
+    }
+
+    pub fn len(&self) -> usize {
+        self.duts.len()
+    }
+
+    /// How a line about port `i` begins: nothing when the device has one port.
+    fn prefix(&self, i: usize) -> String {
+        match (self.duts.len(), self.names.get(i)) {
+            (2.., Some((_, name))) => format!("port {name}: "),
+            _ => String::new(),
+        }
+    }
+
+    fn id(&self, i: usize) -> PortId {
+        self.names.get(i).map_or(PortId(i as u8), |(id, _)| *id)
+    }
+
+    /// Reads every port's health logs before cycle 1 (or again when a run is resumed), to
+    /// compare the first cycle's with.
+    pub fn read_health(&mut self, em: &mut Emitter<'_>) {
+        for i in 0..self.duts.len() {
+            self.health[i] = match self.duts[i].health() {
+                Some(Ok(logs)) => Some(logs),
+                Some(Err(why)) => {
+                    em.error(None, format!("{}SMART/health log: {why}", self.prefix(i)));
+                    None
+                }
+                None => None,
+            };
+        }
+    }
+
+    /// Reads every port's health logs after the cycle and compares each with its last
+    /// reading; emits a `health` event per port that has them; returns the anomalies.
+    /// `faulted` is false for a cycle the harness died in, where nobody knows whether the
+    /// fault happened.
+    pub fn health_after(&mut self, plan: &RunPlan, cycle: u32, faulted: bool, em: &mut Emitter<'_>) -> usize {
+        let mut n = 0;
+        for i in 0..self.duts.len() {
+            let Some(before) = self.health[i].take() else { continue };
+            let after = match self.duts[i].health() {
+                Some(Ok(a)) => a,
+                Some(Err(why)) => {
+                    em.error(Some(cycle), format!("{}SMART/health log: {why}", self.prefix(i)));
+                    self.health[i] = Some(before);
+                    continue;
+                }
+                None => continue,
+            };
+            let anomalies = judged_health(plan, cycle, &before, &after, faulted);
+            n += anomalies.len();
+            let prefix = self.prefix(i);
+            let t_ns = em.now();
+            em.emit(Event::Health {
+                t_ns,
+                cycle,
+                smart: SmartFigures::from(&after.smart),
+                anomalies: anomalies
+                    .iter()
+                    .map(|a| {
+                        let mut note = HealthNote::from(a);
+                        note.detail = format!("{prefix}{}", note.detail);
+                        note
+                    })
+                    .collect(),
+                port: Some(self.id(i)),
+            });
+            self.health[i] = Some(after);
+        }
+        n
+    }
+
+    /// Port `i` answered again after the fault (a `ready` event), or did not (a
+    /// `dead_device` finding, and the cycle's end says so). `Err` when the port's identity
+    /// matches more than one device: which one the run is about is unknown, so nothing the
+    /// harness reads of it can be judged.
+    pub fn ready(
+        &mut self,
+        i: usize,
+        cycle: u32,
+        r: Result<Readiness, DutError>,
+        em: &mut Emitter<'_>,
+        end: &mut CycleEnd,
+        findings: &mut Vec<Finding>,
+    ) -> Result<(), DutError> {
+        match r {
+            Ok(r) => {
+                let t_ns = em.now();
+                let us = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+                let (enumerate_us, first_read_us) = (r.enumerate.map(us), Some(us(r.first_read)));
+                em.emit(Event::Ready { t_ns, cycle, enumerate_us, first_read_us, port: Some(self.id(i)) });
+            }
+            Err(e @ DutError::Ambiguous(_)) => return Err(e),
+            Err(why) => {
+                findings.push(dead_device(cycle, &format!("{}{why}", self.prefix(i))));
+                end.dead_device = true;
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits for every port to answer a read of `at`, one after the other, each within
+    /// `timeout` ([`PortSet::ready`] for each); `Err` names the port found ambiguous.
+    pub fn wait_all(
+        &mut self,
+        at: u64,
+        timeout: Duration,
+        cycle: u32,
+        em: &mut Emitter<'_>,
+        end: &mut CycleEnd,
+        findings: &mut Vec<Finding>,
+    ) -> Result<(), (usize, DutError)> {
+        for i in 0..self.duts.len() {
+            let r = self.duts[i].wait_ready(at, timeout);
+            self.ready(i, cycle, r, em, end, findings).map_err(|e| (i, e))?;
+        }
+        Ok(())
+    }
+
+    /// Lets go of every port before the power returns.
+    pub fn release_all(&mut self) {
+        for d in self.duts.iter_mut() {
+            d.release();
+        }
+    }
+
+    /// `stop.on_dead_device = "continue"`: cut power once more and wait once more for every
+    /// port; `Some(why)` ends the run.
+    pub fn power_cycle_dead_device(
+        &mut self,
+        cutter: &mut Cutter,
+        plan: &RunPlan,
+        em: &mut Emitter<'_>,
+        cycle: u32,
+        at: u64,
+    ) -> Option<String> {
+        self.release_all();
+        let hold = plan.off_time;
+        if let Err(e) = cutter.cut(hold).and_then(|()| cutter.restore(hold)) {
+            em.error(Some(cycle), format!("power cycle of a dead device: {e}"));
+            return Some(format!("cycle {cycle}: the device did not come back and could not be power-cycled"));
+        }
+        for i in 0..self.duts.len() {
+            if let Err(why) = self.duts[i].wait_ready(at, plan.readiness_timeout) {
+                let prefix = self.prefix(i);
+                return Some(format!("cycle {cycle}: {prefix}the device did not come back after a second power cycle: {why}"));
+            }
+        }
+        None
+    }
+
+    /// Whether any port answers a read of `at` now: a cut is confirmed by every port going
+    /// quiet.
+    pub fn any_answers(&mut self, at: u64) -> bool {
+        self.duts.iter_mut().any(|d| d.answers(at))
+    }
+
+    /// How much the ports' files in the run directory may still grow.
+    pub fn growth_bytes(&self) -> u64 {
+        self.duts.iter().map(|d| d.growth_bytes()).sum()
+    }
+
+    /// The simulated drive's ground truth (one port answers for the drive).
+    pub fn ground_truth(&self) -> Option<GroundTruth> {
+        self.duts.iter().find_map(|d| d.ground_truth())
+    }
+
+    /// What the ports noted since the last call, each line naming its port on a device with
+    /// several.
+    pub fn notes(&mut self) -> Vec<String> {
+        let mut out = Vec::new();
+        for i in 0..self.duts.len() {
+            let prefix = self.prefix(i);
+            out.extend(self.duts[i].notes().into_iter().map(|n| format!("{prefix}{n}")));
+        }
+        out
+    }
+}
+
+/// Records what the controller exchanged since the last call, if anything.
+pub(crate) fn controller_log(cutter: &mut Cutter, em: &mut Emitter<'_>, cycle: Option<u32>) {
+    let lines = cutter.take_log();
+    if !lines.is_empty() {
+        let t_ns = em.now();
+        em.emit(Event::ControllerLog { t_ns, cycle, lines });
+    }
+}
