@@ -30,7 +30,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// How long a read may wait when probing whether a device still answers after a cut.
-const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+pub(crate) const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// A call to the device under test that failed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -182,6 +182,74 @@ pub trait Dut: Send {
     }
 }
 
+/// The calls every device in this process makes alike, on the target its `target()` method
+/// hands out (`Result<&mut dyn BlockTarget, DutError>`): its facts, verify, sector hashes, the
+/// read load, and the probe whether it answers. Inside an `impl Dut`.
+macro_rules! local_calls {
+    () => {
+        fn facts(&mut self) -> Result<$crate::run::DeviceFacts, $crate::runner::dut::DutError> {
+            Ok($crate::run::DeviceFacts::of(self.target()?))
+        }
+
+        fn verify(
+            &mut self,
+            req: &$crate::runner::dut::VerifyRequest<'_>,
+        ) -> Result<$crate::runner::dut::VerifyReply, $crate::runner::dut::DutVerifyError> {
+            Ok($crate::runner::dut::verify_on(self.target()?, req)?)
+        }
+
+        fn sector_hashes(
+            &mut self,
+            ranges: &[(u64, u64)],
+            sector: u64,
+        ) -> Result<Vec<$crate::runner::dut::SectorHash>, $crate::runner::dut::DutError> {
+            Ok($crate::runner::dut::sector_hashes_on(self.target()?, ranges, sector))
+        }
+
+        fn read_load(
+            &mut self,
+            span: (u64, u64),
+            run_for: std::time::Duration,
+            samples: &$crate::writer::PortSamples,
+        ) -> Result<(), $crate::runner::dut::DutError> {
+            $crate::runner::dut::read_load_on(self.target()?, span, run_for, samples);
+            Ok(())
+        }
+
+        fn answers(&mut self, at: u64) -> bool {
+            self.target().is_ok_and(|t| $crate::runner::dut::probe(t, at, $crate::runner::dut::PROBE_TIMEOUT).is_ok())
+        }
+    };
+}
+pub(crate) use local_calls;
+
+/// A cycle's workload and the prefill, written as they are to the target `target()` hands
+/// out: a device with nothing to save (a real one). Inside an `impl Dut`.
+macro_rules! plain_writes {
+    () => {
+        fn run_cycle(
+            &mut self,
+            w: &$crate::runner::dut::Workload<'_>,
+            ledger: &mut dyn $crate::ledger::Ledger,
+            fault: &mut dyn FnMut() -> Result<(), $crate::runner::fault::ControllerError>,
+        ) -> Result<$crate::writer::CycleOutcome, $crate::runner::dut::DutCycleError> {
+            let target = self.target()?;
+            Ok($crate::writer::run_cycle(target, w.layout, w.format, ledger, w.contract, w.opts, &mut || Ok(fault()?))?)
+        }
+
+        fn prefill(
+            &mut self,
+            layout: &$crate::workload::Layout,
+            format: &$crate::format::Format,
+            port: $crate::port::PortId,
+            ledger: &mut dyn $crate::ledger::Ledger,
+        ) -> Result<u64, $crate::runner::dut::DutCycleError> {
+            Ok($crate::writer::prefill_then(self.target()?, layout, format, port, ledger, &mut || Ok(()))?)
+        }
+    };
+}
+pub(crate) use plain_writes;
+
 /// [`Dut::verify`] on a local target.
 pub(crate) fn verify_on(t: &mut dyn BlockTarget, req: &VerifyRequest<'_>) -> Result<VerifyReply, VerifyError> {
     if !req.digest {
@@ -261,10 +329,26 @@ pub enum DutVerifyError {
 }
 
 /// Reads one sector at `at` within `timeout`.
-fn probe(t: &mut dyn BlockTarget, at: u64, timeout: Duration) -> Result<(), faultline_drivers::IoFailure> {
+pub(crate) fn probe(t: &mut dyn BlockTarget, at: u64, timeout: Duration) -> Result<(), faultline_drivers::IoFailure> {
     t.set_read_timeout(timeout);
     let mut buf = AlignedBuf::zeroed((t.geometry().logical_block_bytes as usize).max(512));
     t.read_at(at, &mut buf)
+}
+
+/// Waits until a simulated drive (or one port of it) answers a read of `at`: it never goes
+/// away, so it is never opened again.
+pub(crate) fn sim_wait_ready(t: &mut dyn BlockTarget, at: u64, timeout: Duration) -> Result<Readiness, DutError> {
+    let start = Instant::now();
+    loop {
+        match probe(t, at, timeout.saturating_sub(start.elapsed()).max(Duration::from_millis(100))) {
+            Ok(()) => return Ok(Readiness { enumerate: None, first_read: start.elapsed() }),
+            // A read that fails for one bad block still shows a device that answers; the
+            // verifier reports the block.
+            Err(e) if !e.device_gone() => return Ok(Readiness { enumerate: None, first_read: start.elapsed() }),
+            Err(e) if start.elapsed() >= timeout => return Err(DutError::NotReady { timeout_s: timeout.as_secs(), last: e.to_string() }),
+            Err(_) => std::thread::sleep(Duration::from_millis(2)),
+        }
+    }
 }
 
 /// The simulated drive, in this process; it keeps itself in the run directory.
@@ -272,10 +356,14 @@ pub struct SimDut {
     pub drive: SimDrive,
 }
 
-impl Dut for SimDut {
-    fn facts(&mut self) -> Result<DeviceFacts, DutError> {
-        Ok(DeviceFacts::of(&self.drive))
+impl SimDut {
+    fn target(&mut self) -> Result<&mut dyn BlockTarget, DutError> {
+        Ok(&mut self.drive)
     }
+}
+
+impl Dut for SimDut {
+    local_calls!();
 
     fn run_cycle(
         &mut self,
@@ -306,37 +394,8 @@ impl Dut for SimDut {
         Some(GroundTruth { extents: self.drive.truth(), dead: !self.drive.present(), disturbed: Vec::new() })
     }
 
-    fn verify(&mut self, req: &VerifyRequest<'_>) -> Result<VerifyReply, DutVerifyError> {
-        Ok(verify_on(&mut self.drive, req)?)
-    }
-
-    fn sector_hashes(&mut self, ranges: &[(u64, u64)], sector: u64) -> Result<Vec<SectorHash>, DutError> {
-        Ok(sector_hashes_on(&mut self.drive, ranges, sector))
-    }
-
-    fn read_load(&mut self, span: (u64, u64), run_for: Duration, samples: &PortSamples) -> Result<(), DutError> {
-        read_load_on(&mut self.drive, span, run_for, samples);
-        Ok(())
-    }
-
-    fn answers(&mut self, at: u64) -> bool {
-        probe(&mut self.drive, at, PROBE_TIMEOUT).is_ok()
-    }
-
     fn wait_ready(&mut self, at: u64, timeout: Duration) -> Result<Readiness, DutError> {
-        let start = Instant::now();
-        loop {
-            match probe(&mut self.drive, at, timeout.saturating_sub(start.elapsed()).max(Duration::from_millis(100))) {
-                Ok(()) => return Ok(Readiness { enumerate: None, first_read: start.elapsed() }),
-                // A read that fails for one bad block still shows a device that answers; the
-                // verifier reports the block.
-                Err(e) if !e.device_gone() => return Ok(Readiness { enumerate: None, first_read: start.elapsed() }),
-                Err(e) if start.elapsed() >= timeout => {
-                    return Err(DutError::NotReady { timeout_s: timeout.as_secs(), last: e.to_string() })
-                }
-                Err(_) => std::thread::sleep(Duration::from_millis(10)),
-            }
-        }
+        sim_wait_ready(&mut self.drive, at, timeout)
     }
 
     fn release(&mut self) {}
@@ -486,40 +545,8 @@ impl RealDut {
 }
 
 impl Dut for RealDut {
-    fn facts(&mut self) -> Result<DeviceFacts, DutError> {
-        Ok(DeviceFacts::of(self.target()?))
-    }
-
-    fn run_cycle(
-        &mut self,
-        w: &Workload<'_>,
-        ledger: &mut dyn Ledger,
-        fault: &mut dyn FnMut() -> Result<(), ControllerError>,
-    ) -> Result<CycleOutcome, DutCycleError> {
-        let target = self.target()?;
-        Ok(run_cycle(target, w.layout, w.format, ledger, w.contract, w.opts, &mut || Ok(fault()?))?)
-    }
-
-    fn prefill(&mut self, layout: &Layout, format: &Format, port: PortId, ledger: &mut dyn Ledger) -> Result<u64, DutCycleError> {
-        Ok(prefill_then(self.target()?, layout, format, port, ledger, &mut || Ok(()))?)
-    }
-
-    fn verify(&mut self, req: &VerifyRequest<'_>) -> Result<VerifyReply, DutVerifyError> {
-        Ok(verify_on(self.target()?, req)?)
-    }
-
-    fn sector_hashes(&mut self, ranges: &[(u64, u64)], sector: u64) -> Result<Vec<SectorHash>, DutError> {
-        Ok(sector_hashes_on(self.target()?, ranges, sector))
-    }
-
-    fn read_load(&mut self, span: (u64, u64), run_for: Duration, samples: &PortSamples) -> Result<(), DutError> {
-        read_load_on(self.target()?, span, run_for, samples);
-        Ok(())
-    }
-
-    fn answers(&mut self, at: u64) -> bool {
-        self.target().is_ok_and(|t| probe(t, at, PROBE_TIMEOUT).is_ok())
-    }
+    local_calls!();
+    plain_writes!();
 
     fn wait_ready(&mut self, at: u64, timeout: Duration) -> Result<Readiness, DutError> {
         let start = Instant::now();

@@ -6,29 +6,18 @@
 //! again by the namespace's identity plus its path's (the PCI function, else the cntlid, else
 //! the controller), and only when exactly one path matches.
 
-use super::super::dut::{read_health, read_load_on, sector_hashes_on, verify_on, Dut, DutCycleError, DutError, DutVerifyError};
-use super::super::dut::{HealthLogs, HealthReadError, Readiness, SectorHash, VerifyReply, VerifyRequest, Workload};
-use super::super::fault::ControllerError;
+use super::super::dut::{local_calls, plain_writes, read_health, Dut, DutError, HealthLogs, HealthReadError, Readiness};
 use super::super::fault::{real_cutter, Cutter};
 use super::super::RunnerOptions;
 use super::error::{OpenPortsError, ReopenPortError};
-use crate::format::Format;
-use crate::ledger::Ledger;
-use crate::port::PortId;
-use crate::run::DeviceFacts;
 use crate::runner::setup::atomic_unit;
 use crate::scenario::{DualPlan, FaultPlan, PortRole, RunPlan, TargetPlan};
-use crate::workload::Layout;
-use crate::writer::{prefill_then, run_cycle, CycleOutcome, PortSamples};
 use faultline_drivers::blockdev::{find_path, scan_paths, Expectation, SysRoots};
 use faultline_drivers::identity::PathId;
 use faultline_drivers::{open_target, AlignedBuf, BlockTarget, LinkController, OpenSpec, ResetKind};
 use std::any::Any;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-
-/// How long a read may wait when probing whether a port still answers after a cut.
-const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Everything a dual-port run holds open.
 pub(crate) struct Ports {
@@ -131,43 +120,8 @@ impl RealPort {
 }
 
 impl Dut for RealPort {
-    fn facts(&mut self) -> Result<DeviceFacts, DutError> {
-        Ok(DeviceFacts::of(self.target()?))
-    }
-
-    fn run_cycle(
-        &mut self,
-        w: &Workload<'_>,
-        ledger: &mut dyn Ledger,
-        fault: &mut dyn FnMut() -> Result<(), ControllerError>,
-    ) -> Result<CycleOutcome, DutCycleError> {
-        let target = self.target()?;
-        Ok(run_cycle(target, w.layout, w.format, ledger, w.contract, w.opts, &mut || Ok(fault()?))?)
-    }
-
-    fn prefill(&mut self, layout: &Layout, format: &Format, port: PortId, ledger: &mut dyn Ledger) -> Result<u64, DutCycleError> {
-        Ok(prefill_then(self.target()?, layout, format, port, ledger, &mut || Ok(()))?)
-    }
-
-    fn verify(&mut self, req: &VerifyRequest<'_>) -> Result<VerifyReply, DutVerifyError> {
-        Ok(verify_on(self.target()?, req)?)
-    }
-
-    fn sector_hashes(&mut self, ranges: &[(u64, u64)], sector: u64) -> Result<Vec<SectorHash>, DutError> {
-        Ok(sector_hashes_on(self.target()?, ranges, sector))
-    }
-
-    fn read_load(&mut self, span: (u64, u64), run_for: Duration, samples: &PortSamples) -> Result<(), DutError> {
-        read_load_on(self.target()?, span, run_for, samples);
-        Ok(())
-    }
-
-    fn answers(&mut self, at: u64) -> bool {
-        let Ok(t) = self.target() else { return false };
-        t.set_read_timeout(PROBE_TIMEOUT);
-        let mut buf = AlignedBuf::zeroed((t.geometry().logical_block_bytes as usize).max(512));
-        t.read_at(at, &mut buf).is_ok()
-    }
+    local_calls!();
+    plain_writes!();
 
     fn wait_ready(&mut self, at: u64, timeout: Duration) -> Result<Readiness, DutError> {
         let start = Instant::now();

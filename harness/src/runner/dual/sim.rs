@@ -7,20 +7,18 @@ use super::error::OpenPortsError;
 use crate::format::Format;
 use crate::ledger::Ledger;
 use crate::port::PortId;
-use crate::run::DeviceFacts;
-use crate::runner::dut::{read_load_on, sector_hashes_on, verify_on, Dut, DutCycleError, DutError, DutVerifyError, GroundTruth};
-use crate::runner::dut::{HealthLogs, HealthReadError, Readiness, SectorHash, VerifyReply, VerifyRequest, Workload};
+use crate::runner::dut::{local_calls, Dut, DutCycleError, DutError, GroundTruth, HealthLogs, HealthReadError, Readiness, Workload};
 use crate::runner::fault::{sim_switch, ControllerError, Cutter};
 use crate::runner::RunnerOptions;
 use crate::scenario::{DualPlan, DualSimModel, FaultPlan, RunPlan, SimSwitch, SimTarget, Switch};
 use crate::workload::Layout;
-use crate::writer::{prefill_then, run_cycle, CycleOutcome, EndHook, HookError, PortSamples};
+use crate::writer::{prefill_then, run_cycle, CycleOutcome, EndHook, HookError};
 use faultline_drivers::control::{self, parse_spec};
-use faultline_drivers::{AlignedBuf, BlockTarget};
+use faultline_drivers::BlockTarget;
 use faultline_fixtures::emu::QuarchEmu;
 use faultline_fixtures::{DualConfig, DualModel, DualSim, SimPort};
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 impl DualSimModel {
     pub fn dual_model(self) -> DualModel {
@@ -43,10 +41,14 @@ struct SimPortDut {
     drive: DualSim,
 }
 
-impl Dut for SimPortDut {
-    fn facts(&mut self) -> Result<DeviceFacts, DutError> {
-        Ok(DeviceFacts::of(&self.port))
+impl SimPortDut {
+    fn target(&mut self) -> Result<&mut dyn BlockTarget, DutError> {
+        Ok(&mut self.port)
     }
+}
+
+impl Dut for SimPortDut {
+    local_calls!();
 
     /// The drive is saved before the writer records what it holds durable: at the cut, and
     /// again right before it records its cycle's end (the ports a fault did not hit go on
@@ -90,37 +92,8 @@ impl Dut for SimPortDut {
         Some(GroundTruth { extents: d.truth(), dead: false, disturbed: d.disturbances().iter().map(|x| (x.port, x.cut)).collect() })
     }
 
-    fn verify(&mut self, req: &VerifyRequest<'_>) -> Result<VerifyReply, DutVerifyError> {
-        Ok(verify_on(&mut self.port, req)?)
-    }
-
-    fn sector_hashes(&mut self, ranges: &[(u64, u64)], sector: u64) -> Result<Vec<SectorHash>, DutError> {
-        Ok(sector_hashes_on(&mut self.port, ranges, sector))
-    }
-
-    fn read_load(&mut self, span: (u64, u64), run_for: Duration, samples: &PortSamples) -> Result<(), DutError> {
-        read_load_on(&mut self.port, span, run_for, samples);
-        Ok(())
-    }
-
-    fn answers(&mut self, at: u64) -> bool {
-        let mut buf = AlignedBuf::zeroed(4096);
-        self.port.read_at(at, &mut buf).is_ok()
-    }
-
     fn wait_ready(&mut self, at: u64, timeout: Duration) -> Result<Readiness, DutError> {
-        let start = Instant::now();
-        let mut buf = AlignedBuf::zeroed(4096);
-        loop {
-            match self.port.read_at(at, &mut buf) {
-                Ok(()) => return Ok(Readiness { enumerate: None, first_read: start.elapsed() }),
-                Err(e) if !e.device_gone() => return Ok(Readiness { enumerate: None, first_read: start.elapsed() }),
-                Err(e) if start.elapsed() >= timeout => {
-                    return Err(DutError::NotReady { timeout_s: timeout.as_secs(), last: e.to_string() })
-                }
-                Err(_) => std::thread::sleep(Duration::from_millis(2)),
-            }
-        }
+        crate::runner::dut::sim_wait_ready(&mut self.port, at, timeout)
     }
 
     fn release(&mut self) {}
