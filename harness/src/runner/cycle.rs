@@ -4,23 +4,20 @@
 //! stop policy decide.
 
 use super::dut::{self, HealthLogs};
-use super::dut::{DutCycleError, DutVerifyError, VerifyRequest, Workload};
-use super::emit::nanos;
+use super::dut::{DutCycleError, Workload};
 use super::emit::Emitter;
-use super::fault::{confirm_cut, cycle_rng, placement, saw_device_go, ControllerError, FaultThread, PLACE_SALT, SAMPLE_SALT};
+use super::fault::{confirm_cut, cycle_rng, placement, saw_device_go, ControllerError, FaultThread, PLACE_SALT};
+use super::lane::{may_hold, verify_lanes, CheckOf, Lane, Readers, ReopenRunError, ShareCheckError};
 use super::ports::controller_log;
-use super::regions::{sample_regions, union, written_regions};
 use super::resume;
 use super::setup::{RunnerOptions, Setup};
 use super::stop::{self, short_of_space, ErrorStreak};
 use super::stop::{decide, ControllerStep, CycleEnd, Next};
-use crate::events::{class_counts, Event, Verdict};
+use crate::events::{Event, Verdict};
 use crate::health::{judge, judge_ocp, HealthAnomaly, HealthCheck, HealthPolicy, Shutdown};
-use crate::ledger::Contract;
-use crate::ledger::RunHeader;
-use crate::run::{open_run, DeviceFacts, OpenRun};
+use crate::run::OpenRun;
 use crate::scenario::RunPlan;
-use crate::verify::{seen_record, Finding, FindingClass, Shown, Verifier, VerifyError};
+use crate::verify::{Finding, FindingClass, Shown};
 use crate::writer::{CycleOptions, CycleOutcome, WriteError};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -65,8 +62,8 @@ impl Cycles<'_, '_> {
         let started = Instant::now();
         (self.cycle_t0, self.waits) = (started, Duration::ZERO);
         let mut cut_cmd = Duration::ZERO;
-        let Setup { ports, cutter, run, .. } = &mut *self.st;
-        let run = run.as_mut().ok_or(Fatal::NotOpen)?;
+        let Setup { ports, cutter, .. } = &mut *self.st;
+        let run = &mut self.lanes[0].run;
         // Checked when the run opened: every fault of the run has its controller.
         cutter.aim(fault, None).map_err(Fatal::Aim)?;
         let res = std::thread::scope(|sc| {
@@ -122,8 +119,8 @@ impl Cycles<'_, '_> {
             self.em.error(Some(cycle), format!("power on after the failed cycle: {e2}"));
         }
         self.controller_log(Some(cycle));
-        let header = self.st.header.clone();
-        reopen(&mut self.st.run, self.run_dir, &self.st.ports.first().facts()?, &header)?;
+        let facts = self.st.ports.first().facts()?;
+        self.lanes[0].reopen(&facts)?;
         self.em.end_cycle_written(cycle, Verdict::Error, None, Some(started.elapsed()), None);
         let end = CycleEnd { cycle, controller_failure: controller.then_some(ControllerStep::Cut), errors: 1, ..CycleEnd::default() };
         Ok(match decide(&self.plan.stop, &mut self.streak, &end) {
@@ -195,84 +192,16 @@ impl Cycles<'_, '_> {
         ports.power_cycle_dead_device(cutter, self.plan, self.em, cycle, self.span.0)
     }
 
-    /// What to read after the cycle: everything written since the last check and a seeded
-    /// sample, or the whole span when the policy says so.
-    fn regions(&self, cycle: u32, last: bool, submitted_end: u64) -> Result<(bool, Vec<(u64, u64)>), Fatal> {
-        let v = &self.plan.verify;
-        let (start, end) = self.span;
-        let full = (v.full_every_cycles > 0 && cycle.is_multiple_of(v.full_every_cycles)) || (last && v.full_at_end);
-        if full {
-            return Ok((true, vec![(start, end)]));
-        }
-        let layout = &self.st.run.as_ref().ok_or(Fatal::NotOpen)?.layout;
-        let written = written_regions(layout, self.checked_upto, submitted_end);
-        let mut rng = cycle_rng(self.plan.seed, SAMPLE_SALT, cycle);
-        let sector = self.st.sector;
-        Ok((false, union(&written, &sample_regions(&mut rng, start, end, sector, v.sample_bytes))))
-    }
-
-    /// Verifies what the cycle may have changed; adds the findings, records `verified`.
+    /// Verifies what the cycle may have changed ([`verify_lanes`]).
     fn verify(&mut self, p: &mut Pending, findings: &mut Vec<Finding>) -> Result<(), Fatal> {
-        let cycle = p.cycle;
-        let run = self.st.run.as_ref().ok_or(Fatal::NotOpen)?;
-        let submitted_end = p.outcome.as_ref().map_or_else(|| run.history().submitted_end(), |o| o.submitted_end);
-        let (full, regions) = self.regions(cycle, p.last, submitted_end)?;
-        let run = self.st.run.as_ref().ok_or(Fatal::NotOpen)?;
         let v0 = Instant::now();
-        let verifier = Verifier::new(&run.layout, run.ledger.history(), &run.format);
-        let mut result =
-            self.st.ports.first().verify(&VerifyRequest { verifier: &verifier, regions: &regions, digest: false }).map(|r| r.report);
-        let mut extra = (0u64, 0u64);
-        let mut read = regions;
-        // Stopping on a finding: the whole span is read once before the run ends.
-        if let Ok(rep) = &result {
-            let stops = self.plan.stop.on_finding == crate::scenario::OnEvent::Stop && rep.findings.iter().any(|f| self.em.is_new(f));
-            if stops && !full && self.plan.verify.full_at_end {
-                extra = (rep.sectors, rep.bytes);
-                let whole = VerifyRequest { verifier: &verifier, regions: &[self.span], digest: false };
-                result = self.st.ports.first().verify(&whole).map(|r| r.report);
-                read = vec![self.span];
-            }
-        }
-        let verify_ns = nanos(v0.elapsed());
+        // Nobody knows whether the fault of a cycle the harness died in happened.
+        let confirmed = p.outcome.is_some() && p.end.controller_failure.is_none();
+        let of = CheckOf { cycle: p.cycle, last: p.last, hold_seen: may_hold(self.plan, p.cycle, confirmed) };
+        let readers = Readers::single(self.plan);
+        verify_lanes(self.plan, &readers, &of, &mut self.st.ports.duts, &mut self.lanes, self.em, findings, &mut p.end)?;
         self.waits += v0.elapsed();
-        match result {
-            Ok(rep) => {
-                if self.may_hold(p) {
-                    let run = self.run()?;
-                    if let Some(rec) = seen_record(run.history(), &run.layout, &read, &rep.seen) {
-                        run.ledger.append(&rec)?;
-                    }
-                }
-                self.checked_upto = submitted_end;
-                let t_ns = self.em.now();
-                let (sectors, bytes, counts) = (rep.sectors + extra.0, rep.bytes + extra.1, class_counts(&rep.findings));
-                self.em.emit(Event::Verified { t_ns, cycle, sectors, bytes, verify_ns, counts });
-                findings.extend(rep.findings);
-            }
-            Err(DutVerifyError::Verify(VerifyError::DeviceGone(why))) => {
-                findings.push(dead_device(cycle, &why));
-                p.end.dead_device = true;
-            }
-            Err(e) => {
-                self.em.error(Some(cycle), e.to_string());
-                p.end.errors += 1;
-            }
-        }
         Ok(())
-    }
-
-    /// Whether what this cycle's verify sees of its uncertain writes may be held against the
-    /// drive from now on (recorded as `seen`): under the PLP contract always (the drive claims
-    /// that whatever it holds survives a cut); under the flush contract only after a power cut
-    /// that was confirmed, which emptied the volatile cache before the read. After a link
-    /// reset, or a cut that may not have happened, a write seen may still sit in the cache,
-    /// and an honest drive may lose it at a later cut before a flush.
-    fn may_hold(&self, p: &Pending) -> bool {
-        match self.plan.contract {
-            Contract::Plp => true,
-            Contract::Flush => self.plan.fault(p.cycle).is_power_cut() && p.outcome.is_some() && p.end.controller_failure.is_none(),
-        }
     }
 }
 
@@ -293,15 +222,6 @@ pub(super) fn judged_health(plan: &RunPlan, cycle: u32, before: &HealthLogs, aft
     // The checks the scenario switched off (named once, in the run's notes).
     anomalies.retain(|a| !plan.scenario.health.off.contains(&HealthCheck::of(a)));
     anomalies
-}
-
-/// Closes the ledger and opens the run again, which closes a cycle a failed writer left open
-/// (as `interrupted`, from its last checkpoint).
-fn reopen(slot: &mut Option<OpenRun>, run_dir: &Path, facts: &DeviceFacts, header: &RunHeader) -> Result<(), Fatal> {
-    drop(slot.take());
-    let h = header.clone();
-    *slot = Some(open_run(run_dir, facts, move || h).map_err(Fatal::Reopen)?);
-    Ok(())
 }
 
 /// The finding for a device that did not come back.
@@ -337,8 +257,10 @@ pub struct CycleCheck<'a> {
 pub(crate) enum Fatal {
     #[error("the run is not open")]
     NotOpen,
-    #[error("cannot reopen the run after a failed cycle: {0}")]
-    Reopen(crate::run::RunError),
+    #[error(transparent)]
+    Reopen(#[from] ReopenRunError),
+    #[error(transparent)]
+    Verify(#[from] ShareCheckError),
     #[error(transparent)]
     Ledger(#[from] crate::ledger::LedgerError),
     #[error(transparent)]
@@ -367,8 +289,8 @@ struct Cycles<'r, 'e> {
     em: &'r mut Emitter<'e>,
     observer: Option<&'r mut (dyn CycleObserver + 'static)>,
     span: (u64, u64),
-    /// Writes below this id have been verified since they were written.
-    checked_upto: u64,
+    /// The run's one share: its ledger, in the run directory.
+    lanes: Vec<Lane>,
     streak: ErrorStreak,
     /// The pin-mate step set for the next cut, if the scenario sweeps them.
     mate_step_ms: Option<u32>,
@@ -380,7 +302,7 @@ struct Cycles<'r, 'e> {
 
 impl Cycles<'_, '_> {
     fn run(&mut self) -> Result<&mut OpenRun, Fatal> {
-        self.st.run.as_mut().ok_or(Fatal::NotOpen)
+        Ok(&mut self.lanes[0].run)
     }
 
     /// A stop made while the run directory is short of space was most likely caused by that:
@@ -405,9 +327,11 @@ pub(super) fn cycles<'r>(
     resumed: Option<&resume::Prior>,
     observer: Option<&'r mut (dyn CycleObserver + 'static)>,
 ) -> Result<Ending, Fatal> {
-    let run = st.run.as_ref().ok_or(Fatal::NotOpen)?;
+    let run = st.run.take().ok_or(Fatal::NotOpen)?;
     let spec = run.layout.spec().clone();
     let from = resume::Start::new(run.history(), resumed);
+    let span = (spec.span_start, spec.span_end);
+    let lane = Lane { port: 0, run, dir: run_dir.to_path_buf(), span, checked_upto: from.checked_upto };
     st.ports.read_health(em);
     let mut c = Cycles {
         plan,
@@ -416,8 +340,8 @@ pub(super) fn cycles<'r>(
         st,
         em,
         observer,
-        span: (spec.span_start, spec.span_end),
-        checked_upto: from.checked_upto,
+        span,
+        lanes: vec![lane],
         streak: ErrorStreak::default(),
         mate_step_ms: None,
         cycle_t0: Instant::now(),

@@ -24,6 +24,7 @@ mod dual;
 pub mod dut;
 mod emit;
 pub mod fault;
+mod lane;
 mod ports;
 pub mod regions;
 mod resume;

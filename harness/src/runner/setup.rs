@@ -67,7 +67,6 @@ pub(crate) struct Setup {
     /// `None` only while the run is being reopened after a failed cycle.
     pub run: Option<OpenRun>,
     pub header: RunHeader,
-    pub sector: u64,
     pub notes: Vec<String>,
     /// The emulator serving the simulated drive's switch (kept alive for the run).
     pub _emulator: Option<Box<dyn Any>>,
@@ -160,5 +159,5 @@ pub(crate) fn setup(plan: &RunPlan, run_dir: &Path, o: &RunnerOptions, resuming:
         notes.push(format!("health checks off, as the scenario's [health] off declares: {} (not judged in this run)", names.join(", ")));
     }
     let ports = PortSet::new(plan, vec![dut]);
-    Ok(Setup { ports, cutter, run: Some(run), header, sector, notes, _emulator: emulator })
+    Ok(Setup { ports, cutter, run: Some(run), header, notes, _emulator: emulator })
 }

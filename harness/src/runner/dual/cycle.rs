@@ -5,15 +5,16 @@
 //! controller's health; then the windows of the ports the fault did not hit are judged, and
 //! every share is verified through every port.
 
-use super::error::{ReopenRunError, ShareCheckError, WriterError};
+use super::error::WriterError;
 use super::judge::{self, judge, Judged};
-use super::{verify_all, Lane, PortEnd, TICK};
+use super::{PortEnd, TICK};
 use crate::events::Event;
 use crate::port::PortId;
 use crate::run::OpenRun;
 use crate::runner::dut::{DutCycleError, DutError, Readiness, Workload};
 use crate::runner::emit::Emitter;
 use crate::runner::fault::{confirm_cut, saw_device_go, ControllerError, Cutter, FaultThread};
+use crate::runner::lane::{may_hold, verify_lanes, CheckOf, Lane, Readers, ReopenRunError, ShareCheckError};
 use crate::runner::ports::{controller_log, PortSet};
 use crate::runner::stop::{self, ControllerStep, CycleEnd};
 use crate::runner::{CycleCheck, CycleObserver, RunnerOptions};
@@ -139,7 +140,10 @@ impl DualCycles<'_, '_> {
         if !end.dead_device {
             anomalies = self.ports.health_after(self.plan, cycle, false, self.em);
             let (plan, dual) = (self.plan, self.dual);
-            verify_all(plan, dual, cycle, last, &mut self.ports.duts, self.lanes, self.em, &mut findings, &mut end)?;
+            // Nobody knows whether the fault happened: under the flush contract, what is seen
+            // may still sit in a cache.
+            let of = CheckOf { cycle, last, hold_seen: may_hold(plan, cycle, false) };
+            verify_lanes(plan, &Readers::of(dual), &of, &mut self.ports.duts, self.lanes, self.em, &mut findings, &mut end)?;
         }
         self.finish(cycle, findings, end, anomalies, None, observer)
     }
@@ -273,7 +277,8 @@ impl DualCycles<'_, '_> {
         // Verify every share through its own port and through every other one.
         if !end.dead_device {
             let (plan, dual) = (self.plan, self.dual);
-            verify_all(plan, dual, cycle, last, &mut self.ports.duts, self.lanes, self.em, &mut findings, &mut end)?;
+            let of = CheckOf { cycle, last, hold_seen: may_hold(plan, cycle, cut && end.controller_failure.is_none()) };
+            verify_lanes(plan, &Readers::of(dual), &of, &mut self.ports.duts, self.lanes, self.em, &mut findings, &mut end)?;
         }
         self.finish(cycle, findings, end, anomalies, faulted_outcome.as_ref(), observer)
     }

@@ -70,31 +70,6 @@ pub(crate) enum WriterError {
     Write(WriteError),
 }
 
-/// Why a port's run (its ledger) could not be opened again after its writer failed.
-#[derive(Debug, thiserror::Error)]
-#[error("{}: cannot open the port's run again after its writer failed: {cause}", .dir.display())]
-pub(crate) struct ReopenRunError {
-    pub dir: PathBuf,
-    pub cause: RunCause,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum RunCause {
-    #[error("{0}")]
-    Ledger(LedgerError),
-    #[error("{0}")]
-    Run(RunError),
-}
-
-/// Why a share could not be verified or its verification recorded.
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum ShareCheckError {
-    #[error("port {port}: {source}")]
-    Target { port: String, source: DutError },
-    #[error("{}: cannot record what the verify saw: {source}", .dir.display())]
-    Seen { dir: PathBuf, source: LedgerError },
-}
-
 /// Why a performance run's measurements ended.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum PerfError {
@@ -134,7 +109,7 @@ pub(crate) enum DualRunError {
     #[error(transparent)]
     Perf(#[from] PerfError),
     #[error(transparent)]
-    Verify(#[from] ShareCheckError),
+    Verify(#[from] crate::runner::lane::ShareCheckError),
     #[error(transparent)]
     Cycle(#[from] super::cycle::DualCycleError),
     #[error("{}: {source}", .dir.display())]
