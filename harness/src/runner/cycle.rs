@@ -1,7 +1,7 @@
-//! One cycle's steps, in order: write with the queue full and fault at the placement
-//! ([`Cycles::cycle`]), confirm the fault, then settle: power on after the off time, wait
-//! until the device answers, read its health, verify what the cycle wrote, record, and let the
-//! stop policy decide.
+//! One single-port cycle's steps, in order: write with the queue full and fault at the
+//! placement (`Cycles::one_cycle`), confirm the fault, then settle: power on after the off
+//! time, wait until the device answers, read its health, verify what the cycle wrote, record.
+//! The loop around it, the stop policy included, is `run_loop`'s.
 
 use super::dut::{self, HealthLogs};
 use super::dut::{DutCycleError, Workload};
@@ -10,9 +10,9 @@ use super::fault::{confirm_cut, cycle_rng, placement, saw_device_go, ControllerE
 use super::lane::{may_hold, verify_lanes, CheckOf, Lane, Readers, ReopenRunError, ShareCheckError};
 use super::ports::controller_log;
 use super::resume;
+use super::run_loop::{run_cycles, Cycler, From};
 use super::setup::{RunnerOptions, Setup};
-use super::stop::{self, short_of_space, ErrorStreak};
-use super::stop::{decide, ControllerStep, CycleEnd, Next};
+use super::stop::{self, ControllerStep, CycleEnd};
 use crate::events::{Event, Verdict};
 use crate::health::{judge, judge_ocp, HealthAnomaly, HealthCheck, HealthPolicy, Shutdown};
 use crate::run::OpenRun;
@@ -35,7 +35,7 @@ pub(crate) struct Pending {
 
 impl Cycles<'_, '_> {
     /// One cycle: write with the queue full, fault at the placement, confirm, then settle.
-    pub(super) fn cycle(&mut self, last: bool) -> Result<Option<String>, Fatal> {
+    fn one_cycle(&mut self, last: bool) -> Result<CycleEnd, Fatal> {
         let plan = self.plan;
         let off = plan.off_time;
         let (cycle, first_id) = self.run()?.next_cycle();
@@ -110,9 +110,9 @@ impl Cycles<'_, '_> {
         confirm_cut(cutter, saw_device_go(outcome), &mut || ports.any_answers(at))
     }
 
-    /// The workload failed: power back on (a partial cut), close the cycle the writer left open,
-    /// and let the stop policy decide.
-    fn failed_cycle(&mut self, cycle: u32, started: Instant, e: &DutCycleError) -> Result<Option<String>, Fatal> {
+    /// The workload failed: power back on (a partial cut), close the cycle the writer left open;
+    /// what the cycle came to, for the stop policy.
+    fn failed_cycle(&mut self, cycle: u32, started: Instant, e: &DutCycleError) -> Result<CycleEnd, Fatal> {
         let controller = matches!(e, DutCycleError::Write(WriteError::Cut { .. }));
         self.em.error(Some(cycle), e.to_string());
         if let Err(e2) = self.st.cutter.restore(self.plan.off_time) {
@@ -122,17 +122,12 @@ impl Cycles<'_, '_> {
         let facts = self.st.ports.first().facts()?;
         self.lanes[0].reopen(&facts)?;
         self.em.end_cycle_written(cycle, Verdict::Error, None, Some(started.elapsed()), None);
-        let end = CycleEnd { cycle, controller_failure: controller.then_some(ControllerStep::Cut), errors: 1, ..CycleEnd::default() };
-        Ok(match decide(&self.plan.stop, &mut self.streak, &end) {
-            Next::Stop(why) => Some(why),
-            _ => None,
-        })
+        Ok(CycleEnd { cycle, controller_failure: controller.then_some(ControllerStep::Cut), errors: 1, ..CycleEnd::default() })
     }
 
     /// The rest of a cycle whose fault is done (or whose harness died): power on after `off`,
-    /// wait until the device answers, verify what the cycle wrote, record, apply the stop
-    /// policy.
-    pub(super) fn settle(&mut self, mut p: Pending, off: Duration) -> Result<Option<String>, Fatal> {
+    /// wait until the device answers, verify what the cycle wrote, record.
+    fn settle(&mut self, mut p: Pending, off: Duration) -> Result<CycleEnd, Fatal> {
         let cycle = p.cycle;
         self.st.ports.release_all();
         let t_restore = Instant::now();
@@ -144,10 +139,7 @@ impl Cycles<'_, '_> {
             self.em.end_cycle(cycle, Verdict::Error, p.outcome.as_ref(), None);
             p.end.errors += 1;
             p.end.controller_failure = Some(ControllerStep::PowerOn);
-            return Ok(match decide(&self.plan.stop, &mut self.streak, &p.end) {
-                Next::Stop(why) => Some(why),
-                _ => None,
-            });
+            return Ok(p.end);
         }
         let t_ns = self.em.now();
         self.em.emit(if self.st.cutter.is_link() { Event::LinkRestored { t_ns, cycle } } else { Event::PowerRestored { t_ns, cycle } });
@@ -174,22 +166,12 @@ impl Cycles<'_, '_> {
         let harness = self.cycle_t0.elapsed().saturating_sub(self.waits);
         let verdict = stop::verdict(&p.end, anomalies);
         self.em.end_cycle(cycle, verdict, p.outcome.as_ref(), Some(harness));
-        match decide(&self.plan.stop, &mut self.streak, &p.end) {
-            Next::GoOn => Ok(None),
-            Next::Stop(why) => Ok(Some(why)),
-            Next::PowerCycleDeadDevice => Ok(self.power_cycle_dead_device(cycle)),
-        }
+        Ok(p.end)
     }
 
     /// Records what the controller exchanged since the last call, if anything.
     pub(super) fn controller_log(&mut self, cycle: Option<u32>) {
         controller_log(&mut self.st.cutter, self.em, cycle);
-    }
-
-    /// `stop.on_dead_device = "continue"`: cut once more and wait once more.
-    fn power_cycle_dead_device(&mut self, cycle: u32) -> Option<String> {
-        let Setup { ports, cutter, .. } = &mut *self.st;
-        ports.power_cycle_dead_device(cutter, self.plan, self.em, cycle, self.span.0)
     }
 
     /// Verifies what the cycle may have changed ([`verify_lanes`]).
@@ -284,14 +266,12 @@ pub(super) enum Ending {
 struct Cycles<'r, 'e> {
     plan: &'r RunPlan,
     o: &'r RunnerOptions,
-    run_dir: &'r Path,
     st: &'r mut Setup,
     em: &'r mut Emitter<'e>,
     observer: Option<&'r mut (dyn CycleObserver + 'static)>,
     span: (u64, u64),
     /// The run's one share: its ledger, in the run directory.
     lanes: Vec<Lane>,
-    streak: ErrorStreak,
     /// The pin-mate step set for the next cut, if the scenario sweeps them.
     mate_step_ms: Option<u32>,
     /// When the cycle in progress started, and how long of it was spent waiting on the
@@ -304,14 +284,44 @@ impl Cycles<'_, '_> {
     fn run(&mut self) -> Result<&mut OpenRun, Fatal> {
         Ok(&mut self.lanes[0].run)
     }
+}
 
-    /// A stop made while the run directory is short of space was most likely caused by that:
-    /// the run is suspended, not ended.
-    fn stopped(&self, why: String) -> Ending {
-        match short_of_space(self.run_dir, self.st.ports.growth_bytes()) {
-            Some(space) => Ending::Suspended(format!("{why}; {space}")),
-            None => Ending::Stopped(why),
-        }
+impl<'e> Cycler<'e> for Cycles<'_, 'e> {
+    type Error = Fatal;
+
+    fn em(&mut self) -> &mut Emitter<'e> {
+        self.em
+    }
+
+    fn growth_bytes(&self) -> u64 {
+        self.st.ports.growth_bytes()
+    }
+
+    fn set_mate_step(&mut self, step_ms: u32) -> Result<(), ControllerError> {
+        self.st.cutter.set_mate_step(step_ms)?;
+        self.mate_step_ms = Some(step_ms);
+        Ok(())
+    }
+
+    fn cycle(&mut self, cycle: u32, last: bool) -> Result<CycleEnd, Fatal> {
+        debug_assert_eq!(self.lanes[0].run.next_cycle().0, cycle);
+        self.one_cycle(last)
+    }
+
+    fn finish_interrupted(&mut self, cycle: u32, last: bool) -> Result<CycleEnd, Fatal> {
+        (self.cycle_t0, self.waits) = (Instant::now(), Duration::ZERO);
+        // Powered back on as that cycle's fault would have been (in a mix, its own).
+        self.st.cutter.aim(self.plan.fault(cycle), None).map_err(Fatal::Aim)?;
+        self.settle(Pending { cycle, outcome: None, last, end: CycleEnd { cycle, ..CycleEnd::default() } }, Duration::ZERO)
+    }
+
+    fn power_cycle_dead_device(&mut self, cycle: u32) -> Option<String> {
+        let Setup { ports, cutter, .. } = &mut *self.st;
+        ports.power_cycle_dead_device(cutter, self.plan, self.em, cycle, self.span.0)
+    }
+
+    fn sync(&mut self) -> Result<(), Fatal> {
+        Ok(self.lanes[0].run.ledger.sync()?)
     }
 }
 
@@ -333,74 +343,9 @@ pub(super) fn cycles<'r>(
     let span = (spec.span_start, spec.span_end);
     let lane = Lane { port: 0, run, dir: run_dir.to_path_buf(), span, checked_upto: from.checked_upto };
     st.ports.read_health(em);
-    let mut c = Cycles {
-        plan,
-        o,
-        run_dir,
-        st,
-        em,
-        observer,
-        span,
-        lanes: vec![lane],
-        streak: ErrorStreak::default(),
-        mate_step_ms: None,
-        cycle_t0: Instant::now(),
-        waits: Duration::ZERO,
-    };
+    let mut c =
+        Cycles { plan, o, st, em, observer, span, lanes: vec![lane], mate_step_ms: None, cycle_t0: Instant::now(), waits: Duration::ZERO };
     c.controller_log(None);
-    let mut done = from.cycles_ended;
-    if let Some(prior) = resumed {
-        if let Some(why) = short_of_space(c.run_dir, c.st.ports.growth_bytes()) {
-            return Ok(Ending::Suspended(why));
-        }
-        let t_ns = c.em.now();
-        let last_event = prior.last_kind.clone();
-        let interrupted = from.interrupted;
-        c.em.emit(Event::RunResumed { t_ns, resumed_at: (o.clock)(), cycles_ended: done, interrupted_cycle: interrupted, last_event });
-        if let Some(cycle) = interrupted {
-            // The harness died inside this cycle: whatever it was doing, power the drive (back)
-            // on and check every write of the cycle; the ledger has closed it as interrupted, so
-            // none of them counts as durable beyond what had been recorded.
-            *cycles_run += 1;
-            done += 1;
-            (c.cycle_t0, c.waits) = (Instant::now(), Duration::ZERO);
-            // Powered back on as that cycle's fault would have been (in a mix, its own).
-            c.st.cutter.aim(plan.fault(cycle), None).map_err(Fatal::Aim)?;
-            let end = Pending { cycle, outcome: None, last: done == plan.cycles, end: Default::default() };
-            if let Some(why) = c.settle(end, Duration::ZERO)? {
-                return Ok(c.stopped(why));
-            }
-        }
-    }
-    while done < plan.cycles {
-        if let Some(why) = short_of_space(c.run_dir, c.st.ports.growth_bytes()) {
-            return Ok(Ending::Suspended(why));
-        }
-        // Pin-mate sequencing sweeps its steps, one per cycle; a failure to set it up starts
-        // no cycle.
-        let next = c.run()?.next_cycle().0;
-        if let Some(step) = plan.fault(next).mate_step_ms(next) {
-            if let Err(e) = c.st.cutter.set_mate_step(step) {
-                c.em.error(None, format!("cycle {next}: setting the pin-mate step to {step} ms: {e}"));
-                let end = stop::CycleEnd {
-                    cycle: next,
-                    controller_failure: Some(stop::ControllerStep::MateStep),
-                    errors: 1,
-                    ..Default::default()
-                };
-                match stop::decide(&plan.stop, &mut c.streak, &end) {
-                    stop::Next::Stop(why) => return Ok(Ending::Stopped(why)),
-                    _ => continue,
-                }
-            }
-            c.mate_step_ms = Some(step);
-        }
-        done += 1;
-        *cycles_run += 1;
-        if let Some(why) = c.cycle(done == plan.cycles)? {
-            return Ok(c.stopped(why));
-        }
-    }
-    c.run()?.ledger.sync()?;
-    Ok(Ending::Done)
+    let from = From { cycles_ended: from.cycles_ended, interrupted: from.interrupted };
+    run_cycles(&mut c, plan, run_dir, o, from, resumed, cycles_run)
 }

@@ -17,7 +17,10 @@
 //!
 //! Rooms: [`setup`] (opening), [`dut`] (the device seam), [`fault`] (placement, cutters,
 //! confirmation), [`regions`], [`stop`] (the stop policy, suspension), `emit` (run clock,
-//! finding deduplication), `resume` (taking a run up again), `cycle` (one cycle's steps).
+//! finding deduplication), `resume` (taking a run up again), `run_loop` (the loop over
+//! cycles, for one port or many), `cycle` (one single-port cycle's steps), `dual` (one
+//! dual-port cycle's), `ports` (what every port goes through after a fault), `lane` (each
+//! share's run and its verification).
 
 mod cycle;
 mod dual;
@@ -28,6 +31,7 @@ mod lane;
 mod ports;
 pub mod regions;
 mod resume;
+mod run_loop;
 pub mod setup;
 pub mod stop;
 

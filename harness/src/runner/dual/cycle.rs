@@ -7,7 +7,7 @@
 
 use super::error::WriterError;
 use super::judge::{self, judge, Judged};
-use super::{PortEnd, TICK};
+use super::{DualRunError, PortEnd, TICK};
 use crate::events::Event;
 use crate::port::PortId;
 use crate::run::OpenRun;
@@ -16,6 +16,7 @@ use crate::runner::emit::Emitter;
 use crate::runner::fault::{confirm_cut, saw_device_go, ControllerError, Cutter, FaultThread};
 use crate::runner::lane::{may_hold, verify_lanes, CheckOf, Lane, Readers, ReopenRunError, ShareCheckError};
 use crate::runner::ports::{controller_log, PortSet};
+use crate::runner::run_loop::Cycler;
 use crate::runner::stop::{self, ControllerStep, CycleEnd};
 use crate::runner::{CycleCheck, CycleObserver, RunnerOptions};
 use crate::scenario::{DualPlan, PortRole, RunPlan};
@@ -36,6 +37,45 @@ pub(super) struct DualCycles<'r, 'e> {
     pub o: &'r RunnerOptions,
     /// The pin-mate step set for the next cut, if the scenario sweeps them.
     pub mate_step_ms: Option<u32>,
+    pub observer: Option<&'r mut (dyn CycleObserver + 'static)>,
+}
+
+impl<'e> Cycler<'e> for DualCycles<'_, 'e> {
+    type Error = DualRunError;
+
+    fn em(&mut self) -> &mut Emitter<'e> {
+        self.em
+    }
+
+    fn growth_bytes(&self) -> u64 {
+        self.ports.growth_bytes()
+    }
+
+    fn set_mate_step(&mut self, step_ms: u32) -> Result<(), ControllerError> {
+        self.cutter.set_mate_step(step_ms)?;
+        self.mate_step_ms = Some(step_ms);
+        Ok(())
+    }
+
+    fn cycle(&mut self, cycle: u32, last: bool) -> Result<CycleEnd, DualRunError> {
+        Ok(self.one_cycle(cycle, last)?)
+    }
+
+    fn finish_interrupted(&mut self, cycle: u32, last: bool) -> Result<CycleEnd, DualRunError> {
+        Ok(self.interrupted(cycle, last)?)
+    }
+
+    fn power_cycle_dead_device(&mut self, cycle: u32) -> Option<String> {
+        let at = self.probe_at();
+        self.ports.power_cycle_dead_device(self.cutter, self.plan, self.em, cycle, at)
+    }
+
+    fn sync(&mut self) -> Result<(), DualRunError> {
+        for lane in self.lanes.iter_mut() {
+            lane.run.ledger.sync().map_err(|source| DualRunError::Sync { dir: lane.dir.clone(), source })?;
+        }
+        Ok(())
+    }
 }
 
 /// What the write phase of a cycle left.
@@ -97,26 +137,12 @@ impl DualCycles<'_, '_> {
         Ok(())
     }
 
-    /// The stop policy's decision after a cycle; `Some(why)` ends the run.
-    pub fn decide(&mut self, streak: &mut stop::ErrorStreak, end: &CycleEnd) -> Option<String> {
-        match stop::decide(&self.plan.stop, streak, end) {
-            stop::Next::GoOn => None,
-            stop::Next::Stop(why) => Some(why),
-            stop::Next::PowerCycleDeadDevice => self.power_cycle_dead_device(end.cycle),
-        }
-    }
-
     /// Finishes the cycle the harness died in (`faultline resume`): whatever it was doing,
     /// power the drive (back) on, wait for every port, read each controller's health (an
     /// unsafe shutdown is not expected or ruled out: nobody knows whether the fault landed),
     /// and verify every share through every port. Every port's ledger has closed the cycle as
     /// interrupted, so none of its writes counts as durable beyond what had been recorded.
-    pub fn finish_interrupted(
-        &mut self,
-        cycle: u32,
-        last: bool,
-        observer: Option<&mut (dyn CycleObserver + 'static)>,
-    ) -> Result<CycleEnd, DualCycleError> {
+    fn interrupted(&mut self, cycle: u32, last: bool) -> Result<CycleEnd, DualCycleError> {
         // A port whose writer had not begun the cycle: begun and interrupted, with no write.
         self.align(cycle + 1)?;
         let mut end = CycleEnd { cycle, ..CycleEnd::default() };
@@ -145,7 +171,7 @@ impl DualCycles<'_, '_> {
             let of = CheckOf { cycle, last, hold_seen: may_hold(plan, cycle, false) };
             verify_lanes(plan, &Readers::of(dual), &of, &mut self.ports.duts, self.lanes, self.em, &mut findings, &mut end)?;
         }
-        self.finish(cycle, findings, end, anomalies, None, observer)
+        self.finish(cycle, findings, end, anomalies, None)
     }
 
     /// The end of every cycle: the observer, the findings, the controller's log, the record.
@@ -156,10 +182,9 @@ impl DualCycles<'_, '_> {
         mut end: CycleEnd,
         anomalies: usize,
         outcome: Option<&crate::writer::CycleOutcome>,
-        observer: Option<&mut (dyn CycleObserver + 'static)>,
     ) -> Result<CycleEnd, DualCycleError> {
         let truth = self.ports.ground_truth();
-        if let Some(obs) = observer {
+        if let Some(obs) = self.observer.as_deref_mut() {
             obs.checked(&CycleCheck { cycle, findings: &findings, truth });
         }
         end.new_findings = self.em.findings(cycle, &findings);
@@ -169,12 +194,7 @@ impl DualCycles<'_, '_> {
     }
 
     /// One cycle; what it came to, for the stop policy.
-    pub fn cycle(
-        &mut self,
-        cycle: u32,
-        last: bool,
-        observer: Option<&mut (dyn CycleObserver + 'static)>,
-    ) -> Result<CycleEnd, DualCycleError> {
+    fn one_cycle(&mut self, cycle: u32, last: bool) -> Result<CycleEnd, DualCycleError> {
         let (plan, dual) = (self.plan, self.dual);
         let fault = plan.fault(cycle);
         let (every, power) = (fault.hits_every_port(), fault.is_power_cut());
@@ -280,7 +300,7 @@ impl DualCycles<'_, '_> {
             let of = CheckOf { cycle, last, hold_seen: may_hold(plan, cycle, cut && end.controller_failure.is_none()) };
             verify_lanes(plan, &Readers::of(dual), &of, &mut self.ports.duts, self.lanes, self.em, &mut findings, &mut end)?;
         }
-        self.finish(cycle, findings, end, anomalies, faulted_outcome.as_ref(), observer)
+        self.finish(cycle, findings, end, anomalies, faulted_outcome.as_ref())
     }
 
     /// Waits for every port to answer again (a `ready` event each, or a dead device); which
@@ -304,13 +324,6 @@ impl DualCycles<'_, '_> {
     /// Records what the controller exchanged since the last call, if anything.
     pub fn controller_log(&mut self, cycle: Option<u32>) {
         controller_log(self.cutter, self.em, cycle);
-    }
-
-    /// `stop.on_dead_device = "continue"`: cut power once more and wait once more for every
-    /// port; `Some(why)` ends the run.
-    pub fn power_cycle_dead_device(&mut self, cycle: u32) -> Option<String> {
-        let at = self.probe_at();
-        self.ports.power_cycle_dead_device(self.cutter, self.plan, self.em, cycle, at)
     }
 
     /// The write phase: every writer port on its own thread, the fault on its own, the

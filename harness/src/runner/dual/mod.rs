@@ -26,7 +26,8 @@ use super::cycle::Ending;
 use super::emit::Emitter;
 use super::lane::{may_hold, verify_lanes, CheckOf, Lane, Readers};
 use super::resume::{Prior, Start};
-use super::stop::{decide, short_of_space, ControllerStep, CycleEnd, ErrorStreak, Next};
+use super::run_loop::{run_cycles, From};
+use super::stop::CycleEnd;
 use super::{CycleObserver, RunnerOptions};
 use crate::events::Event;
 use crate::ledger::{RunHeader, TargetFacts};
@@ -70,7 +71,7 @@ pub(crate) fn run(
     run_dir: &Path,
     o: &RunnerOptions,
     em: &mut Emitter<'_>,
-    mut observer: Option<&mut (dyn CycleObserver + 'static)>,
+    observer: Option<&mut (dyn CycleObserver + 'static)>,
     cycles_run: &mut u32,
     prior: Option<&Prior>,
 ) -> Result<Ending, DualRunError> {
@@ -139,7 +140,7 @@ pub(crate) fn run(
     // The cycle the harness died in is the newest any port's ledger began (a port whose
     // writer had not begun it yet is brought level before it is finished).
     let interrupted = lanes.iter().filter_map(|(_, s)| s.interrupted).max();
-    let mut done = prior.map_or(0, Prior::cycles_ended);
+    let done = prior.map_or(0, Prior::cycles_ended);
     let mut lanes: Vec<Lane> = lanes.into_iter().map(|(l, _)| l).collect();
     if performance {
         let n = perf::run(plan, dual, &mut devs, &mut lanes, em, o)?;
@@ -153,59 +154,9 @@ pub(crate) fn run(
     }
     let mut ports = PortSet::new(plan, devs);
     ports.read_health(em);
-    let mut c = DualCycles { plan, dual, ports: &mut ports, lanes: &mut lanes, cutter: &mut cutter, em, o, mate_step_ms: None };
+    let mut c = DualCycles { plan, dual, ports: &mut ports, lanes: &mut lanes, cutter: &mut cutter, em, o, mate_step_ms: None, observer };
     c.controller_log(None);
-    let growth = |c: &DualCycles<'_, '_>| c.ports.growth_bytes();
-    let stopped = |c: &DualCycles<'_, '_>, why: String| match short_of_space(run_dir, growth(c)) {
-        Some(space) => Ending::Suspended(format!("{why}; {space}")),
-        None => Ending::Stopped(why),
-    };
-    let mut streak = ErrorStreak::default();
-    if let Some(prior) = prior {
-        if let Some(why) = short_of_space(run_dir, growth(&c)) {
-            return Ok(Ending::Suspended(why));
-        }
-        let t_ns = c.em.now();
-        let (resumed_at, last_event) = ((o.clock)(), prior.last_kind.clone());
-        c.em.emit(Event::RunResumed { t_ns, resumed_at, cycles_ended: done, interrupted_cycle: interrupted, last_event });
-        if let Some(cycle) = interrupted {
-            *cycles_run += 1;
-            done += 1;
-            let end = c.finish_interrupted(cycle, done == plan.cycles, observer.as_deref_mut())?;
-            if let Some(why) = c.decide(&mut streak, &end) {
-                return Ok(stopped(&c, why));
-            }
-        }
-    }
-    while done < plan.cycles {
-        if let Some(why) = short_of_space(run_dir, growth(&c)) {
-            return Ok(Ending::Suspended(why));
-        }
-        let cycle = done + 1;
-        // Pin-mate sequencing sweeps its steps, one per cycle; a failure to set it up starts
-        // no cycle.
-        if let Some(step) = plan.fault(cycle).mate_step_ms(cycle) {
-            if let Err(e) = c.cutter.set_mate_step(step) {
-                c.em.error(None, format!("cycle {cycle}: setting the pin-mate step to {step} ms: {e}"));
-                let end = CycleEnd { cycle, controller_failure: Some(ControllerStep::MateStep), errors: 1, ..CycleEnd::default() };
-                match decide(&plan.stop, &mut streak, &end) {
-                    Next::Stop(why) => return Ok(Ending::Stopped(why)),
-                    _ => continue,
-                }
-            }
-            c.mate_step_ms = Some(step);
-        }
-        done += 1;
-        *cycles_run += 1;
-        let end = c.cycle(cycle, done == plan.cycles, observer.as_deref_mut())?;
-        if let Some(why) = c.decide(&mut streak, &end) {
-            return Ok(stopped(&c, why));
-        }
-    }
-    for lane in c.lanes.iter_mut() {
-        lane.run.ledger.sync().map_err(|source| DualRunError::Sync { dir: lane.dir.clone(), source })?;
-    }
-    Ok(Ending::Done)
+    run_cycles(&mut c, plan, run_dir, o, From { cycles_ended: done, interrupted }, prior, cycles_run)
 }
 
 /// `[start, end)` percent of the span, rounded to whole MiB inside it.
