@@ -478,4 +478,58 @@ mod tests {
         let again = open_run(&dir, &DeviceFacts::of(&sim), || unreachable!("the run exists")).unwrap();
         assert_eq!(again.next_cycle(), (3, 1), "the ledger replays the cycles it was brought level with");
     }
+
+    #[test]
+    fn a_verify_counts_only_the_findings_it_made() {
+        const SPAN: u64 = 1 << 20;
+        let sim = SimDrive::new(SimConfig {
+            capacity_bytes: SPAN,
+            sector_bytes: 512,
+            atomic_bytes: 512,
+            queue_depth: 8,
+            seed: 1,
+            model: FaultModel::HonestPlp,
+            contract: TruthContract::Plp,
+        });
+        let spec = WorkloadSpec {
+            seed: 9,
+            pattern: Pattern::Sequential,
+            span_start: 0,
+            span_end: SPAN,
+            min_write_bytes: 4096,
+            max_write_bytes: 4096,
+            mean_write_bytes: 4096,
+            align_bytes: 4096,
+            queue_depth: 8,
+            flush: FlushPolicy::default(),
+        };
+        let header = RunHeader::new(5, String::new(), TargetFacts::of(&sim), Contract::Plp, crate::port::PortEntry::single(), spec);
+        let dir = tempdir();
+        let run = open_run(&dir, &DeviceFacts::of(&sim), move || header).unwrap();
+        let mut lanes = vec![Lane { port: 0, run, dir, span: (0, SPAN), checked_upto: 1 }];
+        let plan = crate::scenario::Scenario::from_toml(crate::scenario::REFERENCE_SCENARIO, "reference.toml")
+            .and_then(|s| s.plan("reference.toml", 1))
+            .unwrap();
+        let mut duts: Vec<Box<dyn Dut>> = vec![Box::new(super::super::dut::SimDut { drive: sim.clone() })];
+        // A finding the cycle made before its verify (a port's window, a dead port).
+        let earlier = dead_device(1, "port B: gone");
+        let mut findings = vec![earlier.clone()];
+        let mut events: Vec<Event> = Vec::new();
+        let mut sinks = crate::events::Sinks::new();
+        sinks.push(&mut events);
+        let mut em = Emitter::new(crate::report::Recorder::new(sinks), None, Default::default(), Vec::new());
+        let mut end = CycleEnd { cycle: 1, ..CycleEnd::default() };
+        // The drive was never written: every sector of the span reads as zeros, which the
+        // ledger (nothing written, nothing prefilled) allows.
+        let of = CheckOf { cycle: 1, last: true, hold_seen: true };
+        verify_lanes(&plan, &Readers::single(&plan), &of, &mut duts, &mut lanes, &mut em, &mut findings, &mut end).unwrap();
+        drop(em);
+        assert_eq!(findings, vec![earlier], "nothing found on an honest, unwritten drive");
+        let verified: Vec<&Event> = events.iter().filter(|e| matches!(e, Event::Verified { .. })).collect();
+        let [Event::Verified { sectors, counts, .. }] = verified[..] else { panic!("one verified event: {events:?}") };
+        assert_eq!(*sectors, SPAN / 512, "the whole span, the run's last cycle");
+        assert!(counts.values().all(|&n| n == 0), "the dead port found before the verify is not the verify's: {counts:?}");
+        assert_eq!((end.errors, end.dead_device), (0, false));
+        assert_eq!(lanes[0].checked_upto, 1, "nothing was submitted, so nothing more is checked");
+    }
 }
