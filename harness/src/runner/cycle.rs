@@ -10,7 +10,7 @@ use super::fault::{confirm_cut, cycle_rng, placement, saw_device_go, ControllerE
 use super::lane::{may_hold, verify_lanes, CheckOf, Lane, Readers, ReopenRunError, ShareCheckError};
 use super::ports::controller_log;
 use super::resume;
-use super::run_loop::{run_cycles, Cycler, From};
+use super::run_loop::{run_cycles, Cycler, StartAt};
 use super::setup::{RunnerOptions, Setup};
 use super::stop::{self, ControllerStep, CycleEnd};
 use crate::events::{Event, Verdict};
@@ -346,6 +346,6 @@ pub(super) fn cycles<'r>(
     let mut c =
         Cycles { plan, o, st, em, observer, span, lanes: vec![lane], mate_step_ms: None, cycle_t0: Instant::now(), waits: Duration::ZERO };
     c.controller_log(None);
-    let from = From { cycles_ended: from.cycles_ended, interrupted: from.interrupted };
+    let from = StartAt { cycles_ended: from.cycles_ended, interrupted: from.interrupted };
     run_cycles(&mut c, plan, run_dir, o, from, resumed, cycles_run)
 }

@@ -433,9 +433,11 @@ mod tests {
     use crate::workload::{FlushPolicy, Pattern, WorkloadSpec};
     use faultline_fixtures::{FaultModel, SimConfig, SimDrive, TruthContract};
 
-    #[test]
-    fn a_port_whose_writer_never_began_cycles_is_brought_level_and_its_ledger_reads_back() {
-        const SPAN: u64 = 1 << 20;
+    const SPAN: u64 = 1 << 20;
+
+    /// An honest simulated drive of `SPAN` bytes, never written, and a new run over all of it
+    /// in a new directory: (the drive, its header, the directory).
+    fn fresh() -> (SimDrive, RunHeader, PathBuf) {
         let sim = SimDrive::new(SimConfig {
             capacity_bytes: SPAN,
             sector_bytes: 512,
@@ -458,7 +460,12 @@ mod tests {
             flush: FlushPolicy::default(),
         };
         let header = RunHeader::new(5, String::new(), TargetFacts::of(&sim), Contract::Plp, crate::port::PortEntry::single(), spec);
-        let dir = tempdir();
+        (sim, header, tempdir())
+    }
+
+    #[test]
+    fn a_port_whose_writer_never_began_cycles_is_brought_level_and_its_ledger_reads_back() {
+        let (sim, header, dir) = fresh();
         let h = header.clone();
         let run = open_run(&dir, &DeviceFacts::of(&sim), move || h).unwrap();
         let mut lane = Lane { port: 1, run, dir: dir.clone(), span: (0, SPAN), checked_upto: 1 };
@@ -481,30 +488,7 @@ mod tests {
 
     #[test]
     fn a_verify_counts_only_the_findings_it_made() {
-        const SPAN: u64 = 1 << 20;
-        let sim = SimDrive::new(SimConfig {
-            capacity_bytes: SPAN,
-            sector_bytes: 512,
-            atomic_bytes: 512,
-            queue_depth: 8,
-            seed: 1,
-            model: FaultModel::HonestPlp,
-            contract: TruthContract::Plp,
-        });
-        let spec = WorkloadSpec {
-            seed: 9,
-            pattern: Pattern::Sequential,
-            span_start: 0,
-            span_end: SPAN,
-            min_write_bytes: 4096,
-            max_write_bytes: 4096,
-            mean_write_bytes: 4096,
-            align_bytes: 4096,
-            queue_depth: 8,
-            flush: FlushPolicy::default(),
-        };
-        let header = RunHeader::new(5, String::new(), TargetFacts::of(&sim), Contract::Plp, crate::port::PortEntry::single(), spec);
-        let dir = tempdir();
+        let (sim, header, dir) = fresh();
         let run = open_run(&dir, &DeviceFacts::of(&sim), move || header).unwrap();
         let mut lanes = vec![Lane { port: 0, run, dir, span: (0, SPAN), checked_upto: 1 }];
         let plan = crate::scenario::Scenario::from_toml(crate::scenario::REFERENCE_SCENARIO, "reference.toml")

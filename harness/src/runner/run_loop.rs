@@ -45,7 +45,7 @@ pub(super) trait Cycler<'e> {
 }
 
 /// Where the loop starts: the cycles the ledgers had ended, and the one the harness died in.
-pub(super) struct From {
+pub(super) struct StartAt {
     pub cycles_ended: u32,
     pub interrupted: Option<u32>,
 }
@@ -57,7 +57,7 @@ pub(super) fn run_cycles<'e, C: Cycler<'e>>(
     plan: &RunPlan,
     run_dir: &Path,
     o: &RunnerOptions,
-    from: From,
+    from: StartAt,
     prior: Option<&Prior>,
     cycles_run: &mut u32,
 ) -> Result<Ending, C::Error> {

@@ -26,7 +26,7 @@ use super::cycle::Ending;
 use super::emit::Emitter;
 use super::lane::{may_hold, verify_lanes, CheckOf, Lane, Readers};
 use super::resume::{Prior, Start};
-use super::run_loop::{run_cycles, From};
+use super::run_loop::{run_cycles, StartAt};
 use super::stop::CycleEnd;
 use super::{CycleObserver, RunnerOptions};
 use crate::events::Event;
@@ -156,7 +156,7 @@ pub(crate) fn run(
     ports.read_health(em);
     let mut c = DualCycles { plan, dual, ports: &mut ports, lanes: &mut lanes, cutter: &mut cutter, em, o, mate_step_ms: None, observer };
     c.controller_log(None);
-    run_cycles(&mut c, plan, run_dir, o, From { cycles_ended: done, interrupted }, prior, cycles_run)
+    run_cycles(&mut c, plan, run_dir, o, StartAt { cycles_ended: done, interrupted }, prior, cycles_run)
 }
 
 /// `[start, end)` percent of the span, rounded to whole MiB inside it.
