@@ -259,10 +259,12 @@ impl DualCycles<'_, '_> {
                 end.errors += 1;
             }
         }
-        // Saved in the writers' hooks (at the cut, before each records its cycle's end); saved
-        // again here, for a cycle whose writers all ended before either.
-        for (i, d) in self.ports.duts.iter_mut().enumerate() {
-            d.save().map_err(|source| DualCycleError::Save { port: dual.ports[i].name.clone(), source })?;
+        // Saved in the writers' hooks (at the cut, and right before each records its cycle's
+        // end, after which nothing writes); saved here only when no writer recorded an end.
+        if w.ends.iter().all(|(_, pe)| pe.outcome.is_err()) {
+            for (i, d) in self.ports.duts.iter_mut().enumerate() {
+                d.save().map_err(|source| DualCycleError::Save { port: dual.ports[i].name.clone(), source })?;
+            }
         }
         let cut = matches!(w.landed, Some(Ok(_) | Err(NoCut::Controller(_))));
         if power && cut {
