@@ -1,189 +1,393 @@
-//! One single-port cycle's steps, in order: write with the queue full and fault at the
-//! placement (`Cycles::one_cycle`), confirm the fault, then settle: power on after the off
-//! time, wait until the device answers, read its health, verify what the cycle wrote, record.
-//! The loop around it, the stop policy included, is `run_loop`'s.
+//! One cycle's steps, for one port or many (a single-port run is one port): write with the
+//! queue full on every writer port and fault at the placement (`writers`), confirm the
+//! fault, then settle: power on after the off time, wait until every port the fault hit
+//! answers, read every controller's health, judge the windows of the ports the fault did not
+//! hit (a dual-port plan), verify every share through every port, record. The loop around it,
+//! the stop policy included, is `run_loop`'s.
 
-use super::dut::{self, HealthLogs};
-use super::dut::{DutCycleError, Workload};
+use super::dut::{self, DutError, HealthLogs};
 use super::emit::Emitter;
-use super::fault::{confirm_cut, cycle_rng, placement, saw_device_go, ControllerError, FaultThread, PLACE_SALT};
+use super::fault::{confirm_cut, cycle_rng, placement, saw_device_go, ControllerError, Cutter, PLACE_SALT};
 use super::lane::{may_hold, verify_lanes, CheckOf, Lane, Readers, ReopenRunError, ShareCheckError};
-use super::ports::controller_log;
+use super::ports::{controller_log, PortSet};
 use super::resume;
 use super::run_loop::{run_cycles, Cycler, StartAt};
 use super::setup::{RunnerOptions, Setup};
 use super::stop::{self, ControllerStep, CycleEnd};
+use super::writers::{self, NoCut, Phase1, Written};
 use crate::events::{Event, Verdict};
 use crate::health::{judge, judge_ocp, HealthAnomaly, HealthCheck, HealthPolicy, Shutdown};
-use crate::run::OpenRun;
-use crate::scenario::RunPlan;
+use crate::scenario::{DualPlan, RunPlan};
 use crate::verify::{Finding, FindingClass, Shown};
-use crate::writer::{CycleOptions, CycleOutcome, WriteError};
-use std::path::Path;
+use crate::writer::{CutPlacement, CycleOutcome};
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-/// A cycle whose fault is done (or whose harness died), waiting to be settled.
-pub(crate) struct Pending {
-    pub cycle: u32,
-    /// `None` for a cycle finished by `faultline resume`.
-    pub outcome: Option<CycleOutcome>,
-    /// The last cycle of the run (the whole span may be verified).
-    pub last: bool,
-    /// What the cycle came to so far (controller failures, harness errors).
-    pub end: CycleEnd,
+/// What a run's cycles share: its ports, their shares, the cutter, the record.
+pub(super) struct Cycles<'r, 'e> {
+    pub plan: &'r RunPlan,
+    /// The dual-port part of the plan (`None`: one port): which port each fault hits, the
+    /// windows, how shares are read.
+    pub dual: Option<&'r DualPlan>,
+    pub o: &'r RunnerOptions,
+    pub ports: &'r mut PortSet,
+    /// Every writer port's share: its run and ledger (for one port, the run directory's).
+    pub lanes: &'r mut [Lane],
+    pub cutter: &'r mut Cutter,
+    pub em: &'r mut Emitter<'e>,
+    pub observer: Option<&'r mut (dyn CycleObserver + 'static)>,
+    /// The pin-mate step set for the next cut, if the scenario sweeps them.
+    pub mate_step_ms: Option<u32>,
+    /// When the cycle in progress started, and how long of it was spent waiting on the
+    /// workload, the controller, the off time and the device (so the rest is the harness's).
+    cycle_t0: Instant,
+    waits: Duration,
 }
 
-impl Cycles<'_, '_> {
-    /// One cycle: write with the queue full, fault at the placement, confirm, then settle.
-    fn one_cycle(&mut self, last: bool) -> Result<CycleEnd, Fatal> {
+impl<'e> Cycler<'e> for Cycles<'_, 'e> {
+    type Error = Fatal;
+
+    fn em(&mut self) -> &mut Emitter<'e> {
+        self.em
+    }
+
+    fn growth_bytes(&self) -> u64 {
+        self.ports.growth_bytes()
+    }
+
+    fn set_mate_step(&mut self, step_ms: u32) -> Result<(), ControllerError> {
+        self.cutter.set_mate_step(step_ms)?;
+        self.mate_step_ms = Some(step_ms);
+        Ok(())
+    }
+
+    fn cycle(&mut self, cycle: u32, last: bool) -> Result<CycleEnd, Fatal> {
+        self.one_cycle(cycle, last)
+    }
+
+    fn finish_interrupted(&mut self, cycle: u32, last: bool) -> Result<CycleEnd, Fatal> {
+        self.interrupted(cycle, last)
+    }
+
+    fn power_cycle_dead_device(&mut self, cycle: u32) -> Option<String> {
+        let at = self.probe_at();
+        self.ports.power_cycle_dead_device(self.cutter, self.plan, self.em, cycle, at)
+    }
+
+    fn power_on_between_cycles(&mut self) {
+        match self.cutter.power_on_if_off() {
+            Ok(false) => {}
+            Ok(true) => {
+                let t_ns = self.em.now();
+                let message = "the power switch read back off between cycles (the harness died after it was turned back on, or \
+                               something else turned it off): turned on before the next cycle"
+                    .to_string();
+                self.em.emit(Event::Note { t_ns, cycle: None, message });
+            }
+            Err(e) => self.em.error(None, format!("power on before the next cycle: {e}")),
+        }
+    }
+
+    fn sync(&mut self) -> Result<(), Fatal> {
+        for lane in self.lanes.iter_mut() {
+            lane.run.ledger.sync().map_err(|source| Fatal::Sync { dir: lane.dir.clone(), source })?;
+        }
+        Ok(())
+    }
+}
+
+impl<'r, 'e> Cycles<'r, 'e> {
+    #[expect(clippy::too_many_arguments, reason = "what a run holds open, lent to its cycles once")]
+    pub fn new(
+        plan: &'r RunPlan,
+        dual: Option<&'r DualPlan>,
+        o: &'r RunnerOptions,
+        ports: &'r mut PortSet,
+        lanes: &'r mut [Lane],
+        cutter: &'r mut Cutter,
+        em: &'r mut Emitter<'e>,
+        observer: Option<&'r mut (dyn CycleObserver + 'static)>,
+    ) -> Self {
+        Cycles { plan, dual, o, ports, lanes, cutter, em, observer, mate_step_ms: None, cycle_t0: Instant::now(), waits: Duration::ZERO }
+    }
+
+    /// Where a port is probed for an answer: the start of the first share.
+    fn probe_at(&self) -> u64 {
+        self.lanes.first().map_or(0, |l| l.span.0)
+    }
+
+    /// How the shares are read: through their own port, and through every other one.
+    fn readers(&self) -> Readers {
+        self.dual.map_or_else(|| Readers::single(self.plan), Readers::of)
+    }
+
+    /// The port cycle `cycle`'s fault hits (every port, for a fault that hits every port).
+    fn hit(&self, cycle: u32) -> usize {
+        self.dual.map_or(0, |d| d.faulted(self.plan, cycle))
+    }
+
+    /// Aims the cutter at cycle `cycle`'s fault, on the port it hits.
+    fn aim(&mut self, cycle: u32) -> Result<(), Fatal> {
+        let port = self.dual.map(|d| d.ports[self.hit(cycle)].fault_port.as_str());
+        // Checked when the run opened: every fault of the run has its controller, and the
+        // link controller can fault every port the scenario faults.
+        self.cutter.aim(self.plan.fault(cycle), port).map_err(Fatal::Aim)
+    }
+
+    /// Brings every port's ledger level with the run: `cycle` is each one's next.
+    fn align(&mut self, cycle: u32) -> Result<(), Fatal> {
+        let at = (self.o.clock)();
+        for lane in self.lanes.iter_mut() {
+            let port = self.ports.id(lane.port);
+            lane.align(cycle, port, &at).map_err(|source| Fatal::Align { dir: lane.dir.clone(), source })?;
+        }
+        Ok(())
+    }
+
+    /// Records what the controller exchanged since the last call, if anything.
+    pub fn controller_log(&mut self, cycle: Option<u32>) {
+        controller_log(self.cutter, self.em, cycle);
+    }
+
+    /// One cycle; what it came to, for the stop policy.
+    fn one_cycle(&mut self, cycle: u32, last: bool) -> Result<CycleEnd, Fatal> {
         let plan = self.plan;
-        let off = plan.off_time;
-        let (cycle, first_id) = self.run()?.next_cycle();
         let fault = plan.fault(cycle);
+        let (every, power) = (fault.hits_every_port() || self.dual.is_none(), fault.is_power_cut());
+        let hit = self.hit(cycle);
+        self.aim(cycle)?;
+        self.align(cycle)?;
         let t_start = self.em.now();
         self.em.emit(Event::CycleStarted { t_ns: t_start, cycle, fault: plan.faults.is_mixed().then(|| fault.label()) });
-        let (place, planned) = placement(&plan.cut, fault.is_clean_shutdown(), &mut cycle_rng(plan.seed, PLACE_SALT, cycle));
-        let copts = CycleOptions {
-            cycle,
-            first_id,
-            started_at: (self.o.clock)(),
-            port: plan.first_port(),
-            max_writes: None,
-            duration: None,
-            cut: Some(place),
-            checkpoint_every: self.st.ports.first().checkpoint_every(),
-            drain_timeout: plan.readiness_timeout.clamp(Duration::from_secs(1), Duration::from_secs(30)),
-            stop: None,
-            samples: None,
-            fill: crate::writer::Fill::Auto,
-            clock_from: None,
-            before_end: None,
+        let (place, planned) = match self.dual {
+            Some(d) => {
+                let fire_at = d.spec.warmup_ms + d.spec.baseline_ms;
+                (CutPlacement::AfterTime { after_ms: fire_at }, Some(fire_at))
+            }
+            None => placement(&plan.cut, fault.is_clean_shutdown(), &mut cycle_rng(plan.seed, PLACE_SALT, cycle)),
         };
-        let started = Instant::now();
-        (self.cycle_t0, self.waits) = (started, Duration::ZERO);
-        let mut cut_cmd = Duration::ZERO;
-        let Setup { ports, cutter, .. } = &mut *self.st;
-        let run = &mut self.lanes[0].run;
-        // Checked when the run opened: every fault of the run has its controller.
-        cutter.aim(fault, None).map_err(Fatal::Aim)?;
-        let res = std::thread::scope(|sc| {
-            // The cut runs on the fault's thread; the writer waits for it to land.
-            let fault_thread = FaultThread::spawn(sc, cutter, off);
-            let cut_cmd = &mut cut_cmd;
-            let mut fault = || {
-                *cut_cmd = fault_thread.fire()?;
-                Ok(())
-            };
-            let w = Workload { layout: &run.layout, format: &run.format, contract: plan.contract, opts: &copts };
-            ports.first().run_cycle(&w, &mut run.ledger, &mut fault)
-        });
-        // A fault that failed may or may not have happened: the writer ended the cycle as cut
-        // all the same, and what it wrote is settled (verified, recorded) like any cycle's.
-        let (outcome, cut_failed) = match res {
-            Ok(out) => (out, None),
-            Err(DutCycleError::Write(WriteError::Cut { why, outcome })) => (*outcome, Some(why)),
-            Err(e) => return self.failed_cycle(cycle, started, &e),
-        };
-        self.em.cut(cycle, started, &outcome, planned, self.mate_step_ms);
-        // Writing until the cut, and the cut command itself.
-        self.waits += outcome.cut_at.unwrap_or(outcome.elapsed) + cut_cmd;
-        let t_confirm = Instant::now();
+        (self.cycle_t0, self.waits) = (Instant::now(), Duration::ZERO);
+        let phase = Phase1 { cycle, hit, every, power, place, windows: self.dual.map(|d| &d.spec), probe_at: self.probe_at() };
+        let w = writers::write(plan, self.o, self.ports, self.lanes, self.cutter, &phase);
+        for message in self.ports.notes() {
+            let t_ns = self.em.now();
+            self.em.emit(Event::Note { t_ns, cycle: Some(cycle), message });
+        }
         let mut end = CycleEnd { cycle, ..CycleEnd::default() };
-        if let Some(why) = cut_failed {
-            self.em.error(Some(cycle), format!("cut: {why}"));
-            end.errors += 1;
-            end.controller_failure = Some(ControllerStep::Cut);
-        } else if let Err(why) = self.confirm(&outcome) {
-            self.em.error(Some(cycle), why.to_string());
-            end.errors += 1;
-            end.controller_failure = Some(ControllerStep::Unconfirmed);
+        let mut findings: Vec<Finding> = Vec::new();
+        let faulted = self.writers_ended(cycle, hit, every, planned, &w, &mut end, &mut findings)?;
+        self.waits += match (&w.windows, &faulted, &w.landed) {
+            // The windows are timed: the whole phase waited on them.
+            (Some(_), _, _) => w.t_end - w.started,
+            // Writing until the cut, and the cut command itself.
+            (None, Some(out), landed) => {
+                out.cut_at.unwrap_or(out.elapsed) + landed.as_ref().and_then(|l| l.as_ref().ok()).copied().unwrap_or_default()
+            }
+            (None, None, _) => w.t_end - w.started,
+        };
+        let cut = matches!(w.landed, Some(Ok(_) | Err(NoCut::Controller(_))));
+        match &w.landed {
+            Some(Ok(_)) => {
+                // A fault that cannot be confirmed is never a clean pass: the switch reads back
+                // `off`, or every port stopped answering.
+                let t_confirm = Instant::now();
+                let gone = w.ends.iter().any(|(_, pe)| pe.outcome.as_ref().is_ok_and(saw_device_go));
+                let at = self.probe_at();
+                let ports = &mut *self.ports;
+                if let Err(why) = confirm_cut(self.cutter, gone, &mut || ports.any_answers(at)) {
+                    self.em.error(Some(cycle), why.to_string());
+                    end.errors += 1;
+                    end.controller_failure = Some(ControllerStep::Unconfirmed);
+                }
+                self.waits += t_confirm.elapsed();
+            }
+            Some(Err(NoCut::Controller(e))) => {
+                self.em.error(Some(cycle), format!("the fault: {e}"));
+                end.errors += 1;
+                end.controller_failure = Some(ControllerStep::Cut);
+            }
+            // The faulted writer's own error is recorded.
+            Some(Err(NoCut::WriterEnded)) => {}
+            None => {
+                let why = match faulted.as_ref().and_then(|o| o.device_lost.as_ref()) {
+                    // No fault at all: the device went away while it was written.
+                    Some(lost) => format!("the device went away before its fault: {lost}"),
+                    None => "the fault never landed".to_string(),
+                };
+                self.em.error(Some(cycle), why);
+                end.errors += 1;
+            }
         }
-        self.waits += t_confirm.elapsed();
-        self.settle(Pending { cycle, outcome: Some(outcome), last, end }, off)
-    }
-
-    /// A fault that cannot be confirmed is never a clean pass: the switch reads back `off`, or
-    /// the device stopped answering.
-    fn confirm(&mut self, outcome: &CycleOutcome) -> Result<(), ControllerError> {
-        let Setup { ports, cutter, .. } = &mut *self.st;
-        let at = self.span.0;
-        confirm_cut(cutter, saw_device_go(outcome), &mut || ports.any_answers(at))
-    }
-
-    /// The workload failed: power back on (a partial cut), close the cycle the writer left open;
-    /// what the cycle came to, for the stop policy.
-    fn failed_cycle(&mut self, cycle: u32, started: Instant, e: &DutCycleError) -> Result<CycleEnd, Fatal> {
-        let controller = matches!(e, DutCycleError::Write(WriteError::Cut { .. }));
-        self.em.error(Some(cycle), e.to_string());
-        if let Err(e2) = self.st.cutter.restore(self.plan.off_time) {
-            self.em.error(Some(cycle), format!("power on after the failed cycle: {e2}"));
+        if cut {
+            // The ports the fault hit that have not answered yet: every port after a power
+            // cut; the hit one after a link fault, unless its writer waited for it.
+            let waiting: Vec<usize> = (0..self.ports.len())
+                .filter(|i| *i == hit || every)
+                .filter(|i| !w.ends.iter().any(|(j, pe)| j == i && pe.ready.is_some()))
+                .collect();
+            if !self.settle_ports(cycle, &waiting, plan.off_time, &mut end, &mut findings)? {
+                self.em.end_cycle(cycle, Verdict::Error, faulted.as_ref(), None);
+                return Ok(end);
+            }
         }
-        self.controller_log(Some(cycle));
-        let facts = self.st.ports.first().facts()?;
-        self.lanes[0].reopen(&facts)?;
-        self.em.end_cycle_written(cycle, Verdict::Error, None, Some(started.elapsed()), None);
-        Ok(CycleEnd { cycle, controller_failure: controller.then_some(ControllerStep::Cut), errors: 1, ..CycleEnd::default() })
+        let mut anomalies = 0;
+        if !end.dead_device && cut {
+            let t_health = Instant::now();
+            anomalies = self.ports.health_after(plan, cycle, true, self.em);
+            self.waits += t_health.elapsed();
+        }
+        if let (Some(dual), Some(windows)) = (self.dual, &w.windows) {
+            super::dual::judge_windows(self.em, dual, cycle, hit, every, windows, w.t_end, &mut findings);
+        }
+        if !end.dead_device {
+            self.verify(cycle, last, cut && end.controller_failure.is_none(), &mut end, &mut findings)?;
+        }
+        self.finish(cycle, findings, end, anomalies, faulted.as_ref())
     }
 
-    /// The rest of a cycle whose fault is done (or whose harness died): power on after `off`,
-    /// wait until the device answers, verify what the cycle wrote, record.
-    fn settle(&mut self, mut p: Pending, off: Duration) -> Result<CycleEnd, Fatal> {
-        let cycle = p.cycle;
-        self.st.ports.release_all();
+    /// What each port's writer did: a writer that failed has its cycle closed in its ledger and
+    /// is an error; the faulted port's outcome (the first, for a fault that hits every port) is
+    /// the cut's; a port its writer waited for after a link fault answered or did not. Saves
+    /// the simulated drive when no writer recorded an end (their hooks saved it otherwise).
+    #[expect(clippy::too_many_arguments, reason = "one cycle's state, passed down once")]
+    fn writers_ended(
+        &mut self,
+        cycle: u32,
+        hit: usize,
+        every: bool,
+        planned: Option<u64>,
+        w: &Written,
+        end: &mut CycleEnd,
+        findings: &mut Vec<Finding>,
+    ) -> Result<Option<CycleOutcome>, Fatal> {
+        let mut faulted = None;
+        for (i, pe) in &w.ends {
+            match &pe.outcome {
+                Err(e) => {
+                    self.em.error(Some(cycle), format!("{}{e}", self.ports.prefix(*i)));
+                    end.errors += 1;
+                    // A port whose writer failed left its cycle open in its ledger: close it.
+                    if let Some(lane) = self.lanes.iter_mut().find(|l| l.port == *i) {
+                        let facts = self.ports.duts[*i].facts().map_err(|source| Fatal::Port { prefix: self.ports.prefix(*i), source })?;
+                        lane.reopen(&facts)?;
+                    }
+                }
+                Ok(out) if *i == hit || (every && faulted.is_none()) => {
+                    self.em.cut(cycle, w.started, out, planned, self.mate_step_ms);
+                    faulted = Some(out.clone());
+                }
+                Ok(_) => {}
+            }
+            if let Some(r) = &pe.ready {
+                self.ports
+                    .ready(*i, cycle, r.clone(), self.em, end, findings)
+                    .map_err(|source| Fatal::Port { prefix: self.ports.prefix(*i), source })?;
+            }
+        }
+        if w.ends.iter().all(|(_, pe)| pe.outcome.is_err()) {
+            for i in 0..self.ports.len() {
+                self.ports.duts[i].save().map_err(|source| Fatal::Save { prefix: self.ports.prefix(i), source })?;
+            }
+        }
+        Ok(faulted)
+    }
+
+    /// After a cut (or a cut the controller failed, which may still have happened): power on
+    /// after `off` (a link fault is back when its reset returned), say so, and wait for the
+    /// ports in `waiting`. `false` when the power could not be turned on (recorded).
+    fn settle_ports(
+        &mut self,
+        cycle: u32,
+        waiting: &[usize],
+        off: Duration,
+        end: &mut CycleEnd,
+        findings: &mut Vec<Finding>,
+    ) -> Result<bool, Fatal> {
+        self.ports.release(waiting);
         let t_restore = Instant::now();
-        let restored = self.st.cutter.restore(off);
+        let restored = self.cutter.restore(off);
         self.waits += t_restore.elapsed();
         if let Err(e) = restored {
             self.em.error(Some(cycle), format!("power on: {e}"));
             self.controller_log(Some(cycle));
-            self.em.end_cycle(cycle, Verdict::Error, p.outcome.as_ref(), None);
-            p.end.errors += 1;
-            p.end.controller_failure = Some(ControllerStep::PowerOn);
-            return Ok(p.end);
+            end.errors += 1;
+            end.controller_failure = Some(ControllerStep::PowerOn);
+            return Ok(false);
         }
         let t_ns = self.em.now();
-        self.em.emit(if self.st.cutter.is_link() { Event::LinkRestored { t_ns, cycle } } else { Event::PowerRestored { t_ns, cycle } });
-
-        let mut findings: Vec<Finding> = Vec::new();
+        self.em.emit(if self.cutter.is_link() { Event::LinkRestored { t_ns, cycle } } else { Event::PowerRestored { t_ns, cycle } });
         let t_ready = Instant::now();
-        // Which device the run is about is unknown (an ambiguous identity): the harness cannot
-        // judge this drive.
-        let ready = self.st.ports.wait_all(self.span.0, self.plan.readiness_timeout, cycle, self.em, &mut p.end, &mut findings);
-        ready.map_err(|(_, e)| Fatal::Dut(e))?;
+        self.wait_for(cycle, waiting, end, findings)?;
         self.waits += t_ready.elapsed();
-        let mut anomalies = 0;
-        if !p.end.dead_device {
-            let t_health = Instant::now();
-            anomalies = self.st.ports.health_after(self.plan, cycle, p.outcome.is_some(), self.em);
-            self.waits += t_health.elapsed();
-            self.verify(&mut p, &mut findings)?;
-        }
-        if let Some(obs) = self.observer.as_deref_mut() {
-            obs.checked(&CycleCheck { cycle, findings: &findings, truth: self.st.ports.ground_truth() });
-        }
-        p.end.new_findings = self.em.findings(cycle, &findings);
-        self.controller_log(Some(cycle));
-        let harness = self.cycle_t0.elapsed().saturating_sub(self.waits);
-        let verdict = stop::verdict(&p.end, anomalies);
-        self.em.end_cycle(cycle, verdict, p.outcome.as_ref(), Some(harness));
-        Ok(p.end)
+        Ok(true)
     }
 
-    /// Records what the controller exchanged since the last call, if anything.
-    pub(super) fn controller_log(&mut self, cycle: Option<u32>) {
-        controller_log(&mut self.st.cutter, self.em, cycle);
+    /// Waits for the ports in `which` to answer again (a `ready` event each, or a dead
+    /// device); which device a port is about being unknown (an ambiguous identity) ends the
+    /// run.
+    fn wait_for(&mut self, cycle: u32, which: &[usize], end: &mut CycleEnd, findings: &mut Vec<Finding>) -> Result<(), Fatal> {
+        let at = self.probe_at();
+        self.ports
+            .wait_for(which, at, self.plan.readiness_timeout, cycle, self.em, end, findings)
+            .map_err(|(i, source)| Fatal::Port { prefix: self.ports.prefix(i), source })
     }
 
-    /// Verifies what the cycle may have changed ([`verify_lanes`]).
-    fn verify(&mut self, p: &mut Pending, findings: &mut Vec<Finding>) -> Result<(), Fatal> {
+    /// Verifies every share through every port ([`verify_lanes`]); `confirmed`: the cycle's
+    /// fault is known to have happened.
+    fn verify(&mut self, cycle: u32, last: bool, confirmed: bool, end: &mut CycleEnd, findings: &mut Vec<Finding>) -> Result<(), Fatal> {
         let v0 = Instant::now();
-        // Nobody knows whether the fault of a cycle the harness died in happened.
-        let confirmed = p.outcome.is_some() && p.end.controller_failure.is_none();
-        let of = CheckOf { cycle: p.cycle, last: p.last, hold_seen: may_hold(self.plan, p.cycle, confirmed) };
-        let readers = Readers::single(self.plan);
-        verify_lanes(self.plan, &readers, &of, &mut self.st.ports.duts, &mut self.lanes, self.em, findings, &mut p.end)?;
+        let of = CheckOf { cycle, last, hold_seen: may_hold(self.plan, cycle, confirmed) };
+        let readers = self.readers();
+        verify_lanes(self.plan, &readers, &of, &mut self.ports.duts, self.lanes, self.em, findings, end)?;
         self.waits += v0.elapsed();
         Ok(())
+    }
+
+    /// Finishes the cycle the harness died in (`faultline resume`): whatever it was doing,
+    /// power the drive (back) on as that cycle's fault would have been (in a mix, its own),
+    /// wait for every port, read each controller's health (an unsafe shutdown is not expected
+    /// or ruled out: nobody knows whether the fault landed), and verify every share through
+    /// every port. Every port's ledger has closed the cycle as interrupted, so none of its
+    /// writes counts as durable beyond what had been recorded.
+    fn interrupted(&mut self, cycle: u32, last: bool) -> Result<CycleEnd, Fatal> {
+        (self.cycle_t0, self.waits) = (Instant::now(), Duration::ZERO);
+        // A port whose writer had not begun the cycle: begun and interrupted, with no write.
+        self.align(cycle + 1)?;
+        let mut end = CycleEnd { cycle, ..CycleEnd::default() };
+        let mut findings: Vec<Finding> = Vec::new();
+        self.aim(cycle)?;
+        let every: Vec<usize> = (0..self.ports.len()).collect();
+        if !self.settle_ports(cycle, &every, Duration::ZERO, &mut end, &mut findings)? {
+            self.em.end_cycle(cycle, Verdict::Error, None, None);
+            return Ok(end);
+        }
+        let mut anomalies = 0;
+        if !end.dead_device {
+            anomalies = self.ports.health_after(self.plan, cycle, false, self.em);
+            // Nobody knows whether the fault happened: under the flush contract, what is seen
+            // may still sit in a cache.
+            self.verify(cycle, last, false, &mut end, &mut findings)?;
+        }
+        self.finish(cycle, findings, end, anomalies, None)
+    }
+
+    /// The end of every cycle: the observer, the findings, the controller's log, the record.
+    fn finish(
+        &mut self,
+        cycle: u32,
+        findings: Vec<Finding>,
+        mut end: CycleEnd,
+        anomalies: usize,
+        outcome: Option<&CycleOutcome>,
+    ) -> Result<CycleEnd, Fatal> {
+        if let Some(obs) = self.observer.as_deref_mut() {
+            obs.checked(&CycleCheck { cycle, findings: &findings, truth: self.ports.ground_truth() });
+        }
+        end.new_findings = self.em.findings(cycle, &findings);
+        self.controller_log(Some(cycle));
+        let harness = self.cycle_t0.elapsed().saturating_sub(self.waits);
+        self.em.end_cycle(cycle, stop::verdict(&end, anomalies), outcome, Some(harness));
+        Ok(end)
     }
 }
 
@@ -243,13 +447,21 @@ pub(crate) enum Fatal {
     Reopen(#[from] ReopenRunError),
     #[error(transparent)]
     Verify(#[from] ShareCheckError),
-    #[error(transparent)]
-    Ledger(#[from] crate::ledger::LedgerError),
-    #[error(transparent)]
-    Dut(#[from] dut::DutError),
     /// The cycle's fault has no controller (checked when the run opened: a defect here).
     #[error("the cycle's fault: {0}")]
     Aim(ControllerError),
+    /// A port could not be opened again, or its identity matches more than one device.
+    #[error("{prefix}{source}")]
+    Port { prefix: String, source: DutError },
+    /// The simulated drive could not be saved after the write phase.
+    #[error("{prefix}{source}")]
+    Save { prefix: String, source: DutError },
+    /// A port's ledger could not be brought level with the run's cycle.
+    #[error("{}: cannot record the cycles its writer never began: {source}", .dir.display())]
+    Align { dir: PathBuf, source: crate::ledger::LedgerError },
+    /// A ledger could not be made durable at the end of the run.
+    #[error("{}: {source}", .dir.display())]
+    Sync { dir: PathBuf, source: crate::ledger::LedgerError },
 }
 
 /// How the cycles ended.
@@ -262,70 +474,7 @@ pub(super) enum Ending {
     Suspended(String),
 }
 
-/// What the cycles share.
-struct Cycles<'r, 'e> {
-    plan: &'r RunPlan,
-    o: &'r RunnerOptions,
-    st: &'r mut Setup,
-    em: &'r mut Emitter<'e>,
-    observer: Option<&'r mut (dyn CycleObserver + 'static)>,
-    span: (u64, u64),
-    /// The run's one share: its ledger, in the run directory.
-    lanes: Vec<Lane>,
-    /// The pin-mate step set for the next cut, if the scenario sweeps them.
-    mate_step_ms: Option<u32>,
-    /// When the cycle in progress started, and how long of it was spent waiting on the
-    /// workload, the controller, the off time and the device (so the rest is the harness's).
-    cycle_t0: Instant,
-    waits: Duration,
-}
-
-impl Cycles<'_, '_> {
-    fn run(&mut self) -> Result<&mut OpenRun, Fatal> {
-        Ok(&mut self.lanes[0].run)
-    }
-}
-
-impl<'e> Cycler<'e> for Cycles<'_, 'e> {
-    type Error = Fatal;
-
-    fn em(&mut self) -> &mut Emitter<'e> {
-        self.em
-    }
-
-    fn growth_bytes(&self) -> u64 {
-        self.st.ports.growth_bytes()
-    }
-
-    fn set_mate_step(&mut self, step_ms: u32) -> Result<(), ControllerError> {
-        self.st.cutter.set_mate_step(step_ms)?;
-        self.mate_step_ms = Some(step_ms);
-        Ok(())
-    }
-
-    fn cycle(&mut self, cycle: u32, last: bool) -> Result<CycleEnd, Fatal> {
-        debug_assert_eq!(self.lanes[0].run.next_cycle().0, cycle);
-        self.one_cycle(last)
-    }
-
-    fn finish_interrupted(&mut self, cycle: u32, last: bool) -> Result<CycleEnd, Fatal> {
-        (self.cycle_t0, self.waits) = (Instant::now(), Duration::ZERO);
-        // Powered back on as that cycle's fault would have been (in a mix, its own).
-        self.st.cutter.aim(self.plan.fault(cycle), None).map_err(Fatal::Aim)?;
-        self.settle(Pending { cycle, outcome: None, last, end: CycleEnd { cycle, ..CycleEnd::default() } }, Duration::ZERO)
-    }
-
-    fn power_cycle_dead_device(&mut self, cycle: u32) -> Option<String> {
-        let Setup { ports, cutter, .. } = &mut *self.st;
-        ports.power_cycle_dead_device(cutter, self.plan, self.em, cycle, self.span.0)
-    }
-
-    fn sync(&mut self) -> Result<(), Fatal> {
-        Ok(self.lanes[0].run.ledger.sync()?)
-    }
-}
-
-/// The cycles; `Err` ends the run with a harness error.
+/// The cycles of a single-port run; `Err` ends the run with a harness error.
 #[expect(clippy::too_many_arguments, reason = "what a run holds open, lent to its cycles once")]
 pub(super) fn cycles<'r>(
     plan: &'r RunPlan,
@@ -341,10 +490,10 @@ pub(super) fn cycles<'r>(
     let spec = run.layout.spec().clone();
     let from = resume::Start::new(run.history(), resumed);
     let span = (spec.span_start, spec.span_end);
-    let lane = Lane { port: 0, run, dir: run_dir.to_path_buf(), span, checked_upto: from.checked_upto };
+    let mut lanes = vec![Lane { port: 0, run, dir: run_dir.to_path_buf(), span, checked_upto: from.checked_upto }];
     st.ports.read_health(em);
-    let mut c =
-        Cycles { plan, o, st, em, observer, span, lanes: vec![lane], mate_step_ms: None, cycle_t0: Instant::now(), waits: Duration::ZERO };
+    let Setup { ports, cutter, .. } = st;
+    let mut c = Cycles::new(plan, None, o, ports, &mut lanes, cutter, em, observer);
     c.controller_log(None);
     let from = StartAt { cycles_ended: from.cycles_ended, interrupted: from.interrupted };
     run_cycles(&mut c, plan, run_dir, o, from, resumed, cycles_run)

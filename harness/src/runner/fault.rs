@@ -153,6 +153,20 @@ impl Cutter {
         }
     }
 
+    /// Turns the power switch on if it reads back off (or cannot read back); `true` when it
+    /// read back off. Nothing without a power switch.
+    pub fn power_on_if_off(&mut self) -> Result<bool, ControllerError> {
+        let Some(p) = &mut self.power else { return Ok(false) };
+        let off = match p.capabilities().state_readback {
+            true => p.state().map_err(ControllerError::of)? == PowerState::Off,
+            false => false,
+        };
+        if off || !p.capabilities().state_readback {
+            p.power_on().map_err(ControllerError::of)?;
+        }
+        Ok(off)
+    }
+
     /// Whether the switch itself confirms the cut: `None` when it cannot read its state back
     /// (the device disappearing must confirm it) or for a link reset (the controller confirms
     /// the reset it reports done).

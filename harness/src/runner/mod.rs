@@ -34,6 +34,7 @@ mod resume;
 mod run_loop;
 pub mod setup;
 pub mod stop;
+mod writers;
 
 use crate::events::{Event, Sinks, Verdict};
 use crate::report::Recorder;

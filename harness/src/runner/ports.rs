@@ -1,4 +1,4 @@
-//! The ports of the device under test, as both cycle loops reach them around a fault: one
+//! The ports of the device under test, as a cycle reaches them around a fault: one
 //! [`Dut`] per port (one for a single-port run), with each port's health logs as last read.
 //! Whatever a one-port run does after a fault, a dual-port run does for every port through
 //! these: wait until each answers (a `ready` event, or a `dead_device` finding), read and judge
@@ -32,24 +32,20 @@ impl PortSet {
         PortSet { health: duts.iter().map(|_| None).collect(), duts, names }
     }
 
-    /// The one port of a single-port run (the first of any run).
-    pub fn first(&mut self) -> &mut dyn Dut {
-        self.duts[0].as_mut()
-    }
-
     pub fn len(&self) -> usize {
         self.duts.len()
     }
 
     /// How a line about port `i` begins: nothing when the device has one port.
-    fn prefix(&self, i: usize) -> String {
+    pub fn prefix(&self, i: usize) -> String {
         match (self.duts.len(), self.names.get(i)) {
             (2.., Some((_, name))) => format!("port {name}: "),
             _ => String::new(),
         }
     }
 
-    fn id(&self, i: usize) -> PortId {
+    /// Port `i`'s id in the run's port table.
+    pub fn id(&self, i: usize) -> PortId {
         self.names.get(i).map_or(PortId(i as u8), |(id, _)| *id)
     }
 
@@ -137,10 +133,12 @@ impl PortSet {
         Ok(())
     }
 
-    /// Waits for every port to answer a read of `at`, one after the other, each within
-    /// `timeout` ([`PortSet::ready`] for each); `Err` names the port found ambiguous.
-    pub fn wait_all(
+    /// Waits for the ports in `which` to answer a read of `at`, one after the other, each
+    /// within `timeout` ([`PortSet::ready`] for each); `Err` names the port found ambiguous.
+    #[expect(clippy::too_many_arguments, reason = "a cycle's record, lent to the wait")]
+    pub fn wait_for(
         &mut self,
+        which: &[usize],
         at: u64,
         timeout: Duration,
         cycle: u32,
@@ -148,18 +146,24 @@ impl PortSet {
         end: &mut CycleEnd,
         findings: &mut Vec<Finding>,
     ) -> Result<(), (usize, DutError)> {
-        for i in 0..self.duts.len() {
+        for &i in which {
             let r = self.duts[i].wait_ready(at, timeout);
             self.ready(i, cycle, r, em, end, findings).map_err(|e| (i, e))?;
         }
         Ok(())
     }
 
+    /// Lets go of the ports in `which` before their power (or link) returns.
+    pub fn release(&mut self, which: &[usize]) {
+        for &i in which {
+            self.duts[i].release();
+        }
+    }
+
     /// Lets go of every port before the power returns.
     pub fn release_all(&mut self) {
-        for d in self.duts.iter_mut() {
-            d.release();
-        }
+        let all: Vec<usize> = (0..self.duts.len()).collect();
+        self.release(&all);
     }
 
     /// `stop.on_dead_device = "continue"`: cut power once more and wait once more for every

@@ -40,6 +40,10 @@ pub(super) trait Cycler<'e> {
     /// port; `Some(why)` ends the run.
     fn power_cycle_dead_device(&mut self, cycle: u32) -> Option<String>;
 
+    /// A resumed run whose cycles had all ended: the drive is powered on, as between any two
+    /// cycles (the harness may have died before its switch's state was saved).
+    fn power_on_between_cycles(&mut self);
+
     /// Makes every ledger durable at the end of the run.
     fn sync(&mut self) -> Result<(), Self::Error>;
 }
@@ -92,6 +96,8 @@ pub(super) fn run_cycles<'e, C: Cycler<'e>>(
             if let Some(why) = after(c, plan, &mut streak, &end) {
                 return Ok(stopped(c, why));
             }
+        } else {
+            c.power_on_between_cycles();
         }
     }
     while done < plan.cycles {

@@ -2,14 +2,12 @@
 //! carries its cause; what the run had recorded stays recorded (the runner emits the error
 //! and ends the run).
 
-use crate::ledger::LedgerError;
 use crate::run::RunError;
 use crate::runner::dut::{DutCycleError, DutError};
 use crate::runner::fault::ControllerError;
 use crate::runner::setup::SetupError;
 use crate::scenario::ScenarioError;
 use crate::workload::WorkloadError;
-use crate::writer::WriteError;
 use faultline_drivers::blockdev::FindError;
 use faultline_drivers::{LinkError, OpenError};
 use std::path::PathBuf;
@@ -61,14 +59,7 @@ pub(crate) enum ReopenPortError {
     NotFound { at_path: Box<ReopenPortError>, port: String, want: String, source: Box<FindError> },
 }
 
-/// Why a port's writer ended its cycle without an outcome.
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum WriterError {
-    #[error("{0}")]
-    Target(DutError),
-    #[error("{0}")]
-    Write(WriteError),
-}
+pub(crate) use crate::runner::writers::WriterError;
 
 /// Why a performance run's measurements ended.
 #[derive(Debug, thiserror::Error)]
@@ -111,7 +102,5 @@ pub(crate) enum DualRunError {
     #[error(transparent)]
     Verify(#[from] crate::runner::lane::ShareCheckError),
     #[error(transparent)]
-    Cycle(#[from] super::cycle::DualCycleError),
-    #[error("{}: {source}", .dir.display())]
-    Sync { dir: PathBuf, source: LedgerError },
+    Cycle(#[from] crate::runner::cycle::Fatal),
 }

@@ -3,9 +3,13 @@
 //! `port_disturbance` finding whose detail names the port, the metric, the figure and the
 //! budget.
 
-use crate::scenario::Budget;
+use crate::events::Event;
+use crate::port::PortId;
+use crate::runner::emit::Emitter;
+use crate::scenario::{Budget, DualPlan, PortRole};
 use crate::verify::{Finding, FindingClass, Shown};
-use crate::writer::WindowFigures;
+use crate::writer::{Phase, WindowFigures, Windows};
+use std::time::{Duration, Instant};
 
 /// One port's figures around one fault, as judged.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -70,6 +74,79 @@ pub fn finding(cycle: u32, port: &str, faulted: &str, breach: &str) -> Finding {
         found: Shown::Prior,
         cycle,
         detail: format!("port {port}, while port {faulted} was faulted: {breach}"),
+    }
+}
+
+/// Judges the ports the fault did not hit against their baseline, unless the harness
+/// itself was kept from running long enough to explain a breach (an overloaded machine):
+/// then the breaches are noted, not found. Emits each port's window.
+#[expect(clippy::too_many_arguments, reason = "one cycle's windows and record, lent once")]
+pub(crate) fn judge_windows(
+    em: &mut Emitter<'_>,
+    dual: &DualPlan,
+    cycle: u32,
+    hit: usize,
+    every: bool,
+    windows: &Windows,
+    t_end: Instant,
+    findings: &mut Vec<Finding>,
+) {
+    let spec = &dual.spec;
+    let faulted_name = if every { "all".to_string() } else { dual.ports[hit].name.clone() };
+    let starved = windows.lateness(Phase::Fault).max(windows.lateness(Phase::Baseline));
+    let void = starved > Duration::from_millis((spec.budget.max_stall_ms / 5).max(25));
+    for (i, p) in dual.ports.iter().enumerate() {
+        let is_hit = i == hit || every;
+        let base = windows.figures(i, Phase::Baseline, t_end);
+        let during = windows.figures(i, Phase::Fault, t_end);
+        let mut judged = Judged::default();
+        if let (false, PortRole::Writer, Some(b), Some(d)) = (is_hit, p.role, &base, &during) {
+            judged = judge(&p.name, b, d, &spec.budget);
+            if void && !judged.breaches.is_empty() {
+                let t_ns = em.now();
+                em.emit(Event::Note {
+                    t_ns,
+                    cycle: Some(cycle),
+                    message: format!(
+                        "port {} not judged in cycle {cycle}: the harness itself was kept from running for {:.1} ms (the machine is overloaded), so these say nothing about the drive: {}",
+                        p.name,
+                        starved.as_secs_f64() * 1e3,
+                        judged.breaches.join("; ")
+                    ),
+                });
+                judged.breaches.clear();
+            }
+            for breach in &judged.breaches {
+                findings.push(finding(cycle, &p.name, &faulted_name, breach));
+            }
+        }
+        let t_ns = em.now();
+        let series = windows.series(i);
+        let from = windows.started(Phase::Baseline).map_or(0, |d| (d.as_nanos() / crate::writer::windows::BUCKET.as_nanos()) as usize);
+        // To the last completion: the drain after the window shows a stalled port coming back.
+        let upto = series.len();
+        let kept = series.get(from.min(upto)..upto).unwrap_or_default();
+        let t_of = |ph| windows.started(ph).map(|d| em.ns(windows.epoch() + d));
+        let (baseline_t_ns, fault_t_ns, window_end_t_ns) = (t_of(Phase::Baseline), t_of(Phase::Fault), t_of(Phase::After));
+        em.emit(Event::PortWindow {
+            t_ns,
+            cycle,
+            port: PortId(i as u8),
+            name: p.name.clone(),
+            faulted: is_hit,
+            baseline_t_ns,
+            fault_t_ns,
+            window_end_t_ns,
+            baseline: base,
+            fault: during,
+            throughput_ratio: judged.throughput_ratio,
+            p99_ratio: judged.p99_ratio,
+            disturbed: !judged.breaches.is_empty(),
+            harness_late_us: Some(u64::try_from(starved.as_micros()).unwrap_or(u64::MAX)),
+            bucket_ms: crate::writer::windows::BUCKET.as_millis() as u32,
+            series_bytes: kept.iter().map(|b| b.bytes).collect(),
+            series_max_latency_us: kept.iter().map(|b| b.max_latency_us).collect(),
+        });
     }
 }
 

@@ -15,14 +15,15 @@
 //! Files: `mod.rs` (this: the cycle), `judge.rs` (the budgets), `device.rs` (the ports of a
 //! simulated or real drive).
 
-mod cycle;
 mod device;
 mod error;
 mod judge;
 mod perf;
 mod sim;
 
-use super::cycle::Ending;
+pub(super) use judge::judge_windows;
+
+use super::cycle::{Cycles, Ending};
 use super::emit::Emitter;
 use super::lane::{may_hold, verify_lanes, CheckOf, Lane, Readers};
 use super::resume::{Prior, Start};
@@ -33,31 +34,16 @@ use crate::events::Event;
 use crate::ledger::{RunHeader, TargetFacts};
 use crate::port::PortId;
 use crate::run::{open_run, OpenRun};
-use crate::runner::dut::{DutError, Readiness};
 use crate::runner::ports::PortSet;
 use crate::scenario::{DualPlan, PortRole, RunPlan};
 use crate::workload::Layout;
-use crate::writer::CycleOutcome;
-use cycle::DualCycles;
 use device::{open_ports, Ports};
 pub(crate) use error::DualRunError;
-use error::WriterError;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
-
-/// How often the harness checks that it is being scheduled.
-const TICK: Duration = Duration::from_millis(2);
 
 /// The directory of port `name`'s run inside a dual-port run directory.
 pub fn port_dir(run_dir: &Path, name: &str) -> PathBuf {
     run_dir.join("ports").join(name)
-}
-
-/// What a writer thread gives back.
-struct PortEnd {
-    outcome: Result<CycleOutcome, WriterError>,
-    /// A port a link fault hit: how long it took to answer again after the fault, or why not.
-    ready: Option<Result<Readiness, DutError>>,
 }
 
 /// Runs a dual-port plan; events go to `em`. `prior` is `None` for a new run; for `faultline
@@ -154,9 +140,9 @@ pub(crate) fn run(
     }
     let mut ports = PortSet::new(plan, devs);
     ports.read_health(em);
-    let mut c = DualCycles { plan, dual, ports: &mut ports, lanes: &mut lanes, cutter: &mut cutter, em, o, mate_step_ms: None, observer };
+    let mut c = Cycles::new(plan, Some(dual), o, &mut ports, &mut lanes, &mut cutter, em, observer);
     c.controller_log(None);
-    run_cycles(&mut c, plan, run_dir, o, StartAt { cycles_ended: done, interrupted }, prior, cycles_run)
+    Ok(run_cycles(&mut c, plan, run_dir, o, StartAt { cycles_ended: done, interrupted }, prior, cycles_run)?)
 }
 
 /// `[start, end)` percent of the span, rounded to whole MiB inside it.
