@@ -5,13 +5,13 @@
 //! hit (a dual-port plan), verify every share through every port, record. The loop around it,
 //! the stop policy included, is `run_loop`'s.
 
-use super::dut::{self, DutError, HealthLogs};
+use super::dut::{self, DutError, HealthLogs, Readiness};
 use super::emit::Emitter;
 use super::fault::{confirm_cut, cycle_rng, placement, saw_device_go, ControllerError, Cutter, PLACE_SALT};
 use super::lane::{may_hold, verify_lanes, CheckOf, Lane, Readers, ReopenRunError, ShareCheckError};
 use super::ports::{controller_log, PortSet};
 use super::resume;
-use super::run_loop::{run_cycles, Cycler, StartAt};
+use super::run_loop::{run_cycles, StartAt};
 use super::setup::{RunnerOptions, Setup};
 use super::stop::{self, ControllerStep, CycleEnd};
 use super::writers::{self, NoCut, Phase1, Written};
@@ -44,37 +44,34 @@ pub(super) struct Cycles<'r, 'e> {
     waits: Duration,
 }
 
-impl<'e> Cycler<'e> for Cycles<'_, 'e> {
-    type Error = Fatal;
-
-    fn em(&mut self) -> &mut Emitter<'e> {
+/// What the loop over cycles (`run_loop`) asks of them.
+impl<'e> Cycles<'_, 'e> {
+    pub fn em(&mut self) -> &mut Emitter<'e> {
         self.em
     }
 
-    fn growth_bytes(&self) -> u64 {
+    /// How much the device's files in the run directory may still grow.
+    pub fn growth_bytes(&self) -> u64 {
         self.ports.growth_bytes()
     }
 
-    fn set_mate_step(&mut self, step_ms: u32) -> Result<(), ControllerError> {
+    /// Sets the pin-mate step of the next cut.
+    pub fn set_mate_step(&mut self, step_ms: u32) -> Result<(), ControllerError> {
         self.cutter.set_mate_step(step_ms)?;
         self.mate_step_ms = Some(step_ms);
         Ok(())
     }
 
-    fn cycle(&mut self, cycle: u32, last: bool) -> Result<CycleEnd, Fatal> {
-        self.one_cycle(cycle, last)
-    }
-
-    fn finish_interrupted(&mut self, cycle: u32, last: bool) -> Result<CycleEnd, Fatal> {
-        self.interrupted(cycle, last)
-    }
-
-    fn power_cycle_dead_device(&mut self, cycle: u32) -> Option<String> {
+    /// `stop.on_dead_device = "continue"`: cut power once more and wait once more for every
+    /// port; `Some(why)` ends the run.
+    pub fn power_cycle_dead_device(&mut self, cycle: u32) -> Option<String> {
         let at = self.probe_at();
         self.ports.power_cycle_dead_device(self.cutter, self.plan, self.em, cycle, at)
     }
 
-    fn power_on_between_cycles(&mut self) {
+    /// A resumed run whose cycles had all ended: the drive is powered on, as between any two
+    /// cycles (the harness may have died before its switch's state was saved).
+    pub fn power_on_between_cycles(&mut self) {
         match self.cutter.power_on_if_off() {
             Ok(false) => {}
             Ok(true) => {
@@ -88,7 +85,8 @@ impl<'e> Cycler<'e> for Cycles<'_, 'e> {
         }
     }
 
-    fn sync(&mut self) -> Result<(), Fatal> {
+    /// Makes every ledger durable at the end of the run.
+    pub fn sync(&mut self) -> Result<(), Fatal> {
         for lane in self.lanes.iter_mut() {
             lane.run.ledger.sync().map_err(|source| Fatal::Sync { dir: lane.dir.clone(), source })?;
         }
@@ -149,8 +147,8 @@ impl<'r, 'e> Cycles<'r, 'e> {
         controller_log(self.cutter, self.em, cycle);
     }
 
-    /// One cycle; what it came to, for the stop policy.
-    fn one_cycle(&mut self, cycle: u32, last: bool) -> Result<CycleEnd, Fatal> {
+    /// Runs cycle `cycle`; what it came to, for the stop policy.
+    pub fn one_cycle(&mut self, cycle: u32, last: bool) -> Result<CycleEnd, Fatal> {
         let plan = self.plan;
         let fault = plan.fault(cycle);
         let (every, power) = (fault.hits_every_port() || self.dual.is_none(), fault.is_power_cut());
@@ -175,7 +173,7 @@ impl<'r, 'e> Cycles<'r, 'e> {
         }
         let mut end = CycleEnd { cycle, ..CycleEnd::default() };
         let mut findings: Vec<Finding> = Vec::new();
-        let faulted = self.writers_ended(cycle, hit, every, planned, &w, &mut end, &mut findings)?;
+        let faulted = self.writers_ended(cycle, hit, every, planned, &w, &mut end)?;
         self.waits += match (&w.windows, &faulted, &w.landed) {
             // The windows are timed: the whole phase waited on them.
             (Some(_), _, _) => w.t_end - w.started,
@@ -225,7 +223,8 @@ impl<'r, 'e> Cycles<'r, 'e> {
                 .filter(|i| *i == hit || every)
                 .filter(|i| !w.ends.iter().any(|(j, pe)| j == i && pe.ready.is_some()))
                 .collect();
-            if !self.settle_ports(cycle, &waiting, plan.off_time, &mut end, &mut findings)? {
+            let answered: Vec<_> = w.ends.iter().filter_map(|(i, pe)| Some((*i, pe.ready.clone()?))).collect();
+            if !self.settle_ports(cycle, &answered, &waiting, plan.off_time, &mut end, &mut findings)? {
                 self.em.end_cycle(cycle, Verdict::Error, faulted.as_ref(), None);
                 return Ok(end);
             }
@@ -247,9 +246,8 @@ impl<'r, 'e> Cycles<'r, 'e> {
 
     /// What each port's writer did: a writer that failed has its cycle closed in its ledger and
     /// is an error; the faulted port's outcome (the first, for a fault that hits every port) is
-    /// the cut's; a port its writer waited for after a link fault answered or did not. Saves
-    /// the simulated drive when no writer recorded an end (their hooks saved it otherwise).
-    #[expect(clippy::too_many_arguments, reason = "one cycle's state, passed down once")]
+    /// the cut's. Saves the simulated drive when no writer recorded an end (their hooks saved
+    /// it otherwise).
     fn writers_ended(
         &mut self,
         cycle: u32,
@@ -258,7 +256,6 @@ impl<'r, 'e> Cycles<'r, 'e> {
         planned: Option<u64>,
         w: &Written,
         end: &mut CycleEnd,
-        findings: &mut Vec<Finding>,
     ) -> Result<Option<CycleOutcome>, Fatal> {
         let mut faulted = None;
         for (i, pe) in &w.ends {
@@ -278,11 +275,6 @@ impl<'r, 'e> Cycles<'r, 'e> {
                 }
                 Ok(_) => {}
             }
-            if let Some(r) = &pe.ready {
-                self.ports
-                    .ready(*i, cycle, r.clone(), self.em, end, findings)
-                    .map_err(|source| Fatal::Port { prefix: self.ports.prefix(*i), source })?;
-            }
         }
         if w.ends.iter().all(|(_, pe)| pe.outcome.is_err()) {
             for i in 0..self.ports.len() {
@@ -293,11 +285,13 @@ impl<'r, 'e> Cycles<'r, 'e> {
     }
 
     /// After a cut (or a cut the controller failed, which may still have happened): power on
-    /// after `off` (a link fault is back when its reset returned), say so, and wait for the
-    /// ports in `waiting`. `false` when the power could not be turned on (recorded).
+    /// after `off` (a link fault is back when its reset returned), say so, record the ports
+    /// whose writers waited for them (`answered`), and wait for the ports in `waiting`.
+    /// `false` when the power could not be turned on (recorded).
     fn settle_ports(
         &mut self,
         cycle: u32,
+        answered: &[(usize, Result<Readiness, DutError>)],
         waiting: &[usize],
         off: Duration,
         end: &mut CycleEnd,
@@ -316,6 +310,10 @@ impl<'r, 'e> Cycles<'r, 'e> {
         }
         let t_ns = self.em.now();
         self.em.emit(if self.cutter.is_link() { Event::LinkRestored { t_ns, cycle } } else { Event::PowerRestored { t_ns, cycle } });
+        for (i, r) in answered {
+            let prefix = self.ports.prefix(*i);
+            self.ports.ready(*i, cycle, r.clone(), self.em, end, findings).map_err(|source| Fatal::Port { prefix, source })?;
+        }
         let t_ready = Instant::now();
         self.wait_for(cycle, waiting, end, findings)?;
         self.waits += t_ready.elapsed();
@@ -349,7 +347,7 @@ impl<'r, 'e> Cycles<'r, 'e> {
     /// or ruled out: nobody knows whether the fault landed), and verify every share through
     /// every port. Every port's ledger has closed the cycle as interrupted, so none of its
     /// writes counts as durable beyond what had been recorded.
-    fn interrupted(&mut self, cycle: u32, last: bool) -> Result<CycleEnd, Fatal> {
+    pub fn interrupted(&mut self, cycle: u32, last: bool) -> Result<CycleEnd, Fatal> {
         (self.cycle_t0, self.waits) = (Instant::now(), Duration::ZERO);
         // A port whose writer had not begun the cycle: begun and interrupted, with no write.
         self.align(cycle + 1)?;
@@ -357,7 +355,7 @@ impl<'r, 'e> Cycles<'r, 'e> {
         let mut findings: Vec<Finding> = Vec::new();
         self.aim(cycle)?;
         let every: Vec<usize> = (0..self.ports.len()).collect();
-        if !self.settle_ports(cycle, &every, Duration::ZERO, &mut end, &mut findings)? {
+        if !self.settle_ports(cycle, &[], &every, Duration::ZERO, &mut end, &mut findings)? {
             self.em.end_cycle(cycle, Verdict::Error, None, None);
             return Ok(end);
         }

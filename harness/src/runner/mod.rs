@@ -18,9 +18,10 @@
 //! Rooms: [`setup`] (opening), [`dut`] (the device seam), [`fault`] (placement, cutters,
 //! confirmation), [`regions`], [`stop`] (the stop policy, suspension), `emit` (run clock,
 //! finding deduplication), `resume` (taking a run up again), `run_loop` (the loop over
-//! cycles, for one port or many), `cycle` (one single-port cycle's steps), `dual` (one
-//! dual-port cycle's), `ports` (what every port goes through after a fault), `lane` (each
-//! share's run and its verification).
+//! cycles), `cycle` (one cycle's steps, for one port or many), `writers` (its write phase),
+//! `dual` (opening a dual-port run, judging its windows, its performance mode), `ports`
+//! (what every port goes through after a fault), `lane` (each share's run and its
+//! verification).
 
 mod cycle;
 mod dual;

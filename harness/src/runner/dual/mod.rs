@@ -1,7 +1,9 @@
-//! Dual-port runs: one writer thread per port, each with its own target, ledger and stop
-//! token, sampled in windows on one clock; a fault that hits one port (from the fault's own
-//! thread) while the others write; then the other ports judged against their baseline, and
-//! every port's share verified through its own port and through every other one.
+//! Dual-port runs, opened: every port of the drive, each writer port's run over its share,
+//! then the cycles, which are a single-port run's (`runner/cycle.rs`) with windows: one
+//! writer thread per port, sampled on one clock; a fault that hits one port (from the
+//! fault's own thread) while the others write; then the other ports judged against their
+//! baseline, and every port's share verified through its own port and through every other
+//! one.
 //!
 //! A cycle: `start all writers -> warm-up -> baseline -> fault on port X (X's writer cuts) ->
 //! X back and answering -> settle -> stop the others -> verify every share through every port
@@ -10,10 +12,11 @@
 //! Each writer port keeps its run in `RUN_DIR/ports/<name>/` (a ledger and a layout over its
 //! share of the span, bound to the identity of the device seen through that port), so that
 //! two ports never share a write id space, and `faultline verify` works on one share.
-//! `faultline resume` takes a failover run up again from those ledgers and the saved drive.
+//! `faultline resume` takes a dual-port run up again from those ledgers and the saved drive.
 //!
-//! Files: `mod.rs` (this: the cycle), `judge.rs` (the budgets), `device.rs` (the ports of a
-//! simulated or real drive).
+//! Files: `mod.rs` (this: opening the run), `judge.rs` (the budgets, the windows judged),
+//! `device.rs` (the ports of a real drive), `sim.rs` (those of the simulated one), `perf.rs`
+//! (the performance mode), `error.rs`.
 
 mod device;
 mod error;
