@@ -44,6 +44,12 @@ fn the_dual_port_demo_is_clean_on_an_honest_drive_and_finds_a_drive_that_freezes
         assert_eq!(p["cycles_judged"], 5, "{p}");
     }
     assert!(dir.join("ports/A/ledger.fl").exists() && dir.join("ports/B/ledger.fl").exists());
+    // A pull is a link fault: recorded as a one-port run's is, the link restored and then the
+    // port it hit ready, once per cycle; the power is never said to come back.
+    let n = kinds(&dir);
+    let (pulls, ready) = (n.get("cycle_ended").copied(), n.get("ready").copied());
+    assert_eq!((n.get("link_restored").copied(), ready), (pulls, pulls), "{n:?}");
+    assert_eq!(n.get("power_restored"), None, "{n:?}");
     let _ = std::fs::remove_dir_all(&dir);
 
     let dir = scratch("freeze");

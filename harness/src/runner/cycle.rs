@@ -14,7 +14,7 @@ use super::resume;
 use super::run_loop::{run_cycles, StartAt};
 use super::setup::{RunnerOptions, Setup};
 use super::stop::{self, ControllerStep, CycleEnd};
-use super::writers::{self, NoCut, Phase1, Written};
+use super::writers::{self, NoCut, WritePhase, Written};
 use crate::events::{Event, Verdict};
 use crate::health::{judge, judge_ocp, HealthAnomaly, HealthCheck, HealthPolicy, Shutdown};
 use crate::scenario::{DualPlan, RunPlan};
@@ -165,7 +165,7 @@ impl<'r, 'e> Cycles<'r, 'e> {
             None => placement(&plan.cut, fault.is_clean_shutdown(), &mut cycle_rng(plan.seed, PLACE_SALT, cycle)),
         };
         (self.cycle_t0, self.waits) = (Instant::now(), Duration::ZERO);
-        let phase = Phase1 { cycle, hit, every, power, place, windows: self.dual.map(|d| &d.spec), probe_at: self.probe_at() };
+        let phase = WritePhase { cycle, hit, every, power, place, windows: self.dual.map(|d| &d.spec), probe_at: self.probe_at() };
         let w = writers::write(plan, self.o, self.ports, self.lanes, self.cutter, &phase);
         for message in self.ports.notes() {
             let t_ns = self.em.now();

@@ -77,7 +77,7 @@ pub(super) struct Written {
 }
 
 /// The cycle's write phase, as the cycle asks for it.
-pub(super) struct Phase1<'a> {
+pub(super) struct WritePhase<'a> {
     pub cycle: u32,
     /// The port the fault hits (an index into the run's ports), and whether it hits every port.
     pub hit: usize,
@@ -100,7 +100,7 @@ pub(super) fn write(
     ports: &mut PortSet,
     lanes: &mut [Lane],
     cutter: &mut Cutter,
-    p: &Phase1<'_>,
+    p: &WritePhase<'_>,
 ) -> Written {
     let (cycle, hit, every, power) = (p.cycle, p.hit, p.every, p.power);
     let windows = p.windows.map(|_| Arc::new(Windows::new(ports.len())));
