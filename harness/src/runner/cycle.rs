@@ -25,19 +25,19 @@ use std::time::{Duration, Instant};
 
 /// What a run's cycles share: its ports, their shares, the cutter, the record.
 pub(super) struct Cycles<'r, 'e> {
-    pub plan: &'r RunPlan,
+    plan: &'r RunPlan,
     /// The dual-port part of the plan (`None`: one port): which port each fault hits, the
     /// windows, how shares are read.
-    pub dual: Option<&'r DualPlan>,
-    pub o: &'r RunnerOptions,
-    pub ports: &'r mut PortSet,
+    dual: Option<&'r DualPlan>,
+    o: &'r RunnerOptions,
+    ports: &'r mut PortSet,
     /// Every writer port's share: its run and ledger (for one port, the run directory's).
-    pub lanes: &'r mut [Lane],
-    pub cutter: &'r mut Cutter,
-    pub em: &'r mut Emitter<'e>,
-    pub observer: Option<&'r mut (dyn CycleObserver + 'static)>,
+    lanes: &'r mut [Lane],
+    cutter: &'r mut Cutter,
+    em: &'r mut Emitter<'e>,
+    observer: Option<&'r mut (dyn CycleObserver + 'static)>,
     /// The pin-mate step set for the next cut, if the scenario sweeps them.
-    pub mate_step_ms: Option<u32>,
+    mate_step_ms: Option<u32>,
     /// When the cycle in progress started, and how long of it was spent waiting on the
     /// workload, the controller, the off time and the device (so the rest is the harness's).
     cycle_t0: Instant,

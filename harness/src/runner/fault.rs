@@ -157,11 +157,9 @@ impl Cutter {
     /// read back off. Nothing without a power switch.
     pub fn power_on_if_off(&mut self) -> Result<bool, ControllerError> {
         let Some(p) = &mut self.power else { return Ok(false) };
-        let off = match p.capabilities().state_readback {
-            true => p.state().map_err(ControllerError::of)? == PowerState::Off,
-            false => false,
-        };
-        if off || !p.capabilities().state_readback {
+        let readback = p.capabilities().state_readback;
+        let off = readback && p.state().map_err(ControllerError::of)? == PowerState::Off;
+        if off || !readback {
             p.power_on().map_err(ControllerError::of)?;
         }
         Ok(off)

@@ -64,7 +64,7 @@ pub(crate) struct Setup {
     /// The device's one port.
     pub ports: PortSet,
     pub cutter: Cutter,
-    /// `None` only while the run is being reopened after a failed cycle.
+    /// Taken by the cycles (`cycle::cycles`), which hold it as the run's one share.
     pub run: Option<OpenRun>,
     pub header: RunHeader,
     pub notes: Vec<String>,

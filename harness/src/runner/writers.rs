@@ -93,7 +93,8 @@ pub(super) struct WritePhase<'a> {
     pub probe_at: u64,
 }
 
-/// Runs the write phase: each lane's writer on its own thread through its port.
+/// Runs the write phase: each lane's writer through its port, on its own thread (a lone
+/// writer without windows on this one).
 pub(super) fn write(
     plan: &RunPlan,
     o: &RunnerOptions,

@@ -10,7 +10,7 @@ use super::Lane;
 use crate::events::Event;
 use crate::port::PortId;
 use crate::run::OpenRun;
-use crate::runner::dut::{Dut, DutCycleError, Workload};
+use crate::runner::dut::{Dut, Workload};
 use crate::runner::emit::Emitter;
 use crate::runner::RunnerOptions;
 use crate::scenario::{DualPlan, RunPlan};
@@ -79,10 +79,7 @@ pub(super) fn run(
                 hs.push(sc.spawn(move || {
                     let OpenRun { ledger, layout, format, .. } = &mut lane.run;
                     let w = Workload { layout, format, contract: plan.contract, opts: &copts };
-                    let r = dev.run_cycle(&w, ledger, &mut || Ok(())).map(|_| ()).map_err(|e| match e {
-                        DutCycleError::Write(e) => WriterError::Write(e),
-                        DutCycleError::Dut(e) => WriterError::Target(e),
-                    });
+                    let r = dev.run_cycle(&w, ledger, &mut || Ok(())).map(|_| ()).map_err(WriterError::from);
                     (i, r)
                 }));
             }
