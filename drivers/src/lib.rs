@@ -20,6 +20,7 @@ pub mod guard;
 pub mod identity;
 pub mod latency;
 pub mod link;
+pub mod nbd;
 pub mod nvme;
 pub mod open;
 pub mod passthru;

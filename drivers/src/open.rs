@@ -36,6 +36,8 @@ pub enum Engine {
     Sync,
     /// `NVME_IOCTL_IO_CMD` on a controller's character device ([`crate::passthru`]).
     NvmePassthru,
+    /// An NBD export's requests over its connection ([`crate::nbd`]).
+    Nbd,
 }
 
 impl std::fmt::Display for Engine {
@@ -44,6 +46,7 @@ impl std::fmt::Display for Engine {
             Engine::IoUring => "io_uring",
             Engine::Sync => "pwritev2/preadv2",
             Engine::NvmePassthru => "nvme-passthru",
+            Engine::Nbd => "nbd",
         })
     }
 }
@@ -65,10 +68,16 @@ pub enum OpenError {
     Target(#[from] TargetError),
     #[error(transparent)]
     Guard(#[from] GuardError),
+    #[error(transparent)]
+    Nbd(#[from] crate::nbd::NbdOpenError),
 }
 
-/// Opens `path` as `spec` says, refusing devices the guards reject.
+/// Opens `path` as `spec` says, refusing devices the guards reject. A path that is an NBD URI
+/// (`nbd://HOST[:PORT]/EXPORT`, `nbd+unix:///EXPORT?socket=PATH`) opens that export.
 pub fn open_target(path: &Path, spec: &OpenSpec) -> Result<Opened, OpenError> {
+    if let Some(uri) = path.to_str().filter(|s| crate::nbd::looks_like_nbd(s)) {
+        return open_nbd(uri, spec);
+    }
     let shown = path.display().to_string();
     let meta = std::fs::metadata(path).map_err(|source| TargetError::Open { path: shown.clone(), source })?;
     let is_block = meta.file_type().is_block_device();
@@ -133,4 +142,49 @@ pub fn open_target(path: &Path, spec: &OpenSpec) -> Result<Opened, OpenError> {
         }
     };
     Ok(Opened { target, engine, block_device: is_block, direct, notes })
+}
+
+/// An NBD export: the URI names it (there is no sysfs identity to check, so a serial, WWID,
+/// model or backing file expected of it is refused as unknowable), its size is checked, and
+/// its first bytes are probed for a partition table or filesystem before anything is written.
+/// Whether another client writes the same export is the server's to refuse, not this host's.
+fn open_nbd(uri: &str, spec: &OpenSpec) -> Result<Opened, OpenError> {
+    use crate::nbd::{NbdOpenError, NbdTarget, NbdUri};
+    let parsed = NbdUri::parse(uri).map_err(NbdOpenError::Uri)?;
+    let e = &spec.expect;
+    let unknowable: Vec<&str> = [
+        ("serial", e.serial.is_some()),
+        ("WWID", e.wwid.is_some()),
+        ("model", e.model.is_some()),
+        ("backing file", e.backing_file.is_some()),
+    ]
+    .iter()
+    .filter(|(_, given)| *given)
+    .map(|(w, _)| *w)
+    .collect();
+    if !unknowable.is_empty() {
+        return Err(GuardError::Identity {
+            dev: uri.to_string(),
+            why: format!("an NBD export reports no {}: name it by its URI (and its size)", unknowable.join(" or ")),
+        }
+        .into());
+    }
+    let mut t = NbdTarget::open(&parsed, spec.writable, spec.queue_depth)?;
+    let size = t.export().size;
+    if let Some(want) = e.size_bytes.filter(|w| *w != size) {
+        return Err(GuardError::Identity { dev: uri.to_string(), why: format!("size is {size} bytes, expected {want}") }.into());
+    }
+    if spec.writable && !spec.allow_overwrite_signature {
+        let lbs = t.geometry().logical_block_bytes as usize;
+        let len = (crate::guard::PROBE_BYTES.min(size as usize) / lbs * lbs).max(lbs);
+        let mut head = vec![0u8; len];
+        t.read_at(0, &mut head)
+            .map_err(|f| GuardError::InUse { dev: uri.to_string(), why: format!("cannot read its first bytes: {f}") })?;
+        let found = crate::guard::signatures(&head);
+        if !found.is_empty() {
+            return Err(GuardError::Signature { dev: uri.to_string(), what: found.join(" and ") }.into());
+        }
+    }
+    let notes = t.notes();
+    Ok(Opened { target: Box::new(t), engine: Engine::Nbd, block_device: false, direct: true, notes })
 }

@@ -1,7 +1,7 @@
 //! Opening what a run needs: the device under test, the fault's controller (with an emulator
 //! for a simulated drive's switch), and the run directory bound to the device.
 
-use super::dut::{Dut, DutError, RealDut, SimDut};
+use super::dut::{Dut, DutError, NbdDut, RealDut, SimDut};
 use super::fault::{real_cutter, sim_switch, ControllerError, Cutter};
 use super::ports::PortSet;
 use crate::ledger::{Contract, RunHeader, TargetFacts};
@@ -114,6 +114,11 @@ fn sim_dut(plan: &RunPlan, t: &SimTarget, run_dir: &Path, o: &RunnerOptions) -> 
     Ok((SimDut { drive }, cutter, emu))
 }
 
+/// Whether a target path is an NBD URI (`nbd://`, `nbd+unix://`).
+fn is_nbd(p: &Path) -> bool {
+    p.to_str().is_some_and(faultline_drivers::nbd::looks_like_nbd)
+}
+
 /// Opens the device, the controller and the run directory. `resuming`: the run directory must
 /// hold the run (else it must not).
 pub(crate) fn setup(plan: &RunPlan, run_dir: &Path, o: &RunnerOptions, resuming: bool) -> Result<Setup, SetupError> {
@@ -125,6 +130,15 @@ pub(crate) fn setup(plan: &RunPlan, run_dir: &Path, o: &RunnerOptions, resuming:
         TargetPlan::Sim(t) => {
             let (dut, cutter, emu) = sim_dut(plan, t, run_dir, o)?;
             (Box::new(dut), cutter, emu, t.sector_bytes as u64, t.atomic_bytes as u64, t.capacity_bytes)
+        }
+        TargetPlan::Device { path: Some(uri), expect, .. } if is_nbd(uri) => {
+            let queue_depth = plan.scenario.workload.queue_depth as usize;
+            let mut dut = NbdDut::open(&uri.to_string_lossy(), expect, queue_depth, begun)?;
+            let facts = dut.facts()?;
+            let sector = facts.sector_bytes();
+            let atomic = atomic_unit(plan.scenario.target.atomic_bytes, sector)?;
+            let cutter = real_cutter(&plan.faults, &o.control_env)?;
+            (Box::new(dut), cutter, None, sector, atomic, facts.capacity_bytes)
         }
         TargetPlan::Device { path, expect, via } => {
             let roots = SysRoots { sys: o.control_env.sysfs_root.join("sys"), dev: o.control_env.dev_root.join("dev") };

@@ -180,7 +180,8 @@ impl HealthSpec {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Target {
-    /// Block device or file, e.g. `/dev/disk/by-id/nvme-...` (an absolute path).
+    /// Block device or file, e.g. `/dev/disk/by-id/nvme-...` (an absolute path), or an NBD
+    /// export's URI: `nbd+unix:///EXPORT?socket=PATH` or `nbd://HOST[:PORT]/EXPORT` (docs/NBD.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<PathBuf>,
     /// Serial number, as the device reports it.

@@ -321,8 +321,41 @@ impl Scenario {
             }
         }
         if let Some(p) = &t.path {
-            if !p.is_absolute() {
-                return bad("target.path", format!("{}: expected an absolute path", p.display()));
+            match p.to_str().filter(|s| faultline_drivers::nbd::looks_like_nbd(s)) {
+                Some(uri) => {
+                    if let Err(e) = faultline_drivers::nbd::NbdUri::parse(uri) {
+                        return bad("target.path", e);
+                    }
+                    let given: Vec<&str> = [
+                        ("serial", t.serial.is_some()),
+                        ("wwid", t.wwid.is_some()),
+                        ("model", t.model.is_some()),
+                        ("cntlid", t.cntlid.is_some()),
+                        ("pci_address", t.pci_address.is_some()),
+                        ("controller", t.controller.is_some()),
+                    ]
+                    .iter()
+                    .filter(|(_, g)| *g)
+                    .map(|(k, _)| *k)
+                    .collect();
+                    if let Some(k) = given.first() {
+                        return bad(
+                            &format!("target.{k}"),
+                            "an NBD export has no serial, WWID, model or controller: its URI names it (target.size_bytes checks its size)"
+                                .into(),
+                        );
+                    }
+                }
+                None if !p.is_absolute() => {
+                    return bad(
+                        "target.path",
+                        format!(
+                            "{}: expected an absolute path, or an NBD URI (nbd://HOST[:PORT]/EXPORT, nbd+unix:///EXPORT?socket=PATH)",
+                            p.display()
+                        ),
+                    )
+                }
+                None => {}
             }
         }
         for (field, v) in [("target.serial", &t.serial), ("target.wwid", &t.wwid), ("target.model", &t.model)] {

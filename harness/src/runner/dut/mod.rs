@@ -27,7 +27,9 @@ use faultline_drivers::passthru::{controller_namespace, find_controller, Control
 use faultline_drivers::{open_target, AlignedBuf, BlockTarget, OpenSpec};
 use faultline_fixtures::{SimDrive, TruthExtent};
 
+mod nbd;
 mod real;
+pub use nbd::NbdDut;
 pub(crate) use real::read_health;
 pub use real::RealDut;
 use std::path::{Path, PathBuf};

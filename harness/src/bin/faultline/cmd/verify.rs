@@ -18,6 +18,8 @@ use std::time::{Duration, Instant};
 
 #[derive(Parser)]
 pub struct VerifyArgs {
+    /// Target: the run's file, block device or NBD export (nbd+unix:///EXPORT?socket=PATH,
+    /// nbd://HOST[:PORT]/EXPORT), or a copy of it with --image-of-target.
     #[arg(long)]
     target: PathBuf,
     #[command(flatten)]

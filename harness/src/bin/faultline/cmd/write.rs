@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 #[derive(Parser)]
 pub struct WriteArgs {
     /// Target: a regular file or a block device (refused when mounted, swapped on, held by
-    /// dm/md/LVM, or carrying a partition table or filesystem, see --allow-overwrite-signature).
+    /// dm/md/LVM, or carrying a partition table or filesystem, see --allow-overwrite-signature),
+    /// or an NBD export: nbd+unix:///EXPORT?socket=PATH, nbd://HOST[:PORT]/EXPORT (docs/NBD.md).
     #[arg(long)]
     target: PathBuf,
     #[command(flatten)]
