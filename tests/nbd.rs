@@ -333,38 +333,8 @@ fn emulate_nbd_serves_the_drive_and_its_quarch_pty_cuts_the_power() {
     }
     let dir = scratch("nbd-emulate");
     let truth = dir.join("truth.json");
-    let mut child = Command::new(BIN)
-        .args([
-            "emulate",
-            "nbd",
-            "--tcp",
-            "127.0.0.1:0",
-            "--model",
-            "lies-about-flush",
-            "--seed",
-            &SEED.to_string(),
-            "--quarch-pty",
-            "--quiet",
-        ])
-        .arg("--truth-out")
-        .arg(&truth)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut banner = Vec::new();
-    loop {
-        let mut line = String::new();
-        assert!(out.read_line(&mut line).unwrap() > 0, "emulate ended early: {banner:?}");
-        if line.starts_with("stop with") {
-            break;
-        }
-        banner.push(line.trim_end().to_string());
-    }
-    let field = |p: &str| banner.iter().find_map(|l| l.strip_prefix(p)).unwrap_or_else(|| panic!("no {p} in {banner:?}")).to_string();
-    let uri = field("nbd uri: ");
-    let pty = field("power: quarch+serial://");
+    let (mut child, uri, power) = emulated("lies-about-flush", SEED, &truth);
+    let pty = power.strip_prefix("quarch+serial://").unwrap().to_string();
     let (ok, o) = qemu_io(&uri, &["write -P 0x77 0 64k", "flush", "read -P 0x77 0 64k"]);
     assert!(ok, "{o}");
     // Power down through the Quarch emulator, as a test script would.

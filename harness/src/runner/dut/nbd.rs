@@ -34,13 +34,19 @@ impl NbdDut {
             None => Err(DutError::NotOpen(self.uri.clone())),
         }
     }
+}
+
+impl real::Reopen for NbdDut {
+    fn slot(&mut self) -> &mut Option<Box<dyn BlockTarget>> {
+        &mut self.target
+    }
 
     /// Connects again, refusing an export that is not the run's target.
-    fn reconnect(&mut self) -> Result<(), String> {
-        let o = open_target(Path::new(&self.uri), &self.spec).map_err(|e| e.to_string())?;
+    fn reopen(&mut self) -> Result<(), real::Refind> {
+        let o = open_target(Path::new(&self.uri), &self.spec).map_err(|e| real::Refind::NotYet(e.to_string()))?;
         let found = o.target.identity();
         if let Some(want) = self.identity.as_ref().filter(|want| **want != found) {
-            return Err(format!("{} is now {found}, not the run's target {want}", self.uri));
+            return Err(real::Refind::NotYet(format!("{} is now {found}, not the run's target {want}", self.uri)));
         }
         self.target = Some(o.target);
         Ok(())
@@ -52,34 +58,7 @@ impl Dut for NbdDut {
     plain_writes!();
 
     fn wait_ready(&mut self, at: u64, timeout: Duration) -> Result<Readiness, DutError> {
-        let start = Instant::now();
-        let deadline = start + timeout;
-        let mut last = String::from("no attempt");
-        let mut enumerate = None;
-        loop {
-            if self.target.is_none() {
-                match self.reconnect() {
-                    Ok(()) => enumerate = Some(start.elapsed()),
-                    Err(e) => last = e,
-                }
-            }
-            if let Some(t) = self.target.as_deref_mut() {
-                match probe(t, at, deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(100))) {
-                    Ok(()) => return Ok(Readiness { enumerate, first_read: start.elapsed() }),
-                    // A read that fails for one bad block still shows an export that answers;
-                    // the verifier reports the block.
-                    Err(e) if !e.device_gone() => return Ok(Readiness { enumerate, first_read: start.elapsed() }),
-                    Err(e) => {
-                        last = e.to_string();
-                        self.release();
-                    }
-                }
-            }
-            if Instant::now() >= deadline {
-                return Err(DutError::NotReady { timeout_s: timeout.as_secs(), last });
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        real::wait_reopening(self, at, timeout)
     }
 
     fn release(&mut self) {

@@ -137,35 +137,7 @@ impl Dut for RealDut {
     plain_writes!();
 
     fn wait_ready(&mut self, at: u64, timeout: Duration) -> Result<Readiness, DutError> {
-        let start = Instant::now();
-        let deadline = start + timeout;
-        let mut last = String::from("no attempt");
-        let mut enumerate = None;
-        loop {
-            if self.target.is_none() {
-                match self.reopen() {
-                    Ok(()) => enumerate = Some(start.elapsed()),
-                    Err(Refind::NotYet(e)) => last = e,
-                    Err(Refind::Ambiguous(e)) => return Err(DutError::Ambiguous(e)),
-                }
-            }
-            if let Some(t) = self.target.as_deref_mut() {
-                match probe(t, at, deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(100))) {
-                    // A read that fails for one bad block still shows a device that answers;
-                    // the verifier reports the block.
-                    Ok(()) => return Ok(Readiness { enumerate, first_read: start.elapsed() }),
-                    Err(e) if !e.device_gone() => return Ok(Readiness { enumerate, first_read: start.elapsed() }),
-                    Err(e) => {
-                        last = e.to_string();
-                        self.release();
-                    }
-                }
-            }
-            if Instant::now() >= deadline {
-                return Err(DutError::NotReady { timeout_s: timeout.as_secs(), last });
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        wait_reopening(self, at, timeout)
     }
 
     fn release(&mut self) {
@@ -196,9 +168,60 @@ impl Dut for RealDut {
     }
 }
 
+impl Reopen for RealDut {
+    fn slot(&mut self) -> &mut Option<Box<dyn BlockTarget>> {
+        &mut self.target
+    }
+    fn reopen(&mut self) -> Result<(), Refind> {
+        RealDut::reopen(self)
+    }
+}
+
+/// A device that goes away in a fault and is found again (opened anew) after it.
+pub(super) trait Reopen {
+    /// Where the open target is kept (`None` while it is away).
+    fn slot(&mut self) -> &mut Option<Box<dyn BlockTarget>>;
+    /// Finds the device again and opens it into the slot.
+    fn reopen(&mut self) -> Result<(), Refind>;
+}
+
+/// Waits until the device answers a read of `at`, finding it again while it is away, and
+/// letting go of it again while it answers as gone.
+pub(super) fn wait_reopening(d: &mut dyn Reopen, at: u64, timeout: Duration) -> Result<Readiness, DutError> {
+    let start = Instant::now();
+    let deadline = start + timeout;
+    let mut last = String::from("no attempt");
+    let mut enumerate = None;
+    loop {
+        if d.slot().is_none() {
+            match d.reopen() {
+                Ok(()) => enumerate = Some(start.elapsed()),
+                Err(Refind::NotYet(e)) => last = e,
+                Err(Refind::Ambiguous(e)) => return Err(DutError::Ambiguous(e)),
+            }
+        }
+        if let Some(t) = d.slot().as_deref_mut() {
+            match probe(t, at, deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(100))) {
+                // A read that fails for one bad block still shows a device that answers; the
+                // verifier reports the block.
+                Ok(()) => return Ok(Readiness { enumerate, first_read: start.elapsed() }),
+                Err(e) if !e.device_gone() => return Ok(Readiness { enumerate, first_read: start.elapsed() }),
+                Err(e) => {
+                    last = e.to_string();
+                    *d.slot() = None;
+                }
+            }
+        }
+        if Instant::now() >= deadline {
+            return Err(DutError::NotReady { timeout_s: timeout.as_secs(), last });
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// Why a device could not be found again after a fault.
 #[derive(Clone, Debug, PartialEq, Eq)]
-enum Refind {
+pub(super) enum Refind {
     /// Not there (yet): keep waiting until the readiness timeout.
     NotYet(String),
     /// More than one device could be it: waiting will not tell them apart.
