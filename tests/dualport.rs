@@ -288,3 +288,132 @@ fn a_soak_that_mixes_faults_judges_each_cycle_by_its_own_fault() {
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("fault.faults[0].fault.port"), "{}", text(&o));
 }
+
+/// `faultline emulate nbd --model MODEL` for a dual-port model: one NBD export per port and a
+/// Quarch hot-plug module (power, and PORT_A/PORT_B pulls). Returns the emulator, the two
+/// URIs and the module's controller URI.
+fn emulated_dual(model: &str, truth: &std::path::Path) -> (std::process::Child, [String; 2], String) {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(common::BIN)
+        .args(["emulate", "nbd", "--tcp", "127.0.0.1:0", "--model", model, "--seed", "20261204", "--quarch-pty", "--quiet"])
+        .arg("--truth-out")
+        .arg(truth)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut banner = Vec::new();
+    loop {
+        let mut line = String::new();
+        assert!(out.read_line(&mut line).unwrap() > 0, "emulate ended early: {banner:?}");
+        if line.starts_with("stop with") {
+            break;
+        }
+        banner.push(line.trim_end().to_string());
+    }
+    let field = |p: &str| banner.iter().find_map(|l| l.strip_prefix(p)).unwrap_or_else(|| panic!("no {p} in {banner:?}")).to_string();
+    let power = field("power: quarch+serial://");
+    let pty = power.split_whitespace().next().unwrap().to_string();
+    (child, [field("nbd uri A: "), field("nbd uri B: ")], format!("quarch+serial://{pty}"))
+}
+
+/// A dual-port scenario over two NBD exports, its fault through the Quarch module.
+fn nbd_dual_scenario(dir: &std::path::Path, uris: &[String; 2], quarch: &str, power_cut: bool) -> PathBuf {
+    let fault = if power_cut {
+        format!("[controllers]\npower = \"{quarch}\"\n[fault]\nkind = \"power_cut\"\n[dual]\nfault_ports = [\"A\"]\n")
+    } else {
+        format!("[controllers]\nlink = \"{quarch}\"\n[fault]\nkind = \"link_reset\"\nreset = \"port_pull\"\n[dual]\nfault_ports = [\"A\", \"B\"]\n")
+    };
+    let text = format!(
+        r#"format_version = 1
+name = "dualport-nbd"
+seed = 20261204
+contract = "plp"
+[target]
+path = "{a}"
+[[ports]]
+name = "A"
+path = "{a}"
+[[ports]]
+name = "B"
+path = "{b}"
+[workload]
+pattern = {{ kind = "random" }}
+span_end_bytes = 33554432
+min_write_bytes = 4096
+max_write_bytes = 65536
+mean_write_bytes = 16384
+align_bytes = 4096
+queue_depth = 16
+[cut]
+kind = "after_completions"
+completions = 1
+[cycles]
+count = 4
+off_time_ms = 200
+readiness_timeout_s = 10
+[verify]
+sample_bytes = 1048576
+full_every_cycles = 2
+[stop]
+on_finding = "continue"
+{fault}warmup_ms = 100
+baseline_ms = 300
+settle_ms = 100
+cross_verify = true
+compare_ports = true
+budget = {{ io_errors = 0, max_stall_ms = 500, min_throughput_ratio = 0.3, max_p99_ratio = 6.0 }}
+"#,
+        a = uris[0],
+        b = uris[1],
+    );
+    let p = dir.join("dualport-nbd.toml");
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// The simulated dual-port drive served over NBD, one export per port (what two hosts, or two
+/// agents, each reach one port through), run by faultline's NBD client as a real dual-port
+/// drive: port pulls through the Quarch module's PORT_A/PORT_B signals, the other port judged
+/// (honest: clean; a drive that freezes the other port: `port_disturbance`), and a power cut of
+/// the whole drive with a drive that loses its shared cache (`lost_write`, read through both
+/// ports).
+#[test]
+fn a_dual_port_drive_served_over_nbd_one_export_per_port_is_run_as_a_real_one() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    for (model, power_cut, code) in [("dual-honest", false, 0), ("dual-freeze-on-pull", false, 1), ("dual-lose-cache-at-cut", true, 1)] {
+        let dir = scratch(&format!("nbd-{model}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let truth = dir.join("truth.json");
+        let (mut child, uris, quarch) = emulated_dual(model, &truth);
+        let sc = nbd_dual_scenario(&dir, &uris, &quarch, power_cut);
+        let rd = dir.join("run");
+        let o = run(&["run", sc.to_str().unwrap(), "--run-dir", rd.to_str().unwrap()]);
+        let _ = std::process::Command::new("kill").arg(child.id().to_string()).status();
+        assert!(child.wait().unwrap().success());
+        let ctx = format!("{model}, seed 20261204: {}", text(&o));
+        assert_eq!(o.status.code(), Some(code), "{ctx}");
+        let n = kinds(&rd);
+        assert_eq!(n.get("cycle_ended"), Some(&4), "{n:?}\n{ctx}");
+        assert_eq!(n.get("harness_error"), None, "{n:?}\n{ctx}");
+        let s: Value = serde_json::from_str(&std::fs::read_to_string(rd.join("summary.json")).unwrap()).unwrap();
+        let ports = s["ports"].as_array().unwrap();
+        match model {
+            "dual-honest" => {
+                assert_eq!((n.get("link_restored"), n.get("ready")), (Some(&4), Some(&4)), "{n:?}");
+                assert!(ports.iter().all(|p| p["disturbed"] == false && p["cycles_judged"] == 2), "{s}");
+            }
+            "dual-freeze-on-pull" => {
+                assert!(s["findings_per_class"]["port_disturbance"].as_u64().unwrap_or(0) >= 2, "{s}\n{ctx}");
+            }
+            _ => {
+                assert_eq!((n.get("power_restored"), n.get("ready")), (Some(&4), Some(&8)), "{n:?}");
+                let log = std::fs::read_to_string(rd.join("events.jsonl")).unwrap();
+                assert!(log.contains("read through ports A and B") || log.contains("read through ports B and A"), "{ctx}");
+                assert!(s["findings_per_class"]["lost_write"].as_u64().unwrap_or(0) >= 1, "{s}");
+            }
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -33,7 +33,9 @@ pub struct PortSpec {
     pub role: PortRole,
     /// The block device through this port: a per-path node (`/dev/nvme0n1` with
     /// `nvme_core.multipath=N`, a loop device of a rig), or the multipath head for link
-    /// redundancy. Must be given for a real device; never for the simulated drive.
+    /// redundancy; or the NBD export through it (`nbd+unix:///A?socket=PATH`, as `faultline
+    /// emulate nbd --model dual-*` serves each port). Must be given for a real device; never for
+    /// the simulated drive.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<PathBuf>,
     /// The share of the span the port writes, as `[start, end)` percent. Default: the span
@@ -234,7 +236,11 @@ pub(super) fn plan_ports(origin: &str, ports: &[PortSpec], sim: bool) -> Result<
                 ))
             }
             (None, false) => return Err(bad(f("path"), "a real device's port needs the block device through it".into())),
-            (Some(path), false) if !path.is_absolute() => return Err(bad(f("path"), format!("{}: must be absolute", path.display()))),
+            (Some(path), false) => match path.to_str().filter(|s| faultline_drivers::nbd::looks_like_nbd(s)) {
+                Some(uri) => faultline_drivers::nbd::NbdUri::parse(uri).map(|_| ()).map_err(|e| bad(f("path"), e))?,
+                None if !path.is_absolute() => return Err(bad(f("path"), format!("{}: must be absolute (or an NBD URI)", path.display()))),
+                None => {}
+            },
             _ => {}
         }
         let share = match (p.share_percent, p.role) {

@@ -212,12 +212,22 @@ fn open_real(plan: &RunPlan, dual: &DualPlan, expect: &Expectation, o: &RunnerOp
         let refind = path_selector(&path, expect, g.capacity_bytes);
         // Each port's controller reports its own health: a dual-port power cut is one unsafe
         // shutdown through each.
-        let first_health = match read_health(&path, &SysRoots::system()) {
-            Ok(logs) => Some(logs),
-            Err(why) => {
-                notes.push(format!("port {}: no SMART/health checks: {why}", p.name));
+        let first_health = match path.to_str().is_some_and(faultline_drivers::nbd::looks_like_nbd) {
+            true => {
+                notes.push(format!(
+                    "port {}: no SMART/health checks: {} is an NBD export, which has no health logs",
+                    p.name,
+                    path.display()
+                ));
                 None
             }
+            false => match read_health(&path, &SysRoots::system()) {
+                Ok(logs) => Some(logs),
+                Err(why) => {
+                    notes.push(format!("port {}: no SMART/health checks: {why}", p.name));
+                    None
+                }
+            },
         };
         let mut spec = spec;
         spec.allow_overwrite_signature = true;

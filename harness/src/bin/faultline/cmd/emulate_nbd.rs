@@ -12,7 +12,7 @@ use clap::ValueEnum;
 use faultline::scenario::SimModel;
 use faultline_fixtures::emu::{QuarchEmu, QuarchKind, QuarchModule};
 use faultline_fixtures::nbd::{NbdConfig, NbdServer};
-use faultline_fixtures::{SimConfig, SimDrive, TruthContract};
+use faultline_fixtures::{DualConfig, DualSim, SimConfig, SimDrive, TruthContract};
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -114,11 +114,14 @@ pub fn cmd_emulate_nbd(a: EmulateArgs) -> Result<Exit> {
         model: model.fault_model(),
         contract,
     };
+    let service = Duration::from_micros(n.service_us.unwrap_or(100));
+    if let Some(dual) = a.model.dual_model() {
+        return serve_dual(&a, cfg, dual.dual_model(), service);
+    }
     let drive = match &n.sim_dir {
         Some(dir) => SimDrive::persistent(cfg, dir).with_context(|| format!("--sim-dir {}", dir.display()))?,
         None => SimDrive::new(cfg),
     };
-    let service = Duration::from_micros(n.service_us.unwrap_or(100));
     let export = n.export.clone().unwrap_or_else(|| "sim".to_string());
     let nbd_cfg = NbdConfig {
         export_name: export.clone(),
@@ -197,6 +200,104 @@ pub fn cmd_emulate_nbd(a: EmulateArgs) -> Result<Exit> {
         st.drive_errors,
         st.refused,
         drive_state(&drive),
+        truth.len()
+    );
+    Ok(Exit::Clean)
+}
+
+/// The simulated dual-port drive (`--model dual-*`): one NBD server per port, each with one
+/// export named after its port (`A`, `B`), on `--unix PATH` as `PATH.A` and `PATH.B`, or on
+/// `--tcp ADDR` and the port after it (two free ports for port 0); with `--quarch-pty`, a
+/// hot-plug module that cuts the whole drive's power and pulls either port
+/// (`SIGnal:PORT_A:SOURce 0`). Two hosts, or two agents of one, each reach one port.
+fn serve_dual(a: &EmulateArgs, cfg: SimConfig, model: faultline_fixtures::DualModel, service: Duration) -> Result<Exit> {
+    let n = &a.nbd;
+    if n.export.is_some() {
+        bail!("--export: a dual-port drive's exports are named after its ports, A and B");
+    }
+    let seed = cfg.seed;
+    let dcfg = DualConfig { model, ports: 2, port_mbps: None };
+    let drive = match &n.sim_dir {
+        Some(dir) => DualSim::persistent(cfg, dcfg, dir).with_context(|| format!("--sim-dir {}", dir.display()))?,
+        None => DualSim::new(cfg, dcfg),
+    };
+    let mut servers = Vec::new();
+    let mut uris = Vec::new();
+    for p in 0..2u8 {
+        let name = if p == 0 { "A" } else { "B" };
+        let nbd_cfg = NbdConfig {
+            export_name: name.into(),
+            description: format!("faultline simulated dual-port drive ({}, seed {seed}), port {name}", a.model.name()),
+            service_time: service,
+        };
+        let mut server = NbdServer::start(drive.port(p), Box::new(faultline::format::claimed_write_id), nbd_cfg);
+        if !a.quiet {
+            server.on_event(move |e| eprintln!("nbd {name}: {e}"));
+        }
+        let uri = match (&a.unix, a.tcp) {
+            (Some(path), None) => {
+                let sock = PathBuf::from(format!("{}.{name}", path.display()));
+                server.listen_unix(&sock).with_context(|| format!("--unix {} (port {name})", sock.display()))?;
+                format!("nbd+unix:///{name}?socket={}", sock.display())
+            }
+            (None, Some(addr)) => {
+                let at = if addr.port() == 0 || p == 0 { addr } else { std::net::SocketAddr::new(addr.ip(), addr.port().wrapping_add(1)) };
+                let bound = server.listen_tcp(at).with_context(|| format!("--tcp {at} (port {name})"))?;
+                format!("nbd://{bound}/{name}")
+            }
+            _ => bail!("emulate nbd listens on --unix PATH or --tcp ADDR (one of them), not on a pty"),
+        };
+        servers.push(server);
+        uris.push(uri);
+    }
+    let quarch = if n.quarch_pty {
+        let e = QuarchEmu::serial_dual(drive.power(), drive.link(), seed).context("--quarch-pty: cannot open a pseudo-terminal")?;
+        install_log(&e.tap(), drive.power(), Arc::new(AtomicU64::new(0)), a.quiet);
+        Some(e)
+    } else {
+        None
+    };
+    let stop = stop_on_signals()?;
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "emulating: simulated dual-port drive of {} bytes ({}, seed {seed}, one completion per {} us per port) over NBD, one export per port",
+        a.capacity_bytes,
+        a.model.name(),
+        service.as_micros()
+    )?;
+    for (p, uri) in ["A", "B"].iter().zip(&uris) {
+        writeln!(out, "nbd uri {p}: {uri}")?;
+    }
+    if let Some(e) = &quarch {
+        writeln!(out, "power: quarch+serial://{} (its PORT_A and PORT_B signals pull a port)", e.endpoint())?;
+    }
+    writeln!(out, "stop with SIGINT (Ctrl-C) or SIGTERM")?;
+    out.flush()?;
+    drop(out);
+    while !stop.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(quarch);
+    let stats: Vec<_> = servers.iter().map(NbdServer::stats).collect();
+    drop(servers);
+    if n.sim_dir.is_some() {
+        drive.persist().context("--sim-dir: cannot save the drive")?;
+    }
+    let truth = drive.truth();
+    if let Some(path) = &n.truth_out {
+        std::fs::write(path, serde_json::to_string_pretty(&truth)?)
+            .with_context(|| format!("--truth-out: cannot write {}", path.display()))?;
+    }
+    for (p, st) in ["A", "B"].iter().zip(stats) {
+        eprintln!(
+            "faultline emulate: port {p}: {} connections ({} reads, {} writes, {} with FUA, {} flushes, {} drive errors, {} refused)",
+            st.connections, st.reads, st.writes, st.fua_writes, st.flushes, st.drive_errors, st.refused
+        );
+    }
+    eprintln!(
+        "faultline emulate: stopped, the drive powered {}, ground truth: {} extents",
+        if drive.present(0) || drive.present(1) { "on" } else { "off" },
         truth.len()
     );
     Ok(Exit::Clean)
