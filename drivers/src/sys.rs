@@ -291,6 +291,19 @@ pub fn available_bytes(path: &std::path::Path) -> io::Result<u64> {
     Ok(blocks.saturating_mul(block_bytes))
 }
 
+/// `CLOCK_MONOTONIC` now, in ns: the clock two processes of one host share (an agent's
+/// timestamps are mapped onto its coordinator's through it).
+pub fn monotonic_ns() -> u64 {
+    // SAFETY: `timespec` is plain data, valid all-zero; `ts` is a live local that
+    // clock_gettime fills in; CLOCK_MONOTONIC always exists on Linux.
+    let ts = unsafe {
+        let mut ts: libc::timespec = std::mem::zeroed();
+        libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts);
+        ts
+    };
+    u64::try_from(ts.tv_sec).unwrap_or(0) * 1_000_000_000 + u64::try_from(ts.tv_nsec).unwrap_or(0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,6 +11,7 @@
 //!   test only through [`runner::dut::Dut`];
 //! - a finding is data, never an error; every fact a run reports is an [`events::Event`].
 
+pub mod agent;
 pub mod events;
 pub mod format;
 pub mod health;

@@ -61,6 +61,10 @@ enum Cmd {
     /// emulated dual-port drive (`lab setup`, `lab run SCENARIO`, `lab exec SCRIPT`,
     /// `lab shell`; docs/LAB.md).
     Lab(cmd::lab::LabArgs),
+    /// An agent for a coordinator on another host: `agent --stdio` serves one over stdin and
+    /// stdout (what `ssh HOST faultline agent --stdio` starts); `agent --check HOST...` dials
+    /// each host's agent and prints what answered and its clock (docs/PROTOCOL.md).
+    Agent(cmd::agent::AgentArgs),
     /// Print the shell completion script for SHELL (bash, zsh, fish, elvish, powershell).
     Completions(cmd::extras::CompletionsArgs),
     /// Install the man pages and the bash, zsh and fish completions under --prefix
@@ -83,6 +87,7 @@ fn main() -> ExitCode {
         Cmd::Watch(a) => cmd::watch::cmd_watch(a),
         Cmd::Emulate(a) => cmd::emulate::cmd_emulate(a),
         Cmd::Lab(a) => cmd::lab::cmd_lab(a),
+        Cmd::Agent(a) => cmd::agent::cmd_agent(a),
         Cmd::Completions(a) => cmd::extras::cmd_completions(a),
         Cmd::InstallExtras(a) => cmd::extras::cmd_install_extras(a),
     };

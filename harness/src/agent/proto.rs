@@ -1,0 +1,224 @@
+//! The agent protocol's frames (docs/PROTOCOL.md): a 4-byte big-endian length, then that many
+//! bytes of one JSON object, a [`Frame`]. Lengths are bounded ([`MAX_FRAME`]) before anything
+//! is read into memory; every frame after the handshake carries the run's nonce and a sequence
+//! number; operations are typed ([`Op`]): no shell string and no file path from the wire is
+//! run or read.
+
+use serde::{Deserialize, Serialize};
+use std::io::{self, Read, Write};
+
+/// The protocol versions this build speaks, newest last.
+pub const VERSIONS: &[u32] = &[1];
+
+/// The largest frame either side accepts, in bytes (the length prefix excluded).
+pub const MAX_FRAME: u32 = 1 << 20;
+
+/// A run's nonce: 128 bits the coordinator draws for the run, in hex; an agent refuses every
+/// frame that carries another.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Nonce(pub String);
+
+impl Nonce {
+    /// From two random words (the binary draws them: the library reads no OS randomness).
+    pub fn from_words(a: u64, b: u64) -> Nonce {
+        Nonce(format!("{a:016x}{b:016x}"))
+    }
+}
+
+impl std::fmt::Display for Nonce {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// One frame.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "frame", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Frame {
+    /// Coordinator to agent, first: the versions it speaks, the run, who it is.
+    Hello { versions: Vec<u32>, run: Nonce, coordinator: String },
+    /// Agent to coordinator: the version chosen, and what the agent is.
+    Welcome { version: u32, agent: AgentInfo },
+    /// Either side, last: why it will not go on. A refused version names both sides'.
+    Refused { why: String, ours: Vec<u32>, theirs: Vec<u32> },
+    /// Coordinator to agent: one operation.
+    Request { run: Nonce, seq: u64, op: Op },
+    /// Agent to coordinator: the answer to request `seq`.
+    Reply { run: Nonce, seq: u64, result: Answer },
+}
+
+/// What an agent says of itself in its welcome.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentInfo {
+    /// `faultline X.Y.Z`.
+    pub software: String,
+    pub host: String,
+    pub pid: u32,
+    /// Whether the agent was started with `--allow-exec` (an `exec:` fault on its host runs
+    /// only then).
+    pub allow_exec: bool,
+}
+
+/// The operations an agent serves. Typed: nothing here is a command line or a path to read.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Op {
+    /// The agent's monotonic clock now, for the clock offset.
+    Clock,
+    /// Ends the session: the agent answers, then exits.
+    Bye,
+}
+
+/// An operation's answer.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "answer", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Answer {
+    /// `CLOCK_MONOTONIC` on the agent's host, in ns.
+    Clock {
+        monotonic_ns: u64,
+    },
+    Bye,
+    /// The operation failed; the session goes on.
+    Failed {
+        why: String,
+    },
+}
+
+/// Why a frame could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum FrameError {
+    /// The stream ended between frames.
+    #[error("the peer closed the connection")]
+    Closed,
+    #[error("reading a frame: {0}")]
+    Io(#[from] io::Error),
+    #[error("a frame of {len} bytes: at most {MAX_FRAME} are taken")]
+    TooBig { len: u32 },
+    #[error("an empty frame")]
+    Empty,
+    #[error("a frame that is not one the protocol knows ({why}): {head}")]
+    Malformed { why: String, head: String },
+}
+
+/// Writes one frame.
+pub fn write_frame(w: &mut impl Write, f: &Frame) -> io::Result<()> {
+    let body = serde_json::to_vec(f).map_err(io::Error::other)?;
+    let len = u32::try_from(body.len()).ok().filter(|l| *l <= MAX_FRAME).ok_or_else(|| {
+        io::Error::new(io::ErrorKind::InvalidInput, format!("a frame of {} bytes: at most {MAX_FRAME} are sent", body.len()))
+    })?;
+    let mut b = Vec::with_capacity(4 + body.len());
+    b.extend_from_slice(&len.to_be_bytes());
+    b.extend_from_slice(&body);
+    w.write_all(&b)?;
+    w.flush()
+}
+
+/// Reads one frame, refusing one longer than [`MAX_FRAME`] before reading its body.
+pub fn read_frame(r: &mut impl Read) -> Result<Frame, FrameError> {
+    let mut len = [0u8; 4];
+    let mut got = 0;
+    while got < 4 {
+        match r.read(&mut len[got..]) {
+            Ok(0) if got == 0 => return Err(FrameError::Closed),
+            Ok(0) => return Err(FrameError::Io(io::Error::new(io::ErrorKind::UnexpectedEof, "the stream ended inside a frame's length"))),
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let len = u32::from_be_bytes(len);
+    if len > MAX_FRAME {
+        return Err(FrameError::TooBig { len });
+    }
+    if len == 0 {
+        return Err(FrameError::Empty);
+    }
+    let mut body = vec![0u8; len as usize];
+    r.read_exact(&mut body)?;
+    parse(&body)
+}
+
+/// Parses a frame's body.
+pub fn parse(body: &[u8]) -> Result<Frame, FrameError> {
+    serde_json::from_slice(body).map_err(|e| {
+        let head = String::from_utf8_lossy(&body[..body.len().min(120)]).escape_debug().to_string();
+        FrameError::Malformed { why: e.to_string(), head }
+    })
+}
+
+/// The version both sides speak, if any: the newest of `theirs` that is one of ours.
+pub fn choose(theirs: &[u32]) -> Option<u32> {
+    VERSIONS.iter().rev().find(|v| theirs.contains(v)).copied()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn round(f: Frame) {
+        let mut b = Vec::new();
+        write_frame(&mut b, &f).unwrap();
+        assert_eq!(u32::from_be_bytes(b[..4].try_into().unwrap()) as usize, b.len() - 4);
+        assert_eq!(read_frame(&mut &b[..]).unwrap(), f);
+    }
+
+    #[test]
+    fn frames_round_trip() {
+        let run = Nonce::from_words(1, 2);
+        assert_eq!(run.0, "00000000000000010000000000000002");
+        round(Frame::Hello { versions: vec![1, 2], run: run.clone(), coordinator: "lab1:42".into() });
+        let agent = AgentInfo { software: "faultline 0.1.0".into(), host: "h".into(), pid: 7, allow_exec: false };
+        round(Frame::Welcome { version: 1, agent });
+        round(Frame::Refused { why: "no".into(), ours: vec![1], theirs: vec![9] });
+        round(Frame::Request { run: run.clone(), seq: 3, op: Op::Clock });
+        round(Frame::Reply { run, seq: 3, result: Answer::Clock { monotonic_ns: 99 } });
+    }
+
+    #[test]
+    fn bad_frames_are_refused_saying_why() {
+        let big = (MAX_FRAME + 1).to_be_bytes();
+        assert!(matches!(read_frame(&mut &big[..]), Err(FrameError::TooBig { len }) if len == MAX_FRAME + 1));
+        assert!(matches!(read_frame(&mut &[0u8, 0, 0, 0][..]), Err(FrameError::Empty)));
+        assert!(matches!(read_frame(&mut &[][..]), Err(FrameError::Closed)));
+        assert!(matches!(read_frame(&mut &[0u8, 0][..]), Err(FrameError::Io(_))));
+        let mut b = 5u32.to_be_bytes().to_vec();
+        b.extend_from_slice(b"hello");
+        let e = read_frame(&mut &b[..]).unwrap_err().to_string();
+        assert!(e.contains("not one the protocol knows") && e.contains("hello"), "{e}");
+        // A shell string is no operation.
+        let e = parse(br#"{"frame":"request","run":"x","seq":1,"op":{"op":"exec","cmd":"rm -rf /"}}"#).unwrap_err().to_string();
+        assert!(e.contains("unknown variant `exec`"), "{e}");
+        let e = parse(br#"{"frame":"hello","versions":[1],"run":"x","coordinator":"c","extra":1}"#).unwrap_err().to_string();
+        assert!(e.contains("unknown field `extra`"), "{e}");
+    }
+
+    #[test]
+    fn versions_are_chosen_newest_first() {
+        assert_eq!(choose(&[1]), Some(1));
+        assert_eq!(choose(&[0, 1, 7]), Some(1));
+        assert_eq!(choose(&[2]), None);
+        assert_eq!(choose(&[]), None);
+    }
+
+    proptest::proptest! {
+        /// Whatever bytes arrive, reading a frame ends with a frame or an error, never a panic,
+        /// and never reads a body longer than the bound.
+        #[test]
+        fn any_bytes(b in proptest::collection::vec(proptest::num::u8::ANY, 0..300)) {
+            let _ = read_frame(&mut &b[..]);
+        }
+
+        #[test]
+        fn any_body(b in proptest::collection::vec(proptest::num::u8::ANY, 1..300)) {
+            let _ = parse(&b);
+        }
+
+        #[test]
+        fn any_json_text(s in "\\PC{0,200}") {
+            let _ = parse(s.as_bytes());
+            let _ = parse(format!(r#"{{"frame":"request","run":"r","seq":1,"op":{s}}}"#).as_bytes());
+        }
+    }
+}

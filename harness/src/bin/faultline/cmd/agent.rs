@@ -1,0 +1,91 @@
+//! `faultline agent --stdio`: serve one coordinator on stdin/stdout (what the transport
+//! starts on a host: `ssh HOST faultline agent --stdio`). `faultline agent --check HOST...`:
+//! dial each host's agent as a run would, and print what answered, its protocol version and
+//! its clock against this host's (docs/PROTOCOL.md).
+
+use crate::exit::Exit;
+use anyhow::{bail, Result};
+use faultline::agent::dial::{self, Transport};
+use faultline::agent::proto::Nonce;
+use faultline::agent::serve::{self, Ended, ServeOptions};
+use std::time::Duration;
+
+#[derive(clap::Args)]
+#[command(group(clap::ArgGroup::new("mode").required(true).args(["stdio", "check"])))]
+pub struct AgentArgs {
+    /// Serve one coordinator over stdin and stdout (diagnostics on stderr), until it says
+    /// goodbye or goes away.
+    #[arg(long)]
+    stdio: bool,
+    /// Let the coordinator run this host's `exec:` fault commands (off unless given).
+    #[arg(long, requires = "stdio")]
+    allow_exec: bool,
+    /// Dial the agent of each HOST through the transport, as a run would, and print what
+    /// answered and its clock offset; exits 2 at the first that does not answer.
+    #[arg(long, value_name = "HOST", num_args = 1..)]
+    check: Vec<String>,
+    /// The transport command, `{host}` standing for the host, split at spaces and run without
+    /// a shell; `local` runs this binary's agent as a child. Default:
+    /// `ssh -o BatchMode=yes {host} faultline agent --stdio`.
+    #[arg(long, value_name = "COMMAND", requires = "check")]
+    transport: Option<String>,
+    /// Seconds the handshake and each answer may take.
+    #[arg(long, default_value_t = 20, requires = "check")]
+    timeout_s: u64,
+}
+
+pub fn cmd_agent(a: AgentArgs) -> Result<Exit> {
+    if a.stdio {
+        let o = ServeOptions {
+            software: format!("faultline {}", env!("CARGO_PKG_VERSION")),
+            host: hostname(),
+            pid: std::process::id(),
+            allow_exec: a.allow_exec,
+        };
+        let (mut r, mut w) = (std::io::stdin().lock(), std::io::stdout().lock());
+        return match serve::serve(&mut r, &mut w, &o) {
+            Ok(Ended::Bye | Ended::Closed) => Ok(Exit::Clean),
+            Err(e) => bail!("agent: {e}"),
+        };
+    }
+    let template: Vec<String> = match a.transport.as_deref() {
+        Some("local") => {
+            let me = std::env::current_exe()?.display().to_string();
+            vec![me, "agent".into(), "--stdio".into()]
+        }
+        Some(t) => t.split_whitespace().map(str::to_string).collect(),
+        None => dial::SSH.iter().map(|s| s.to_string()).collect(),
+    };
+    let timeout = Duration::from_secs(a.timeout_s.max(1));
+    let run = Nonce::from_words(crate::random_u64(), crate::random_u64());
+    let me = format!("{}:{} (faultline agent --check)", hostname(), std::process::id());
+    for host in &a.check {
+        let t = Transport::new(&template, host).map_err(anyhow::Error::msg)?;
+        let mut s = dial::dial(&t, host, &run, &me, timeout)?;
+        let c = s.clock(16, timeout)?;
+        let ag = s.agent.clone();
+        println!(
+            "{host}: {} on {} (pid {}), protocol {}, exec faults {}",
+            ag.software,
+            ag.host,
+            ag.pid,
+            s.version,
+            if ag.allow_exec { "allowed" } else { "not allowed" }
+        );
+        println!(
+            "{host}: clock: agent = coordinator {} {:.1} us, within {:.1} us (the best of {} round trips, {:.1} us)",
+            if c.offset_ns < 0 { "-" } else { "+" },
+            c.offset_ns.unsigned_abs() as f64 / 1e3,
+            c.uncertainty_ns as f64 / 1e3,
+            c.samples,
+            c.best_rtt_ns as f64 / 1e3
+        );
+        s.bye(timeout)?;
+    }
+    Ok(Exit::Clean)
+}
+
+/// This host's name (`/proc/sys/kernel/hostname`), for the peer's messages.
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname").map(|s| s.trim().to_string()).unwrap_or_else(|_| "unknown-host".into())
+}
