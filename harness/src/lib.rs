@@ -15,6 +15,7 @@ pub mod agent;
 pub mod events;
 pub mod format;
 pub mod health;
+pub mod lab;
 pub mod ledger;
 pub mod metrics;
 pub mod port;

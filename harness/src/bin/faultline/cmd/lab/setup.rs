@@ -5,8 +5,9 @@
 //! key does nothing):
 //! 1. `packages`: `apt-get download` of QEMU (qemu-system-x86 and the packages it needs for
 //!    firmware), the kernel `linux-image-amd64` points at, busybox-static and nvme-cli, plus
-//!    every `Depends` of those that the host does not have installed (on a bookworm image:
-//!    QEMU's libcapstone4, libfdt1, libslirp0, libvdeplug2, nvme-cli's libnvme1), each
+//!    every `Depends` of those that the host does not have installed, and theirs in turn (on a
+//!    bookworm image: QEMU's libcapstone4, libfdt1, libslirp0, libvdeplug2, nvme-cli's
+//!    libnvme1; on a fresh one also libpmem1's libndctl6 and libdaxctl1, ...), each
 //!    `dpkg -x`'d into `root/`. Nothing is installed with dpkg or apt: bookworm's QEMU 7.2
 //!    conflicts with the preinstalled qemu-utils 10, and extraction needs no root. QEMU then
 //!    runs with `LD_LIBRARY_PATH` on the extracted libraries; `ldd` must find every one.
@@ -104,6 +105,19 @@ fn depends(pkgs: &[&str]) -> Result<Vec<String>> {
         .collect())
 }
 
+/// What `roots` need that the host lacks: their `Depends` the host has not installed, and
+/// theirs in turn (a fresh bookworm image lacks QEMU's libpmem1 and libibverbs1, and with them
+/// libndctl6, libdaxctl1, libnl-3-200 and libnl-route-3-200, which QEMU's `ldd` then misses).
+fn missing_depends(roots: &[&str]) -> Result<BTreeSet<String>> {
+    let mut missing = BTreeSet::new();
+    let mut frontier: Vec<String> = roots.iter().map(|s| s.to_string()).collect();
+    while !frontier.is_empty() {
+        let of: Vec<&str> = frontier.iter().map(String::as_str).collect();
+        frontier = not_installed(depends(&of)?).into_iter().filter(|p| missing.insert(p.clone())).collect();
+    }
+    Ok(missing)
+}
+
 /// The kernel image package `linux-image-amd64` depends on (`linux-image-6.1.0-N-amd64`).
 fn kernel_package() -> Result<String> {
     depends(&["linux-image-amd64"])?
@@ -146,7 +160,7 @@ pub fn setup(cache: &Path, faultline_bin: &Path, report: &mut Report) -> Result<
     // 1. packages
     let mut names: BTreeSet<String> = PACKAGES.iter().map(|s| s.to_string()).collect();
     names.insert(kernel_package()?);
-    names.extend(not_installed(depends(DEPENDS_OF)?));
+    names.extend(missing_depends(DEPENDS_OF)?);
     let versions = candidates(&names)?;
     let key: String = versions.iter().map(|(n, v)| format!("{n}={v}\n")).collect();
     let root = cache.join("root");
