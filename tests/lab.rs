@@ -692,6 +692,60 @@ fn fua_writes_are_lost_because_the_emulated_controller_drops_the_fua_bit() {
     assert_eq!(rec["truth_extents"], 0, "the drive broke no promise of its own:\n{ctx}");
 }
 
+/// A Numato relay board on the guest's own USB bus (`[lab] usb = "numato"`: a CDC-ACM gadget
+/// on dummy_hcd with Numato's ids): the guest's kernel enumerates it and cdc-acm gives
+/// /dev/ttyACM0, `faultline controller list` names it by kind, vendor:product and serial
+/// (through sysfs and through the libusb built into the binary), its `identify` and `status`
+/// answer through faultline's driver, and the driver cuts the drive's power through it (relay
+/// off, then on, each read back) at every cycle; the rolling-back drive's losses are found
+/// exactly as its ground truth says.
+#[test]
+fn power_cuts_through_a_numato_board_on_the_guests_usb_bus_find_exactly_the_ground_truth() {
+    let Some(_boot) = lab("power_cuts_through_a_numato_board_on_the_guests_usb_bus_find_exactly_the_ground_truth") else { return };
+    let dir = scratch("power-numato-usb");
+    let (o, run_dir, rec, ctx) = sim_run(&dir, "lab-power-cut-numato.toml", "", "");
+    let share = run_dir.join("lab/share/lab");
+    let usb = std::fs::read_to_string(share.join("usb.log")).unwrap_or_default();
+    let list = std::fs::read_to_string(share.join("controllers.txt")).unwrap_or_default();
+    let ctx = format!(
+        "{ctx}
+usb.log:
+{usb}
+controllers.txt:
+{list}"
+    );
+    assert!(usb.contains("numato on the bus as /dev/ttyACM0"), "{ctx}");
+    assert!(
+        list.contains(
+            "/dev/ttyACM0  2a19:0c05  Numato Lab 8 Channel USB Relay Module  serial FLNUMATO0001  -> numato+serial:///dev/ttyACM0?relay=0"
+        ),
+        "the tty, found through sysfs:
+{ctx}"
+    );
+    assert!(
+        list.lines().any(|l| l.contains("2a19:0c05 bus 1 address ") && l.contains("serial FLNUMATO0001")),
+        "the device, found through libusb:
+{ctx}"
+    );
+    assert_eq!(o.status.code(), Some(1), "{ctx}");
+    assert_power_cycles(&run_dir, &rec, 3, &ctx);
+    let injected = score(&rec, "lost_write", "injected");
+    assert!(
+        injected > 0,
+        "the rollback model rolls back a completed write at every cut:
+{ctx}"
+    );
+    assert_eq!(score(&rec, "lost_write", "detected"), injected, "{ctx}");
+    for k in ["misclassified", "missed", "false_findings"] {
+        assert_eq!(
+            score(&rec, "lost_write", k),
+            0,
+            "{k}
+{ctx}"
+        );
+    }
+}
+
 /// Refusals that need no boot: each names what was wrong.
 #[test]
 fn bad_lab_input_is_refused_before_any_boot() {

@@ -203,6 +203,7 @@ fn sample_events() -> Vec<Event> {
             phase_us: 900,
             planned_after_ms: Some(3),
             mate_step_ms: Some(25),
+            command_us: Some(4200),
         },
         Event::DeviceGone { t_ns: 30, cycle: 1 },
         Event::PowerRestored { t_ns: 40, cycle: 1 },

@@ -49,6 +49,8 @@ fn the_demo_scenario_finds_lost_writes_through_the_quarch_emulator() {
     let cuts: Vec<&Value> = of(&ev, "cut_issued").collect();
     assert_eq!(cuts.len(), 20, "{}", text(&o));
     assert!(cuts.iter().all(|c| c["in_flight_ops"].as_u64().unwrap() > 0 && c["bytes_at_risk"].as_u64().unwrap() > 0));
+    // Each cut command's round trip through the pty to the module, its read-back included.
+    assert!(cuts.iter().all(|c| c["command_us"].as_u64().is_some_and(|us| us > 0)), "{cuts:?}");
     assert!(of(&ev, "finding").count() > 0);
     assert_eq!(of(&ev, "run_ended").next().unwrap()["exit_code"], 1);
     for f in ["summary.json", "junit.xml", "report.html", "ledger.fl"] {

@@ -23,7 +23,7 @@ fn load(name: &str) -> Scenario {
     Scenario::load(&dir().join(name)).unwrap_or_else(|e| panic!("{e}"))
 }
 
-const SHIPPED: [&str; 27] = [
+const SHIPPED: [&str; 28] = [
     "reference.toml",
     "demo.toml",
     "dualport-demo.toml",
@@ -38,6 +38,7 @@ const SHIPPED: [&str; 27] = [
     "lab-power-cut.toml",
     "lab-power-cut-flush.toml",
     "lab-power-cut-fua.toml",
+    "lab-power-cut-numato.toml",
     "lab-pci-remove-rescan.toml",
     "dualport-link-redundancy.toml",
     "dualport-quarch-pull.toml",

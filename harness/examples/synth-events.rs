@@ -60,6 +60,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             phase_us,
             planned_after_ms: Some(phase_us / 1000),
             mate_step_ms: None,
+            command_us: Some(200 + rng.below(2_000)),
         })?;
         t += 1_000_000 + rng.below(2_000_000);
         log.event(&Event::DeviceGone { t_ns: t, cycle })?;

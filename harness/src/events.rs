@@ -172,6 +172,11 @@ pub enum Event {
         /// The pin-mate step the hot-plug fixture was set to for this cut, ms.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         mate_step_ms: Option<u32>,
+        /// How long the cut command took to return, µs: the switch's exchange through every
+        /// layer to the board, and its read-back where it has one (absent when the command
+        /// failed, and in logs written before it was recorded).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        command_us: Option<u64>,
     },
     /// The device stopped answering (first failed operation after the cut).
     DeviceGone {
@@ -493,6 +498,7 @@ pub fn cut_events(start_ns: u64, cycle: u32, o: &CycleOutcome, planned_after_ms:
             phase_us: u64::try_from(cut_at.as_micros()).unwrap_or(u64::MAX),
             planned_after_ms,
             mate_step_ms: None,
+            command_us: None,
         });
     }
     if let Some(gone) = o.device_gone_at {
@@ -530,6 +536,7 @@ mod tests {
                 phase_us: 900,
                 planned_after_ms: Some(7),
                 mate_step_ms: Some(25),
+                command_us: Some(1250),
             },
             Event::Finding { t_ns: 9, cycle: 3, finding: finding(3, "gone") },
             Event::Health {

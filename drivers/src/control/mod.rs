@@ -201,7 +201,7 @@ pub(crate) const MAX_REPLY_BYTES: usize = 64 * 1024;
 
 /// Opens a serial port through serialport's normal code path, 8N1, no flow control, and drops
 /// whatever was waiting in the input buffer.
-pub(crate) fn open_serial(path: &std::path::Path, baud: u32, timeout: Duration) -> Result<Box<dyn serialport::SerialPort>, SerialError> {
+pub fn open_serial(path: &std::path::Path, baud: u32, timeout: Duration) -> Result<Box<dyn serialport::SerialPort>, SerialError> {
     let p = path.to_string_lossy();
     let port = serialport::new(p.as_ref(), baud)
         .data_bits(serialport::DataBits::Eight)

@@ -42,6 +42,7 @@ pub fn run() -> Vec<Event> {
             phase_us: 1000 * c as u64,
             planned_after_ms: None,
             mate_step_ms: None,
+            command_us: None,
         });
         ev.push(Event::DeviceGone { t_ns: t + 2000, cycle: c });
         ev.push(Event::PowerRestored { t_ns: t + 3000, cycle: c });

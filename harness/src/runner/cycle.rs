@@ -270,7 +270,8 @@ impl<'r, 'e> Cycles<'r, 'e> {
                     }
                 }
                 Ok(out) if *i == hit || (every && faulted.is_none()) => {
-                    self.em.cut(cycle, w.started, out, planned, self.mate_step_ms);
+                    let command = w.landed.as_ref().and_then(|l| l.as_ref().ok()).copied();
+                    self.em.cut(cycle, w.started, out, planned, self.mate_step_ms, command);
                     faulted = Some(out.clone());
                 }
                 Ok(_) => {}

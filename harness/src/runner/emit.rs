@@ -68,11 +68,21 @@ impl<'a> Emitter<'a> {
 
     /// `cut_issued` and `device_gone` of a cycle, on the run clock (the outcome's times count
     /// from the start of the cycle's workload, within microseconds of `started`).
-    pub fn cut(&mut self, cycle: u32, started: Instant, o: &CycleOutcome, planned_after_ms: Option<u64>, mate: Option<u32>) {
+    /// `command` is how long the cut command took, when it returned done.
+    pub fn cut(
+        &mut self,
+        cycle: u32,
+        started: Instant,
+        o: &CycleOutcome,
+        planned_after_ms: Option<u64>,
+        mate: Option<u32>,
+        command: Option<Duration>,
+    ) {
         let start = self.ns(started);
         for mut e in crate::events::cut_events(start, cycle, o, planned_after_ms) {
-            if let Event::CutIssued { mate_step_ms, .. } = &mut e {
+            if let Event::CutIssued { mate_step_ms, command_us, .. } = &mut e {
                 *mate_step_ms = mate;
+                *command_us = command.map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
             }
             self.emit(e);
         }

@@ -137,6 +137,12 @@ pub struct LabNeeds {
     /// Default: none (a power fault then asks for `--sim MODEL`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sim: Option<String>,
+    /// A USB power board on the guest's own USB bus when `--usb` is not given (`numato`: a
+    /// CDC-ACM gadget on dummy_hcd that the guest's kernel gives as /dev/ttyACM0, its relay 0
+    /// switching the simulated drive; docs/LAB.md, "The USB rig"). Needs the simulated drive.
+    /// Default: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usb: Option<String>,
 }
 
 /// A switch: `on` or `off`.

@@ -102,6 +102,9 @@ pub struct Spec<'a> {
     pub shell: bool,
     /// A host tty (the Quarch emulator's pty) on the guest's second UART, `/dev/ttyS1`.
     pub uart: Option<PathBuf>,
+    /// A host tty (a USB board's emulator, `lab run --usb`) on the guest's third UART,
+    /// `/dev/ttyS2`, which the guest bridges to the board's gadget. Needs `uart`.
+    pub usb_uart: Option<PathBuf>,
     /// A short private directory for the QMP socket (a unix socket's path is limited to 107
     /// bytes; `lab_dir` may be longer).
     pub sock_dir: &'a Path,
@@ -163,6 +166,9 @@ impl Spec<'_> {
         if let Some(tty) = &self.uart {
             // QEMU's tty backend opens the pty's slave end and sets its line discipline raw.
             c.args(["-chardev", &format!("serial,id=uart1,path={}", qemu_escape(tty)), "-serial", "chardev:uart1"]);
+            if let Some(tty) = &self.usb_uart {
+                c.args(["-chardev", &format!("serial,id=uart2,path={}", qemu_escape(tty)), "-serial", "chardev:uart2"]);
+            }
         }
         c.arg("-kernel").arg(&self.lab.kernel).arg("-initrd").arg(&self.lab.initrd).args(["-append", &append]);
         c.args(["-qmp", &format!("unix:{},server=on,wait=off", qemu_escape(&self.qmp_sock()))]);

@@ -11,6 +11,7 @@ mod machine;
 mod qmp;
 mod setup;
 mod sim;
+mod usb;
 mod vmlinux;
 
 use anyhow::{bail, Context, Result};
@@ -100,6 +101,12 @@ struct MachineArgs {
     /// torn-write and cache models act on), as on a real drive under load.
     #[arg(long, value_name = "US", default_value_t = 500, requires = "sim")]
     sim_service_us: u64,
+    /// Put a USB power board on the guest's own USB bus (a gadget on dummy_hcd, which the
+    /// guest's kernel enumerates and its class driver binds, as on a desk), its relay wired to
+    /// the simulated drive as the Quarch module is: `numato` gives
+    /// `numato+serial:///dev/ttyACM0?relay=0` (docs/LAB.md, "The USB rig").
+    #[arg(long, value_enum, value_name = "BOARD")]
+    usb: Option<usb::Board>,
     /// Size of the image made when neither --drive-file nor --nbd is given.
     #[arg(long, default_value_t = 256)]
     size_mib: u64,
@@ -151,6 +158,14 @@ fn take_needs(path: &Path, s: &Scenario, m: &mut MachineArgs) -> Result<()> {
         m.sim = Some(model);
         println!("lab run: the simulated drive's model is {name}, the scenario's [lab] sim (--sim MODEL for another)");
     }
+    if let (None, Some(name)) = (m.usb, &needs.usb) {
+        let board = <usb::Board as clap::ValueEnum>::from_str(name, false).map_err(|_| {
+            let known: Vec<&str> = <usb::Board as clap::ValueEnum>::value_variants().iter().map(|b| b.name()).collect();
+            anyhow::anyhow!("{}: lab.usb: no USB board {name:?} in the lab (it has: {})", path.display(), known.join(", "))
+        })?;
+        m.usb = Some(board);
+        println!("lab run: the USB board is {name}, the scenario's [lab] usb");
+    }
     Ok(())
 }
 
@@ -178,6 +193,14 @@ enum GuestCmd {
         /// the cycle's findings beside it (`lab run --sim`).
         #[arg(long)]
         truth: bool,
+    },
+    /// Put BOARD on the guest's USB bus (configfs on dummy_hcd) and carry its bytes to the host
+    /// emulator over UART, until the guest powers off.
+    Usb {
+        #[arg(value_enum)]
+        board: usb::Board,
+        #[arg(long, default_value = usb::UART)]
+        uart: PathBuf,
     },
     /// Print the SMART / health log of the controller behind DEV, read with faultline's admin
     /// passthrough and parser, as JSON (nvme-cli's `smart-log -o json` names).
@@ -257,6 +280,12 @@ impl Default for SimFromScenario {
 
 /// Prepares a machine.
 fn prepare(m: &MachineArgs, name: &str, from: SimFromScenario) -> Result<Prepared> {
+    if let (Some(b), None) = (m.usb, m.sim) {
+        bail!(
+            "--usb {}: a USB board in the lab switches the simulated drive: it needs --sim MODEL (or the scenario's [lab] sim)",
+            b.name()
+        );
+    }
     if let Some(model) = m.sim {
         sim::refuse_dual(model)?;
     }
@@ -283,7 +312,7 @@ fn prepare(m: &MachineArgs, name: &str, from: SimFromScenario) -> Result<Prepare
             let service = Duration::from_micros(m.sim_service_us);
             let SimFromScenario { contract, atomic, seed } = from;
             let spec = sim::DriveSpec { contract, capacity: m.size_mib << 20, atomic, seed, service };
-            Some(sim::SimLab::start(&lab_dir, &socks.path().join("drive.sock"), model, spec)?)
+            Some(sim::SimLab::start(&lab_dir, &socks.path().join("drive.sock"), model, spec, m.usb)?)
         }
         None => None,
     };
@@ -319,6 +348,30 @@ LAB_PORT
 chmod +x /bin/lab_port
 "#;
 
+/// [`PREAMBLE`], and with `--usb BOARD` the board put on the guest's USB bus (its bridge left
+/// running; `lab/usb.log` says how it went), then `faultline controller list` as the guest
+/// sees its controllers, and the board's `identify` and `status` through faultline's driver
+/// (`lab/controllers.txt`), before anything switches.
+fn preamble(m: &MachineArgs) -> String {
+    let mut s = PREAMBLE.to_string();
+    if let Some(b) = m.usb {
+        s += &format!(
+            r#"faultline lab guest usb {name} > /share/lab/usb.log 2>&1 &
+i=0
+while [ ! -e {ready} ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+[ -e {ready} ] || {{ echo "lab: the USB board {name} did not come up:"; cat /share/lab/usb.log; exit 2; }}
+faultline controller list > /share/lab/controllers.txt 2>&1
+faultline controller '{power}' identify >> /share/lab/controllers.txt 2>&1
+faultline controller '{power}' status >> /share/lab/controllers.txt 2>&1
+"#,
+            name = b.name(),
+            ready = usb::READY,
+            power = b.power()
+        );
+    }
+    s
+}
+
 fn boot(p: &mut Prepared, m: &MachineArgs, shell: bool, echo: bool) -> Result<machine::Outcome> {
     let spec = Spec {
         lab: &p.lab,
@@ -328,6 +381,7 @@ fn boot(p: &mut Prepared, m: &MachineArgs, shell: bool, echo: bool) -> Result<ma
         multipath: m.multipath_on(),
         shell,
         uart: p.sim.as_ref().map(|s| s.uart().to_path_buf()),
+        usb_uart: p.sim.as_ref().and_then(|s| s.usb_uart()).map(Path::to_path_buf),
         sock_dir: p.socks.path(),
     };
     let mut hooks = Hooks::default();
@@ -367,9 +421,11 @@ fn cmd_run(mut a: RunArgs) -> Result<Exit> {
             a.scenario.display()
         );
     }
-    if powered && s.controllers.power.as_deref() != Some(LAB_POWER) {
+    let board_power = a.m.usb.map(|b| b.power());
+    if powered && s.controllers.power.as_deref() != Some(LAB_POWER) && s.controllers.power.as_deref() != board_power {
+        let board = board_power.map_or(String::new(), |p| format!(", or its USB board: power = \"{p}\""));
         bail!(
-            "{}: controllers.power is {:?}; the lab's drive is switched by its Quarch module on the guest's second UART: power = \"{LAB_POWER}\"",
+            "{}: controllers.power is {:?}; the lab's drive is switched by its Quarch module on the guest's second UART: power = \"{LAB_POWER}\"{board}",
             a.scenario.display(),
             s.controllers.power.as_deref().unwrap_or("not given")
         );
@@ -385,7 +441,7 @@ fn cmd_run(mut a: RunArgs) -> Result<Exit> {
     let text = format!("# {} (the lab's copy)\n{}", origin_with(&a.scenario.display().to_string(), &sets), given.to_toml()?);
     std::fs::write(p.share.join("scenario.toml"), text).with_context(|| format!("cannot copy {} into the share", a.scenario.display()))?;
     let truth = if p.sim.is_some() { " --truth" } else { "" };
-    std::fs::write(p.share.join("lab/cmd"), format!("{PREAMBLE}faultline lab guest run{truth} /share/scenario.toml /share/run\n"))?;
+    std::fs::write(p.share.join("lab/cmd"), format!("{}faultline lab guest run{truth} /share/scenario.toml /share/run\n", preamble(&a.m)))?;
     let drive = p.sim.as_ref().map_or(String::new(), |s| format!(", simulated drive {}", s.model));
     let multipath = if a.m.multipath_on() { OnOff::On } else { OnOff::Off };
     println!("lab run: {} in {} (multipath {multipath}{drive})", a.scenario.display(), p.dir.display());
@@ -462,7 +518,7 @@ fn cmd_exec(a: ExecArgs) -> Result<Exit> {
             f.file_name().filter(|n| *n != "lab").with_context(|| format!("--put {}: not a file name the share can take", f.display()))?;
         std::fs::copy(f, p.share.join(name)).with_context(|| format!("--put: cannot copy {} into the share", f.display()))?;
     }
-    std::fs::write(p.share.join("lab/cmd"), format!("{PREAMBLE}{script}"))?;
+    std::fs::write(p.share.join("lab/cmd"), format!("{}{script}", preamble(&a.m)))?;
     let out = boot(&mut p, &a.m, false, false)?;
     if let Some(sim) = &p.sim {
         eprintln!("{}", sim.traffic());
@@ -489,6 +545,10 @@ fn cmd_shell(m: MachineArgs) -> Result<Exit> {
 
 fn cmd_guest(g: GuestCmd) -> Result<Exit> {
     match &g {
+        GuestCmd::Usb { board, uart } => {
+            usb::serve(*board, uart)?;
+            return Ok(Exit::Clean);
+        }
         GuestCmd::Smart { dev } => {
             println!("{}", guest::smart_json(dev)?);
             return Ok(Exit::Clean);
@@ -516,6 +576,6 @@ fn cmd_guest(g: GuestCmd) -> Result<Exit> {
             let observer: Option<&mut (dyn faultline::runner::CycleObserver + 'static)> = if truth { Some(&mut sync) } else { None };
             super::run::cmd_run_scenario(s, &scenario.display().to_string(), Some(run_dir), None, &Default::default(), observer)
         }
-        GuestCmd::Smart { .. } | GuestCmd::Identify { .. } | GuestCmd::Probe { .. } => unreachable!("handled above"),
+        GuestCmd::Smart { .. } | GuestCmd::Identify { .. } | GuestCmd::Probe { .. } | GuestCmd::Usb { .. } => unreachable!("handled above"),
     }
 }

@@ -11,7 +11,8 @@
 //!    `dpkg -x`'d into `root/`. Nothing is installed with dpkg or apt: bookworm's QEMU 7.2
 //!    conflicts with the preinstalled qemu-utils 10, and extraction needs no root. QEMU then
 //!    runs with `LD_LIBRARY_PATH` on the extracted libraries; `ldd` must find every one.
-//! 2. `base.cpio`: busybox, the guest init, the NVMe, 9p and virtio modules with their
+//! 2. `base.cpio`: busybox, the guest init, the NVMe, 9p and virtio modules (and, in
+//!    `lib/modules/usb/`, the USB modules a board in the guest loads: [`USB_MODULES`]) with their
 //!    dependencies (read from each module's `.modinfo` `depends=`: the kernel package ships no
 //!    modules.dep, which its postinst would build with depmod), nvme-cli and its libraries.
 //! 3. `vmlinux`: the kernel unpacked from its bzImage, which QEMU boots through the PVH
@@ -35,6 +36,10 @@ const PACKAGES: &[&str] =
 const DEPENDS_OF: &[&str] = &["qemu-system-x86", "nvme-cli", "libnvme1"];
 /// The modules the guest loads (their dependencies are added), in this order.
 pub const MODULES: &[&str] = &["crct10dif_generic", "crc-t10dif", "t10-pi", "nvme-core", "nvme", "virtio_pci", "9pnet_virtio", "9p"];
+/// The modules a USB board in the guest needs (`lab guest usb`, loaded then, not at boot): the
+/// dummy host and device controller pair, the gadget framework with its functions, and the
+/// host-side class drivers that bind to the gadgets as to a board on a desk.
+pub const USB_MODULES: &[&str] = &["dummy_hcd", "libcomposite", "usb_f_acm", "cdc-acm"];
 /// The guest's init script.
 const INIT: &str = include_str!("init.sh");
 const LIBDIR: &str = "lib/x86_64-linux-gnu";
@@ -187,12 +192,13 @@ pub fn setup(cache: &Path, faultline_bin: &Path, report: &mut Report) -> Result<
     let kver = kernel_version(&root)?;
     let moddir = root.join("lib/modules").join(&kver);
     let modules = modules_in_load_order(&moddir, MODULES)?;
+    let usb_modules: Vec<PathBuf> = modules_in_load_order(&moddir, USB_MODULES)?.into_iter().filter(|m| !modules.contains(m)).collect();
     let nvme = root.join("usr/sbin/nvme");
     let nvme_libs = ldd_libs(&nvme, &lab.lib_path)?;
     let busybox = root.join("bin/busybox");
     let mut h = blake3::Hasher::new();
     h.update(key.as_bytes()).update(INIT.as_bytes());
-    for m in &modules {
+    for m in modules.iter().chain(&usb_modules) {
         h.update(m.as_os_str().as_encoded_bytes());
     }
     for l in &nvme_libs {
@@ -219,6 +225,15 @@ pub fn setup(cache: &Path, faultline_bin: &Path, report: &mut Report) -> Result<
             order.push('\n');
         }
         a.bytes("lib/modules/load-order", order.as_bytes(), 0o644)?;
+        let mut order = String::new();
+        a.dir("lib/modules/usb")?;
+        for m in &usb_modules {
+            let name = m.file_name().and_then(|n| n.to_str()).context("module path without a name")?;
+            a.file(&format!("lib/modules/usb/{name}"), m, 0o644)?;
+            order.push_str(name);
+            order.push('\n');
+        }
+        a.bytes("lib/modules/usb/load-order", order.as_bytes(), 0o644)?;
         a.finish()?;
         write_stamp(cache, "base", &base_key)?;
     }

@@ -20,8 +20,8 @@
 use anyhow::{bail, Context, Result};
 use faultline::lab::reconcile::{reconcile, CycleTruth, HostRecord, Reconciled};
 use faultline::runner::dut::GroundTruth;
-use faultline_drivers::{PowerState, PowerSwitch};
-use faultline_fixtures::emu::{QuarchEmu, QuarchKind, QuarchRig, RigError};
+use faultline_drivers::{PowerCaps, PowerError, PowerState, PowerSwitch};
+use faultline_fixtures::emu::{NumatoEmu, QuarchEmu, QuarchKind, QuarchRig, RigError};
 use faultline_fixtures::nbd::{NbdConfig, NbdServer};
 use faultline_fixtures::{SimConfig, SimDrive, SimPower, TruthClass, TruthContract};
 use std::io::Write;
@@ -31,6 +31,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::machine::{Port, RigCall, RigRequest};
+use super::usb::Board;
 use faultline::scenario::NamedModel;
 
 /// The drive's sector (the guest's namespace gets 512-byte logical blocks).
@@ -59,6 +60,8 @@ pub struct SimLab {
     /// Kept for as long as the machine runs (dropping it stops the server).
     server: NbdServer,
     _quarch: QuarchEmu,
+    /// The USB board's emulator (`--usb`), its relay wired as the Quarch module is.
+    board: Option<NumatoEmu>,
     sock: PathBuf,
     uart: PathBuf,
     rig: Option<Receiver<RigRequest>>,
@@ -82,7 +85,7 @@ impl RigLog {
 impl SimLab {
     /// Starts the drive (`model`, as `drive` says) on the unix socket `sock` (its logs in
     /// `lab_dir`), and its Quarch module on a new pty.
-    pub fn start(lab_dir: &Path, sock: &Path, model: NamedModel, drive: DriveSpec) -> Result<SimLab> {
+    pub fn start(lab_dir: &Path, sock: &Path, model: NamedModel, drive: DriveSpec, usb: Option<Board>) -> Result<SimLab> {
         let DriveSpec { contract, capacity, atomic, seed, service } = drive;
         refuse_dual(model)?;
         let sim_model = model.sim_model();
@@ -112,10 +115,16 @@ impl SimLab {
         let (tx, rx) = mpsc::channel();
         let rig_log = RigLog(Arc::new(Mutex::new((std::fs::File::create(lab_dir.join("rig.log"))?, Instant::now()))));
         let rig = LabRig { power: drive.power(), calls: tx, log: rig_log };
+        let board = match usb {
+            Some(Board::Numato) => {
+                Some(NumatoEmu::new(vec![(0, rig.clone())], seed).context("cannot open a pseudo-terminal for the USB board's emulator")?)
+            }
+            None => None,
+        };
         let quarch = QuarchEmu::serial_rig(QuarchKind::HotPlug, Box::new(rig), seed)
             .context("cannot open a pseudo-terminal for the Quarch module")?;
         let uart = PathBuf::from(quarch.endpoint());
-        Ok(SimLab { drive, server, _quarch: quarch, sock, uart, rig: Some(rx), truth: Vec::new(), model: sim_model.to_string() })
+        Ok(SimLab { drive, server, _quarch: quarch, board, sock, uart, rig: Some(rx), truth: Vec::new(), model: sim_model.to_string() })
     }
 
     /// What reached the drive, for the console: QEMU's NBD client passes the guest's writes,
@@ -136,6 +145,11 @@ impl SimLab {
     /// The Quarch module's pty, the guest's `/dev/ttyS1`.
     pub fn uart(&self) -> &Path {
         &self.uart
+    }
+
+    /// The USB board's emulator's pty (`--usb`), the guest's `/dev/ttyS2`.
+    pub fn usb_uart(&self) -> Option<&Path> {
+        self.board.as_ref().map(|b| Path::new(b.path()))
     }
 
     /// The rig's calls, for the machine to carry out (once).
@@ -211,7 +225,9 @@ pub fn refuse_dual(model: NamedModel) -> Result<()> {
     Ok(())
 }
 
-/// The module's rig: the simulated drive's power and the machine's controllers.
+/// The module's rig: the simulated drive's power and the machine's controllers. A USB board's
+/// relay switches the same rig (as a [`PowerSwitch`]).
+#[derive(Clone)]
 struct LabRig {
     power: SimPower,
     calls: Sender<RigRequest>,
@@ -228,6 +244,32 @@ impl LabRig {
             Err(e) => self.log.line(&format!("{call:?}: failed: {e}")),
         }
         r.map(|_| ())
+    }
+}
+
+impl PowerSwitch for LabRig {
+    fn name(&self) -> String {
+        "the lab's rig".into()
+    }
+
+    fn capabilities(&self) -> PowerCaps {
+        PowerCaps { state_readback: true, voltage_readback: false, acknowledges: true }
+    }
+
+    fn power_off(&mut self) -> Result<(), PowerError> {
+        QuarchRig::power_off(self).map_err(|e| PowerError::Failed {
+            switch: self.name(),
+            command: "power off".into(),
+            reason: e.to_string(),
+        })
+    }
+
+    fn power_on(&mut self) -> Result<(), PowerError> {
+        QuarchRig::power_on(self).map_err(|e| PowerError::Failed { switch: self.name(), command: "power on".into(), reason: e.to_string() })
+    }
+
+    fn state(&mut self) -> Result<PowerState, PowerError> {
+        PowerSwitch::state(&mut self.power)
     }
 }
 

@@ -1,0 +1,198 @@
+//! A USB power board inside the guest (`lab run --usb BOARD`, docs/LAB.md "The USB rig"): the
+//! guest's own kernel enumerates a gadget on `dummy_hcd` as it would a board on a desk, and
+//! faultline in the guest drives it through the kernel's class driver (or libusb), as it drives
+//! a real one.
+//!
+//! The board's logic is faultline's emulator on the host, wired to the lab drive's power as the
+//! serial Quarch module is. In the guest, `lab guest usb BOARD` loads the USB modules, makes
+//! the gadget through configfs with the board's ids, binds it to the dummy UDC, and carries
+//! bytes between the gadget's function and the guest's third UART (`/dev/ttyS2`, the host
+//! emulator's pty):
+//!
+//! ```text
+//! faultline (guest) -> /dev/ttyACM0 -> cdc-acm -> usbcore -> dummy_hcd -> f_acm -> /dev/ttyGS0
+//!   -> this bridge -> /dev/ttyS2 -> QEMU -> host pty -> NumatoEmu -> the drive's power
+//! ```
+
+use anyhow::{bail, Context, Result};
+use clap::ValueEnum;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// The boards the lab can put on its USB bus.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Board {
+    /// A Numato relay module: CDC-ACM (`f_acm`), vendor 2A19, which the kernel's `cdc-acm`
+    /// driver gives as /dev/ttyACM0; relay 0 switches the drive
+    /// (`numato+serial:///dev/ttyACM0?relay=0`).
+    Numato,
+}
+
+/// What a board is on the bus.
+struct Ids {
+    vendor: u16,
+    product: u16,
+    manufacturer: &'static str,
+    product_name: &'static str,
+    /// The configfs function (`acm.usb0`).
+    function: &'static str,
+}
+
+impl Board {
+    fn ids(self) -> Ids {
+        match self {
+            // Numato Lab's 8-channel USB relay module (its USB ids and strings).
+            Board::Numato => Ids {
+                vendor: 0x2a19,
+                product: 0x0c05,
+                manufacturer: "Numato Systems Pvt. Ltd.",
+                product_name: "Numato Lab 8 Channel USB Relay Module",
+                function: "acm.usb0",
+            },
+        }
+    }
+
+    /// The USB serial number the lab's board reports.
+    pub fn serial(self) -> &'static str {
+        match self {
+            Board::Numato => "FLNUMATO0001",
+        }
+    }
+
+    /// The scenario's power switch through this board, inside the guest.
+    pub fn power(self) -> &'static str {
+        match self {
+            Board::Numato => "numato+serial:///dev/ttyACM0?relay=0",
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Board::Numato => "numato",
+        }
+    }
+}
+
+/// The guest's UART that carries the board's bytes to the host emulator.
+pub const UART: &str = "/dev/ttyS2";
+/// Where the guest says the board is on the bus (its host-side tty, one line).
+pub const READY: &str = "/run/lab-usb-ready";
+const MODULES: &str = "/lib/modules/usb";
+const CONFIGFS: &str = "/sys/kernel/config";
+
+fn write(p: &Path, v: &str) -> Result<()> {
+    std::fs::write(p, v).with_context(|| format!("cannot write {v:?} to {}", p.display()))
+}
+
+/// Loads the USB modules in their order (one already loaded is fine).
+fn load_modules() -> Result<()> {
+    let order = std::fs::read_to_string(Path::new(MODULES).join("load-order"))
+        .with_context(|| format!("no {MODULES}/load-order: the lab's initramfs predates USB boards (run `faultline lab setup`)"))?;
+    for m in order.lines().filter(|l| !l.is_empty()) {
+        let o = std::process::Command::new("insmod").arg(Path::new(MODULES).join(m)).output().context("cannot run insmod")?;
+        let err = String::from_utf8_lossy(&o.stderr);
+        if !o.status.success() && !err.contains("File exists") {
+            bail!("insmod {m}: {}", err.trim());
+        }
+    }
+    Ok(())
+}
+
+/// Makes the gadget through configfs and binds it to the first UDC; returns the gadget's
+/// directory.
+fn make_gadget(board: Board) -> Result<PathBuf> {
+    if !Path::new(CONFIGFS).join("usb_gadget").is_dir() {
+        let o = std::process::Command::new("mount").args(["-t", "configfs", "none", CONFIGFS]).output().context("cannot run mount")?;
+        if !o.status.success() {
+            bail!("cannot mount configfs on {CONFIGFS}: {}", String::from_utf8_lossy(&o.stderr).trim());
+        }
+    }
+    let ids = board.ids();
+    let g = Path::new(CONFIGFS).join("usb_gadget").join(board.name());
+    std::fs::create_dir(&g).with_context(|| format!("cannot create the gadget {}", g.display()))?;
+    write(&g.join("idVendor"), &format!("0x{:04x}", ids.vendor))?;
+    write(&g.join("idProduct"), &format!("0x{:04x}", ids.product))?;
+    let strings = g.join("strings/0x409");
+    std::fs::create_dir_all(&strings)?;
+    write(&strings.join("serialnumber"), board.serial())?;
+    write(&strings.join("manufacturer"), ids.manufacturer)?;
+    write(&strings.join("product"), ids.product_name)?;
+    let config = g.join("configs/c.1");
+    std::fs::create_dir_all(&config)?;
+    let f = g.join("functions").join(ids.function);
+    std::fs::create_dir(&f).with_context(|| format!("cannot create the function {}", f.display()))?;
+    std::os::unix::fs::symlink(&f, config.join(ids.function))?;
+    let udc = std::fs::read_dir("/sys/class/udc")
+        .context("no /sys/class/udc: dummy_hcd is not loaded")?
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .next()
+        .context("no USB device controller in /sys/class/udc")?;
+    write(&g.join("UDC"), &udc)?;
+    Ok(g)
+}
+
+/// The tty the host side's class driver made for the board: the `ttyACM*` whose USB device
+/// has the board's serial.
+fn host_tty(board: Board) -> Option<PathBuf> {
+    for e in std::fs::read_dir("/sys/class/tty").ok()?.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        // .../usb1/1-1/1-1:1.0/tty/ttyACM0: the USB device is two levels above the tty.
+        let Ok(dev) = std::fs::canonicalize(e.path().join("device")) else { continue };
+        let serial = dev.parent().map(|d| d.join("serial")).and_then(|p| std::fs::read_to_string(p).ok());
+        if name.starts_with("ttyACM") && serial.is_some_and(|s| s.trim() == board.serial()) {
+            return Some(Path::new("/dev").join(name));
+        }
+    }
+    None
+}
+
+/// Copies bytes from `from` to `to` until either side fails.
+fn pump(mut from: impl Read, mut to: impl Write, what: &str) -> Result<()> {
+    let mut buf = [0u8; 512];
+    loop {
+        match from.read(&mut buf) {
+            Ok(0) => bail!("{what}: end of file"),
+            Ok(n) => to.write_all(&buf[..n]).and_then(|_| to.flush()).with_context(|| format!("{what}: write"))?,
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut || e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e).with_context(|| format!("{what}: read")),
+        }
+    }
+}
+
+/// `lab guest usb BOARD`: the gadget on the bus, then the bridge, until the guest powers off.
+pub fn serve(board: Board, uart: &Path) -> Result<()> {
+    let t0 = Instant::now();
+    load_modules()?;
+    let g = make_gadget(board)?;
+    let gadget_tty = Path::new("/dev/ttyGS0");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let tty = loop {
+        if let Some(t) = host_tty(board).filter(|t| t.exists() && gadget_tty.exists()) {
+            break t;
+        }
+        if Instant::now() > deadline {
+            bail!("the {} gadget ({}) did not enumerate within 20 s: no ttyACM with serial {}", board.name(), g.display(), board.serial());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let timeout = Duration::from_millis(200);
+    let open =
+        |p: &Path| faultline_drivers::control::open_serial(p, 115_200, timeout).with_context(|| format!("cannot open {}", p.display()));
+    let (gs, s2) = (open(gadget_tty)?, open(uart)?);
+    let (gs2, s22) = (gs.try_clone().context("cannot clone the gadget's tty")?, s2.try_clone().context("cannot clone the UART")?);
+    println!(
+        "lab usb: {} on the bus as {} after {} ms; bridging {} <-> {}",
+        board.name(),
+        tty.display(),
+        t0.elapsed().as_millis(),
+        gadget_tty.display(),
+        uart.display()
+    );
+    write(Path::new(READY), &format!("{}\n", tty.display()))?;
+    let up = std::thread::spawn(move || pump(gs, s22, "gadget -> host"));
+    let down = pump(s2, gs2, "host -> gadget");
+    let up = up.join().unwrap_or_else(|_| bail!("the bridge's thread panicked"));
+    down.and(up)
+}
