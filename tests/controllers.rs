@@ -316,6 +316,14 @@ fn numato_switches_confirms_and_recovers() {
     emu.faults().inject("relay read", Misbehaviour::Garbage, 10);
     let e = p.state().unwrap_err().to_string();
     assert!(e.contains("gave up after 3 attempts") && e.contains("relay read 3"), "{e}");
+
+    // The board unplugged mid-command (the pty closed for good, as a USB tty hangs up): no
+    // retry on a dead tty, and a message that says the board is gone; the relay never switched.
+    emu.faults().inject("relay off", Misbehaviour::Disconnect, 1);
+    let e = p.power_off().unwrap_err().to_string();
+    assert!(e.contains(&spec) && e.contains("relay off 3") && e.contains("the board is gone: its tty hung up"), "{e}");
+    assert!(!e.contains("gave up after"), "no resend to a tty that hung up: {e}");
+    assert!(d.present());
 }
 
 #[test]

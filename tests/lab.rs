@@ -746,6 +746,63 @@ controllers.txt:
     }
 }
 
+/// The Numato board unplugged mid-command (its gadget unbound from the UDC during a `cycle`'s
+/// off time): the `on` fails at once, naming the board and saying it is gone, never done; the
+/// drive stays off. Plugged back (bound again), it enumerates at another bus address, is found
+/// again, reads its relay off, and switches the drive on.
+#[test]
+fn a_numato_board_unplugged_mid_command_fails_at_once_and_is_found_again_at_another_address() {
+    let test = "a_numato_board_unplugged_mid_command_fails_at_once_and_is_found_again_at_another_address";
+    let Some(_boot) = lab(test) else { return };
+    let dir = scratch(test);
+    let script = r#"S='numato+serial:///dev/ttyACM0?relay=0'
+G=/sys/kernel/config/usb_gadget/numato
+echo "address before: $(cat /sys/bus/usb/devices/1-1/devnum)"
+( sleep 0.8; echo "" > $G/UDC ) &
+faultline controller "$S" cycle --off-ms 1500; echo "cycle rc=$?"
+faultline controller "$S" status; echo "status unplugged rc=$?"
+ls /sys/class/udc > $G/UDC
+i=0; while [ ! -e /dev/ttyACM0 ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+echo "address after: $(cat /sys/bus/usb/devices/1-1/devnum)"
+faultline controller list
+faultline controller "$S" status; echo "status plugged back rc=$?"
+faultline controller "$S" on; echo "on rc=$?"
+"#;
+    let file = dir.join("script.sh");
+    std::fs::write(&file, script).unwrap();
+    let run_dir = dir.join("run");
+    let o = lab_cmd(&["exec", s(&file), "--sim", "honest-plp", "--usb", "numato", "--run-dir", s(&run_dir)]);
+    let share = run_dir.join("lab/share/lab");
+    let log = std::fs::read_to_string(share.join("guest.log")).unwrap_or_default();
+    let rig = std::fs::read_to_string(run_dir.join("lab/rig.log")).unwrap_or_default();
+    let usb = std::fs::read_to_string(share.join("usb.log")).unwrap_or_default();
+    let ctx = format!(
+        "{}
+guest:
+{log}
+rig:
+{rig}
+usb.log:
+{usb}",
+        text(&o)
+    );
+    assert_eq!(o.status.code(), Some(0), "{ctx}");
+    assert!(log.contains("address before: 2"), "{ctx}");
+    assert!(
+        log.contains("numato+serial:///dev/ttyACM0?relay=0: relay on 0: the board is gone: its tty hung up") && log.contains("cycle rc=2"),
+        "{ctx}"
+    );
+    assert!(log.contains("cannot open serial port /dev/ttyACM0") && log.contains("status unplugged rc=2"), "{ctx}");
+    assert!(
+        log.contains("address after: 3") && log.contains("bus 1 address 3  Numato Lab 8 Channel USB Relay Module  serial FLNUMATO0001"),
+        "{ctx}"
+    );
+    assert!(log.contains("state: off\nstatus plugged back rc=0") && log.contains("on rc=0"), "{ctx}");
+    // The drive went dark once, at the cycle's off, and came back only at the last `on`.
+    assert_eq!((rig.matches("power off: the drive is dark").count(), rig.matches("power on:").count()), (1, 1), "{ctx}");
+    assert!(usb.contains("gadget tty hung up"), "{ctx}");
+}
+
 /// Refusals that need no boot: each names what was wrong.
 #[test]
 fn bad_lab_input_is_refused_before_any_boot() {

@@ -192,6 +192,21 @@ pub enum NumatoError {
     Read { source: std::io::Error, got: Vec<u8> },
 }
 
+impl NumatoError {
+    /// The board's tty hung up under us (USB unplug: the kernel's tty answers EPIPE, EIO or
+    /// ENODEV to a write, end of file to a read).
+    pub fn hung_up(&self) -> bool {
+        match self {
+            NumatoError::Write(e) => {
+                e.kind() == std::io::ErrorKind::BrokenPipe || matches!(e.raw_os_error(), Some(5 | 6 | 19))
+                // EIO, ENXIO, ENODEV
+            }
+            NumatoError::Closed { .. } => true,
+            _ => false,
+        }
+    }
+}
+
 /// A Numato USB relay channel.
 pub struct Numato {
     port: Box<dyn serialport::SerialPort>,
@@ -267,6 +282,16 @@ impl Numato {
             }
             match self.exchange_once(cmd) {
                 Ok(a) => return Ok(a),
+                // A tty that hung up stays hung up: no retry brings the board back to it.
+                Err(e) if e.hung_up() => {
+                    return Err(PowerError::Failed {
+                        switch: self.name.clone(),
+                        command: cmd.into(),
+                        reason: format!(
+                            "the board is gone: its tty hung up ({e}); unplugged, or re-enumerated (a board plugged back while this tty was open comes back under another name)"
+                        ),
+                    })
+                }
                 Err(e) => faults.push(e.to_string()),
             }
         }

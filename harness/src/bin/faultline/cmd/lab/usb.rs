@@ -148,20 +148,19 @@ fn host_tty(board: Board) -> Option<PathBuf> {
     None
 }
 
-/// Copies bytes from `from` to `to` until either side fails.
-fn pump(mut from: impl Read, mut to: impl Write, what: &str) -> Result<()> {
-    let mut buf = [0u8; 512];
-    loop {
-        match from.read(&mut buf) {
-            Ok(0) => bail!("{what}: end of file"),
-            Ok(n) => to.write_all(&buf[..n]).and_then(|_| to.flush()).with_context(|| format!("{what}: write"))?,
-            Err(e) if e.kind() == std::io::ErrorKind::TimedOut || e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e).with_context(|| format!("{what}: read")),
-        }
-    }
+/// The gadget side of the bridge, as the host-to-gadget direction writes to it: `None` while
+/// the gadget is unbound (a board unplugged loses what is sent to it).
+type GadgetOut = std::sync::Arc<std::sync::Mutex<Option<Box<dyn Write + Send>>>>;
+
+fn lock(g: &GadgetOut) -> std::sync::MutexGuard<'_, Option<Box<dyn Write + Send>>> {
+    g.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// `lab guest usb BOARD`: the gadget on the bus, then the bridge, until the guest powers off.
+/// The bridge outlives an unbind of the gadget (a board unplugged, `echo > UDC`) and its
+/// rebinding (the board plugged back, at another bus address): the board's logic is the
+/// host's emulator, which keeps running as a board's firmware does, and the gadget's tty is
+/// opened again when it is back.
 pub fn serve(board: Board, uart: &Path) -> Result<()> {
     let t0 = Instant::now();
     load_modules()?;
@@ -180,8 +179,9 @@ pub fn serve(board: Board, uart: &Path) -> Result<()> {
     let timeout = Duration::from_millis(200);
     let open =
         |p: &Path| faultline_drivers::control::open_serial(p, 115_200, timeout).with_context(|| format!("cannot open {}", p.display()));
-    let (gs, s2) = (open(gadget_tty)?, open(uart)?);
-    let (gs2, s22) = (gs.try_clone().context("cannot clone the gadget's tty")?, s2.try_clone().context("cannot clone the UART")?);
+    let mut from_host = open(uart)?;
+    let mut to_host = from_host.try_clone().context("cannot clone the UART")?;
+    let out: GadgetOut = std::sync::Arc::new(std::sync::Mutex::new(None));
     println!(
         "lab usb: {} on the bus as {} after {} ms; bridging {} <-> {}",
         board.name(),
@@ -191,8 +191,45 @@ pub fn serve(board: Board, uart: &Path) -> Result<()> {
         uart.display()
     );
     write(Path::new(READY), &format!("{}\n", tty.display()))?;
-    let up = std::thread::spawn(move || pump(gs, s22, "gadget -> host"));
-    let down = pump(s2, gs2, "host -> gadget");
-    let up = up.join().unwrap_or_else(|_| bail!("the bridge's thread panicked"));
-    down.and(up)
+    let gadget_out = out.clone();
+    // Host to gadget: the UART is always there; the gadget may not be.
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 512];
+        loop {
+            match from_host.read(&mut buf) {
+                Ok(0) => return,
+                Ok(n) => {
+                    let mut g = lock(&gadget_out);
+                    if g.as_mut().is_some_and(|w| w.write_all(&buf[..n]).and_then(|_| w.flush()).is_err()) {
+                        *g = None;
+                    }
+                }
+                Err(e) if matches!(e.kind(), std::io::ErrorKind::TimedOut | std::io::ErrorKind::Interrupted) => {}
+                Err(_) => return,
+            }
+        }
+    });
+    // Gadget to host, and the gadget's tty opened again after each hang-up.
+    let mut buf = [0u8; 512];
+    loop {
+        let mut from_gadget = match open(gadget_tty) {
+            Ok(r) => r,
+            Err(_) => {
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
+            }
+        };
+        *lock(&out) = Some(from_gadget.try_clone().context("cannot clone the gadget's tty")?);
+        loop {
+            match from_gadget.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => to_host.write_all(&buf[..n]).and_then(|_| to_host.flush()).context("the UART to the host's emulator")?,
+                Err(e) if matches!(e.kind(), std::io::ErrorKind::TimedOut | std::io::ErrorKind::Interrupted) => {}
+                Err(_) => break,
+            }
+        }
+        *lock(&out) = None;
+        println!("lab usb: {}'s gadget tty hung up after {} ms (unbound?); opening it again", board.name(), t0.elapsed().as_millis());
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
