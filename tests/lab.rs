@@ -692,57 +692,66 @@ fn fua_writes_are_lost_because_the_emulated_controller_drops_the_fua_bit() {
     assert_eq!(rec["truth_extents"], 0, "the drive broke no promise of its own:\n{ctx}");
 }
 
-/// A Numato relay board on the guest's own USB bus (`[lab] usb = "numato"`: a CDC-ACM gadget
-/// on dummy_hcd with Numato's ids): the guest's kernel enumerates it and cdc-acm gives
-/// /dev/ttyACM0, `faultline controller list` names it by kind, vendor:product and serial
-/// (through sysfs and through the libusb built into the binary), its `identify` and `status`
-/// answer through faultline's driver, and the driver cuts the drive's power through it (relay
-/// off, then on, each read back) at every cycle; the rolling-back drive's losses are found
-/// exactly as its ground truth says.
-#[test]
-fn power_cuts_through_a_numato_board_on_the_guests_usb_bus_find_exactly_the_ground_truth() {
-    let Some(_boot) = lab("power_cuts_through_a_numato_board_on_the_guests_usb_bus_find_exactly_the_ground_truth") else { return };
-    let dir = scratch("power-numato-usb");
-    let (o, run_dir, rec, ctx) = sim_run(&dir, "lab-power-cut-numato.toml", "", "");
+/// A power-cut run through a USB board on the guest's own bus (`scenario`'s `[lab] usb`): the
+/// board came up (`usb.log`), `faultline controller list` named it through sysfs (`tty_line`)
+/// and through the libusb built into the binary (`usb_line`), its `identify` and `status`
+/// answered through faultline's driver (`status`), and every cut went through it; the
+/// rolling-back drive's losses are found exactly as its ground truth says. Returns the
+/// board's log.
+fn power_cuts_through_a_usb_board(test: &str, scenario: &str, tty_line: &str, usb_line: &str, status: &str) -> Option<String> {
+    let _boot = lab(test)?;
+    let dir = scratch(test);
+    let (o, run_dir, rec, ctx) = sim_run(&dir, scenario, "", "");
     let share = run_dir.join("lab/share/lab");
     let usb = std::fs::read_to_string(share.join("usb.log")).unwrap_or_default();
     let list = std::fs::read_to_string(share.join("controllers.txt")).unwrap_or_default();
-    let ctx = format!(
-        "{ctx}
-usb.log:
-{usb}
-controllers.txt:
-{list}"
-    );
-    assert!(usb.contains("numato on the bus as /dev/ttyACM0"), "{ctx}");
-    assert!(
-        list.contains(
-            "/dev/ttyACM0  2a19:0c05  Numato Lab 8 Channel USB Relay Module  serial FLNUMATO0001  -> numato+serial:///dev/ttyACM0?relay=0"
-        ),
-        "the tty, found through sysfs:
-{ctx}"
-    );
-    assert!(
-        list.lines().any(|l| l.contains("2a19:0c05 bus 1 address ") && l.contains("serial FLNUMATO0001")),
-        "the device, found through libusb:
-{ctx}"
-    );
+    let ctx = format!("{ctx}\nusb.log:\n{usb}\ncontrollers.txt:\n{list}");
+    assert!(usb.contains(" on the bus as /dev/tty"), "{ctx}");
+    assert!(list.contains(tty_line), "the tty, found through sysfs:\n{ctx}");
+    assert!(list.lines().any(|l| l.contains(usb_line)), "the device, found through libusb:\n{ctx}");
+    assert!(list.contains(status), "{ctx}");
     assert_eq!(o.status.code(), Some(1), "{ctx}");
     assert_power_cycles(&run_dir, &rec, 3, &ctx);
     let injected = score(&rec, "lost_write", "injected");
-    assert!(
-        injected > 0,
-        "the rollback model rolls back a completed write at every cut:
-{ctx}"
-    );
+    assert!(injected > 0, "the rollback model rolls back a completed write at every cut:\n{ctx}");
     assert_eq!(score(&rec, "lost_write", "detected"), injected, "{ctx}");
     for k in ["misclassified", "missed", "false_findings"] {
-        assert_eq!(
-            score(&rec, "lost_write", k),
-            0,
-            "{k}
-{ctx}"
-        );
+        assert_eq!(score(&rec, "lost_write", k), 0, "{k}\n{ctx}");
+    }
+    Some(usb)
+}
+
+/// A Numato relay board (`[lab] usb = "numato"`: a CDC-ACM gadget on dummy_hcd with Numato's
+/// ids), bound by the guest's cdc-acm as /dev/ttyACM0; its relay switched off, then on, and
+/// read back at each cut.
+#[test]
+fn power_cuts_through_a_numato_board_on_the_guests_usb_bus_find_exactly_the_ground_truth() {
+    power_cuts_through_a_usb_board(
+        "power_cuts_through_a_numato_board_on_the_guests_usb_bus_find_exactly_the_ground_truth",
+        "lab-power-cut-numato.toml",
+        "/dev/ttyACM0  2a19:0c05  Numato Lab 8 Channel USB Relay Module  serial FLNUMATO0001  -> numato+serial:///dev/ttyACM0?relay=0",
+        "2a19:0c05 bus 1 address 2  Numato Lab 8 Channel USB Relay Module  serial FLNUMATO0001",
+        "numato+serial:///dev/ttyACM0?relay=0 (Numato relay, firmware 00000008)\ncontroller: numato+serial:///dev/ttyACM0?relay=0\ncapabilities: state readback yes, voltage readback no, acknowledges commands yes\nstate: on",
+    );
+}
+
+/// An LCUS relay board (`[lab] usb = "lcus"`: a CH340 made with FunctionFS), which the
+/// kernel's own ch341 driver probes with its vendor requests and binds as /dev/ttyUSB0; the
+/// board acknowledges nothing, so each cut is confirmed by the drive's controllers leaving.
+#[test]
+fn power_cuts_through_an_lcus_board_on_the_guests_usb_bus_find_exactly_the_ground_truth() {
+    let Some(usb) = power_cuts_through_a_usb_board(
+        "power_cuts_through_an_lcus_board_on_the_guests_usb_bus_find_exactly_the_ground_truth",
+        "lab-power-cut-lcus.toml",
+        "/dev/ttyUSB0  1a86:7523  USB Serial  ",
+        "1a86:7523 bus 1 address 2  USB Serial",
+        "acknowledges commands no\nnote: this switch cannot confirm a cut",
+    ) else {
+        return;
+    };
+    // ch341's probe: the chip version read, the serial init, the divisor and line control.
+    for req in ["control c0 5f value 0000 index 0000 length 2: Ok(2)", "control 40 a1 ", "control 40 9a value 1312 "] {
+        assert!(usb.contains(req), "{req}:\n{usb}");
     }
 }
 

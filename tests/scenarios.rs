@@ -23,7 +23,7 @@ fn load(name: &str) -> Scenario {
     Scenario::load(&dir().join(name)).unwrap_or_else(|e| panic!("{e}"))
 }
 
-const SHIPPED: [&str; 28] = [
+const SHIPPED: [&str; 29] = [
     "reference.toml",
     "demo.toml",
     "dualport-demo.toml",
@@ -39,6 +39,7 @@ const SHIPPED: [&str; 28] = [
     "lab-power-cut-flush.toml",
     "lab-power-cut-fua.toml",
     "lab-power-cut-numato.toml",
+    "lab-power-cut-lcus.toml",
     "lab-pci-remove-rescan.toml",
     "dualport-link-redundancy.toml",
     "dualport-quarch-pull.toml",

@@ -5,6 +5,7 @@
 //! ([`machine`]) with a run directory shared over 9p, `guest` is what the guest's command
 //! script calls ([`guest`]).
 
+mod ch340;
 mod guest;
 mod initramfs;
 mod machine;
@@ -104,7 +105,8 @@ struct MachineArgs {
     /// Put a USB power board on the guest's own USB bus (a gadget on dummy_hcd, which the
     /// guest's kernel enumerates and its class driver binds, as on a desk), its relay wired to
     /// the simulated drive as the Quarch module is: `numato` gives
-    /// `numato+serial:///dev/ttyACM0?relay=0` (docs/LAB.md, "The USB rig").
+    /// `numato+serial:///dev/ttyACM0?relay=0`, `lcus` gives `lcus+serial:///dev/ttyUSB0?channel=1`
+    /// (docs/LAB.md, "The USB rig").
     #[arg(long, value_enum, value_name = "BOARD")]
     usb: Option<usb::Board>,
     /// Size of the image made when neither --drive-file nor --nbd is given.

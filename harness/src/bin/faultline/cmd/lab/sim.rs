@@ -21,7 +21,7 @@ use anyhow::{bail, Context, Result};
 use faultline::lab::reconcile::{reconcile, CycleTruth, HostRecord, Reconciled};
 use faultline::runner::dut::GroundTruth;
 use faultline_drivers::{PowerCaps, PowerError, PowerState, PowerSwitch};
-use faultline_fixtures::emu::{NumatoEmu, QuarchEmu, QuarchKind, QuarchRig, RigError};
+use faultline_fixtures::emu::{LcusEmu, NumatoEmu, QuarchEmu, QuarchKind, QuarchRig, RigError};
 use faultline_fixtures::nbd::{NbdConfig, NbdServer};
 use faultline_fixtures::{SimConfig, SimDrive, SimPower, TruthClass, TruthContract};
 use std::io::Write;
@@ -54,6 +54,12 @@ pub struct DriveSpec {
     pub service: Duration,
 }
 
+/// A USB board's emulator (`--usb`).
+enum UsbEmu {
+    Numato(NumatoEmu),
+    Lcus(LcusEmu),
+}
+
 /// The simulated drive, its NBD server and its Quarch module, for one machine.
 pub struct SimLab {
     drive: SimDrive,
@@ -61,7 +67,7 @@ pub struct SimLab {
     server: NbdServer,
     _quarch: QuarchEmu,
     /// The USB board's emulator (`--usb`), its relay wired as the Quarch module is.
-    board: Option<NumatoEmu>,
+    board: Option<UsbEmu>,
     sock: PathBuf,
     uart: PathBuf,
     rig: Option<Receiver<RigRequest>>,
@@ -115,10 +121,10 @@ impl SimLab {
         let (tx, rx) = mpsc::channel();
         let rig_log = RigLog(Arc::new(Mutex::new((std::fs::File::create(lab_dir.join("rig.log"))?, Instant::now()))));
         let rig = LabRig { power: drive.power(), calls: tx, log: rig_log };
+        let started = |e| anyhow::Error::new(e).context("cannot open a pseudo-terminal for the USB board's emulator");
         let board = match usb {
-            Some(Board::Numato) => {
-                Some(NumatoEmu::new(vec![(0, rig.clone())], seed).context("cannot open a pseudo-terminal for the USB board's emulator")?)
-            }
+            Some(Board::Numato) => Some(UsbEmu::Numato(NumatoEmu::new(vec![(0, rig.clone())], seed).map_err(started)?)),
+            Some(Board::Lcus) => Some(UsbEmu::Lcus(LcusEmu::new(vec![(1, rig.clone())]).map_err(started)?)),
             None => None,
         };
         let quarch = QuarchEmu::serial_rig(QuarchKind::HotPlug, Box::new(rig), seed)
@@ -149,7 +155,12 @@ impl SimLab {
 
     /// The USB board's emulator's pty (`--usb`), the guest's `/dev/ttyS2`.
     pub fn usb_uart(&self) -> Option<&Path> {
-        self.board.as_ref().map(|b| Path::new(b.path()))
+        self.board.as_ref().map(|b| {
+            Path::new(match b {
+                UsbEmu::Numato(e) => e.path(),
+                UsbEmu::Lcus(e) => e.path(),
+            })
+        })
     }
 
     /// The rig's calls, for the machine to carry out (once).

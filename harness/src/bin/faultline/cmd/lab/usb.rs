@@ -27,6 +27,11 @@ pub enum Board {
     /// driver gives as /dev/ttyACM0; relay 0 switches the drive
     /// (`numato+serial:///dev/ttyACM0?relay=0`).
     Numato,
+    /// An LCUS relay board: a CH340 (1A86:7523) made with FunctionFS, answering the vendor
+    /// requests the kernel's `ch341` driver sends at probe and open, so that `ch341` binds and
+    /// gives /dev/ttyUSB0; channel 1 switches the drive (`lcus+serial:///dev/ttyUSB0?channel=1`).
+    /// A CH340 reports no serial number, and neither does this one.
+    Lcus,
 }
 
 /// What a board is on the bus.
@@ -35,8 +40,10 @@ struct Ids {
     product: u16,
     manufacturer: &'static str,
     product_name: &'static str,
-    /// The configfs function (`acm.usb0`).
+    /// The configfs function (`acm.usb0`, `ffs.lcus`).
     function: &'static str,
+    /// The tty the host side's class driver gives it (`ttyACM`, `ttyUSB`).
+    tty: &'static str,
 }
 
 impl Board {
@@ -49,14 +56,20 @@ impl Board {
                 manufacturer: "Numato Systems Pvt. Ltd.",
                 product_name: "Numato Lab 8 Channel USB Relay Module",
                 function: "acm.usb0",
+                tty: "ttyACM",
             },
+            // What a CH340 says of itself: "USB Serial", no manufacturer, no serial number.
+            Board::Lcus => {
+                Ids { vendor: 0x1a86, product: 0x7523, manufacturer: "", product_name: "USB Serial", function: "ffs.lcus", tty: "ttyUSB" }
+            }
         }
     }
 
     /// The USB serial number the lab's board reports.
-    pub fn serial(self) -> &'static str {
+    pub fn serial(self) -> Option<&'static str> {
         match self {
-            Board::Numato => "FLNUMATO0001",
+            Board::Numato => Some("FLNUMATO0001"),
+            Board::Lcus => None,
         }
     }
 
@@ -64,12 +77,14 @@ impl Board {
     pub fn power(self) -> &'static str {
         match self {
             Board::Numato => "numato+serial:///dev/ttyACM0?relay=0",
+            Board::Lcus => "lcus+serial:///dev/ttyUSB0?channel=1",
         }
     }
 
     pub fn name(self) -> &'static str {
         match self {
             Board::Numato => "numato",
+            Board::Lcus => "lcus",
         }
     }
 }
@@ -115,14 +130,21 @@ fn make_gadget(board: Board) -> Result<PathBuf> {
     write(&g.join("idProduct"), &format!("0x{:04x}", ids.product))?;
     let strings = g.join("strings/0x409");
     std::fs::create_dir_all(&strings)?;
-    write(&strings.join("serialnumber"), board.serial())?;
-    write(&strings.join("manufacturer"), ids.manufacturer)?;
+    if let Some(serial) = board.serial() {
+        write(&strings.join("serialnumber"), serial)?;
+    }
+    if !ids.manufacturer.is_empty() {
+        write(&strings.join("manufacturer"), ids.manufacturer)?;
+    }
     write(&strings.join("product"), ids.product_name)?;
     let config = g.join("configs/c.1");
     std::fs::create_dir_all(&config)?;
     let f = g.join("functions").join(ids.function);
     std::fs::create_dir(&f).with_context(|| format!("cannot create the function {}", f.display()))?;
     std::os::unix::fs::symlink(&f, config.join(ids.function))?;
+    if let Some(instance) = ids.function.strip_prefix("ffs.") {
+        super::ch340::start(instance)?;
+    }
     let udc = std::fs::read_dir("/sys/class/udc")
         .context("no /sys/class/udc: dummy_hcd is not loaded")?
         .flatten()
@@ -133,15 +155,28 @@ fn make_gadget(board: Board) -> Result<PathBuf> {
     Ok(g)
 }
 
-/// The tty the host side's class driver made for the board: the `ttyACM*` whose USB device
-/// has the board's serial.
+/// The tty the host side's class driver made for the board: the `ttyACM*` or `ttyUSB*` whose
+/// USB device has the board's ids (and serial, where it has one).
 fn host_tty(board: Board) -> Option<PathBuf> {
+    let ids = board.ids();
+    let attr = |d: &Path, a: &str| std::fs::read_to_string(d.join(a)).map(|s| s.trim().to_string()).unwrap_or_default();
     for e in std::fs::read_dir("/sys/class/tty").ok()?.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
-        // .../usb1/1-1/1-1:1.0/tty/ttyACM0: the USB device is two levels above the tty.
-        let Ok(dev) = std::fs::canonicalize(e.path().join("device")) else { continue };
-        let serial = dev.parent().map(|d| d.join("serial")).and_then(|p| std::fs::read_to_string(p).ok());
-        if name.starts_with("ttyACM") && serial.is_some_and(|s| s.trim() == board.serial()) {
+        if !name.starts_with(ids.tty) {
+            continue;
+        }
+        // ttyACM0: .../1-1/1-1:1.0 (the interface); ttyUSB0: .../1-1/1-1:1.0/ttyUSB0 (the
+        // usb-serial port). The USB device is the nearest ancestor with an idVendor.
+        let Ok(mut dev) = std::fs::canonicalize(e.path().join("device")) else { continue };
+        while !dev.join("idVendor").exists() {
+            if !dev.pop() {
+                break;
+            }
+        }
+        let ours = attr(&dev, "idVendor") == format!("{:04x}", ids.vendor)
+            && attr(&dev, "idProduct") == format!("{:04x}", ids.product)
+            && board.serial().is_none_or(|s| attr(&dev, "serial") == s);
+        if ours {
             return Some(Path::new("/dev").join(name));
         }
     }
@@ -166,19 +201,42 @@ pub fn serve(board: Board, uart: &Path) -> Result<()> {
     load_modules()?;
     let g = make_gadget(board)?;
     let gadget_tty = Path::new("/dev/ttyGS0");
+    let acm = board == Board::Numato;
     let deadline = Instant::now() + Duration::from_secs(20);
     let tty = loop {
-        if let Some(t) = host_tty(board).filter(|t| t.exists() && gadget_tty.exists()) {
+        if let Some(t) = host_tty(board).filter(|t| t.exists() && (!acm || gadget_tty.exists())) {
             break t;
         }
         if Instant::now() > deadline {
-            bail!("the {} gadget ({}) did not enumerate within 20 s: no ttyACM with serial {}", board.name(), g.display(), board.serial());
+            let ids = board.ids();
+            bail!(
+                "the {} gadget ({}) did not enumerate within 20 s: no {}* of {:04x}:{:04x}{} (dmesg says why)",
+                board.name(),
+                g.display(),
+                ids.tty,
+                ids.vendor,
+                ids.product,
+                board.serial().map_or(String::new(), |s| format!(" with serial {s}"))
+            );
         }
         std::thread::sleep(Duration::from_millis(50));
     };
     let timeout = Duration::from_millis(200);
     let open =
         |p: &Path| faultline_drivers::control::open_serial(p, 115_200, timeout).with_context(|| format!("cannot open {}", p.display()));
+    if !acm {
+        let u = open(uart)?;
+        let from_host = u.try_clone().context("cannot clone the UART")?;
+        println!(
+            "lab usb: {} on the bus as {} after {} ms; bridging its bulk endpoints <-> {}",
+            board.name(),
+            tty.display(),
+            t0.elapsed().as_millis(),
+            uart.display()
+        );
+        write(Path::new(READY), &format!("{}\n", tty.display()))?;
+        return super::ch340::bridge(board.ids().function.trim_start_matches("ffs."), from_host, u);
+    }
     let mut from_host = open(uart)?;
     let mut to_host = from_host.try_clone().context("cannot clone the UART")?;
     let out: GadgetOut = std::sync::Arc::new(std::sync::Mutex::new(None));

@@ -1,0 +1,150 @@
+//! The lab's CH340 (`lab run --usb lcus`) through FunctionFS: its descriptors (one vendor
+//! interface with a bulk pair and an interrupt endpoint, as a CH340 has), the vendor control
+//! requests the kernel's `ch341` driver sends at probe and open, and the bulk data carried to
+//! the host's LCUS emulator. FunctionFS hands requests addressed to the device (as `ch341`'s
+//! are) to userspace only with `FUNCTIONFS_ALL_CTRL_RECIP` (Linux 4.15 and later).
+
+use anyhow::{bail, Context, Result};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+const FFS: &str = "/dev/usb-ffs";
+const DESCRIPTORS_MAGIC_V2: u32 = 3;
+const STRINGS_MAGIC: u32 = 2;
+const HAS_FS_DESC: u32 = 1;
+const HAS_HS_DESC: u32 = 2;
+const ALL_CTRL_RECIP: u32 = 64;
+/// `struct usb_functionfs_event`: the setup packet, the type, three bytes of padding.
+const EVENT: usize = 12;
+const SETUP: u8 = 4;
+const READ_VERSION: u8 = 0x5f;
+const READ_REG: u8 = 0x95;
+
+fn dir(instance: &str) -> PathBuf {
+    Path::new(FFS).join(instance)
+}
+
+/// One interface (vendor class), bulk IN 1, bulk OUT 2, interrupt IN 3: `ep1`, `ep2`, `ep3`
+/// in the mount, in this order.
+fn interface(bulk: u16, interval: u8) -> Vec<u8> {
+    let mut d = vec![9, 4, 0, 0, 3, 0xff, 0x01, 0x02, 0];
+    for (addr, attr, size, iv) in [(0x81u8, 2u8, bulk, 0u8), (0x02, 2, bulk, 0), (0x83, 3, 8, interval)] {
+        d.extend_from_slice(&[7, 5, addr, attr]);
+        d.extend_from_slice(&size.to_le_bytes());
+        d.push(iv);
+    }
+    d
+}
+
+fn descriptors() -> Vec<u8> {
+    let (fs, hs) = (interface(64, 1), interface(512, 4));
+    let mut d = Vec::new();
+    for v in [DESCRIPTORS_MAGIC_V2, 0, HAS_FS_DESC | HAS_HS_DESC | ALL_CTRL_RECIP, 4, 4] {
+        d.extend_from_slice(&v.to_le_bytes());
+    }
+    d.extend_from_slice(&fs);
+    d.extend_from_slice(&hs);
+    let n = d.len() as u32;
+    d[4..8].copy_from_slice(&n.to_le_bytes());
+    d
+}
+
+/// No strings: a CH340 names nothing of its interface.
+fn strings() -> Vec<u8> {
+    let mut d = Vec::new();
+    for v in [STRINGS_MAGIC, 16, 0, 0] {
+        d.extend_from_slice(&v.to_le_bytes());
+    }
+    d
+}
+
+/// Mounts the function's FunctionFS, writes its descriptors and starts answering ep0; the
+/// gadget may be bound once this returns.
+pub fn start(instance: &str) -> Result<()> {
+    let d = dir(instance);
+    std::fs::create_dir_all(&d)?;
+    let o = std::process::Command::new("mount").args(["-t", "functionfs", instance]).arg(&d).output().context("cannot run mount")?;
+    if !o.status.success() {
+        bail!("cannot mount functionfs {instance} on {}: {}", d.display(), String::from_utf8_lossy(&o.stderr).trim());
+    }
+    let mut ep0 = std::fs::OpenOptions::new().read(true).write(true).open(d.join("ep0")).context("cannot open ep0")?;
+    ep0.write_all(&descriptors()).context("FunctionFS refused the CH340's descriptors")?;
+    ep0.write_all(&strings()).context("FunctionFS refused the CH340's strings")?;
+    std::thread::spawn(move || control(ep0));
+    Ok(())
+}
+
+/// The control requests, as a CH340 answers them: the chip version (0x31: a CH340 of the kind
+/// that uses one line-control register), register reads (the modem status: no line asserted),
+/// every vendor write acknowledged. Each is printed (`lab/usb.log`).
+fn control(mut ep0: std::fs::File) {
+    let mut buf = [0u8; EVENT * 4];
+    loop {
+        let n = match ep0.read(&mut buf) {
+            Ok(n) => n,
+            Err(_) => {
+                std::thread::sleep(Duration::from_millis(20));
+                continue;
+            }
+        };
+        for e in buf[..n].chunks_exact(EVENT) {
+            if e[8] != SETUP {
+                continue;
+            }
+            let (rt, req) = (e[0], e[1]);
+            let (value, index, len) =
+                (u16::from_le_bytes([e[2], e[3]]), u16::from_le_bytes([e[4], e[5]]), usize::from(u16::from_le_bytes([e[6], e[7]])));
+            let r = if rt & 0x80 != 0 {
+                let mut reply = match req {
+                    READ_VERSION => vec![0x31, 0x00],
+                    READ_REG => vec![0xff, 0xee],
+                    _ => vec![0; len],
+                };
+                reply.resize(len, 0);
+                ep0.write_all(&reply).map(|_| reply.len())
+            } else {
+                // The status stage (and any data): a read of the request's length.
+                let mut data = vec![0u8; len];
+                ep0.read(&mut data)
+            };
+            println!("lab usb: ch340 control {rt:02x} {req:02x} value {value:04x} index {index:04x} length {len}: {r:?}");
+        }
+    }
+}
+
+/// The bulk data both ways: what the host's driver writes (bulk OUT, `ep2`) goes to the host's
+/// emulator; what comes back (an LCUS sends nothing) goes to bulk IN (`ep1`).
+pub fn bridge(instance: &str, mut from_host: Box<dyn Read + Send>, mut to_emu: Box<dyn Write + Send>) -> Result<()> {
+    let d = dir(instance);
+    let to_host_path = d.join("ep1");
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 64];
+        loop {
+            match from_host.read(&mut buf) {
+                Ok(n) if n > 0 => {
+                    if let Ok(mut ep) = std::fs::OpenOptions::new().write(true).open(&to_host_path) {
+                        let _ = ep.write_all(&buf[..n]);
+                    }
+                }
+                Ok(_) => {}
+                Err(e) if matches!(e.kind(), std::io::ErrorKind::TimedOut | std::io::ErrorKind::Interrupted) => {}
+                Err(_) => return,
+            }
+        }
+    });
+    let mut buf = [0u8; 512];
+    loop {
+        let mut ep = match std::fs::File::open(d.join("ep2")) {
+            Ok(f) => f,
+            Err(_) => {
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
+            }
+        };
+        while let Ok(n) = ep.read(&mut buf) {
+            to_emu.write_all(&buf[..n]).and_then(|_| to_emu.flush()).context("the UART to the host's emulator")?;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
