@@ -157,6 +157,20 @@ pub struct Report {
     pub notes: Vec<String>,
 }
 
+/// Puts `modules` into `dir` of the archive, with `dir/load-order` naming them in order (what
+/// the guest's init, or `lab guest usb`, insmods).
+fn add_modules(a: &mut Archive, dir: &str, modules: &[PathBuf]) -> Result<()> {
+    let mut order = String::new();
+    a.dir(dir)?;
+    for m in modules {
+        let name = m.file_name().and_then(|n| n.to_str()).context("module path without a name")?;
+        a.file(&format!("{dir}/{name}"), m, 0o644)?;
+        order.push_str(name);
+        order.push('\n');
+    }
+    a.bytes(&format!("{dir}/load-order"), order.as_bytes(), 0o644)
+}
+
 /// Runs the steps; `faultline_bin` is the binary to put in the guest.
 pub fn setup(cache: &Path, faultline_bin: &Path, report: &mut Report) -> Result<Lab> {
     std::fs::create_dir_all(cache).with_context(|| format!("cannot create the lab cache {}", cache.display()))?;
@@ -216,24 +230,8 @@ pub fn setup(cache: &Path, faultline_bin: &Path, report: &mut Report) -> Result<
         a.bytes("init", INIT.as_bytes(), 0o755)?;
         a.file("usr/sbin/nvme", &nvme, 0o755)?;
         add_libs(&mut a, &nvme_libs)?;
-        let mut order = String::new();
-        a.dir("lib/modules")?;
-        for m in &modules {
-            let name = m.file_name().and_then(|n| n.to_str()).context("module path without a name")?;
-            a.file(&format!("lib/modules/{name}"), m, 0o644)?;
-            order.push_str(name);
-            order.push('\n');
-        }
-        a.bytes("lib/modules/load-order", order.as_bytes(), 0o644)?;
-        let mut order = String::new();
-        a.dir("lib/modules/usb")?;
-        for m in &usb_modules {
-            let name = m.file_name().and_then(|n| n.to_str()).context("module path without a name")?;
-            a.file(&format!("lib/modules/usb/{name}"), m, 0o644)?;
-            order.push_str(name);
-            order.push('\n');
-        }
-        a.bytes("lib/modules/usb/load-order", order.as_bytes(), 0o644)?;
+        add_modules(&mut a, "lib/modules", &modules)?;
+        add_modules(&mut a, "lib/modules/usb", &usb_modules)?;
         a.finish()?;
         write_stamp(cache, "base", &base_key)?;
     }
