@@ -632,15 +632,21 @@ on_finding = "continue"
 /// Power cuts of the simulated drive behind faultline's NBD server, through faultline's NBD
 /// client, switched by the emulated Quarch module on a pty: an honest drive is clean in every
 /// cycle (each cut confirmed, the export connected again after power-on), and a drive that
-/// rolls back a completed write at each cut is found out: every write the drive's ground truth
-/// holds lost at the end was found.
+/// rolls back a write at each cut is found out: every write the drive's ground truth holds
+/// lost at the end, that the host could prove durable, was found.
+///
+/// The rollback model reverts one of the writes applied since power-on. Over this small span
+/// that write has often been written over since (the revert changes nothing), or was still
+/// in flight (nothing lost): 3 cuts of 6 lost nothing in a CI run, so the rolling-back drive runs
+/// 12 cycles. A write the drive completed whose reply had not reached faultline when the power
+/// went is durable by the drive's order only (docs/LAB.md): not one faultline must find.
 #[test]
 fn power_cuts_through_the_nbd_client_are_clean_on_an_honest_drive_and_find_what_a_rolling_back_one_lost() {
     let dir = scratch("client-power");
-    for (model, code) in [("honest-plp", 0), ("rollback", 1)] {
+    for (model, code, cycles) in [("honest-plp", 0, 6), ("rollback", 1, 12)] {
         let truth = dir.join(format!("truth-{model}.json"));
         let (mut child, uri, power) = emulated(model, SEED, &truth);
-        let sc = nbd_scenario(&dir, &uri, &power, 6);
+        let sc = nbd_scenario(&dir, &uri, &power, cycles);
         let rd = dir.join(format!("run-{model}"));
         let o = Command::new(BIN).args(["run", sc.to_str().unwrap(), "--run-dir", rd.to_str().unwrap()]).output().unwrap();
         let _ = Command::new("kill").arg(child.id().to_string()).status();
@@ -649,7 +655,8 @@ fn power_cuts_through_the_nbd_client_are_clean_on_an_honest_drive_and_find_what_
         assert_eq!(o.status.code(), Some(code), "{ctx}");
         let events = std::fs::read_to_string(rd.join("events.jsonl")).unwrap();
         let of = |kind: &str| events.lines().filter(|l| l.contains(&format!("\"event\":\"{kind}\""))).count();
-        assert_eq!((of("cut_issued"), of("power_restored"), of("ready"), of("cycle_ended")), (6, 6, 6, 6), "{ctx}");
+        let n = cycles as usize;
+        assert_eq!((of("cut_issued"), of("power_restored"), of("ready"), of("cycle_ended")), (n, n, n, n), "{ctx}");
         assert_eq!(of("harness_error"), 0, "{ctx}");
         let found: Vec<u64> = events
             .lines()
@@ -661,15 +668,22 @@ fn power_cuts_through_the_nbd_client_are_clean_on_an_honest_drive_and_find_what_
             })
             .collect();
         let t: serde_json::Value = serde_json::from_slice(&std::fs::read(&truth).unwrap()).unwrap();
-        let lost: std::collections::BTreeSet<u64> =
-            t.as_array().unwrap().iter().filter(|x| x["class"] == "lost_write").filter_map(|x| x["write_id"].as_u64()).collect();
+        let history = faultline::ledger::replay(&rd).unwrap();
+        let lost: std::collections::BTreeSet<u64> = t
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|x| x["class"] == "lost_write")
+            .filter_map(|x| x["write_id"].as_u64())
+            .filter(|&w| history.is_durable(w))
+            .collect();
         if model == "honest-plp" {
             assert!(found.is_empty() && lost.is_empty(), "{found:?} {lost:?}: {ctx}");
         } else {
             // The drive's ground truth when it stopped: what it still holds lost (a write
             // rolled back at an earlier cut may since have been written over). Each of those
             // was found; the cuts before were found as they happened.
-            assert!(!lost.is_empty() && found.len() >= lost.len(), "{ctx}");
+            assert!(!found.is_empty(), "no cut of the rolling-back drive lost a durable write: {ctx}");
             assert!(lost.iter().all(|w| found.contains(w)), "the drive lost {lost:?}, faultline found {found:?}: {ctx}");
         }
     }

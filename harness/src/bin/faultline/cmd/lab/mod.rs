@@ -540,7 +540,7 @@ fn cmd_exec(a: ExecArgs) -> Result<Exit> {
 
 fn cmd_shell(m: MachineArgs) -> Result<Exit> {
     let mut p = prepare(&m, "shell", SimFromScenario::default())?;
-    std::fs::write(p.share.join("lab/cmd"), PREAMBLE)?;
+    std::fs::write(p.share.join("lab/cmd"), preamble(&m))?;
     boot(&mut p, &m, true, false)?;
     Ok(Exit::Clean)
 }

@@ -12,6 +12,8 @@
 //! ```text
 //! faultline (guest) -> /dev/ttyACM0 -> cdc-acm -> usbcore -> dummy_hcd -> f_acm -> /dev/ttyGS0
 //!   -> this bridge -> /dev/ttyS2 -> QEMU -> host pty -> NumatoEmu -> the drive's power
+//! faultline (guest) -> /dev/ttyUSB0 -> ch341 -> usbcore -> dummy_hcd -> FunctionFS ep2
+//!   -> the CH340's bridge (`ch340.rs`) -> /dev/ttyS2 -> QEMU -> host pty -> LcusEmu -> ...
 //! ```
 
 use anyhow::{bail, Context, Result};
