@@ -1,7 +1,7 @@
 //! The lab's simulated drive (`faultline lab run|exec|shell --sim MODEL`): faultline's
 //! simulated drive, with the fault model named, served over NBD to QEMU as the shared namespace
 //! of the two controllers; a Quarch hot-plug module on the guest's second UART that switches
-//! it; and the reconciliation of the guest's findings with the drive's ground truth.
+//! it; and the drive's ground truth after each cycle, for the reconciliation.
 //!
 //! Power, as a drive loses it: at `RUN:POWer DOWN` the simulated drive goes dark first (what its
 //! model keeps of its volatile cache is all that survives, every operation in flight and every
@@ -15,7 +15,10 @@
 //! Ground truth: after each cycle's verification the guest (`lab guest run --truth`) asks for
 //! the drive's ground truth and waits; the host takes it then, before the next cycle writes
 //! anything, and scores the cycle's findings against it sector by sector, as the detection
-//! matrix does ([`score_cycle`]).
+//! matrix does, each sector held to what the host could prove ([`faultline::lab::reconcile`]).
+//!
+//! A USB board (`--usb`): its emulator (Numato, LCUS) is wired to the same rig as the Quarch
+//! module, on the guest's third UART, which the guest bridges to the board's gadget (`usb.rs`).
 
 use anyhow::{bail, Context, Result};
 use faultline::lab::reconcile::{reconcile, CycleTruth, HostRecord, Reconciled};
