@@ -58,6 +58,12 @@ pub enum UsbError {
 }
 
 impl UsbError {
+    /// True when the device has left the bus (libusb's `NoDevice`): unplugged, or
+    /// re-enumerated; nothing sent to this handle reaches it again.
+    pub fn is_gone(&self) -> bool {
+        matches!(self, UsbError::Bulk { source: rusb::Error::NoDevice, .. } | UsbError::Report { source: rusb::Error::NoDevice, .. })
+    }
+
     /// True when a transfer got nothing in time, as opposed to failing.
     pub fn is_timeout(&self) -> bool {
         matches!(self, UsbError::Bulk { source: rusb::Error::Timeout, .. } | UsbError::Report { source: rusb::Error::Timeout, .. })

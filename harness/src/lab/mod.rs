@@ -2,6 +2,9 @@
 //! (`bin/faultline/cmd/lab/`) boots the machine and carries out the rig's calls; what it
 //! concludes from a run lives here, so it is tested without a guest:
 //! - [`reconcile`]: the guest's findings scored against the lab drive's ground truth, sector
-//!   by sector, each sector held to what the guest could prove.
+//!   by sector, each sector held to what the guest could prove;
+//! - [`quarch_usb`]: the lab Quarch module's USB firmware, between its bulk endpoints and its
+//!   command processor (the host's emulator).
 
+pub mod quarch_usb;
 pub mod reconcile;

@@ -247,6 +247,8 @@ impl Conn {
                     }
                     return Ok(reply);
                 }
+                // A module that left the bus is not there to retry: say so at once.
+                Err(f @ WireFault::Gone { .. }) => return Err(self.err(&addressed, f.to_string())),
                 Err(f) => faults.push(f.to_string()),
             }
         }
@@ -341,7 +343,9 @@ impl PowerSwitch for Quarch {
 
     fn identify(&mut self) -> Result<String, PowerError> {
         let c = self.lock();
-        Ok(format!("{} ({:?} module)\n{}", c.name, c.kind, c.idn))
+        // The module's line ends (`\r\n`) as the terminal's.
+        let idn: Vec<&str> = c.idn.lines().map(str::trim_end).collect();
+        Ok(format!("{} ({:?} module)\n{}", c.name, c.kind, idn.join("\n")))
     }
 
     fn set_mate_step(&mut self, step_ms: u32) -> Result<(), PowerError> {

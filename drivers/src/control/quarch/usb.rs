@@ -3,7 +3,7 @@
 //! with 64-byte endpoints, and opening a module by its USB serial number through rusb.
 
 use super::wire::{QuarchWire, WireError, WireFault};
-use crate::control::usb::{BulkPipe, RusbBulk, QUARCH_PID, QUARCH_VID};
+use crate::control::usb::{BulkPipe, RusbBulk, UsbError, QUARCH_PID, QUARCH_VID};
 use std::time::{Duration, Instant};
 
 const QUARCH_USB_LOCK: [u8; 6] = [0x02, 0x00, 0x00, 0x01, 0x04, 0x01];
@@ -77,10 +77,20 @@ impl<P: BulkPipe> QuarchUsbWire<P> {
     }
 }
 
+/// A failed transfer as a [`WireFault`]: a device that left the bus (libusb's `NoDevice`) is
+/// [`WireFault::Gone`], anything else `Closed` (with what arrived so far).
+fn lost(e: UsbError, got: Vec<u8>) -> WireFault {
+    if e.is_gone() {
+        WireFault::Gone { why: format!("{e} (the USB device left the bus: unplugged, or re-enumerated at another address)") }
+    } else {
+        WireFault::Closed { got, why: e.to_string() }
+    }
+}
+
 impl<P: BulkPipe> QuarchWire for QuarchUsbWire<P> {
     fn exchange(&mut self, cmd: &str, timeout: Duration) -> Result<String, WireFault> {
         let packet = Self::packet(cmd).map_err(|e| WireFault::Garbage { got: Vec::new(), why: e.to_string() })?;
-        let n = self.pipe.write(&packet, timeout).map_err(|e| WireFault::Closed { got: Vec::new(), why: e.to_string() })?;
+        let n = self.pipe.write(&packet, timeout).map_err(|e| lost(e, Vec::new()))?;
         if n != 64 {
             return Err(WireFault::Closed { got: Vec::new(), why: format!("bulk write sent {n} of 64 bytes") });
         }
@@ -97,7 +107,7 @@ impl<P: BulkPipe> QuarchWire for QuarchUsbWire<P> {
             let n = match self.pipe.read(&mut buf, left) {
                 Ok(n) => n,
                 Err(e) if e.is_timeout() => return Err(WireFault::Timeout { got: raw }),
-                Err(e) => return Err(WireFault::Closed { got: raw, why: e.to_string() }),
+                Err(e) => return Err(lost(e, raw)),
             };
             raw.extend_from_slice(&buf[..n]);
             let end = buf[..n].iter().position(|&c| c == 0).unwrap_or(n);
@@ -118,7 +128,7 @@ impl<P: BulkPipe> QuarchWire for QuarchUsbWire<P> {
     /// `clean_and_flush_stuck_usb_comms` does.
     fn resync(&mut self, timeout: Duration) -> Result<(), WireFault> {
         let p = Self::packet("HEZZ0?").expect("fits");
-        self.pipe.write(&p, timeout).map_err(|e| WireFault::Closed { got: Vec::new(), why: e.to_string() })?;
+        self.pipe.write(&p, timeout).map_err(|e| lost(e, Vec::new()))?;
         let mut buf = [0u8; 64];
         for _ in 0..1024 {
             if self.pipe.read(&mut buf, Duration::from_millis(250)).is_err() {
@@ -132,7 +142,6 @@ impl<P: BulkPipe> QuarchWire for QuarchUsbWire<P> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::control::usb::UsbError;
     use std::collections::VecDeque;
 
     /// What a real pipe returns when nothing arrives in time.
@@ -183,6 +192,28 @@ mod tests {
         assert!(matches!(w.exchange("RUN:POWer UP", Duration::from_millis(10)), Err(WireFault::Timeout { .. })));
         w.pipe.replies.push_back(vec![b'O', 0xff, b'K']);
         assert!(matches!(w.exchange("RUN:POWer UP", Duration::from_millis(10)), Err(WireFault::Garbage { .. })));
+    }
+
+    /// A pipe whose device has left the bus.
+    struct GonePipe;
+
+    impl BulkPipe for GonePipe {
+        fn write(&mut self, _packet: &[u8], _t: Duration) -> Result<usize, UsbError> {
+            Err(UsbError::Bulk { op: "bulk write", source: rusb::Error::NoDevice })
+        }
+        fn read(&mut self, _buf: &mut [u8], _t: Duration) -> Result<usize, UsbError> {
+            Err(UsbError::Bulk { op: "bulk read", source: rusb::Error::NoDevice })
+        }
+    }
+
+    #[test]
+    fn a_device_that_left_the_bus_is_gone_and_other_failures_are_a_lost_connection() {
+        let mut w = QuarchUsbWire::new(GonePipe);
+        let e = w.exchange("RUN:POWer UP", Duration::from_millis(10)).unwrap_err();
+        assert!(matches!(e, WireFault::Gone { .. }), "{e}");
+        assert!(e.to_string().contains("bulk write: NoDevice (the USB device left the bus"), "{e}");
+        let e = lost(UsbError::Bulk { op: "bulk read", source: rusb::Error::Pipe }, b"OK".to_vec());
+        assert!(matches!(e, WireFault::Closed { .. }), "{e}");
     }
 
     #[test]

@@ -40,6 +40,9 @@ pub enum WireFault {
     Garbage { got: Vec<u8>, why: String },
     /// The connection closed or failed.
     Closed { got: Vec<u8>, why: String },
+    /// The module left the bus (a USB device gone: unplugged, or re-enumerated): no retry on
+    /// this connection can reach it.
+    Gone { why: String },
 }
 
 impl std::fmt::Display for WireFault {
@@ -48,6 +51,7 @@ impl std::fmt::Display for WireFault {
             WireFault::Timeout { got } => write!(f, "no complete reply in time (got {})", show_bytes(got)),
             WireFault::Garbage { got, why } => write!(f, "garbled reply: {why} (got {})", show_bytes(got)),
             WireFault::Closed { got, why } => write!(f, "connection lost: {why} (got {})", show_bytes(got)),
+            WireFault::Gone { why } => write!(f, "the module is gone: {why}"),
         }
     }
 }

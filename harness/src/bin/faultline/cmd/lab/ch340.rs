@@ -4,73 +4,26 @@
 //! the host's LCUS emulator. FunctionFS hands requests addressed to the device (as `ch341`'s
 //! are) to userspace only with `FUNCTIONFS_ALL_CTRL_RECIP` (Linux 4.15 and later).
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-const FFS: &str = "/dev/usb-ffs";
-const DESCRIPTORS_MAGIC_V2: u32 = 3;
-const STRINGS_MAGIC: u32 = 2;
-const HAS_FS_DESC: u32 = 1;
-const HAS_HS_DESC: u32 = 2;
-const ALL_CTRL_RECIP: u32 = 64;
-/// `struct usb_functionfs_event`: the setup packet, the type, three bytes of padding.
-const EVENT: usize = 12;
-const SETUP: u8 = 4;
+use super::ffs::{self, dir, EVENT, SETUP};
+
 const READ_VERSION: u8 = 0x5f;
 const READ_REG: u8 = 0x95;
-
-fn dir(instance: &str) -> PathBuf {
-    Path::new(FFS).join(instance)
-}
 
 /// One interface (vendor class), bulk IN 1, bulk OUT 2, interrupt IN 3: `ep1`, `ep2`, `ep3`
 /// in the mount, in this order.
 fn interface(bulk: u16, interval: u8) -> Vec<u8> {
-    let mut d = vec![9, 4, 0, 0, 3, 0xff, 0x01, 0x02, 0];
-    for (addr, attr, size, iv) in [(0x81u8, 2u8, bulk, 0u8), (0x02, 2, bulk, 0), (0x83, 3, 8, interval)] {
-        d.extend_from_slice(&[7, 5, addr, attr]);
-        d.extend_from_slice(&size.to_le_bytes());
-        d.push(iv);
-    }
-    d
-}
-
-fn descriptors() -> Vec<u8> {
-    let (fs, hs) = (interface(64, 1), interface(512, 4));
-    let mut d = Vec::new();
-    for v in [DESCRIPTORS_MAGIC_V2, 0, HAS_FS_DESC | HAS_HS_DESC | ALL_CTRL_RECIP, 4, 4] {
-        d.extend_from_slice(&v.to_le_bytes());
-    }
-    d.extend_from_slice(&fs);
-    d.extend_from_slice(&hs);
-    let n = d.len() as u32;
-    d[4..8].copy_from_slice(&n.to_le_bytes());
-    d
-}
-
-/// No strings: a CH340 names nothing of its interface.
-fn strings() -> Vec<u8> {
-    let mut d = Vec::new();
-    for v in [STRINGS_MAGIC, 16, 0, 0] {
-        d.extend_from_slice(&v.to_le_bytes());
-    }
-    d
+    ffs::interface([0xff, 0x01, 0x02], &[(0x81, 2, bulk, 0), (0x02, 2, bulk, 0), (0x83, 3, 8, interval)])
 }
 
 /// Mounts the function's FunctionFS, writes its descriptors and starts answering ep0; the
 /// gadget may be bound once this returns.
 pub fn start(instance: &str) -> Result<()> {
-    let d = dir(instance);
-    std::fs::create_dir_all(&d)?;
-    let o = std::process::Command::new("mount").args(["-t", "functionfs", instance]).arg(&d).output().context("cannot run mount")?;
-    if !o.status.success() {
-        bail!("cannot mount functionfs {instance} on {}: {}", d.display(), String::from_utf8_lossy(&o.stderr).trim());
-    }
-    let mut ep0 = std::fs::OpenOptions::new().read(true).write(true).open(d.join("ep0")).context("cannot open ep0")?;
-    ep0.write_all(&descriptors()).context("FunctionFS refused the CH340's descriptors")?;
-    ep0.write_all(&strings()).context("FunctionFS refused the CH340's strings")?;
+    let (fs, hs) = (interface(64, 1), interface(512, 4));
+    let ep0 = ffs::start(instance, "CH340", ffs::ALL_CTRL_RECIP, &fs, Some(&hs), 4)?;
     std::thread::spawn(move || control(ep0));
     Ok(())
 }

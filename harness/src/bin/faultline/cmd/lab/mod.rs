@@ -6,10 +6,12 @@
 //! script calls ([`guest`]).
 
 mod ch340;
+mod ffs;
 mod guest;
 mod initramfs;
 mod machine;
 mod qmp;
+mod quarch_gadget;
 mod setup;
 mod sim;
 mod usb;
@@ -105,8 +107,8 @@ struct MachineArgs {
     /// Put a USB power board on the guest's own USB bus (a gadget on dummy_hcd, which the
     /// guest's kernel enumerates and its class driver binds, as on a desk), its relay wired to
     /// the simulated drive as the Quarch module is: `numato` gives
-    /// `numato+serial:///dev/ttyACM0?relay=0`, `lcus` gives `lcus+serial:///dev/ttyUSB0?channel=1`
-    /// (docs/LAB.md, "The USB rig").
+    /// `numato+serial:///dev/ttyACM0?relay=0`, `lcus` gives `lcus+serial:///dev/ttyUSB0?channel=1`,
+    /// `quarch` gives `quarch+usb://QTL1999-01-001` (docs/LAB.md, "The USB rig").
     #[arg(long, value_enum, value_name = "BOARD")]
     usb: Option<usb::Board>,
     /// Size of the image made when neither --drive-file nor --nbd is given.

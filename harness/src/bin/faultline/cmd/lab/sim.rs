@@ -61,6 +61,9 @@ pub struct DriveSpec {
 enum UsbEmu {
     Numato(NumatoEmu),
     Lcus(LcusEmu),
+    /// The Quarch module on USB: a second module (a power module) on the same rig, its serial
+    /// framing on the guest's third UART, which the gadget's firmware turns into the USB one.
+    Quarch(QuarchEmu),
 }
 
 /// The simulated drive, its NBD server and its Quarch module, for one machine.
@@ -128,6 +131,9 @@ impl SimLab {
         let board = match usb {
             Some(Board::Numato) => Some(UsbEmu::Numato(NumatoEmu::new(vec![(0, rig.clone())], seed).map_err(started)?)),
             Some(Board::Lcus) => Some(UsbEmu::Lcus(LcusEmu::new(vec![(1, rig.clone())]).map_err(started)?)),
+            Some(Board::Quarch) => {
+                Some(UsbEmu::Quarch(QuarchEmu::serial_rig(QuarchKind::Power, Box::new(rig.clone()), seed).map_err(started)?))
+            }
             None => None,
         };
         let quarch = QuarchEmu::serial_rig(QuarchKind::HotPlug, Box::new(rig), seed)
@@ -162,6 +168,7 @@ impl SimLab {
             Path::new(match b {
                 UsbEmu::Numato(e) => e.path(),
                 UsbEmu::Lcus(e) => e.path(),
+                UsbEmu::Quarch(e) => e.endpoint(),
             })
         })
     }

@@ -14,6 +14,9 @@
 //!   -> this bridge -> /dev/ttyS2 -> QEMU -> host pty -> NumatoEmu -> the drive's power
 //! faultline (guest) -> /dev/ttyUSB0 -> ch341 -> usbcore -> dummy_hcd -> FunctionFS ep2
 //!   -> the CH340's bridge (`ch340.rs`) -> /dev/ttyS2 -> QEMU -> host pty -> LcusEmu -> ...
+//! faultline (guest) -> libusb -> usbfs -> usbcore -> dummy_hcd (full speed) -> FunctionFS ep1
+//!   -> the module's firmware (`quarch_gadget.rs`) -> /dev/ttyS2 -> QEMU -> host pty
+//!   -> QuarchEmu (serial framing) -> ...
 //! ```
 
 use anyhow::{bail, Context, Result};
@@ -34,6 +37,11 @@ pub enum Board {
     /// gives /dev/ttyUSB0; channel 1 switches the drive (`lcus+serial:///dev/ttyUSB0?channel=1`).
     /// A CH340 reports no serial number, and neither does this one.
     Lcus,
+    /// A Quarch power module on USB (16D0:0449, serial QTL1999-01-001): FunctionFS, one vendor
+    /// interface of 64-byte bulk endpoints at full speed, which no kernel driver binds;
+    /// faultline reaches it through libusb, locks it into USB mode and speaks the USB framing
+    /// (`quarch+usb://QTL1999-01-001`).
+    Quarch,
 }
 
 /// What a board is on the bus.
@@ -64,6 +72,15 @@ impl Board {
             Board::Lcus => {
                 Ids { vendor: 0x1a86, product: 0x7523, manufacturer: "", product_name: "USB Serial", function: "ffs.lcus", tty: "ttyUSB" }
             }
+            // No tty: the host reaches it through usbfs (libusb).
+            Board::Quarch => Ids {
+                vendor: 0x16d0,
+                product: 0x0449,
+                manufacturer: "Quarch Technology Ltd",
+                product_name: "Programmable Power Module",
+                function: "ffs.quarch",
+                tty: "",
+            },
         }
     }
 
@@ -72,6 +89,7 @@ impl Board {
         match self {
             Board::Numato => Some("FLNUMATO0001"),
             Board::Lcus => None,
+            Board::Quarch => Some("QTL1999-01-001"),
         }
     }
 
@@ -80,6 +98,7 @@ impl Board {
         match self {
             Board::Numato => "numato+serial:///dev/ttyACM0?relay=0",
             Board::Lcus => "lcus+serial:///dev/ttyUSB0?channel=1",
+            Board::Quarch => "quarch+usb://QTL1999-01-001",
         }
     }
 
@@ -87,6 +106,7 @@ impl Board {
         match self {
             Board::Numato => "numato",
             Board::Lcus => "lcus",
+            Board::Quarch => "quarch",
         }
     }
 }
@@ -102,12 +122,18 @@ fn write(p: &Path, v: &str) -> Result<()> {
     std::fs::write(p, v).with_context(|| format!("cannot write {v:?} to {}", p.display()))
 }
 
-/// Loads the USB modules in their order (one already loaded is fine).
-fn load_modules() -> Result<()> {
+/// Loads the USB modules in their order (one already loaded is fine); `dummy_hcd` at full
+/// speed for a board whose endpoints are full-speed ones (64-byte bulk: the Quarch module).
+fn load_modules(board: Board) -> Result<()> {
     let order = std::fs::read_to_string(Path::new(MODULES).join("load-order"))
         .with_context(|| format!("no {MODULES}/load-order: the lab's initramfs predates USB boards (run `faultline lab setup`)"))?;
     for m in order.lines().filter(|l| !l.is_empty()) {
-        let o = std::process::Command::new("insmod").arg(Path::new(MODULES).join(m)).output().context("cannot run insmod")?;
+        let mut insmod = std::process::Command::new("insmod");
+        insmod.arg(Path::new(MODULES).join(m));
+        if board == Board::Quarch && m.starts_with("dummy_hcd.") {
+            insmod.arg("is_high_speed=0");
+        }
+        let o = insmod.output().context("cannot run insmod")?;
         let err = String::from_utf8_lossy(&o.stderr);
         if !o.status.success() && !err.contains("File exists") {
             bail!("insmod {m}: {}", err.trim());
@@ -145,7 +171,10 @@ fn make_gadget(board: Board) -> Result<PathBuf> {
     std::fs::create_dir(&f).with_context(|| format!("cannot create the function {}", f.display()))?;
     std::os::unix::fs::symlink(&f, config.join(ids.function))?;
     if let Some(instance) = ids.function.strip_prefix("ffs.") {
-        super::ch340::start(instance)?;
+        match board {
+            Board::Quarch => super::quarch_gadget::start(instance)?,
+            _ => super::ch340::start(instance)?,
+        }
     }
     let udc = std::fs::read_dir("/sys/class/udc")
         .context("no /sys/class/udc: dummy_hcd is not loaded")?
@@ -185,12 +214,57 @@ fn host_tty(board: Board) -> Option<PathBuf> {
     None
 }
 
+/// The board's USB device as the host side enumerated it (`bus B address A`, and its sysfs
+/// directory): the device in /sys/bus/usb/devices with its ids and serial.
+fn host_device(board: Board) -> Option<(String, PathBuf)> {
+    let ids = board.ids();
+    let attr = |d: &Path, a: &str| std::fs::read_to_string(d.join(a)).map(|s| s.trim().to_string()).unwrap_or_default();
+    for e in std::fs::read_dir("/sys/bus/usb/devices").ok()?.flatten() {
+        let d = e.path();
+        if attr(&d, "idVendor") == format!("{:04x}", ids.vendor)
+            && attr(&d, "idProduct") == format!("{:04x}", ids.product)
+            && board.serial().is_none_or(|s| attr(&d, "serial") == s)
+        {
+            return Some((format!("bus {} address {}", attr(&d, "busnum"), attr(&d, "devnum")), d));
+        }
+    }
+    None
+}
+
 /// The gadget side of the bridge, as the host-to-gadget direction writes to it: `None` while
 /// the gadget is unbound (a board unplugged loses what is sent to it).
 type GadgetOut = std::sync::Arc<std::sync::Mutex<Option<Box<dyn Write + Send>>>>;
 
 fn lock(g: &GadgetOut) -> std::sync::MutexGuard<'_, Option<Box<dyn Write + Send>>> {
     g.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The Quarch module: no tty on either side, its function's endpoints bridged to the UART.
+fn serve_quarch(g: PathBuf, uart: &Path, t0: Instant) -> Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let (at, device) = loop {
+        if let Some(at) = host_device(Board::Quarch) {
+            break at;
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "the quarch gadget ({}) did not enumerate within 20 s: no 16d0:0449 with serial {} (dmesg says why)",
+                g.display(),
+                Board::Quarch.serial().unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let u = faultline_drivers::control::open_serial(uart, 115_200, Duration::from_millis(200))
+        .with_context(|| format!("cannot open {}", uart.display()))?;
+    let from_emu = u.try_clone().context("cannot clone the UART")?;
+    println!(
+        "lab usb: quarch on the bus as {at} after {} ms; bridging its bulk endpoints <-> {}",
+        t0.elapsed().as_millis(),
+        uart.display()
+    );
+    write(Path::new(READY), &format!("{at}\n"))?;
+    super::quarch_gadget::bridge("quarch", &device, from_emu, u)
 }
 
 /// `lab guest usb BOARD`: the gadget on the bus, then the bridge, until the guest powers off.
@@ -200,8 +274,11 @@ fn lock(g: &GadgetOut) -> std::sync::MutexGuard<'_, Option<Box<dyn Write + Send>
 /// opened again when it is back.
 pub fn serve(board: Board, uart: &Path) -> Result<()> {
     let t0 = Instant::now();
-    load_modules()?;
+    load_modules(board)?;
     let g = make_gadget(board)?;
+    if board == Board::Quarch {
+        return serve_quarch(g, uart, t0);
+    }
     let gadget_tty = Path::new("/dev/ttyGS0");
     let acm = board == Board::Numato;
     let deadline = Instant::now() + Duration::from_secs(20);

@@ -1,0 +1,166 @@
+//! The lab's Quarch power module on the guest's USB bus (`lab run --usb quarch`): a FunctionFS
+//! function with Quarch's ids (16D0:0449) and one vendor interface of 64-byte bulk endpoints
+//! (a full-speed module, of the kind quarchpy and faultline lock into USB mode), which no kernel
+//! driver binds: faultline in the guest reaches it through the libusb built into the binary,
+//! claims its interface and speaks the USB framing to it. Its firmware
+//! ([`faultline::lab::quarch_usb`]) carries each command to the host's Quarch emulator over
+//! the guest's third UART, in the serial framing, and each reply back as bulk packets.
+//!
+//! Endpoints: the host reads a reply from the IN endpoint of the command endpoint's number
+//! (quarchpy: the highest OUT endpoint of interface 0, and its IN twin; faultline the same).
+//! `dummy_hcd` gives a function its fixed endpoints in the order of its own table, whatever
+//! numbers the descriptors ask for: the first bulk OUT is 0x02, the bulk INs 0x81, 0x86, 0x8b,
+//! then 0x82. So the interface asks for one OUT and four INs, and the bridge reads the
+//! addresses back from the configuration the host side enumerated and answers on the IN twin
+//! of the OUT, failing with the addresses it got if there is none.
+
+use super::ffs::{self, dir, EVENT, SETUP};
+use anyhow::{bail, Context, Result};
+use faultline::lab::quarch_usb::{Firmware, Packet, PACKET};
+use std::io::{Read, Write};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// The function's descriptors: one OUT and four IN bulk endpoints of 64 bytes (`ep1` the OUT,
+/// `ep2`..`ep5` the INs).
+fn interface() -> Vec<u8> {
+    let mut eps = vec![(0x01u8, 2u8, PACKET as u16, 0u8)];
+    eps.extend((1..=4).map(|n| (0x80 | n, 2, PACKET as u16, 0)));
+    ffs::interface([0xff, 0x00, 0x00], &eps)
+}
+
+/// Mounts the function and writes its descriptors (full speed only: `dummy_hcd` is loaded at
+/// full speed for this board), then answers ep0 (there is nothing to answer but events).
+pub fn start(instance: &str) -> Result<()> {
+    let ep0 = ffs::start(instance, "Quarch module", 0, &interface(), None, 6)?;
+    std::thread::spawn(move || control(ep0));
+    Ok(())
+}
+
+/// ep0: the function's events (bind, enable, ...), logged; a control request to the interface
+/// (none is sent by quarchpy or faultline) is answered with nothing.
+fn control(mut ep0: std::fs::File) {
+    let mut buf = [0u8; EVENT * 4];
+    loop {
+        let n = match ep0.read(&mut buf) {
+            Ok(n) => n,
+            Err(_) => {
+                std::thread::sleep(Duration::from_millis(20));
+                continue;
+            }
+        };
+        for e in buf[..n].chunks_exact(EVENT) {
+            if e[8] != SETUP {
+                println!("lab usb: quarch function event {}", e[8]);
+                continue;
+            }
+            let (rt, req, len) = (e[0], e[1], usize::from(u16::from_le_bytes([e[6], e[7]])));
+            let r = if rt & 0x80 != 0 { ep0.write(&vec![0; len]) } else { ep0.read(&mut vec![0u8; len]) };
+            println!("lab usb: quarch control {rt:02x} {req:02x} length {len}: {r:?}");
+        }
+    }
+}
+
+/// The endpoint addresses of the board's configuration, in the order of its descriptors
+/// (which is the order of the function's `ep1`, `ep2`, ...), as the host side read them: the
+/// raw descriptors of the USB device (`descriptors` in its sysfs directory, the device
+/// descriptor then the active configuration's).
+fn addresses(device: &Path) -> Result<Vec<u8>> {
+    let raw = std::fs::read(device.join("descriptors")).with_context(|| format!("cannot read {}/descriptors", device.display()))?;
+    let mut at = 18usize.min(raw.len());
+    let mut eps = Vec::new();
+    while at + 2 <= raw.len() {
+        let (len, kind) = (usize::from(raw[at]), raw[at + 1]);
+        if len < 2 {
+            bail!("{}/descriptors: a descriptor of length {len} at byte {at}", device.display());
+        }
+        if kind == 5 && at + 3 <= raw.len() {
+            eps.push(raw[at + 2]);
+        }
+        at += len;
+    }
+    Ok(eps)
+}
+
+/// The command endpoint (`ep1`) and its IN twin, opened once the host has enumerated the
+/// board (`device`: its sysfs directory).
+fn endpoints(instance: &str, device: &Path) -> Result<(std::fs::File, std::fs::File)> {
+    let eps = addresses(device)?;
+    let cmd = *eps.first().context("the board's configuration has no endpoint")?;
+    let Some(i) = eps.iter().position(|&a| a == cmd | 0x80) else {
+        let seen: Vec<String> = eps.iter().enumerate().map(|(i, a)| format!("ep{} {a:#04x}", i + 1)).collect();
+        bail!("the UDC gave the Quarch function no IN endpoint of its command endpoint's number ({})", seen.join(", "));
+    };
+    let d = dir(instance);
+    let out = std::fs::File::open(d.join("ep1")).context("cannot open the command endpoint ep1")?;
+    let p = d.join(format!("ep{}", i + 1));
+    let inp = std::fs::OpenOptions::new().write(true).open(&p).with_context(|| format!("cannot open {}", p.display()))?;
+    println!("lab usb: quarch command endpoint ep1 {cmd:#04x}, replies on ep{} {:#04x}", i + 1, eps[i]);
+    Ok((out, inp))
+}
+
+/// The bridge, until the guest powers off: bulk OUT packets through the firmware to the UART
+/// (or answered at once: the USB-mode lock), the UART's replies back as bulk IN packets. An
+/// unbind (the board unplugged) closes the endpoints; they are opened again when it is back.
+pub fn bridge(instance: &str, device: &Path, mut from_emu: Box<dyn Read + Send>, mut to_emu: Box<dyn Write + Send>) -> Result<()> {
+    let fw = Arc::new(Mutex::new(Firmware::default()));
+    let to_host: Arc<Mutex<Option<std::fs::File>>> = Arc::new(Mutex::new(None));
+    let lock = |m: &Arc<Mutex<Firmware>>| m.lock().unwrap_or_else(|e| e.into_inner()).locked;
+    let send = |to: &Arc<Mutex<Option<std::fs::File>>>, p: &[u8]| {
+        let mut g = to.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(f) = g.as_mut() {
+            if let Err(e) = f.write_all(p) {
+                println!("lab usb: quarch bulk IN write failed ({e}); dropped until the host is back");
+                *g = None;
+            }
+        }
+    };
+    {
+        let (fw, to_host) = (fw.clone(), to_host.clone());
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 256];
+            loop {
+                match from_emu.read(&mut buf) {
+                    Ok(n) if n > 0 => {
+                        let packets = fw.lock().unwrap_or_else(|e| e.into_inner()).on_serial(&buf[..n]);
+                        for p in packets {
+                            send(&to_host, &p);
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(e) if matches!(e.kind(), std::io::ErrorKind::TimedOut | std::io::ErrorKind::Interrupted) => {}
+                    Err(_) => return,
+                }
+            }
+        });
+    }
+    // One packet's worth a read: a bulk OUT transfer ends at a short packet or when the buffer
+    // is full, so a larger buffer would run full 64-byte commands together.
+    let mut buf = [0u8; PACKET];
+    loop {
+        let (mut out, inp) = match endpoints(instance, device) {
+            Ok(eps) => eps,
+            Err(e) => {
+                println!("lab usb: quarch endpoints: {e:#}");
+                std::thread::sleep(Duration::from_millis(200));
+                continue;
+            }
+        };
+        *to_host.lock().unwrap_or_else(|e| e.into_inner()) = Some(inp);
+        while let Ok(n) = out.read(&mut buf) {
+            let r = fw.lock().unwrap_or_else(|e| e.into_inner()).on_packet(&buf[..n]);
+            match r {
+                Packet::Answer(a) => {
+                    println!("lab usb: quarch USB mode {}", if lock(&fw) { "locked" } else { "unlocked" });
+                    send(&to_host, &a);
+                }
+                Packet::Command(line) => to_emu.write_all(&line).and_then(|_| to_emu.flush()).context("the UART to the host's emulator")?,
+                Packet::Dropped(why) => println!("lab usb: quarch dropped {why}"),
+            }
+        }
+        *to_host.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        println!("lab usb: quarch command endpoint closed (unbound?); opening it again");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
