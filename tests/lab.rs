@@ -12,7 +12,7 @@ mod common;
 use common::{s, skip, text, BIN};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::{Condvar, Mutex, OnceLock};
 
 /// A test's scratch directory, removed when the test passes (a lab run leaves a drive image
 /// of up to 256 MiB behind); kept, for a look, when it fails.
@@ -37,12 +37,62 @@ fn scratch(name: &str) -> Scratch {
     Scratch(common::scratch(name))
 }
 
-/// One boot at a time.
-static BOOT: Mutex<()> = Mutex::new(());
+/// Boots at once: one per core of this 2-core machine (a guest under TCG keeps about one core
+/// busy: `lab run` of lab-power-cut-quarch-usb.toml, 21.7 s, used 17.7 s user and 2.0 s
+/// system). A test whose verdict rests on timing (an undisturbed port's latency, a multipath
+/// head's stall budget) or that rewrites the lab's cache boots alone: [`lab_alone`].
+const SLOTS: u32 = 2;
+
+#[derive(Default)]
+struct Gate {
+    used: u32,
+    /// Tests waiting to boot alone: no new boot starts beside them.
+    alone_waiting: u32,
+}
+
+static GATE: Mutex<Gate> = Mutex::new(Gate { used: 0, alone_waiting: 0 });
+static FREED: Condvar = Condvar::new();
+
+/// Held for as long as a test's boots run: gives its slots back on drop.
+struct Boot(u32);
+
+impl Drop for Boot {
+    fn drop(&mut self) {
+        GATE.lock().unwrap_or_else(|e| e.into_inner()).used -= self.0;
+        FREED.notify_all();
+    }
+}
+
+fn take(slots: u32) -> Boot {
+    let mut g = GATE.lock().unwrap_or_else(|e| e.into_inner());
+    if slots == SLOTS {
+        g.alone_waiting += 1;
+        while g.used > 0 {
+            g = FREED.wait(g).unwrap_or_else(|e| e.into_inner());
+        }
+        g.alone_waiting -= 1;
+    } else {
+        while g.used + slots > SLOTS || g.alone_waiting > 0 {
+            g = FREED.wait(g).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+    g.used += slots;
+    Boot(slots)
+}
 
 /// `faultline lab setup`, once per test process: `Err` (skip) only when this host has no
-/// apt to fetch the lab with; a setup that fails otherwise fails the test.
-fn lab(test: &str) -> Option<MutexGuard<'static, ()>> {
+/// apt to fetch the lab with; a setup that fails otherwise fails the test. Then a boot slot
+/// (another test's guest may run beside this one's).
+fn lab(test: &str) -> Option<Boot> {
+    lab_slots(test, 1)
+}
+
+/// [`lab`], with no other guest running beside this test's.
+fn lab_alone(test: &str) -> Option<Boot> {
+    lab_slots(test, SLOTS)
+}
+
+fn lab_slots(test: &str, slots: u32) -> Option<Boot> {
     static SETUP: OnceLock<Result<(), String>> = OnceLock::new();
     let r = SETUP.get_or_init(|| {
         if !cfg!(all(target_os = "linux", target_arch = "x86_64")) {
@@ -56,7 +106,7 @@ fn lab(test: &str) -> Option<MutexGuard<'static, ()>> {
         Ok(())
     });
     match r {
-        Ok(()) => Some(BOOT.lock().unwrap_or_else(|e| e.into_inner())),
+        Ok(()) => Some(take(slots)),
         Err(why) => {
             skip(test, why);
             None
@@ -103,7 +153,7 @@ fn console(dir: &Path) -> String {
 
 #[test]
 fn setup_twice_does_nothing_the_second_time() {
-    let Some(_boot) = lab("setup_twice_does_nothing_the_second_time") else { return };
+    let Some(_boot) = lab_alone("setup_twice_does_nothing_the_second_time") else { return };
     let o = lab_cmd(&["setup"]);
     let out = text(&o);
     assert!(o.status.success(), "{out}");
@@ -310,7 +360,7 @@ fn link_faults_run_clean_multipath_off() {
 /// port against its baseline and verifies every share through both ports.
 #[test]
 fn a_port_pull_under_load_leaves_the_other_port_undisturbed() {
-    let Some(_boot) = lab("a_port_pull_under_load_leaves_the_other_port_undisturbed") else { return };
+    let Some(_boot) = lab_alone("a_port_pull_under_load_leaves_the_other_port_undisturbed") else { return };
     let dir = scratch("dualport-pull");
     // The pulls go through the Quarch module on the guest's ttyS1 (the real driver over the
     // real UART), in front of the simulated drive, whose ground truth scores each cycle too.
@@ -364,7 +414,7 @@ fn a_port_pull_under_load_leaves_the_other_port_undisturbed() {
 /// the lab's stall budget, and the data verifies clean through the head.
 #[test]
 fn the_multipath_head_rides_through_a_port_pull() {
-    let Some(_boot) = lab("the_multipath_head_rides_through_a_port_pull") else { return };
+    let Some(_boot) = lab_alone("the_multipath_head_rides_through_a_port_pull") else { return };
     let dir = scratch("multipath-pull");
     let (o, run_dir) = lab_run(&dir, "lab-multipath-pull.toml", "on");
     let ctx = "lab-multipath-pull.toml (seed 14), multipath on";
@@ -827,6 +877,59 @@ faultline controller "$S" on; echo "on rc=$?"
     );
     assert!(log.contains("state: off\nstatus plugged back rc=0") && log.contains("on rc=0"), "{ctx}");
     assert_eq!((rig.matches("power off: the drive is dark").count(), rig.matches("power on:").count()), (1, 1), "{ctx}");
+}
+
+/// The Quarch module's USB faults, one boot for all of them (the gadget's firmware told
+/// through `/run/lab-usb-fault` to misbehave on `RUN:POWer DOWN`): a reply that never comes
+/// (the module switched, unconfirmed), a short reply (one byte, no prompt), a stalled reply
+/// endpoint (the command never reached the module). Each, every time, fails the `off` within
+/// a bounded wait (three attempts of 2 s), naming the module and what it did, never done; the
+/// state read afterwards is the truth (off after a timeout or a short reply, on after a stall).
+/// Each once only: the driver's retry (resync, resend) gets the command done, and the next `on`
+/// works, so a stall's halt was cleared.
+#[test]
+fn a_quarch_module_on_usb_that_times_out_replies_short_or_stalls_is_never_done_and_recovers() {
+    let test = "a_quarch_module_on_usb_that_times_out_replies_short_or_stalls_is_never_done_and_recovers";
+    let Some(_boot) = lab(test) else { return };
+    let dir = scratch(test);
+    let script = r#"S='quarch+usb://QTL1999-01-001'
+F=/run/lab-usb-fault
+for f in timeout short stall; do
+  echo "$f RUN:POWer DOWN" > $F
+  t0=$(cut -d' ' -f1 /proc/uptime)
+  faultline controller "$S" off; echo "$f: off rc=$?"
+  echo "$f: took $t0 $(cut -d' ' -f1 /proc/uptime)"
+  rm -f $F
+  faultline controller "$S" status | grep state; echo "$f: read afterwards"
+  faultline controller "$S" on >/dev/null; echo "$f: on rc=$?"
+  echo "$f once RUN:POWer DOWN" > $F
+  faultline controller "$S" off; echo "$f once: off rc=$?"
+  faultline controller "$S" on; echo "$f once: on rc=$?"
+done
+"#;
+    let file = dir.join("script.sh");
+    std::fs::write(&file, script).unwrap();
+    let run_dir = dir.join("run");
+    let o = lab_cmd(&["exec", s(&file), "--sim", "honest-plp", "--usb", "quarch", "--run-dir", s(&run_dir)]);
+    let share = run_dir.join("lab/share/lab");
+    let log = std::fs::read_to_string(share.join("guest.log")).unwrap_or_default();
+    let usb = std::fs::read_to_string(share.join("usb.log")).unwrap_or_default();
+    let ctx = format!("{}\nguest:\n{log}\nusb.log:\n{usb}", text(&o));
+    assert_eq!(o.status.code(), Some(0), "{ctx}");
+    let failed = "faultline: error: power switch quarch+usb://QTL1999-01-001: RUN:POWer DOWN: gave up after 3 attempts: ";
+    for (f, why, after) in [
+        ("timeout", "no complete reply in time (got \"\")", "off"),
+        ("short", "no complete reply in time (got \"O\")", "off"),
+        ("stall", "connection lost: bulk read: Pipe (the module stalled the endpoint; the halt was cleared) (got \"\")", "on"),
+    ] {
+        assert!(log.contains(&format!("{failed}{why}; {why}; {why}\n{f}: off rc=2")), "{f}:\n{ctx}");
+        let took = log.lines().find_map(|l| l.strip_prefix(&format!("{f}: took "))).unwrap_or_else(|| panic!("{f}:\n{ctx}"));
+        let t: Vec<f64> = took.split(' ').map(|v| v.parse().unwrap()).collect();
+        assert!(t[1] - t[0] < 15.0, "{f}: a bounded wait, took {:.1} s:\n{ctx}", t[1] - t[0]);
+        assert!(log.contains(&format!("state: {after}\n{f}: read afterwards\n{f}: on rc=0")), "{f}:\n{ctx}");
+        assert!(log.contains(&format!("{f} once: off rc=0\nstate: on\n{f} once: on rc=0")), "{f}:\n{ctx}");
+    }
+    assert_eq!(usb.matches("reply endpoint halted").count(), 4, "{ctx}");
 }
 
 /// The Numato board unplugged mid-command (its gadget unbound from the UDC during a `cycle`'s

@@ -64,6 +64,11 @@ impl UsbError {
         matches!(self, UsbError::Bulk { source: rusb::Error::NoDevice, .. } | UsbError::Report { source: rusb::Error::NoDevice, .. })
     }
 
+    /// True when the device stalled the endpoint (libusb's `Pipe`).
+    pub fn is_stall(&self) -> bool {
+        matches!(self, UsbError::Bulk { source: rusb::Error::Pipe, .. } | UsbError::Report { source: rusb::Error::Pipe, .. })
+    }
+
     /// True when a transfer got nothing in time, as opposed to failing.
     pub fn is_timeout(&self) -> bool {
         matches!(self, UsbError::Bulk { source: rusb::Error::Timeout, .. } | UsbError::Report { source: rusb::Error::Timeout, .. })
@@ -274,8 +279,16 @@ impl BulkPipe for RusbBulk {
     fn write(&mut self, packet: &[u8], timeout: Duration) -> Result<usize, UsbError> {
         self.handle.write_bulk(self.ep, packet, timeout).map_err(|source| UsbError::Bulk { op: "bulk write", source })
     }
+    /// A stalled endpoint (libusb's `Pipe`) stays halted until the host clears it: cleared here,
+    /// so that the caller's next transfer (a retry) can reach the device.
     fn read(&mut self, buf: &mut [u8], timeout: Duration) -> Result<usize, UsbError> {
-        self.handle.read_bulk(self.ep | 0x80, buf, timeout).map_err(|source| UsbError::Bulk { op: "bulk read", source })
+        let ep = self.ep | 0x80;
+        self.handle.read_bulk(ep, buf, timeout).map_err(|source| {
+            if source == rusb::Error::Pipe {
+                let _ = self.handle.clear_halt(ep);
+            }
+            UsbError::Bulk { op: "bulk read", source }
+        })
     }
 }
 

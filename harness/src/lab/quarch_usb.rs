@@ -15,11 +15,61 @@
 //!   packet whose byte 2 is 1 (quarchpy checks only byte 2, on both, and so does faultline; the
 //!   other bytes are the request's first two here: no public document says what a module puts
 //!   there).
+//!
+//! The firmware can misbehave as a module on a bad cable or with a wedged USB stack does
+//! ([`UsbFault`], for the lab's tests of the controller's USB faults): a reply that never
+//! comes, a short reply, a stalled endpoint.
 
 /// The 64-byte packet of a command and of each reply line.
 pub const PACKET: usize = 64;
 const LOCK: [u8; 6] = [0x02, 0x00, 0x00, 0x01, 0x04, 0x01];
 const UNLOCK: [u8; 6] = [0x02, 0x00, 0x00, 0x01, 0x03, 0x00];
+
+/// A misbehaviour of the module's USB side, for the commands a [`FaultSpec`] names. The lab's
+/// gadget reads it from a file the guest's script writes ([`UsbFault::parse`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UsbFault {
+    /// The command reaches the command processor (a switch switches) but no reply is sent.
+    Timeout,
+    /// The command reaches the command processor; the reply is its first byte, in a short
+    /// packet, and nothing after it (no prompt).
+    Short,
+    /// The command does not reach the command processor; the reply endpoint is halted (the
+    /// host's read ends with a stall, until it clears the halt).
+    Stall,
+}
+
+/// Which commands meet which fault: `FAULT [once] [PREFIX]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FaultSpec {
+    pub fault: UsbFault,
+    /// For the first command it meets only.
+    pub once: bool,
+    /// The commands it meets start with this (all of them when empty), e.g. `RUN:POWer DOWN`.
+    pub prefix: String,
+}
+
+impl UsbFault {
+    /// `timeout`, `short` or `stall`, then optionally `once`, then optionally the command prefix
+    /// it is for (the rest of the line); empty: none.
+    pub fn parse(text: &str) -> Result<Option<FaultSpec>, String> {
+        let text = text.trim();
+        let (first, rest) = text.split_once(char::is_whitespace).unwrap_or((text, ""));
+        let fault = match first {
+            "" => return Ok(None),
+            "timeout" => UsbFault::Timeout,
+            "short" => UsbFault::Short,
+            "stall" => UsbFault::Stall,
+            w => return Err(format!("no USB fault {w:?} (timeout, short or stall, then optionally `once`, then a command prefix)")),
+        };
+        let rest = rest.trim();
+        let (once, prefix) = match rest.split_once(char::is_whitespace).unwrap_or((rest, "")) {
+            ("once", p) => (true, p.trim()),
+            _ => (false, rest),
+        };
+        Ok(Some(FaultSpec { fault, once, prefix: prefix.to_string() }))
+    }
+}
 
 /// What the firmware does with one bulk OUT packet.
 #[derive(Debug, PartialEq, Eq)]
@@ -32,6 +82,8 @@ pub enum Packet {
     /// Not a packet this firmware takes (the reason, for the gadget's log); nothing is answered,
     /// so the host's read times out, as on a module that drops it.
     Dropped(String),
+    /// Halt the reply endpoint ([`UsbFault::Stall`]); the command goes nowhere.
+    Stall,
 }
 
 /// The firmware's state: whether the module is locked into USB mode, the command whose reply
@@ -41,11 +93,22 @@ pub struct Firmware {
     pub locked: bool,
     pending: Option<String>,
     serial: Vec<u8>,
+    /// The fault of the command awaited.
+    fault: Option<UsbFault>,
+    /// The fault the last packet met, if any (for the gadget's log, and to clear a `once`).
+    pub faulted: Option<UsbFault>,
 }
 
 impl Firmware {
     /// One bulk OUT packet from the host.
     pub fn on_packet(&mut self, p: &[u8]) -> Packet {
+        self.on_packet_with(p, None)
+    }
+
+    /// One bulk OUT packet from the host; a command that `spec` names meets its fault (the
+    /// USB-mode lock is answered whatever the fault). [`Firmware::faulted`] says whether it did.
+    pub fn on_packet_with(&mut self, p: &[u8], spec: Option<&FaultSpec>) -> Packet {
+        self.faulted = None;
         if p == LOCK || p == UNLOCK {
             self.locked = p == LOCK;
             return Packet::Answer(vec![p[0], p[1], 1]);
@@ -62,6 +125,12 @@ impl Firmware {
             return Packet::Dropped("a command packet with non-text bytes".into());
         }
         let text = String::from_utf8_lossy(cmd).into_owned();
+        let fault = spec.filter(|s| text.starts_with(&s.prefix)).map(|s| s.fault);
+        self.faulted = fault;
+        if fault == Some(UsbFault::Stall) {
+            return Packet::Stall;
+        }
+        self.fault = fault;
         self.pending = Some(text.clone());
         self.serial.clear();
         let mut line = text.into_bytes();
@@ -83,15 +152,24 @@ impl Firmware {
         if lines.first().is_some_and(|l| l.trim() == cmd.trim()) {
             lines.remove(0);
         }
+        let fault = self.fault.take();
+        self.pending = None;
+        self.serial.clear();
         let mut out = Vec::new();
+        match fault {
+            Some(UsbFault::Timeout) => return out,
+            Some(UsbFault::Short) => {
+                let first = lines.iter().find(|l| !l.is_empty()).map_or(&b">"[..], |l| l.as_bytes());
+                return vec![first[..1].to_vec()];
+            }
+            _ => {}
+        }
         for l in lines.iter().filter(|l| !l.is_empty()) {
             for chunk in l.as_bytes().chunks(PACKET) {
                 out.push(padded(chunk));
             }
         }
         out.push(padded(b">"));
-        self.pending = None;
-        self.serial.clear();
         out
     }
 }
@@ -133,6 +211,40 @@ mod tests {
         );
         // What faultline's USB wire reads back from these packets.
         assert!(f.on_serial(b"late bytes\r\n>").is_empty(), "nothing is awaited");
+    }
+
+    #[test]
+    fn faults_drop_or_cut_the_reply_or_halt_before_the_command_goes_on() {
+        let spec = |fault, prefix: &str| FaultSpec { fault, once: false, prefix: prefix.into() };
+        let mut f = Firmware::default();
+        assert_eq!(f.on_packet_with(&cmd("RUN:POWer DOWN"), Some(&spec(UsbFault::Stall, ""))), Packet::Stall);
+        assert_eq!(f.faulted, Some(UsbFault::Stall));
+        assert_eq!(f.on_serial(b"RUN:POWer DOWN\r\nOK\r\n>"), Vec::<Vec<u8>>::new(), "nothing was sent on");
+        let timeout = spec(UsbFault::Timeout, "RUN:POWer DOWN");
+        assert_eq!(f.on_packet_with(&cmd("RUN:POWer DOWN"), Some(&timeout)), Packet::Command(b"RUN:POWer DOWN\r\n".to_vec()));
+        assert!(f.on_serial(b"RUN:POWer DOWN\r\nOK\r\n>").is_empty());
+        // A command the prefix does not name is answered whole.
+        f.on_packet_with(&cmd("*IDN?"), Some(&timeout));
+        assert_eq!(f.faulted, None);
+        assert_eq!(f.on_serial(b"*IDN?\r\nName: x\r\n>"), vec![cmd("Name: x"), cmd(">")]);
+        f.on_packet_with(&cmd("RUN:POWer?"), Some(&spec(UsbFault::Short, "")));
+        assert_eq!(f.on_serial(b"RUN:POWer?\r\nOFF\r\n>"), vec![b"O".to_vec()]);
+        // The lock is answered whatever the fault; the next command is whole.
+        assert_eq!(f.on_packet_with(&LOCK, Some(&spec(UsbFault::Stall, ""))), Packet::Answer(vec![2, 0, 1]));
+        assert_eq!(f.faulted, None);
+        f.on_packet(&cmd("RUN:POWer?"));
+        assert_eq!(f.on_serial(b"RUN:POWer?\r\nOFF\r\n>"), vec![cmd("OFF"), cmd(">")]);
+    }
+
+    #[test]
+    fn a_fault_file_names_one_fault_and_maybe_once() {
+        let spec = |fault, once, prefix: &str| Ok(Some(FaultSpec { fault, once, prefix: prefix.into() }));
+        assert_eq!(UsbFault::parse(""), Ok(None));
+        assert_eq!(UsbFault::parse("stall\n"), spec(UsbFault::Stall, false, ""));
+        assert_eq!(UsbFault::parse("timeout once"), spec(UsbFault::Timeout, true, ""));
+        assert_eq!(UsbFault::parse("short once RUN:POWer DOWN\n"), spec(UsbFault::Short, true, "RUN:POWer DOWN"));
+        assert_eq!(UsbFault::parse("timeout RUN:POWer UP"), spec(UsbFault::Timeout, false, "RUN:POWer UP"));
+        assert!(UsbFault::parse("babble").unwrap_err().contains("no USB fault \"babble\""));
     }
 
     #[test]

@@ -82,6 +82,8 @@ impl<P: BulkPipe> QuarchUsbWire<P> {
 fn lost(e: UsbError, got: Vec<u8>) -> WireFault {
     if e.is_gone() {
         WireFault::Gone { why: format!("{e} (the USB device left the bus: unplugged, or re-enumerated at another address)") }
+    } else if e.is_stall() {
+        WireFault::Closed { got, why: format!("{e} (the module stalled the endpoint; the halt was cleared)") }
     } else {
         WireFault::Closed { got, why: e.to_string() }
     }

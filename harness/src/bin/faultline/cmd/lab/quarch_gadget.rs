@@ -16,7 +16,7 @@
 
 use super::ffs::{self, dir, EVENT, SETUP};
 use anyhow::{bail, Context, Result};
-use faultline::lab::quarch_usb::{Firmware, Packet, PACKET};
+use faultline::lab::quarch_usb::{FaultSpec, Firmware, Packet, UsbFault, PACKET};
 use std::io::{Read, Write};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -95,9 +95,27 @@ fn endpoints(instance: &str, device: &Path) -> Result<(std::fs::File, std::fs::F
     let d = dir(instance);
     let out = std::fs::File::open(d.join("ep1")).context("cannot open the command endpoint ep1")?;
     let p = d.join(format!("ep{}", i + 1));
-    let inp = std::fs::OpenOptions::new().write(true).open(&p).with_context(|| format!("cannot open {}", p.display()))?;
+    // Read as well as written: a read of an IN endpoint halts it (a stall, FunctionFS's way).
+    let inp = std::fs::OpenOptions::new().read(true).write(true).open(&p).with_context(|| format!("cannot open {}", p.display()))?;
     println!("lab usb: quarch command endpoint ep1 {cmd:#04x}, replies on ep{} {:#04x}", i + 1, eps[i]);
     Ok((out, inp))
+}
+
+/// Where the guest's script names a USB fault for the module's next commands
+/// ([`UsbFault::parse`]: `timeout`, `short` or `stall`, optionally `once`, optionally the
+/// commands' prefix); removed to clear it.
+pub const FAULT_FILE: &str = "/run/lab-usb-fault";
+
+/// The fault the file names now (logged if the file is bad).
+fn fault_now() -> Option<FaultSpec> {
+    let text = std::fs::read_to_string(FAULT_FILE).ok()?;
+    match UsbFault::parse(&text) {
+        Ok(f) => f,
+        Err(e) => {
+            println!("lab usb: quarch: {FAULT_FILE}: {e}; no fault");
+            None
+        }
+    }
 }
 
 /// The bridge, until the guest powers off: bulk OUT packets through the firmware to the UART
@@ -149,7 +167,18 @@ pub fn bridge(instance: &str, device: &Path, mut from_emu: Box<dyn Read + Send>,
         };
         *to_host.lock().unwrap_or_else(|e| e.into_inner()) = Some(inp);
         while let Ok(n) = out.read(&mut buf) {
-            let r = fw.lock().unwrap_or_else(|e| e.into_inner()).on_packet(&buf[..n]);
+            let spec = fault_now();
+            let (r, met) = {
+                let mut f = fw.lock().unwrap_or_else(|e| e.into_inner());
+                (f.on_packet_with(&buf[..n], spec.as_ref()), f.faulted)
+            };
+            if let (Some(fault), Some(spec)) = (met, &spec) {
+                let what = String::from_utf8_lossy(&buf[..n]).trim_end_matches('\0').to_string();
+                println!("lab usb: quarch fault {fault:?} on {what:?}{}", if spec.once { " (once: cleared)" } else { "" });
+                if spec.once {
+                    let _ = std::fs::remove_file(FAULT_FILE);
+                }
+            }
             match r {
                 Packet::Answer(a) => {
                     println!("lab usb: quarch USB mode {}", if lock(&fw) { "locked" } else { "unlocked" });
@@ -157,6 +186,13 @@ pub fn bridge(instance: &str, device: &Path, mut from_emu: Box<dyn Read + Send>,
                 }
                 Packet::Command(line) => to_emu.write_all(&line).and_then(|_| to_emu.flush()).context("the UART to the host's emulator")?,
                 Packet::Dropped(why) => println!("lab usb: quarch dropped {why}"),
+                Packet::Stall => {
+                    let mut g = to_host.lock().unwrap_or_else(|e| e.into_inner());
+                    if let Some(f) = g.as_mut() {
+                        let r = f.read(&mut [0u8; 1]);
+                        println!("lab usb: quarch reply endpoint halted ({r:?})");
+                    }
+                }
             }
         }
         *to_host.lock().unwrap_or_else(|e| e.into_inner()) = None;
