@@ -20,9 +20,11 @@ fn scratch(name: &str) -> PathBuf {
 /// writers do not take the CPU from another's judged port.
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+/// The shipped demo, 4 of its 10 pulls (each port hit twice, judged twice): within the suite's
+/// time (the whole demo twice took 46 s of it).
 fn run_demo(model: &str, dir: &std::path::Path) -> (i32, Value) {
     let demo = concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/dualport-demo.toml");
-    let o = run(&["run", demo, "--run-dir", dir.to_str().unwrap(), "--model", model]);
+    let o = run(&["run", demo, "--run-dir", dir.to_str().unwrap(), "--model", model, "--cycles", "4"]);
     let summary = std::fs::read_to_string(dir.join("summary.json")).unwrap_or_else(|e| panic!("{model}: no summary ({e}): {}", text(&o)));
     (o.status.code().unwrap_or(-1), serde_json::from_str(&summary).unwrap())
 }
@@ -41,7 +43,7 @@ fn the_dual_port_demo_is_clean_on_an_honest_drive_and_finds_a_drive_that_freezes
         }
         assert_eq!(p["disturbed"], false, "{p}");
         assert_eq!(p["io_errors"], 0, "{p}");
-        assert_eq!(p["cycles_judged"], 5, "{p}");
+        assert_eq!(p["cycles_judged"], 2, "{p}");
     }
     assert!(dir.join("ports/A/ledger.fl").exists() && dir.join("ports/B/ledger.fl").exists());
     // A pull is a link fault: recorded as a one-port run's is, the link restored and then the
@@ -55,7 +57,7 @@ fn the_dual_port_demo_is_clean_on_an_honest_drive_and_finds_a_drive_that_freezes
     let dir = scratch("freeze");
     let (code, s) = run_demo("dual-freeze-on-pull", &dir);
     assert_eq!(code, 1, "{s}");
-    assert!(s["findings_per_class"]["port_disturbance"].as_u64().unwrap() >= 5, "{s}");
+    assert!(s["findings_per_class"]["port_disturbance"].as_u64().unwrap() >= 4, "{s}");
     assert!(s["ports"].as_array().unwrap().iter().all(|p| p["disturbed"] == true), "{s}");
     let log = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
     let stall = log
