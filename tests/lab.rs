@@ -838,6 +838,31 @@ fn power_cuts_through_a_quarch_module_on_the_guests_usb_bus_find_exactly_the_gro
     assert!(!usb.contains("quarch dropped"), "{usb}");
 }
 
+/// A USB HID relay board (`[lab] usb = "hidrelay"`: 16C0:05DF made with FunctionFS, one HID
+/// interface), bound first by the guest's usbhid as on a desk (hid-generic, hidraw0), which
+/// faultline's driver detaches through libusb; relay 1 switched with SET_REPORT and read back
+/// with GET_REPORT at each cut, every request answered by the gadget's firmware.
+#[test]
+fn power_cuts_through_a_hid_relay_on_the_guests_usb_bus_find_exactly_the_ground_truth() {
+    let Some(usb) = power_cuts_through_a_usb_board(
+        "power_cuts_through_a_hid_relay_on_the_guests_usb_bus_find_exactly_the_ground_truth",
+        "lab-power-cut-hidrelay.toml",
+        "USB controllers:\n  16c0:05df bus 1 address 2  USBRelay2  board id FLHID  -> hidrelay+usb://FLHID?relay=N",
+        "16c0:05df bus 1 address 2  USBRelay2  board id FLHID",
+        "hidrelay+usb://FLHID?relay=1 (USB HID relay, relay bitmask 0b00000001)\ncontroller: hidrelay+usb://FLHID?relay=1\ncapabilities: state readback yes, voltage readback no, acknowledges commands yes\nstate: on",
+    ) else {
+        return;
+    };
+    // usbhid had it first: it asked for the report descriptor and set the idle rate.
+    assert!(usb.contains("its interface bound by usbhid"), "{usb}");
+    assert!(usb.contains("control 81 06 value 2200 length 22 (report descriptor): Ok(22)"), "{usb}");
+    // Each cut: relay 1 off, then on, each an output report, each read back.
+    assert_eq!(usb.matches("(SET_REPORT, output report [fd, 01, 00, 00, 00, 00, 00, 00]): Ok(8); bitmask now 0x00").count(), 3, "{usb}");
+    assert_eq!(usb.matches("(SET_REPORT, output report [ff, 01, 00, 00, 00, 00, 00, 00]): Ok(8); bitmask now 0x01").count(), 3, "{usb}");
+    assert!(usb.contains("(GET_REPORT): [46, 4c, 48, 49, 44, 00, 00, 00] Ok(8)"), "{usb}");
+    assert!(!usb.contains("ignored") && !usb.contains("stalled"), "{usb}");
+}
+
 /// The Quarch module on USB unplugged mid-command (its gadget unbound during a `cycle`'s off
 /// time): libusb's handle is gone, and the `on` fails at once saying so, never done, no retry
 /// on a device that left the bus; the drive stays off. Bound again, it enumerates at another

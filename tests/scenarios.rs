@@ -23,7 +23,7 @@ fn load(name: &str) -> Scenario {
     Scenario::load(&dir().join(name)).unwrap_or_else(|e| panic!("{e}"))
 }
 
-const SHIPPED: [&str; 30] = [
+const SHIPPED: [&str; 31] = [
     "reference.toml",
     "demo.toml",
     "dualport-demo.toml",
@@ -41,6 +41,7 @@ const SHIPPED: [&str; 30] = [
     "lab-power-cut-numato.toml",
     "lab-power-cut-lcus.toml",
     "lab-power-cut-quarch-usb.toml",
+    "lab-power-cut-hidrelay.toml",
     "lab-pci-remove-rescan.toml",
     "dualport-link-redundancy.toml",
     "dualport-quarch-pull.toml",

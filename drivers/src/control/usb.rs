@@ -86,6 +86,10 @@ pub struct UsbController {
     pub address: u8,
     /// The spec scheme faultline would use, e.g. `quarch+usb`.
     pub kind: &'static str,
+    /// A HID relay's board id, from its feature report (these boards have no USB serial
+    /// number; the id is what `hidrelay+usb://ID` names). `None` for other kinds, or when the
+    /// board could not be read.
+    pub board_id: Option<String>,
 }
 
 /// Which supported controller kind a vendor/product pair is.
@@ -107,10 +111,19 @@ pub fn list_controllers() -> Result<Vec<UsbController>, UsbError> {
     for d in devices.iter() {
         let Ok(desc) = d.device_descriptor() else { continue };
         let Some(kind) = controller_kind(desc.vendor_id(), desc.product_id()) else { continue };
-        let (mut serial, mut product) = (None, None);
+        let (mut serial, mut product, mut board_id) = (None, None, None);
         if let Ok(h) = d.open() {
             serial = h.read_serial_number_string_ascii(&desc).ok();
             product = h.read_product_string_ascii(&desc).ok();
+            if kind == "hidrelay+usb" {
+                // The interface is usbhid's: detached for the read, given back on release.
+                let _ = h.set_auto_detach_kernel_driver(true);
+                if h.claim_interface(0).is_ok() {
+                    let mut hid = RusbHid { handle: h, timeout: Duration::from_millis(500) };
+                    board_id = hid.board_id().ok();
+                    let _ = hid.handle.release_interface(0);
+                }
+            }
         }
         out.push(UsbController {
             vid: desc.vendor_id(),
@@ -120,6 +133,7 @@ pub fn list_controllers() -> Result<Vec<UsbController>, UsbError> {
             bus: d.bus_number(),
             address: d.address(),
             kind,
+            board_id,
         });
     }
     Ok(out)

@@ -140,9 +140,11 @@ pub struct LabNeeds {
     /// A USB power board on the guest's own USB bus when `--usb` is not given: `numato` (a
     /// CDC-ACM gadget on dummy_hcd that the guest's cdc-acm gives as /dev/ttyACM0, relay 0) or
     /// `lcus` (a CH340 made with FunctionFS that the guest's ch341 gives as /dev/ttyUSB0,
-    /// channel 1) or `quarch` (a Quarch power module made with FunctionFS, reached through
-    /// libusb as quarch+usb://QTL1999-01-001), switching the simulated drive (docs/LAB.md, "The
-    /// USB rig"). Needs the simulated drive. Default: none.
+    /// channel 1), `quarch` (a Quarch power module made with FunctionFS, reached through
+    /// libusb as quarch+usb://QTL1999-01-001) or `hidrelay` (a USB HID relay made with
+    /// FunctionFS, which the guest's usbhid binds and faultline detaches:
+    /// hidrelay+usb://FLHID?relay=1), switching the simulated drive (docs/LAB.md, "The USB
+    /// rig"). Needs the simulated drive. Default: none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usb: Option<String>,
 }

@@ -198,6 +198,18 @@ fn list() -> Result<Exit> {
         Ok(devs) if devs.is_empty() => println!("  (none)"),
         Ok(devs) => {
             for d in devs {
+                if let Some(id) = &d.board_id {
+                    println!(
+                        "  {:04x}:{:04x} bus {} address {}  {}  board id {id}  -> {}://{id}?relay=N",
+                        d.vid,
+                        d.pid,
+                        d.bus,
+                        d.address,
+                        d.product.as_deref().unwrap_or("?"),
+                        d.kind,
+                    );
+                    continue;
+                }
                 println!(
                     "  {:04x}:{:04x} bus {} address {}  {}  serial {}  -> {}://{}",
                     d.vid,

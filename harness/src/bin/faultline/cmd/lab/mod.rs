@@ -8,6 +8,7 @@
 mod ch340;
 mod ffs;
 mod guest;
+mod hid_gadget;
 mod initramfs;
 mod machine;
 mod qmp;
@@ -108,7 +109,8 @@ struct MachineArgs {
     /// guest's kernel enumerates and its class driver binds, as on a desk), its relay wired to
     /// the simulated drive as the Quarch module is: `numato` gives
     /// `numato+serial:///dev/ttyACM0?relay=0`, `lcus` gives `lcus+serial:///dev/ttyUSB0?channel=1`,
-    /// `quarch` gives `quarch+usb://QTL1999-01-001` (docs/LAB.md, "The USB rig").
+    /// `quarch` gives `quarch+usb://QTL1999-01-001`, `hidrelay` gives
+    /// `hidrelay+usb://FLHID?relay=1` (docs/LAB.md, "The USB rig").
     #[arg(long, value_enum, value_name = "BOARD")]
     usb: Option<usb::Board>,
     /// Size of the image made when neither --drive-file nor --nbd is given.

@@ -39,7 +39,7 @@ pub const MODULES: &[&str] = &["crct10dif_generic", "crc-t10dif", "t10-pi", "nvm
 /// The modules a USB board in the guest needs (`lab guest usb`, loaded then, not at boot): the
 /// dummy host and device controller pair, the gadget framework with its functions, and the
 /// host-side class drivers that bind to the gadgets as to a board on a desk.
-pub const USB_MODULES: &[&str] = &["dummy_hcd", "libcomposite", "usb_f_acm", "usb_f_fs", "cdc-acm", "ch341"];
+pub const USB_MODULES: &[&str] = &["dummy_hcd", "libcomposite", "usb_f_acm", "usb_f_fs", "cdc-acm", "ch341", "usbhid", "hid-generic"];
 /// The guest's init script.
 const INIT: &str = include_str!("init.sh");
 const LIBDIR: &str = "lib/x86_64-linux-gnu";

@@ -130,7 +130,9 @@ impl SimLab {
         let started = |e| anyhow::Error::new(e).context("cannot open a pseudo-terminal for the USB board's emulator");
         let board = match usb {
             Some(Board::Numato) => Some(UsbEmu::Numato(NumatoEmu::new(vec![(0, rig.clone())], seed).map_err(started)?)),
-            Some(Board::Lcus) => Some(UsbEmu::Lcus(LcusEmu::new(vec![(1, rig.clone())]).map_err(started)?)),
+            // The HID relay's firmware runs in the guest; its relay 1's contact is this
+            // emulator's channel 1 (frames in, nothing back).
+            Some(Board::Lcus) | Some(Board::Hidrelay) => Some(UsbEmu::Lcus(LcusEmu::new(vec![(1, rig.clone())]).map_err(started)?)),
             Some(Board::Quarch) => {
                 Some(UsbEmu::Quarch(QuarchEmu::serial_rig(QuarchKind::Power, Box::new(rig.clone()), seed).map_err(started)?))
             }

@@ -17,6 +17,9 @@
 //! faultline (guest) -> libusb -> usbfs -> usbcore -> dummy_hcd (full speed) -> FunctionFS ep1
 //!   -> the module's firmware (`quarch_gadget.rs`) -> /dev/ttyS2 -> QEMU -> host pty
 //!   -> QuarchEmu (serial framing) -> ...
+//! faultline (guest) -> libusb (usbhid detached) -> usbfs -> usbcore -> dummy_hcd -> FunctionFS
+//!   ep0 -> the relay's firmware (`hid_gadget.rs`) -> relay 1's contact: /dev/ttyS2 -> QEMU
+//!   -> host pty -> LcusEmu -> ...
 //! ```
 
 use anyhow::{bail, Context, Result};
@@ -42,6 +45,11 @@ pub enum Board {
     /// faultline reaches it through libusb, locks it into USB mode and speaks the USB framing
     /// (`quarch+usb://QTL1999-01-001`).
     Quarch,
+    /// A USB HID relay board (16C0:05DF, "USBRelay2", board id FLHID): FunctionFS, one HID
+    /// interface at full speed, which the guest's usbhid binds first; faultline detaches it
+    /// through libusb and switches relay 1 with HID class requests
+    /// (`hidrelay+usb://FLHID?relay=1`).
+    Hidrelay,
 }
 
 /// What a board is on the bus.
@@ -81,6 +89,16 @@ impl Board {
                 function: "ffs.quarch",
                 tty: "",
             },
+            // What a DCT Tech board says of itself; no serial number (its id is in its
+            // feature report), no tty.
+            Board::Hidrelay => Ids {
+                vendor: 0x16c0,
+                product: 0x05df,
+                manufacturer: "www.dcttech.com",
+                product_name: "USBRelay2",
+                function: "ffs.hidrelay",
+                tty: "",
+            },
         }
     }
 
@@ -90,6 +108,7 @@ impl Board {
             Board::Numato => Some("FLNUMATO0001"),
             Board::Lcus => None,
             Board::Quarch => Some("QTL1999-01-001"),
+            Board::Hidrelay => None,
         }
     }
 
@@ -99,6 +118,7 @@ impl Board {
             Board::Numato => "numato+serial:///dev/ttyACM0?relay=0",
             Board::Lcus => "lcus+serial:///dev/ttyUSB0?channel=1",
             Board::Quarch => "quarch+usb://QTL1999-01-001",
+            Board::Hidrelay => "hidrelay+usb://FLHID?relay=1",
         }
     }
 
@@ -107,6 +127,7 @@ impl Board {
             Board::Numato => "numato",
             Board::Lcus => "lcus",
             Board::Quarch => "quarch",
+            Board::Hidrelay => "hidrelay",
         }
     }
 }
@@ -123,14 +144,15 @@ fn write(p: &Path, v: &str) -> Result<()> {
 }
 
 /// Loads the USB modules in their order (one already loaded is fine); `dummy_hcd` at full
-/// speed for a board whose endpoints are full-speed ones (64-byte bulk: the Quarch module).
+/// speed for a board whose endpoints are full-speed ones (64-byte bulk: the Quarch module; the
+/// HID relay, a low-speed V-USB device on a real desk, which dummy_hcd cannot be).
 fn load_modules(board: Board) -> Result<()> {
     let order = std::fs::read_to_string(Path::new(MODULES).join("load-order"))
         .with_context(|| format!("no {MODULES}/load-order: the lab's initramfs predates USB boards (run `faultline lab setup`)"))?;
     for m in order.lines().filter(|l| !l.is_empty()) {
         let mut insmod = std::process::Command::new("insmod");
         insmod.arg(Path::new(MODULES).join(m));
-        if board == Board::Quarch && m.starts_with("dummy_hcd.") {
+        if matches!(board, Board::Quarch | Board::Hidrelay) && m.starts_with("dummy_hcd.") {
             insmod.arg("is_high_speed=0");
         }
         let o = insmod.output().context("cannot run insmod")?;
@@ -143,8 +165,9 @@ fn load_modules(board: Board) -> Result<()> {
 }
 
 /// Makes the gadget through configfs and binds it to the first UDC; returns the gadget's
-/// directory.
-fn make_gadget(board: Board) -> Result<PathBuf> {
+/// directory. `uart`: the guest's line to the board's emulator on the host, which a board whose
+/// firmware runs in the guest (the HID relay) switches the rig through.
+fn make_gadget(board: Board, uart: &Path) -> Result<PathBuf> {
     if !Path::new(CONFIGFS).join("usb_gadget").is_dir() {
         let o = std::process::Command::new("mount").args(["-t", "configfs", "none", CONFIGFS]).output().context("cannot run mount")?;
         if !o.status.success() {
@@ -173,6 +196,12 @@ fn make_gadget(board: Board) -> Result<PathBuf> {
     if let Some(instance) = ids.function.strip_prefix("ffs.") {
         match board {
             Board::Quarch => super::quarch_gadget::start(instance)?,
+            Board::Hidrelay => {
+                let to_rig = faultline_drivers::control::open_serial(uart, 115_200, Duration::from_millis(200))
+                    .with_context(|| format!("cannot open {}", uart.display()))?;
+                let fw = faultline::lab::hid_relay::Board { id: *b"FLHID", mask: 0b01, relays: 2 };
+                super::hid_gadget::start(instance, fw, to_rig)?
+            }
             _ => super::ch340::start(instance)?,
         }
     }
@@ -267,6 +296,37 @@ fn serve_quarch(g: PathBuf, uart: &Path, t0: Instant) -> Result<()> {
     super::quarch_gadget::bridge("quarch", &device, from_emu, u)
 }
 
+/// The HID relay: its firmware answers on ep0 (`hid_gadget.rs`); this waits until the host
+/// side has enumerated it and says which driver bound it, then keeps the process alive.
+fn serve_hidrelay(g: PathBuf, t0: Instant) -> Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    // usbhid binds within a second of enumeration; a board left unbound is said so.
+    let bind_deadline = Instant::now() + Duration::from_secs(5);
+    let (at, device) = loop {
+        if let Some(at) = host_device(Board::Hidrelay) {
+            let bound = at.1.join(format!("{}:1.0", at.1.file_name().and_then(|n| n.to_str()).unwrap_or_default())).join("driver");
+            if bound.exists() || Instant::now() > bind_deadline {
+                break at;
+            }
+        }
+        if Instant::now() > deadline {
+            bail!("the hidrelay gadget ({}) did not enumerate within 20 s: no 16c0:05df (dmesg says why)", g.display());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let intf = device.join(format!("{}:1.0", device.file_name().and_then(|n| n.to_str()).unwrap_or_default()));
+    let driver = std::fs::read_link(intf.join("driver")).ok().and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()));
+    println!(
+        "lab usb: hidrelay on the bus as {at} after {} ms; its interface bound by {}",
+        t0.elapsed().as_millis(),
+        driver.as_deref().unwrap_or("no driver")
+    );
+    write(Path::new(READY), &format!("{at}\n"))?;
+    loop {
+        std::thread::sleep(Duration::from_secs(3600));
+    }
+}
+
 /// `lab guest usb BOARD`: the gadget on the bus, then the bridge, until the guest powers off.
 /// The bridge outlives an unbind of the gadget (a board unplugged, `echo > UDC`) and its
 /// rebinding (the board plugged back, at another bus address): the board's logic is the
@@ -275,9 +335,12 @@ fn serve_quarch(g: PathBuf, uart: &Path, t0: Instant) -> Result<()> {
 pub fn serve(board: Board, uart: &Path) -> Result<()> {
     let t0 = Instant::now();
     load_modules(board)?;
-    let g = make_gadget(board)?;
+    let g = make_gadget(board, uart)?;
     if board == Board::Quarch {
         return serve_quarch(g, uart, t0);
+    }
+    if board == Board::Hidrelay {
+        return serve_hidrelay(g, t0);
     }
     let gadget_tty = Path::new("/dev/ttyGS0");
     let acm = board == Board::Numato;

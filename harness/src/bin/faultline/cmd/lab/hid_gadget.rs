@@ -1,0 +1,112 @@
+//! The lab's USB HID relay board on the guest's USB bus (`lab run --usb hidrelay`): a
+//! FunctionFS function with DCT Tech's ids (16C0:05DF, "www.dcttech.com" / "USBRelay2", no
+//! serial number), one HID interface with its class descriptor and an interrupt IN endpoint,
+//! at full speed. The guest's `usbhid` binds it first (hid-generic, `/dev/hidraw0`), as on a
+//! desk; faultline's driver detaches it through libusb and sends the class requests itself.
+//!
+//! FunctionFS passes the requests addressed to the interface to userspace: the report
+//! descriptor (`GET_DESCRIPTOR` of type 0x22, which the composite layer leaves to the
+//! function), `SET_IDLE`, `SET_REPORT` and `GET_REPORT`. `f_hid` would not do: Linux 6.1's
+//! answers `GET_REPORT` with an empty report of its own, never userspace's. The firmware is
+//! [`faultline::lab::hid_relay`]; relay 1's contact is the lab's rig, reached over the guest's
+//! third UART with the 4-byte frames of the host's relay emulator (`A0 01 state sum`, the LCUS
+//! emulator wired to the rig), which acknowledges nothing: the board's readback is its latch.
+
+use super::ffs::{self, EVENT, SETUP};
+use anyhow::Result;
+use faultline::lab::hid_relay::{Board, REPORT, REPORT_DESCRIPTOR};
+use std::io::{Read, Write};
+use std::time::Duration;
+
+/// The interface (HID, no subclass, no protocol), its HID class descriptor (HID 1.01, one
+/// report descriptor) and an interrupt IN endpoint of 8 bytes, every 20 ms, as V-USB boards
+/// have.
+fn descriptors() -> Vec<u8> {
+    let mut d = vec![9, 4, 0, 0, 1, 3, 0, 0, 0];
+    let len = REPORT_DESCRIPTOR.len() as u16;
+    d.extend_from_slice(&[9, 0x21, 0x01, 0x01, 0, 1, 0x22]);
+    d.extend_from_slice(&len.to_le_bytes());
+    d.extend_from_slice(&[7, 5, 0x81, 3, REPORT as u8, 0, 20]);
+    d
+}
+
+/// Mounts the function and writes its descriptors (full speed: `dummy_hcd` is loaded at full
+/// speed for this board), then answers ep0 until the guest powers off: the board's firmware,
+/// its relay 1 switching the rig through `to_rig`.
+pub fn start(instance: &str, board: Board, to_rig: Box<dyn Write + Send>) -> Result<()> {
+    let ep0 = ffs::start(instance, "HID relay", 0, &descriptors(), None, 3)?;
+    std::thread::spawn(move || control(ep0, board, to_rig));
+    Ok(())
+}
+
+const GET_DESCRIPTOR: u8 = 0x06;
+const GET_REPORT: u8 = 0x01;
+const SET_REPORT: u8 = 0x09;
+const SET_IDLE: u8 = 0x0a;
+
+fn control(mut ep0: std::fs::File, mut board: Board, mut to_rig: Box<dyn Write + Send>) {
+    let mut buf = [0u8; EVENT * 4];
+    loop {
+        let n = match ep0.read(&mut buf) {
+            Ok(n) => n,
+            Err(_) => {
+                std::thread::sleep(Duration::from_millis(20));
+                continue;
+            }
+        };
+        for e in buf[..n].chunks_exact(EVENT) {
+            if e[8] != SETUP {
+                println!("lab usb: hidrelay function event {}", e[8]);
+                continue;
+            }
+            let (rt, req) = (e[0], e[1]);
+            let (value, len) = (u16::from_le_bytes([e[2], e[3]]), usize::from(u16::from_le_bytes([e[6], e[7]])));
+            let what = format!("control {rt:02x} {req:02x} value {value:04x} length {len}");
+            match (rt, req) {
+                (0x81, GET_DESCRIPTOR) if value >> 8 == 0x22 => {
+                    let r = ep0.write(&REPORT_DESCRIPTOR[..len.min(REPORT_DESCRIPTOR.len())]);
+                    println!("lab usb: hidrelay {what} (report descriptor): {r:?}");
+                }
+                (0xa1, GET_REPORT) => {
+                    let report = board.feature_report();
+                    let r = ep0.write(&report[..len.min(REPORT)]);
+                    println!("lab usb: hidrelay {what} (GET_REPORT): {report:02x?} {r:?}");
+                }
+                (0x21, SET_REPORT) => {
+                    let mut data = vec![0u8; len];
+                    let r = ep0.read(&mut data);
+                    let kind = match value >> 8 {
+                        2 => "output",
+                        3 => "feature",
+                        _ => "other",
+                    };
+                    match board.set_report(&data) {
+                        Ok(switched) => {
+                            println!(
+                                "lab usb: hidrelay {what} (SET_REPORT, {kind} report {data:02x?}): {r:?}; bitmask now {:#04x}",
+                                board.mask
+                            );
+                            for (relay, on) in switched.into_iter().filter(|&(n, _)| n == 1) {
+                                let state = u8::from(on);
+                                let frame = [0xa0, relay, state, 0xa0u8.wrapping_add(relay).wrapping_add(state)];
+                                if let Err(e) = to_rig.write_all(&frame).and_then(|_| to_rig.flush()) {
+                                    println!("lab usb: hidrelay: relay {relay}'s contact (the UART to the rig): {e}");
+                                }
+                            }
+                        }
+                        Err(why) => println!("lab usb: hidrelay {what} (SET_REPORT, {kind} report {data:02x?}): ignored: {why}"),
+                    }
+                }
+                (0x21, SET_IDLE) | (0x21, _) => {
+                    let r = ep0.read(&mut vec![0u8; len]);
+                    println!("lab usb: hidrelay {what}: {r:?}");
+                }
+                _ => {
+                    // Anything else is stalled: a read for an IN request, a write for an OUT one.
+                    let r = if rt & 0x80 != 0 { ep0.read(&mut [0u8; 0]).map(|_| 0) } else { ep0.write(&[]) };
+                    println!("lab usb: hidrelay {what}: stalled ({r:?})");
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,139 @@
+//! The firmware of the lab's USB HID relay board (`lab run --usb hidrelay`): a DCT Tech
+//! "USBRelay" board (16C0:05DF), as the projects that drive real ones speak to it.
+//!
+//! - Its HID report descriptor declares one 8-byte feature report without a report id
+//!   (vendor usage page), and an interrupt IN endpoint it never sends on.
+//! - A command is a `SET_REPORT` of 8 bytes: `FF n` switches relay n on, `FD n` off, `FE` all
+//!   on, `FC` all off, `FA` and 5 bytes sets the board's id. usbrelay (`libusbrelay.c`,
+//!   `operate_relay`) sends it as an *output* report (hidapi's `hid_write`, report number 0);
+//!   libsigrok (`dcttech-usbrelay/protocol.c`) as a *feature* report, also report number 0.
+//!   Both drive real boards, so the firmware takes either type, whatever the report id.
+//! - `GET_REPORT` (feature) answers 8 bytes: the id in bytes 0..5, the relay bitmask in byte
+//!   7 (usbrelay asks for report number 1 and reads `buf[0..5]`, `buf[7]`; libsigrok asks for 0
+//!   and reads the same bytes one further on, after hidapi's report-id byte).
+//!
+//! The readback is the firmware's own latch, as on a real board: it says what the board was
+//! told, not that a contact moved.
+
+/// The HID class descriptor's report descriptor: usage page 0xFF00 (vendor), usage 1, one
+/// application collection of 8 bytes (logical 0..255) as a feature report.
+pub const REPORT_DESCRIPTOR: [u8; 22] = [
+    0x06, 0x00, 0xff, // Usage Page (vendor 0xFF00)
+    0x09, 0x01, // Usage (1)
+    0xa1, 0x01, // Collection (Application)
+    0x15, 0x00, // Logical Minimum (0)
+    0x26, 0xff, 0x00, // Logical Maximum (255)
+    0x75, 0x08, // Report Size (8)
+    0x95, 0x08, // Report Count (8)
+    0x09, 0x00, // Usage (0)
+    0xb2, 0x02, 0x01, // Feature (Data, Variable, Absolute, Buffered Bytes)
+    0xc0, // End Collection
+];
+
+/// The bytes of every report.
+pub const REPORT: usize = 8;
+
+/// The board: its id and its relays' latch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Board {
+    pub id: [u8; 5],
+    /// Bit n-1: relay n energised.
+    pub mask: u8,
+    /// How many relays it has (1..=8).
+    pub relays: u8,
+}
+
+/// A relay the board switched: `(relay, energised)`, for the rig.
+pub type Switched = Vec<(u8, bool)>;
+
+impl Board {
+    /// One `SET_REPORT`'s data: the relays it switched (none for an id change), or why the
+    /// firmware ignores it (a real board answers such a report and does nothing).
+    pub fn set_report(&mut self, data: &[u8]) -> Result<Switched, String> {
+        let Some(&cmd) = data.first() else { return Err("an empty report".into()) };
+        let all: Vec<u8> = (1..=self.relays).collect();
+        let (relays, on) = match cmd {
+            0xff | 0xfd => {
+                let n = data.get(1).copied().unwrap_or(0);
+                if !(1..=self.relays).contains(&n) {
+                    return Err(format!("relay {n} of a board with {} relays", self.relays));
+                }
+                (vec![n], cmd == 0xff)
+            }
+            0xfe => (all, true),
+            0xfc => (all, false),
+            0xfa => {
+                if data.len() < 6 {
+                    return Err(format!("a new id of {} bytes (5 needed)", data.len().saturating_sub(1)));
+                }
+                self.id.copy_from_slice(&data[1..6]);
+                return Ok(Vec::new());
+            }
+            c => return Err(format!("command byte {c:#04x}")),
+        };
+        let mut switched = Vec::new();
+        for n in relays {
+            let bit = 1u8 << (n - 1);
+            let before = self.mask & bit != 0;
+            if on {
+                self.mask |= bit;
+            } else {
+                self.mask &= !bit;
+            }
+            if before != on {
+                switched.push((n, on));
+            }
+        }
+        Ok(switched)
+    }
+
+    /// The feature report `GET_REPORT` answers: the id, two zero bytes, the bitmask.
+    pub fn feature_report(&self) -> [u8; REPORT] {
+        let mut r = [0u8; REPORT];
+        r[..5].copy_from_slice(&self.id);
+        r[7] = self.mask;
+        r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn board() -> Board {
+        Board { id: *b"FLHID", mask: 0b01, relays: 2 }
+    }
+
+    #[test]
+    fn commands_switch_the_latch_and_the_feature_report_reads_it_back() {
+        let mut b = board();
+        assert_eq!(b.set_report(&[0xfd, 1, 0, 0, 0, 0, 0, 0]), Ok(vec![(1, false)]));
+        assert_eq!(b.feature_report(), [b'F', b'L', b'H', b'I', b'D', 0, 0, 0]);
+        assert_eq!(b.set_report(&[0xfd, 1, 0, 0, 0, 0, 0, 0]), Ok(vec![]), "already off: nothing moves");
+        assert_eq!(b.set_report(&[0xfe, 0, 0, 0, 0, 0, 0, 0]), Ok(vec![(1, true), (2, true)]));
+        assert_eq!(b.feature_report()[7], 0b11);
+        assert_eq!(b.set_report(&[0xff, 2, 0, 0, 0, 0, 0, 0]), Ok(vec![]));
+        assert_eq!(b.set_report(&[0xfc, 0, 0, 0, 0, 0, 0, 0]), Ok(vec![(1, false), (2, false)]));
+        assert_eq!(b.set_report(&[0xfa, b'A', b'B', b'C', b'D', b'E', 0, 0]), Ok(vec![]));
+        assert_eq!(&b.feature_report()[..5], b"ABCDE");
+    }
+
+    #[test]
+    fn what_a_board_ignores_is_named() {
+        let mut b = board();
+        assert!(b.set_report(&[0xff, 3]).unwrap_err().contains("relay 3 of a board with 2 relays"));
+        assert!(b.set_report(&[0x42]).unwrap_err().contains("command byte 0x42"));
+        assert!(b.set_report(&[]).unwrap_err().contains("empty"));
+        assert!(b.set_report(&[0xfa, 1]).unwrap_err().contains("5 needed"));
+        assert_eq!(b, board(), "nothing changed");
+    }
+
+    #[test]
+    fn the_report_descriptor_declares_one_8_byte_feature_report() {
+        // Report Size 8 x Report Count 8, one Feature main item, no Report ID item (0x85).
+        let d = &REPORT_DESCRIPTOR;
+        assert!(d.windows(2).any(|w| w == [0x75, 0x08]) && d.windows(2).any(|w| w == [0x95, 0x08]));
+        assert_eq!(d.iter().filter(|&&b| b == 0xb2).count(), 1);
+        assert!(!d.contains(&0x85) && !d.contains(&0x81) && !d.contains(&0x91), "no report id, input or output item");
+    }
+}
