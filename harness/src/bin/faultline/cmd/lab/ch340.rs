@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use std::io::{Read, Write};
 use std::time::Duration;
 
-use super::ffs::{self, dir, EVENT, SETUP};
+use super::ffs::{self, dir};
 
 const READ_VERSION: u8 = 0x5f;
 const READ_REG: u8 = 0x95;
@@ -31,23 +31,11 @@ pub fn start(instance: &str) -> Result<()> {
 /// The control requests, as a CH340 answers them: the chip version (0x31: a CH340 of the kind
 /// that uses one line-control register), register reads (the modem status: no line asserted),
 /// every vendor write acknowledged. Each is printed (`lab/usb.log`).
-fn control(mut ep0: std::fs::File) {
-    let mut buf = [0u8; EVENT * 4];
-    loop {
-        let n = match ep0.read(&mut buf) {
-            Ok(n) => n,
-            Err(_) => {
-                std::thread::sleep(Duration::from_millis(20));
-                continue;
-            }
-        };
-        for e in buf[..n].chunks_exact(EVENT) {
-            if e[8] != SETUP {
-                continue;
-            }
-            let (rt, req) = (e[0], e[1]);
-            let (value, index, len) =
-                (u16::from_le_bytes([e[2], e[3]]), u16::from_le_bytes([e[4], e[5]]), usize::from(u16::from_le_bytes([e[6], e[7]])));
+fn control(ep0: std::fs::File) {
+    ffs::serve_ep0(
+        ep0,
+        |ep0, s| {
+            let (rt, req, len) = (s.request_type, s.request, s.length);
             let r = if rt & 0x80 != 0 {
                 let mut reply = match req {
                     READ_VERSION => vec![0x31, 0x00],
@@ -61,9 +49,10 @@ fn control(mut ep0: std::fs::File) {
                 let mut data = vec![0u8; len];
                 ep0.read(&mut data)
             };
-            println!("lab usb: ch340 control {rt:02x} {req:02x} value {value:04x} index {index:04x} length {len}: {r:?}");
-        }
-    }
+            println!("lab usb: ch340 control {rt:02x} {req:02x} value {:04x} index {:04x} length {len}: {r:?}", s.value, s.index);
+        },
+        |_| {},
+    )
 }
 
 /// The bulk data both ways: what the host's driver writes (bulk OUT, `ep2`) goes to the host's

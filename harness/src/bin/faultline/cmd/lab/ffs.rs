@@ -5,8 +5,9 @@
 //! endpoints in the order of its own table, not the numbers the descriptors ask for).
 
 use anyhow::{bail, Context, Result};
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 const FFS: &str = "/dev/usb-ffs";
 const DESCRIPTORS_MAGIC_V2: u32 = 3;
@@ -16,9 +17,49 @@ pub const HAS_HS_DESC: u32 = 2;
 /// Control requests of any recipient reach userspace (Linux 4.15 and later).
 pub const ALL_CTRL_RECIP: u32 = 64;
 /// `struct usb_functionfs_event`: the setup packet, the type, three bytes of padding.
-pub const EVENT: usize = 12;
+const EVENT: usize = 12;
 /// The event type of a control request.
-pub const SETUP: u8 = 4;
+const SETUP: u8 = 4;
+
+/// A control request FunctionFS passed to userspace: its setup packet.
+pub struct Setup {
+    pub request_type: u8,
+    pub request: u8,
+    pub value: u16,
+    pub index: u16,
+    pub length: usize,
+}
+
+/// Reads the function's events from `ep0` for as long as the guest runs: each control request
+/// goes to `on_setup`, which must answer it on `ep0` (a write of the data for an IN request, a
+/// read of its data, or of nothing, for an OUT one; the other way round stalls it), and each
+/// other event (bind, unbind, enable, disable, suspend, resume) to `on_event`.
+pub fn serve_ep0(mut ep0: std::fs::File, mut on_setup: impl FnMut(&mut std::fs::File, Setup), mut on_event: impl FnMut(u8)) {
+    let mut buf = [0u8; EVENT * 4];
+    loop {
+        let n = match ep0.read(&mut buf) {
+            Ok(n) => n,
+            Err(_) => {
+                std::thread::sleep(Duration::from_millis(20));
+                continue;
+            }
+        };
+        for e in buf[..n].chunks_exact(EVENT) {
+            if e[8] != SETUP {
+                on_event(e[8]);
+                continue;
+            }
+            let setup = Setup {
+                request_type: e[0],
+                request: e[1],
+                value: u16::from_le_bytes([e[2], e[3]]),
+                index: u16::from_le_bytes([e[4], e[5]]),
+                length: usize::from(u16::from_le_bytes([e[6], e[7]])),
+            };
+            on_setup(&mut ep0, setup);
+        }
+    }
+}
 
 /// The function's mount, where its `ep0` and endpoints are.
 pub fn dir(instance: &str) -> PathBuf {

@@ -12,11 +12,10 @@
 //! third UART with the 4-byte frames of the host's relay emulator (`A0 01 state sum`, the LCUS
 //! emulator wired to the rig), which acknowledges nothing: the board's readback is its latch.
 
-use super::ffs::{self, EVENT, SETUP};
+use super::ffs;
 use anyhow::Result;
 use faultline::lab::hid_relay::{Board, REPORT, REPORT_DESCRIPTOR};
 use std::io::{Read, Write};
-use std::time::Duration;
 
 /// The interface (HID, no subclass, no protocol), its HID class descriptor (HID 1.01, one
 /// report descriptor) and an interrupt IN endpoint of 8 bytes, every 20 ms, as V-USB boards
@@ -42,25 +41,12 @@ pub fn start(instance: &str, board: Board, to_rig: Box<dyn Write + Send>) -> Res
 const GET_DESCRIPTOR: u8 = 0x06;
 const GET_REPORT: u8 = 0x01;
 const SET_REPORT: u8 = 0x09;
-const SET_IDLE: u8 = 0x0a;
 
-fn control(mut ep0: std::fs::File, mut board: Board, mut to_rig: Box<dyn Write + Send>) {
-    let mut buf = [0u8; EVENT * 4];
-    loop {
-        let n = match ep0.read(&mut buf) {
-            Ok(n) => n,
-            Err(_) => {
-                std::thread::sleep(Duration::from_millis(20));
-                continue;
-            }
-        };
-        for e in buf[..n].chunks_exact(EVENT) {
-            if e[8] != SETUP {
-                println!("lab usb: hidrelay function event {}", e[8]);
-                continue;
-            }
-            let (rt, req) = (e[0], e[1]);
-            let (value, len) = (u16::from_le_bytes([e[2], e[3]]), usize::from(u16::from_le_bytes([e[6], e[7]])));
+fn control(ep0: std::fs::File, mut board: Board, mut to_rig: Box<dyn Write + Send>) {
+    ffs::serve_ep0(
+        ep0,
+        |ep0, s| {
+            let (rt, req, value, len) = (s.request_type, s.request, s.value, s.length);
             let what = format!("control {rt:02x} {req:02x} value {value:04x} length {len}");
             match (rt, req) {
                 (0x81, GET_DESCRIPTOR) if value >> 8 == 0x22 => {
@@ -97,7 +83,8 @@ fn control(mut ep0: std::fs::File, mut board: Board, mut to_rig: Box<dyn Write +
                         Err(why) => println!("lab usb: hidrelay {what} (SET_REPORT, {kind} report {data:02x?}): ignored: {why}"),
                     }
                 }
-                (0x21, SET_IDLE) | (0x21, _) => {
+                (0x21, _) => {
+                    // SET_IDLE and the other class writes: taken, nothing done.
                     let r = ep0.read(&mut vec![0u8; len]);
                     println!("lab usb: hidrelay {what}: {r:?}");
                 }
@@ -107,6 +94,7 @@ fn control(mut ep0: std::fs::File, mut board: Board, mut to_rig: Box<dyn Write +
                     println!("lab usb: hidrelay {what}: stalled ({r:?})");
                 }
             }
-        }
-    }
+        },
+        |e| println!("lab usb: hidrelay function event {e}"),
+    )
 }

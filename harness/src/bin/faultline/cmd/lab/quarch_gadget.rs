@@ -14,7 +14,7 @@
 //! addresses back from the configuration the host side enumerated and answers on the IN twin
 //! of the OUT, failing with the addresses it got if there is none.
 
-use super::ffs::{self, dir, EVENT, SETUP};
+use super::ffs::{self, dir};
 use anyhow::{bail, Context, Result};
 use faultline::lab::quarch_usb::{FaultSpec, Firmware, Packet, UsbFault, PACKET};
 use std::io::{Read, Write};
@@ -40,26 +40,16 @@ pub fn start(instance: &str) -> Result<()> {
 
 /// ep0: the function's events (bind, enable, ...), logged; a control request to the interface
 /// (none is sent by quarchpy or faultline) is answered with nothing.
-fn control(mut ep0: std::fs::File) {
-    let mut buf = [0u8; EVENT * 4];
-    loop {
-        let n = match ep0.read(&mut buf) {
-            Ok(n) => n,
-            Err(_) => {
-                std::thread::sleep(Duration::from_millis(20));
-                continue;
-            }
-        };
-        for e in buf[..n].chunks_exact(EVENT) {
-            if e[8] != SETUP {
-                println!("lab usb: quarch function event {}", e[8]);
-                continue;
-            }
-            let (rt, req, len) = (e[0], e[1], usize::from(u16::from_le_bytes([e[6], e[7]])));
-            let r = if rt & 0x80 != 0 { ep0.write(&vec![0; len]) } else { ep0.read(&mut vec![0u8; len]) };
-            println!("lab usb: quarch control {rt:02x} {req:02x} length {len}: {r:?}");
-        }
-    }
+fn control(ep0: std::fs::File) {
+    ffs::serve_ep0(
+        ep0,
+        |ep0, s| {
+            let len = s.length;
+            let r = if s.request_type & 0x80 != 0 { ep0.write(&vec![0; len]) } else { ep0.read(&mut vec![0u8; len]) };
+            println!("lab usb: quarch control {:02x} {:02x} length {len}: {r:?}", s.request_type, s.request);
+        },
+        |e| println!("lab usb: quarch function event {e}"),
+    )
 }
 
 /// The endpoint addresses of the board's configuration, in the order of its descriptors
