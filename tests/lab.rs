@@ -1005,6 +1005,48 @@ fn a_numato_board_unplugged_mid_command_fails_at_once_and_is_found_again_at_anot
     assert!(usb.contains("gadget tty hung up"), "{ctx}");
 }
 
+/// A Numato board replugged while a process still holds its tty open (as a run that has not
+/// noticed the unplug does) comes back under another name, `ttyACM1`. Named by its USB serial
+/// (`numato+usb://FLNUMATO0001`), the `cycle`'s `on` finds its tty again by the serial and
+/// switches the drive back on; named by the old path, the same replug fails the `on` at once,
+/// saying how to name it so that it is found again.
+#[test]
+fn a_numato_board_named_by_its_usb_serial_is_found_again_under_a_new_tty_name() {
+    let test = "a_numato_board_named_by_its_usb_serial_is_found_again_under_a_new_tty_name";
+    let Some(_boot) = lab(test) else { return };
+    let dir = scratch(test);
+    let script = r#"G=/sys/kernel/config/usb_gadget/numato
+replug() { ( sleep 0.8; echo "" > $G/UDC; sleep 0.3; ls /sys/class/udc > $G/UDC ) & }
+exec 3</dev/ttyACM0
+replug
+faultline controller 'numato+usb://FLNUMATO0001?relay=0' cycle --off-ms 2500; echo "by serial: cycle rc=$?"
+echo "ttys: $(ls /dev/ttyACM*)"
+exec 4</dev/ttyACM1
+replug
+faultline controller 'numato+serial:///dev/ttyACM1?relay=0' cycle --off-ms 2500; echo "by path: cycle rc=$?"
+echo "ttys: $(ls /dev/ttyACM*)"
+exec 3<&- 4<&-
+faultline controller 'numato+usb://FLNUMATO0001?relay=0' on; echo "on rc=$?"
+"#;
+    let file = dir.join("script.sh");
+    std::fs::write(&file, script).unwrap();
+    let run_dir = dir.join("run");
+    let o = lab_cmd(&["exec", s(&file), "--sim", "honest-plp", "--usb", "numato", "--run-dir", s(&run_dir)]);
+    let log = std::fs::read_to_string(run_dir.join("lab/share/lab/guest.log")).unwrap_or_default();
+    let rig = std::fs::read_to_string(run_dir.join("lab/rig.log")).unwrap_or_default();
+    let ctx = format!("{}\nguest:\n{log}\nrig:\n{rig}", text(&o));
+    assert_eq!(o.status.code(), Some(0), "{ctx}");
+    assert!(log.contains("state: on\nby serial: cycle rc=0\nttys: /dev/ttyACM1\n"), "{ctx}");
+    assert!(
+        log.contains("numato+serial:///dev/ttyACM1?relay=0: relay on 0: the board is gone: its tty hung up")
+            && log.contains("it is named by its tty's path (numato+usb://SERIAL finds it again by its serial)\nby path: cycle rc=2"),
+        "{ctx}"
+    );
+    assert!(log.contains("state: on\non rc=0"), "{ctx}");
+    // Off and on through the serial; off through the path, on again only at the end.
+    assert_eq!((rig.matches("power off: the drive is dark").count(), rig.matches("power on:").count()), (2, 2), "{ctx}");
+}
+
 /// Refusals that need no boot: each names what was wrong.
 #[test]
 fn bad_lab_input_is_refused_before_any_boot() {

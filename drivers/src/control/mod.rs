@@ -95,6 +95,7 @@ pub fn open(spec: &ControllerSpec, env: &ControlEnv) -> Result<Controller, OpenE
         ControllerSpec::HidRelay { serial, relay } => power_only(Box::new(relay::HidRelay::open_usb(serial, *relay, env)?)),
         ControllerSpec::Lcus { path, channel } => power_only(Box::new(relay::Lcus::open(path, *channel, env)?)),
         ControllerSpec::Numato { path, relay } => power_only(Box::new(relay::Numato::open(path, *relay, env)?)),
+        ControllerSpec::NumatoUsb { serial, relay } => power_only(Box::new(relay::Numato::open_usb(serial, *relay, env)?)),
         ControllerSpec::NvmeReset { .. }
         | ControllerSpec::NvmeSubsysReset { .. }
         | ControllerSpec::PciReset { .. }

@@ -214,6 +214,30 @@ pub struct Numato {
     name: String,
     timeout: Duration,
     attempts: u32,
+    /// The board's USB serial number (`numato+usb://`): after a hang-up its tty is looked up
+    /// again, under whatever name the kernel gave it, and the command resent there.
+    serial: Option<String>,
+}
+
+/// The tty of the Numato board whose USB serial number is `serial` (sysfs, through
+/// serialport's scan), or why there is none (the Numato boards seen, with their serials).
+pub fn numato_tty(serial: &str) -> Result<std::path::PathBuf, String> {
+    let ports = super::list_serial_ports().map_err(|e| e.to_string())?;
+    let mut seen = Vec::new();
+    for p in ports {
+        let Some((vid, _, sn, _)) = &p.usb else { continue };
+        if *vid != super::usb::NUMATO_VID {
+            continue;
+        }
+        if sn.as_deref() == Some(serial) {
+            return Ok(p.path.into());
+        }
+        seen.push(format!("{} serial {}", p.path, sn.as_deref().unwrap_or("?")));
+    }
+    Err(format!(
+        "no tty of a Numato board with USB serial {serial:?} (Numato boards seen: {})",
+        if seen.is_empty() { "none".into() } else { seen.join(", ") }
+    ))
 }
 
 fn set_port_timeout(p: &mut Box<dyn serialport::SerialPort>, t: Duration) {
@@ -228,7 +252,34 @@ impl Numato {
             command: "open".into(),
             reason: e.to_string(),
         })?;
-        Ok(Numato { port, relay, name, timeout: env.timeout, attempts: env.attempts.max(1) })
+        Ok(Numato { port, relay, name, timeout: env.timeout, attempts: env.attempts.max(1), serial: None })
+    }
+
+    /// The board whose USB serial number is `serial`, through its tty wherever it is now.
+    pub fn open_usb(serial: &str, relay: u8, env: &ControlEnv) -> Result<Numato, PowerError> {
+        let name = format!("numato+usb://{serial}?relay={relay}");
+        let fail = |reason: String| PowerError::Failed { switch: name.clone(), command: "open".into(), reason };
+        let path = numato_tty(serial).map_err(fail)?;
+        let port = open_serial(&path, 19200, env.timeout).map_err(|e| fail(e.to_string()))?;
+        Ok(Numato { port, relay, name, timeout: env.timeout, attempts: env.attempts.max(1), serial: Some(serial.to_string()) })
+    }
+
+    /// After a hang-up, a board named by serial is looked for again, for up to the timeout (a
+    /// replugged board takes a moment to enumerate), and its tty opened; returns where, or why
+    /// not.
+    fn reopen(&mut self) -> Result<std::path::PathBuf, String> {
+        let serial = self.serial.clone().ok_or("it is named by its tty's path (numato+usb://SERIAL finds it again by its serial)")?;
+        let deadline = Instant::now() + self.timeout;
+        loop {
+            match numato_tty(&serial) {
+                Ok(path) => {
+                    self.port = open_serial(&path, 19200, self.timeout).map_err(|e| e.to_string())?;
+                    return Ok(path);
+                }
+                Err(why) if Instant::now() >= deadline => return Err(why),
+                Err(_) => std::thread::sleep(Duration::from_millis(50)),
+            }
+        }
     }
 
     /// Relay numbers above 9 are letters on the boards (`A` for 10, ...).
@@ -271,6 +322,7 @@ impl Numato {
     /// garbled or missing reply, at most `attempts` times. All commands are idempotent.
     fn command(&mut self, cmd: &str) -> Result<String, PowerError> {
         let mut faults = Vec::new();
+        let mut reopened = false;
         for attempt in 0..self.attempts {
             if attempt > 0 {
                 let quiet = Duration::from_millis(60);
@@ -282,15 +334,27 @@ impl Numato {
             }
             match self.exchange_once(cmd) {
                 Ok(a) => return Ok(a),
-                // A tty that hung up stays hung up: no retry brings the board back to it.
+                // A tty that hung up stays hung up: no retry brings the board back to it. A board
+                // named by serial is looked for again, once, and the command resent there.
                 Err(e) if e.hung_up() => {
-                    return Err(PowerError::Failed {
-                        switch: self.name.clone(),
-                        command: cmd.into(),
-                        reason: format!(
-                            "the board is gone: its tty hung up ({e}); unplugged, or re-enumerated (a board plugged back while this tty was open comes back under another name)"
-                        ),
-                    })
+                    let gone = format!(
+                        "the board is gone: its tty hung up ({e}); unplugged, or re-enumerated (a board plugged back while this tty was open comes back under another name)"
+                    );
+                    if reopened {
+                        faults.push(gone);
+                        break;
+                    }
+                    reopened = true;
+                    match self.reopen() {
+                        Ok(path) => faults.push(format!("{gone}; found again at {}", path.display())),
+                        Err(why) => {
+                            return Err(PowerError::Failed {
+                                switch: self.name.clone(),
+                                command: cmd.into(),
+                                reason: format!("{gone}; {why}"),
+                            })
+                        }
+                    }
                 }
                 Err(e) => faults.push(e.to_string()),
             }

@@ -14,6 +14,7 @@ pub const SPEC_FORMS: &str = "  quarch+serial:///dev/ttyUSB0[?module=N]
   hidrelay+usb://SERIAL?relay=N          (N = 1..8)
   lcus+serial:///dev/ttyUSB0?channel=N   (N = 1..255)
   numato+serial:///dev/ttyACM0?relay=N   (N = 0..63)
+  numato+usb://SERIAL?relay=N            (its tty found by USB serial number, again after a replug)
   nvme-reset://nvme0
   nvme-subsys-reset://nvme0
   pci-reset://0000:3b:00.0[?method=flr|bus|pm]
@@ -53,6 +54,12 @@ pub enum ControllerSpec {
     },
     Numato {
         path: PathBuf,
+        relay: u8,
+    },
+    /// A Numato board named by its USB serial number: its CDC-ACM tty is looked up at each
+    /// open (and after a hang-up), whatever name the kernel gave it.
+    NumatoUsb {
+        serial: String,
         relay: u8,
     },
     NvmeReset {
@@ -266,6 +273,11 @@ pub fn parse(spec: &str) -> Result<ControllerSpec, SpecError> {
             let relay = q.num("relay", 0, 63).map_err(err)? as u8;
             q.done(&["relay"]).map_err(err)?;
             ControllerSpec::Numato { path: device_path(target).map_err(err)?, relay }
+        }
+        "numato+usb" => {
+            let relay = q.num("relay", 0, 63).map_err(err)? as u8;
+            q.done(&["relay"]).map_err(err)?;
+            ControllerSpec::NumatoUsb { serial: nonempty("USB serial number", target).map_err(err)?, relay }
         }
         "nvme-reset" | "nvme-subsys-reset" => {
             q.done(&[]).map_err(err)?;
@@ -483,6 +495,7 @@ impl fmt::Display for ControllerSpec {
             ControllerSpec::HidRelay { serial, relay } => write!(f, "hidrelay+usb://{serial}?relay={relay}"),
             ControllerSpec::Lcus { path, channel } => write!(f, "lcus+serial://{}?channel={channel}", path.display()),
             ControllerSpec::Numato { path, relay } => write!(f, "numato+serial://{}?relay={relay}", path.display()),
+            ControllerSpec::NumatoUsb { serial, relay } => write!(f, "numato+usb://{serial}?relay={relay}"),
             ControllerSpec::NvmeReset { ctrl } => write!(f, "nvme-reset://{ctrl}"),
             ControllerSpec::NvmeSubsysReset { ctrl } => write!(f, "nvme-subsys-reset://{ctrl}"),
             ControllerSpec::PciReset { bdf, method } => {
@@ -531,6 +544,7 @@ mod tests {
             "hidrelay+usb://HURTM?relay=2",
             "lcus+serial:///dev/ttyUSB1?channel=1",
             "numato+serial:///dev/ttyACM0?relay=0",
+            "numato+usb://FLNUMATO0001?relay=3",
             "nvme-reset://nvme0",
             "nvme-subsys-reset://nvme12",
             "pci-reset://0000:3b:00.0",
