@@ -33,6 +33,18 @@ pub const REPORT_DESCRIPTOR: [u8; 22] = [
 /// The bytes of every report.
 pub const REPORT: usize = 8;
 
+/// The board's interface at full speed: HID (no subclass, no protocol), its HID class
+/// descriptor (HID 1.01, one report descriptor of [`REPORT_DESCRIPTOR`]'s length) and an
+/// interrupt IN endpoint of 8 bytes every 20 ms, as V-USB boards have.
+pub fn descriptors() -> Vec<u8> {
+    let mut d = vec![9, 4, 0, 0, 1, 3, 0, 0, 0];
+    let len = REPORT_DESCRIPTOR.len() as u16;
+    d.extend_from_slice(&[9, 0x21, 0x01, 0x01, 0, 1, 0x22]);
+    d.extend_from_slice(&len.to_le_bytes());
+    d.extend_from_slice(&[7, 5, 0x81, 3, REPORT as u8, 0, 20]);
+    d
+}
+
 /// The board: its id and its relays' latch.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Board {
@@ -126,6 +138,15 @@ mod tests {
         assert!(b.set_report(&[]).unwrap_err().contains("empty"));
         assert!(b.set_report(&[0xfa, 1]).unwrap_err().contains("5 needed"));
         assert_eq!(b, board(), "nothing changed");
+    }
+
+    #[test]
+    fn the_interface_names_its_report_descriptor_by_length() {
+        let d = descriptors();
+        assert_eq!(super::super::ffs::count(&d), 3);
+        // The HID descriptor (type 0x21) after the interface: one report descriptor (0x22).
+        assert_eq!(&d[9..16], &[9, 0x21, 0x01, 0x01, 0, 1, 0x22]);
+        assert_eq!(u16::from_le_bytes([d[16], d[17]]) as usize, REPORT_DESCRIPTOR.len());
     }
 
     #[test]

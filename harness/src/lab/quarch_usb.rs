@@ -22,6 +22,15 @@
 
 /// The 64-byte packet of a command and of each reply line.
 pub const PACKET: usize = 64;
+
+/// The module's interface at full speed: vendor class, one OUT and four IN bulk endpoints of
+/// 64 bytes (`ep1` the OUT, `ep2`..`ep5` the INs; the lab's gadget answers on the IN that the
+/// UDC gave the OUT's number: see `cmd/lab/quarch_gadget.rs`).
+pub fn descriptors() -> Vec<u8> {
+    let mut eps = vec![(0x01u8, 2u8, PACKET as u16, 0u8)];
+    eps.extend((1..=4).map(|n| (0x80 | n, 2, PACKET as u16, 0)));
+    super::ffs::interface([0xff, 0x00, 0x00], &eps)
+}
 const LOCK: [u8; 6] = [0x02, 0x00, 0x00, 0x01, 0x04, 0x01];
 const UNLOCK: [u8; 6] = [0x02, 0x00, 0x00, 0x01, 0x03, 0x00];
 

@@ -1,7 +1,6 @@
-//! The lab's CH340 (`lab run --usb lcus`) through FunctionFS: its descriptors (one vendor
-//! interface with a bulk pair and an interrupt endpoint, as a CH340 has), the vendor control
-//! requests the kernel's `ch341` driver sends at probe and open, and the bulk data carried to
-//! the host's LCUS emulator. FunctionFS hands requests addressed to the device (as `ch341`'s
+//! The lab's CH340 (`lab run --usb lcus`) through FunctionFS: its descriptors and its answers
+//! to the vendor control requests the kernel's `ch341` driver sends at probe and open
+//! ([`faultline::lab::ch340`]), and the bulk data carried to the host's LCUS emulator. FunctionFS hands requests addressed to the device (as `ch341`'s
 //! are) to userspace only with `FUNCTIONFS_ALL_CTRL_RECIP` (Linux 4.15 and later).
 
 use anyhow::{Context, Result};
@@ -9,40 +8,26 @@ use std::io::{Read, Write};
 use std::time::Duration;
 
 use super::ffs::{self, dir};
-
-const READ_VERSION: u8 = 0x5f;
-const READ_REG: u8 = 0x95;
-
-/// One interface (vendor class), bulk IN 1, bulk OUT 2, interrupt IN 3: `ep1`, `ep2`, `ep3`
-/// in the mount, in this order.
-fn interface(bulk: u16, interval: u8) -> Vec<u8> {
-    ffs::interface([0xff, 0x01, 0x02], &[(0x81, 2, bulk, 0), (0x02, 2, bulk, 0), (0x83, 3, 8, interval)])
-}
+use faultline::lab::ch340;
 
 /// Mounts the function's FunctionFS, writes its descriptors and starts answering ep0; the
 /// gadget may be bound once this returns.
 pub fn start(instance: &str) -> Result<()> {
-    let (fs, hs) = (interface(64, 1), interface(512, 4));
-    let ep0 = ffs::start(instance, "CH340", ffs::ALL_CTRL_RECIP, &fs, Some(&hs), 4)?;
+    let (fs, hs) = ch340::descriptors();
+    let ep0 = ffs::start(instance, "CH340", faultline::lab::ffs::ALL_CTRL_RECIP, &fs, Some(&hs))?;
     std::thread::spawn(move || control(ep0));
     Ok(())
 }
 
-/// The control requests, as a CH340 answers them: the chip version (0x31: a CH340 of the kind
-/// that uses one line-control register), register reads (the modem status: no line asserted),
-/// every vendor write acknowledged. Each is printed (`lab/usb.log`).
+/// The control requests, answered as a CH340 answers them ([`ch340::reply`]), every vendor
+/// write acknowledged. Each is printed (`lab/usb.log`).
 fn control(ep0: std::fs::File) {
     ffs::serve_ep0(
         ep0,
         |ep0, s| {
             let (rt, req, len) = (s.request_type, s.request, s.length);
             let r = if rt & 0x80 != 0 {
-                let mut reply = match req {
-                    READ_VERSION => vec![0x31, 0x00],
-                    READ_REG => vec![0xff, 0xee],
-                    _ => vec![0; len],
-                };
-                reply.resize(len, 0);
+                let reply = ch340::reply(req, len);
                 ep0.write_all(&reply).map(|_| reply.len())
             } else {
                 // The status stage (and any data): a read of the request's length.

@@ -14,26 +14,14 @@
 
 use super::ffs;
 use anyhow::Result;
-use faultline::lab::hid_relay::{Board, REPORT, REPORT_DESCRIPTOR};
+use faultline::lab::hid_relay::{self, Board, REPORT, REPORT_DESCRIPTOR};
 use std::io::{Read, Write};
-
-/// The interface (HID, no subclass, no protocol), its HID class descriptor (HID 1.01, one
-/// report descriptor) and an interrupt IN endpoint of 8 bytes, every 20 ms, as V-USB boards
-/// have.
-fn descriptors() -> Vec<u8> {
-    let mut d = vec![9, 4, 0, 0, 1, 3, 0, 0, 0];
-    let len = REPORT_DESCRIPTOR.len() as u16;
-    d.extend_from_slice(&[9, 0x21, 0x01, 0x01, 0, 1, 0x22]);
-    d.extend_from_slice(&len.to_le_bytes());
-    d.extend_from_slice(&[7, 5, 0x81, 3, REPORT as u8, 0, 20]);
-    d
-}
 
 /// Mounts the function and writes its descriptors (full speed: `dummy_hcd` is loaded at full
 /// speed for this board), then answers ep0 until the guest powers off: the board's firmware,
 /// its relay 1 switching the rig through `to_rig`.
 pub fn start(instance: &str, board: Board, to_rig: Box<dyn Write + Send>) -> Result<()> {
-    let ep0 = ffs::start(instance, "HID relay", 0, &descriptors(), None, 3)?;
+    let ep0 = ffs::start(instance, "HID relay", 0, &hid_relay::descriptors(), None)?;
     std::thread::spawn(move || control(ep0, board, to_rig));
     Ok(())
 }

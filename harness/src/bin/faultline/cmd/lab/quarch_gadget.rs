@@ -16,24 +16,16 @@
 
 use super::ffs::{self, dir};
 use anyhow::{bail, Context, Result};
-use faultline::lab::quarch_usb::{FaultSpec, Firmware, Packet, UsbFault, PACKET};
+use faultline::lab::quarch_usb::{self, FaultSpec, Firmware, Packet, UsbFault, PACKET};
 use std::io::{Read, Write};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// The function's descriptors: one OUT and four IN bulk endpoints of 64 bytes (`ep1` the OUT,
-/// `ep2`..`ep5` the INs).
-fn interface() -> Vec<u8> {
-    let mut eps = vec![(0x01u8, 2u8, PACKET as u16, 0u8)];
-    eps.extend((1..=4).map(|n| (0x80 | n, 2, PACKET as u16, 0)));
-    ffs::interface([0xff, 0x00, 0x00], &eps)
-}
-
 /// Mounts the function and writes its descriptors (full speed only: `dummy_hcd` is loaded at
 /// full speed for this board), then answers ep0 (there is nothing to answer but events).
 pub fn start(instance: &str) -> Result<()> {
-    let ep0 = ffs::start(instance, "Quarch module", 0, &interface(), None, 6)?;
+    let ep0 = ffs::start(instance, "Quarch module", 0, &quarch_usb::descriptors(), None)?;
     std::thread::spawn(move || control(ep0));
     Ok(())
 }
