@@ -901,6 +901,55 @@ faultline controller "$S" on; echo "on rc=$?"
     Some((log, usb, ctx))
 }
 
+/// The HID relay's USB faults, one boot for all (`/run/lab-usb-fault` naming the request): a
+/// SET_REPORT stalled, or left unanswered until the host gives up; a GET_REPORT stalled, or
+/// answered with 3 of its 8 bytes (which the open, reading the board's id, meets first). Each
+/// fails the `off` within a bounded wait, saying what the board did (before, a board whose id
+/// could not be read was listed as `""`, and a short id as its first bytes), never done; the
+/// relay reads on afterwards, as no command reached it.
+#[test]
+fn a_hid_relay_that_stalls_times_out_or_answers_short_is_never_done() {
+    let test = "a_hid_relay_that_stalls_times_out_or_answers_short_is_never_done";
+    let Some(_boot) = lab(test) else { return };
+    let dir = scratch(test);
+    let script = r#"P='hidrelay+usb://FLHID?relay=1'
+F=/run/lab-usb-fault
+for f in "stall SET_REPORT" "timeout SET_REPORT" "stall GET_REPORT" "short GET_REPORT"; do
+  echo "$f" > $F
+  t0=$(cut -d' ' -f1 /proc/uptime)
+  faultline controller "$P" off; echo "$f: off rc=$?"
+  echo "$f: took $t0 $(cut -d' ' -f1 /proc/uptime)"
+  rm -f $F
+  faultline controller "$P" status | grep state; echo "$f: read afterwards"
+done
+"#;
+    let file = dir.join("script.sh");
+    std::fs::write(&file, script).unwrap();
+    let run_dir = dir.join("run");
+    let o = lab_cmd(&["exec", s(&file), "--sim", "honest-plp", "--usb", "hidrelay", "--run-dir", s(&run_dir)]);
+    let share = run_dir.join("lab/share/lab");
+    let log = std::fs::read_to_string(share.join("guest.log")).unwrap_or_default();
+    let usb = std::fs::read_to_string(share.join("usb.log")).unwrap_or_default();
+    let ctx = format!("{}\nguest:\n{log}\nusb.log:\n{usb}", text(&o));
+    assert_eq!(o.status.code(), Some(0), "{ctx}");
+    let failed = "faultline: error: power switch hidrelay+usb://FLHID?relay=1: ";
+    for (f, why) in [
+        ("stall SET_REPORT", "relay off: SET_REPORT: Pipe error"),
+        ("timeout SET_REPORT", "relay off: SET_REPORT: Operation timed out"),
+        ("stall GET_REPORT", "open: no USB HID relay with id \"FLHID\" (found: [\"bus 1 address 2: GET_REPORT: Pipe error\"])"),
+        (
+            "short GET_REPORT",
+            "open: no USB HID relay with id \"FLHID\" (found: [\"bus 1 address 2: GET_REPORT: a short feature report, 3 of 8 bytes: [46, 4c, 48]\"])",
+        ),
+    ] {
+        assert!(log.contains(&format!("{failed}{why}\n{f}: off rc=2")), "{f}:\n{ctx}");
+        let took = log.lines().find_map(|l| l.strip_prefix(&format!("{f}: took "))).unwrap_or_else(|| panic!("{f}:\n{ctx}"));
+        let t: Vec<f64> = took.split(' ').map(|v| v.parse().unwrap()).collect();
+        assert!(t[1] - t[0] < 10.0, "{f}: a bounded wait, took {:.1} s:\n{ctx}", t[1] - t[0]);
+        assert!(log.contains(&format!("state: on\n{f}: read afterwards")), "{f}:\n{ctx}");
+    }
+}
+
 /// The Quarch module on USB unplugged mid-command (its gadget unbound during a `cycle`'s off
 /// time): libusb's handle is gone, and the `on` fails at once saying so, never done, no retry
 /// on a device that left the bus; the drive stays off. Bound again, it enumerates at another

@@ -43,6 +43,9 @@ pub enum UsbError {
     Report { request: &'static str, source: rusb::Error },
     #[error("SET_REPORT sent {sent} of {len} bytes")]
     ShortReport { sent: usize, len: usize },
+    /// A feature report shorter than the board's 8 bytes.
+    #[error("GET_REPORT: a short feature report, {} of 8 bytes: {got:02x?}", got.len())]
+    ShortFeature { got: Vec<u8> },
     #[error("cannot claim interface 0 of {label} {serial}: {source}")]
     Claim { label: String, serial: String, source: rusb::Error },
     #[error("cannot read configuration of {label} {serial}: {source}")]
@@ -187,20 +190,24 @@ impl RusbHid {
             let _ = h.set_auto_detach_kernel_driver(true);
             h.claim_interface(0).map_err(UsbError::ClaimHid)?;
             let mut hid = RusbHid { handle: h, timeout };
-            let id = hid.board_id().unwrap_or_default();
-            if id == serial {
-                return Ok(hid);
+            match hid.board_id() {
+                Ok(id) if id == serial => return Ok(hid),
+                Ok(id) => seen.push(id),
+                // A board whose id cannot be read is named by where it is, and why.
+                Err(e) => seen.push(format!("bus {} address {}: {e}", d.bus_number(), d.address())),
             }
-            seen.push(id);
         }
         Err(UsbError::NoHidRelay { id: serial.to_string(), seen })
     }
 
-    /// The board id from feature report 1 (bytes 0..5).
+    /// The board id from feature report 1 (bytes 0..5 of its 8).
     pub fn board_id(&mut self) -> Result<String, UsbError> {
         let mut buf = [0u8; 9];
         let n = self.read_feature(1, &mut buf)?;
-        Ok(String::from_utf8_lossy(&buf[..n.min(5)]).trim_end_matches('\0').to_string())
+        if n < 8 {
+            return Err(UsbError::ShortFeature { got: buf[..n].to_vec() });
+        }
+        Ok(String::from_utf8_lossy(&buf[..5]).trim_end_matches('\0').to_string())
     }
 }
 

@@ -8,10 +8,12 @@
 //! - [`ch340`]: the lab CH340's descriptors and its answers to `ch341`'s vendor requests;
 //! - [`hid_relay`]: the lab HID relay board's descriptors and firmware (its reports, its latch);
 //! - [`quarch_usb`]: the lab Quarch module's descriptors and USB firmware, between its bulk
-//!   endpoints and its command processor (the host's emulator).
+//!   endpoints and its command processor (the host's emulator);
+//! - [`usb_fault`]: the USB faults the boards can be told to show.
 
 pub mod ch340;
 pub mod ffs;
 pub mod hid_relay;
 pub mod quarch_usb;
 pub mod reconcile;
+pub mod usb_fault;

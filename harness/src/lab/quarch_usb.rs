@@ -20,6 +20,8 @@
 //! ([`UsbFault`], for the lab's tests of the controller's USB faults): a reply that never
 //! comes, a short reply, a stalled endpoint.
 
+pub use super::usb_fault::{FaultSpec, UsbFault};
+
 /// The 64-byte packet of a command and of each reply line.
 pub const PACKET: usize = 64;
 
@@ -33,52 +35,6 @@ pub fn descriptors() -> Vec<u8> {
 }
 const LOCK: [u8; 6] = [0x02, 0x00, 0x00, 0x01, 0x04, 0x01];
 const UNLOCK: [u8; 6] = [0x02, 0x00, 0x00, 0x01, 0x03, 0x00];
-
-/// A misbehaviour of the module's USB side, for the commands a [`FaultSpec`] names. The lab's
-/// gadget reads it from a file the guest's script writes ([`UsbFault::parse`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum UsbFault {
-    /// The command reaches the command processor (a switch switches) but no reply is sent.
-    Timeout,
-    /// The command reaches the command processor; the reply is its first byte, in a short
-    /// packet, and nothing after it (no prompt).
-    Short,
-    /// The command does not reach the command processor; the reply endpoint is halted (the
-    /// host's read ends with a stall, until it clears the halt).
-    Stall,
-}
-
-/// Which commands meet which fault: `FAULT [once] [PREFIX]`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FaultSpec {
-    pub fault: UsbFault,
-    /// For the first command it meets only.
-    pub once: bool,
-    /// The commands it meets start with this (all of them when empty), e.g. `RUN:POWer DOWN`.
-    pub prefix: String,
-}
-
-impl UsbFault {
-    /// `timeout`, `short` or `stall`, then optionally `once`, then optionally the command prefix
-    /// it is for (the rest of the line); empty: none.
-    pub fn parse(text: &str) -> Result<Option<FaultSpec>, String> {
-        let text = text.trim();
-        let (first, rest) = text.split_once(char::is_whitespace).unwrap_or((text, ""));
-        let fault = match first {
-            "" => return Ok(None),
-            "timeout" => UsbFault::Timeout,
-            "short" => UsbFault::Short,
-            "stall" => UsbFault::Stall,
-            w => return Err(format!("no USB fault {w:?} (timeout, short or stall, then optionally `once`, then a command prefix)")),
-        };
-        let rest = rest.trim();
-        let (once, prefix) = match rest.split_once(char::is_whitespace).unwrap_or((rest, "")) {
-            ("once", p) => (true, p.trim()),
-            _ => (false, rest),
-        };
-        Ok(Some(FaultSpec { fault, once, prefix: prefix.to_string() }))
-    }
-}
 
 /// What the firmware does with one bulk OUT packet.
 #[derive(Debug, PartialEq, Eq)]
@@ -243,17 +199,6 @@ mod tests {
         assert_eq!(f.faulted, None);
         f.on_packet(&cmd("RUN:POWer?"));
         assert_eq!(f.on_serial(b"RUN:POWer?\r\nOFF\r\n>"), vec![cmd("OFF"), cmd(">")]);
-    }
-
-    #[test]
-    fn a_fault_file_names_one_fault_and_maybe_once() {
-        let spec = |fault, once, prefix: &str| Ok(Some(FaultSpec { fault, once, prefix: prefix.into() }));
-        assert_eq!(UsbFault::parse(""), Ok(None));
-        assert_eq!(UsbFault::parse("stall\n"), spec(UsbFault::Stall, false, ""));
-        assert_eq!(UsbFault::parse("timeout once"), spec(UsbFault::Timeout, true, ""));
-        assert_eq!(UsbFault::parse("short once RUN:POWer DOWN\n"), spec(UsbFault::Short, true, "RUN:POWer DOWN"));
-        assert_eq!(UsbFault::parse("timeout RUN:POWer UP"), spec(UsbFault::Timeout, false, "RUN:POWer UP"));
-        assert!(UsbFault::parse("babble").unwrap_err().contains("no USB fault \"babble\""));
     }
 
     #[test]

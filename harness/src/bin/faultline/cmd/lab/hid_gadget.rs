@@ -15,7 +15,9 @@
 use super::ffs;
 use anyhow::Result;
 use faultline::lab::hid_relay::{self, Board, REPORT, REPORT_DESCRIPTOR};
+use faultline::lab::usb_fault::UsbFault;
 use std::io::{Read, Write};
+use std::time::Duration;
 
 /// Mounts the function and writes its descriptors (full speed: `dummy_hcd` is loaded at full
 /// speed for this board), then answers ep0 until the guest powers off: the board's firmware,
@@ -36,6 +38,43 @@ fn control(ep0: std::fs::File, mut board: Board, mut to_rig: Box<dyn Write + Sen
         |ep0, s| {
             let (rt, req, value, len) = (s.request_type, s.request, s.value, s.length);
             let what = format!("control {rt:02x} {req:02x} value {value:04x} length {len}");
+            let stall = |ep0: &mut std::fs::File| {
+                // A read for an IN request, a write for an OUT one.
+                if rt & 0x80 != 0 {
+                    ep0.read(&mut [0u8; 0]).map(|_| 0)
+                } else {
+                    ep0.write(&[])
+                }
+            };
+            // The fault file's misbehaviour, for the requests it names.
+            let named = match (rt, req) {
+                (0xa1, GET_REPORT) => Some("GET_REPORT"),
+                (0x21, SET_REPORT) => Some("SET_REPORT"),
+                _ => None,
+            };
+            let spec = named.and_then(|n| super::usb::fault_now().filter(|s| n.starts_with(&s.prefix)));
+            if let (Some(n), Some(spec)) = (named, spec) {
+                println!("lab usb: hidrelay fault {:?} on {n}{}", spec.fault, if spec.once { " (once: cleared)" } else { "" });
+                if spec.once {
+                    let _ = std::fs::remove_file(super::usb::FAULT_FILE);
+                }
+                match spec.fault {
+                    UsbFault::Stall => println!("lab usb: hidrelay {what}: stalled ({:?})", stall(ep0)),
+                    // Unanswered until the host has given up (faultline waits 2 s): reading or
+                    // writing ep0 at once would answer it (an OUT request's data read is its
+                    // acknowledgement; a read during an IN request stalls it).
+                    UsbFault::Timeout => {
+                        std::thread::sleep(Duration::from_millis(2500));
+                        println!("lab usb: hidrelay {what}: left unanswered for 2.5 s, then stalled ({:?})", stall(ep0));
+                    }
+                    UsbFault::Short if n == "GET_REPORT" => {
+                        let report = board.feature_report();
+                        println!("lab usb: hidrelay {what}: 3 bytes of the report: {:?}", ep0.write(&report[..3.min(len)]));
+                    }
+                    UsbFault::Short => println!("lab usb: hidrelay {what}: stalled, a SET_REPORT has no short form ({:?})", stall(ep0)),
+                }
+                return;
+            }
             match (rt, req) {
                 (0x81, GET_DESCRIPTOR) if value >> 8 == 0x22 => {
                     let r = ep0.write(&REPORT_DESCRIPTOR[..len.min(REPORT_DESCRIPTOR.len())]);
@@ -76,11 +115,8 @@ fn control(ep0: std::fs::File, mut board: Board, mut to_rig: Box<dyn Write + Sen
                     let r = ep0.read(&mut vec![0u8; len]);
                     println!("lab usb: hidrelay {what}: {r:?}");
                 }
-                _ => {
-                    // Anything else is stalled: a read for an IN request, a write for an OUT one.
-                    let r = if rt & 0x80 != 0 { ep0.read(&mut [0u8; 0]).map(|_| 0) } else { ep0.write(&[]) };
-                    println!("lab usb: hidrelay {what}: stalled ({r:?})");
-                }
+                // Anything else is stalled.
+                _ => println!("lab usb: hidrelay {what}: stalled ({:?})", stall(ep0)),
             }
         },
         |e| println!("lab usb: hidrelay function event {e}"),

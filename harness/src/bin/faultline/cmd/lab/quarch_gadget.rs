@@ -16,7 +16,7 @@
 
 use super::ffs::{self, dir};
 use anyhow::{bail, Context, Result};
-use faultline::lab::quarch_usb::{self, FaultSpec, Firmware, Packet, UsbFault, PACKET};
+use faultline::lab::quarch_usb::{self, Firmware, Packet, PACKET};
 use std::io::{Read, Write};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -83,23 +83,6 @@ fn endpoints(instance: &str, device: &Path) -> Result<(std::fs::File, std::fs::F
     Ok((out, inp))
 }
 
-/// Where the guest's script names a USB fault for the module's next commands
-/// ([`UsbFault::parse`]: `timeout`, `short` or `stall`, optionally `once`, optionally the
-/// commands' prefix); removed to clear it.
-pub const FAULT_FILE: &str = "/run/lab-usb-fault";
-
-/// The fault the file names now (logged if the file is bad).
-fn fault_now() -> Option<FaultSpec> {
-    let text = std::fs::read_to_string(FAULT_FILE).ok()?;
-    match UsbFault::parse(&text) {
-        Ok(f) => f,
-        Err(e) => {
-            println!("lab usb: quarch: {FAULT_FILE}: {e}; no fault");
-            None
-        }
-    }
-}
-
 /// The bridge, until the guest powers off: bulk OUT packets through the firmware to the UART
 /// (or answered at once: the USB-mode lock), the UART's replies back as bulk IN packets. An
 /// unbind (the board unplugged) closes the endpoints; they are opened again when it is back.
@@ -149,7 +132,7 @@ pub fn bridge(instance: &str, device: &Path, mut from_emu: Box<dyn Read + Send>,
         };
         *to_host.lock().unwrap_or_else(|e| e.into_inner()) = Some(inp);
         while let Ok(n) = out.read(&mut buf) {
-            let spec = fault_now();
+            let spec = super::usb::fault_now();
             let (r, met) = {
                 let mut f = fw.lock().unwrap_or_else(|e| e.into_inner());
                 (f.on_packet_with(&buf[..n], spec.as_ref()), f.faulted)
@@ -158,7 +141,7 @@ pub fn bridge(instance: &str, device: &Path, mut from_emu: Box<dyn Read + Send>,
                 let what = String::from_utf8_lossy(&buf[..n]).trim_end_matches('\0').to_string();
                 println!("lab usb: quarch fault {fault:?} on {what:?}{}", if spec.once { " (once: cleared)" } else { "" });
                 if spec.once {
-                    let _ = std::fs::remove_file(FAULT_FILE);
+                    let _ = std::fs::remove_file(super::usb::FAULT_FILE);
                 }
             }
             match r {

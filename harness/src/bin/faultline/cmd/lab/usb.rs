@@ -24,6 +24,7 @@
 
 use anyhow::{bail, Context, Result};
 use clap::ValueEnum;
+use faultline::lab::usb_fault::{FaultSpec, UsbFault};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -258,6 +259,23 @@ fn host_device(board: Board) -> Option<(String, PathBuf)> {
         }
     }
     None
+}
+
+/// Where the guest's script names a USB fault for a board's next requests
+/// ([`UsbFault::parse`]: `timeout`, `short` or `stall`, optionally `once`, optionally the
+/// requests' prefix); removed to clear it.
+pub const FAULT_FILE: &str = "/run/lab-usb-fault";
+
+/// The fault the file names now (logged if the file is bad).
+pub fn fault_now() -> Option<FaultSpec> {
+    let text = std::fs::read_to_string(FAULT_FILE).ok()?;
+    match UsbFault::parse(&text) {
+        Ok(f) => f,
+        Err(e) => {
+            println!("lab usb: {FAULT_FILE}: {e}; no fault");
+            None
+        }
+    }
 }
 
 /// The gadget side of the bridge, as the host-to-gadget direction writes to it: `None` while
