@@ -977,6 +977,29 @@ fn a_quarch_module_on_usb_unplugged_mid_command_fails_at_once_and_is_found_again
     assert!(log.contains("state: off\nstatus plugged back rc=0") && log.contains("on rc=0"), "{ctx}");
 }
 
+/// A run whose cut command the Quarch module on USB never answers (`--usb-fault "timeout
+/// RUN:POWer DOWN"`: the module switches, unconfirmed): the cycle's fault is a harness error
+/// naming the module and each attempt, the stop policy (`on_controller_failure = "stop"`, the
+/// default) ends the run after that cycle, the verdict is a harness error (exit 2), never
+/// clean, and what the cycle found agrees with the drive's ground truth.
+#[test]
+fn a_cut_the_quarch_module_on_usb_never_confirms_is_a_harness_error_and_the_policy_stops_the_run() {
+    let test = "a_cut_the_quarch_module_on_usb_never_confirms_is_a_harness_error_and_the_policy_stops_the_run";
+    let Some(_boot) = lab(test) else { return };
+    let dir = scratch(test);
+    let (o, run_dir, rec, ctx) = sim_run_with(&dir, "lab-power-cut-quarch-usb.toml", "", "", &["--usb-fault", "timeout RUN:POWer DOWN"]);
+    assert_eq!(o.status.code(), Some(2), "{ctx}");
+    let out = text(&o);
+    let why = "the fault: power switch quarch+usb://QTL1999-01-001: RUN:POWer DOWN: gave up after 3 attempts: no complete reply in time";
+    assert!(out.contains(&format!("harness error in cycle 1: {why}")), "{ctx}");
+    assert!(out.contains("stopped after 1 of 3 cycles: cycle 1: controller failure (stop.on_controller_failure = \"stop\")"), "{ctx}");
+    let summary: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(run_dir.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["verdict"], "error", "never clean:\n{ctx}\n{summary}");
+    let events = std::fs::read_to_string(run_dir.join("events.jsonl")).unwrap();
+    assert_eq!(events.lines().filter(|l| l.contains("\"event\":\"harness_error\"")).count(), 1, "{ctx}");
+    assert_eq!((rec["cycles"].as_u64(), rec["disagreements"].clone()), (Some(1), serde_json::json!([])), "{ctx}");
+}
+
 /// The Quarch module's USB faults, one boot for all of them (the gadget's firmware told
 /// through `/run/lab-usb-fault` to misbehave on `RUN:POWer DOWN`): a reply that never comes
 /// (the module switched, unconfirmed), a short reply (one byte, no prompt), a stalled reply

@@ -113,6 +113,11 @@ struct MachineArgs {
     /// `hidrelay+usb://FLHID?relay=1` (docs/LAB.md, "The USB rig").
     #[arg(long, value_enum, value_name = "BOARD")]
     usb: Option<usb::Board>,
+    /// Have the USB board misbehave from the start, as `/run/lab-usb-fault` says (the Quarch
+    /// module and the HID relay): `timeout|short|stall [once] [PREFIX]`, e.g. `timeout
+    /// RUN:POWer DOWN` (docs/LAB.md, "The USB rig").
+    #[arg(long, value_name = "FAULT", value_parser = usb_fault_arg)]
+    usb_fault: Option<String>,
     /// Size of the image made when neither --drive-file nor --nbd is given.
     #[arg(long, default_value_t = 256)]
     size_mib: u64,
@@ -286,6 +291,9 @@ impl Default for SimFromScenario {
 
 /// Prepares a machine.
 fn prepare(m: &MachineArgs, name: &str, from: SimFromScenario) -> Result<Prepared> {
+    if let (Some(f), None) = (&m.usb_fault, m.usb) {
+        bail!("--usb-fault {f:?}: there is no USB board to misbehave (--usb BOARD, or the scenario's [lab] usb)");
+    }
     if let (Some(b), None) = (m.usb, m.sim) {
         bail!(
             "--usb {}: a USB board in the lab switches the simulated drive: it needs --sim MODEL (or the scenario's [lab] sim)",
@@ -374,6 +382,9 @@ faultline controller '{power}' status >> /share/lab/controllers.txt 2>&1
             ready = usb::READY,
             power = b.power()
         );
+        if let Some(f) = &m.usb_fault {
+            s += &format!("echo '{f}' > {}\n", usb::FAULT_FILE);
+        }
     }
     s
 }
@@ -401,6 +412,15 @@ fn boot(p: &mut Prepared, m: &MachineArgs, shell: bool, echo: bool) -> Result<ma
     let boot = out.boot_s.map_or("?".to_string(), |b| format!("{b:.1}"));
     eprintln!("lab: booted in {boot} s, powered off after {:.1} s (console: {})", out.total_s, spec.console().display());
     Ok(out)
+}
+
+/// `--usb-fault`: one the boards' firmware takes ([`faultline::lab::usb_fault::UsbFault::parse`]).
+fn usb_fault_arg(s: &str) -> Result<String, String> {
+    match faultline::lab::usb_fault::UsbFault::parse(s)? {
+        Some(_) if !s.contains(['\n', '\'']) => Ok(s.trim().to_string()),
+        Some(_) => Err("one line, without a quote".into()),
+        None => Err("empty: name a fault (timeout, short or stall)".into()),
+    }
 }
 
 /// Where the lab's power switch is, inside the guest.
