@@ -1154,6 +1154,13 @@ fn bad_lab_input_is_refused_before_any_boot() {
     let o = lab_cmd(&["exec", s(&dir.join("nope.sh")), "--run-dir", s(&dir.join("r3"))]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("nope.sh"), "{}", text(&o));
+    // A USB fault the boards do not know, and one with no board to show it.
+    let o = lab_cmd(&["run", s(&cut), "--usb", "quarch", "--usb-fault", "babble", "--run-dir", s(&dir.join("r6"))]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("no USB fault \"babble\" (timeout, short or stall"), "{}", text(&o));
+    let o = lab_cmd(&["run", s(&cut), "--usb-fault", "stall", "--run-dir", s(&dir.join("r7"))]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("--usb-fault \"stall\": there is no USB board to misbehave"), "{}", text(&o));
 }
 
 /// A guest that does not boot in time is the lab's failure (exit 2), with the console's tail.
