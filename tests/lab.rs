@@ -943,9 +943,8 @@ done
         ),
     ] {
         assert!(log.contains(&format!("{failed}{why}\n{f}: off rc=2")), "{f}:\n{ctx}");
-        let took = log.lines().find_map(|l| l.strip_prefix(&format!("{f}: took "))).unwrap_or_else(|| panic!("{f}:\n{ctx}"));
-        let t: Vec<f64> = took.split(' ').map(|v| v.parse().unwrap()).collect();
-        assert!(t[1] - t[0] < 10.0, "{f}: a bounded wait, took {:.1} s:\n{ctx}", t[1] - t[0]);
+        let took = took_s(&log, f, &ctx);
+        assert!(took < 10.0, "{f}: a bounded wait, took {took:.1} s:\n{ctx}");
         assert!(log.contains(&format!("state: on\n{f}: read afterwards")), "{f}:\n{ctx}");
     }
 }
@@ -975,6 +974,14 @@ fn a_quarch_module_on_usb_unplugged_mid_command_fails_at_once_and_is_found_again
         "{ctx}"
     );
     assert!(log.contains("state: off\nstatus plugged back rc=0") && log.contains("on rc=0"), "{ctx}");
+}
+
+/// How long the command of fault `f` took in a fault script's log: its line `{f}: took T0 T1`
+/// (the guest's uptime before and after).
+fn took_s(log: &str, f: &str, ctx: &str) -> f64 {
+    let took = log.lines().find_map(|l| l.strip_prefix(&format!("{f}: took "))).unwrap_or_else(|| panic!("{f}:\n{ctx}"));
+    let t: Vec<f64> = took.split(' ').map(|v| v.parse().unwrap_or_else(|e| panic!("{f}: {v:?}: {e}\n{ctx}"))).collect();
+    t[1] - t[0]
 }
 
 /// A run whose cut command the Quarch module on USB never answers (`--usb-fault "timeout
@@ -1044,9 +1051,8 @@ done
         ("stall", "connection lost: bulk read: Pipe (the module stalled the endpoint; the halt was cleared) (got \"\")", "on"),
     ] {
         assert!(log.contains(&format!("{failed}{why}; {why}; {why}\n{f}: off rc=2")), "{f}:\n{ctx}");
-        let took = log.lines().find_map(|l| l.strip_prefix(&format!("{f}: took "))).unwrap_or_else(|| panic!("{f}:\n{ctx}"));
-        let t: Vec<f64> = took.split(' ').map(|v| v.parse().unwrap()).collect();
-        assert!(t[1] - t[0] < 15.0, "{f}: a bounded wait, took {:.1} s:\n{ctx}", t[1] - t[0]);
+        let took = took_s(&log, f, &ctx);
+        assert!(took < 15.0, "{f}: a bounded wait, took {took:.1} s:\n{ctx}");
         assert!(log.contains(&format!("state: {after}\n{f}: read afterwards\n{f}: on rc=0")), "{f}:\n{ctx}");
         assert!(log.contains(&format!("{f} once: off rc=0\nstate: on\n{f} once: on rc=0")), "{f}:\n{ctx}");
     }

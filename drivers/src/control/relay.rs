@@ -219,10 +219,25 @@ pub struct Numato {
     serial: Option<String>,
 }
 
+/// Why a Numato board's tty was not found (again).
+#[derive(Debug, thiserror::Error)]
+pub enum NumatoLookupError {
+    #[error(transparent)]
+    List(#[from] super::SerialError),
+    /// No tty has the serial; `seen`: the Numato ttys found, with their serials.
+    #[error("no tty of a Numato board with USB serial {serial:?} (Numato boards seen: {})", if seen.is_empty() { "none".to_string() } else { seen.join(", ") })]
+    NotFound { serial: String, seen: Vec<String> },
+    /// The board is named by its tty's path, which is gone.
+    #[error("it is named by its tty's path (numato+usb://SERIAL finds it again by its serial)")]
+    NamedByPath,
+    #[error(transparent)]
+    Open(super::SerialError),
+}
+
 /// The tty of the Numato board whose USB serial number is `serial` (sysfs, through
-/// serialport's scan), or why there is none (the Numato boards seen, with their serials).
-pub fn numato_tty(serial: &str) -> Result<std::path::PathBuf, String> {
-    let ports = super::list_serial_ports().map_err(|e| e.to_string())?;
+/// serialport's scan), or why there is none.
+pub fn numato_tty(serial: &str) -> Result<std::path::PathBuf, NumatoLookupError> {
+    let ports = super::list_serial_ports()?;
     let mut seen = Vec::new();
     for p in ports {
         let Some((vid, _, sn, _)) = &p.usb else { continue };
@@ -234,10 +249,7 @@ pub fn numato_tty(serial: &str) -> Result<std::path::PathBuf, String> {
         }
         seen.push(format!("{} serial {}", p.path, sn.as_deref().unwrap_or("?")));
     }
-    Err(format!(
-        "no tty of a Numato board with USB serial {serial:?} (Numato boards seen: {})",
-        if seen.is_empty() { "none".into() } else { seen.join(", ") }
-    ))
+    Err(NumatoLookupError::NotFound { serial: serial.to_string(), seen })
 }
 
 fn set_port_timeout(p: &mut Box<dyn serialport::SerialPort>, t: Duration) {
@@ -259,7 +271,7 @@ impl Numato {
     pub fn open_usb(serial: &str, relay: u8, env: &ControlEnv) -> Result<Numato, PowerError> {
         let name = format!("numato+usb://{serial}?relay={relay}");
         let fail = |reason: String| PowerError::Failed { switch: name.clone(), command: "open".into(), reason };
-        let path = numato_tty(serial).map_err(fail)?;
+        let path = numato_tty(serial).map_err(|e| fail(e.to_string()))?;
         let port = open_serial(&path, 19200, env.timeout).map_err(|e| fail(e.to_string()))?;
         Ok(Numato { port, relay, name, timeout: env.timeout, attempts: env.attempts.max(1), serial: Some(serial.to_string()) })
     }
@@ -267,13 +279,13 @@ impl Numato {
     /// After a hang-up, a board named by serial is looked for again, for up to the timeout (a
     /// replugged board takes a moment to enumerate), and its tty opened; returns where, or why
     /// not.
-    fn reopen(&mut self) -> Result<std::path::PathBuf, String> {
-        let serial = self.serial.clone().ok_or("it is named by its tty's path (numato+usb://SERIAL finds it again by its serial)")?;
+    fn reopen(&mut self) -> Result<std::path::PathBuf, NumatoLookupError> {
+        let serial = self.serial.clone().ok_or(NumatoLookupError::NamedByPath)?;
         let deadline = Instant::now() + self.timeout;
         loop {
             match numato_tty(&serial) {
                 Ok(path) => {
-                    self.port = open_serial(&path, 19200, self.timeout).map_err(|e| e.to_string())?;
+                    self.port = open_serial(&path, 19200, self.timeout).map_err(NumatoLookupError::Open)?;
                     return Ok(path);
                 }
                 Err(why) if Instant::now() >= deadline => return Err(why),

@@ -58,17 +58,30 @@ pub struct Board {
 /// A relay the board switched: `(relay, energised)`, for the rig.
 pub type Switched = Vec<(u8, bool)>;
 
+/// A `SET_REPORT` the firmware ignores (a real board answers such a report and does nothing).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Ignored {
+    #[error("an empty report")]
+    Empty,
+    #[error("relay {relay} of a board with {relays} relays")]
+    NoSuchRelay { relay: u8, relays: u8 },
+    #[error("a new id of {len} bytes (5 needed)")]
+    ShortId { len: usize },
+    #[error("command byte {0:#04x}")]
+    Command(u8),
+}
+
 impl Board {
     /// One `SET_REPORT`'s data: the relays it switched (none for an id change), or why the
-    /// firmware ignores it (a real board answers such a report and does nothing).
-    pub fn set_report(&mut self, data: &[u8]) -> Result<Switched, String> {
-        let Some(&cmd) = data.first() else { return Err("an empty report".into()) };
+    /// firmware ignores it.
+    pub fn set_report(&mut self, data: &[u8]) -> Result<Switched, Ignored> {
+        let Some(&cmd) = data.first() else { return Err(Ignored::Empty) };
         let all: Vec<u8> = (1..=self.relays).collect();
         let (relays, on) = match cmd {
             0xff | 0xfd => {
                 let n = data.get(1).copied().unwrap_or(0);
                 if !(1..=self.relays).contains(&n) {
-                    return Err(format!("relay {n} of a board with {} relays", self.relays));
+                    return Err(Ignored::NoSuchRelay { relay: n, relays: self.relays });
                 }
                 (vec![n], cmd == 0xff)
             }
@@ -76,12 +89,12 @@ impl Board {
             0xfc => (all, false),
             0xfa => {
                 if data.len() < 6 {
-                    return Err(format!("a new id of {} bytes (5 needed)", data.len().saturating_sub(1)));
+                    return Err(Ignored::ShortId { len: data.len().saturating_sub(1) });
                 }
                 self.id.copy_from_slice(&data[1..6]);
                 return Ok(Vec::new());
             }
-            c => return Err(format!("command byte {c:#04x}")),
+            c => return Err(Ignored::Command(c)),
         };
         let mut switched = Vec::new();
         for n in relays {
@@ -133,10 +146,10 @@ mod tests {
     #[test]
     fn what_a_board_ignores_is_named() {
         let mut b = board();
-        assert!(b.set_report(&[0xff, 3]).unwrap_err().contains("relay 3 of a board with 2 relays"));
-        assert!(b.set_report(&[0x42]).unwrap_err().contains("command byte 0x42"));
-        assert!(b.set_report(&[]).unwrap_err().contains("empty"));
-        assert!(b.set_report(&[0xfa, 1]).unwrap_err().contains("5 needed"));
+        assert!(b.set_report(&[0xff, 3]).unwrap_err().to_string().contains("relay 3 of a board with 2 relays"));
+        assert!(b.set_report(&[0x42]).unwrap_err().to_string().contains("command byte 0x42"));
+        assert!(b.set_report(&[]).unwrap_err().to_string().contains("empty"));
+        assert!(b.set_report(&[0xfa, 1]).unwrap_err().to_string().contains("5 needed"));
         assert_eq!(b, board(), "nothing changed");
     }
 

@@ -29,10 +29,17 @@ pub struct FaultSpec {
     pub prefix: String,
 }
 
+/// A fault line the boards do not take.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum FaultSpecError {
+    #[error("no USB fault {word:?} (timeout, short or stall, then optionally `once`, then a command prefix)")]
+    Unknown { word: String },
+}
+
 impl UsbFault {
     /// `timeout`, `short` or `stall`, then optionally `once`, then optionally the command prefix
     /// it is for (the rest of the line); empty: none.
-    pub fn parse(text: &str) -> Result<Option<FaultSpec>, String> {
+    pub fn parse(text: &str) -> Result<Option<FaultSpec>, FaultSpecError> {
         let text = text.trim();
         let (first, rest) = text.split_once(char::is_whitespace).unwrap_or((text, ""));
         let fault = match first {
@@ -40,7 +47,7 @@ impl UsbFault {
             "timeout" => UsbFault::Timeout,
             "short" => UsbFault::Short,
             "stall" => UsbFault::Stall,
-            w => return Err(format!("no USB fault {w:?} (timeout, short or stall, then optionally `once`, then a command prefix)")),
+            w => return Err(FaultSpecError::Unknown { word: w.to_string() }),
         };
         let rest = rest.trim();
         let (once, prefix) = match rest.split_once(char::is_whitespace).unwrap_or((rest, "")) {
@@ -63,6 +70,8 @@ mod tests {
         assert_eq!(UsbFault::parse("timeout once"), spec(UsbFault::Timeout, true, ""));
         assert_eq!(UsbFault::parse("short once RUN:POWer DOWN\n"), spec(UsbFault::Short, true, "RUN:POWer DOWN"));
         assert_eq!(UsbFault::parse("timeout RUN:POWer UP"), spec(UsbFault::Timeout, false, "RUN:POWer UP"));
-        assert!(UsbFault::parse("babble").unwrap_err().contains("no USB fault \"babble\""));
+        let e = UsbFault::parse("babble").unwrap_err();
+        assert_eq!(e, FaultSpecError::Unknown { word: "babble".into() });
+        assert!(e.to_string().contains("no USB fault \"babble\""));
     }
 }

@@ -12,11 +12,9 @@ use faultline::lab::ch340;
 
 /// Mounts the function's FunctionFS, writes its descriptors and starts answering ep0; the
 /// gadget may be bound once this returns.
-pub fn start(instance: &str) -> Result<()> {
+pub fn start(instance: &str) -> Result<std::thread::JoinHandle<()>> {
     let (fs, hs) = ch340::descriptors();
-    let ep0 = ffs::start(instance, "CH340", faultline::lab::ffs::ALL_CTRL_RECIP, &fs, Some(&hs))?;
-    std::thread::spawn(move || control(ep0));
-    Ok(())
+    ffs::start(instance, "CH340", faultline::lab::ffs::ALL_CTRL_RECIP, &fs, Some(&hs), control)
 }
 
 /// The control requests, answered as a CH340 answers them ([`ch340::reply`]), every vendor

@@ -42,11 +42,18 @@ pub fn dir(instance: &str) -> PathBuf {
     Path::new(FFS).join(instance)
 }
 
-/// Mounts the function's FunctionFS and writes its descriptors (`flags`, the full-speed set and
-/// maybe the high-speed one; `what` names the board in errors); returns its `ep0`, which must
-/// be kept open (and read) for as long as the function lives. The gadget may be bound once
-/// this returns.
-pub fn start(instance: &str, what: &str, flags: u32, fs: &[u8], hs: Option<&[u8]>) -> Result<std::fs::File> {
+/// Mounts the function's FunctionFS, writes its descriptors (`flags`, the full-speed set and
+/// maybe the high-speed one; `what` names the board in errors) and hands its `ep0` to
+/// `control` on a thread of its own, which answers it for as long as the function lives (as
+/// [`serve_ep0`] does). The gadget may be bound once this returns.
+pub fn start(
+    instance: &str,
+    what: &str,
+    flags: u32,
+    fs: &[u8],
+    hs: Option<&[u8]>,
+    control: impl FnOnce(std::fs::File) + Send + 'static,
+) -> Result<std::thread::JoinHandle<()>> {
     let d = dir(instance);
     std::fs::create_dir_all(&d)?;
     let o = std::process::Command::new("mount").args(["-t", "functionfs", instance]).arg(&d).output().context("cannot run mount")?;
@@ -56,5 +63,5 @@ pub fn start(instance: &str, what: &str, flags: u32, fs: &[u8], hs: Option<&[u8]
     let mut ep0 = std::fs::OpenOptions::new().read(true).write(true).open(d.join("ep0")).context("cannot open ep0")?;
     ep0.write_all(&descriptors(flags, fs, hs)).with_context(|| format!("FunctionFS refused the {what}'s descriptors"))?;
     ep0.write_all(&strings()).with_context(|| format!("FunctionFS refused the {what}'s strings"))?;
-    Ok(ep0)
+    Ok(std::thread::spawn(move || control(ep0)))
 }

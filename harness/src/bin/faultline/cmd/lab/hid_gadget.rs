@@ -22,10 +22,8 @@ use std::time::Duration;
 /// Mounts the function and writes its descriptors (full speed: `dummy_hcd` is loaded at full
 /// speed for this board), then answers ep0 until the guest powers off: the board's firmware,
 /// its relay 1 switching the rig through `to_rig`.
-pub fn start(instance: &str, board: Board, to_rig: Box<dyn Write + Send>) -> Result<()> {
-    let ep0 = ffs::start(instance, "HID relay", 0, &hid_relay::descriptors(), None)?;
-    std::thread::spawn(move || control(ep0, board, to_rig));
-    Ok(())
+pub fn start(instance: &str, board: Board, to_rig: Box<dyn Write + Send>) -> Result<std::thread::JoinHandle<()>> {
+    ffs::start(instance, "HID relay", 0, &hid_relay::descriptors(), None, move |ep0| control(ep0, board, to_rig))
 }
 
 const GET_DESCRIPTOR: u8 = 0x06;

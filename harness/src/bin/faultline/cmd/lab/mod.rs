@@ -416,7 +416,7 @@ fn boot(p: &mut Prepared, m: &MachineArgs, shell: bool, echo: bool) -> Result<ma
 
 /// `--usb-fault`: one the boards' firmware takes ([`faultline::lab::usb_fault::UsbFault::parse`]).
 fn usb_fault_arg(s: &str) -> Result<String, String> {
-    match faultline::lab::usb_fault::UsbFault::parse(s)? {
+    match faultline::lab::usb_fault::UsbFault::parse(s).map_err(|e| e.to_string())? {
         Some(_) if !s.contains(['\n', '\'']) => Ok(s.trim().to_string()),
         Some(_) => Err("one line, without a quote".into()),
         None => Err("empty: name a fault (timeout, short or stall)".into()),

@@ -24,10 +24,8 @@ use std::time::Duration;
 
 /// Mounts the function and writes its descriptors (full speed only: `dummy_hcd` is loaded at
 /// full speed for this board), then answers ep0 (there is nothing to answer but events).
-pub fn start(instance: &str) -> Result<()> {
-    let ep0 = ffs::start(instance, "Quarch module", 0, &quarch_usb::descriptors(), None)?;
-    std::thread::spawn(move || control(ep0));
-    Ok(())
+pub fn start(instance: &str) -> Result<std::thread::JoinHandle<()>> {
+    ffs::start(instance, "Quarch module", 0, &quarch_usb::descriptors(), None, control)
 }
 
 /// ep0: the function's events (bind, enable, ...), logged; a control request to the interface

@@ -166,9 +166,10 @@ fn load_modules(board: Board) -> Result<()> {
 }
 
 /// Makes the gadget through configfs and binds it to the first UDC; returns the gadget's
-/// directory. `uart`: the guest's line to the board's emulator on the host, which a board whose
-/// firmware runs in the guest (the HID relay) switches the rig through.
-fn make_gadget(board: Board, uart: &Path) -> Result<PathBuf> {
+/// directory, and for a FunctionFS board the thread answering its `ep0`. `uart`: the guest's
+/// line to the board's emulator on the host, which a board whose firmware runs in the guest
+/// (the HID relay) switches the rig through.
+fn make_gadget(board: Board, uart: &Path) -> Result<(PathBuf, Option<std::thread::JoinHandle<()>>)> {
     if !Path::new(CONFIGFS).join("usb_gadget").is_dir() {
         let o = std::process::Command::new("mount").args(["-t", "configfs", "none", CONFIGFS]).output().context("cannot run mount")?;
         if !o.status.success() {
@@ -194,8 +195,9 @@ fn make_gadget(board: Board, uart: &Path) -> Result<PathBuf> {
     let f = g.join("functions").join(ids.function);
     std::fs::create_dir(&f).with_context(|| format!("cannot create the function {}", f.display()))?;
     std::os::unix::fs::symlink(&f, config.join(ids.function))?;
+    let mut ep0 = None;
     if let Some(instance) = ids.function.strip_prefix("ffs.") {
-        match board {
+        ep0 = Some(match board {
             Board::Quarch => super::quarch_gadget::start(instance)?,
             Board::Hidrelay => {
                 let to_rig = faultline_drivers::control::open_serial(uart, 115_200, Duration::from_millis(200))
@@ -204,7 +206,7 @@ fn make_gadget(board: Board, uart: &Path) -> Result<PathBuf> {
                 super::hid_gadget::start(instance, fw, to_rig)?
             }
             _ => super::ch340::start(instance)?,
-        }
+        });
     }
     let udc = std::fs::read_dir("/sys/class/udc")
         .context("no /sys/class/udc: dummy_hcd is not loaded")?
@@ -213,7 +215,7 @@ fn make_gadget(board: Board, uart: &Path) -> Result<PathBuf> {
         .next()
         .context("no USB device controller in /sys/class/udc")?;
     write(&g.join("UDC"), &udc)?;
-    Ok(g)
+    Ok((g, ep0))
 }
 
 /// The tty the host side's class driver made for the board: the `ttyACM*` or `ttyUSB*` whose
@@ -314,17 +316,22 @@ fn serve_quarch(g: PathBuf, uart: &Path, t0: Instant) -> Result<()> {
     super::quarch_gadget::bridge("quarch", &device, from_emu, u)
 }
 
-/// The HID relay: its firmware answers on ep0 (`hid_gadget.rs`); this waits until the host
-/// side has enumerated it and says which driver bound it, then keeps the process alive.
-fn serve_hidrelay(g: PathBuf, t0: Instant) -> Result<()> {
+/// The HID relay: its firmware answers on ep0 (`hid_gadget.rs`, the thread `ep0`); this waits
+/// until the host side has enumerated it and says which driver bound it, then waits on that
+/// thread, which answers for as long as the guest runs.
+fn serve_hidrelay(g: PathBuf, ep0: std::thread::JoinHandle<()>, t0: Instant) -> Result<()> {
     let deadline = Instant::now() + Duration::from_secs(20);
     // usbhid binds within a second of enumeration; a board left unbound is said so.
     let bind_deadline = Instant::now() + Duration::from_secs(5);
-    let (at, device) = loop {
-        if let Some(at) = host_device(Board::Hidrelay) {
-            let bound = at.1.join(format!("{}:1.0", at.1.file_name().and_then(|n| n.to_str()).unwrap_or_default())).join("driver");
-            if bound.exists() || Instant::now() > bind_deadline {
-                break at;
+    let driver = |device: &Path| {
+        let name = device.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        std::fs::read_link(device.join(format!("{name}:1.0")).join("driver")).ok()
+    };
+    let (at, bound) = loop {
+        if let Some((at, device)) = host_device(Board::Hidrelay) {
+            let bound = driver(&device);
+            if bound.is_some() || Instant::now() > bind_deadline {
+                break (at, bound);
             }
         }
         if Instant::now() > deadline {
@@ -332,17 +339,14 @@ fn serve_hidrelay(g: PathBuf, t0: Instant) -> Result<()> {
         }
         std::thread::sleep(Duration::from_millis(50));
     };
-    let intf = device.join(format!("{}:1.0", device.file_name().and_then(|n| n.to_str()).unwrap_or_default()));
-    let driver = std::fs::read_link(intf.join("driver")).ok().and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()));
+    let bound = bound.and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()));
     println!(
         "lab usb: hidrelay on the bus as {at} after {} ms; its interface bound by {}",
         t0.elapsed().as_millis(),
-        driver.as_deref().unwrap_or("no driver")
+        bound.as_deref().unwrap_or("no driver")
     );
     write(Path::new(READY), &format!("{at}\n"))?;
-    loop {
-        std::thread::sleep(Duration::from_secs(3600));
-    }
+    ep0.join().map_err(|_| anyhow::anyhow!("the hidrelay's ep0 thread panicked (usb.log has its message)"))
 }
 
 /// `lab guest usb BOARD`: the gadget on the bus, then the bridge, until the guest powers off.
@@ -353,12 +357,12 @@ fn serve_hidrelay(g: PathBuf, t0: Instant) -> Result<()> {
 pub fn serve(board: Board, uart: &Path) -> Result<()> {
     let t0 = Instant::now();
     load_modules(board)?;
-    let g = make_gadget(board, uart)?;
+    let (g, ep0) = make_gadget(board, uart)?;
     if board == Board::Quarch {
         return serve_quarch(g, uart, t0);
     }
-    if board == Board::Hidrelay {
-        return serve_hidrelay(g, t0);
+    if let (Board::Hidrelay, Some(ep0)) = (board, ep0) {
+        return serve_hidrelay(g, ep0, t0);
     }
     let gadget_tty = Path::new("/dev/ttyGS0");
     let acm = board == Board::Numato;
