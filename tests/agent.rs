@@ -25,13 +25,13 @@ fn nonce() -> Nonce {
     Nonce::from_words(0x2026_1204, 24)
 }
 
-/// `agent --check` through a local child: what answered, protocol 1, and its clock.
+/// `agent --check` through a local child: what answered, protocol 2, and its clock.
 #[test]
 fn agent_check_through_a_local_child_names_the_agent_and_its_clock() {
     let o = Command::new(BIN).args(["agent", "--check", "here", "--transport", "local"]).output().unwrap();
     let out = text(&o);
     assert_eq!(o.status.code(), Some(0), "{out}");
-    assert!(out.contains("here: faultline ") && out.contains("protocol 1, exec faults not allowed"), "{out}");
+    assert!(out.contains("here: faultline ") && out.contains("protocol 2, exec faults not allowed"), "{out}");
     assert!(out.contains("here: clock: agent = coordinator ") && out.contains("the best of 16 round trips"), "{out}");
 }
 
@@ -40,7 +40,7 @@ fn agent_check_through_a_local_child_names_the_agent_and_its_clock() {
 #[test]
 fn an_agent_on_this_host_has_a_clock_offset_of_zero_within_its_uncertainty() {
     let mut s = dial::dial(&local(), "here", &nonce(), "test", Duration::from_secs(20)).unwrap();
-    assert_eq!(s.version, 1);
+    assert_eq!(s.version, 2);
     assert_eq!(s.agent.pid, s.pid(), "the agent is the transport's process here");
     let c = s.clock(32, Duration::from_secs(10)).unwrap();
     assert!(c.offset_ns.unsigned_abs() <= c.uncertainty_ns, "{c:?}");
@@ -74,10 +74,10 @@ fn the_agent_refuses_another_run_an_unknown_version_an_oversized_frame_and_a_sec
     let other = Nonce::from_words(7, 7);
     let hello = |versions: Vec<u32>, run: &Nonce| Frame::Hello { versions, run: run.clone(), coordinator: "coordinator-1".into() };
     let cases: Vec<(Vec<Frame>, Option<u32>, &str)> = vec![
-        (vec![hello(vec![1], &run), Frame::Request { run: other.clone(), seq: 1, op: Op::Clock }], None, "a frame of run 0000000000000007"),
-        (vec![hello(vec![2, 3], &run)], None, "speaks protocol version(s) [1]; coordinator coordinator-1 offered [2, 3]"),
-        (vec![hello(vec![1], &run)], Some(proto::MAX_FRAME + 1), "at most 1048576"),
-        (vec![hello(vec![1], &run), hello(vec![1], &other)], None, "a second hello (coordinator coordinator-1, run 0000000000000007"),
+        (vec![hello(vec![2], &run), Frame::Request { run: other.clone(), seq: 1, op: Op::Clock }], None, "a frame of run 0000000000000007"),
+        (vec![hello(vec![1, 3], &run)], None, "speaks protocol version(s) [2]; coordinator coordinator-1 offered [1, 3]"),
+        (vec![hello(vec![2], &run)], Some(proto::MAX_FRAME + 1), "at most 1048576"),
+        (vec![hello(vec![2], &run), hello(vec![2], &other)], None, "a second hello (coordinator coordinator-1, run 0000000000000007"),
     ];
     for (frames, oversized, says) in cases {
         let mut child = Command::new(BIN)
@@ -102,7 +102,7 @@ fn the_agent_refuses_another_run_an_unknown_version_an_oversized_frame_and_a_sec
             last = Some(f);
         }
         match last {
-            Some(Frame::Refused { why, ours, .. }) => assert!(why.contains(says) && ours == vec![1], "{why}"),
+            Some(Frame::Refused { why, ours, .. }) => assert!(why.contains(says) && ours == vec![2], "{why}"),
             other => panic!("{says}: no refused frame last: {other:?}\n{}", text(&o)),
         }
         assert_eq!(o.status.code(), Some(2), "{}", text(&o));
@@ -214,7 +214,7 @@ fn over_real_ssh_the_agent_answers_and_unknown_host_keys_and_user_keys_are_refus
     let o = d.check("user_key", "known_hosts");
     let out = text(&o);
     assert_eq!(o.status.code(), Some(0), "{out}");
-    assert!(out.contains("127.0.0.1: faultline ") && out.contains("protocol 1"), "{out}");
+    assert!(out.contains("127.0.0.1: faultline ") && out.contains("protocol 2"), "{out}");
     // The same host's clock, through ssh: zero within the uncertainty, which ssh makes larger.
     let line = out.lines().find_map(|l| l.strip_prefix("127.0.0.1: clock: agent = coordinator ")).unwrap_or_else(|| panic!("{out}"));
     let num = |s: &str| s.trim().trim_end_matches(" us").parse::<f64>().unwrap_or_else(|_| panic!("{line}"));
@@ -249,4 +249,246 @@ fn the_default_transport_is_ssh_in_batch_mode_with_host_key_checking_left_on() {
     assert!(!t.argv.iter().any(|a| a.contains("StrictHostKeyChecking") || a.contains("UserKnownHostsFile=/dev/null")));
     let e = Transport::new(&[], "h").unwrap_err();
     assert!(e.contains("empty"), "{e}");
+}
+
+// ---------------------------------------------------------------------------------------
+// A port's cycle over the wire: the agent writes, the coordinator keeps the ledger.
+
+/// `faultline emulate nbd` (an honest PLP drive) on a loopback port: the emulator and the
+/// export's URI.
+struct Drive {
+    child: Child,
+    uri: String,
+}
+
+impl Drop for Drive {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn drive(seed: u64) -> Drive {
+    let mut child = Command::new(BIN)
+        .args(["emulate", "nbd", "--tcp", "127.0.0.1:0", "--model", "honest-plp", "--seed", &seed.to_string(), "--quiet"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut uri = None;
+    loop {
+        let mut line = String::new();
+        assert!(out.read_line(&mut line).unwrap() > 0, "emulate nbd ended early");
+        if let Some(u) = line.trim_end().strip_prefix("nbd uri: ") {
+            uri = Some(u.to_string());
+        }
+        if line.starts_with("stop with") {
+            break;
+        }
+    }
+    Drive { child, uri: uri.expect("the emulator names its URI") }
+}
+
+/// One port's run on the coordinator: its ledger in its own run directory, its share of the
+/// drive's span.
+struct PortRun {
+    run: faultline::run::OpenRun,
+    port: faultline::port::PortId,
+}
+
+fn port_run(d: &Path, name: &str, facts: &faultline::run::DeviceFacts, span: (u64, u64), seed: u64, port: u8) -> PortRun {
+    use faultline::ledger::{Contract, RunHeader, TargetFacts};
+    use faultline::workload::{FlushPolicy, Pattern, WorkloadSpec};
+    let dir = d.join(name);
+    let spec = WorkloadSpec {
+        seed,
+        pattern: Pattern::Random,
+        span_start: span.0,
+        span_end: span.1,
+        min_write_bytes: 4096,
+        max_write_bytes: 32768,
+        mean_write_bytes: 8192,
+        align_bytes: 4096,
+        queue_depth: 16,
+        flush: FlushPolicy { every_writes: None, every_ms: None, fua_percent: 0 },
+    };
+    let header = || {
+        let t = TargetFacts { identity: facts.identity.clone(), capacity: facts.capacity_bytes, sector_bytes: 512, atomic_bytes: 4096 };
+        RunHeader::new(seed ^ 0xA6E7, "2026-12-05T00:00:00Z".into(), t, Contract::Plp, faultline::port::PortEntry::single(), spec)
+    };
+    let run = faultline::run::open_run(&dir, facts, header).unwrap();
+    PortRun { run, port: faultline::port::PortId(port) }
+}
+
+impl PortRun {
+    fn request(&self, cut: Option<faultline::writer::CutPlacement>, duration_ms: u64) -> proto::CycleRequest {
+        let (cycle, first_id) = self.run.next_cycle();
+        proto::CycleRequest {
+            header: self.run.history().header.clone(),
+            cycle,
+            first_id,
+            started_at: "2026-12-05T00:00:00Z".into(),
+            port: self.port,
+            max_writes: None,
+            duration_ms: Some(duration_ms),
+            cut,
+            stream_every_ms: STREAM_EVERY_MS,
+            drain_timeout_ms: 5_000,
+        }
+    }
+
+    /// Verifies the port's share through this process's own NBD connection, against the
+    /// coordinator's ledger.
+    fn verify(&self, uri: &str) -> faultline::verify::VerifyReport {
+        let spec = faultline_drivers::OpenSpec {
+            writable: false,
+            queue_depth: 16,
+            expect: Default::default(),
+            allow_overwrite_signature: true,
+            io_threads: 1,
+        };
+        let mut t = faultline_drivers::open_target(Path::new(uri), &spec).unwrap().target;
+        let w = &self.run.layout.spec().clone();
+        let v = faultline::verify::Verifier::new(&self.run.layout, self.run.history(), &self.run.format);
+        v.verify(t.as_mut(), w.span_start, w.span_end).unwrap()
+    }
+}
+
+/// How often the agents stream what is durable.
+const STREAM_EVERY_MS: u64 = 1;
+
+fn agent_for(uri: &str) -> Transport {
+    Transport::new(&[BIN.to_string(), "agent".into(), "--stdio".into(), "--target".into(), uri.into()], "host-a").unwrap()
+}
+
+fn policy() -> faultline::agent::cycle::StreamPolicy {
+    faultline::agent::cycle::StreamPolicy { ledger_checkpoint_every: Duration::from_millis(500), silence: Duration::from_secs(10) }
+}
+
+/// Whole-host power loss at seeded moments: host A's agent is SIGKILLed in every phase of its
+/// cycle (before its first record, while it writes, while its cut runs), 36 times, while host
+/// B's agent writes its own share of the same drive. Each time the coordinator closes A's
+/// cycle from what it held and a verify of A's share (through the coordinator's own NBD
+/// connection) finds nothing: a write it never heard complete is "may", never "must". B's
+/// cycles all end as they should and its share verifies clean. The acknowledged writes the
+/// coordinator lacked are measured per kill: A's uncertain writes found whole on the drive (an
+/// upper bound: a write the drive applied but had not yet acknowledged counts too).
+#[test]
+fn agents_killed_at_seeded_moments_leave_the_coordinator_no_blind_window_and_no_false_finding() {
+    use faultline::agent::cycle::CycleError;
+    let seed: u64 = std::env::var("FAULTLINE_KILL_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(20261205);
+    let d = scratch("kills");
+    let drv = drive(seed);
+    let run_id = Nonce::from_words(seed, 24);
+    let timeout = Duration::from_secs(20);
+    // The facts of the export, as an agent opens it.
+    let mut probe = dial::dial(&agent_for(&drv.uri), "host-a", &run_id, "test", timeout).unwrap();
+    let info = probe.open(&drv.uri, None, 16, timeout).unwrap();
+    probe.bye(timeout).unwrap();
+    let facts = faultline::run::DeviceFacts {
+        identity: info.identity.clone(),
+        capacity_bytes: info.capacity_bytes,
+        logical_block_bytes: info.logical_block_bytes,
+        physical_block_bytes: info.physical_block_bytes,
+    };
+    let half = 16 << 20;
+    let mut a = port_run(&d, "host-a", &facts, (0, half), seed, 0);
+    let b = port_run(&d, "host-b", &facts, (half, 2 * half), seed + 1, 1);
+
+    // Host B writes its share, cycle after cycle, until A is done.
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let b_thread = {
+        let (uri, done, run_id) = (drv.uri.clone(), done.clone(), run_id.clone());
+        let mut b = b;
+        std::thread::spawn(move || {
+            let mut s = dial::dial(&agent_for(&uri), "host-b", &run_id, "test", timeout).unwrap();
+            s.open(&uri, Some(&b.run.history().header.target_identity.clone()), 16, timeout).unwrap();
+            let mut cycles = Vec::new();
+            while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                let req = b.request(None, 150);
+                let sum = s.run_cycle(req, &mut b.run.ledger, &mut || Err("no cut on host B".into()), &policy()).unwrap();
+                cycles.push(sum);
+            }
+            s.bye(timeout).unwrap();
+            (b, cycles)
+        })
+    };
+
+    let mut rng = faultline::rng::WyRand::new(seed);
+    let (mut phases, mut lacked) = (std::collections::BTreeMap::<&str, u32>::new(), Vec::new());
+    let cut = Some(faultline::writer::CutPlacement::AfterTime { after_ms: 120 });
+    for k in 0..36u32 {
+        let mut s = dial::dial(&agent_for(&drv.uri), "host-a", &run_id, "test", timeout).unwrap();
+        let identity = a.run.history().header.target_identity.clone();
+        s.open(&drv.uri, Some(&identity), 16, timeout).unwrap();
+        // Killed up to 155 ms after the request of a cycle whose cut is due 120 ms into it and
+        // takes 40 ms: before the cycle can have ended.
+        // Every sixth within 0.5 ms of the request: before or at the writer's first record.
+        let delay = Duration::from_micros(if k % 6 == 0 { rng.below(500) } else { rng.below(155_000) });
+        let pid = s.pid().to_string();
+        let killer = std::thread::spawn(move || {
+            std::thread::sleep(delay);
+            Command::new("kill").args(["-KILL", &pid]).status().unwrap();
+        });
+        let req = a.request(cut, 2_000);
+        let cycle = req.cycle;
+        let cut_ran = std::cell::Cell::new(false);
+        let r = s.run_cycle(
+            req,
+            &mut a.run.ledger,
+            &mut || {
+                cut_ran.set(true);
+                std::thread::sleep(Duration::from_millis(40));
+                Ok(())
+            },
+            &policy(),
+        );
+        killer.join().unwrap();
+        let held = match r {
+            Err(CycleError::Lost { source, held }) => {
+                assert!(matches!(*source, DialError::Ended { .. }), "seed {seed} kill {k}: {source}");
+                held
+            }
+            Ok(sum) => panic!("seed {seed} kill {k}: the cycle ended ({sum:?}) before its kill at {delay:?}"),
+            Err(e) => panic!("seed {seed} kill {k}: {e}"),
+        };
+        let phase = if held.records == 0 {
+            "before its first record"
+        } else if cut_ran.get() {
+            "during or after its cut"
+        } else {
+            "while it wrote"
+        };
+        *phases.entry(phase).or_default() += 1;
+        let c = a.run.history().cycles.last().unwrap().clone();
+        assert_eq!((c.cycle, c.end), (cycle, Some(faultline::ledger::EndKind::Interrupted)), "seed {seed} kill {k}");
+        let rep = a.verify(&drv.uri);
+        assert!(rep.findings.is_empty(), "seed {seed} kill {k} at {delay:?} ({phase}, {held}): {:?}", rep.findings);
+        // Uncertain writes of this cycle found whole on the drive.
+        let mut bytes: std::collections::BTreeMap<u64, u64> = Default::default();
+        for r in rep.seen.iter().filter(|r| r.id >= c.first_id) {
+            *bytes.entry(r.id).or_default() += r.end - r.start;
+        }
+        let whole = bytes.iter().filter(|(id, n)| **n == a.run.layout.plan(**id).len).count();
+        lacked.push(whole);
+        drop(s);
+    }
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    let (b, b_cycles) = b_thread.join().unwrap();
+    eprintln!("seed {seed}: kills by phase {phases:?}; host B ran {} cycles meanwhile", b_cycles.len());
+    lacked.sort_unstable();
+    let sum: usize = lacked.iter().sum();
+    eprintln!(
+        "acknowledged writes the coordinator lacked per kill (upper bound: uncertain writes found whole): median {}, max {}, mean {:.1}",
+        lacked[lacked.len() / 2],
+        lacked.last().unwrap(),
+        sum as f64 / lacked.len() as f64
+    );
+    assert!(phases.len() >= 2 && phases.values().sum::<u32>() == 36, "seed {seed}: {phases:?}");
+    assert!(!b_cycles.is_empty() && b_cycles.iter().all(|c| c.end == Some(faultline::ledger::EndKind::Graceful) && c.completed > 0));
+    let rep = b.verify(&drv.uri);
+    assert!(rep.findings.is_empty(), "seed {seed}: host B: {:?}", rep.findings);
+    assert!(rep.durable_ok > 0);
+    let _ = std::fs::remove_dir_all(&d);
 }

@@ -4,7 +4,7 @@
 //! recorded in its ledger's run header; every later use checks it.
 
 use crate::format::Format;
-use crate::ledger::{replay, EndKind, History, LedgerError, LedgerWriter, Record, RunHeader};
+use crate::ledger::{replay, EndKind, History, Ledger, LedgerError, LedgerWriter, Record, RunHeader};
 use crate::run_dir::LEDGER_FILE;
 use crate::workload::{Layout, WorkloadError};
 use faultline_drivers::BlockTarget;
@@ -144,7 +144,7 @@ pub fn open_run(dir: &Path, facts: &DeviceFacts, header: impl FnOnce() -> RunHea
 /// verify saw of that cycle's uncertain writes is recorded, and a later regression of them
 /// is a `stale_version`. Returns the cycle closed, if one was open. The caller holds the run
 /// directory's lock (no live writer has the cycle open).
-pub fn close_interrupted(ledger: &mut LedgerWriter) -> Result<Option<u32>, RunError> {
+pub fn close_interrupted(ledger: &mut dyn Ledger) -> Result<Option<u32>, RunError> {
     let Some(c) = ledger.history().cycles.last().filter(|c| c.end.is_none()).cloned() else { return Ok(None) };
     ledger.append(&Record::CycleEnd {
         cycle: c.cycle,

@@ -81,15 +81,15 @@ pub struct ClockOffset {
 
 /// A session with one agent.
 pub struct Session {
-    host: String,
+    pub(super) host: String,
     child: Child,
     stdin: Option<ChildStdin>,
     frames: Receiver<Result<Frame, FrameError>>,
     stderr: Arc<Mutex<String>>,
     /// Set when the transport's stderr has ended (all it said is in `stderr`).
     stderr_done: Arc<AtomicBool>,
-    run: Nonce,
-    seq: u64,
+    pub(super) run: Nonce,
+    pub(super) seq: u64,
     /// The version the agent chose.
     pub version: u32,
     pub agent: AgentInfo,
@@ -171,12 +171,12 @@ impl Session {
         s.lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join(" / ")
     }
 
-    fn protocol(&self, why: String) -> DialError {
+    pub(super) fn protocol(&self, why: String) -> DialError {
         DialError::Protocol { host: self.host.clone(), why }
     }
 
     /// What the transport's end means, from what it said on stderr.
-    fn ended(&mut self) -> DialError {
+    pub(super) fn ended(&mut self) -> DialError {
         // Let the transport finish saying why (ssh prints, then exits).
         let until = Instant::now() + Duration::from_secs(2);
         while Instant::now() < until && (matches!(self.child.try_wait(), Ok(None)) || !self.stderr_done.load(Ordering::SeqCst)) {
@@ -201,7 +201,7 @@ impl Session {
         }
     }
 
-    fn send(&mut self, f: &Frame) -> Result<(), DialError> {
+    pub(super) fn send(&mut self, f: &Frame) -> Result<(), DialError> {
         let Some(w) = self.stdin.as_mut() else { return Err(self.ended()) };
         if proto::write_frame(w, f).is_err() {
             return Err(self.ended());
@@ -209,7 +209,7 @@ impl Session {
         Ok(())
     }
 
-    fn next(&mut self, what: &str, timeout: Duration) -> Result<Frame, DialError> {
+    pub(super) fn next(&mut self, what: &str, timeout: Duration) -> Result<Frame, DialError> {
         match self.frames.recv_timeout(timeout) {
             Ok(Ok(f)) => Ok(f),
             Ok(Err(FrameError::Closed)) | Err(RecvTimeoutError::Disconnected) => Err(self.ended()),

@@ -4,10 +4,17 @@
 //! bounded, a per-run nonce, typed operations), [`serve`] the agent's side, [`dial`] the
 //! coordinator's. Synchronous: a session is a child process's pipes and a reader thread.
 //!
-//! What is here today: the handshake, its refusals, the clock offset of an agent's host, and
-//! goodbye (`faultline agent --check HOST`). The operations of a port (open, write a cycle,
-//! verify, wait until ready, health, the host's own faults) come next (issue #24).
+//! What is here today: the handshake, its refusals, the clock offset of an agent's host,
+//! goodbye (`faultline agent --check HOST`), and a port's cycle: the agent opens one of the
+//! targets its own command line lists and runs a cycle's workload there, streaming the
+//! writer's ledger records to the coordinator as they happen ([`stream`]), while the
+//! coordinator ([`cycle`]) keeps them in the run's ledger, answers reservations once they are
+//! durable, runs the cut when the agent's writer reaches its placement, and closes the cycle
+//! from what it holds when the host dies. Verify, readiness, health and the host's own faults
+//! over the wire come next (issue #24).
 
+pub mod cycle;
 pub mod dial;
 pub mod proto;
 pub mod serve;
+mod stream;

@@ -4,11 +4,16 @@
 //! number; operations are typed ([`Op`]): no shell string and no file path from the wire is
 //! run or read.
 
+use crate::ledger::{EndKind, Record, RunHeader};
+use crate::port::PortId;
+use crate::writer::CutPlacement;
 use serde::{Deserialize, Serialize};
 use std::io::{self, Read, Write};
 
-/// The protocol versions this build speaks, newest last.
-pub const VERSIONS: &[u32] = &[1];
+/// The protocol versions this build speaks, newest last. Version 2 added a port's
+/// operations (open, cycle) and the frames a cycle streams; version 1 (handshake, clock, bye)
+/// is no longer spoken.
+pub const VERSIONS: &[u32] = &[2];
 
 /// The largest frame either side accepts, in bytes (the length prefix excluded).
 pub const MAX_FRAME: u32 = 1 << 20;
@@ -46,6 +51,21 @@ pub enum Frame {
     Request { run: Nonce, seq: u64, op: Op },
     /// Agent to coordinator: the answer to request `seq`.
     Reply { run: Nonce, seq: u64, result: Answer },
+    /// Agent to coordinator, while request `seq` (a cycle) runs: ledger records in the order
+    /// the agent's writer appended them, numbered from `first` up, with no gap across frames.
+    Records { run: Nonce, seq: u64, first: u64, records: Vec<Record> },
+    /// Agent to coordinator, while a cycle runs: its writer reached the cut placement, with
+    /// the queue full, and waits for `cut_done`.
+    CutDue { run: Nonce, seq: u64 },
+    /// Coordinator to agent, while a cycle runs: the records numbered below `upto` are durable
+    /// in the coordinator's ledger (the agent submits no id a reservation below it does not
+    /// cover).
+    Durable { run: Nonce, seq: u64, upto: u64 },
+    /// Coordinator to agent, while a cycle runs: the cut ran; `failed` says why it is not
+    /// confirmed.
+    CutDone { run: Nonce, seq: u64, failed: Option<String> },
+    /// Coordinator to agent, while a cycle runs: end it gracefully now (drain, flush, record).
+    Stop { run: Nonce, seq: u64 },
 }
 
 /// What an agent says of itself in its welcome.
@@ -69,6 +89,71 @@ pub enum Op {
     Clock,
     /// Ends the session: the agent answers, then exits.
     Bye,
+    /// Opens one of the targets the agent was started with (`--target`, on its own command
+    /// line): `target` must be one of them, character for character; the wire never names a
+    /// device the agent's host did not list. The same guards as `faultline write`: refused
+    /// when mounted, in use or carrying a signature (unless the run has begun), or when its
+    /// identity is not `identity`.
+    Open {
+        target: String,
+        /// The identity the run is bound to (its header's), once the run has begun.
+        identity: Option<String>,
+        queue_depth: u32,
+    },
+    /// Runs one cycle's workload on the open target, streaming its ledger records.
+    Cycle(Box<CycleRequest>),
+}
+
+/// One cycle on an agent's port: the run (its header gives the workload, the sector format
+/// and the contract) and the cycle's options.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CycleRequest {
+    pub header: RunHeader,
+    pub cycle: u32,
+    pub first_id: u64,
+    pub started_at: String,
+    pub port: PortId,
+    pub max_writes: Option<u64>,
+    pub duration_ms: Option<u64>,
+    /// Where the writer asks for the cut (`cut_due`); `None`: the cycle ends gracefully.
+    pub cut: Option<CutPlacement>,
+    /// How often the agent streams what is durable (a checkpoint record).
+    pub stream_every_ms: u64,
+    pub drain_timeout_ms: u64,
+}
+
+/// What a cycle did, as the agent's writer counted it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CycleSummary {
+    pub end: Option<EndKind>,
+    pub submitted: u64,
+    pub completed: u64,
+    pub failed: u64,
+    pub flushes: u64,
+    pub bytes_written: u64,
+    pub submitted_end: u64,
+    pub in_flight_at_cut: u32,
+    pub bytes_at_risk: u64,
+    /// The cut hook's call and the cycle's end, from the cycle's start, on the agent's
+    /// monotonic clock (`started_ns` is that start).
+    pub started_ns: u64,
+    pub cut_at_ns: Option<u64>,
+    pub elapsed_ns: u64,
+    pub device_lost: Option<String>,
+    pub final_flush_failed: bool,
+}
+
+/// A target as an agent opened it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TargetInfo {
+    pub identity: String,
+    pub capacity_bytes: u64,
+    pub logical_block_bytes: u64,
+    pub physical_block_bytes: u64,
+    pub engine: String,
 }
 
 /// An operation's answer.
@@ -80,6 +165,13 @@ pub enum Answer {
         monotonic_ns: u64,
     },
     Bye,
+    Opened {
+        target: TargetInfo,
+    },
+    /// The cycle ended (its records were all streamed before this answer).
+    CycleDone {
+        summary: CycleSummary,
+    },
     /// The operation failed; the session goes on.
     Failed {
         why: String,
@@ -168,12 +260,36 @@ mod tests {
     fn frames_round_trip() {
         let run = Nonce::from_words(1, 2);
         assert_eq!(run.0, "00000000000000010000000000000002");
-        round(Frame::Hello { versions: vec![1, 2], run: run.clone(), coordinator: "lab1:42".into() });
+        round(Frame::Hello { versions: vec![2], run: run.clone(), coordinator: "lab1:42".into() });
         let agent = AgentInfo { software: "faultline 0.1.0".into(), host: "h".into(), pid: 7, allow_exec: false };
-        round(Frame::Welcome { version: 1, agent });
+        round(Frame::Welcome { version: 2, agent });
         round(Frame::Refused { why: "no".into(), ours: vec![1], theirs: vec![9] });
         round(Frame::Request { run: run.clone(), seq: 3, op: Op::Clock });
-        round(Frame::Reply { run, seq: 3, result: Answer::Clock { monotonic_ns: 99 } });
+        round(Frame::Reply { run: run.clone(), seq: 3, result: Answer::Clock { monotonic_ns: 99 } });
+        round(Frame::Request {
+            run: run.clone(),
+            seq: 4,
+            op: Op::Open { target: "nbd://127.0.0.1:10809/A".into(), identity: Some("nbd:x".into()), queue_depth: 32 },
+        });
+        let header = crate::ledger::tests::header();
+        let req = CycleRequest {
+            header,
+            cycle: 2,
+            first_id: 100,
+            started_at: "t".into(),
+            port: PortId(1),
+            max_writes: None,
+            duration_ms: Some(500),
+            cut: Some(CutPlacement::AfterTime { after_ms: 120 }),
+            stream_every_ms: 1,
+            drain_timeout_ms: 5000,
+        };
+        round(Frame::Request { run: run.clone(), seq: 5, op: Op::Cycle(Box::new(req)) });
+        round(Frame::Records { run: run.clone(), seq: 5, first: 0, records: crate::ledger::tests::sample_records() });
+        round(Frame::CutDue { run: run.clone(), seq: 5 });
+        round(Frame::Durable { run: run.clone(), seq: 5, upto: 3 });
+        round(Frame::CutDone { run: run.clone(), seq: 5, failed: Some("no".into()) });
+        round(Frame::Stop { run, seq: 5 });
     }
 
     #[test]
@@ -196,9 +312,9 @@ mod tests {
 
     #[test]
     fn versions_are_chosen_newest_first() {
-        assert_eq!(choose(&[1]), Some(1));
-        assert_eq!(choose(&[0, 1, 7]), Some(1));
-        assert_eq!(choose(&[2]), None);
+        assert_eq!(choose(&[2]), Some(2));
+        assert_eq!(choose(&[0, 1, 2, 7]), Some(2));
+        assert_eq!(choose(&[1]), None);
         assert_eq!(choose(&[]), None);
     }
 

@@ -3,17 +3,32 @@
 //! answers the handshake, then each typed request of the run it was greeted for, and refuses,
 //! saying why in a last frame, anything else: another version, another run's frame, an
 //! oversized or malformed frame, a request out of order.
+//!
+//! A port's cycle ([`Op::Cycle`]) runs the writer here and streams what the coordinator's
+//! ledger needs as it happens ([`stream`](super::stream)): the agent keeps no record of its
+//! own, so a host that loses power loses nothing the coordinator had not been told.
 
-use super::proto::{self, Answer, Frame, FrameError, Nonce, Op};
+use super::proto::{self, Answer, CycleRequest, CycleSummary, Frame, FrameError, Nonce, Op, TargetInfo};
+use super::stream::{Link, StreamLedger};
+use crate::format::Format;
+use crate::workload::Layout;
+use crate::writer::{run_cycle, CycleOptions, Fill, StopToken};
+use faultline_drivers::{open_target, BlockTarget, OpenSpec};
+use std::cell::RefCell;
 use std::io::{Read, Write};
+use std::sync::mpsc::{self, Receiver};
+use std::time::Duration;
 
-/// What the agent says of itself.
+/// What the agent says of itself, and what it may open.
 #[derive(Clone, Debug)]
 pub struct ServeOptions {
     pub software: String,
     pub host: String,
     pub pid: u32,
     pub allow_exec: bool,
+    /// The targets this agent may open (its own command line's `--target`s): a path or an
+    /// NBD URI each. An `open` naming anything else is refused.
+    pub targets: Vec<String>,
 }
 
 /// How a session ended.
@@ -34,15 +49,35 @@ pub enum ServeError {
     Io(#[from] std::io::Error),
 }
 
+/// Frames as the reader thread hands them over.
+pub(crate) type Inbox = Receiver<Result<Frame, FrameError>>;
+
+/// Reads frames from `r` on a thread of its own until the stream ends or a frame is bad
+/// (the last item is that error), so that a cycle can hear the coordinator while it writes.
+fn reader(mut r: impl Read + Send + 'static) -> Inbox {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || loop {
+        let f = proto::read_frame(&mut r);
+        let end = f.is_err();
+        if tx.send(f).is_err() || end {
+            return;
+        }
+    });
+    rx
+}
+
+/// Sends a `refused` frame saying why, and the error to end the session with.
+pub(crate) fn refuse(w: &mut dyn Write, why: String, theirs: Vec<u32>) -> ServeError {
+    let mut w = w;
+    let _ = proto::write_frame(&mut w, &Frame::Refused { why: why.clone(), ours: proto::VERSIONS.to_vec(), theirs });
+    ServeError::Refused(why)
+}
+
 /// Serves one coordinator on `r`/`w` until it says goodbye or goes away.
-pub fn serve(r: &mut impl Read, w: &mut impl Write, o: &ServeOptions) -> Result<Ended, ServeError> {
+pub fn serve(r: impl Read + Send + 'static, w: &mut impl Write, o: &ServeOptions) -> Result<Ended, ServeError> {
+    let inbox = reader(r);
     let ours = proto::VERSIONS.to_vec();
-    let refuse = |w: &mut dyn Write, why: String, theirs: Vec<u32>| -> ServeError {
-        let mut w = w;
-        let _ = proto::write_frame(&mut w, &Frame::Refused { why: why.clone(), ours: proto::VERSIONS.to_vec(), theirs });
-        ServeError::Refused(why)
-    };
-    let (run, coordinator) = match proto::read_frame(r) {
+    let (run, coordinator) = match inbox.recv().unwrap_or(Err(FrameError::Closed)) {
         Ok(Frame::Hello { versions, run, coordinator }) => match proto::choose(&versions) {
             Some(v) => {
                 let agent = proto::AgentInfo { software: o.software.clone(), host: o.host.clone(), pid: o.pid, allow_exec: o.allow_exec };
@@ -58,9 +93,10 @@ pub fn serve(r: &mut impl Read, w: &mut impl Write, o: &ServeOptions) -> Result<
         Err(FrameError::Closed) => return Ok(Ended::Closed),
         Err(e) => return Err(refuse(w, format!("before the hello: {e}"), Vec::new())),
     };
+    let mut port = Port { target: None, opened: None };
     let mut last_seq = 0u64;
     loop {
-        let f = match proto::read_frame(r) {
+        let f = match inbox.recv().unwrap_or(Err(FrameError::Closed)) {
             Ok(f) => f,
             Err(FrameError::Closed) => return Ok(Ended::Closed),
             Err(e) => return Err(refuse(w, e.to_string(), Vec::new())),
@@ -78,39 +114,183 @@ pub fn serve(r: &mut impl Read, w: &mut impl Write, o: &ServeOptions) -> Result<
                 let why = format!("a second hello (coordinator {c2}, run {r2}): this agent serves coordinator {coordinator}, run {run}");
                 return Err(refuse(w, why, Vec::new()));
             }
-            other => return Err(refuse(w, format!("a {} frame, which a coordinator does not send", kind(&other)), Vec::new())),
+            other => return Err(refuse(w, format!("a {} frame outside a cycle", kind(&other)), Vec::new())),
         };
         last_seq = seq;
-        let (result, end) = answer(&op);
+        let result = match op {
+            Op::Clock => Answer::Clock { monotonic_ns: faultline_drivers::monotonic_ns() },
+            Op::Bye => {
+                proto::write_frame(w, &Frame::Reply { run: run.clone(), seq, result: Answer::Bye })?;
+                return Ok(Ended::Bye);
+            }
+            Op::Open { target, identity, queue_depth } => port.open(o, &target, identity.as_deref(), queue_depth),
+            Op::Cycle(req) => {
+                let Some(t) = port.target.as_mut() else {
+                    proto::write_frame(w, &Frame::Reply { run: run.clone(), seq, result: failed("no target is open: open one first") })?;
+                    continue;
+                };
+                match cycle(t.as_mut(), &req, &inbox, w, &run, seq)? {
+                    Some(a) => a,
+                    None => return Ok(Ended::Closed),
+                }
+            }
+        };
         proto::write_frame(w, &Frame::Reply { run: run.clone(), seq, result })?;
-        if end {
-            return Ok(Ended::Bye);
+    }
+}
+
+fn failed(why: impl Into<String>) -> Answer {
+    Answer::Failed { why: why.into() }
+}
+
+/// The agent's one port: its open target.
+struct Port {
+    target: Option<Box<dyn BlockTarget>>,
+    opened: Option<String>,
+}
+
+impl Port {
+    fn open(&mut self, o: &ServeOptions, target: &str, identity: Option<&str>, queue_depth: u32) -> Answer {
+        if !o.targets.iter().any(|t| t == target) {
+            return failed(format!(
+                "{target} is not a target this agent may open: it was started with {}",
+                if o.targets.is_empty() { "no --target".to_string() } else { format!("--target {}", o.targets.join(", --target ")) }
+            ));
+        }
+        // A run that has begun wrote its own data there: its signature check was done when
+        // the run was created, as `faultline write` does.
+        let spec = OpenSpec {
+            writable: true,
+            queue_depth: queue_depth.max(1) as usize,
+            expect: Default::default(),
+            allow_overwrite_signature: identity.is_some(),
+            io_threads: 1,
+        };
+        self.target = None;
+        let opened = match open_target(std::path::Path::new(target), &spec) {
+            Ok(o) => o,
+            Err(e) => return failed(format!("{target}: {e}")),
+        };
+        let found = opened.target.identity();
+        if let Some(want) = identity.filter(|want| *want != found) {
+            return failed(format!("{target} is {found}, not the run's target {want}: refusing to write to it"));
+        }
+        let g = opened.target.geometry();
+        self.target = Some(opened.target);
+        self.opened = Some(target.to_string());
+        Answer::Opened {
+            target: TargetInfo {
+                identity: found,
+                capacity_bytes: g.capacity_bytes,
+                logical_block_bytes: g.logical_block_bytes as u64,
+                physical_block_bytes: g.physical_block_bytes as u64,
+                engine: opened.engine.to_string(),
+            },
         }
     }
 }
 
-/// The answer to one operation, and whether the session ends after it.
-fn answer(op: &Op) -> (Answer, bool) {
-    match op {
-        Op::Clock => (Answer::Clock { monotonic_ns: faultline_drivers::monotonic_ns() }, false),
-        Op::Bye => (Answer::Bye, true),
+/// Runs request `seq`'s cycle on `target`, streaming its records. `Ok(None)`: the coordinator
+/// went away mid-cycle (the writer stopped; nothing is left to answer).
+fn cycle(
+    target: &mut dyn BlockTarget,
+    req: &CycleRequest,
+    inbox: &Inbox,
+    w: &mut dyn Write,
+    run: &Nonce,
+    seq: u64,
+) -> Result<Option<Answer>, ServeError> {
+    let h = &req.header;
+    let layout = match Layout::new(h.workload.clone(), h.sector_bytes) {
+        Ok(l) => l,
+        Err(e) => return Ok(Some(failed(format!("the run's workload: {e}")))),
+    };
+    let format = Format::new(h.run_id, h.sector_bytes as usize);
+    let stop = StopToken::default();
+    let opts = CycleOptions {
+        cycle: req.cycle,
+        first_id: req.first_id,
+        started_at: req.started_at.clone(),
+        port: req.port,
+        max_writes: req.max_writes,
+        duration: req.duration_ms.map(Duration::from_millis),
+        cut: req.cut,
+        checkpoint_every: Duration::from_millis(req.stream_every_ms.max(1)),
+        drain_timeout: Duration::from_millis(req.drain_timeout_ms.max(1)),
+        stop: Some(stop.clone()),
+        samples: None,
+        fill: Fill::Auto,
+        clock_from: None,
+        before_end: None,
+    };
+    let link = RefCell::new(Link::new(w, inbox, run.clone(), seq, stop, Duration::from_millis(req.drain_timeout_ms.max(1000))));
+    let mut ledger = StreamLedger::new(&link, h.clone());
+    let started_ns = faultline_drivers::monotonic_ns();
+    let r = run_cycle(target, &layout, &format, &mut ledger, h.contract, &opts, &mut || link.borrow_mut().cut());
+    drop(ledger);
+    let mut l = link.into_inner();
+    if let Some(e) = l.fatal.take() {
+        // The coordinator went away, or broke the protocol: the writer stopped at its next
+        // record; nothing it did since is claimed anywhere.
+        return match e {
+            super::stream::Fatal::Closed => Ok(None),
+            super::stream::Fatal::Refused(why) => Err(refuse(l.w, why, Vec::new())),
+            super::stream::Fatal::Io(e) => Err(ServeError::Io(e)),
+        };
     }
+    let out = match r {
+        Ok(out) => out,
+        // The cut failed: the writer ended the cycle as a cut all the same and recorded it.
+        Err(crate::writer::WriteError::Cut { outcome, .. }) => *outcome,
+        Err(e) => return Ok(Some(failed(format!("cycle {}: {e}", req.cycle)))),
+    };
+    let ns = |d: Duration| d.as_nanos().min(u64::MAX as u128) as u64;
+    Ok(Some(Answer::CycleDone {
+        summary: CycleSummary {
+            end: out.end,
+            submitted: out.submitted,
+            completed: out.completed,
+            failed: out.failed,
+            flushes: out.flushes,
+            bytes_written: out.bytes_written,
+            submitted_end: out.submitted_end,
+            in_flight_at_cut: out.in_flight_at_cut,
+            bytes_at_risk: out.bytes_at_risk,
+            started_ns,
+            cut_at_ns: out.cut_at.map(ns),
+            elapsed_ns: ns(out.elapsed),
+            device_lost: out.device_lost,
+            final_flush_failed: out.final_flush_failed,
+        },
+    }))
 }
 
-fn kind(f: &Frame) -> &'static str {
+pub(crate) fn kind(f: &Frame) -> &'static str {
     match f {
         Frame::Hello { .. } => "hello",
         Frame::Welcome { .. } => "welcome",
         Frame::Refused { .. } => "refused",
         Frame::Request { .. } => "request",
         Frame::Reply { .. } => "reply",
+        Frame::Records { .. } => "records",
+        Frame::CutDue { .. } => "cut_due",
+        Frame::Durable { .. } => "durable",
+        Frame::CutDone { .. } => "cut_done",
+        Frame::Stop { .. } => "stop",
     }
 }
 
 /// The nonce a frame carries, for a peer's log.
 pub fn run_of(f: &Frame) -> Option<&Nonce> {
     match f {
-        Frame::Hello { run, .. } | Frame::Request { run, .. } | Frame::Reply { run, .. } => Some(run),
+        Frame::Hello { run, .. }
+        | Frame::Request { run, .. }
+        | Frame::Reply { run, .. }
+        | Frame::Records { run, .. }
+        | Frame::CutDue { run, .. }
+        | Frame::Durable { run, .. }
+        | Frame::CutDone { run, .. }
+        | Frame::Stop { run, .. } => Some(run),
         _ => None,
     }
 }
@@ -120,7 +300,7 @@ mod tests {
     use super::*;
 
     fn opts() -> ServeOptions {
-        ServeOptions { software: "faultline test".into(), host: "here".into(), pid: 1, allow_exec: false }
+        ServeOptions { software: "faultline test".into(), host: "here".into(), pid: 1, allow_exec: false, targets: vec![] }
     }
 
     fn frames(fs: &[Frame]) -> Vec<u8> {
@@ -148,14 +328,18 @@ mod tests {
         Frame::Request { run, seq, op }
     }
 
+    fn serve_bytes(input: Vec<u8>, out: &mut Vec<u8>, o: &ServeOptions) -> Result<Ended, ServeError> {
+        serve(std::io::Cursor::new(input), out, o)
+    }
+
     #[test]
     fn a_session_answers_in_order_and_ends_at_bye() {
         let run = Nonce::from_words(1, 1);
-        let input = frames(&[hello(vec![1]), req(run.clone(), 1, Op::Clock), req(run.clone(), 2, Op::Bye)]);
+        let input = frames(&[hello(vec![2]), req(run.clone(), 1, Op::Clock), req(run.clone(), 2, Op::Bye)]);
         let mut out = Vec::new();
-        assert_eq!(serve(&mut &input[..], &mut out, &opts()).unwrap(), Ended::Bye);
+        assert_eq!(serve_bytes(input, &mut out, &opts()).unwrap(), Ended::Bye);
         let r = replies(&out);
-        assert!(matches!(&r[0], Frame::Welcome { version: 1, agent } if agent.host == "here"));
+        assert!(matches!(&r[0], Frame::Welcome { version: 2, agent } if agent.host == "here"));
         assert!(matches!(&r[1], Frame::Reply { seq: 1, result: Answer::Clock { monotonic_ns }, .. } if *monotonic_ns > 0));
         assert!(matches!(&r[2], Frame::Reply { seq: 2, result: Answer::Bye, .. }));
     }
@@ -165,27 +349,59 @@ mod tests {
         let run = Nonce::from_words(1, 1);
         let other = Nonce::from_words(2, 2);
         let cases: Vec<(Vec<u8>, &str)> = vec![
-            (frames(&[hello(vec![7, 8])]), "speaks protocol version(s) [1]; coordinator c1 offered [7, 8]"),
+            (frames(&[hello(vec![7, 8])]), "speaks protocol version(s) [2]; coordinator c1 offered [7, 8]"),
             (frames(&[req(run.clone(), 1, Op::Clock)]), "the first frame must be a hello"),
-            (frames(&[hello(vec![1]), req(other, 1, Op::Clock)]), "this agent serves run 00000000000000010000000000000001"),
-            (frames(&[hello(vec![1]), req(run.clone(), 2, Op::Clock), req(run.clone(), 2, Op::Clock)]), "numbered upwards"),
-            (frames(&[hello(vec![1]), hello(vec![1])]), "a second hello"),
-            ([frames(&[hello(vec![1])]), (proto::MAX_FRAME + 1).to_be_bytes().to_vec()].concat(), "at most"),
+            (frames(&[hello(vec![2]), req(other.clone(), 1, Op::Clock)]), "this agent serves run 00000000000000010000000000000001"),
+            (frames(&[hello(vec![2]), req(run.clone(), 2, Op::Clock), req(run.clone(), 2, Op::Clock)]), "numbered upwards"),
+            (frames(&[hello(vec![2]), hello(vec![2])]), "a second hello"),
+            (frames(&[hello(vec![2]), Frame::Durable { run: run.clone(), seq: 1, upto: 3 }]), "a durable frame outside a cycle"),
+            ([frames(&[hello(vec![2])]), (proto::MAX_FRAME + 1).to_be_bytes().to_vec()].concat(), "at most"),
         ];
         for (input, says) in cases {
             let mut out = Vec::new();
-            let e = serve(&mut &input[..], &mut out, &opts()).unwrap_err().to_string();
+            let e = serve_bytes(input, &mut out, &opts()).unwrap_err().to_string();
             assert!(e.contains(says), "{e}");
             match replies(&out).last() {
-                Some(Frame::Refused { why, ours, .. }) => assert!(why.contains(says) && ours == &vec![1], "{why}"),
+                Some(Frame::Refused { why, ours, .. }) => assert!(why.contains(says) && ours == &vec![2], "{why}"),
                 other => panic!("no refused frame last: {other:?}"),
             }
         }
         // A refused version names both sides'.
         let mut out = Vec::new();
-        let _ = serve(&mut &frames(&[hello(vec![7])])[..], &mut out, &opts());
+        let _ = serve_bytes(frames(&[hello(vec![7])]), &mut out, &opts());
         assert!(matches!(replies(&out).last(), Some(Frame::Refused { theirs, .. }) if theirs == &vec![7]));
         // A coordinator that goes away ends the session quietly.
-        assert_eq!(serve(&mut &frames(&[hello(vec![1])])[..], &mut Vec::new(), &opts()).unwrap(), Ended::Closed);
+        assert_eq!(serve_bytes(frames(&[hello(vec![2])]), &mut Vec::new(), &opts()).unwrap(), Ended::Closed);
+    }
+
+    #[test]
+    fn only_the_targets_on_the_agents_own_command_line_are_opened() {
+        let run = Nonce::from_words(1, 1);
+        let d = crate::ledger::tests::tempdir();
+        let listed = d.join("listed.img");
+        std::fs::write(&listed, vec![0u8; 1 << 20]).unwrap();
+        let unlisted = d.join("other.img");
+        std::fs::write(&unlisted, vec![0u8; 1 << 20]).unwrap();
+        let o = ServeOptions { targets: vec![listed.display().to_string()], ..opts() };
+        let open = |t: &std::path::Path| Op::Open { target: t.display().to_string(), identity: None, queue_depth: 4 };
+        let input = frames(&[hello(vec![2]), req(run.clone(), 1, open(&unlisted)), req(run.clone(), 2, open(&listed))]);
+        let mut out = Vec::new();
+        assert_eq!(serve_bytes(input, &mut out, &o).unwrap(), Ended::Closed);
+        let r = replies(&out);
+        match &r[1] {
+            Frame::Reply { result: Answer::Failed { why }, .. } => {
+                assert!(why.contains("is not a target this agent may open") && why.contains("listed.img"), "{why}")
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(&r[2], Frame::Reply { result: Answer::Opened { target }, .. } if target.capacity_bytes == 1 << 20), "{:?}", r[2]);
+        // A run's identity that the target does not have is refused.
+        let input = frames(&[
+            hello(vec![2]),
+            req(run.clone(), 1, Op::Open { target: listed.display().to_string(), identity: Some("file:elsewhere".into()), queue_depth: 4 }),
+        ]);
+        let mut out = Vec::new();
+        let _ = serve_bytes(input, &mut out, &o);
+        assert!(matches!(&replies(&out)[1], Frame::Reply { result: Answer::Failed { why }, .. } if why.contains("not the run's target")));
     }
 }

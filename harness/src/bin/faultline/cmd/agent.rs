@@ -20,6 +20,11 @@ pub struct AgentArgs {
     /// Let the coordinator run this host's `exec:` fault commands (off unless given).
     #[arg(long, requires = "stdio")]
     allow_exec: bool,
+    /// A target this agent may open for its coordinator (repeatable): a block device, a file
+    /// or an NBD export (nbd+unix:///EXPORT?socket=PATH, nbd://HOST[:PORT]/EXPORT). The
+    /// coordinator names one of these; it cannot make the agent open anything else.
+    #[arg(long, value_name = "PATH_OR_URI", requires = "stdio")]
+    target: Vec<String>,
     /// Dial the agent of each HOST through the transport, as a run would, and print what
     /// answered and its clock offset; exits 2 at the first that does not answer.
     #[arg(long, value_name = "HOST", num_args = 1..)]
@@ -41,9 +46,10 @@ pub fn cmd_agent(a: AgentArgs) -> Result<Exit> {
             host: hostname(),
             pid: std::process::id(),
             allow_exec: a.allow_exec,
+            targets: a.target,
         };
-        let (mut r, mut w) = (std::io::stdin().lock(), std::io::stdout().lock());
-        return match serve::serve(&mut r, &mut w, &o) {
+        let mut w = std::io::stdout().lock();
+        return match serve::serve(std::io::stdin(), &mut w, &o) {
             Ok(Ended::Bye | Ended::Closed) => Ok(Exit::Clean),
             Err(e) => bail!("agent: {e}"),
         };

@@ -1,0 +1,263 @@
+//! A cycle's stream, coordinator side ([`Session::run_cycle`]): the agent's writer appends to
+//! the coordinator's ledger over the session. The coordinator appends what it hears (its
+//! ledger checks each record against the run's history and refuses one that contradicts it),
+//! says a reservation is durable only once its ledger has synced it, runs the cut when the
+//! agent's writer reaches its placement, and keeps the newest checkpoint in memory (its power
+//! stays on), writing it to the ledger every `ledger_checkpoint_every`.
+//!
+//! When the host dies (the transport ends) or goes silent (a partition: no frame within the
+//! bound), the coordinator closes the host's cycle from what it holds: the newest checkpoint
+//! it heard, then the cycle's end as `interrupted`. A write it never heard complete is
+//! therefore "may", never "must": no false finding, and what was lost to the coordinator is
+//! at most what completed since the agent's last checkpoint, a few milliseconds of writes.
+
+use super::dial::{DialError, Session};
+use super::proto::{Answer, CycleRequest, CycleSummary, Frame, Op, TargetInfo};
+use crate::ledger::{Ledger, LedgerError, Record};
+use crate::run::{close_interrupted, RunError};
+use std::time::{Duration, Instant};
+
+/// How the coordinator keeps a cycle's stream.
+#[derive(Clone, Copy, Debug)]
+pub struct StreamPolicy {
+    /// How often the newest checkpoint heard is written to the ledger (it is held in memory
+    /// meanwhile, which covers the host's death; the file covers the coordinator's own).
+    pub ledger_checkpoint_every: Duration,
+    /// The longest silence of the agent taken before the cycle counts as lost (a partition);
+    /// the agent streams a checkpoint every `stream_every_ms`, so silence means a stall.
+    pub silence: Duration,
+}
+
+/// What the coordinator held of a cycle when it lost the host, and closed it from.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Held {
+    pub cycle: u32,
+    /// Records heard from the agent.
+    pub records: u64,
+    /// The newest checkpoint heard: ids below the prefix are durable, and the extras.
+    pub durable_prefix: u64,
+    pub durable_extras: u64,
+    /// The reservation's bound: ids at or above it were never used.
+    pub reserved_upto: u64,
+    /// How long before the loss the last frame was heard.
+    pub last_heard: Duration,
+}
+
+impl std::fmt::Display for Held {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} records heard, durable below id {} (+{} past it), ids reserved below {}, the last frame {:.1} ms before",
+            self.records,
+            self.durable_prefix,
+            self.durable_extras,
+            self.reserved_upto,
+            self.last_heard.as_secs_f64() * 1e3
+        )
+    }
+}
+
+/// Why a remote cycle did not end as the agent's writer ended it.
+#[derive(Debug, thiserror::Error)]
+pub enum CycleError {
+    /// The host went away or went silent mid-cycle; the cycle was closed as interrupted from
+    /// what the coordinator held (inconclusive for the host: never a finding by itself).
+    #[error("{source}; cycle {} closed as interrupted from what the coordinator held: {held}", held.cycle)]
+    Lost { source: Box<DialError>, held: Held },
+    /// The agent could not run the cycle (its target failed, or refused an operation).
+    #[error("{host}: cycle {cycle}: {why}")]
+    Agent { host: String, cycle: u32, why: String },
+    /// The coordinator's ledger refused a record or failed.
+    #[error("cycle {cycle}: the coordinator's ledger: {source}")]
+    Ledger { cycle: u32, source: RunError },
+}
+
+impl From<(u32, LedgerError)> for CycleError {
+    fn from((cycle, e): (u32, LedgerError)) -> Self {
+        CycleError::Ledger { cycle, source: RunError::Ledger(e) }
+    }
+}
+
+impl Session {
+    /// Opens `target` on the agent's host (one its command line lists), held to the run's
+    /// `identity` once the run has begun.
+    pub fn open(&mut self, target: &str, identity: Option<&str>, queue_depth: u32, timeout: Duration) -> Result<TargetInfo, DialError> {
+        let op = Op::Open { target: target.into(), identity: identity.map(str::to_string), queue_depth };
+        match self.call(op, timeout)? {
+            Answer::Opened { target } => Ok(target),
+            Answer::Failed { why } => Err(DialError::Protocol { host: self.host.clone(), why }),
+            other => Err(self.protocol(format!("{other:?} answered an open"))),
+        }
+    }
+
+    /// Runs `req`'s cycle on the agent's open target, keeping its records in `ledger`;
+    /// `fault` runs the cut when the agent's writer reaches its placement (`Err`: why the cut
+    /// is not confirmed).
+    pub fn run_cycle(
+        &mut self,
+        req: CycleRequest,
+        ledger: &mut dyn Ledger,
+        fault: &mut dyn FnMut() -> Result<(), String>,
+        policy: &StreamPolicy,
+    ) -> Result<CycleSummary, CycleError> {
+        let cycle = req.cycle;
+        // The agent is silent while it drains after a cut (up to its drain timeout).
+        let silence = policy.silence + Duration::from_millis(req.drain_timeout_ms);
+        self.seq += 1;
+        let seq = self.seq;
+        let mut s = Stream { cycle, held: Held { cycle, ..Held::default() }, checkpoint: None, written_at: Instant::now() };
+        let mut heard = Instant::now();
+        if let Err(e) = self.send(&Frame::Request { run: self.run.clone(), seq, op: Op::Cycle(Box::new(req)) }) {
+            return Err(s.lose(e, ledger, heard));
+        }
+        let what = format!("request {seq} (cycle {cycle})");
+        let me = self.run.clone();
+        let ours = |run: &super::proto::Nonce, q: u64| *run == me && q == seq;
+        loop {
+            let f = match self.next(&what, silence) {
+                Ok(f) => f,
+                Err(e) => return Err(s.lose(e, ledger, heard)),
+            };
+            heard = Instant::now();
+            match f {
+                Frame::Records { run, seq: q, first, records } if ours(&run, q) => {
+                    if first != s.held.records {
+                        let e = self.protocol(format!("records numbered from {first}, where {} was next", s.held.records));
+                        return Err(s.lose(e, ledger, heard));
+                    }
+                    match s.take(records, ledger, policy) {
+                        Ok(true) => {
+                            ledger.sync().map_err(|e| CycleError::from((cycle, e)))?;
+                            let upto = s.held.records;
+                            if let Err(e) = self.send(&Frame::Durable { run: self.run.clone(), seq, upto }) {
+                                return Err(s.lose(e, ledger, heard));
+                            }
+                        }
+                        Ok(false) => {}
+                        Err(Bad::Ledger(e)) => {
+                            s.close(ledger);
+                            return Err(CycleError::from((cycle, e)));
+                        }
+                        Err(Bad::Protocol(why)) => {
+                            let e = self.protocol(why);
+                            return Err(s.lose(e, ledger, heard));
+                        }
+                    }
+                }
+                Frame::CutDue { run, seq: q } if ours(&run, q) => {
+                    let failed = fault().err();
+                    if let Err(e) = self.send(&Frame::CutDone { run: self.run.clone(), seq, failed }) {
+                        return Err(s.lose(e, ledger, heard));
+                    }
+                }
+                Frame::Reply { run, seq: q, result } if ours(&run, q) => match result {
+                    Answer::CycleDone { summary } => return Ok(summary),
+                    Answer::Failed { why } => {
+                        s.close(ledger);
+                        return Err(CycleError::Agent { host: self.host.clone(), cycle, why });
+                    }
+                    other => {
+                        let e = self.protocol(format!("{other:?} answered a cycle"));
+                        return Err(s.lose(e, ledger, heard));
+                    }
+                },
+                Frame::Refused { why, ours, theirs } => {
+                    let e = DialError::Refused { host: self.host.clone(), why, ours, theirs };
+                    return Err(s.lose(e, ledger, heard));
+                }
+                other => {
+                    let e = self.protocol(format!("{other:?} while request {seq} (cycle {cycle}) runs"));
+                    return Err(s.lose(e, ledger, heard));
+                }
+            }
+        }
+    }
+
+    /// Asks the agent's writer to end its cycle gracefully now (drain, flush, record).
+    pub fn stop_cycle(&mut self) -> Result<(), DialError> {
+        self.send(&Frame::Stop { run: self.run.clone(), seq: self.seq })
+    }
+}
+
+enum Bad {
+    Ledger(LedgerError),
+    Protocol(String),
+}
+
+/// What the coordinator holds of one cycle's stream.
+struct Stream {
+    cycle: u32,
+    held: Held,
+    /// The newest checkpoint heard and not yet in the ledger.
+    checkpoint: Option<Record>,
+    written_at: Instant,
+}
+
+impl Stream {
+    /// Takes in one frame's records; `Ok(true)` when one needs to be durable before the agent
+    /// goes on (all but checkpoints: a reservation above all).
+    fn take(&mut self, records: Vec<Record>, ledger: &mut dyn Ledger, policy: &StreamPolicy) -> Result<bool, Bad> {
+        let mut sync = false;
+        for rec in records {
+            self.held.records += 1;
+            let of = match &rec {
+                Record::CycleStart { cycle, first_id, .. } => {
+                    self.held.durable_prefix = *first_id;
+                    self.held.reserved_upto = *first_id;
+                    *cycle
+                }
+                Record::Reserve { cycle, upto } => {
+                    self.held.reserved_upto = self.held.reserved_upto.max(*upto);
+                    *cycle
+                }
+                Record::Checkpoint { cycle, durable_prefix, durable_extras, .. } => {
+                    self.held.durable_prefix = *durable_prefix;
+                    self.held.durable_extras = durable_extras.len() as u64;
+                    *cycle
+                }
+                Record::WriteFailed { cycle, .. } | Record::CycleEnd { cycle, .. } => *cycle,
+                other => return Err(Bad::Protocol(format!("an agent's cycle sent a record it does not write: {other:?}"))),
+            };
+            if of != self.cycle {
+                return Err(Bad::Protocol(format!("a record of cycle {of} while cycle {} runs", self.cycle)));
+            }
+            if matches!(rec, Record::Checkpoint { .. }) {
+                self.checkpoint = Some(rec);
+                if self.written_at.elapsed() >= policy.ledger_checkpoint_every {
+                    self.write_checkpoint(ledger).map_err(Bad::Ledger)?;
+                }
+                continue;
+            }
+            if matches!(rec, Record::CycleEnd { .. }) {
+                // The end says all a checkpoint would.
+                self.checkpoint = None;
+            }
+            ledger.append(&rec).map_err(Bad::Ledger)?;
+            sync = true;
+        }
+        Ok(sync)
+    }
+
+    fn write_checkpoint(&mut self, ledger: &mut dyn Ledger) -> Result<(), LedgerError> {
+        if let Some(c) = self.checkpoint.take() {
+            ledger.append(&c)?;
+        }
+        self.written_at = Instant::now();
+        Ok(())
+    }
+
+    /// Closes the cycle from what is held: the newest checkpoint, then its end as
+    /// interrupted (nothing, if the agent never began it or its end is recorded).
+    fn close(&mut self, ledger: &mut dyn Ledger) {
+        let _ = self.write_checkpoint(ledger);
+        if ledger.history().cycles.last().is_some_and(|c| c.cycle == self.cycle && c.end.is_none()) {
+            let _ = close_interrupted(ledger);
+        }
+    }
+
+    fn lose(&mut self, source: DialError, ledger: &mut dyn Ledger, heard: Instant) -> CycleError {
+        self.close(ledger);
+        self.held.last_heard = heard.elapsed();
+        CycleError::Lost { source: Box::new(source), held: self.held.clone() }
+    }
+}

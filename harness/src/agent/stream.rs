@@ -1,0 +1,197 @@
+//! A cycle's stream, agent side: the writer's ledger is the coordinator's, reached through
+//! the session ([`StreamLedger`]). Every record the writer appends goes out at once, in order
+//! and numbered; a reservation is used only once the coordinator has said it is durable there
+//! (`durable`); checkpoints (what is durable so far) go out every `stream_every_ms`, so a host
+//! that dies leaves the coordinator at most one interval behind. The cut placement asks the
+//! coordinator for the cut (`cut_due`) and waits for `cut_done`.
+//!
+//! The agent keeps no history of the run: the coordinator's ledger checks each record
+//! against its own ([`Ledger`] implementations refuse a record that contradicts it), so
+//! [`StreamLedger::history`] is the run's header alone.
+
+use super::proto::{self, Frame, FrameError, Nonce};
+use super::serve::{kind, Inbox};
+use crate::ledger::{History, Ledger, LedgerError, Record, RunHeader};
+use crate::writer::{HookError, StopToken};
+use std::cell::RefCell;
+use std::io::Write;
+use std::sync::mpsc::{RecvTimeoutError, TryRecvError};
+use std::time::{Duration, Instant};
+
+/// Why a cycle's stream ended the session.
+#[derive(Debug)]
+pub(crate) enum Fatal {
+    /// The coordinator's side closed (it died, or the transport did).
+    Closed,
+    /// The coordinator broke the protocol: the agent refuses it, saying why.
+    Refused(String),
+    /// Writing to the coordinator failed.
+    Io(std::io::Error),
+}
+
+/// The session as a cycle uses it: where frames go, where the coordinator's come from, and
+/// what they said so far.
+pub(crate) struct Link<'a> {
+    pub w: &'a mut dyn Write,
+    inbox: &'a Inbox,
+    run: Nonce,
+    seq: u64,
+    /// The number the next record gets.
+    next: u64,
+    /// Records numbered below this are durable in the coordinator's ledger.
+    durable_upto: u64,
+    stop: StopToken,
+    cut_done: Option<Option<String>>,
+    /// How long an answer of the coordinator may take (a durable reservation, a cut).
+    wait: Duration,
+    pub fatal: Option<Fatal>,
+}
+
+impl<'a> Link<'a> {
+    pub fn new(w: &'a mut dyn Write, inbox: &'a Inbox, run: Nonce, seq: u64, stop: StopToken, wait: Duration) -> Self {
+        Link { w, inbox, run, seq, next: 0, durable_upto: 0, stop, cut_done: None, wait, fatal: None }
+    }
+
+    fn failed(&self) -> LedgerError {
+        LedgerError::WriterFailed(match &self.fatal {
+            Some(Fatal::Closed) => "the coordinator went away".into(),
+            Some(Fatal::Refused(why)) => format!("the coordinator broke the protocol: {why}"),
+            Some(Fatal::Io(e)) => format!("cannot write to the coordinator: {e}"),
+            None => "the stream failed".into(),
+        })
+    }
+
+    fn send(&mut self, f: &Frame) -> Result<(), LedgerError> {
+        if self.fatal.is_none() {
+            if let Err(e) = proto::write_frame(&mut self.w, f) {
+                self.fatal = Some(if e.kind() == std::io::ErrorKind::BrokenPipe { Fatal::Closed } else { Fatal::Io(e) });
+            }
+        }
+        match self.fatal {
+            Some(_) => Err(self.failed()),
+            None => Ok(()),
+        }
+    }
+
+    /// Takes in one frame of the coordinator's.
+    fn take(&mut self, f: Result<Frame, FrameError>) {
+        let f = match f {
+            Ok(f) => f,
+            Err(FrameError::Closed) => return self.fatal = Some(Fatal::Closed),
+            Err(e) => return self.fatal = Some(Fatal::Refused(e.to_string())),
+        };
+        let ok = |run: &Nonce, seq: u64| *run == self.run && seq == self.seq;
+        match f {
+            Frame::Durable { run, seq, upto } if ok(&run, seq) => {
+                if upto > self.next {
+                    self.fatal = Some(Fatal::Refused(format!("records up to {upto} called durable, where {} were sent", self.next)));
+                } else {
+                    self.durable_upto = self.durable_upto.max(upto);
+                }
+            }
+            Frame::CutDone { run, seq, failed } if ok(&run, seq) => self.cut_done = Some(failed),
+            Frame::Stop { run, seq } if ok(&run, seq) => self.stop.stop(),
+            other => {
+                let why = match super::serve::run_of(&other) {
+                    Some(r) if *r != self.run => format!("a frame of run {r}; this agent serves run {}, and no other", self.run),
+                    _ => format!("a {} frame while request {} (a cycle) runs", kind(&other), self.seq),
+                };
+                self.fatal = Some(Fatal::Refused(why));
+            }
+        }
+    }
+
+    /// Takes in what the coordinator has sent, without waiting.
+    fn pump(&mut self) {
+        while self.fatal.is_none() {
+            match self.inbox.try_recv() {
+                Ok(f) => self.take(f),
+                Err(TryRecvError::Empty) => return,
+                Err(TryRecvError::Disconnected) => self.fatal = Some(Fatal::Closed),
+            }
+        }
+    }
+
+    /// Waits for the coordinator until `done` holds, at most `self.wait`.
+    fn wait_for(&mut self, what: &str, done: impl Fn(&Link) -> bool) -> Result<(), LedgerError> {
+        let until = Instant::now() + self.wait;
+        loop {
+            self.pump();
+            if self.fatal.is_some() {
+                return Err(self.failed());
+            }
+            if done(self) {
+                return Ok(());
+            }
+            let left = until.saturating_duration_since(Instant::now());
+            match self.inbox.recv_timeout(left) {
+                Ok(f) => self.take(f),
+                Err(RecvTimeoutError::Disconnected) => self.fatal = Some(Fatal::Closed),
+                Err(RecvTimeoutError::Timeout) => {
+                    return Err(LedgerError::WriterFailed(format!(
+                        "the coordinator did not answer within {:?} ({what}): the transport stalled",
+                        self.wait
+                    )))
+                }
+            }
+        }
+    }
+
+    /// The cut hook: asks the coordinator for the cut and waits until it says it ran.
+    pub fn cut(&mut self) -> Result<(), HookError> {
+        self.cut_done = None;
+        self.send(&Frame::CutDue { run: self.run.clone(), seq: self.seq })?;
+        self.wait_for("the cut", |l| l.cut_done.is_some())?;
+        match self.cut_done.take().flatten() {
+            None => Ok(()),
+            Some(why) => Err(why.into()),
+        }
+    }
+}
+
+/// The writer's ledger on an agent: the coordinator's, over the session.
+pub(crate) struct StreamLedger<'l, 'a> {
+    link: &'l RefCell<Link<'a>>,
+    history: History,
+}
+
+impl<'l, 'a> StreamLedger<'l, 'a> {
+    pub fn new(link: &'l RefCell<Link<'a>>, header: RunHeader) -> Self {
+        StreamLedger { link, history: History::new(header) }
+    }
+}
+
+impl Ledger for StreamLedger<'_, '_> {
+    fn append(&mut self, rec: &Record) -> Result<u64, LedgerError> {
+        let mut l = self.link.borrow_mut();
+        let n = l.next;
+        let f = Frame::Records { run: l.run.clone(), seq: l.seq, first: n, records: vec![rec.clone()] };
+        l.send(&f)?;
+        l.next += 1;
+        l.pump();
+        match l.fatal {
+            Some(_) => Err(l.failed()),
+            None => Ok(n),
+        }
+    }
+
+    fn is_durable(&self, seq: u64) -> bool {
+        let mut l = self.link.borrow_mut();
+        l.pump();
+        seq < l.durable_upto
+    }
+
+    fn wait_durable(&mut self, seq: u64) -> Result<(), LedgerError> {
+        self.link.borrow_mut().wait_for("a durable reservation", |l| seq < l.durable_upto)
+    }
+
+    fn sync(&mut self) -> Result<(), LedgerError> {
+        let mut l = self.link.borrow_mut();
+        let upto = l.next;
+        l.wait_for("the records' durability", |l| l.durable_upto >= upto)
+    }
+
+    fn history(&self) -> &History {
+        &self.history
+    }
+}
