@@ -407,7 +407,7 @@ fn agents_killed_at_seeded_moments_leave_the_coordinator_no_blind_window_and_no_
             let mut cycles = Vec::new();
             while !done.load(std::sync::atomic::Ordering::SeqCst) {
                 let req = b.request(None, 150);
-                let sum = s.run_cycle(req, &mut b.run.ledger, &mut || Err("no cut on host B".into()), &policy()).unwrap();
+                let sum = s.run_cycle(req, &mut b.run.ledger, &mut || Err("no cut on host B".into()), None, &policy()).unwrap();
                 cycles.push(sum);
             }
             s.bye(timeout).unwrap();
@@ -442,6 +442,7 @@ fn agents_killed_at_seeded_moments_leave_the_coordinator_no_blind_window_and_no_
                 std::thread::sleep(Duration::from_millis(40));
                 Ok(())
             },
+            None,
             &policy(),
         );
         killer.join().unwrap();
@@ -462,7 +463,13 @@ fn agents_killed_at_seeded_moments_leave_the_coordinator_no_blind_window_and_no_
         };
         *phases.entry(phase).or_default() += 1;
         let c = a.run.history().cycles.last().unwrap().clone();
-        assert_eq!((c.cycle, c.end), (cycle, Some(faultline::ledger::EndKind::Interrupted)), "seed {seed} kill {k}");
+        if held.records == 0 {
+            // Killed before its writer's first record: the cycle was never begun, and the next
+            // one takes its number.
+            assert!(c.cycle < cycle, "seed {seed} kill {k}: {c:?}");
+        } else {
+            assert_eq!((c.cycle, c.end), (cycle, Some(faultline::ledger::EndKind::Interrupted)), "seed {seed} kill {k}");
+        }
         let rep = a.verify(&drv.uri);
         assert!(rep.findings.is_empty(), "seed {seed} kill {k} at {delay:?} ({phase}, {held}): {:?}", rep.findings);
         // Uncertain writes of this cycle found whole on the drive.
@@ -490,5 +497,175 @@ fn agents_killed_at_seeded_moments_leave_the_coordinator_no_blind_window_and_no_
     let rep = b.verify(&drv.uri);
     assert!(rep.findings.is_empty(), "seed {seed}: host B: {:?}", rep.findings);
     assert!(rep.durable_ok > 0);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// A partition mid-cycle (the agent's process stopped: its transport stalls): the coordinator
+/// waits no longer than its bound, closes the cycle from what it held, inconclusive (a
+/// timeout, never a finding), and the share verifies clean. A stop token ends a cycle
+/// gracefully on the agent, as a surviving port's writer is ended when its window is over.
+#[test]
+fn a_partition_mid_cycle_is_a_bounded_inconclusive_close_and_a_stop_ends_a_cycle_gracefully() {
+    use faultline::agent::cycle::{CycleError, StreamPolicy};
+    let seed = 7;
+    let d = scratch("partition");
+    let drv = drive(seed);
+    let timeout = Duration::from_secs(20);
+    let run_id = Nonce::from_words(seed, 25);
+    let mut s = dial::dial(&agent_for(&drv.uri), "host-a", &run_id, "test", timeout).unwrap();
+    let info = s.open(&drv.uri, None, 16, timeout).unwrap();
+    let facts = faultline::run::DeviceFacts {
+        identity: info.identity.clone(),
+        capacity_bytes: info.capacity_bytes,
+        logical_block_bytes: info.logical_block_bytes,
+        physical_block_bytes: info.physical_block_bytes,
+    };
+    let mut a = port_run(&d, "host-a", &facts, (0, 16 << 20), seed, 0);
+    // Stopped from outside after 200 ms of a 60 s cycle: it ends gracefully, all durable.
+    let stop = faultline::writer::StopToken::default();
+    let stopper = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(200));
+            stop.stop();
+        })
+    };
+    let t0 = Instant::now();
+    let sum = s.run_cycle(a.request(None, 60_000), &mut a.run.ledger, &mut || Err("no cut".into()), Some(&stop), &policy()).unwrap();
+    stopper.join().unwrap();
+    assert_eq!(sum.end, Some(faultline::ledger::EndKind::Graceful), "{sum:?}");
+    assert!(t0.elapsed() < Duration::from_secs(30) && sum.completed > 0, "{:?} {sum:?}", t0.elapsed());
+    let c = a.run.history().cycles.last().unwrap().clone();
+    assert_eq!((c.durable_prefix, c.submitted_end), (sum.submitted_end, sum.submitted_end), "every write of a graceful cycle is durable");
+
+    // The partition: SIGSTOP 100 ms into the next cycle.
+    let pid = s.pid().to_string();
+    let stopper = {
+        let pid = pid.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            Command::new("kill").args(["-STOP", &pid]).status().unwrap();
+        })
+    };
+    let mut req = a.request(None, 60_000);
+    req.drain_timeout_ms = 500;
+    let silence = Duration::from_millis(700);
+    let p = StreamPolicy { ledger_checkpoint_every: Duration::from_millis(500), silence };
+    let t0 = Instant::now();
+    let e = s.run_cycle(req, &mut a.run.ledger, &mut || Err("no cut".into()), None, &p).unwrap_err();
+    let waited = t0.elapsed();
+    stopper.join().unwrap();
+    let _ = Command::new("kill").args(["-KILL", &pid]).status();
+    match &e {
+        CycleError::Lost { source, held } => {
+            assert!(matches!(**source, DialError::Timeout { .. }) && e.to_string().contains("inconclusive"), "{e}");
+            assert!(held.records > 2, "checkpoints were heard before the stall: {held}");
+        }
+        other => panic!("{other}"),
+    }
+    // The bound: silence plus the agent's drain, from the last frame heard (~100 ms in).
+    assert!(waited < Duration::from_secs(5), "{waited:?}");
+    let c = a.run.history().cycles.last().unwrap().clone();
+    assert_eq!(c.end, Some(faultline::ledger::EndKind::Interrupted));
+    let rep = a.verify(&drv.uri);
+    assert!(rep.findings.is_empty(), "{:?}", rep.findings);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// Verify through the agent: its copy of the history comes from the coordinator's ledger
+/// file, and what it finds, sees and digests is what a verify of the same regions through the
+/// coordinator's own connection finds, sees and digests, on a clean share and after sectors
+/// of a durable write are zeroed behind the run's back (a lost write, found alike).
+#[test]
+fn a_verify_through_the_agent_agrees_with_a_local_one_finding_for_finding_and_digest_for_digest() {
+    let seed = 11;
+    let d = scratch("verify");
+    let drv = drive(seed);
+    let timeout = Duration::from_secs(20);
+    let mut s = dial::dial(&agent_for(&drv.uri), "host-a", &Nonce::from_words(seed, 26), "test", timeout).unwrap();
+    let info = s.open(&drv.uri, None, 16, timeout).unwrap();
+    let facts = faultline::run::DeviceFacts {
+        identity: info.identity.clone(),
+        capacity_bytes: info.capacity_bytes,
+        logical_block_bytes: info.logical_block_bytes,
+        physical_block_bytes: info.physical_block_bytes,
+    };
+    let mut a = port_run(&d, "host-a", &facts, (0, 16 << 20), seed, 0);
+    let audit = std::sync::Arc::new(std::sync::Mutex::new(Vec::<dial::Sent>::new()));
+    let kept = audit.clone();
+    s.set_audit(Box::new(move |e| kept.lock().unwrap().push(e.clone())));
+    let cut = Some(faultline::writer::CutPlacement::AfterTime { after_ms: 100 });
+    for _ in 0..2 {
+        s.run_cycle(a.request(cut, 1_000), &mut a.run.ledger, &mut || Ok(()), None, &policy()).unwrap();
+    }
+    a.run.ledger.sync().unwrap();
+    let ledger = d.join("host-a").join(faultline::ledger::LEDGER_FILE);
+    let regions = [(0u64, 4u64 << 20), (8 << 20, 16 << 20)];
+    let compare = |s: &mut dial::Session, a: &PortRun| {
+        let held = s.sync_history(&ledger, timeout).unwrap();
+        assert_eq!(held, a.run.history().records);
+        let (remote, rd) = s.verify(&regions, true, timeout).unwrap();
+        let spec = faultline_drivers::OpenSpec { writable: false, queue_depth: 16, expect: Default::default(), allow_overwrite_signature: true, io_threads: 1 };
+        let mut t = faultline_drivers::open_target(Path::new(&drv.uri), &spec).unwrap().target;
+        let v = faultline::verify::Verifier::new(&a.run.layout, a.run.history(), &a.run.format);
+        let mut dg = faultline::verify::Digests::for_regions(&regions);
+        let local = v.verify_regions_digested(t.as_mut(), &regions, &mut dg).unwrap();
+        assert_eq!(
+            (remote.sectors, remote.durable_ok, remote.newer_ok, remote.prior_ok),
+            (local.sectors, local.durable_ok, local.newer_ok, local.prior_ok)
+        );
+        assert_eq!(remote.findings, local.findings);
+        assert_eq!(remote.seen, local.seen);
+        assert_eq!(rd.unwrap(), dg.finish());
+        remote
+    };
+    let clean = compare(&mut s, &a);
+    assert!(clean.findings.is_empty() && clean.durable_ok > 0, "{:?}", clean.findings);
+    // A third cycle: the agent's copy of the history catches up from where it was.
+    s.run_cycle(a.request(None, 300), &mut a.run.ledger, &mut || Ok(()), None, &policy()).unwrap();
+    a.run.ledger.sync().unwrap();
+    // A durable write, still current, zeroed behind the run's back.
+    let h = a.run.history();
+    let id = h
+        .cycles
+        .iter()
+        .rev()
+        .flat_map(|c| c.first_id..c.durable_prefix)
+        .find(|id| {
+            let p = a.run.layout.plan(*id);
+            p.offset < 4 << 20 && a.run.layout.latest_covering(p.offset, h.submitted_end()).map(|w| w.id) == Some(*id)
+        })
+        .expect("a durable write still current in the first region");
+    let p = a.run.layout.plan(id);
+    let spec = faultline_drivers::OpenSpec { writable: true, queue_depth: 4, expect: Default::default(), allow_overwrite_signature: true, io_threads: 1 };
+    let mut t = faultline_drivers::open_target(Path::new(&drv.uri), &spec).unwrap().target;
+    let buf = faultline_drivers::AlignedBuf::zeroed(4096);
+    t.submit(faultline_drivers::Op::Write { token: 1, offset: p.offset, buf, fua: true, write_id: 0 }).unwrap();
+    let mut done = Vec::new();
+    t.reap(&mut done, 1, timeout).unwrap();
+    assert!(done.len() == 1 && done[0].result.is_ok(), "{done:?}");
+    drop(t);
+    let lost = compare(&mut s, &a);
+    assert!(
+        lost.findings.iter().any(|f| f.offset <= p.offset && p.offset < f.offset + f.length),
+        "write {id} at {} zeroed, not found: {:?}",
+        p.offset,
+        lost.findings
+    );
+    // Released, the target answers nothing; waited for, it is opened again and answers.
+    assert_eq!(s.probe(0, timeout).unwrap(), Ok(()));
+    s.release(timeout).unwrap();
+    assert!(s.probe(0, timeout).unwrap().unwrap_err().contains("no target is open"));
+    let (enumerate, first_read) = s.wait_ready(4096, Duration::from_secs(10), timeout).unwrap();
+    assert!(enumerate.is_some() && first_read < Duration::from_secs(2), "{enumerate:?} {first_read:?}");
+    assert_eq!(s.probe(0, timeout).unwrap(), Ok(()));
+    // Every operation sent is in the audit log, in order, with its request number.
+    let log: Vec<String> = audit.lock().unwrap().iter().map(|e| format!("{} {}", e.seq, e.what)).collect();
+    let want = ["2 cycle 1 first id 1 port A cut Some", "3 cycle 2 first id", "4 history", "5 verify 2 regions digest true", "durable up to record"];
+    for want in want.into_iter().chain(["cut done", "release", "wait ready at 4096"]) {
+        assert!(log.iter().any(|l| l.contains(want)), "{want:?} not in the audit log: {log:#?}");
+    }
+    assert!(audit.lock().unwrap().windows(2).all(|w| w[0].t_ns <= w[1].t_ns && w[0].host == "host-a"));
+    s.bye(timeout).unwrap();
     let _ = std::fs::remove_dir_all(&d);
 }

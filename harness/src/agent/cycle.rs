@@ -15,7 +15,11 @@ use super::dial::{DialError, Session};
 use super::proto::{Answer, CycleRequest, CycleSummary, Frame, Op, TargetInfo};
 use crate::ledger::{Ledger, LedgerError, Record};
 use crate::run::{close_interrupted, RunError};
+use crate::writer::StopToken;
 use std::time::{Duration, Instant};
+
+/// How often a cycle's wait looks at its stop token.
+const STOP_POLL: Duration = Duration::from_millis(5);
 
 /// How the coordinator keeps a cycle's stream.
 #[derive(Clone, Copy, Debug)]
@@ -90,14 +94,45 @@ impl Session {
         }
     }
 
+    /// Whether the agent's target answers a read at `at`: `Err(why)` when it does not.
+    pub fn probe(&mut self, at: u64, timeout: Duration) -> Result<Result<(), String>, DialError> {
+        match self.call(Op::Probe { at }, timeout)? {
+            Answer::Probed { error } => Ok(error.map_or(Ok(()), Err)),
+            Answer::Failed { why } => Ok(Err(why)),
+            other => Err(self.protocol(format!("{other:?} answered a probe"))),
+        }
+    }
+
+    /// Waits until the agent's target answers a read at `at`, at most `wait`: how long finding
+    /// it again took (`None`: it stayed open) and its first read.
+    pub fn wait_ready(&mut self, at: u64, wait: Duration, timeout: Duration) -> Result<(Option<Duration>, Duration), DialError> {
+        let op = Op::WaitReady { at, timeout_ms: wait.as_millis().min(u64::MAX as u128) as u64 };
+        match self.call(op, wait + timeout)? {
+            Answer::Ready { enumerate_ns, first_read_ns } => Ok((enumerate_ns.map(Duration::from_nanos), Duration::from_nanos(first_read_ns))),
+            Answer::Failed { why } => Err(DialError::Protocol { host: self.host.clone(), why }),
+            other => Err(self.protocol(format!("{other:?} answered a wait until ready"))),
+        }
+    }
+
+    /// Lets the agent go of its target.
+    pub fn release(&mut self, timeout: Duration) -> Result<(), DialError> {
+        match self.call(Op::Release, timeout)? {
+            Answer::Released => Ok(()),
+            other => Err(self.protocol(format!("{other:?} answered a release"))),
+        }
+    }
+
     /// Runs `req`'s cycle on the agent's open target, keeping its records in `ledger`;
     /// `fault` runs the cut when the agent's writer reaches its placement (`Err`: why the cut
     /// is not confirmed).
+    /// `stop`, once stopped, ends the agent's cycle gracefully (a surviving port's writer when
+    /// its window is over).
     pub fn run_cycle(
         &mut self,
         req: CycleRequest,
         ledger: &mut dyn Ledger,
         fault: &mut dyn FnMut() -> Result<(), String>,
+        stop: Option<&StopToken>,
         policy: &StreamPolicy,
     ) -> Result<CycleSummary, CycleError> {
         let cycle = req.cycle;
@@ -113,9 +148,23 @@ impl Session {
         let what = format!("request {seq} (cycle {cycle})");
         let me = self.run.clone();
         let ours = |run: &super::proto::Nonce, q: u64| *run == me && q == seq;
+        let mut stop_sent = false;
         loop {
-            let f = match self.next(&what, silence) {
-                Ok(f) => f,
+            if !stop_sent && stop.is_some_and(StopToken::is_stopped) {
+                stop_sent = true;
+                if let Err(e) = self.send(&Frame::Stop { run: self.run.clone(), seq }) {
+                    return Err(s.lose(e, ledger, heard));
+                }
+            }
+            let left = silence.saturating_sub(heard.elapsed());
+            if left.is_zero() {
+                let e = DialError::Timeout { host: self.host.clone(), what: what.clone(), timeout: silence };
+                return Err(s.lose(e, ledger, heard));
+            }
+            // In slices, to see the stop token.
+            let f = match self.poll(&what, left.min(STOP_POLL)) {
+                Ok(Some(f)) => f,
+                Ok(None) => continue,
                 Err(e) => return Err(s.lose(e, ledger, heard)),
             };
             heard = Instant::now();
@@ -171,11 +220,6 @@ impl Session {
                 }
             }
         }
-    }
-
-    /// Asks the agent's writer to end its cycle gracefully now (drain, flush, record).
-    pub fn stop_cycle(&mut self) -> Result<(), DialError> {
-        self.send(&Frame::Stop { run: self.run.clone(), seq: self.seq })
     }
 }
 

@@ -79,8 +79,49 @@ pub struct ClockOffset {
     pub best_rtt_ns: u64,
 }
 
+/// One frame the coordinator sent an agent, for the run's audit log: when (the coordinator's
+/// monotonic clock), to whom, and what, in a line (an operation with its arguments but not
+/// its bulk: a cycle names its number, a history its record count).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sent {
+    pub t_ns: u64,
+    pub host: String,
+    pub seq: u64,
+    pub what: String,
+}
+
+/// Where a session reports each frame it sends.
+pub type Audit = Box<dyn FnMut(&Sent) + Send>;
+
+/// What a frame the coordinator sends is, in a line.
+fn describe(f: &Frame) -> (u64, String) {
+    match f {
+        Frame::Hello { versions, coordinator, .. } => (0, format!("hello versions {versions:?} from {coordinator}")),
+        Frame::Request { seq, op, .. } => (
+            *seq,
+            match op {
+                Op::Clock => "clock".into(),
+                Op::Bye => "bye".into(),
+                Op::Open { target, identity, queue_depth } => format!("open {target} identity {identity:?} queue depth {queue_depth}"),
+                Op::Cycle(r) => format!("cycle {} first id {} port {} cut {:?}", r.cycle, r.first_id, r.port, r.cut),
+                Op::History { first, records } => format!("history {} records from {first}", records.len()),
+                Op::Verify { regions, digest } => format!("verify {} regions digest {digest}", regions.len()),
+                Op::Probe { at } => format!("probe at {at}"),
+                Op::WaitReady { at, timeout_ms } => format!("wait ready at {at} within {timeout_ms} ms"),
+                Op::Release => "release".into(),
+            },
+        ),
+        Frame::Durable { seq, upto, .. } => (*seq, format!("durable up to record {upto}")),
+        Frame::CutDone { seq, failed, .. } => (*seq, format!("cut done{}", failed.as_ref().map(|f| format!(", failed: {f}")).unwrap_or_default())),
+        Frame::Stop { seq, .. } => (*seq, "stop".into()),
+        other => (0, format!("{other:?}")),
+    }
+}
+
 /// A session with one agent.
 pub struct Session {
+    /// Told of every frame sent (`set_audit`).
+    audit: Option<Audit>,
     pub(super) host: String,
     child: Child,
     stdin: Option<ChildStdin>,
@@ -90,6 +131,8 @@ pub struct Session {
     stderr_done: Arc<AtomicBool>,
     pub(super) run: Nonce,
     pub(super) seq: u64,
+    /// History records the agent holds (`verify::Session::sync_history`).
+    pub(super) history_sent: u64,
     /// The version the agent chose.
     pub version: u32,
     pub agent: AgentInfo,
@@ -137,6 +180,7 @@ pub fn dial(t: &Transport, host: &str, run: &Nonce, coordinator: &str, timeout: 
     });
     let stdin = child.stdin.take();
     let mut s = Session {
+        audit: None,
         host: host.into(),
         child,
         stdin,
@@ -145,6 +189,7 @@ pub fn dial(t: &Transport, host: &str, run: &Nonce, coordinator: &str, timeout: 
         stderr_done,
         run: run.clone(),
         seq: 0,
+        history_sent: 0,
         version: 0,
         agent: AgentInfo { software: String::new(), host: String::new(), pid: 0, allow_exec: false },
     };
@@ -201,7 +246,16 @@ impl Session {
         }
     }
 
+    /// Reports every frame sent from now on to `audit`.
+    pub fn set_audit(&mut self, audit: Audit) {
+        self.audit = Some(audit);
+    }
+
     pub(super) fn send(&mut self, f: &Frame) -> Result<(), DialError> {
+        if let Some(a) = self.audit.as_mut() {
+            let (seq, what) = describe(f);
+            a(&Sent { t_ns: faultline_drivers::monotonic_ns(), host: self.host.clone(), seq, what });
+        }
         let Some(w) = self.stdin.as_mut() else { return Err(self.ended()) };
         if proto::write_frame(w, f).is_err() {
             return Err(self.ended());
@@ -215,6 +269,15 @@ impl Session {
             Ok(Err(FrameError::Closed)) | Err(RecvTimeoutError::Disconnected) => Err(self.ended()),
             Ok(Err(e)) => Err(self.protocol(format!("answering {what}: {e}"))),
             Err(RecvTimeoutError::Timeout) => Err(DialError::Timeout { host: self.host.clone(), what: what.into(), timeout }),
+        }
+    }
+
+    /// The next frame if one comes within `timeout`, `None` if none does.
+    pub(super) fn poll(&mut self, what: &str, timeout: Duration) -> Result<Option<Frame>, DialError> {
+        match self.next(what, timeout) {
+            Ok(f) => Ok(Some(f)),
+            Err(DialError::Timeout { .. }) => Ok(None),
+            Err(e) => Err(e),
         }
     }
 

@@ -18,3 +18,4 @@ pub mod dial;
 pub mod proto;
 pub mod serve;
 mod stream;
+pub mod verify;

@@ -66,6 +66,43 @@ pub enum Frame {
     CutDone { run: Nonce, seq: u64, failed: Option<String> },
     /// Coordinator to agent, while a cycle runs: end it gracefully now (drain, flush, record).
     Stop { run: Nonce, seq: u64 },
+    /// Agent to coordinator, while a verify runs: one bounded part of what it found.
+    Verified { run: Nonce, seq: u64, part: VerifiedPart },
+}
+
+/// One part of a verify's answer (at most `agent::verify::PART_ITEMS` items).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "part", content = "items", rename_all = "snake_case", deny_unknown_fields)]
+pub enum VerifiedPart {
+    Findings(Vec<crate::verify::Finding>),
+    /// Sectors `[start, end)` showing an uncertain write of the last cycle: `[id, start, end]`.
+    Seen(Vec<[u64; 3]>),
+    Digests(Vec<DigestWire>),
+}
+
+/// A digest of what a verify read (`crate::verify::Digest`), its hash in hex.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DigestWire {
+    pub start: u64,
+    pub end: u64,
+    pub hash: String,
+    pub unreadable: bool,
+}
+
+/// A verify's counts, and how many items of each kind its parts carried.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VerifyCounts {
+    pub sectors: u64,
+    pub bytes: u64,
+    pub durable_ok: u64,
+    pub newer_ok: u64,
+    pub prior_ok: u64,
+    pub findings: u64,
+    pub seen: u64,
+    /// `None`: no digests were asked for.
+    pub digests: Option<u64>,
 }
 
 /// What an agent says of itself in its welcome.
@@ -102,6 +139,19 @@ pub enum Op {
     },
     /// Runs one cycle's workload on the open target, streaming its ledger records.
     Cycle(Box<CycleRequest>),
+    /// The coordinator's ledger records numbered from `first` (0: the run's header), for the
+    /// agent's copy of the run's history, which it verifies against.
+    History { first: u64, records: Vec<Record> },
+    /// Verifies `regions` (`[start, end)`, sorted, disjoint) on the open target against the
+    /// agent's copy of the history; digests of what it read when `digest`.
+    Verify { regions: Vec<[u64; 2]>, digest: bool },
+    /// Whether the open target answers a read of one sector at byte `at` (within 2 s).
+    Probe { at: u64 },
+    /// Waits, at most `timeout_ms`, until the target answers a read at `at`, opening it again
+    /// (held to the identity it was opened with) if it went away or was released.
+    WaitReady { at: u64, timeout_ms: u64 },
+    /// Lets go of the target (before its power returns: a real device comes back as a new one).
+    Release,
 }
 
 /// One cycle on an agent's port: the run (its header gives the workload, the sector format
@@ -172,6 +222,25 @@ pub enum Answer {
     CycleDone {
         summary: CycleSummary,
     },
+    /// The agent's copy of the history holds this many records.
+    HistoryAt {
+        records: u64,
+    },
+    /// The verify ended (its parts were all sent before this answer).
+    Verified {
+        counts: VerifyCounts,
+    },
+    /// A probe's outcome: `error` names why the read failed.
+    Probed {
+        error: Option<String>,
+    },
+    /// The target answers: how long finding and opening it again took (`None`: it stayed
+    /// open), and its first read.
+    Ready {
+        enumerate_ns: Option<u64>,
+        first_read_ns: u64,
+    },
+    Released,
     /// The operation failed; the session goes on.
     Failed {
         why: String,

@@ -10,6 +10,7 @@
 
 use super::proto::{self, Answer, CycleRequest, CycleSummary, Frame, FrameError, Nonce, Op, TargetInfo};
 use super::stream::{Link, StreamLedger};
+use super::verify::{send_part, Mirror};
 use crate::format::Format;
 use crate::workload::Layout;
 use crate::writer::{run_cycle, CycleOptions, Fill, StopToken};
@@ -94,6 +95,7 @@ pub fn serve(r: impl Read + Send + 'static, w: &mut impl Write, o: &ServeOptions
         Err(e) => return Err(refuse(w, format!("before the hello: {e}"), Vec::new())),
     };
     let mut port = Port { target: None, opened: None };
+    let mut mirror = Mirror::default();
     let mut last_seq = 0u64;
     loop {
         let f = match inbox.recv().unwrap_or(Err(FrameError::Closed)) {
@@ -124,6 +126,23 @@ pub fn serve(r: impl Read + Send + 'static, w: &mut impl Write, o: &ServeOptions
                 return Ok(Ended::Bye);
             }
             Op::Open { target, identity, queue_depth } => port.open(o, &target, identity.as_deref(), queue_depth),
+            Op::History { first, records } => mirror.apply(first, records),
+            Op::Probe { at } => match port.target.as_mut() {
+                None => failed("no target is open"),
+                Some(t) => Answer::Probed { error: crate::runner::dut::probe(t.as_mut(), at, PROBE_TIMEOUT).err().map(|e| e.to_string()) },
+            },
+            Op::WaitReady { at, timeout_ms } => port.wait_ready(at, Duration::from_millis(timeout_ms)),
+            Op::Release => {
+                port.target = None;
+                Answer::Released
+            }
+            Op::Verify { regions, digest } => {
+                let Some(t) = port.target.as_mut() else {
+                    proto::write_frame(w, &Frame::Reply { run: run.clone(), seq, result: failed("no target is open: open one first") })?;
+                    continue;
+                };
+                mirror.verify(t.as_mut(), &regions, digest, &mut |part| send_part(w, &run, seq, part))?
+            }
             Op::Cycle(req) => {
                 let Some(t) = port.target.as_mut() else {
                     proto::write_frame(w, &Frame::Reply { run: run.clone(), seq, result: failed("no target is open: open one first") })?;
@@ -143,13 +162,54 @@ fn failed(why: impl Into<String>) -> Answer {
     Answer::Failed { why: why.into() }
 }
 
-/// The agent's one port: its open target.
+/// How long a probe's read may take.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The agent's one port: its open target, and how it was opened (to open it again).
 struct Port {
     target: Option<Box<dyn BlockTarget>>,
-    opened: Option<String>,
+    /// The listed target, the identity it was found with, the queue depth.
+    opened: Option<(String, String, u32)>,
 }
 
 impl Port {
+    /// Waits until the target answers a read at `at`, opening it again (the same listed
+    /// target, held to the identity it had) whenever it is not open.
+    fn wait_ready(&mut self, at: u64, timeout: Duration) -> Answer {
+        let Some((listed, identity, qd)) = self.opened.clone() else { return failed("no target was opened") };
+        let t0 = std::time::Instant::now();
+        let until = t0 + timeout;
+        let mut enumerate = None;
+        let mut last = String::from("not tried");
+        loop {
+            if self.target.is_none() {
+                let spec = OpenSpec { writable: true, queue_depth: qd as usize, expect: Default::default(), allow_overwrite_signature: true, io_threads: 1 };
+                match open_target(std::path::Path::new(&listed), &spec) {
+                    Ok(o) if o.target.identity() == identity => {
+                        self.target = Some(o.target);
+                        enumerate = Some(t0.elapsed());
+                    }
+                    Ok(o) => last = format!("{listed} is now {}, not {identity}", o.target.identity()),
+                    Err(e) => last = format!("{listed}: {e}"),
+                }
+            }
+            if let Some(t) = self.target.as_mut() {
+                let r0 = std::time::Instant::now();
+                match crate::runner::dut::probe(t.as_mut(), at, PROBE_TIMEOUT) {
+                    Ok(()) => {
+                        let ns = |d: Duration| d.as_nanos().min(u64::MAX as u128) as u64;
+                        return Answer::Ready { enumerate_ns: enumerate.map(ns), first_read_ns: ns(r0.elapsed()) };
+                    }
+                    Err(e) => last = e.to_string(),
+                }
+            }
+            if std::time::Instant::now() >= until {
+                return failed(format!("{listed} did not answer a read at byte {at} within {timeout:?}: {last}"));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     fn open(&mut self, o: &ServeOptions, target: &str, identity: Option<&str>, queue_depth: u32) -> Answer {
         if !o.targets.iter().any(|t| t == target) {
             return failed(format!(
@@ -177,7 +237,7 @@ impl Port {
         }
         let g = opened.target.geometry();
         self.target = Some(opened.target);
-        self.opened = Some(target.to_string());
+        self.opened = Some((target.to_string(), found.clone(), queue_depth));
         Answer::Opened {
             target: TargetInfo {
                 identity: found,
@@ -277,6 +337,7 @@ pub(crate) fn kind(f: &Frame) -> &'static str {
         Frame::Durable { .. } => "durable",
         Frame::CutDone { .. } => "cut_done",
         Frame::Stop { .. } => "stop",
+        Frame::Verified { .. } => "verified",
     }
 }
 
@@ -290,7 +351,8 @@ pub fn run_of(f: &Frame) -> Option<&Nonce> {
         | Frame::CutDue { run, .. }
         | Frame::Durable { run, .. }
         | Frame::CutDone { run, .. }
-        | Frame::Stop { run, .. } => Some(run),
+        | Frame::Stop { run, .. }
+        | Frame::Verified { run, .. } => Some(run),
         _ => None,
     }
 }

@@ -1,0 +1,223 @@
+//! Verify over the wire. The verifier needs the run's history (what each id's cycle made
+//! durable, the pins of what earlier verifies saw), which lives in the coordinator's ledger: the
+//! coordinator sends the agent its ledger's records (`history`, in chunks, from where the
+//! agent's copy ends), and the agent replays them with [`History::apply`], the same code that
+//! replays a ledger file, so its copy is the coordinator's history and nothing else. Then
+//! `verify` reads the regions on the agent's target and streams back what it found in
+//! bounded parts (`verified` frames: findings, the uncertain writes it saw, the digests),
+//! then the counts.
+
+use super::dial::{DialError, Session};
+use super::proto::{Answer, DigestWire, Frame, Op, VerifiedPart, VerifyCounts};
+use crate::format::Format;
+use crate::ledger::{History, LedgerError, Record};
+use crate::verify::{Digest, Digests, SeenRun, Verifier, VerifyReport};
+use crate::workload::Layout;
+use faultline_drivers::BlockTarget;
+use std::io::Write;
+use std::path::Path;
+use std::time::Duration;
+
+/// The most items one `verified` part carries (each a few hundred bytes of JSON at most, so a
+/// part stays far below the frame bound).
+pub const PART_ITEMS: usize = 1024;
+
+/// The most ledger bytes one `history` request carries.
+const HISTORY_BYTES: usize = 256 << 10;
+
+/// The agent's copy of the run's history, replayed from the coordinator's records.
+#[derive(Default)]
+pub(crate) struct Mirror {
+    history: Option<History>,
+}
+
+impl Mirror {
+    /// Applies records numbered from `first` (0 is the run's header).
+    pub fn apply(&mut self, first: u64, records: Vec<Record>) -> Answer {
+        let have = self.history.as_ref().map_or(0, |h| h.records);
+        if first != have {
+            return Answer::Failed { why: format!("history records from {first}, where this agent holds {have}") };
+        }
+        for rec in records {
+            match (&mut self.history, rec) {
+                (None, Record::RunStart(h)) => self.history = Some(History::new(h)),
+                (None, other) => return Answer::Failed { why: format!("a history must begin with the run's header, not {other:?}") },
+                (Some(h), rec) => {
+                    let n = h.records;
+                    if let Err(e) = h.apply(rec) {
+                        // What was applied stays: the coordinator resends from here.
+                        return Answer::Failed { why: format!("history record {n}: {e}") };
+                    }
+                }
+            }
+        }
+        Answer::HistoryAt { records: self.history.as_ref().map_or(0, |h| h.records) }
+    }
+
+    /// Verifies `regions` on `target`, streaming the parts of the answer to `send`.
+    pub fn verify(
+        &self,
+        target: &mut dyn BlockTarget,
+        regions: &[[u64; 2]],
+        digest: bool,
+        send: &mut dyn FnMut(VerifiedPart) -> std::io::Result<()>,
+    ) -> std::io::Result<Answer> {
+        let Some(h) = &self.history else { return Ok(Answer::Failed { why: "no history: send the run's records first".into() }) };
+        let layout = match Layout::new(h.header.workload.clone(), h.header.sector_bytes) {
+            Ok(l) => l,
+            Err(e) => return Ok(Answer::Failed { why: format!("the run's workload: {e}") }),
+        };
+        let format = Format::new(h.header.run_id, h.header.sector_bytes as usize);
+        let v = Verifier::new(&layout, h, &format);
+        let regions: Vec<(u64, u64)> = regions.iter().map(|r| (r[0], r[1])).collect();
+        let (report, digests) = if digest {
+            let mut d = Digests::for_regions(&regions);
+            match v.verify_regions_digested(target, &regions, &mut d) {
+                Ok(r) => (r, Some(d.finish())),
+                Err(e) => return Ok(Answer::Failed { why: e.to_string() }),
+            }
+        } else {
+            match v.verify_regions(target, &regions) {
+                Ok(r) => (r, None),
+                Err(e) => return Ok(Answer::Failed { why: e.to_string() }),
+            }
+        };
+        let VerifyReport { sectors, bytes, durable_ok, newer_ok, prior_ok, findings, seen } = report;
+        let findings_n = findings.len() as u64;
+        for c in findings.chunks(PART_ITEMS) {
+            send(VerifiedPart::Findings(c.to_vec()))?;
+        }
+        let seen_n = seen.len() as u64;
+        for c in seen.chunks(PART_ITEMS) {
+            send(VerifiedPart::Seen(c.iter().map(|s| [s.id, s.start, s.end]).collect()))?;
+        }
+        let digests_n = digests.as_ref().map(|d| d.len() as u64);
+        for c in digests.iter().flat_map(|d| d.chunks(PART_ITEMS)) {
+            send(VerifiedPart::Digests(c.iter().map(DigestWire::from).collect()))?;
+        }
+        Ok(Answer::Verified { counts: VerifyCounts { sectors, bytes, durable_ok, newer_ok, prior_ok, findings: findings_n, seen: seen_n, digests: digests_n } })
+    }
+}
+
+/// Sends one part of a verify's answer.
+pub(crate) fn send_part(w: &mut dyn Write, run: &super::proto::Nonce, seq: u64, part: VerifiedPart) -> std::io::Result<()> {
+    let mut w = w;
+    super::proto::write_frame(&mut w, &Frame::Verified { run: run.clone(), seq, part })
+}
+
+impl From<&Digest> for DigestWire {
+    fn from(d: &Digest) -> Self {
+        DigestWire { start: d.start, end: d.end, hash: hex(&d.hash), unreadable: d.unreadable }
+    }
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn unhex(s: &str) -> Option<[u8; 32]> {
+    if s.len() != 64 || !s.is_ascii() {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).ok()?;
+    }
+    Some(out)
+}
+
+impl Session {
+    /// Brings the agent's copy of the run's history up to the ledger file at `ledger_file`
+    /// (the coordinator's, synced), sending only the records the agent lacks. Returns the
+    /// records the agent holds.
+    pub fn sync_history(&mut self, ledger_file: &Path, timeout: Duration) -> Result<u64, DialError> {
+        let host = self.host.clone();
+        let mut records = Vec::new();
+        crate::ledger::stream_ledger(ledger_file, &mut |_, _, rec| {
+            records.push(rec);
+            Ok::<(), LedgerError>(())
+        })
+        .map_err(|e| DialError::Protocol { host: host.clone(), why: format!("the coordinator's ledger: {e}") })?;
+        let mut at = self.history_sent.min(records.len() as u64);
+        while at < records.len() as u64 || at == 0 {
+            let mut batch = Vec::new();
+            let mut bytes = 0usize;
+            for rec in &records[at as usize..] {
+                bytes += serde_json::to_vec(rec).map_or(0, |v| v.len());
+                if !batch.is_empty() && bytes > HISTORY_BYTES {
+                    break;
+                }
+                batch.push(rec.clone());
+            }
+            let n = batch.len() as u64;
+            match self.call(Op::History { first: at, records: batch }, timeout)? {
+                Answer::HistoryAt { records } if records == at + n => at = records,
+                Answer::HistoryAt { records } => {
+                    return Err(self.protocol(format!("the agent holds {records} history records after {n} from {at}")))
+                }
+                Answer::Failed { why } => return Err(DialError::Protocol { host, why }),
+                other => return Err(self.protocol(format!("{other:?} answered a history"))),
+            }
+            self.history_sent = at;
+            if n == 0 {
+                break;
+            }
+        }
+        Ok(at)
+    }
+
+    /// Verifies `regions` on the agent's target against its copy of the history (see
+    /// [`Session::sync_history`]); the digests of what it read when `digest`.
+    pub fn verify(&mut self, regions: &[(u64, u64)], digest: bool, timeout: Duration) -> Result<(VerifyReport, Option<Vec<Digest>>), DialError> {
+        let op = Op::Verify { regions: regions.iter().map(|&(a, b)| [a, b]).collect(), digest };
+        self.seq += 1;
+        let seq = self.seq;
+        self.send(&Frame::Request { run: self.run.clone(), seq, op })?;
+        let what = format!("request {seq} (verify)");
+        let (mut findings, mut seen, mut digests) = (Vec::new(), Vec::new(), Vec::new());
+        loop {
+            match self.next(&what, timeout)? {
+                Frame::Verified { run, seq: q, part } if run == self.run && q == seq => match part {
+                    VerifiedPart::Findings(f) => findings.extend(f),
+                    VerifiedPart::Seen(s) => seen.extend(s.into_iter().map(|[id, start, end]| SeenRun { id, start, end })),
+                    VerifiedPart::Digests(d) => {
+                        for x in d {
+                            let Some(hash) = unhex(&x.hash) else { return Err(self.protocol(format!("a digest whose hash is not 32 hex bytes: {}", x.hash))) };
+                            digests.push(Digest { start: x.start, end: x.end, hash, unreadable: x.unreadable });
+                        }
+                    }
+                },
+                Frame::Reply { run, seq: q, result } if run == self.run && q == seq => {
+                    let c = match result {
+                        Answer::Verified { counts } => counts,
+                        Answer::Failed { why } => return Err(DialError::Protocol { host: self.host.clone(), why }),
+                        other => return Err(self.protocol(format!("{other:?} answered a verify"))),
+                    };
+                    if c.findings != findings.len() as u64 || c.seen != seen.len() as u64 || c.digests.unwrap_or(0) != digests.len() as u64 {
+                        return Err(self.protocol(format!(
+                            "the verify's counts ({} findings, {} seen, {:?} digests) are not what it sent ({}, {}, {})",
+                            c.findings,
+                            c.seen,
+                            c.digests,
+                            findings.len(),
+                            seen.len(),
+                            digests.len()
+                        )));
+                    }
+                    let report = VerifyReport {
+                        sectors: c.sectors,
+                        bytes: c.bytes,
+                        durable_ok: c.durable_ok,
+                        newer_ok: c.newer_ok,
+                        prior_ok: c.prior_ok,
+                        findings,
+                        seen,
+                    };
+                    return Ok((report, c.digests.map(|_| digests)));
+                }
+                Frame::Refused { why, ours, theirs } => return Err(DialError::Refused { host: self.host.clone(), why, ours, theirs }),
+                other => return Err(self.protocol(format!("{other:?} where the answer to request {seq} (verify) was due"))),
+            }
+        }
+    }
+}
