@@ -669,3 +669,108 @@ fn a_verify_through_the_agent_agrees_with_a_local_one_finding_for_finding_and_di
     s.bye(timeout).unwrap();
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// A port on another host through the runner's `Dut` seam (`RemoteDut`): a cycle with a cut,
+/// a verify with digests and sector hashes that agree with this process's own reading, no
+/// health logs for an NBD export; then the host killed mid-cycle: the cycle fails as the
+/// device gone, the ledger closes it as interrupted, and `wait_ready` dials the host again
+/// (it has "booted"), opens the target held to the run's identity, and the run goes on clean.
+#[test]
+fn a_remote_dut_runs_verifies_loses_its_host_and_dials_it_again() {
+    use faultline::runner::dut::{Dut, DutCycleError, DutError, RemoteDut, RemotePort, VerifyRequest, Workload};
+    let seed = 13;
+    let d = scratch("remote-dut");
+    let drv = drive(seed);
+    let timeout = Duration::from_secs(20);
+    std::fs::create_dir_all(d.join("host-a")).unwrap();
+    let port = RemotePort {
+        host: "host-a".into(),
+        transport: agent_for(&drv.uri),
+        run: Nonce::from_words(seed, 27),
+        coordinator: "test".into(),
+        target: drv.uri.clone(),
+        queue_depth: 16,
+        ledger_file: d.join("host-a").join(faultline::ledger::LEDGER_FILE),
+        timeout,
+        stream_every: Duration::from_millis(STREAM_EVERY_MS),
+        policy: policy(),
+    };
+    let mut dut = RemoteDut::open(port).unwrap();
+    let facts = dut.facts().unwrap();
+    assert!(dut.notes().iter().any(|n| n.contains("host-a: agent faultline") && n.contains("clock offset")));
+    let mut a = port_run(&d, "host-a", &facts, (0, 16 << 20), seed, 0);
+    dut.bind(a.run.history().header.target_identity.clone());
+    let options = |a: &PortRun, cut| {
+        let (cycle, first_id) = a.run.next_cycle();
+        faultline::writer::CycleOptions {
+            cycle,
+            first_id,
+            started_at: "2026-12-05T00:00:00Z".into(),
+            port: a.port,
+            max_writes: None,
+            duration: Some(Duration::from_millis(1_000)),
+            cut,
+            checkpoint_every: Duration::from_millis(1),
+            drain_timeout: Duration::from_secs(5),
+            stop: None,
+            samples: None,
+            fill: faultline::writer::Fill::Auto,
+            clock_from: None,
+            before_end: None,
+        }
+    };
+    let cut = Some(faultline::writer::CutPlacement::AfterTime { after_ms: 100 });
+    let o = options(&a, cut);
+    let w = Workload { layout: &a.run.layout, format: &a.run.format, contract: faultline::ledger::Contract::Plp, opts: &o };
+    let cuts = std::cell::Cell::new(0);
+    let out = dut
+        .run_cycle(&w, &mut a.run.ledger, &mut || {
+            cuts.set(cuts.get() + 1);
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!((out.end, cuts.get()), (Some(faultline::ledger::EndKind::Cut), 1), "{out:?}");
+    assert!(out.completed > 0 && out.cut_at.is_some());
+    a.run.ledger.sync().unwrap();
+    let regions = [(0u64, 16u64 << 20)];
+    let check = |dut: &mut RemoteDut, a: &PortRun| {
+        let v = faultline::verify::Verifier::new(&a.run.layout, a.run.history(), &a.run.format);
+        let reply = dut.verify(&VerifyRequest { verifier: &v, regions: &regions, digest: true }).unwrap();
+        assert!(reply.report.findings.is_empty() && reply.report.durable_ok > 0, "{:?}", reply.report.findings);
+        assert_eq!(reply.report.seen, a.verify(&drv.uri).seen);
+        assert!(reply.digests.is_some_and(|d| !d.is_empty()));
+    };
+    check(&mut dut, &a);
+    let hashes = dut.sector_hashes(&[(0, 8192), (1 << 20, (1 << 20) + 4096)], 512).unwrap();
+    assert_eq!(hashes.len(), 24);
+    let spec = faultline_drivers::OpenSpec { writable: false, queue_depth: 4, expect: Default::default(), allow_overwrite_signature: true, io_threads: 1 };
+    let mut t = faultline_drivers::open_target(Path::new(&drv.uri), &spec).unwrap().target;
+    let mut buf = faultline_drivers::AlignedBuf::zeroed(8192);
+    t.read_at(0, &mut buf).unwrap();
+    assert_eq!(hashes[0], Some(*blake3::hash(&buf[..512]).as_bytes()));
+    assert!(dut.health().is_none(), "an NBD export has no health logs");
+
+    // The host dies 80 ms into the next cycle.
+    let pid = dut.transport_pid().unwrap().to_string();
+    let killer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(80));
+        Command::new("kill").args(["-KILL", &pid]).status().unwrap();
+    });
+    let o = options(&a, None);
+    let w = Workload { layout: &a.run.layout, format: &a.run.format, contract: faultline::ledger::Contract::Plp, opts: &o };
+    let e = dut.run_cycle(&w, &mut a.run.ledger, &mut || Ok(())).unwrap_err();
+    killer.join().unwrap();
+    assert!(matches!(e, DutCycleError::Dut(DutError::NotOpen(_))) && e.to_string().contains("closed as interrupted"), "{e}");
+    assert_eq!(a.run.history().cycles.last().unwrap().end, Some(faultline::ledger::EndKind::Interrupted));
+    assert!(!dut.answers(0));
+    let r = dut.wait_ready(0, Duration::from_secs(20)).unwrap();
+    assert!(r.enumerate.is_some(), "{r:?}");
+    assert!(dut.answers(0));
+    check(&mut dut, &a);
+    let o = options(&a, cut);
+    let w = Workload { layout: &a.run.layout, format: &a.run.format, contract: faultline::ledger::Contract::Plp, opts: &o };
+    assert_eq!(dut.run_cycle(&w, &mut a.run.ledger, &mut || Ok(())).unwrap().end, Some(faultline::ledger::EndKind::Cut));
+    a.run.ledger.sync().unwrap();
+    check(&mut dut, &a);
+    let _ = std::fs::remove_dir_all(&d);
+}

@@ -109,6 +109,8 @@ fn describe(f: &Frame) -> (u64, String) {
                 Op::Probe { at } => format!("probe at {at}"),
                 Op::WaitReady { at, timeout_ms } => format!("wait ready at {at} within {timeout_ms} ms"),
                 Op::Release => "release".into(),
+                Op::SectorHashes { ranges, sector } => format!("sector hashes of {} ranges, {sector}-byte sectors", ranges.len()),
+                Op::Health => "health".into(),
             },
         ),
         Frame::Durable { seq, upto, .. } => (*seq, format!("durable up to record {upto}")),

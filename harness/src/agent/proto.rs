@@ -78,6 +78,8 @@ pub enum VerifiedPart {
     /// Sectors `[start, end)` showing an uncertain write of the last cycle: `[id, start, end]`.
     Seen(Vec<[u64; 3]>),
     Digests(Vec<DigestWire>),
+    /// Sector hashes in hex, in order (`null`: the sector did not read).
+    Hashes(Vec<Option<String>>),
 }
 
 /// A digest of what a verify read (`crate::verify::Digest`), its hash in hex.
@@ -152,6 +154,12 @@ pub enum Op {
     WaitReady { at: u64, timeout_ms: u64 },
     /// Lets go of the target (before its power returns: a real device comes back as a new one).
     Release,
+    /// The BLAKE3 hash of every `sector`-byte sector of `ranges` (sector-aligned, in order) as
+    /// the target reads it, streamed in `hashes` parts (a sector that fails to read: `null`).
+    SectorHashes { ranges: Vec<[u64; 2]>, sector: u64 },
+    /// The target's health logs (NVMe SMART / health, and OCP's extended log where the drive
+    /// has it), as raw pages in hex, which the coordinator parses.
+    Health,
 }
 
 /// One cycle on an agent's port: the run (its header gives the workload, the sector format
@@ -241,6 +249,16 @@ pub enum Answer {
         first_read_ns: u64,
     },
     Released,
+    /// How many hashes the `hashes` parts carried.
+    Hashed {
+        count: u64,
+    },
+    /// The health pages, hex; `none`: why the target has none (not NVMe, an NBD export).
+    Health {
+        smart: Option<String>,
+        ocp: Option<String>,
+        none: Option<String>,
+    },
     /// The operation failed; the session goes on.
     Failed {
         why: String,

@@ -136,6 +136,19 @@ pub fn serve(r: impl Read + Send + 'static, w: &mut impl Write, o: &ServeOptions
                 port.target = None;
                 Answer::Released
             }
+            Op::SectorHashes { ranges, sector } => match port.target.as_mut() {
+                None => failed("no target is open"),
+                Some(t) => {
+                    let ranges: Vec<(u64, u64)> = ranges.iter().map(|r| (r[0], r[1])).collect();
+                    let hashes = crate::runner::dut::sector_hashes_on(t.as_mut(), &ranges, sector);
+                    for c in hashes.chunks(super::verify::PART_ITEMS) {
+                        let part = super::proto::VerifiedPart::Hashes(c.iter().map(|h| h.map(|h| super::verify::hex(&h))).collect());
+                        send_part(w, &run, seq, part)?;
+                    }
+                    Answer::Hashed { count: hashes.len() as u64 }
+                }
+            },
+            Op::Health => port.health(),
             Op::Verify { regions, digest } => {
                 let Some(t) = port.target.as_mut() else {
                     proto::write_frame(w, &Frame::Reply { run: run.clone(), seq, result: failed("no target is open: open one first") })?;
@@ -173,6 +186,27 @@ struct Port {
 }
 
 impl Port {
+    /// The health pages of the listed target (a block device on an NVMe controller), raw.
+    fn health(&self) -> Answer {
+        let Some((listed, _, _)) = &self.opened else { return failed("no target was opened") };
+        let path = std::path::Path::new(listed);
+        if faultline_drivers::nbd::looks_like_nbd(listed) {
+            return Answer::Health { smart: None, ocp: None, none: Some(format!("{listed} is an NBD export, which has no health logs")) };
+        }
+        let admin = match faultline_drivers::nvme::NvmeAdmin::open_for_block_device_in(path, &faultline_drivers::blockdev::SysRoots::system()) {
+            Ok(a) => a,
+            Err(e) => return Answer::Health { smart: None, ocp: None, none: Some(format!("{listed}: {e}")) },
+        };
+        let smart = match admin.smart_log() {
+            Ok(b) => super::verify::hex(&b),
+            Err(e) => return failed(format!("{listed}: SMART / health log: {e}")),
+        };
+        match admin.ocp_smart_log() {
+            Ok(ocp) => Answer::Health { smart: Some(smart), ocp: ocp.map(|b| super::verify::hex(&b)), none: None },
+            Err(e) => failed(format!("{listed}: OCP SMART log: {e}")),
+        }
+    }
+
     /// Waits until the target answers a read at `at`, opening it again (the same listed
     /// target, held to the identity it had) whenever it is not open.
     fn wait_ready(&mut self, at: u64, timeout: Duration) -> Answer {

@@ -111,15 +111,16 @@ impl From<&Digest> for DigestWire {
     }
 }
 
-fn hex(b: &[u8]) -> String {
+pub(crate) fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
-fn unhex(s: &str) -> Option<[u8; 32]> {
-    if s.len() != 64 || !s.is_ascii() {
+/// Bytes from hex; `None` unless `s` is exactly `N` bytes of it.
+pub(crate) fn unhex<const N: usize>(s: &str) -> Option<[u8; N]> {
+    if s.len() != 2 * N || !s.is_ascii() {
         return None;
     }
-    let mut out = [0u8; 32];
+    let mut out = [0u8; N];
     for (i, o) in out.iter_mut().enumerate() {
         *o = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).ok()?;
     }
@@ -180,9 +181,10 @@ impl Session {
                 Frame::Verified { run, seq: q, part } if run == self.run && q == seq => match part {
                     VerifiedPart::Findings(f) => findings.extend(f),
                     VerifiedPart::Seen(s) => seen.extend(s.into_iter().map(|[id, start, end]| SeenRun { id, start, end })),
+                    VerifiedPart::Hashes(_) => return Err(self.protocol("sector hashes in a verify's answer".into())),
                     VerifiedPart::Digests(d) => {
                         for x in d {
-                            let Some(hash) = unhex(&x.hash) else { return Err(self.protocol(format!("a digest whose hash is not 32 hex bytes: {}", x.hash))) };
+                            let Some(hash) = unhex::<32>(&x.hash) else { return Err(self.protocol(format!("a digest whose hash is not 32 hex bytes: {}", x.hash))) };
                             digests.push(Digest { start: x.start, end: x.end, hash, unreadable: x.unreadable });
                         }
                     }
@@ -218,6 +220,69 @@ impl Session {
                 Frame::Refused { why, ours, theirs } => return Err(DialError::Refused { host: self.host.clone(), why, ours, theirs }),
                 other => return Err(self.protocol(format!("{other:?} where the answer to request {seq} (verify) was due"))),
             }
+        }
+    }
+}
+
+impl Session {
+    /// The hash of every sector of `ranges` as the agent's target reads it (`None`: the read
+    /// failed), to compare two ports sector by sector where their digests differ.
+    pub fn sector_hashes(&mut self, ranges: &[(u64, u64)], sector: u64, timeout: Duration) -> Result<Vec<Option<[u8; 32]>>, DialError> {
+        let op = Op::SectorHashes { ranges: ranges.iter().map(|&(a, b)| [a, b]).collect(), sector };
+        self.seq += 1;
+        let seq = self.seq;
+        self.send(&Frame::Request { run: self.run.clone(), seq, op })?;
+        let what = format!("request {seq} (sector hashes)");
+        let mut out = Vec::new();
+        loop {
+            match self.next(&what, timeout)? {
+                Frame::Verified { run, seq: q, part: VerifiedPart::Hashes(h) } if run == self.run && q == seq => {
+                    for x in h {
+                        match x.as_deref().map(unhex::<32>) {
+                            None => out.push(None),
+                            Some(Some(b)) => out.push(Some(b)),
+                            Some(None) => return Err(self.protocol(format!("a sector hash that is not 32 hex bytes: {x:?}"))),
+                        }
+                    }
+                }
+                Frame::Reply { run, seq: q, result } if run == self.run && q == seq => {
+                    return match result {
+                        Answer::Hashed { count } if count == out.len() as u64 => Ok(out),
+                        Answer::Hashed { count } => Err(self.protocol(format!("{count} sector hashes counted, {} sent", out.len()))),
+                        Answer::Failed { why } => Err(DialError::Protocol { host: self.host.clone(), why }),
+                        other => Err(self.protocol(format!("{other:?} answered sector hashes"))),
+                    };
+                }
+                Frame::Refused { why, ours, theirs } => return Err(DialError::Refused { host: self.host.clone(), why, ours, theirs }),
+                other => return Err(self.protocol(format!("{other:?} where the answer to request {seq} (sector hashes) was due"))),
+            }
+        }
+    }
+
+    /// The agent's target's health logs, parsed here: `None` when it has none (not NVMe, an
+    /// NBD export), with the agent's reason in the error of `Some(Err)` when reading failed.
+    pub fn health(&mut self, timeout: Duration) -> Result<Option<Result<crate::runner::dut::HealthLogs, String>>, DialError> {
+        match self.call(Op::Health, timeout)? {
+            Answer::Health { none: Some(_), .. } => Ok(None),
+            Answer::Health { smart: Some(s), ocp, none: None } => {
+                let page = |h: &str| -> Result<Vec<u8>, String> {
+                    if !h.len().is_multiple_of(2) || !h.is_ascii() {
+                        return Err("a health page that is not hex".into());
+                    }
+                    (0..h.len() / 2).map(|i| u8::from_str_radix(&h[2 * i..2 * i + 2], 16).map_err(|e| format!("a health page that is not hex: {e}"))).collect()
+                };
+                let parse = || -> Result<crate::runner::dut::HealthLogs, String> {
+                    let smart = crate::health::parse_smart(&page(&s)?).map_err(|e| e.to_string())?;
+                    let ocp = match ocp {
+                        Some(o) => Some(crate::health::parse_ocp_smart(&page(&o)?).map_err(|e| e.to_string())?),
+                        None => None,
+                    };
+                    Ok(crate::runner::dut::HealthLogs { smart, ocp })
+                };
+                Ok(Some(parse()))
+            }
+            Answer::Failed { why } => Ok(Some(Err(why))),
+            other => Err(self.protocol(format!("{other:?} answered a health request"))),
         }
     }
 }

@@ -29,7 +29,9 @@ use faultline_fixtures::{SimDrive, TruthExtent};
 
 mod nbd;
 mod real;
+mod remote;
 pub use nbd::NbdDut;
+pub use remote::{RemoteDut, RemotePort};
 pub(crate) use real::read_health;
 pub use real::RealDut;
 use std::path::{Path, PathBuf};
@@ -314,6 +316,9 @@ pub enum HealthReadError {
     Admin(#[from] faultline_drivers::nvme::NvmeError),
     #[error(transparent)]
     Parse(#[from] crate::health::HealthError),
+    /// A port on another host: what its agent said.
+    #[error("{0}")]
+    Remote(String),
 }
 
 /// A cycle's workload failed: the writer's error, or the device was not open.

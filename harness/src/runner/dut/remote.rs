@@ -1,0 +1,263 @@
+//! A port on another host as the device under test ([`RemoteDut`]): every call is an
+//! operation of the agent protocol (docs/PROTOCOL.md) on a session with `faultline agent
+//! --stdio` there, dialled through the transport (ssh by default). The writer runs on the
+//! agent; its ledger is the caller's, streamed ([`crate::agent::cycle`]). A host that dies
+//! mid-cycle leaves the cycle closed from what the coordinator held, and the session is
+//! dropped: the next `wait_ready` dials again (the host has booted) and opens the target
+//! held to the run's identity.
+//!
+//! Not over the wire yet: the prefill and the read load of a performance run (each a
+//! [`DutError::Open`] naming it), and the per-port samples of a dual-port run's windows.
+
+use super::*;
+use crate::agent::cycle::{CycleError, StreamPolicy};
+use crate::agent::dial::{self, Session, Transport};
+use crate::agent::proto::{CycleRequest, Nonce};
+
+/// How to reach a port on another host.
+#[derive(Clone, Debug)]
+pub struct RemotePort {
+    pub host: String,
+    pub transport: Transport,
+    /// The run's nonce, and who the coordinator is (host:pid), for the agent's log.
+    pub run: Nonce,
+    pub coordinator: String,
+    /// The target as the agent's command line lists it (a path or an NBD URI on that host).
+    pub target: String,
+    pub queue_depth: u32,
+    /// The port's run's ledger file (the coordinator's), which the agent's copy of the
+    /// history is brought up to before a verify.
+    pub ledger_file: PathBuf,
+    /// The handshake's and each answer's bound.
+    pub timeout: Duration,
+    /// How often the agent streams what is durable.
+    pub stream_every: Duration,
+    pub policy: StreamPolicy,
+}
+
+/// A port on another host, through its agent.
+pub struct RemoteDut {
+    port: RemotePort,
+    session: Option<Session>,
+    facts: Option<DeviceFacts>,
+    /// The run's target identity (the ledger header's): anything else is refused.
+    identity: Option<String>,
+    notes: Vec<String>,
+}
+
+impl RemoteDut {
+    /// Dials the agent and opens its target.
+    pub fn open(port: RemotePort) -> Result<RemoteDut, DutError> {
+        let mut d = RemoteDut { port, session: None, facts: None, identity: None, notes: Vec::new() };
+        d.session()?;
+        Ok(d)
+    }
+
+    /// The session, dialled and with the target open if it was not.
+    fn session(&mut self) -> Result<&mut Session, DutError> {
+        if self.session.is_none() {
+            let p = &self.port;
+            let mut s = dial::dial(&p.transport, &p.host, &p.run, &p.coordinator, p.timeout).map_err(|e| DutError::Open(e.to_string()))?;
+            let t = s.open(&p.target, self.identity.as_deref(), p.queue_depth, p.timeout).map_err(|e| DutError::Open(e.to_string()))?;
+            match s.clock(8, p.timeout) {
+                Ok(c) => self.notes.push(format!(
+                    "{}: agent {} (pid {}), clock offset {:+.1} us within {:.1} us",
+                    p.host,
+                    s.agent.software,
+                    s.agent.pid,
+                    c.offset_ns as f64 / 1e3,
+                    c.uncertainty_ns as f64 / 1e3
+                )),
+                Err(e) => return Err(DutError::Open(e.to_string())),
+            }
+            self.facts = Some(DeviceFacts {
+                identity: t.identity,
+                capacity_bytes: t.capacity_bytes,
+                logical_block_bytes: t.logical_block_bytes,
+                physical_block_bytes: t.physical_block_bytes,
+            });
+            self.session = Some(s);
+        }
+        Ok(self.session.as_mut().expect("dialled above"))
+    }
+
+    /// The transport's process while a session is up (the agent itself with a local
+    /// transport): what a test kills to take the host down.
+    pub fn transport_pid(&self) -> Option<u32> {
+        self.session.as_ref().map(Session::pid)
+    }
+
+    fn lost(&mut self, why: impl std::fmt::Display) -> DutError {
+        self.session = None;
+        DutError::NotOpen(format!("{} (through {}): {why}", self.port.target, self.port.host))
+    }
+
+    fn unsupported(&self, what: &str) -> DutError {
+        DutError::Open(format!("{what} of a port on another host ({}) is not carried by the agent protocol yet", self.port.host))
+    }
+}
+
+impl Dut for RemoteDut {
+    fn facts(&mut self) -> Result<DeviceFacts, DutError> {
+        self.session()?;
+        Ok(self.facts.clone().expect("set when the session was dialled"))
+    }
+
+    fn run_cycle(
+        &mut self,
+        w: &Workload<'_>,
+        ledger: &mut dyn Ledger,
+        fault: &mut dyn FnMut() -> Result<(), ControllerError>,
+    ) -> Result<CycleOutcome, DutCycleError> {
+        let o = w.opts;
+        let ms = |d: Duration| d.as_millis().min(u64::MAX as u128) as u64;
+        let req = CycleRequest {
+            header: ledger.history().header.clone(),
+            cycle: o.cycle,
+            first_id: o.first_id,
+            started_at: o.started_at.clone(),
+            port: o.port,
+            max_writes: o.max_writes,
+            duration_ms: o.duration.map(ms),
+            cut: o.cut,
+            stream_every_ms: ms(self.port.stream_every).max(1),
+            drain_timeout_ms: ms(o.drain_timeout),
+        };
+        let policy = self.port.policy;
+        let s = self.session()?;
+        match s.run_cycle(req, ledger, &mut || fault().map_err(|e| e.to_string()), o.stop.as_ref(), &policy) {
+            Ok(sum) => {
+                let ns = Duration::from_nanos;
+                Ok(CycleOutcome {
+                    end: sum.end,
+                    submitted: sum.submitted,
+                    completed: sum.completed,
+                    failed: sum.failed,
+                    flushes: sum.flushes,
+                    bytes_written: sum.bytes_written,
+                    in_flight_at_cut: sum.in_flight_at_cut,
+                    bytes_at_risk: sum.bytes_at_risk,
+                    submitted_end: sum.submitted_end,
+                    elapsed: ns(sum.elapsed_ns),
+                    cut_at: sum.cut_at_ns.map(ns),
+                    device_lost: sum.device_lost,
+                    final_flush_failed: sum.final_flush_failed,
+                    ..CycleOutcome::default()
+                })
+            }
+            Err(e @ CycleError::Lost { .. }) => Err(self.lost(e).into()),
+            Err(e) => Err(DutError::Open(e.to_string()).into()),
+        }
+    }
+
+    fn prefill(&mut self, _: &Layout, _: &Format, _: PortId, _: &mut dyn Ledger) -> Result<u64, DutCycleError> {
+        Err(self.unsupported("the prefill").into())
+    }
+
+    fn verify(&mut self, req: &VerifyRequest<'_>) -> Result<VerifyReply, DutVerifyError> {
+        let (file, timeout) = (self.port.ledger_file.clone(), self.port.timeout);
+        let s = self.session()?;
+        let r = s.sync_history(&file, timeout).and_then(|_| s.verify(req.regions, req.digest, timeout));
+        match r {
+            Ok((report, digests)) => Ok(VerifyReply { report, digests }),
+            Err(e) => Err(self.lost(e).into()),
+        }
+    }
+
+    fn sector_hashes(&mut self, ranges: &[(u64, u64)], sector: u64) -> Result<Vec<SectorHash>, DutError> {
+        let timeout = self.port.timeout;
+        let r = self.session()?.sector_hashes(ranges, sector, timeout);
+        r.map_err(|e| self.lost(e))
+    }
+
+    fn read_load(&mut self, _: (u64, u64), _: Duration, _: &PortSamples) -> Result<(), DutError> {
+        Err(self.unsupported("the read load of a performance run"))
+    }
+
+    fn answers(&mut self, at: u64) -> bool {
+        let timeout = self.port.timeout;
+        match self.session.as_mut().map(|s| s.probe(at, timeout)) {
+            Some(Ok(r)) => r.is_ok(),
+            Some(Err(e)) => {
+                self.lost(e);
+                false
+            }
+            None => false,
+        }
+    }
+
+    /// Dials again until the host answers (it has booted), then waits for its target.
+    fn wait_ready(&mut self, at: u64, timeout: Duration) -> Result<Readiness, DutError> {
+        let t0 = Instant::now();
+        let until = t0 + timeout;
+        let mut redialled = false;
+        let mut last = String::new();
+        loop {
+            if self.session.is_none() {
+                redialled = true;
+                if let Err(e) = self.session() {
+                    last = e.to_string();
+                    if Instant::now() >= until {
+                        return Err(DutError::NotReady { timeout_s: timeout.as_secs(), last });
+                    }
+                    std::thread::sleep(Duration::from_millis(200));
+                    continue;
+                }
+            }
+            let left = until.saturating_duration_since(Instant::now());
+            let t = self.port.timeout;
+            let s = self.session.as_mut().expect("dialled above");
+            match s.wait_ready(at, left, t) {
+                Ok((enumerate, first_read)) => {
+                    let enumerate = if redialled { Some(t0.elapsed().saturating_sub(first_read)) } else { enumerate };
+                    return Ok(Readiness { enumerate, first_read });
+                }
+                Err(e @ dial::DialError::Protocol { .. }) => {
+                    return Err(DutError::NotReady { timeout_s: timeout.as_secs(), last: format!("{e}{}", if last.is_empty() { String::new() } else { format!(" (before: {last})") }) })
+                }
+                Err(e) => {
+                    last = self.lost(e).to_string();
+                    if Instant::now() >= until {
+                        return Err(DutError::NotReady { timeout_s: timeout.as_secs(), last });
+                    }
+                }
+            }
+        }
+    }
+
+    fn release(&mut self) {
+        let timeout = self.port.timeout;
+        if let Some(Err(e)) = self.session.as_mut().map(|s| s.release(timeout)) {
+            self.lost(e);
+        }
+    }
+
+    fn health(&mut self) -> Option<Result<HealthLogs, HealthReadError>> {
+        let timeout = self.port.timeout;
+        let s = match self.session() {
+            Ok(s) => s,
+            Err(e) => return Some(Err(HealthReadError::Remote(e.to_string()))),
+        };
+        match s.health(timeout) {
+            Ok(None) => None,
+            Ok(Some(r)) => Some(r.map_err(HealthReadError::Remote)),
+            Err(e) => Some(Err(HealthReadError::Remote(self.lost(e).to_string()))),
+        }
+    }
+
+    fn checkpoint_every(&self) -> Duration {
+        self.port.stream_every
+    }
+
+    fn growth_bytes(&self) -> u64 {
+        0
+    }
+
+    fn notes(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.notes)
+    }
+
+    fn bind(&mut self, identity: String) {
+        self.identity = Some(identity);
+    }
+}
