@@ -605,7 +605,13 @@ fn a_verify_through_the_agent_agrees_with_a_local_one_finding_for_finding_and_di
         let held = s.sync_history(&ledger, timeout).unwrap();
         assert_eq!(held, a.run.history().records);
         let (remote, rd) = s.verify(&regions, true, timeout).unwrap();
-        let spec = faultline_drivers::OpenSpec { writable: false, queue_depth: 16, expect: Default::default(), allow_overwrite_signature: true, io_threads: 1 };
+        let spec = faultline_drivers::OpenSpec {
+            writable: false,
+            queue_depth: 16,
+            expect: Default::default(),
+            allow_overwrite_signature: true,
+            io_threads: 1,
+        };
         let mut t = faultline_drivers::open_target(Path::new(&drv.uri), &spec).unwrap().target;
         let v = faultline::verify::Verifier::new(&a.run.layout, a.run.history(), &a.run.format);
         let mut dg = faultline::verify::Digests::for_regions(&regions);
@@ -637,7 +643,13 @@ fn a_verify_through_the_agent_agrees_with_a_local_one_finding_for_finding_and_di
         })
         .expect("a durable write still current in the first region");
     let p = a.run.layout.plan(id);
-    let spec = faultline_drivers::OpenSpec { writable: true, queue_depth: 4, expect: Default::default(), allow_overwrite_signature: true, io_threads: 1 };
+    let spec = faultline_drivers::OpenSpec {
+        writable: true,
+        queue_depth: 4,
+        expect: Default::default(),
+        allow_overwrite_signature: true,
+        io_threads: 1,
+    };
     let mut t = faultline_drivers::open_target(Path::new(&drv.uri), &spec).unwrap().target;
     let buf = faultline_drivers::AlignedBuf::zeroed(4096);
     t.submit(faultline_drivers::Op::Write { token: 1, offset: p.offset, buf, fua: true, write_id: 0 }).unwrap();
@@ -661,7 +673,13 @@ fn a_verify_through_the_agent_agrees_with_a_local_one_finding_for_finding_and_di
     assert_eq!(s.probe(0, timeout).unwrap(), Ok(()));
     // Every operation sent is in the audit log, in order, with its request number.
     let log: Vec<String> = audit.lock().unwrap().iter().map(|e| format!("{} {}", e.seq, e.what)).collect();
-    let want = ["2 cycle 1 first id 1 port A cut Some", "3 cycle 2 first id", "4 history", "5 verify 2 regions digest true", "durable up to record"];
+    let want = [
+        "2 cycle 1 first id 1 port A cut Some",
+        "3 cycle 2 first id",
+        "4 history",
+        "5 verify 2 regions digest true",
+        "durable up to record",
+    ];
     for want in want.into_iter().chain(["cut done", "release", "wait ready at 4096"]) {
         assert!(log.iter().any(|l| l.contains(want)), "{want:?} not in the audit log: {log:#?}");
     }
@@ -689,12 +707,18 @@ fn a_remote_dut_runs_verifies_loses_its_host_and_dials_it_again() {
         run: Nonce::from_words(seed, 27),
         coordinator: "test".into(),
         target: drv.uri.clone(),
+        expect: faultline_drivers::blockdev::Expectation { size_bytes: Some(64 << 20), ..Default::default() },
         queue_depth: 16,
         ledger_file: d.join("host-a").join(faultline::ledger::LEDGER_FILE),
         timeout,
         stream_every: Duration::from_millis(STREAM_EVERY_MS),
         policy: policy(),
     };
+    // The scenario's pinned identity goes with the open: a device that is not it is refused.
+    let wrong =
+        RemotePort { expect: faultline_drivers::blockdev::Expectation { size_bytes: Some(1 << 30), ..Default::default() }, ..port.clone() };
+    let e = RemoteDut::open(wrong).err().expect("a 64 MiB export is not a 1 GiB drive").to_string();
+    assert!(e.contains("size is 67108864 bytes, expected 1073741824"), "{e}");
     let mut dut = RemoteDut::open(port).unwrap();
     let facts = dut.facts().unwrap();
     assert!(dut.notes().iter().any(|n| n.contains("host-a: agent faultline") && n.contains("clock offset")));
@@ -743,7 +767,13 @@ fn a_remote_dut_runs_verifies_loses_its_host_and_dials_it_again() {
     check(&mut dut, &a);
     let hashes = dut.sector_hashes(&[(0, 8192), (1 << 20, (1 << 20) + 4096)], 512).unwrap();
     assert_eq!(hashes.len(), 24);
-    let spec = faultline_drivers::OpenSpec { writable: false, queue_depth: 4, expect: Default::default(), allow_overwrite_signature: true, io_threads: 1 };
+    let spec = faultline_drivers::OpenSpec {
+        writable: false,
+        queue_depth: 4,
+        expect: Default::default(),
+        allow_overwrite_signature: true,
+        io_threads: 1,
+    };
     let mut t = faultline_drivers::open_target(Path::new(&drv.uri), &spec).unwrap().target;
     let mut buf = faultline_drivers::AlignedBuf::zeroed(8192);
     t.read_at(0, &mut buf).unwrap();

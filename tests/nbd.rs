@@ -590,6 +590,12 @@ fn emulated(model: &str, seed: u64, truth: &Path) -> (Child, String, String) {
 
 /// A power-cut scenario against an NBD export switched by a Quarch module.
 fn nbd_scenario(dir: &Path, uri: &str, power: &str, cycles: u32) -> PathBuf {
+    nbd_scenario_on(dir, uri, power, cycles, "")
+}
+
+/// As [`nbd_scenario`], with `on_host` added to the `[target]` table (a host and its
+/// transport).
+fn nbd_scenario_on(dir: &Path, uri: &str, power: &str, cycles: u32, on_host: &str) -> PathBuf {
     let p = dir.join("nbd-power-cut.toml");
     std::fs::write(
         &p,
@@ -601,6 +607,7 @@ seed = 5
 [target]
 path = "{uri}"
 atomic_bytes = 4096
+{on_host}
 [workload]
 pattern = {{ kind = "random" }}
 span_end_bytes = 16777216
@@ -643,11 +650,29 @@ on_finding = "continue"
 /// went is durable by the drive's order only (docs/LAB.md): not one faultline must find.
 #[test]
 fn power_cuts_through_the_nbd_client_are_clean_on_an_honest_drive_and_find_what_a_rolling_back_one_lost() {
-    let dir = scratch("client-power");
+    power_cuts_agree_with_the_drive("client-power", false);
+}
+
+/// The same power cuts with the target on "another host": `faultline run` with `target.host`
+/// and a transport that starts `faultline agent --stdio --target URI` as a local child. The
+/// agent writes; this process keeps the ledger, cuts the power, and verifies through the
+/// agent. The verdicts are the same as with the target on this host.
+#[test]
+fn power_cuts_of_a_target_on_another_host_through_its_agent_agree_with_the_drive() {
+    power_cuts_agree_with_the_drive("agent-power", true);
+}
+
+fn power_cuts_agree_with_the_drive(name: &str, through_agent: bool) {
+    let dir = scratch(name);
     for (model, code, cycles) in [("honest-plp", 0, 6), ("rollback", 1, 12)] {
         let truth = dir.join(format!("truth-{model}.json"));
         let (mut child, uri, power) = emulated(model, SEED, &truth);
-        let sc = nbd_scenario(&dir, &uri, &power, cycles);
+        let on_host = if through_agent {
+            format!("host = \"lab-b\"\ntransport = [\"{BIN}\", \"agent\", \"--stdio\", \"--target\", \"{uri}\"]")
+        } else {
+            String::new()
+        };
+        let sc = nbd_scenario_on(&dir, &uri, &power, cycles, &on_host);
         let rd = dir.join(format!("run-{model}"));
         let o = Command::new(BIN).args(["run", sc.to_str().unwrap(), "--run-dir", rd.to_str().unwrap()]).output().unwrap();
         let _ = Command::new("kill").arg(child.id().to_string()).status();

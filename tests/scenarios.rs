@@ -23,7 +23,7 @@ fn load(name: &str) -> Scenario {
     Scenario::load(&dir().join(name)).unwrap_or_else(|e| panic!("{e}"))
 }
 
-const SHIPPED: [&str; 31] = [
+const SHIPPED: [&str; 32] = [
     "reference.toml",
     "demo.toml",
     "dualport-demo.toml",
@@ -55,6 +55,7 @@ const SHIPPED: [&str; 31] = [
     "lab-dualport-quarch-pull.toml",
     "lab-dualport-power-cut.toml",
     "lab-multipath-pull.toml",
+    "remote-host-plp.toml",
 ];
 
 #[test]

@@ -12,7 +12,7 @@
 //! at most what completed since the agent's last checkpoint, a few milliseconds of writes.
 
 use super::dial::{DialError, Session};
-use super::proto::{Answer, CycleRequest, CycleSummary, Frame, Op, TargetInfo};
+use super::proto::{Answer, CycleRequest, CycleSummary, Expect, Frame, Op, TargetInfo};
 use crate::ledger::{Ledger, LedgerError, Record};
 use crate::run::{close_interrupted, RunError};
 use crate::writer::StopToken;
@@ -86,7 +86,20 @@ impl Session {
     /// Opens `target` on the agent's host (one its command line lists), held to the run's
     /// `identity` once the run has begun.
     pub fn open(&mut self, target: &str, identity: Option<&str>, queue_depth: u32, timeout: Duration) -> Result<TargetInfo, DialError> {
-        let op = Op::Open { target: target.into(), identity: identity.map(str::to_string), queue_depth };
+        self.open_expecting(target, identity, &Expect::default(), queue_depth, timeout)
+    }
+
+    /// As [`Session::open`], the device held to `expect` too (the scenario's serial, WWID,
+    /// model, size).
+    pub fn open_expecting(
+        &mut self,
+        target: &str,
+        identity: Option<&str>,
+        expect: &Expect,
+        queue_depth: u32,
+        timeout: Duration,
+    ) -> Result<TargetInfo, DialError> {
+        let op = Op::Open { target: target.into(), identity: identity.map(str::to_string), expect: expect.clone(), queue_depth };
         match self.call(op, timeout)? {
             Answer::Opened { target } => Ok(target),
             Answer::Failed { why } => Err(DialError::Protocol { host: self.host.clone(), why }),
@@ -108,7 +121,9 @@ impl Session {
     pub fn wait_ready(&mut self, at: u64, wait: Duration, timeout: Duration) -> Result<(Option<Duration>, Duration), DialError> {
         let op = Op::WaitReady { at, timeout_ms: wait.as_millis().min(u64::MAX as u128) as u64 };
         match self.call(op, wait + timeout)? {
-            Answer::Ready { enumerate_ns, first_read_ns } => Ok((enumerate_ns.map(Duration::from_nanos), Duration::from_nanos(first_read_ns))),
+            Answer::Ready { enumerate_ns, first_read_ns } => {
+                Ok((enumerate_ns.map(Duration::from_nanos), Duration::from_nanos(first_read_ns)))
+            }
             Answer::Failed { why } => Err(DialError::Protocol { host: self.host.clone(), why }),
             other => Err(self.protocol(format!("{other:?} answered a wait until ready"))),
         }

@@ -102,7 +102,9 @@ fn describe(f: &Frame) -> (u64, String) {
             match op {
                 Op::Clock => "clock".into(),
                 Op::Bye => "bye".into(),
-                Op::Open { target, identity, queue_depth } => format!("open {target} identity {identity:?} queue depth {queue_depth}"),
+                Op::Open { target, identity, expect, queue_depth } => {
+                    format!("open {target} identity {identity:?} expecting {expect:?} queue depth {queue_depth}")
+                }
                 Op::Cycle(r) => format!("cycle {} first id {} port {} cut {:?}", r.cycle, r.first_id, r.port, r.cut),
                 Op::History { first, records } => format!("history {} records from {first}", records.len()),
                 Op::Verify { regions, digest } => format!("verify {} regions digest {digest}", regions.len()),
@@ -114,7 +116,9 @@ fn describe(f: &Frame) -> (u64, String) {
             },
         ),
         Frame::Durable { seq, upto, .. } => (*seq, format!("durable up to record {upto}")),
-        Frame::CutDone { seq, failed, .. } => (*seq, format!("cut done{}", failed.as_ref().map(|f| format!(", failed: {f}")).unwrap_or_default())),
+        Frame::CutDone { seq, failed, .. } => {
+            (*seq, format!("cut done{}", failed.as_ref().map(|f| format!(", failed: {f}")).unwrap_or_default()))
+        }
         Frame::Stop { seq, .. } => (*seq, "stop".into()),
         other => (0, format!("{other:?}")),
     }

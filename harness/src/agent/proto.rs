@@ -137,6 +137,10 @@ pub enum Op {
         target: String,
         /// The identity the run is bound to (its header's), once the run has begun.
         identity: Option<String>,
+        /// What the scenario pins the device to (serial, WWID, model, size): every field given
+        /// must match what the agent's host reports.
+        #[serde(default)]
+        expect: Expect,
         queue_depth: u32,
     },
     /// Runs one cycle's workload on the open target, streaming its ledger records.
@@ -160,6 +164,38 @@ pub enum Op {
     /// The target's health logs (NVMe SMART / health, and OCP's extended log where the drive
     /// has it), as raw pages in hex, which the coordinator parses.
     Health,
+}
+
+/// The identity a scenario pins a device to (`faultline_drivers::blockdev::Expectation`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Expect {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serial: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wwid: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size_bytes: Option<u64>,
+}
+
+impl From<&faultline_drivers::blockdev::Expectation> for Expect {
+    fn from(e: &faultline_drivers::blockdev::Expectation) -> Self {
+        Expect { serial: e.serial.clone(), wwid: e.wwid.clone(), model: e.model.clone(), size_bytes: e.size_bytes }
+    }
+}
+
+impl From<&Expect> for faultline_drivers::blockdev::Expectation {
+    fn from(e: &Expect) -> Self {
+        faultline_drivers::blockdev::Expectation {
+            serial: e.serial.clone(),
+            wwid: e.wwid.clone(),
+            model: e.model.clone(),
+            size_bytes: e.size_bytes,
+            backing_file: None,
+        }
+    }
 }
 
 /// One cycle on an agent's port: the run (its header gives the workload, the sector format
@@ -201,6 +237,17 @@ pub struct CycleSummary {
     pub elapsed_ns: u64,
     pub device_lost: Option<String>,
     pub final_flush_failed: bool,
+    /// Completions before the cut, and whether a flush was in flight then.
+    pub completed_at_cut: u64,
+    pub flush_outstanding_at_cut: bool,
+    /// When the first operation failed after the cut, from the cycle's start.
+    pub device_gone_at_ns: Option<u64>,
+    /// The longest the port went without a completion before the cut.
+    pub max_completion_gap_ns: Option<u64>,
+    /// When a graceful cycle's writes had all come back, before its closing flush.
+    pub drained_at_ns: Option<u64>,
+    /// Write latency: [p50, p99, max] in ns and how many completed.
+    pub write_latency: Option<[u64; 4]>,
 }
 
 /// A target as an agent opened it.
@@ -356,7 +403,12 @@ mod tests {
         round(Frame::Request {
             run: run.clone(),
             seq: 4,
-            op: Op::Open { target: "nbd://127.0.0.1:10809/A".into(), identity: Some("nbd:x".into()), queue_depth: 32 },
+            op: Op::Open {
+                target: "nbd://127.0.0.1:10809/A".into(),
+                identity: Some("nbd:x".into()),
+                expect: Expect { serial: Some("S1".into()), ..Expect::default() },
+                queue_depth: 32,
+            },
         });
         let header = crate::ledger::tests::header();
         let req = CycleRequest {

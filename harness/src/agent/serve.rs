@@ -125,7 +125,7 @@ pub fn serve(r: impl Read + Send + 'static, w: &mut impl Write, o: &ServeOptions
                 proto::write_frame(w, &Frame::Reply { run: run.clone(), seq, result: Answer::Bye })?;
                 return Ok(Ended::Bye);
             }
-            Op::Open { target, identity, queue_depth } => port.open(o, &target, identity.as_deref(), queue_depth),
+            Op::Open { target, identity, expect, queue_depth } => port.open(o, &target, identity.as_deref(), &expect, queue_depth),
             Op::History { first, records } => mirror.apply(first, records),
             Op::Probe { at } => match port.target.as_mut() {
                 None => failed("no target is open"),
@@ -193,10 +193,11 @@ impl Port {
         if faultline_drivers::nbd::looks_like_nbd(listed) {
             return Answer::Health { smart: None, ocp: None, none: Some(format!("{listed} is an NBD export, which has no health logs")) };
         }
-        let admin = match faultline_drivers::nvme::NvmeAdmin::open_for_block_device_in(path, &faultline_drivers::blockdev::SysRoots::system()) {
-            Ok(a) => a,
-            Err(e) => return Answer::Health { smart: None, ocp: None, none: Some(format!("{listed}: {e}")) },
-        };
+        let admin =
+            match faultline_drivers::nvme::NvmeAdmin::open_for_block_device_in(path, &faultline_drivers::blockdev::SysRoots::system()) {
+                Ok(a) => a,
+                Err(e) => return Answer::Health { smart: None, ocp: None, none: Some(format!("{listed}: {e}")) },
+            };
         let smart = match admin.smart_log() {
             Ok(b) => super::verify::hex(&b),
             Err(e) => return failed(format!("{listed}: SMART / health log: {e}")),
@@ -217,7 +218,13 @@ impl Port {
         let mut last = String::from("not tried");
         loop {
             if self.target.is_none() {
-                let spec = OpenSpec { writable: true, queue_depth: qd as usize, expect: Default::default(), allow_overwrite_signature: true, io_threads: 1 };
+                let spec = OpenSpec {
+                    writable: true,
+                    queue_depth: qd as usize,
+                    expect: Default::default(),
+                    allow_overwrite_signature: true,
+                    io_threads: 1,
+                };
                 match open_target(std::path::Path::new(&listed), &spec) {
                     Ok(o) if o.target.identity() == identity => {
                         self.target = Some(o.target);
@@ -244,7 +251,7 @@ impl Port {
         }
     }
 
-    fn open(&mut self, o: &ServeOptions, target: &str, identity: Option<&str>, queue_depth: u32) -> Answer {
+    fn open(&mut self, o: &ServeOptions, target: &str, identity: Option<&str>, expect: &proto::Expect, queue_depth: u32) -> Answer {
         if !o.targets.iter().any(|t| t == target) {
             return failed(format!(
                 "{target} is not a target this agent may open: it was started with {}",
@@ -256,7 +263,7 @@ impl Port {
         let spec = OpenSpec {
             writable: true,
             queue_depth: queue_depth.max(1) as usize,
-            expect: Default::default(),
+            expect: expect.into(),
             allow_overwrite_signature: identity.is_some(),
             io_threads: 1,
         };
@@ -355,6 +362,12 @@ fn cycle(
             elapsed_ns: ns(out.elapsed),
             device_lost: out.device_lost,
             final_flush_failed: out.final_flush_failed,
+            completed_at_cut: out.completed_at_cut,
+            flush_outstanding_at_cut: out.flush_outstanding_at_cut,
+            device_gone_at_ns: out.device_gone_at.map(ns),
+            max_completion_gap_ns: out.max_completion_gap.map(ns),
+            drained_at_ns: out.drained_at.map(ns),
+            write_latency: out.write_latency.map(|l| [l.p50_ns, l.p99_ns, l.max_ns, l.count]),
         },
     }))
 }
@@ -479,7 +492,8 @@ mod tests {
         let unlisted = d.join("other.img");
         std::fs::write(&unlisted, vec![0u8; 1 << 20]).unwrap();
         let o = ServeOptions { targets: vec![listed.display().to_string()], ..opts() };
-        let open = |t: &std::path::Path| Op::Open { target: t.display().to_string(), identity: None, queue_depth: 4 };
+        let open =
+            |t: &std::path::Path| Op::Open { target: t.display().to_string(), identity: None, expect: Default::default(), queue_depth: 4 };
         let input = frames(&[hello(vec![2]), req(run.clone(), 1, open(&unlisted)), req(run.clone(), 2, open(&listed))]);
         let mut out = Vec::new();
         assert_eq!(serve_bytes(input, &mut out, &o).unwrap(), Ended::Closed);
@@ -494,7 +508,16 @@ mod tests {
         // A run's identity that the target does not have is refused.
         let input = frames(&[
             hello(vec![2]),
-            req(run.clone(), 1, Op::Open { target: listed.display().to_string(), identity: Some("file:elsewhere".into()), queue_depth: 4 }),
+            req(
+                run.clone(),
+                1,
+                Op::Open {
+                    target: listed.display().to_string(),
+                    identity: Some("file:elsewhere".into()),
+                    expect: Default::default(),
+                    queue_depth: 4,
+                },
+            ),
         ]);
         let mut out = Vec::new();
         let _ = serve_bytes(input, &mut out, &o);

@@ -95,7 +95,9 @@ impl Mirror {
         for c in digests.iter().flat_map(|d| d.chunks(PART_ITEMS)) {
             send(VerifiedPart::Digests(c.iter().map(DigestWire::from).collect()))?;
         }
-        Ok(Answer::Verified { counts: VerifyCounts { sectors, bytes, durable_ok, newer_ok, prior_ok, findings: findings_n, seen: seen_n, digests: digests_n } })
+        Ok(Answer::Verified {
+            counts: VerifyCounts { sectors, bytes, durable_ok, newer_ok, prior_ok, findings: findings_n, seen: seen_n, digests: digests_n },
+        })
     }
 }
 
@@ -169,7 +171,12 @@ impl Session {
 
     /// Verifies `regions` on the agent's target against its copy of the history (see
     /// [`Session::sync_history`]); the digests of what it read when `digest`.
-    pub fn verify(&mut self, regions: &[(u64, u64)], digest: bool, timeout: Duration) -> Result<(VerifyReport, Option<Vec<Digest>>), DialError> {
+    pub fn verify(
+        &mut self,
+        regions: &[(u64, u64)],
+        digest: bool,
+        timeout: Duration,
+    ) -> Result<(VerifyReport, Option<Vec<Digest>>), DialError> {
         let op = Op::Verify { regions: regions.iter().map(|&(a, b)| [a, b]).collect(), digest };
         self.seq += 1;
         let seq = self.seq;
@@ -184,7 +191,9 @@ impl Session {
                     VerifiedPart::Hashes(_) => return Err(self.protocol("sector hashes in a verify's answer".into())),
                     VerifiedPart::Digests(d) => {
                         for x in d {
-                            let Some(hash) = unhex::<32>(&x.hash) else { return Err(self.protocol(format!("a digest whose hash is not 32 hex bytes: {}", x.hash))) };
+                            let Some(hash) = unhex::<32>(&x.hash) else {
+                                return Err(self.protocol(format!("a digest whose hash is not 32 hex bytes: {}", x.hash)));
+                            };
                             digests.push(Digest { start: x.start, end: x.end, hash, unreadable: x.unreadable });
                         }
                     }
@@ -195,7 +204,8 @@ impl Session {
                         Answer::Failed { why } => return Err(DialError::Protocol { host: self.host.clone(), why }),
                         other => return Err(self.protocol(format!("{other:?} answered a verify"))),
                     };
-                    if c.findings != findings.len() as u64 || c.seen != seen.len() as u64 || c.digests.unwrap_or(0) != digests.len() as u64 {
+                    if c.findings != findings.len() as u64 || c.seen != seen.len() as u64 || c.digests.unwrap_or(0) != digests.len() as u64
+                    {
                         return Err(self.protocol(format!(
                             "the verify's counts ({} findings, {} seen, {:?} digests) are not what it sent ({}, {}, {})",
                             c.findings,
@@ -269,7 +279,9 @@ impl Session {
                     if !h.len().is_multiple_of(2) || !h.is_ascii() {
                         return Err("a health page that is not hex".into());
                     }
-                    (0..h.len() / 2).map(|i| u8::from_str_radix(&h[2 * i..2 * i + 2], 16).map_err(|e| format!("a health page that is not hex: {e}"))).collect()
+                    (0..h.len() / 2)
+                        .map(|i| u8::from_str_radix(&h[2 * i..2 * i + 2], 16).map_err(|e| format!("a health page that is not hex: {e}")))
+                        .collect()
                 };
                 let parse = || -> Result<crate::runner::dut::HealthLogs, String> {
                     let smart = crate::health::parse_smart(&page(&s)?).map_err(|e| e.to_string())?;

@@ -1,7 +1,7 @@
 //! Opening what a run needs: the device under test, the fault's controller (with an emulator
 //! for a simulated drive's switch), and the run directory bound to the device.
 
-use super::dut::{Dut, DutError, NbdDut, RealDut, SimDut};
+use super::dut::{Dut, DutError, NbdDut, RealDut, RemoteDut, RemotePort, SimDut};
 use super::fault::{real_cutter, sim_switch, ControllerError, Cutter};
 use super::ports::PortSet;
 use crate::ledger::{Contract, RunHeader, TargetFacts};
@@ -12,6 +12,7 @@ use faultline_drivers::control::ControlEnv;
 use faultline_fixtures::{SimConfig, SimDrive, TruthContract};
 use std::any::Any;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// What the binary supplies: the run id and the wall clock (the harness has none).
 pub struct RunnerOptions {
@@ -119,6 +120,37 @@ fn is_nbd(p: &Path) -> bool {
     p.to_str().is_some_and(faultline_drivers::nbd::looks_like_nbd)
 }
 
+/// A target on another host, through its agent: dialled with the run's nonce (derived from
+/// the run id the binary drew), its ledger the run directory's.
+fn remote_dut(
+    plan: &RunPlan,
+    run_dir: &Path,
+    o: &RunnerOptions,
+    host: &str,
+    transport: &[String],
+    target: &str,
+    expect: &faultline_drivers::blockdev::Expectation,
+) -> Result<RemoteDut, SetupError> {
+    let transport = crate::agent::dial::Transport::new(transport, host).map_err(|e| DutError::Open(format!("target.transport: {e}")))?;
+    let port = RemotePort {
+        host: host.to_string(),
+        transport,
+        run: crate::agent::proto::Nonce::from_words(o.run_id, crate::rng::mix64(o.run_id)),
+        coordinator: format!("faultline run (pid {})", std::process::id()),
+        target: target.to_string(),
+        expect: expect.clone(),
+        queue_depth: plan.scenario.workload.queue_depth,
+        ledger_file: run_dir.join(crate::run_dir::LEDGER_FILE),
+        timeout: REMOTE_ANSWER,
+        stream_every: Duration::from_millis(1),
+        policy: crate::agent::cycle::StreamPolicy { ledger_checkpoint_every: Duration::from_millis(500), silence: REMOTE_ANSWER },
+    };
+    Ok(RemoteDut::open(port)?)
+}
+
+/// How long an agent's handshake and each of its answers may take (a cycle's silence too).
+const REMOTE_ANSWER: Duration = Duration::from_secs(20);
+
 /// Opens the device, the controller and the run directory. `resuming`: the run directory must
 /// hold the run (else it must not).
 pub(crate) fn setup(plan: &RunPlan, run_dir: &Path, o: &RunnerOptions, resuming: bool) -> Result<Setup, SetupError> {
@@ -134,6 +166,14 @@ pub(crate) fn setup(plan: &RunPlan, run_dir: &Path, o: &RunnerOptions, resuming:
         TargetPlan::Device { path: Some(uri), expect, .. } if is_nbd(uri) => {
             let queue_depth = plan.scenario.workload.queue_depth as usize;
             let mut dut = NbdDut::open(&uri.to_string_lossy(), expect, queue_depth, begun)?;
+            let facts = dut.facts()?;
+            let sector = facts.sector_bytes();
+            let atomic = atomic_unit(plan.scenario.target.atomic_bytes, sector)?;
+            let cutter = real_cutter(&plan.faults, &o.control_env)?;
+            (Box::new(dut), cutter, None, sector, atomic, facts.capacity_bytes)
+        }
+        TargetPlan::Remote { host, transport, target, expect } => {
+            let mut dut = remote_dut(plan, run_dir, o, host, transport, target, expect)?;
             let facts = dut.facts()?;
             let sector = facts.sector_bytes();
             let atomic = atomic_unit(plan.scenario.target.atomic_bytes, sector)?;

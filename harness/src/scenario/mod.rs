@@ -230,6 +230,18 @@ pub struct Target {
     /// The simulated drive, run in-process: no hardware needed. Excludes every other key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sim: Option<SimTarget>,
+    /// The host the target is on, when it is not this one: the run is written there by
+    /// `faultline agent --stdio`, reached through `transport`, while this machine (whose power
+    /// the run does not cut) keeps the ledger, the events and the reports (docs/PROTOCOL.md).
+    /// `path` is then the target as the agent's own `--target` lists it on that host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    /// With `host`: the command whose stdin and stdout carry the protocol, `{host}` standing
+    /// for the host, run as given (no shell). Default: `["ssh", "-o", "BatchMode=yes",
+    /// "{host}", "faultline", "agent", "--stdio"]`; the agent must then be started with the
+    /// target, e.g. by the host's `authorized_keys` `command=` or a wrapper on its PATH.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transport: Option<Vec<String>>,
 }
 
 /// The simulated drive (`faultline_fixtures::SimDrive`).

@@ -114,6 +114,9 @@ pub enum TargetPlan {
     /// A real device: at `path` (checked against `expect`), or found by `expect` alone, through
     /// the path `via` selects when its namespace has several.
     Device { path: Option<PathBuf>, expect: Expectation, via: Option<PathId> },
+    /// A target on another host, written by its agent: `target` as the agent lists it, the
+    /// transport command (`{host}` not yet replaced).
+    Remote { host: String, transport: Vec<String>, target: String, expect: Expectation },
 }
 
 /// What switches the power.
@@ -248,9 +251,15 @@ impl Scenario {
                 "a clean_shutdown fault cuts a drained drive: give cut.kind = \"while_idle\" (or \"after_completions\"), not a time window",
             ));
         }
-        let target = match &self.target.sim {
-            Some(sim) => TargetPlan::Sim(sim.clone()),
-            None => TargetPlan::Device { path: self.target.path.clone(), expect: self.expectation(), via: self.path_selector() },
+        let target = match (&self.target.sim, &self.target.host) {
+            (Some(sim), _) => TargetPlan::Sim(sim.clone()),
+            (None, Some(host)) => TargetPlan::Remote {
+                host: host.clone(),
+                transport: self.target.transport.clone().unwrap_or_else(|| crate::agent::dial::SSH.iter().map(|s| s.to_string()).collect()),
+                target: self.target.path.as_ref().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default(),
+                expect: self.expectation(),
+            },
+            (None, None) => TargetPlan::Device { path: self.target.path.clone(), expect: self.expectation(), via: self.path_selector() },
         };
         let dual = match &self.dual {
             None => None,

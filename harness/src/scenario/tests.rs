@@ -506,3 +506,50 @@ fn a_mixed_fault_is_refused_where_one_of_its_faults_would_be() {
     let e = Scenario::from_toml(&timed, "t.toml").unwrap().plan("t.toml", 1).unwrap_err().to_string();
     assert!(e.contains("cut.kind"), "{e}");
 }
+
+#[test]
+fn a_target_on_another_host_is_named_by_its_path_there_and_refuses_what_is_not_carried_yet() {
+    let on_host = |extra: &str| MINIMAL.replace("path = \"/dev/nvme0n1\"", &format!("path = \"/dev/nvme0n1\"\nhost = \"dut-1\"\n{extra}"));
+    let s = Scenario::from_toml(&on_host("serial = \"S1\""), "t.toml").unwrap();
+    match s.plan("t.toml", 1).unwrap().target {
+        TargetPlan::Remote { host, transport, target, expect } => {
+            assert_eq!((host.as_str(), target.as_str(), expect.serial.as_deref()), ("dut-1", "/dev/nvme0n1", Some("S1")));
+            assert_eq!(transport, crate::agent::dial::SSH.iter().map(|s| s.to_string()).collect::<Vec<_>>(), "ssh by default");
+        }
+        other => panic!("{other:?}"),
+    }
+    let s = Scenario::from_toml(
+        &on_host("transport = [\"ssh\", \"-p\", \"2222\", \"{host}\", \"faultline\", \"agent\", \"--stdio\"]"),
+        "t.toml",
+    )
+    .unwrap();
+    assert!(matches!(s.plan("t.toml", 1).unwrap().target, TargetPlan::Remote { transport, .. } if transport[2] == "2222"));
+    let cases: &[(String, &str, &str)] = &[
+        (
+            MINIMAL.replace("path = \"/dev/nvme0n1\"", "path = \"/dev/nvme0n1\"\ntransport = [\"ssh\"]"),
+            "target.transport",
+            "give target.host too",
+        ),
+        (MINIMAL.replace("path = \"/dev/nvme0n1\"", "host = \"dut-1\""), "target.path", "as its agent's --target lists it"),
+        (on_host("host = \"\""), "", ""),
+        (on_host("transport = []"), "target.transport", "the transport command is empty"),
+        (on_host("cntlid = 1\nserial = \"S\""), "target.host", "give no cntlid"),
+        (
+            on_host("").replace("[cycles]", "[workload]\nprefill = true\n[cycles]"),
+            "workload.prefill",
+            "not carried by the agent protocol yet",
+        ),
+    ];
+    for (text, field, says) in cases {
+        if field.is_empty() {
+            // A key given twice is TOML's own error.
+            assert!(Scenario::from_toml(text, "t.toml").is_err());
+            continue;
+        }
+        let (f, m) = invalid_field(text);
+        assert_eq!(&f, field, "{m}");
+        assert!(m.contains(says), "{m}");
+    }
+    let (f, m) = invalid_field(&MINIMAL.replace("path = \"/dev/nvme0n1\"", "host = \"  \"\npath = \"/dev/nvme0n1\""));
+    assert_eq!((f.as_str(), m.contains("must not be empty")), ("target.host", true), "{m}");
+}

@@ -272,10 +272,10 @@ impl Scenario {
         let identity = t.serial.is_some() || t.wwid.is_some() || t.model.is_some() || t.size_bytes.is_some();
         let selector = t.cntlid.is_some() || t.pci_address.is_some() || t.controller.is_some();
         if let Some(sim) = &t.sim {
-            if t.path.is_some() || identity || selector || t.atomic_bytes.is_some() {
+            if t.path.is_some() || identity || selector || t.atomic_bytes.is_some() || t.host.is_some() || t.transport.is_some() {
                 return bad(
                     "target.sim",
-                    "the simulated drive takes no path, serial, wwid, model, size_bytes, path or atomic_bytes fields (its own: sim.atomic_bytes)".into(),
+                    "the simulated drive takes no path, serial, wwid, model, size_bytes, host, transport or atomic_bytes fields (its own: sim.atomic_bytes)".into(),
                 );
             }
             if sim.sector_bytes != 512 && sim.sector_bytes != 4096 {
@@ -292,6 +292,39 @@ impl Scenario {
             }
             if sim.queue_depth == 0 {
                 return bad("target.sim.queue_depth", "must be at least 1".into());
+            }
+            return Ok(());
+        }
+        if t.transport.is_some() && t.host.is_none() {
+            return bad("target.transport", "a transport reaches another host: give target.host too".into());
+        }
+        if let Some(host) = &t.host {
+            if host.trim().is_empty() {
+                return bad("target.host", "must not be empty (leave it out for a target on this host)".into());
+            }
+            if t.path.is_none() {
+                return bad("target.path", format!("the target on {host}, as its agent's --target lists it, is needed with target.host"));
+            }
+            if selector {
+                return bad(
+                    "target.host",
+                    "a target on another host is named by its path there (the agent's --target): give no cntlid, pci_address or controller"
+                        .into(),
+                );
+            }
+            if let Some(argv) = &t.transport {
+                if argv.first().is_none_or(|p| p.trim().is_empty()) {
+                    return bad("target.transport", "the transport command is empty: give its program first".into());
+                }
+            }
+            if self.workload.prefill {
+                return bad("workload.prefill", "the prefill of a target on another host is not carried by the agent protocol yet".into());
+            }
+            if self.dual.is_some() || !self.ports.is_empty() {
+                return bad(
+                    "target.host",
+                    "a dual-port run with ports on other hosts is not supported yet: one port per run on another host".into(),
+                );
             }
             return Ok(());
         }

@@ -40,6 +40,8 @@ pub(crate) fn open_ports(plan: &RunPlan, dual: &DualPlan, run_dir: &Path, o: &Ru
     match &plan.target {
         TargetPlan::Sim(t) => super::sim::open(plan, dual, t, run_dir, o),
         TargetPlan::Device { expect, .. } => open_real(plan, dual, expect, o),
+        // Refused when the scenario is validated; kept an error here all the same.
+        TargetPlan::Remote { host, .. } => Err(OpenPortsError::Remote(host.clone())),
     }
 }
 

@@ -44,6 +44,8 @@ pub(crate) enum OpenPortsError {
     Atomic { source: SetupError },
     #[error("no ports")]
     NoPorts,
+    #[error("target.host {0}: a dual-port run with ports on other hosts is not supported yet")]
+    Remote(String),
     #[error("port {port}: {source}")]
     NotOpen { port: String, source: DutError },
 }

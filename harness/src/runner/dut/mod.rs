@@ -31,9 +31,9 @@ mod nbd;
 mod real;
 mod remote;
 pub use nbd::NbdDut;
-pub use remote::{RemoteDut, RemotePort};
 pub(crate) use real::read_health;
 pub use real::RealDut;
+pub use remote::{RemoteDut, RemotePort};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 

@@ -24,6 +24,8 @@ pub struct RemotePort {
     pub coordinator: String,
     /// The target as the agent's command line lists it (a path or an NBD URI on that host).
     pub target: String,
+    /// What the scenario pins the device to (serial, WWID, model, size).
+    pub expect: Expectation,
     pub queue_depth: u32,
     /// The port's run's ledger file (the coordinator's), which the agent's copy of the
     /// history is brought up to before a verify.
@@ -58,7 +60,9 @@ impl RemoteDut {
         if self.session.is_none() {
             let p = &self.port;
             let mut s = dial::dial(&p.transport, &p.host, &p.run, &p.coordinator, p.timeout).map_err(|e| DutError::Open(e.to_string()))?;
-            let t = s.open(&p.target, self.identity.as_deref(), p.queue_depth, p.timeout).map_err(|e| DutError::Open(e.to_string()))?;
+            let t = s
+                .open_expecting(&p.target, self.identity.as_deref(), &(&p.expect).into(), p.queue_depth, p.timeout)
+                .map_err(|e| DutError::Open(e.to_string()))?;
             match s.clock(8, p.timeout) {
                 Ok(c) => self.notes.push(format!(
                     "{}: agent {} (pid {}), clock offset {:+.1} us within {:.1} us",
@@ -142,7 +146,17 @@ impl Dut for RemoteDut {
                     cut_at: sum.cut_at_ns.map(ns),
                     device_lost: sum.device_lost,
                     final_flush_failed: sum.final_flush_failed,
-                    ..CycleOutcome::default()
+                    completed_at_cut: sum.completed_at_cut,
+                    flush_outstanding_at_cut: sum.flush_outstanding_at_cut,
+                    device_gone_at: sum.device_gone_at_ns.map(ns),
+                    max_completion_gap: sum.max_completion_gap_ns.map(ns),
+                    drained_at: sum.drained_at_ns.map(ns),
+                    write_latency: sum.write_latency.map(|[p50_ns, p99_ns, max_ns, count]| faultline_drivers::LatencySummary {
+                        p50_ns,
+                        p99_ns,
+                        max_ns,
+                        count,
+                    }),
                 })
             }
             Err(e @ CycleError::Lost { .. }) => Err(self.lost(e).into()),
@@ -213,7 +227,10 @@ impl Dut for RemoteDut {
                     return Ok(Readiness { enumerate, first_read });
                 }
                 Err(e @ dial::DialError::Protocol { .. }) => {
-                    return Err(DutError::NotReady { timeout_s: timeout.as_secs(), last: format!("{e}{}", if last.is_empty() { String::new() } else { format!(" (before: {last})") }) })
+                    return Err(DutError::NotReady {
+                        timeout_s: timeout.as_secs(),
+                        last: format!("{e}{}", if last.is_empty() { String::new() } else { format!(" (before: {last})") }),
+                    })
                 }
                 Err(e) => {
                     last = self.lost(e).to_string();
