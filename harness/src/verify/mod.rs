@@ -176,6 +176,11 @@ impl<'a> Verifier<'a> {
 
     /// D for `addr`, and the end of the run of addresses from `addr` that share it.
     /// Verifies `[start, end)` (sector-aligned, inside the span) of `target`.
+    /// The history this verifier holds the drive to.
+    pub fn history(&self) -> &'a History {
+        self.history
+    }
+
     pub fn verify(&self, target: &mut dyn BlockTarget, start: u64, end: u64) -> Result<VerifyReport, VerifyError> {
         self.verify_with_progress(target, start, end, &mut |_, _| {})
     }

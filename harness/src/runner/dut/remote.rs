@@ -14,6 +14,9 @@ use crate::agent::cycle::{CycleError, StreamPolicy};
 use crate::agent::dial::{self, Session, Transport};
 use crate::agent::proto::{CycleRequest, Nonce};
 
+/// How long a verify waits for the ledger file to hold every record of the run's history.
+const LEDGER_LAG: Duration = Duration::from_secs(5);
+
 /// How to reach a port on another host.
 #[derive(Clone, Debug)]
 pub struct RemotePort {
@@ -168,11 +171,31 @@ impl Dut for RemoteDut {
         Err(self.unsupported("the prefill").into())
     }
 
+    /// Brings the agent's copy of the history up to the run's (the ledger file, which its
+    /// writer thread may still be writing: waited for, at most [`LEDGER_LAG`]), then verifies.
     fn verify(&mut self, req: &VerifyRequest<'_>) -> Result<VerifyReply, DutVerifyError> {
         let (file, timeout) = (self.port.ledger_file.clone(), self.port.timeout);
+        let want = req.verifier.history().records;
+        let until = Instant::now() + LEDGER_LAG;
         let s = self.session()?;
-        let r = s.sync_history(&file, timeout).and_then(|_| s.verify(req.regions, req.digest, timeout));
-        match r {
+        loop {
+            let held = match s.sync_history(&file, timeout) {
+                Ok(n) => n,
+                Err(e) => return Err(self.lost(e).into()),
+            };
+            if held == want {
+                break;
+            }
+            if held > want || Instant::now() >= until {
+                return Err(DutError::Open(format!(
+                    "{}: the ledger file holds {held} records, the run's history {want}: the agent cannot verify against the run's history",
+                    file.display()
+                ))
+                .into());
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        match s.verify(req.regions, req.digest, timeout) {
             Ok((report, digests)) => Ok(VerifyReply { report, digests }),
             Err(e) => Err(self.lost(e).into()),
         }
