@@ -386,12 +386,7 @@ fn agents_killed_at_seeded_moments_leave_the_coordinator_no_blind_window_and_no_
     let mut probe = dial::dial(&agent_for(&drv.uri), "host-a", &run_id, "test", timeout).unwrap();
     let info = probe.open(&drv.uri, None, 16, timeout).unwrap();
     probe.bye(timeout).unwrap();
-    let facts = faultline::run::DeviceFacts {
-        identity: info.identity.clone(),
-        capacity_bytes: info.capacity_bytes,
-        logical_block_bytes: info.logical_block_bytes,
-        physical_block_bytes: info.physical_block_bytes,
-    };
+    let facts = info.facts();
     let half = 16 << 20;
     let mut a = port_run(&d, "host-a", &facts, (0, half), seed, 0);
     let b = port_run(&d, "host-b", &facts, (half, 2 * half), seed + 1, 1);
@@ -516,12 +511,7 @@ fn a_partition_mid_cycle_is_a_bounded_inconclusive_close_and_a_stop_ends_a_cycle
     let run_id = Nonce::from_words(seed, 25);
     let mut s = dial::dial(&agent_for(&drv.uri), "host-a", &run_id, "test", timeout).unwrap();
     let info = s.open(&drv.uri, None, 16, timeout).unwrap();
-    let facts = faultline::run::DeviceFacts {
-        identity: info.identity.clone(),
-        capacity_bytes: info.capacity_bytes,
-        logical_block_bytes: info.logical_block_bytes,
-        physical_block_bytes: info.physical_block_bytes,
-    };
+    let facts = info.facts();
     let mut a = port_run(&d, "host-a", &facts, (0, 16 << 20), seed, 0);
     // Stopped from outside after 200 ms of a 60 s cycle: it ends gracefully, all durable.
     let stop = faultline::writer::StopToken::default();
@@ -586,12 +576,7 @@ fn a_verify_through_the_agent_agrees_with_a_local_one_finding_for_finding_and_di
     let timeout = Duration::from_secs(20);
     let mut s = dial::dial(&agent_for(&drv.uri), "host-a", &Nonce::from_words(seed, 26), "test", timeout).unwrap();
     let info = s.open(&drv.uri, None, 16, timeout).unwrap();
-    let facts = faultline::run::DeviceFacts {
-        identity: info.identity.clone(),
-        capacity_bytes: info.capacity_bytes,
-        logical_block_bytes: info.logical_block_bytes,
-        physical_block_bytes: info.physical_block_bytes,
-    };
+    let facts = info.facts();
     let mut a = port_run(&d, "host-a", &facts, (0, 16 << 20), seed, 0);
     let audit = std::sync::Arc::new(std::sync::Mutex::new(Vec::<dial::Sent>::new()));
     let kept = audit.clone();

@@ -198,6 +198,18 @@ impl From<&Expect> for faultline_drivers::blockdev::Expectation {
     }
 }
 
+impl TargetInfo {
+    /// The device's facts, as a local device gives them (`crate::run::DeviceFacts::of`).
+    pub fn facts(&self) -> crate::run::DeviceFacts {
+        crate::run::DeviceFacts {
+            identity: self.identity.clone(),
+            capacity_bytes: self.capacity_bytes,
+            logical_block_bytes: self.logical_block_bytes,
+            physical_block_bytes: self.physical_block_bytes,
+        }
+    }
+}
+
 /// One cycle on an agent's port: the run (its header gives the workload, the sector format
 /// and the contract) and the cycle's options.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

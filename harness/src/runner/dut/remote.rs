@@ -77,12 +77,7 @@ impl RemoteDut {
                 )),
                 Err(e) => return Err(DutError::Open(e.to_string())),
             }
-            self.facts = Some(DeviceFacts {
-                identity: t.identity,
-                capacity_bytes: t.capacity_bytes,
-                logical_block_bytes: t.logical_block_bytes,
-                physical_block_bytes: t.physical_block_bytes,
-            });
+            self.facts = Some(t.facts());
             self.session = Some(s);
         }
         Ok(self.session.as_mut().expect("dialled above"))
