@@ -208,6 +208,20 @@ impl Session {
                         }
                     }
                 }
+                Frame::Sync { run, seq: q, upto } if ours(&run, q) => {
+                    if upto > s.held.records {
+                        let e = self.protocol(format!("a sync of records up to {upto}, where {} were sent", s.held.records));
+                        return Err(s.lose(e, ledger, heard));
+                    }
+                    let synced = s.write_checkpoint(ledger).and_then(|()| ledger.sync());
+                    if let Err(e) = synced {
+                        s.close(ledger);
+                        return Err(CycleError::from((cycle, e)));
+                    }
+                    if let Err(e) = self.send(&Frame::Durable { run: self.run.clone(), seq, upto: s.held.records }) {
+                        return Err(s.lose(e, ledger, heard));
+                    }
+                }
                 Frame::CutDue { run, seq: q } if ours(&run, q) => {
                     let failed = fault().err();
                     if let Err(e) = self.send(&Frame::CutDone { run: self.run.clone(), seq, failed }) {

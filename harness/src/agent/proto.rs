@@ -57,6 +57,9 @@ pub enum Frame {
     /// Agent to coordinator, while a cycle runs: its writer reached the cut placement, with
     /// the queue full, and waits for `cut_done`.
     CutDue { run: Nonce, seq: u64 },
+    /// Agent to coordinator, while a cycle runs: its writer waits until the records numbered
+    /// below `upto` are durable (the coordinator writes what it holds, syncs, and says so).
+    Sync { run: Nonce, seq: u64, upto: u64 },
     /// Coordinator to agent, while a cycle runs: the records numbered below `upto` are durable
     /// in the coordinator's ledger (the agent submits no id a reservation below it does not
     /// cover).
@@ -438,6 +441,7 @@ mod tests {
         round(Frame::Request { run: run.clone(), seq: 5, op: Op::Cycle(Box::new(req)) });
         round(Frame::Records { run: run.clone(), seq: 5, first: 0, records: crate::ledger::tests::sample_records() });
         round(Frame::CutDue { run: run.clone(), seq: 5 });
+        round(Frame::Sync { run: run.clone(), seq: 5, upto: 9 });
         round(Frame::Durable { run: run.clone(), seq: 5, upto: 3 });
         round(Frame::CutDone { run: run.clone(), seq: 5, failed: Some("no".into()) });
         round(Frame::Stop { run, seq: 5 });

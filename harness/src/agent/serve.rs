@@ -381,6 +381,7 @@ pub(crate) fn kind(f: &Frame) -> &'static str {
         Frame::Reply { .. } => "reply",
         Frame::Records { .. } => "records",
         Frame::CutDue { .. } => "cut_due",
+        Frame::Sync { .. } => "sync",
         Frame::Durable { .. } => "durable",
         Frame::CutDone { .. } => "cut_done",
         Frame::Stop { .. } => "stop",
@@ -396,6 +397,7 @@ pub fn run_of(f: &Frame) -> Option<&Nonce> {
         | Frame::Reply { run, .. }
         | Frame::Records { run, .. }
         | Frame::CutDue { run, .. }
+        | Frame::Sync { run, .. }
         | Frame::Durable { run, .. }
         | Frame::CutDone { run, .. }
         | Frame::Stop { run, .. }

@@ -137,6 +137,17 @@ impl<'a> Link<'a> {
         }
     }
 
+    /// Waits until the records numbered below `upto` are durable, asking the coordinator to
+    /// make them so if they are not yet (a checkpoint it holds in memory is not).
+    fn wait_durable(&mut self, upto: u64, what: &str) -> Result<(), LedgerError> {
+        self.pump();
+        if self.durable_upto >= upto {
+            return Ok(());
+        }
+        self.send(&Frame::Sync { run: self.run.clone(), seq: self.seq, upto })?;
+        self.wait_for(what, |l| l.durable_upto >= upto)
+    }
+
     /// The cut hook: asks the coordinator for the cut and waits until it says it ran.
     pub fn cut(&mut self) -> Result<(), HookError> {
         self.cut_done = None;
@@ -182,16 +193,97 @@ impl Ledger for StreamLedger<'_, '_> {
     }
 
     fn wait_durable(&mut self, seq: u64) -> Result<(), LedgerError> {
-        self.link.borrow_mut().wait_for("a durable reservation", |l| seq < l.durable_upto)
+        self.link.borrow_mut().wait_durable(seq + 1, "a durable record")
     }
 
     fn sync(&mut self) -> Result<(), LedgerError> {
         let mut l = self.link.borrow_mut();
         let upto = l.next;
-        l.wait_for("the records' durability", |l| l.durable_upto >= upto)
+        l.wait_durable(upto, "the records' durability")
     }
 
     fn history(&self) -> &History {
         &self.history
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+
+    fn sent(out: &[u8]) -> Vec<Frame> {
+        let mut r = out;
+        std::iter::from_fn(|| proto::read_frame(&mut r).ok()).collect()
+    }
+
+    fn checkpoint() -> Record {
+        Record::Checkpoint { cycle: 1, durable_prefix: 1, durable_extras: vec![], failed: vec![] }
+    }
+
+    /// A checkpoint the coordinator holds in memory is not durable: a writer that syncs says
+    /// so (`sync`), and goes on once the coordinator answers `durable`; unanswered, it fails
+    /// within its bound, naming the stall.
+    #[test]
+    fn a_sync_asks_the_coordinator_and_waits_for_its_answer_within_a_bound() {
+        let run = Nonce::from_words(3, 3);
+        let header = crate::ledger::tests::header();
+        // Answered 20 ms later.
+        let (tx, rx) = mpsc::channel();
+        let answer = {
+            let run = run.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(20));
+                tx.send(Ok(Frame::Durable { run, seq: 4, upto: 1 })).unwrap();
+                tx
+            })
+        };
+        let mut out = Vec::new();
+        let link = RefCell::new(Link::new(&mut out, &rx, run.clone(), 4, StopToken::default(), Duration::from_secs(5)));
+        let mut l = StreamLedger::new(&link, header.clone());
+        assert_eq!(l.append(&checkpoint()).unwrap(), 0);
+        assert!(!l.is_durable(0));
+        l.sync().unwrap();
+        assert!(l.is_durable(0));
+        drop(l);
+        drop(link);
+        let f = sent(&out);
+        assert!(matches!(&f[0], Frame::Records { first: 0, records, .. } if records.len() == 1), "{f:?}");
+        assert!(matches!(&f[1], Frame::Sync { seq: 4, upto: 1, .. }), "{f:?}");
+        let _tx = answer.join().unwrap();
+        // Never answered: a bounded wait, then an error naming it.
+        let (_tx, rx) = mpsc::channel::<Result<Frame, FrameError>>();
+        let mut out = Vec::new();
+        let link = RefCell::new(Link::new(&mut out, &rx, run.clone(), 4, StopToken::default(), Duration::from_millis(50)));
+        let mut l = StreamLedger::new(&link, header);
+        l.append(&checkpoint()).unwrap();
+        let t0 = std::time::Instant::now();
+        let e = l.sync().unwrap_err().to_string();
+        assert!(e.contains("did not answer") && e.contains("transport stalled") && t0.elapsed() < Duration::from_secs(2), "{e}");
+    }
+
+    /// Frames of another run, another request, or durability claimed for records never sent
+    /// end the stream with a refusal; a coordinator that goes away ends it quietly.
+    #[test]
+    fn a_coordinator_that_breaks_the_protocol_is_refused_and_one_that_leaves_ends_the_stream() {
+        let run = Nonce::from_words(3, 3);
+        let cases: Vec<(Result<Frame, FrameError>, &str)> = vec![
+            (Ok(Frame::Durable { run: Nonce::from_words(9, 9), seq: 4, upto: 1 }), "a frame of run 0000000000000009"),
+            (Ok(Frame::Durable { run: run.clone(), seq: 5, upto: 1 }), "a durable frame while request 4"),
+            (Ok(Frame::Durable { run: run.clone(), seq: 4, upto: 7 }), "records up to 7 called durable, where 1 were sent"),
+            (Err(FrameError::Closed), "the coordinator went away"),
+        ];
+        for (frame, says) in cases {
+            let (tx, rx) = mpsc::channel();
+            tx.send(frame).unwrap();
+            let mut out = Vec::new();
+            let link = RefCell::new(Link::new(&mut out, &rx, run.clone(), 4, StopToken::default(), Duration::from_secs(5)));
+            let mut l = StreamLedger::new(&link, crate::ledger::tests::header());
+            let e = match l.append(&checkpoint()) {
+                Err(e) => e.to_string(),
+                Ok(_) => l.sync().unwrap_err().to_string(),
+            };
+            assert!(e.contains(says), "{e}");
+        }
     }
 }
