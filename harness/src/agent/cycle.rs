@@ -68,6 +68,10 @@ pub enum CycleError {
     /// what the coordinator held (inconclusive for the host: never a finding by itself).
     #[error("{source}; cycle {} closed as interrupted from what the coordinator held: {held}", held.cycle)]
     Lost { source: Box<DialError>, held: Held },
+    /// The host was lost, and the coordinator's ledger could not record the cycle's close:
+    /// what it held is named here, and the run's ledger stops at its last good record.
+    #[error("{source}; cycle {} could not be closed in the coordinator's ledger ({ledger}); it held: {held}", held.cycle)]
+    Unrecorded { source: Box<DialError>, held: Held, ledger: Box<RunError> },
     /// The agent could not run the cycle (its target failed, or refused an operation).
     #[error("{host}: cycle {cycle}: {why}")]
     Agent { host: String, cycle: u32, why: String },
@@ -198,10 +202,7 @@ impl Session {
                             }
                         }
                         Ok(false) => {}
-                        Err(Bad::Ledger(e)) => {
-                            s.close(ledger);
-                            return Err(CycleError::from((cycle, e)));
-                        }
+                        Err(Bad::Ledger(e)) => return Err(s.close_or(ledger, CycleError::from((cycle, e)))),
                         Err(Bad::Protocol(why)) => {
                             let e = self.protocol(why);
                             return Err(s.lose(e, ledger, heard));
@@ -215,8 +216,7 @@ impl Session {
                     }
                     let synced = s.write_checkpoint(ledger).and_then(|()| ledger.sync());
                     if let Err(e) = synced {
-                        s.close(ledger);
-                        return Err(CycleError::from((cycle, e)));
+                        return Err(s.close_or(ledger, CycleError::from((cycle, e))));
                     }
                     if let Err(e) = self.send(&Frame::Durable { run: self.run.clone(), seq, upto: s.held.records }) {
                         return Err(s.lose(e, ledger, heard));
@@ -230,10 +230,7 @@ impl Session {
                 }
                 Frame::Reply { run, seq: q, result } if ours(&run, q) => match result {
                     Answer::CycleDone { summary } => return Ok(summary),
-                    Answer::Failed { why } => {
-                        s.close(ledger);
-                        return Err(CycleError::Agent { host: self.host.clone(), cycle, why });
-                    }
+                    Answer::Failed { why } => return Err(s.close_or(ledger, CycleError::Agent { host: self.host.clone(), cycle, why })),
                     other => {
                         let e = self.protocol(format!("{other:?} answered a cycle"));
                         return Err(s.lose(e, ledger, heard));
@@ -321,16 +318,30 @@ impl Stream {
 
     /// Closes the cycle from what is held: the newest checkpoint, then its end as
     /// interrupted (nothing, if the agent never began it or its end is recorded).
-    fn close(&mut self, ledger: &mut dyn Ledger) {
-        let _ = self.write_checkpoint(ledger);
+    fn close(&mut self, ledger: &mut dyn Ledger) -> Result<(), RunError> {
+        self.write_checkpoint(ledger)?;
         if ledger.history().cycles.last().is_some_and(|c| c.cycle == self.cycle && c.end.is_none()) {
-            let _ = close_interrupted(ledger);
+            close_interrupted(ledger)?;
+        }
+        Ok(())
+    }
+
+    /// Closes the cycle from what is held after the host was lost; a ledger that cannot
+    /// record even that is the error, naming the loss too.
+    fn lose(&mut self, source: DialError, ledger: &mut dyn Ledger, heard: Instant) -> CycleError {
+        self.held.last_heard = heard.elapsed();
+        match self.close(ledger) {
+            Ok(()) => CycleError::Lost { source: Box::new(source), held: self.held.clone() },
+            Err(e) => CycleError::Unrecorded { source: Box::new(source), held: self.held.clone(), ledger: Box::new(e) },
         }
     }
 
-    fn lose(&mut self, source: DialError, ledger: &mut dyn Ledger, heard: Instant) -> CycleError {
-        self.close(ledger);
-        self.held.last_heard = heard.elapsed();
-        CycleError::Lost { source: Box::new(source), held: self.held.clone() }
+    /// Closes the cycle from what is held after the agent's own failure; `err` unless the
+    /// ledger fails too.
+    fn close_or(&mut self, ledger: &mut dyn Ledger, err: CycleError) -> CycleError {
+        match self.close(ledger) {
+            Ok(()) => err,
+            Err(e) => CycleError::Ledger { cycle: self.cycle, source: e },
+        }
     }
 }

@@ -157,7 +157,7 @@ impl Dut for RemoteDut {
                     }),
                 })
             }
-            Err(e @ CycleError::Lost { .. }) => Err(self.lost(e).into()),
+            Err(e @ (CycleError::Lost { .. } | CycleError::Unrecorded { .. })) => Err(self.lost(e).into()),
             Err(e) => Err(DutError::Open(e.to_string()).into()),
         }
     }
