@@ -168,6 +168,8 @@ impl Session {
         let me = self.run.clone();
         let ours = |run: &super::proto::Nonce, q: u64| *run == me && q == seq;
         let mut stop_sent = false;
+        // Records below this were said durable to the agent.
+        let mut acked = 0u64;
         loop {
             if !stop_sent && stop.is_some_and(StopToken::is_stopped) {
                 stop_sent = true;
@@ -196,8 +198,8 @@ impl Session {
                     match s.take(records, ledger, policy) {
                         Ok(true) => {
                             ledger.sync().map_err(|e| CycleError::from((cycle, e)))?;
-                            let upto = s.held.records;
-                            if let Err(e) = self.send(&Frame::Durable { run: self.run.clone(), seq, upto }) {
+                            acked = s.held.records;
+                            if let Err(e) = self.send(&Frame::Durable { run: self.run.clone(), seq, upto: acked }) {
                                 return Err(s.lose(e, ledger, heard));
                             }
                         }
@@ -209,6 +211,9 @@ impl Session {
                         }
                     }
                 }
+                // Already said durable (the agent asked before that answer reached it): the
+                // answer on its way is the answer.
+                Frame::Sync { run, seq: q, upto } if ours(&run, q) && upto <= acked => {}
                 Frame::Sync { run, seq: q, upto } if ours(&run, q) => {
                     if upto > s.held.records {
                         let e = self.protocol(format!("a sync of records up to {upto}, where {} were sent", s.held.records));
@@ -218,7 +223,8 @@ impl Session {
                     if let Err(e) = synced {
                         return Err(s.close_or(ledger, CycleError::from((cycle, e))));
                     }
-                    if let Err(e) = self.send(&Frame::Durable { run: self.run.clone(), seq, upto: s.held.records }) {
+                    acked = s.held.records;
+                    if let Err(e) = self.send(&Frame::Durable { run: self.run.clone(), seq, upto: acked }) {
                         return Err(s.lose(e, ledger, heard));
                     }
                 }
