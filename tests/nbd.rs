@@ -684,6 +684,22 @@ fn power_cuts_agree_with_the_drive(name: &str, through_agent: bool) {
         let n = cycles as usize;
         assert_eq!((of("cut_issued"), of("power_restored"), of("ready"), of("cycle_ended")), (n, n, n, n), "{ctx}");
         assert_eq!(of("harness_error"), 0, "{ctx}");
+        if through_agent {
+            // The audit log: every operation sent to the agent, as events.
+            let sent: Vec<&str> = events.lines().filter(|l| l.contains("\"event\":\"agent_log\"")).collect();
+            let all = sent.join("\n");
+            for want in [
+                "lab-b request 1: open nbd://",
+                "cycle 1 first id",
+                "durable up to record",
+                "cut done",
+                "history",
+                "verify 1 regions",
+                "wait ready at",
+            ] {
+                assert!(all.contains(want), "{want:?} not in the audit log: {all}\n{ctx}");
+            }
+        }
         let found: Vec<u64> = events
             .lines()
             .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())

@@ -302,6 +302,15 @@ pub enum Event {
         cycle: Option<u32>,
         lines: Vec<String>,
     },
+    /// The audit log of a target on another host: every operation the coordinator sent its
+    /// agent since the last such event, a line each (`HOST request N: OPERATION`, with how long
+    /// before this event it was sent).
+    AgentLog {
+        t_ns: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cycle: Option<u32>,
+        lines: Vec<String>,
+    },
     RunEnded {
         t_ns: u64,
         verdict: Verdict,
@@ -380,6 +389,7 @@ impl Event {
             | Event::RunSuspended { t_ns, .. }
             | Event::Note { t_ns, .. }
             | Event::ControllerLog { t_ns, .. }
+            | Event::AgentLog { t_ns, .. }
             | Event::RunEnded { t_ns, .. }
             | Event::PortWindow { t_ns, .. }
             | Event::PortPerf { t_ns, .. } => *t_ns,
@@ -394,7 +404,7 @@ impl Event {
             | Event::RunStopped { .. }
             | Event::RunSuspended { .. }
             | Event::PortPerf { .. } => None,
-            Event::Note { cycle, .. } | Event::ControllerLog { cycle, .. } => *cycle,
+            Event::Note { cycle, .. } | Event::ControllerLog { cycle, .. } | Event::AgentLog { cycle, .. } => *cycle,
             Event::RunResumed { interrupted_cycle, .. } => *interrupted_cycle,
             Event::HarnessError { cycle, .. } => *cycle,
             Event::CycleStarted { cycle, .. }

@@ -359,7 +359,8 @@ impl Families {
             | Event::LinkRestored { .. }
             | Event::RunStopped { .. }
             | Event::Note { .. }
-            | Event::ControllerLog { .. } => {}
+            | Event::ControllerLog { .. }
+            | Event::AgentLog { .. } => {}
             Event::PortWindow { name, faulted: false, fault: Some(f), .. } => {
                 self.stall.get_or_create(&vec![("port", name.clone())]).observe(f.max_gap_us as f64 / 1e6);
             }

@@ -252,6 +252,7 @@ impl<W: Write> EventSink for Console<W> {
             | Event::RunSuspended { .. }
             | Event::Note { .. }
             | Event::ControllerLog { .. }
+            | Event::AgentLog { .. }
             | Event::PortWindow { .. } => {}
             Event::PortPerf { workload, phase, name, figures, .. } => {
                 let lat = figures.latency.map_or(String::new(), |l| format!(", p99 {:.0} µs", l.p99_us));

@@ -93,6 +93,8 @@ pub struct RunModel {
     pub notes: Capped<String>,
     /// Lines of controller transcripts in the log.
     pub controller_log_lines: u64,
+    /// Operations sent to agents on other hosts (the audit log's lines).
+    pub agent_log_lines: u64,
     /// Bytes per sector, from the first verification that tells (to show LBAs).
     pub sector_bytes: Option<u64>,
     /// Findings per class, in [`FindingClass::ALL`] order.
@@ -237,6 +239,7 @@ impl Default for RunModel {
             suspended: None,
             notes: Capped::default(),
             controller_log_lines: 0,
+            agent_log_lines: 0,
             sector_bytes: None,
             classes: FindingClass::ALL.iter().map(|&class| ClassFindings { class, findings: Capped::default(), cycles: 0 }).collect(),
             anomalies: Capped::default(),
@@ -484,6 +487,7 @@ impl RunModel {
             Event::RunSuspended { reason, .. } => self.suspended = Some(reason.clone()),
             Event::Note { message, .. } => self.notes.push(message.clone()),
             Event::ControllerLog { lines, .. } => self.controller_log_lines += lines.len() as u64,
+            Event::AgentLog { lines, .. } => self.agent_log_lines += lines.len() as u64,
             Event::PortPerf { workload, phase, name, figures, .. } => {
                 if self.perf.len() < 256 {
                     self.perf.insert(

@@ -145,6 +145,11 @@ impl<'r, 'e> Cycles<'r, 'e> {
     /// Records what the controller exchanged since the last call, if anything.
     pub fn controller_log(&mut self, cycle: Option<u32>) {
         controller_log(self.cutter, self.em, cycle);
+        let lines = self.ports.take_audit();
+        if !lines.is_empty() {
+            let t_ns = self.em.now();
+            self.em.emit(Event::AgentLog { t_ns, cycle, lines });
+        }
     }
 
     /// Runs cycle `cycle`; what it came to, for the stop policy.

@@ -219,6 +219,18 @@ impl PortSet {
     }
 }
 
+impl PortSet {
+    /// The audit lines of every port's agent since the last call.
+    pub fn take_audit(&mut self) -> Vec<String> {
+        let mut out = Vec::new();
+        for i in 0..self.duts.len() {
+            let prefix = self.prefix(i);
+            out.extend(self.duts[i].take_audit().into_iter().map(|n| format!("{prefix}{n}")));
+        }
+        out
+    }
+}
+
 /// Records what the controller exchanged since the last call, if anything.
 pub(crate) fn controller_log(cutter: &mut Cutter, em: &mut Emitter<'_>, cycle: Option<u32>) {
     let lines = cutter.take_log();

@@ -179,6 +179,12 @@ pub trait Dut: Send {
     /// checks, found again under another name).
     fn notes(&mut self) -> Vec<String>;
 
+    /// The operations sent to the device's agent since the last call, a line each (a target
+    /// on another host: the audit log); nothing for a device in this process.
+    fn take_audit(&mut self) -> Vec<String> {
+        Vec::new()
+    }
+
     /// Binds the device to the run's target identity (the run header's): when it is found
     /// again after a fault, anything else is refused.
     fn bind(&mut self, _identity: String) {}

@@ -43,6 +43,8 @@ pub struct RemotePort {
 /// A port on another host, through its agent.
 pub struct RemoteDut {
     port: RemotePort,
+    /// Every frame sent to the agent, kept for the run's audit log (`take_audit`).
+    audit: std::sync::Arc<std::sync::Mutex<Vec<dial::Sent>>>,
     session: Option<Session>,
     facts: Option<DeviceFacts>,
     /// The run's target identity (the ledger header's): anything else is refused.
@@ -53,7 +55,7 @@ pub struct RemoteDut {
 impl RemoteDut {
     /// Dials the agent and opens its target.
     pub fn open(port: RemotePort) -> Result<RemoteDut, DutError> {
-        let mut d = RemoteDut { port, session: None, facts: None, identity: None, notes: Vec::new() };
+        let mut d = RemoteDut { port, audit: Default::default(), session: None, facts: None, identity: None, notes: Vec::new() };
         d.session()?;
         Ok(d)
     }
@@ -63,6 +65,14 @@ impl RemoteDut {
         if self.session.is_none() {
             let p = &self.port;
             let mut s = dial::dial(&p.transport, &p.host, &p.run, &p.coordinator, p.timeout).map_err(|e| DutError::Open(e.to_string()))?;
+            let kept = std::sync::Arc::clone(&self.audit);
+            s.set_audit(Box::new(move |e| {
+                // Bounded: a run drains it at every cycle's steps.
+                let mut v = kept.lock().unwrap_or_else(|p| p.into_inner());
+                if v.len() < AUDIT_KEPT {
+                    v.push(e.clone());
+                }
+            }));
             let t = s
                 .open_expecting(&p.target, self.identity.as_deref(), &(&p.expect).into(), p.queue_depth, p.timeout)
                 .map_err(|e| DutError::Open(e.to_string()))?;
@@ -295,4 +305,15 @@ impl Dut for RemoteDut {
     fn bind(&mut self, identity: String) {
         self.identity = Some(identity);
     }
+
+    fn take_audit(&mut self) -> Vec<String> {
+        let now = faultline_drivers::monotonic_ns();
+        let sent = std::mem::take(&mut *self.audit.lock().unwrap_or_else(|p| p.into_inner()));
+        sent.iter()
+            .map(|e| format!("{} request {}: {} ({:.1} ms before)", e.host, e.seq, e.what, now.saturating_sub(e.t_ns) as f64 / 1e6))
+            .collect()
+    }
 }
+
+/// The most audit lines kept between two drains (a cycle sends a few dozen frames).
+const AUDIT_KEPT: usize = 100_000;
