@@ -688,9 +688,15 @@ fn a_remote_dut_runs_verifies_loses_its_host_and_dials_it_again() {
     let drv = drive(seed);
     let timeout = Duration::from_secs(20);
     std::fs::create_dir_all(d.join("host-a")).unwrap();
+    // The agent's binary, which the test takes away to make the host unreachable.
+    let agent_bin = d.join("faultline-agent");
+    std::fs::copy(BIN, &agent_bin).unwrap();
+    let transport =
+        Transport::new(&[agent_bin.display().to_string(), "agent".into(), "--stdio".into(), "--target".into(), drv.uri.clone()], "host-a")
+            .unwrap();
     let port = RemotePort {
         host: "host-a".into(),
-        transport: agent_for(&drv.uri),
+        transport,
         run: Nonce::from_words(seed, 27),
         coordinator: "test".into(),
         target: drv.uri.clone(),
@@ -780,6 +786,12 @@ fn a_remote_dut_runs_verifies_loses_its_host_and_dials_it_again() {
     assert!(matches!(e, DutCycleError::Dut(DutError::NotOpen(_))) && e.to_string().contains("closed as interrupted"), "{e}");
     assert_eq!(a.run.history().cycles.last().unwrap().end, Some(faultline::ledger::EndKind::Interrupted));
     assert!(!dut.answers(0));
+    // A host that does not come back within the timeout: inconclusive, never a finding (the
+    // runner does not call it a dead device).
+    std::fs::rename(&agent_bin, d.join("away")).unwrap();
+    let e = dut.wait_ready(0, Duration::from_secs(1)).unwrap_err();
+    assert!(matches!(e, DutError::HostGone(_)) && e.to_string().contains("host-a: its agent did not answer within 1 s"), "{e}");
+    std::fs::rename(d.join("away"), &agent_bin).unwrap();
     let r = dut.wait_ready(0, Duration::from_secs(20)).unwrap();
     assert!(r.enumerate.is_some(), "{r:?}");
     assert!(dut.answers(0));

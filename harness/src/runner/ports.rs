@@ -124,7 +124,8 @@ impl PortSet {
                 let (enumerate_us, first_read_us) = (r.enumerate.map(us), Some(us(r.first_read)));
                 em.emit(Event::Ready { t_ns, cycle, enumerate_us, first_read_us, port: Some(self.id(i)) });
             }
-            Err(e @ DutError::Ambiguous(_)) => return Err(e),
+            // Which device, or whether the drive answers at all, is unknown: not a finding.
+            Err(e @ (DutError::Ambiguous(_) | DutError::HostGone(_))) => return Err(e),
             Err(why) => {
                 findings.push(dead_device(cycle, &format!("{}{why}", self.prefix(i))));
                 end.dead_device = true;

@@ -59,6 +59,11 @@ pub enum DutError {
          the one device the run is about"
     )]
     Ambiguous(String),
+    /// A target on another host: its agent could not be reached within the timeout (the host
+    /// is down, or the transport fails). Inconclusive, and never a finding about the drive,
+    /// which nobody could ask.
+    #[error("{0}")]
+    HostGone(String),
     /// Saving the simulated drive's state failed.
     #[error("cannot save the simulated drive: {0}")]
     Persist(String),

@@ -110,8 +110,12 @@ impl RemoteDut {
 }
 
 impl Dut for RemoteDut {
+    /// The facts found when the target was first opened (they do not change; a target found
+    /// again is held to the run's identity): no dialling once they are known.
     fn facts(&mut self) -> Result<DeviceFacts, DutError> {
-        self.session()?;
+        if self.facts.is_none() {
+            self.session()?;
+        }
         Ok(self.facts.clone().expect("set when the session was dialled"))
     }
 
@@ -238,9 +242,12 @@ impl Dut for RemoteDut {
             if self.session.is_none() {
                 redialled = true;
                 if let Err(e) = self.session() {
-                    last = e.to_string();
                     if Instant::now() >= until {
-                        return Err(DutError::NotReady { timeout_s: timeout.as_secs(), last });
+                        return Err(DutError::HostGone(format!(
+                            "{}: its agent did not answer within {} s (the host is down or unreachable; not a finding about the drive, which nobody could ask): {e}",
+                            self.port.host,
+                            timeout.as_secs()
+                        )));
                     }
                     std::thread::sleep(Duration::from_millis(200));
                     continue;
