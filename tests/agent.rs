@@ -12,6 +12,7 @@ mod common;
 use common::{scratch, skip, text, BIN};
 use faultline::agent::dial::{self, DialError, Transport};
 use faultline::agent::proto::{self, Frame, Nonce, Op};
+use faultline::runner::ControllerError;
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -248,7 +249,7 @@ fn the_default_transport_is_ssh_in_batch_mode_with_host_key_checking_left_on() {
     assert_eq!(t.argv, ["ssh", "-o", "BatchMode=yes", "lab-host-1", "faultline", "agent", "--stdio"]);
     assert!(!t.argv.iter().any(|a| a.contains("StrictHostKeyChecking") || a.contains("UserKnownHostsFile=/dev/null")));
     let e = Transport::new(&[], "h").unwrap_err();
-    assert!(e.contains("empty"), "{e}");
+    assert!(e.to_string().contains("empty"), "{e}");
 }
 
 // ---------------------------------------------------------------------------------------
@@ -362,6 +363,26 @@ fn agent_for(uri: &str) -> Transport {
     Transport::new(&[BIN.to_string(), "agent".into(), "--stdio".into(), "--target".into(), uri.into()], "host-a").unwrap()
 }
 
+/// One simulated drive over NBD, one agent dialled to it with its target open, and a port's
+/// run over the first 16 MiB.
+struct OneAgent {
+    d: std::path::PathBuf,
+    drv: Drive,
+    s: dial::Session,
+    a: PortRun,
+    timeout: Duration,
+}
+
+fn one_agent(name: &str, seed: u64, run_word: u64) -> OneAgent {
+    let d = scratch(name);
+    let drv = drive(seed);
+    let timeout = Duration::from_secs(20);
+    let mut s = dial::dial(&agent_for(&drv.uri), "host-a", &Nonce::from_words(seed, run_word), "test", timeout).unwrap();
+    let info = s.open(&drv.uri, None, 16, timeout).unwrap();
+    let a = port_run(&d, "host-a", &info.facts(), (0, 16 << 20), seed, 0);
+    OneAgent { d, drv, s, a, timeout }
+}
+
 fn policy() -> faultline::agent::cycle::StreamPolicy {
     faultline::agent::cycle::StreamPolicy { ledger_checkpoint_every: Duration::from_millis(500), silence: Duration::from_secs(10) }
 }
@@ -402,7 +423,8 @@ fn agents_killed_at_seeded_moments_leave_the_coordinator_no_blind_window_and_no_
             let mut cycles = Vec::new();
             while !done.load(std::sync::atomic::Ordering::SeqCst) {
                 let req = b.request(None, 150);
-                let sum = s.run_cycle(req, &mut b.run.ledger, &mut || Err("no cut on host B".into()), None, &policy()).unwrap();
+                let sum =
+                    s.run_cycle(req, &mut b.run.ledger, &mut || Err(ControllerError("no cut on host B".into())), None, &policy()).unwrap();
                 cycles.push(sum);
             }
             s.bye(timeout).unwrap();
@@ -505,14 +527,7 @@ fn agents_killed_at_seeded_moments_leave_the_coordinator_no_blind_window_and_no_
 fn a_partition_mid_cycle_is_a_bounded_inconclusive_close_and_a_stop_ends_a_cycle_gracefully() {
     use faultline::agent::cycle::{CycleError, StreamPolicy};
     let seed = 7;
-    let d = scratch("partition");
-    let drv = drive(seed);
-    let timeout = Duration::from_secs(20);
-    let run_id = Nonce::from_words(seed, 25);
-    let mut s = dial::dial(&agent_for(&drv.uri), "host-a", &run_id, "test", timeout).unwrap();
-    let info = s.open(&drv.uri, None, 16, timeout).unwrap();
-    let facts = info.facts();
-    let mut a = port_run(&d, "host-a", &facts, (0, 16 << 20), seed, 0);
+    let OneAgent { d, drv, mut s, mut a, .. } = one_agent("partition", seed, 25);
     // Stopped from outside after 200 ms of a 60 s cycle: it ends gracefully, all durable.
     let stop = faultline::writer::StopToken::default();
     let stopper = {
@@ -523,7 +538,9 @@ fn a_partition_mid_cycle_is_a_bounded_inconclusive_close_and_a_stop_ends_a_cycle
         })
     };
     let t0 = Instant::now();
-    let sum = s.run_cycle(a.request(None, 60_000), &mut a.run.ledger, &mut || Err("no cut".into()), Some(&stop), &policy()).unwrap();
+    let sum = s
+        .run_cycle(a.request(None, 60_000), &mut a.run.ledger, &mut || Err(ControllerError("no cut".into())), Some(&stop), &policy())
+        .unwrap();
     stopper.join().unwrap();
     assert_eq!(sum.end, Some(faultline::ledger::EndKind::Graceful), "{sum:?}");
     assert!(t0.elapsed() < Duration::from_secs(30) && sum.completed > 0, "{:?} {sum:?}", t0.elapsed());
@@ -544,7 +561,7 @@ fn a_partition_mid_cycle_is_a_bounded_inconclusive_close_and_a_stop_ends_a_cycle
     let silence = Duration::from_millis(700);
     let p = StreamPolicy { ledger_checkpoint_every: Duration::from_millis(500), silence };
     let t0 = Instant::now();
-    let e = s.run_cycle(req, &mut a.run.ledger, &mut || Err("no cut".into()), None, &p).unwrap_err();
+    let e = s.run_cycle(req, &mut a.run.ledger, &mut || Err(ControllerError("no cut".into())), None, &p).unwrap_err();
     let waited = t0.elapsed();
     stopper.join().unwrap();
     let _ = Command::new("kill").args(["-KILL", &pid]).status();
@@ -571,13 +588,7 @@ fn a_partition_mid_cycle_is_a_bounded_inconclusive_close_and_a_stop_ends_a_cycle
 #[test]
 fn a_verify_through_the_agent_agrees_with_a_local_one_finding_for_finding_and_digest_for_digest() {
     let seed = 11;
-    let d = scratch("verify");
-    let drv = drive(seed);
-    let timeout = Duration::from_secs(20);
-    let mut s = dial::dial(&agent_for(&drv.uri), "host-a", &Nonce::from_words(seed, 26), "test", timeout).unwrap();
-    let info = s.open(&drv.uri, None, 16, timeout).unwrap();
-    let facts = info.facts();
-    let mut a = port_run(&d, "host-a", &facts, (0, 16 << 20), seed, 0);
+    let OneAgent { d, drv, mut s, mut a, timeout } = one_agent("verify", seed, 26);
     let audit = std::sync::Arc::new(std::sync::Mutex::new(Vec::<dial::Sent>::new()));
     let kept = audit.clone();
     s.set_audit(Box::new(move |e| kept.lock().unwrap().push(e.clone())));
@@ -654,7 +665,7 @@ fn a_verify_through_the_agent_agrees_with_a_local_one_finding_for_finding_and_di
     // Released, the target answers nothing; waited for, it is opened again and answers.
     assert_eq!(s.probe(0, timeout).unwrap(), Ok(()));
     s.release(timeout).unwrap();
-    assert!(s.probe(0, timeout).unwrap().unwrap_err().contains("no target is open"));
+    assert!(s.probe(0, timeout).unwrap().unwrap_err().0.contains("no target is open"));
     let (enumerate, first_read) = s.wait_ready(4096, Duration::from_secs(10), timeout).unwrap();
     assert!(enumerate.is_some() && first_read < Duration::from_secs(2), "{enumerate:?} {first_read:?}");
     assert_eq!(s.probe(0, timeout).unwrap(), Ok(()));

@@ -11,10 +11,11 @@
 //! therefore "may", never "must": no false finding, and what was lost to the coordinator is
 //! at most what completed since the agent's last checkpoint, a few milliseconds of writes.
 
-use super::dial::{DialError, Session};
+use super::dial::{AgentFailed, DialError, Session};
 use super::proto::{Answer, CycleRequest, CycleSummary, Expect, Frame, Op, TargetInfo};
 use crate::ledger::{Ledger, LedgerError, Record};
 use crate::run::{close_interrupted, RunError};
+use crate::runner::fault::ControllerError;
 use crate::writer::StopToken;
 use std::time::{Duration, Instant};
 
@@ -112,10 +113,10 @@ impl Session {
     }
 
     /// Whether the agent's target answers a read at `at`: `Err(why)` when it does not.
-    pub fn probe(&mut self, at: u64, timeout: Duration) -> Result<Result<(), String>, DialError> {
+    pub fn probe(&mut self, at: u64, timeout: Duration) -> Result<Result<(), AgentFailed>, DialError> {
         match self.call(Op::Probe { at }, timeout)? {
-            Answer::Probed { error } => Ok(error.map_or(Ok(()), Err)),
-            Answer::Failed { why } => Ok(Err(why)),
+            Answer::Probed { error } => Ok(error.map_or(Ok(()), |e| Err(AgentFailed(e)))),
+            Answer::Failed { why } => Ok(Err(AgentFailed(why))),
             other => Err(self.protocol(format!("{other:?} answered a probe"))),
         }
     }
@@ -150,7 +151,7 @@ impl Session {
         &mut self,
         req: CycleRequest,
         ledger: &mut dyn Ledger,
-        fault: &mut dyn FnMut() -> Result<(), String>,
+        fault: &mut dyn FnMut() -> Result<(), ControllerError>,
         stop: Option<&StopToken>,
         policy: &StreamPolicy,
     ) -> Result<CycleSummary, CycleError> {
@@ -229,7 +230,7 @@ impl Session {
                     }
                 }
                 Frame::CutDue { run, seq: q } if ours(&run, q) => {
-                    let failed = fault().err();
+                    let failed = fault().err().map(|e| e.to_string());
                     if let Err(e) = self.send(&Frame::CutDone { run: self.run.clone(), seq, failed }) {
                         return Err(s.lose(e, ledger, heard));
                     }

@@ -28,11 +28,11 @@ pub struct Transport {
 impl Transport {
     /// `template` with `{host}` replaced by `host` in each argument. The command is run as
     /// given, never through a shell.
-    pub fn new(template: &[String], host: &str) -> Result<Transport, String> {
+    pub fn new(template: &[String], host: &str) -> Result<Transport, TransportError> {
         let argv: Vec<String> = template.iter().map(|a| a.replace("{host}", host)).collect();
         match argv.first() {
-            None => Err("the transport command is empty".into()),
-            Some(p) if p.is_empty() => Err("the transport command's program is empty".into()),
+            None => Err(TransportError::Empty),
+            Some(p) if p.is_empty() => Err(TransportError::NoProgram),
             Some(_) => Ok(Transport { argv }),
         }
     }
@@ -42,6 +42,21 @@ impl Transport {
         Transport::new(&SSH.iter().map(|s| s.to_string()).collect::<Vec<_>>(), host).expect("the default transport is not empty")
     }
 }
+
+/// A transport command that cannot be run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TransportError {
+    #[error("the transport command is empty")]
+    Empty,
+    #[error("the transport command's program is empty")]
+    NoProgram,
+}
+
+/// An operation the agent could not do on its host, with its reason as it gave it (the
+/// session is fine: the host answered).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct AgentFailed(pub String);
 
 /// Why a session could not be had or went wrong.
 #[derive(Debug, thiserror::Error)]

@@ -6,9 +6,10 @@
 
 use crate::ledger::{EndKind, Record, RunHeader};
 use crate::port::PortId;
-use crate::writer::CutPlacement;
+use crate::writer::{CutPlacement, CycleOutcome};
 use serde::{Deserialize, Serialize};
 use std::io::{self, Read, Write};
+use std::time::Duration;
 
 /// The protocol versions this build speaks, newest last. Version 2 added a port's
 /// operations (open, cycle) and the frames a cycle streams; version 1 (handshake, clock, bye)
@@ -263,6 +264,73 @@ pub struct CycleSummary {
     pub drained_at_ns: Option<u64>,
     /// Write latency: [p50, p99, max] in ns and how many completed.
     pub write_latency: Option<[u64; 4]>,
+}
+
+fn ns(d: Duration) -> u64 {
+    d.as_nanos().min(u64::MAX as u128) as u64
+}
+
+impl CycleSummary {
+    /// What the agent's writer counted, for the wire; `started_ns` is the cycle's start on
+    /// the agent's clock.
+    pub fn of(out: CycleOutcome, started_ns: u64) -> CycleSummary {
+        CycleSummary {
+            end: out.end,
+            submitted: out.submitted,
+            completed: out.completed,
+            failed: out.failed,
+            flushes: out.flushes,
+            bytes_written: out.bytes_written,
+            submitted_end: out.submitted_end,
+            in_flight_at_cut: out.in_flight_at_cut,
+            bytes_at_risk: out.bytes_at_risk,
+            started_ns,
+            cut_at_ns: out.cut_at.map(ns),
+            elapsed_ns: ns(out.elapsed),
+            device_lost: out.device_lost,
+            final_flush_failed: out.final_flush_failed,
+            completed_at_cut: out.completed_at_cut,
+            flush_outstanding_at_cut: out.flush_outstanding_at_cut,
+            device_gone_at_ns: out.device_gone_at.map(ns),
+            max_completion_gap_ns: out.max_completion_gap.map(ns),
+            drained_at_ns: out.drained_at.map(ns),
+            write_latency: out.write_latency.map(|l| [l.p50_ns, l.p99_ns, l.max_ns, l.count]),
+        }
+    }
+}
+
+/// The coordinator's side: the agent's counts as the runner's outcome (durations from the
+/// cycle's start, so no clock mapping is needed).
+impl From<CycleSummary> for CycleOutcome {
+    fn from(sum: CycleSummary) -> CycleOutcome {
+        let ns = Duration::from_nanos;
+        CycleOutcome {
+            end: sum.end,
+            submitted: sum.submitted,
+            completed: sum.completed,
+            failed: sum.failed,
+            flushes: sum.flushes,
+            bytes_written: sum.bytes_written,
+            in_flight_at_cut: sum.in_flight_at_cut,
+            bytes_at_risk: sum.bytes_at_risk,
+            submitted_end: sum.submitted_end,
+            elapsed: ns(sum.elapsed_ns),
+            cut_at: sum.cut_at_ns.map(ns),
+            device_lost: sum.device_lost,
+            final_flush_failed: sum.final_flush_failed,
+            completed_at_cut: sum.completed_at_cut,
+            flush_outstanding_at_cut: sum.flush_outstanding_at_cut,
+            device_gone_at: sum.device_gone_at_ns.map(ns),
+            max_completion_gap: sum.max_completion_gap_ns.map(ns),
+            drained_at: sum.drained_at_ns.map(ns),
+            write_latency: sum.write_latency.map(|[p50_ns, p99_ns, max_ns, count]| faultline_drivers::LatencySummary {
+                p50_ns,
+                p99_ns,
+                max_ns,
+                count,
+            }),
+        }
+    }
 }
 
 /// A target as an agent opened it.

@@ -345,31 +345,7 @@ fn cycle(
         Err(crate::writer::WriteError::Cut { outcome, .. }) => *outcome,
         Err(e) => return Ok(Some(failed(format!("cycle {}: {e}", req.cycle)))),
     };
-    let ns = |d: Duration| d.as_nanos().min(u64::MAX as u128) as u64;
-    Ok(Some(Answer::CycleDone {
-        summary: CycleSummary {
-            end: out.end,
-            submitted: out.submitted,
-            completed: out.completed,
-            failed: out.failed,
-            flushes: out.flushes,
-            bytes_written: out.bytes_written,
-            submitted_end: out.submitted_end,
-            in_flight_at_cut: out.in_flight_at_cut,
-            bytes_at_risk: out.bytes_at_risk,
-            started_ns,
-            cut_at_ns: out.cut_at.map(ns),
-            elapsed_ns: ns(out.elapsed),
-            device_lost: out.device_lost,
-            final_flush_failed: out.final_flush_failed,
-            completed_at_cut: out.completed_at_cut,
-            flush_outstanding_at_cut: out.flush_outstanding_at_cut,
-            device_gone_at_ns: out.device_gone_at.map(ns),
-            max_completion_gap_ns: out.max_completion_gap.map(ns),
-            drained_at_ns: out.drained_at.map(ns),
-            write_latency: out.write_latency.map(|l| [l.p50_ns, l.p99_ns, l.max_ns, l.count]),
-        },
-    }))
+    Ok(Some(Answer::CycleDone { summary: CycleSummary::of(out, started_ns) }))
 }
 
 pub(crate) fn kind(f: &Frame) -> &'static str {

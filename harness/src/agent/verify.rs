@@ -11,6 +11,7 @@ use super::dial::{DialError, Session};
 use super::proto::{Answer, DigestWire, Frame, Op, VerifiedPart, VerifyCounts};
 use crate::format::Format;
 use crate::ledger::{History, LedgerError, Record};
+use crate::runner::dut::{HealthLogs, HealthReadError};
 use crate::verify::{Digest, Digests, SeenRun, Verifier, VerifyReport};
 use crate::workload::Layout;
 use faultline_drivers::BlockTarget;
@@ -169,6 +170,29 @@ impl Session {
         Ok(at)
     }
 
+    /// Sends `op` and hands each part of its answer to `part` (an `Err` is a protocol error,
+    /// why), until the reply, which it returns.
+    fn parted(
+        &mut self,
+        op: Op,
+        name: &str,
+        timeout: Duration,
+        mut part: impl FnMut(VerifiedPart) -> Result<(), String>,
+    ) -> Result<Answer, DialError> {
+        self.seq += 1;
+        let seq = self.seq;
+        self.send(&Frame::Request { run: self.run.clone(), seq, op })?;
+        let what = format!("request {seq} ({name})");
+        loop {
+            match self.next(&what, timeout)? {
+                Frame::Verified { run, seq: q, part: p } if run == self.run && q == seq => part(p).map_err(|why| self.protocol(why))?,
+                Frame::Reply { run, seq: q, result } if run == self.run && q == seq => return Ok(result),
+                Frame::Refused { why, ours, theirs } => return Err(DialError::Refused { host: self.host.clone(), why, ours, theirs }),
+                other => return Err(self.protocol(format!("{other:?} where the answer to {what} was due"))),
+            }
+        }
+    }
+
     /// Verifies `regions` on the agent's target against its copy of the history (see
     /// [`Session::sync_history`]); the digests of what it read when `digest`.
     pub fn verify(
@@ -178,59 +202,49 @@ impl Session {
         timeout: Duration,
     ) -> Result<(VerifyReport, Option<Vec<Digest>>), DialError> {
         let op = Op::Verify { regions: regions.iter().map(|&(a, b)| [a, b]).collect(), digest };
-        self.seq += 1;
-        let seq = self.seq;
-        self.send(&Frame::Request { run: self.run.clone(), seq, op })?;
-        let what = format!("request {seq} (verify)");
         let (mut findings, mut seen, mut digests) = (Vec::new(), Vec::new(), Vec::new());
-        loop {
-            match self.next(&what, timeout)? {
-                Frame::Verified { run, seq: q, part } if run == self.run && q == seq => match part {
-                    VerifiedPart::Findings(f) => findings.extend(f),
-                    VerifiedPart::Seen(s) => seen.extend(s.into_iter().map(|[id, start, end]| SeenRun { id, start, end })),
-                    VerifiedPart::Hashes(_) => return Err(self.protocol("sector hashes in a verify's answer".into())),
-                    VerifiedPart::Digests(d) => {
-                        for x in d {
-                            let Some(hash) = unhex::<32>(&x.hash) else {
-                                return Err(self.protocol(format!("a digest whose hash is not 32 hex bytes: {}", x.hash)));
-                            };
-                            digests.push(Digest { start: x.start, end: x.end, hash, unreadable: x.unreadable });
-                        }
+        let answer = self.parted(op, "verify", timeout, |part| {
+            match part {
+                VerifiedPart::Findings(f) => findings.extend(f),
+                VerifiedPart::Seen(s) => seen.extend(s.into_iter().map(|[id, start, end]| SeenRun { id, start, end })),
+                VerifiedPart::Hashes(_) => return Err("sector hashes in a verify's answer".into()),
+                VerifiedPart::Digests(d) => {
+                    for x in d {
+                        let Some(hash) = unhex::<32>(&x.hash) else {
+                            return Err(format!("a digest whose hash is not 32 hex bytes: {}", x.hash));
+                        };
+                        digests.push(Digest { start: x.start, end: x.end, hash, unreadable: x.unreadable });
                     }
-                },
-                Frame::Reply { run, seq: q, result } if run == self.run && q == seq => {
-                    let c = match result {
-                        Answer::Verified { counts } => counts,
-                        Answer::Failed { why } => return Err(DialError::Protocol { host: self.host.clone(), why }),
-                        other => return Err(self.protocol(format!("{other:?} answered a verify"))),
-                    };
-                    if c.findings != findings.len() as u64 || c.seen != seen.len() as u64 || c.digests.unwrap_or(0) != digests.len() as u64
-                    {
-                        return Err(self.protocol(format!(
-                            "the verify's counts ({} findings, {} seen, {:?} digests) are not what it sent ({}, {}, {})",
-                            c.findings,
-                            c.seen,
-                            c.digests,
-                            findings.len(),
-                            seen.len(),
-                            digests.len()
-                        )));
-                    }
-                    let report = VerifyReport {
-                        sectors: c.sectors,
-                        bytes: c.bytes,
-                        durable_ok: c.durable_ok,
-                        newer_ok: c.newer_ok,
-                        prior_ok: c.prior_ok,
-                        findings,
-                        seen,
-                    };
-                    return Ok((report, c.digests.map(|_| digests)));
                 }
-                Frame::Refused { why, ours, theirs } => return Err(DialError::Refused { host: self.host.clone(), why, ours, theirs }),
-                other => return Err(self.protocol(format!("{other:?} where the answer to request {seq} (verify) was due"))),
             }
+            Ok(())
+        })?;
+        let c = match answer {
+            Answer::Verified { counts } => counts,
+            Answer::Failed { why } => return Err(DialError::Protocol { host: self.host.clone(), why }),
+            other => return Err(self.protocol(format!("{other:?} answered a verify"))),
+        };
+        if c.findings != findings.len() as u64 || c.seen != seen.len() as u64 || c.digests.unwrap_or(0) != digests.len() as u64 {
+            return Err(self.protocol(format!(
+                "the verify's counts ({} findings, {} seen, {:?} digests) are not what it sent ({}, {}, {})",
+                c.findings,
+                c.seen,
+                c.digests,
+                findings.len(),
+                seen.len(),
+                digests.len()
+            )));
         }
+        let report = VerifyReport {
+            sectors: c.sectors,
+            bytes: c.bytes,
+            durable_ok: c.durable_ok,
+            newer_ok: c.newer_ok,
+            prior_ok: c.prior_ok,
+            findings,
+            seen,
+        };
+        Ok((report, c.digests.map(|_| digests)))
     }
 }
 
@@ -239,62 +253,54 @@ impl Session {
     /// failed), to compare two ports sector by sector where their digests differ.
     pub fn sector_hashes(&mut self, ranges: &[(u64, u64)], sector: u64, timeout: Duration) -> Result<Vec<Option<[u8; 32]>>, DialError> {
         let op = Op::SectorHashes { ranges: ranges.iter().map(|&(a, b)| [a, b]).collect(), sector };
-        self.seq += 1;
-        let seq = self.seq;
-        self.send(&Frame::Request { run: self.run.clone(), seq, op })?;
-        let what = format!("request {seq} (sector hashes)");
         let mut out = Vec::new();
-        loop {
-            match self.next(&what, timeout)? {
-                Frame::Verified { run, seq: q, part: VerifiedPart::Hashes(h) } if run == self.run && q == seq => {
-                    for x in h {
-                        match x.as_deref().map(unhex::<32>) {
-                            None => out.push(None),
-                            Some(Some(b)) => out.push(Some(b)),
-                            Some(None) => return Err(self.protocol(format!("a sector hash that is not 32 hex bytes: {x:?}"))),
-                        }
-                    }
+        let answer = self.parted(op, "sector hashes", timeout, |part| {
+            let VerifiedPart::Hashes(h) = part else {
+                return Err(format!("{part:?} in the answer to sector hashes"));
+            };
+            for x in h {
+                match x.as_deref().map(unhex::<32>) {
+                    None => out.push(None),
+                    Some(Some(b)) => out.push(Some(b)),
+                    Some(None) => return Err(format!("a sector hash that is not 32 hex bytes: {x:?}")),
                 }
-                Frame::Reply { run, seq: q, result } if run == self.run && q == seq => {
-                    return match result {
-                        Answer::Hashed { count } if count == out.len() as u64 => Ok(out),
-                        Answer::Hashed { count } => Err(self.protocol(format!("{count} sector hashes counted, {} sent", out.len()))),
-                        Answer::Failed { why } => Err(DialError::Protocol { host: self.host.clone(), why }),
-                        other => Err(self.protocol(format!("{other:?} answered sector hashes"))),
-                    };
-                }
-                Frame::Refused { why, ours, theirs } => return Err(DialError::Refused { host: self.host.clone(), why, ours, theirs }),
-                other => return Err(self.protocol(format!("{other:?} where the answer to request {seq} (sector hashes) was due"))),
             }
+            Ok(())
+        })?;
+        match answer {
+            Answer::Hashed { count } if count == out.len() as u64 => Ok(out),
+            Answer::Hashed { count } => Err(self.protocol(format!("{count} sector hashes counted, {} sent", out.len()))),
+            Answer::Failed { why } => Err(DialError::Protocol { host: self.host.clone(), why }),
+            other => Err(self.protocol(format!("{other:?} answered sector hashes"))),
         }
     }
 
     /// The agent's target's health logs, parsed here: `None` when it has none (not NVMe, an
     /// NBD export), with the agent's reason in the error of `Some(Err)` when reading failed.
-    pub fn health(&mut self, timeout: Duration) -> Result<Option<Result<crate::runner::dut::HealthLogs, String>>, DialError> {
+    pub fn health(&mut self, timeout: Duration) -> Result<Option<Result<HealthLogs, HealthReadError>>, DialError> {
         match self.call(Op::Health, timeout)? {
             Answer::Health { none: Some(_), .. } => Ok(None),
             Answer::Health { smart: Some(s), ocp, none: None } => {
-                let page = |h: &str| -> Result<Vec<u8>, String> {
-                    if !h.len().is_multiple_of(2) || !h.is_ascii() {
-                        return Err("a health page that is not hex".into());
-                    }
-                    (0..h.len() / 2)
-                        .map(|i| u8::from_str_radix(&h[2 * i..2 * i + 2], 16).map_err(|e| format!("a health page that is not hex: {e}")))
-                        .collect()
-                };
-                let parse = || -> Result<crate::runner::dut::HealthLogs, String> {
-                    let smart = crate::health::parse_smart(&page(&s)?).map_err(|e| e.to_string())?;
+                let parse = || -> Result<HealthLogs, HealthReadError> {
+                    let smart = crate::health::parse_smart(&health_page(&s)?)?;
                     let ocp = match ocp {
-                        Some(o) => Some(crate::health::parse_ocp_smart(&page(&o)?).map_err(|e| e.to_string())?),
+                        Some(o) => Some(crate::health::parse_ocp_smart(&health_page(&o)?)?),
                         None => None,
                     };
-                    Ok(crate::runner::dut::HealthLogs { smart, ocp })
+                    Ok(HealthLogs { smart, ocp })
                 };
                 Ok(Some(parse()))
             }
-            Answer::Failed { why } => Ok(Some(Err(why))),
+            Answer::Failed { why } => Ok(Some(Err(HealthReadError::Remote(why)))),
             other => Err(self.protocol(format!("{other:?} answered a health request"))),
         }
     }
+}
+
+/// A health page as the agent sends it, in hex.
+fn health_page(h: &str) -> Result<Vec<u8>, HealthReadError> {
+    if !h.len().is_multiple_of(2) || !h.is_ascii() {
+        return Err(HealthReadError::NotHex);
+    }
+    (0..h.len() / 2).map(|i| u8::from_str_radix(&h[2 * i..2 * i + 2], 16).map_err(|_| HealthReadError::NotHex)).collect()
 }

@@ -330,6 +330,9 @@ pub enum HealthReadError {
     /// A port on another host: what its agent said.
     #[error("{0}")]
     Remote(String),
+    /// A port on another host: its agent sent a page that is not hex.
+    #[error("the agent sent a health page that is not hex")]
+    NotHex,
 }
 
 /// A cycle's workload failed: the writer's error, or the device was not open.

@@ -141,36 +141,8 @@ impl Dut for RemoteDut {
         };
         let policy = self.port.policy;
         let s = self.session()?;
-        match s.run_cycle(req, ledger, &mut || fault().map_err(|e| e.to_string()), o.stop.as_ref(), &policy) {
-            Ok(sum) => {
-                let ns = Duration::from_nanos;
-                Ok(CycleOutcome {
-                    end: sum.end,
-                    submitted: sum.submitted,
-                    completed: sum.completed,
-                    failed: sum.failed,
-                    flushes: sum.flushes,
-                    bytes_written: sum.bytes_written,
-                    in_flight_at_cut: sum.in_flight_at_cut,
-                    bytes_at_risk: sum.bytes_at_risk,
-                    submitted_end: sum.submitted_end,
-                    elapsed: ns(sum.elapsed_ns),
-                    cut_at: sum.cut_at_ns.map(ns),
-                    device_lost: sum.device_lost,
-                    final_flush_failed: sum.final_flush_failed,
-                    completed_at_cut: sum.completed_at_cut,
-                    flush_outstanding_at_cut: sum.flush_outstanding_at_cut,
-                    device_gone_at: sum.device_gone_at_ns.map(ns),
-                    max_completion_gap: sum.max_completion_gap_ns.map(ns),
-                    drained_at: sum.drained_at_ns.map(ns),
-                    write_latency: sum.write_latency.map(|[p50_ns, p99_ns, max_ns, count]| faultline_drivers::LatencySummary {
-                        p50_ns,
-                        p99_ns,
-                        max_ns,
-                        count,
-                    }),
-                })
-            }
+        match s.run_cycle(req, ledger, fault, o.stop.as_ref(), &policy) {
+            Ok(sum) => Ok(sum.into()),
             Err(e @ (CycleError::Lost { .. } | CycleError::Unrecorded { .. })) => Err(self.lost(e).into()),
             Err(e) => Err(DutError::Open(e.to_string()).into()),
         }
@@ -292,7 +264,7 @@ impl Dut for RemoteDut {
         };
         match s.health(timeout) {
             Ok(None) => None,
-            Ok(Some(r)) => Some(r.map_err(HealthReadError::Remote)),
+            Ok(Some(r)) => Some(r),
             Err(e) => Some(Err(HealthReadError::Remote(self.lost(e).to_string()))),
         }
     }

@@ -66,7 +66,7 @@ pub fn cmd_agent(a: AgentArgs) -> Result<Exit> {
     let run = Nonce::from_words(crate::random_u64(), crate::random_u64());
     let me = format!("{}:{} (faultline agent --check)", hostname(), std::process::id());
     for host in &a.check {
-        let t = Transport::new(&template, host).map_err(anyhow::Error::msg)?;
+        let t = Transport::new(&template, host)?;
         let mut s = dial::dial(&t, host, &run, &me, timeout)?;
         let c = s.clock(16, timeout)?;
         let ag = s.agent.clone();
