@@ -26,13 +26,13 @@ fn nonce() -> Nonce {
     Nonce::from_words(0x2026_1204, 24)
 }
 
-/// `agent --check` through a local child: what answered, protocol 2, and its clock.
+/// `agent --check` through a local child: what answered, protocol 3, and its clock.
 #[test]
 fn agent_check_through_a_local_child_names_the_agent_and_its_clock() {
     let o = Command::new(BIN).args(["agent", "--check", "here", "--transport", "local"]).output().unwrap();
     let out = text(&o);
     assert_eq!(o.status.code(), Some(0), "{out}");
-    assert!(out.contains("here: faultline ") && out.contains("protocol 2, exec faults not allowed"), "{out}");
+    assert!(out.contains("here: faultline ") && out.contains("protocol 3, exec faults not allowed"), "{out}");
     assert!(out.contains("here: clock: agent = coordinator ") && out.contains("the best of 16 round trips"), "{out}");
 }
 
@@ -41,7 +41,7 @@ fn agent_check_through_a_local_child_names_the_agent_and_its_clock() {
 #[test]
 fn an_agent_on_this_host_has_a_clock_offset_of_zero_within_its_uncertainty() {
     let mut s = dial::dial(&local(), "here", &nonce(), "test", Duration::from_secs(20)).unwrap();
-    assert_eq!(s.version, 2);
+    assert_eq!(s.version, 3);
     assert_eq!(s.agent.pid, s.pid(), "the agent is the transport's process here");
     let c = s.clock(32, Duration::from_secs(10)).unwrap();
     assert!(c.offset_ns.unsigned_abs() <= c.uncertainty_ns, "{c:?}");
@@ -75,10 +75,10 @@ fn the_agent_refuses_another_run_an_unknown_version_an_oversized_frame_and_a_sec
     let other = Nonce::from_words(7, 7);
     let hello = |versions: Vec<u32>, run: &Nonce| Frame::Hello { versions, run: run.clone(), coordinator: "coordinator-1".into() };
     let cases: Vec<(Vec<Frame>, Option<u32>, &str)> = vec![
-        (vec![hello(vec![2], &run), Frame::Request { run: other.clone(), seq: 1, op: Op::Clock }], None, "a frame of run 0000000000000007"),
-        (vec![hello(vec![1, 3], &run)], None, "speaks protocol version(s) [2]; coordinator coordinator-1 offered [1, 3]"),
-        (vec![hello(vec![2], &run)], Some(proto::MAX_FRAME + 1), "at most 1048576"),
-        (vec![hello(vec![2], &run), hello(vec![2], &other)], None, "a second hello (coordinator coordinator-1, run 0000000000000007"),
+        (vec![hello(vec![3], &run), Frame::Request { run: other.clone(), seq: 1, op: Op::Clock }], None, "a frame of run 0000000000000007"),
+        (vec![hello(vec![1, 2, 4], &run)], None, "speaks protocol version(s) [3]; coordinator coordinator-1 offered [1, 2, 4]"),
+        (vec![hello(vec![3], &run)], Some(proto::MAX_FRAME + 1), "at most 1048576"),
+        (vec![hello(vec![3], &run), hello(vec![3], &other)], None, "a second hello (coordinator coordinator-1, run 0000000000000007"),
     ];
     for (frames, oversized, says) in cases {
         let mut child = Command::new(BIN)
@@ -103,7 +103,7 @@ fn the_agent_refuses_another_run_an_unknown_version_an_oversized_frame_and_a_sec
             last = Some(f);
         }
         match last {
-            Some(Frame::Refused { why, ours, .. }) => assert!(why.contains(says) && ours == vec![2], "{why}"),
+            Some(Frame::Refused { why, ours, .. }) => assert!(why.contains(says) && ours == vec![3], "{why}"),
             other => panic!("{says}: no refused frame last: {other:?}\n{}", text(&o)),
         }
         assert_eq!(o.status.code(), Some(2), "{}", text(&o));
@@ -215,7 +215,7 @@ fn over_real_ssh_the_agent_answers_and_unknown_host_keys_and_user_keys_are_refus
     let o = d.check("user_key", "known_hosts");
     let out = text(&o);
     assert_eq!(o.status.code(), Some(0), "{out}");
-    assert!(out.contains("127.0.0.1: faultline ") && out.contains("protocol 2"), "{out}");
+    assert!(out.contains("127.0.0.1: faultline ") && out.contains("protocol 3"), "{out}");
     // The same host's clock, through ssh: zero within the uncertainty, which ssh makes larger.
     let line = out.lines().find_map(|l| l.strip_prefix("127.0.0.1: clock: agent = coordinator ")).unwrap_or_else(|| panic!("{out}"));
     let num = |s: &str| s.trim().trim_end_matches(" us").parse::<f64>().unwrap_or_else(|_| panic!("{line}"));
@@ -336,6 +336,7 @@ impl PortRun {
             cut,
             stream_every_ms: STREAM_EVERY_MS,
             drain_timeout_ms: 5_000,
+            samples: false,
         }
     }
 
@@ -423,8 +424,9 @@ fn agents_killed_at_seeded_moments_leave_the_coordinator_no_blind_window_and_no_
             let mut cycles = Vec::new();
             while !done.load(std::sync::atomic::Ordering::SeqCst) {
                 let req = b.request(None, 150);
-                let sum =
-                    s.run_cycle(req, &mut b.run.ledger, &mut || Err(ControllerError("no cut on host B".into())), None, &policy()).unwrap();
+                let sum = s
+                    .run_cycle(req, &mut b.run.ledger, &mut || Err(ControllerError("no cut on host B".into())), None, &policy(), None)
+                    .unwrap();
                 cycles.push(sum);
             }
             s.bye(timeout).unwrap();
@@ -461,6 +463,7 @@ fn agents_killed_at_seeded_moments_leave_the_coordinator_no_blind_window_and_no_
             },
             None,
             &policy(),
+            None,
         );
         killer.join().unwrap();
         let held = match r {
@@ -538,10 +541,19 @@ fn a_partition_mid_cycle_is_a_bounded_inconclusive_close_and_a_stop_ends_a_cycle
         })
     };
     let t0 = Instant::now();
+    // With its completions streamed: each write's, once, in the order of its clock.
+    let mut req = a.request(None, 60_000);
+    req.samples = true;
+    let mut got: Vec<faultline::writer::WireSample> = Vec::new();
+    let mut take = |b: &[faultline::writer::WireSample]| got.extend_from_slice(b);
     let sum = s
-        .run_cycle(a.request(None, 60_000), &mut a.run.ledger, &mut || Err(ControllerError("no cut".into())), Some(&stop), &policy())
+        .run_cycle(req, &mut a.run.ledger, &mut || Err(ControllerError("no cut".into())), Some(&stop), &policy(), Some(&mut take))
         .unwrap();
     stopper.join().unwrap();
+    assert_eq!(got.len() as u64, sum.completed + sum.failed, "{sum:?}");
+    assert_eq!(got.iter().map(|x| x[2]).sum::<u64>(), sum.bytes_written, "{sum:?}");
+    let (first, last) = (got.iter().map(|x| x[0]).min().unwrap(), got.iter().map(|x| x[0]).max().unwrap());
+    assert!(first >= sum.started_ns && last - sum.started_ns <= sum.elapsed_ns, "{first} {last} {sum:?}");
     assert_eq!(sum.end, Some(faultline::ledger::EndKind::Graceful), "{sum:?}");
     assert!(t0.elapsed() < Duration::from_secs(30) && sum.completed > 0, "{:?} {sum:?}", t0.elapsed());
     let c = a.run.history().cycles.last().unwrap().clone();
@@ -561,7 +573,7 @@ fn a_partition_mid_cycle_is_a_bounded_inconclusive_close_and_a_stop_ends_a_cycle
     let silence = Duration::from_millis(700);
     let p = StreamPolicy { ledger_checkpoint_every: Duration::from_millis(500), silence };
     let t0 = Instant::now();
-    let e = s.run_cycle(req, &mut a.run.ledger, &mut || Err(ControllerError("no cut".into())), None, &p).unwrap_err();
+    let e = s.run_cycle(req, &mut a.run.ledger, &mut || Err(ControllerError("no cut".into())), None, &p, None).unwrap_err();
     let waited = t0.elapsed();
     stopper.join().unwrap();
     let _ = Command::new("kill").args(["-KILL", &pid]).status();
@@ -594,7 +606,7 @@ fn a_verify_through_the_agent_agrees_with_a_local_one_finding_for_finding_and_di
     s.set_audit(Box::new(move |e| kept.lock().unwrap().push(e.clone())));
     let cut = Some(faultline::writer::CutPlacement::AfterTime { after_ms: 100 });
     for _ in 0..2 {
-        s.run_cycle(a.request(cut, 1_000), &mut a.run.ledger, &mut || Ok(()), None, &policy()).unwrap();
+        s.run_cycle(a.request(cut, 1_000), &mut a.run.ledger, &mut || Ok(()), None, &policy(), None).unwrap();
     }
     a.run.ledger.sync().unwrap();
     let ledger = d.join("host-a").join(faultline::ledger::LEDGER_FILE);
@@ -626,7 +638,7 @@ fn a_verify_through_the_agent_agrees_with_a_local_one_finding_for_finding_and_di
     let clean = compare(&mut s, &a);
     assert!(clean.findings.is_empty() && clean.durable_ok > 0, "{:?}", clean.findings);
     // A third cycle: the agent's copy of the history catches up from where it was.
-    s.run_cycle(a.request(None, 300), &mut a.run.ledger, &mut || Ok(()), None, &policy()).unwrap();
+    s.run_cycle(a.request(None, 300), &mut a.run.ledger, &mut || Ok(()), None, &policy(), None).unwrap();
     a.run.ledger.sync().unwrap();
     // A durable write, still current, zeroed behind the run's back.
     let h = a.run.history();
@@ -748,7 +760,9 @@ fn a_remote_dut_runs_verifies_loses_its_host_and_dials_it_again() {
         }
     };
     let cut = Some(faultline::writer::CutPlacement::AfterTime { after_ms: 100 });
-    let o = options(&a, cut);
+    // The port's completions join a dual-port run's windows, on this host's clock.
+    let windows = std::sync::Arc::new(faultline::writer::Windows::new(1));
+    let o = faultline::writer::CycleOptions { samples: Some(faultline::writer::PortSamples::slot(&windows, 0)), ..options(&a, cut) };
     let w = Workload { layout: &a.run.layout, format: &a.run.format, contract: faultline::ledger::Contract::Plp, opts: &o };
     let cuts = std::cell::Cell::new(0);
     let out = dut
@@ -759,6 +773,13 @@ fn a_remote_dut_runs_verifies_loses_its_host_and_dials_it_again() {
         .unwrap();
     assert_eq!((out.end, cuts.get()), (Some(faultline::ledger::EndKind::Cut), 1), "{out:?}");
     assert!(out.completed > 0 && out.cut_at.is_some());
+    let f = windows.figures(0, faultline::writer::Phase::Warmup, Instant::now()).unwrap();
+    assert_eq!((f.completions, f.bytes), (out.completed, out.bytes_written), "every completion the agent's writer counted: {f:?}");
+    let series = windows.series(0);
+    assert_eq!(series.iter().map(|b| u64::from(b.completions)).sum::<u64>(), out.completed);
+    // Mapped onto this host's clock: inside the windows' lifetime, not before their epoch.
+    let spanned = faultline::writer::windows::BUCKET * series.len() as u32;
+    assert!(spanned <= windows.epoch().elapsed() + faultline::writer::windows::BUCKET, "{spanned:?}");
     a.run.ledger.sync().unwrap();
     let regions = [(0u64, 16u64 << 20)];
     let check = |dut: &mut RemoteDut, a: &PortRun| {

@@ -120,9 +120,10 @@ fn main() {
             cut: None,
             stream_every_ms,
             drain_timeout_ms: 10_000,
+            samples: false,
         };
         let t = Instant::now();
-        let sum = s.run_cycle(req, &mut r.ledger, &mut || Ok(()), None, &policy).unwrap();
+        let sum = s.run_cycle(req, &mut r.ledger, &mut || Ok(()), None, &policy, None).unwrap();
         let remote_rate = sum.completed as f64 / t.elapsed().as_secs_f64();
         let ratio = remote_rate / local_rate;
         ratios.push(ratio);

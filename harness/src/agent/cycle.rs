@@ -16,7 +16,10 @@ use super::proto::{Answer, CycleRequest, CycleSummary, Expect, Frame, Op, Target
 use crate::ledger::{Ledger, LedgerError, Record};
 use crate::run::{close_interrupted, RunError};
 use crate::runner::fault::ControllerError;
-use crate::writer::StopToken;
+use crate::writer::{StopToken, WireSample};
+
+/// What takes a cycle's streamed write completions (on the agent's clock).
+pub type TakeSamples<'a> = dyn FnMut(&[WireSample]) + 'a;
 use std::time::{Duration, Instant};
 
 /// How often a cycle's wait looks at its stop token.
@@ -146,7 +149,8 @@ impl Session {
     /// `fault` runs the cut when the agent's writer reaches its placement (`Err`: why the cut
     /// is not confirmed).
     /// `stop`, once stopped, ends the agent's cycle gracefully (a surviving port's writer when
-    /// its window is over).
+    /// its window is over). `samples` takes the write completions the agent streams, on its
+    /// clock, when the request asks for them (`req.samples`).
     pub fn run_cycle(
         &mut self,
         req: CycleRequest,
@@ -154,6 +158,7 @@ impl Session {
         fault: &mut dyn FnMut() -> Result<(), ControllerError>,
         stop: Option<&StopToken>,
         policy: &StreamPolicy,
+        mut samples: Option<&mut TakeSamples<'_>>,
     ) -> Result<CycleSummary, CycleError> {
         let cycle = req.cycle;
         // The agent is silent while it drains after a cut (up to its drain timeout).
@@ -229,6 +234,13 @@ impl Session {
                         return Err(s.lose(e, ledger, heard));
                     }
                 }
+                Frame::Samples { run, seq: q, samples: batch } if ours(&run, q) => match samples.as_mut() {
+                    Some(take) => take(&batch),
+                    None => {
+                        let e = self.protocol(format!("completions (samples) in cycle {cycle}, whose request asked for none"));
+                        return Err(s.lose(e, ledger, heard));
+                    }
+                },
                 Frame::CutDue { run, seq: q } if ours(&run, q) => {
                     let failed = fault().err().map(|e| e.to_string());
                     if let Err(e) = self.send(&Frame::CutDone { run: self.run.clone(), seq, failed }) {

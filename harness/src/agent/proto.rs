@@ -12,9 +12,10 @@ use std::io::{self, Read, Write};
 use std::time::Duration;
 
 /// The protocol versions this build speaks, newest last. Version 2 added a port's
-/// operations (open, cycle) and the frames a cycle streams; version 1 (handshake, clock, bye)
-/// is no longer spoken.
-pub const VERSIONS: &[u32] = &[2];
+/// operations (open, cycle) and the frames a cycle streams; version 3 a cycle's write
+/// completions (`samples`), which a dual-port run's windows need. Versions 1 and 2 are no
+/// longer spoken: a peer offering only those is refused, naming both sides' versions.
+pub const VERSIONS: &[u32] = &[3];
 
 /// The largest frame either side accepts, in bytes (the length prefix excluded).
 pub const MAX_FRAME: u32 = 1 << 20;
@@ -70,6 +71,11 @@ pub enum Frame {
     CutDone { run: Nonce, seq: u64, failed: Option<String> },
     /// Coordinator to agent, while a cycle runs: end it gracefully now (drain, flush, record).
     Stop { run: Nonce, seq: u64 },
+    /// Agent to coordinator, while a cycle whose request asked for them runs: the write
+    /// completions since the last such frame, each `[t_ns, latency_ns, bytes, ok]` with `t_ns`
+    /// on the agent's monotonic clock (the coordinator maps it onto its own with the clock
+    /// offset), sent before each record frame, so at least every stream interval.
+    Samples { run: Nonce, seq: u64, samples: Vec<crate::writer::WireSample> },
     /// Agent to coordinator, while a verify runs: one bounded part of what it found.
     Verified { run: Nonce, seq: u64, part: VerifiedPart },
 }
@@ -231,6 +237,10 @@ pub struct CycleRequest {
     /// How often the agent streams what is durable (a checkpoint record).
     pub stream_every_ms: u64,
     pub drain_timeout_ms: u64,
+    /// Stream every write completion (`samples` frames): a dual-port run's windows judge the
+    /// port by them.
+    #[serde(default)]
+    pub samples: bool,
 }
 
 /// What a cycle did, as the agent's writer counted it.
@@ -477,9 +487,9 @@ mod tests {
     fn frames_round_trip() {
         let run = Nonce::from_words(1, 2);
         assert_eq!(run.0, "00000000000000010000000000000002");
-        round(Frame::Hello { versions: vec![2], run: run.clone(), coordinator: "lab1:42".into() });
+        round(Frame::Hello { versions: vec![3], run: run.clone(), coordinator: "lab1:42".into() });
         let agent = AgentInfo { software: "faultline 0.1.0".into(), host: "h".into(), pid: 7, allow_exec: false };
-        round(Frame::Welcome { version: 2, agent });
+        round(Frame::Welcome { version: 3, agent });
         round(Frame::Refused { why: "no".into(), ours: vec![1], theirs: vec![9] });
         round(Frame::Request { run: run.clone(), seq: 3, op: Op::Clock });
         round(Frame::Reply { run: run.clone(), seq: 3, result: Answer::Clock { monotonic_ns: 99 } });
@@ -505,6 +515,7 @@ mod tests {
             cut: Some(CutPlacement::AfterTime { after_ms: 120 }),
             stream_every_ms: 1,
             drain_timeout_ms: 5000,
+            samples: false,
         };
         round(Frame::Request { run: run.clone(), seq: 5, op: Op::Cycle(Box::new(req)) });
         round(Frame::Records { run: run.clone(), seq: 5, first: 0, records: crate::ledger::tests::sample_records() });
@@ -535,9 +546,9 @@ mod tests {
 
     #[test]
     fn versions_are_chosen_newest_first() {
-        assert_eq!(choose(&[2]), Some(2));
-        assert_eq!(choose(&[0, 1, 2, 7]), Some(2));
-        assert_eq!(choose(&[1]), None);
+        assert_eq!(choose(&[3]), Some(3));
+        assert_eq!(choose(&[0, 1, 2, 3, 7]), Some(3));
+        assert_eq!(choose(&[1, 2]), None, "versions this build no longer speaks");
         assert_eq!(choose(&[]), None);
     }
 

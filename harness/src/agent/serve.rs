@@ -308,6 +308,7 @@ fn cycle(
     };
     let format = Format::new(h.run_id, h.sector_bytes as usize);
     let stop = StopToken::default();
+    let wire = req.samples.then(|| crate::writer::WireSamples::new(faultline_drivers::monotonic_ns()));
     let opts = CycleOptions {
         cycle: req.cycle,
         first_id: req.first_id,
@@ -319,17 +320,23 @@ fn cycle(
         checkpoint_every: Duration::from_millis(req.stream_every_ms.max(1)),
         drain_timeout: Duration::from_millis(req.drain_timeout_ms.max(1)),
         stop: Some(stop.clone()),
-        samples: None,
+        samples: wire.clone().map(crate::writer::PortSamples::Wire),
         fill: Fill::Auto,
         clock_from: None,
         before_end: None,
     };
-    let link = RefCell::new(Link::new(w, inbox, run.clone(), seq, stop, Duration::from_millis(req.drain_timeout_ms.max(1000))));
+    let mut link = Link::new(w, inbox, run.clone(), seq, stop, Duration::from_millis(req.drain_timeout_ms.max(1000)));
+    if let Some(ws) = wire {
+        link = link.with_samples(ws);
+    }
+    let link = RefCell::new(link);
     let mut ledger = StreamLedger::new(&link, h.clone());
     let started_ns = faultline_drivers::monotonic_ns();
     let r = run_cycle(target, &layout, &format, &mut ledger, h.contract, &opts, &mut || link.borrow_mut().cut());
     drop(ledger);
     let mut l = link.into_inner();
+    // The completions since the last record (those of the closing flush's wait).
+    let _ = l.send_samples();
     if let Some(e) = l.fatal.take() {
         // The coordinator went away, or broke the protocol: the writer stopped at its next
         // record; nothing it did since is claimed anywhere.
@@ -362,6 +369,7 @@ pub(crate) fn kind(f: &Frame) -> &'static str {
         Frame::CutDone { .. } => "cut_done",
         Frame::Stop { .. } => "stop",
         Frame::Verified { .. } => "verified",
+        Frame::Samples { .. } => "samples",
     }
 }
 
@@ -377,7 +385,8 @@ pub fn run_of(f: &Frame) -> Option<&Nonce> {
         | Frame::Durable { run, .. }
         | Frame::CutDone { run, .. }
         | Frame::Stop { run, .. }
-        | Frame::Verified { run, .. } => Some(run),
+        | Frame::Verified { run, .. }
+        | Frame::Samples { run, .. } => Some(run),
         _ => None,
     }
 }
@@ -422,11 +431,11 @@ mod tests {
     #[test]
     fn a_session_answers_in_order_and_ends_at_bye() {
         let run = Nonce::from_words(1, 1);
-        let input = frames(&[hello(vec![2]), req(run.clone(), 1, Op::Clock), req(run.clone(), 2, Op::Bye)]);
+        let input = frames(&[hello(vec![3]), req(run.clone(), 1, Op::Clock), req(run.clone(), 2, Op::Bye)]);
         let mut out = Vec::new();
         assert_eq!(serve_bytes(input, &mut out, &opts()).unwrap(), Ended::Bye);
         let r = replies(&out);
-        assert!(matches!(&r[0], Frame::Welcome { version: 2, agent } if agent.host == "here"));
+        assert!(matches!(&r[0], Frame::Welcome { version: 3, agent } if agent.host == "here"));
         assert!(matches!(&r[1], Frame::Reply { seq: 1, result: Answer::Clock { monotonic_ns }, .. } if *monotonic_ns > 0));
         assert!(matches!(&r[2], Frame::Reply { seq: 2, result: Answer::Bye, .. }));
     }
@@ -436,20 +445,20 @@ mod tests {
         let run = Nonce::from_words(1, 1);
         let other = Nonce::from_words(2, 2);
         let cases: Vec<(Vec<u8>, &str)> = vec![
-            (frames(&[hello(vec![7, 8])]), "speaks protocol version(s) [2]; coordinator c1 offered [7, 8]"),
+            (frames(&[hello(vec![7, 8])]), "speaks protocol version(s) [3]; coordinator c1 offered [7, 8]"),
             (frames(&[req(run.clone(), 1, Op::Clock)]), "the first frame must be a hello"),
-            (frames(&[hello(vec![2]), req(other.clone(), 1, Op::Clock)]), "this agent serves run 00000000000000010000000000000001"),
-            (frames(&[hello(vec![2]), req(run.clone(), 2, Op::Clock), req(run.clone(), 2, Op::Clock)]), "numbered upwards"),
-            (frames(&[hello(vec![2]), hello(vec![2])]), "a second hello"),
-            (frames(&[hello(vec![2]), Frame::Durable { run: run.clone(), seq: 1, upto: 3 }]), "a durable frame outside a cycle"),
-            ([frames(&[hello(vec![2])]), (proto::MAX_FRAME + 1).to_be_bytes().to_vec()].concat(), "at most"),
+            (frames(&[hello(vec![3]), req(other.clone(), 1, Op::Clock)]), "this agent serves run 00000000000000010000000000000001"),
+            (frames(&[hello(vec![3]), req(run.clone(), 2, Op::Clock), req(run.clone(), 2, Op::Clock)]), "numbered upwards"),
+            (frames(&[hello(vec![3]), hello(vec![3])]), "a second hello"),
+            (frames(&[hello(vec![3]), Frame::Durable { run: run.clone(), seq: 1, upto: 3 }]), "a durable frame outside a cycle"),
+            ([frames(&[hello(vec![3])]), (proto::MAX_FRAME + 1).to_be_bytes().to_vec()].concat(), "at most"),
         ];
         for (input, says) in cases {
             let mut out = Vec::new();
             let e = serve_bytes(input, &mut out, &opts()).unwrap_err().to_string();
             assert!(e.contains(says), "{e}");
             match replies(&out).last() {
-                Some(Frame::Refused { why, ours, .. }) => assert!(why.contains(says) && ours == &vec![2], "{why}"),
+                Some(Frame::Refused { why, ours, .. }) => assert!(why.contains(says) && ours == &vec![3], "{why}"),
                 other => panic!("no refused frame last: {other:?}"),
             }
         }
@@ -458,7 +467,7 @@ mod tests {
         let _ = serve_bytes(frames(&[hello(vec![7])]), &mut out, &opts());
         assert!(matches!(replies(&out).last(), Some(Frame::Refused { theirs, .. }) if theirs == &vec![7]));
         // A coordinator that goes away ends the session quietly.
-        assert_eq!(serve_bytes(frames(&[hello(vec![2])]), &mut Vec::new(), &opts()).unwrap(), Ended::Closed);
+        assert_eq!(serve_bytes(frames(&[hello(vec![3])]), &mut Vec::new(), &opts()).unwrap(), Ended::Closed);
     }
 
     #[test]
@@ -472,7 +481,7 @@ mod tests {
         let o = ServeOptions { targets: vec![listed.display().to_string()], ..opts() };
         let open =
             |t: &std::path::Path| Op::Open { target: t.display().to_string(), identity: None, expect: Default::default(), queue_depth: 4 };
-        let input = frames(&[hello(vec![2]), req(run.clone(), 1, open(&unlisted)), req(run.clone(), 2, open(&listed))]);
+        let input = frames(&[hello(vec![3]), req(run.clone(), 1, open(&unlisted)), req(run.clone(), 2, open(&listed))]);
         let mut out = Vec::new();
         assert_eq!(serve_bytes(input, &mut out, &o).unwrap(), Ended::Closed);
         let r = replies(&out);
@@ -485,7 +494,7 @@ mod tests {
         assert!(matches!(&r[2], Frame::Reply { result: Answer::Opened { target }, .. } if target.capacity_bytes == 1 << 20), "{:?}", r[2]);
         // A run's identity that the target does not have is refused.
         let input = frames(&[
-            hello(vec![2]),
+            hello(vec![3]),
             req(
                 run.clone(),
                 1,

@@ -12,11 +12,15 @@
 use super::proto::{self, Frame, FrameError, Nonce};
 use super::serve::{kind, Inbox};
 use crate::ledger::{History, Ledger, LedgerError, Record, RunHeader};
-use crate::writer::{HookError, StopToken};
+use crate::writer::{HookError, StopToken, WireSamples};
 use std::cell::RefCell;
 use std::io::Write;
 use std::sync::mpsc::{RecvTimeoutError, TryRecvError};
 use std::time::{Duration, Instant};
+
+/// The most completions one `samples` frame carries (each about 50 bytes of JSON: well inside
+/// a frame's bound).
+const SAMPLES_PER_FRAME: usize = 8192;
 
 /// Why a cycle's stream ended the session.
 #[derive(Debug)]
@@ -45,11 +49,29 @@ pub(crate) struct Link<'a> {
     /// How long an answer of the coordinator may take (a durable reservation, a cut).
     wait: Duration,
     pub fatal: Option<Fatal>,
+    /// The writer's completions, when the request asked for them: sent before each record.
+    samples: Option<WireSamples>,
 }
 
 impl<'a> Link<'a> {
     pub fn new(w: &'a mut dyn Write, inbox: &'a Inbox, run: Nonce, seq: u64, stop: StopToken, wait: Duration) -> Self {
-        Link { w, inbox, run, seq, next: 0, durable_upto: 0, stop, cut_done: None, wait, fatal: None }
+        Link { w, inbox, run, seq, next: 0, durable_upto: 0, stop, cut_done: None, wait, fatal: None, samples: None }
+    }
+
+    /// Streams the writer's completions, recorded into `samples`.
+    pub fn with_samples(mut self, samples: WireSamples) -> Self {
+        self.samples = Some(samples);
+        self
+    }
+
+    /// Sends the completions recorded since the last call, in frames of at most
+    /// [`SAMPLES_PER_FRAME`].
+    pub fn send_samples(&mut self) -> Result<(), LedgerError> {
+        let Some(taken) = self.samples.as_ref().map(WireSamples::take) else { return Ok(()) };
+        for part in taken.chunks(SAMPLES_PER_FRAME) {
+            self.send(&Frame::Samples { run: self.run.clone(), seq: self.seq, samples: part.to_vec() })?;
+        }
+        Ok(())
     }
 
     fn failed(&self) -> LedgerError {
@@ -175,6 +197,7 @@ impl<'l, 'a> StreamLedger<'l, 'a> {
 impl Ledger for StreamLedger<'_, '_> {
     fn append(&mut self, rec: &Record) -> Result<u64, LedgerError> {
         let mut l = self.link.borrow_mut();
+        l.send_samples()?;
         let n = l.next;
         let f = Frame::Records { run: l.run.clone(), seq: l.seq, first: n, records: vec![rec.clone()] };
         l.send(&f)?;

@@ -152,7 +152,7 @@ pub(super) fn write(
                     checkpoint_every: dev.checkpoint_every(),
                     drain_timeout: readiness.clamp(Duration::from_secs(1), Duration::from_secs(30)),
                     stop: (!cuts).then_some(stop),
-                    samples: windows.as_ref().map(|w| PortSamples { windows: Arc::clone(w), slot: i }),
+                    samples: windows.as_ref().map(|w| PortSamples::slot(w, i)),
                     fill: crate::writer::Fill::Auto,
                     clock_from: windows.is_some().then_some(started),
                     before_end: None,

@@ -30,7 +30,7 @@ pub use fill::{Fill, INLINE_UP_TO_CPUS};
 use fill::{Filler, Maker, Source};
 pub use prefill::{prefill, prefill_then};
 pub use tracker::Tracker;
-pub use windows::{Phase, PortSamples, WindowFigures, Windows};
+pub use windows::{record_remote, Phase, PortSamples, WindowFigures, Windows, WireSample, WireSamples};
 
 /// Flush tokens carry this bit (write tokens are write ids).
 const FLUSH_TOKEN: u64 = 1 << 63;
@@ -579,7 +579,7 @@ impl<'a, 'f> CycleLoop<'a, 'f> {
             return Ok(());
         };
         if let Some(s) = &self.opts.samples {
-            s.windows.record(s.slot, c.at, c.at.saturating_duration_since(submitted_at), w.len, c.result.is_ok());
+            s.record(c.at, c.at.saturating_duration_since(submitted_at), w.len, c.result.is_ok());
         }
         match c.result {
             Ok(()) => {

@@ -242,11 +242,80 @@ impl Windows {
     }
 }
 
-/// A writer's handle on its port's slot.
+/// Where a writer's completions go: its port's slot of the windows in this process, or (an
+/// agent's writer) a list the session streams to the coordinator, whose windows they join.
 #[derive(Clone, Debug)]
-pub struct PortSamples {
-    pub windows: std::sync::Arc<Windows>,
-    pub slot: usize,
+pub enum PortSamples {
+    Windows { windows: std::sync::Arc<Windows>, slot: usize },
+    Wire(WireSamples),
+}
+
+impl PortSamples {
+    pub fn slot(windows: &std::sync::Arc<Windows>, slot: usize) -> PortSamples {
+        PortSamples::Windows { windows: std::sync::Arc::clone(windows), slot }
+    }
+
+    /// Records one write completion, completed at `at` after `latency`.
+    pub fn record(&self, at: Instant, latency: Duration, bytes: u64, ok: bool) {
+        match self {
+            PortSamples::Windows { windows, slot } => windows.record(*slot, at, latency, bytes, ok),
+            PortSamples::Wire(w) => w.record(at, latency, bytes, ok),
+        }
+    }
+}
+
+/// One completion as it crosses the wire: `[t_ns, latency_ns, bytes, ok]`, `t_ns` on the
+/// sender's monotonic clock (`CLOCK_MONOTONIC`, which `Instant` reads on Linux).
+pub type WireSample = [u64; 4];
+
+/// Completions kept for the wire until the session takes them (every stream interval), at
+/// most [`WIRE_KEPT`]: a session that stops taking them has lost its cycle anyway.
+#[derive(Clone, Debug)]
+pub struct WireSamples {
+    kept: std::sync::Arc<Mutex<Vec<WireSample>>>,
+    /// `Instant` and monotonic ns read together, to put an `Instant` on the clock's axis.
+    anchor: (Instant, u64),
+}
+
+/// The most completions kept between two takes.
+pub const WIRE_KEPT: usize = 1 << 20;
+
+impl WireSamples {
+    pub fn new(anchor_ns: u64) -> WireSamples {
+        WireSamples { kept: Default::default(), anchor: (Instant::now(), anchor_ns) }
+    }
+
+    fn record(&self, at: Instant, latency: Duration, bytes: u64, ok: bool) {
+        let (i0, n0) = self.anchor;
+        let t = match at.checked_duration_since(i0) {
+            Some(d) => n0.saturating_add(d.as_nanos() as u64),
+            None => n0.saturating_sub(i0.duration_since(at).as_nanos() as u64),
+        };
+        let mut k = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+        if k.len() < WIRE_KEPT {
+            k.push([t, u64::try_from(latency.as_nanos()).unwrap_or(u64::MAX), bytes, u64::from(ok)]);
+        }
+    }
+
+    /// Everything recorded since the last take.
+    pub fn take(&self) -> Vec<WireSample> {
+        std::mem::take(&mut *self.kept.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
+/// Puts completions another host streamed (its clock is this one's plus `offset_ns`) into
+/// `slot` of `windows`: each at its own instant, mapped onto this host's clock.
+pub fn record_remote(windows: &Windows, slot: usize, samples: &[WireSample], offset_ns: i64, anchor: (Instant, u64)) {
+    let (i0, n0) = anchor;
+    for &[t, lat, bytes, ok] in samples {
+        let here = i128::from(t) - i128::from(offset_ns) - i128::from(n0);
+        let at = if here >= 0 {
+            i0 + Duration::from_nanos(u64::try_from(here).unwrap_or(u64::MAX))
+        } else {
+            i0.checked_sub(Duration::from_nanos(u64::try_from(-here).unwrap_or(u64::MAX))).unwrap_or(i0)
+        };
+        windows.record(slot, at, Duration::from_nanos(lat), bytes, ok != 0);
+    }
 }
 
 #[cfg(test)]
@@ -296,5 +365,32 @@ mod tests {
         w.record(0, t0 + ms(101), ms(1), 512, true);
         let f = w.figures(0, Phase::Fault, t0 + ms(700)).unwrap();
         assert_eq!(f.max_gap_us, 599_000, "a port that stops answering after one completion: {f:?}");
+    }
+
+    /// Completions another host streamed land at their instant on this host's clock: its
+    /// clock is this one's plus the offset, so a completion it stamped at `n0 + offset + 150
+    /// ms` happened 150 ms after this host read `n0`.
+    #[test]
+    fn completions_from_another_host_are_placed_by_the_clock_offset() {
+        let w = Windows::new(1);
+        let ms = Duration::from_millis;
+        let t0 = w.epoch();
+        w.enter_at(Phase::Baseline, t0 + ms(100));
+        w.enter_at(Phase::Fault, t0 + ms(200));
+        let (n0, offset) = (5_000_000_000u64, -2_000_000_000i64);
+        let at = |after: u64| (n0 as i64 + offset) as u64 + after * 1_000_000;
+        // One in the warm-up, two in the baseline, one in the fault window.
+        let batch = [[at(50), 1_000, 4096, 1], [at(150), 1_000, 4096, 1], [at(160), 1_000, 4096, 1], [at(250), 1_000, 4096, 0]];
+        record_remote(&w, 0, &batch, offset, (t0, n0));
+        let end = t0 + ms(300);
+        assert_eq!(w.figures(0, Phase::Warmup, end).unwrap().completions, 1);
+        assert_eq!(w.figures(0, Phase::Baseline, end).unwrap().completions, 2);
+        let f = w.figures(0, Phase::Fault, end).unwrap();
+        assert_eq!((f.completions, f.io_errors), (0, 1), "{f:?}");
+        // The wire form of a local completion carries the instant back.
+        let ws = WireSamples::new(n0);
+        PortSamples::Wire(ws.clone()).record(ws.anchor.0 + ms(7), ms(1), 512, true);
+        assert_eq!(ws.take(), vec![[n0 + 7_000_000, 1_000_000, 512, 1]]);
+        assert!(ws.take().is_empty());
     }
 }

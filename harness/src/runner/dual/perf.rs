@@ -71,7 +71,7 @@ pub(super) fn run(
                     checkpoint_every: Duration::from_secs(3600),
                     drain_timeout: Duration::from_secs(30),
                     stop: None,
-                    samples: Some(PortSamples { windows, slot: i }),
+                    samples: Some(PortSamples::Windows { windows, slot: i }),
                     fill: crate::writer::Fill::Auto,
                     clock_from: None,
                     before_end: None,
@@ -157,7 +157,7 @@ fn read_phase(
         let mut hs = Vec::new();
         for (i, (dev, span)) in devs.iter_mut().zip(&spans).enumerate() {
             let Some(span) = *span else { continue };
-            let samples = PortSamples { windows: Arc::clone(&windows), slot: i };
+            let samples = PortSamples::slot(&windows, i);
             hs.push(sc.spawn(move || dev.read_load(span, warm + ms, &samples).map_err(|e| (i, e))));
         }
         std::thread::sleep(warm);

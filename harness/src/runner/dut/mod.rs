@@ -315,7 +315,7 @@ pub(crate) fn read_load_on(t: &mut dyn BlockTarget, (a, b): (u64, u64), run_for:
         let t0 = Instant::now();
         let ok = t.read_at(at, &mut buf).is_ok();
         let now = Instant::now();
-        samples.windows.record(samples.slot, now, now - t0, len as u64, ok);
+        samples.record(now, now - t0, len as u64, ok);
         at = if at + len as u64 >= b { a } else { at + len as u64 };
     }
 }

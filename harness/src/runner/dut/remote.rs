@@ -13,6 +13,7 @@ use super::*;
 use crate::agent::cycle::{CycleError, StreamPolicy};
 use crate::agent::dial::{self, Session, Transport};
 use crate::agent::proto::{CycleRequest, Nonce};
+use std::sync::Arc;
 
 /// How long a verify waits for the ledger file to hold every record of the run's history.
 const LEDGER_LAG: Duration = Duration::from_secs(5);
@@ -50,12 +51,15 @@ pub struct RemoteDut {
     /// The run's target identity (the ledger header's): anything else is refused.
     identity: Option<String>,
     notes: Vec<String>,
+    /// The agent's clock minus this host's, as measured when the session was dialled.
+    offset_ns: i64,
 }
 
 impl RemoteDut {
     /// Dials the agent and opens its target.
     pub fn open(port: RemotePort) -> Result<RemoteDut, DutError> {
-        let mut d = RemoteDut { port, audit: Default::default(), session: None, facts: None, identity: None, notes: Vec::new() };
+        let mut d =
+            RemoteDut { port, audit: Default::default(), session: None, facts: None, identity: None, notes: Vec::new(), offset_ns: 0 };
         d.session()?;
         Ok(d)
     }
@@ -77,14 +81,17 @@ impl RemoteDut {
                 .open_expecting(&p.target, self.identity.as_deref(), &(&p.expect).into(), p.queue_depth, p.timeout)
                 .map_err(|e| DutError::Open(e.to_string()))?;
             match s.clock(8, p.timeout) {
-                Ok(c) => self.notes.push(format!(
-                    "{}: agent {} (pid {}), clock offset {:+.1} us within {:.1} us",
-                    p.host,
-                    s.agent.software,
-                    s.agent.pid,
-                    c.offset_ns as f64 / 1e3,
-                    c.uncertainty_ns as f64 / 1e3
-                )),
+                Ok(c) => {
+                    self.offset_ns = c.offset_ns;
+                    self.notes.push(format!(
+                        "{}: agent {} (pid {}), clock offset {:+.1} us within {:.1} us",
+                        p.host,
+                        s.agent.software,
+                        s.agent.pid,
+                        c.offset_ns as f64 / 1e3,
+                        c.uncertainty_ns as f64 / 1e3
+                    ));
+                }
                 Err(e) => return Err(DutError::Open(e.to_string())),
             }
             self.facts = Some(t.facts());
@@ -138,10 +145,29 @@ impl Dut for RemoteDut {
             cut: o.cut,
             stream_every_ms: ms(self.port.stream_every).max(1),
             drain_timeout_ms: ms(o.drain_timeout),
+            samples: false,
         };
         let policy = self.port.policy;
-        let s = self.session()?;
-        match s.run_cycle(req, ledger, fault, o.stop.as_ref(), &policy) {
+        self.session()?;
+        // The agent's completions join this port's slot of the windows, each at its instant
+        // on this host's clock (the offset measured when the session was dialled).
+        let offset = self.offset_ns;
+        let anchor = (Instant::now(), faultline_drivers::monotonic_ns());
+        let slot = match &o.samples {
+            Some(PortSamples::Windows { windows, slot }) => Some((Arc::clone(windows), *slot)),
+            // A coordinator's writer never streams its own completions.
+            Some(PortSamples::Wire(_)) | None => None,
+        };
+        let mut req = req;
+        req.samples = slot.is_some();
+        let mut into_windows = |batch: &[crate::writer::WireSample]| {
+            if let Some((w, slot)) = &slot {
+                crate::writer::record_remote(w, *slot, batch, offset, anchor);
+            }
+        };
+        let samples = req.samples.then_some(&mut into_windows as &mut dyn FnMut(&[crate::writer::WireSample]));
+        let s = self.session.as_mut().expect("dialled above");
+        match s.run_cycle(req, ledger, fault, o.stop.as_ref(), &policy, samples) {
             Ok(sum) => Ok(sum.into()),
             Err(e @ (CycleError::Lost { .. } | CycleError::Unrecorded { .. })) => Err(self.lost(e).into()),
             Err(e) => Err(DutError::Open(e.to_string()).into()),
