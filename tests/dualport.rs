@@ -69,6 +69,62 @@ fn the_dual_port_demo_is_clean_on_an_honest_drive_and_finds_a_drive_that_freezes
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The two-host demo (scenarios/two-host-demo.toml), 4 of its 6 cycles: each port on a host of
+/// its own, an agent started here for each, and each cycle cuts one host's power (SIGKILL of its
+/// agent's process group) while the other host writes. Honest: clean, each killed host dialled
+/// again (a new agent process) and its share verified; every surviving port judged through the
+/// completions its agent streamed. A drive that stalls the other port when one port's link
+/// drops (`dual-freeze-on-pull`; a host that loses power drops its link): `port_disturbance` on
+/// the surviving host's port, every cycle.
+#[test]
+fn two_hosts_one_drive_a_host_power_cut_is_clean_on_an_honest_drive_and_a_drive_that_freezes_the_other_port_is_found() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let demo = concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/two-host-demo.toml");
+    for (model, code) in [("dual-honest", 0), ("dual-freeze-on-pull", 1)] {
+        let dir = scratch(&format!("two-host-{model}"));
+        let o = run(&["run", demo, "--run-dir", dir.to_str().unwrap(), "--model", model, "--cycles", "4"]);
+        let summary =
+            std::fs::read_to_string(dir.join("summary.json")).unwrap_or_else(|e| panic!("{model}: no summary ({e}): {}", text(&o)));
+        let s: Value = serde_json::from_str(&summary).unwrap();
+        assert_eq!(o.status.code(), Some(code), "{model}: {}\n{s}", text(&o));
+        let ev = events(&dir);
+        let of = |kind: &str| ev.iter().filter(|e| e["event"] == kind).collect::<Vec<_>>();
+        // Each cycle: the cut (the host's writes counted from what this machine held), the
+        // host's power back, its port ready again, every share verified.
+        for k in ["cut_issued", "power_restored", "ready", "verified", "cycle_ended"] {
+            assert_eq!(of(k).len(), 4, "{model}: {k}: {}", text(&o));
+        }
+        assert!(of("cut_issued").iter().all(|e| e["completions"].as_u64().unwrap() > 0), "{model}");
+        assert!(of("verified").iter().all(|e| e["counts"].as_object().unwrap().iter().all(|(k, n)| k == "port_disturbance" || n == 0)));
+        // A host cut is a new agent process when it is dialled again.
+        let pids: std::collections::BTreeSet<String> = of("note")
+            .iter()
+            .filter_map(|e| e["message"].as_str())
+            .filter(|m| m.contains(": agent faultline") && m.contains("clock offset"))
+            .map(|m| m.split("(pid ").nth(1).unwrap().split(')').next().unwrap().to_string())
+            .collect();
+        assert_eq!(pids.len(), 2 + 4, "{model}: two agents, then one more per cut: {pids:?}");
+        assert!(of("agent_log").iter().any(|e| e.to_string().contains("request") && e.to_string().contains("cycle")), "{model}");
+        assert!(of("controller_log").iter().any(|e| e.to_string().contains("SIGKILL to process group")), "{model}");
+        let ports = s["ports"].as_array().unwrap();
+        assert!(ports.iter().all(|p| p["cycles_judged"] == 2 && p["cycles_faulted"] == 2), "{model}: {s}");
+        if code == 0 {
+            assert!(ports.iter().all(|p| p["disturbed"] == false && p["io_errors"] == 0), "{s}");
+        } else {
+            let found: Vec<(u64, String)> = of("finding")
+                .iter()
+                .filter(|e| e["finding"]["class"] == "port_disturbance")
+                .map(|e| (e["cycle"].as_u64().unwrap(), e["finding"]["detail"].as_str().unwrap().to_string()))
+                .collect();
+            for (c, judged, hit) in [(1, "B", "A"), (2, "A", "B"), (3, "B", "A"), (4, "A", "B")] {
+                let want = format!("port {judged}, while port {hit} was faulted: no write completed for");
+                assert!(found.iter().any(|(k, d)| *k == c && d.starts_with(&want)), "cycle {c}: {want}: {found:?}");
+            }
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
 #[test]
 fn dual_port_scenarios_refuse_what_cannot_work() {
     let base = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/dualport-demo.toml")).unwrap();
@@ -88,6 +144,43 @@ fn dual_port_scenarios_refuse_what_cannot_work() {
     check(&|s| format!("{s}\n[[ports]]\nname = \"B\"\n[[ports]]\nname = \"A\"\n"), "must be named \"A\"");
     check(&|s| s.replace("link = \"sim\"", "link = \"nvme-reset://nvme0\""), "the simulated drive has no link to reset");
     check(&|s| s.replace("kind = \"honest_plp\"", "kind = \"honest_volatile\""), "target.sim.model: HonestVolatile");
+
+    // Two hosts: what a host power cut needs, and what is not carried over the wire yet.
+    let base = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/two-host-demo.toml")).unwrap();
+    let check = |edit: &dyn Fn(&str) -> String, want: &str| {
+        let s = edit(&base);
+        let err = faultline::scenario::Scenario::from_toml(&s, "t.toml").and_then(|sc| sc.plan("t.toml", 1).map(|_| ()));
+        let e = err.expect_err(want).to_string();
+        assert!(e.contains(want), "{e}");
+    };
+    faultline::scenario::Scenario::from_toml(&base, "t.toml").unwrap().plan("t.toml", 1).unwrap();
+    let once = |s: &str, from: &str, to: &str| s.replacen(from, to, 1);
+    check(&|s| once(s, "host_power = \"kill\"\n", ""), "ports[0].host_power: host_power_cut hits port A on host-a: say what cuts");
+    check(&|s| once(s, "host = \"host-a\"\n", ""), "ports[0].host: transport and host_power are a port on another host's");
+    check(&|s| once(s, "host_power = \"kill\"\n", "host_power = \"nonsense\"\n"), "ports[0].host_power: \"nonsense\"");
+    check(
+        &|s| once(s, "transport = [\"{faultline}\", \"agent\", \"--stdio\", \"--target\", \"{target}\"]", "transport = []"),
+        "ports[0].transport: the transport command is empty",
+    );
+    check(&|s| s.replace("cross_verify = false", "cross_verify = true"), "dual.cross_verify: a share verified through another host's port");
+    check(&|s| s.replace("compare_ports = false", "compare_ports = true"), "dual.compare_ports");
+    check(
+        &|s| s.replace("[fault]\nkind = \"host_power_cut\"", "[controllers]\npower = \"sim\"\n\n[fault]\nkind = \"power_cut\""),
+        "fault.kind: power-cut: a fault other than host_power_cut",
+    );
+    check(
+        &|s| s.replace("pattern = { kind = \"random\" }", "pattern = { kind = \"random\" }\nprefill = true"),
+        "workload.prefill: the prefill",
+    );
+    let dualport = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/dualport-demo.toml")).unwrap();
+    let e = faultline::scenario::Scenario::from_toml(
+        &dualport.replace("kind = \"link_reset\"\nreset = \"port_pull\"", "kind = \"host_power_cut\""),
+        "t.toml",
+    )
+    .and_then(|sc| sc.plan("t.toml", 1).map(|_| ()))
+    .expect_err("no hosts")
+    .to_string();
+    assert!(e.contains("ports[0].host: host_power_cut hits port A: it needs the host it is cabled to"), "{e}");
 }
 
 #[test]

@@ -36,7 +36,7 @@ fn run(dir: &Path, scenario: &str) -> (Vec<Event>, Verdict, Vec<String>) {
     let plan = s.plan("test", 7).unwrap();
     let root = dir.join("root");
     let env = ControlEnv { sysfs_root: root.clone(), dev_root: root, settle_timeout: Duration::from_millis(500), ..ControlEnv::default() };
-    let o = RunnerOptions { run_id: 7, started_at: String::new(), clock: no_clock, control_env: env };
+    let o = RunnerOptions { run_id: 7, started_at: String::new(), clock: no_clock, control_env: env, faultline_exe: None };
     let kept = Kept::default();
     let mut sinks = faultline::events::Sinks::new();
     sinks.push(kept.clone());

@@ -23,7 +23,7 @@ fn load(name: &str) -> Scenario {
     Scenario::load(&dir().join(name)).unwrap_or_else(|e| panic!("{e}"))
 }
 
-const SHIPPED: [&str; 32] = [
+const SHIPPED: [&str; 33] = [
     "reference.toml",
     "demo.toml",
     "dualport-demo.toml",
@@ -56,6 +56,7 @@ const SHIPPED: [&str; 32] = [
     "lab-dualport-power-cut.toml",
     "lab-multipath-pull.toml",
     "remote-host-plp.toml",
+    "two-host-demo.toml",
 ];
 
 #[test]
@@ -76,7 +77,7 @@ fn every_shipped_scenario_parses_validates_and_round_trips() {
         assert_eq!(again, s, "{name}: round trip");
         // Validated into a run plan, as `faultline run` does before it opens anything.
         let plan = s.plan(name, 1).unwrap_or_else(|e| panic!("{name}: {e}"));
-        let dual = name.starts_with("dualport-") || name.starts_with("lab-dualport-");
+        let dual = name.starts_with("dualport-") || name.starts_with("lab-dualport-") || name.starts_with("two-host-");
         assert_eq!(plan.dual.is_some(), dual, "{name}: a dual-port template runs dual-port, the others one port");
         if s.target.sim.is_none() && name != "reference.toml" {
             assert!(s.expectation().serial.is_some(), "{name}: a hardware template must pin the drive's identity");

@@ -46,6 +46,7 @@ fn one(cycles: u32, file_reports_too: bool) {
         started_at: "2026-01-01T00:00:00+00:00".into(),
         clock: || "2026-01-01T00:00:00+00:00".into(),
         control_env: Default::default(),
+        faultline_exe: None,
     };
     run_scenario(&plan, &dir, sinks, &o, None).expect("the run");
     let size = |f: &str| std::fs::metadata(dir.join(f)).map_or(0, |m| m.len());

@@ -7,6 +7,7 @@
 
 use super::proto::{self, AgentInfo, Answer, Frame, FrameError, Nonce, Op};
 use std::io::Read;
+use std::os::unix::process::CommandExt;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
@@ -161,8 +162,11 @@ pub struct Session {
 
 /// Starts `t` for `host` and greets the agent for `run`.
 pub fn dial(t: &Transport, host: &str, run: &Nonce, coordinator: &str, timeout: Duration) -> Result<Session, DialError> {
+    // In a process group of its own: a `kill` host power switch cuts the whole of it (the
+    // agent, or ssh and what it started), and a signal to the coordinator's group does not.
     let mut child = Command::new(&t.argv[0])
         .args(&t.argv[1..])
+        .process_group(0)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -77,6 +77,8 @@ pub(crate) const SAMPLE_SALT: u64 = 0x5a3b_1e00_0000_0002;
 pub struct Cutter {
     power: Option<Box<dyn PowerSwitch + Send>>,
     link: Option<Box<dyn LinkController + Send>>,
+    /// The power switch of each host a port is cabled to, by the port's fault name.
+    hosts: Vec<(String, Box<dyn PowerSwitch + Send>)>,
     aim: Aim,
 }
 
@@ -87,15 +89,24 @@ pub enum Aim {
     Power,
     /// Reset `port` of the link controller.
     Link { port: String, kind: ResetKind },
+    /// Cut the power of the host `port` is cabled to, hold it off, restore it.
+    Host { port: String },
 }
 
 impl Cutter {
     pub fn power(p: Box<dyn PowerSwitch + Send>) -> Cutter {
-        Cutter { power: Some(p), link: None, aim: Aim::Power }
+        Cutter { power: Some(p), link: None, hosts: Vec::new(), aim: Aim::Power }
     }
 
     pub fn link(ctl: Box<dyn LinkController + Send>, port: String, kind: ResetKind) -> Cutter {
-        Cutter { power: None, link: Some(ctl), aim: Aim::Link { port, kind } }
+        Cutter { power: None, link: Some(ctl), hosts: Vec::new(), aim: Aim::Link { port, kind } }
+    }
+
+    /// The power switches of the hosts the ports are cabled to (port fault name, switch),
+    /// aimed at the first.
+    pub fn hosts(hosts: Vec<(String, Box<dyn PowerSwitch + Send>)>) -> Cutter {
+        let port = hosts.first().map(|(p, _)| p.clone()).unwrap_or_default();
+        Cutter { power: None, link: None, hosts, aim: Aim::Host { port } }
     }
 
     /// With `other`'s power switch and link controller where this one has none (aimed as
@@ -103,6 +114,7 @@ impl Cutter {
     pub fn joined(mut self, other: Cutter) -> Cutter {
         self.power = self.power.or(other.power);
         self.link = self.link.or(other.link);
+        self.hosts.extend(other.hosts);
         self
     }
 
@@ -130,6 +142,14 @@ impl Cutter {
                 };
                 Aim::Link { port, kind: *kind }
             }
+            FaultPlan::HostPowerCut => {
+                let port =
+                    port.ok_or_else(|| ControllerError("a host power cut is aimed at a port's host, and no port was named".into()))?;
+                if !self.hosts.iter().any(|(p, _)| p == port) {
+                    return Err(ControllerError(format!("port {port}: no host power switch (its host_power)")));
+                }
+                Aim::Host { port: port.to_string() }
+            }
         };
         Ok(())
     }
@@ -138,6 +158,19 @@ impl Cutter {
         match (&self.aim, &mut self.power, &mut self.link) {
             (Aim::Power, Some(p), _) => p.power_off().map_err(ControllerError::of),
             (Aim::Link { port, kind }, _, Some(ctl)) => ctl.reset(port, *kind, hold).map_err(ControllerError::of),
+            (Aim::Host { port }, _, _) => {
+                let Some((_, p)) = self.hosts.iter_mut().find(|(q, _)| q == port) else {
+                    return Err(ControllerError(format!("port {port}: its host's power switch is not open")));
+                };
+                // Off, confirmed where the switch reads back, held off, on again: the host
+                // boots, and its port is back once its agent answers (the port's readiness).
+                p.power_off().map_err(ControllerError::of)?;
+                if p.capabilities().state_readback && p.state().map_err(ControllerError::of)? != PowerState::Off {
+                    return Err(ControllerError(format!("{} still reports the host on after the cut: the cut did not happen", p.name())));
+                }
+                std::thread::sleep(hold);
+                p.power_on().map_err(ControllerError::of)
+            }
             _ => Err(ControllerError("the fault's controller is not open".into())),
         }
     }
@@ -195,6 +228,9 @@ impl Cutter {
     pub fn take_log(&mut self) -> Vec<String> {
         let mut lines = self.power.as_mut().map(|p| p.take_log()).unwrap_or_default();
         lines.extend(self.link.as_mut().map(|l| l.take_log()).unwrap_or_default());
+        for (_, h) in &mut self.hosts {
+            lines.extend(h.take_log());
+        }
         lines
     }
 
@@ -381,7 +417,7 @@ pub fn real_cutter(faults: &FaultMix, env: &ControlEnv) -> Result<Cutter, Contro
             _ => {}
         }
     }
-    let mut cutter = Cutter { power, link, aim: Aim::Power };
+    let mut cutter = Cutter { power, link, hosts: Vec::new(), aim: Aim::Power };
     for fault in faults.all() {
         cutter.aim(fault, None)?;
         if let (Aim::Link { port, kind }, Some(ctl)) = (&cutter.aim, &cutter.link) {

@@ -23,6 +23,9 @@ pub struct RunnerOptions {
     pub clock: fn() -> String,
     /// Where controllers find the machine, and their timeouts.
     pub control_env: ControlEnv,
+    /// This faultline binary, for a transport that starts an agent on this machine
+    /// (`{faultline}` in `[[ports]] transport`); `None` where there is none (library tests).
+    pub faultline_exe: Option<PathBuf>,
 }
 
 /// Why a run could not be set up; nothing was recorded of it.
@@ -132,7 +135,20 @@ fn remote_dut(
     expect: &faultline_drivers::blockdev::Expectation,
 ) -> Result<RemoteDut, SetupError> {
     let transport = crate::agent::dial::Transport::new(transport, host).map_err(|e| DutError::Open(format!("target.transport: {e}")))?;
-    let port = RemotePort {
+    Ok(RemoteDut::open(remote_port(plan, o, host, transport, target, expect, run_dir.join(crate::run_dir::LEDGER_FILE)))?)
+}
+
+/// How to reach a port on `host` for this run: its ledger is `ledger_file`.
+pub(crate) fn remote_port(
+    plan: &RunPlan,
+    o: &RunnerOptions,
+    host: &str,
+    transport: crate::agent::dial::Transport,
+    target: &str,
+    expect: &faultline_drivers::blockdev::Expectation,
+    ledger_file: PathBuf,
+) -> RemotePort {
+    RemotePort {
         host: host.to_string(),
         transport,
         run: crate::agent::proto::Nonce::from_words(o.run_id, crate::rng::mix64(o.run_id)),
@@ -140,12 +156,11 @@ fn remote_dut(
         target: target.to_string(),
         expect: expect.clone(),
         queue_depth: plan.scenario.workload.queue_depth,
-        ledger_file: run_dir.join(crate::run_dir::LEDGER_FILE),
+        ledger_file,
         timeout: REMOTE_ANSWER,
         stream_every: Duration::from_millis(1),
         policy: crate::agent::cycle::StreamPolicy { ledger_checkpoint_every: Duration::from_millis(500), silence: REMOTE_ANSWER },
-    };
-    Ok(RemoteDut::open(port)?)
+    }
 }
 
 /// How long an agent's handshake and each of its answers may take (a cycle's silence too).

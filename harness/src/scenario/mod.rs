@@ -45,7 +45,7 @@ mod validate;
 pub use models::{ModelError, NamedModel, NAMED_MODELS};
 pub use overrides::{origin_with, Override, OverrideError};
 pub use plan::*;
-pub use ports::{Budget, DualMode, DualSimModel, DualSpec, PortPlan, PortRole, PortSpec, SimDual};
+pub use ports::{Budget, DualMode, DualSimModel, DualSpec, HostPower, PortPlan, PortRole, PortSpec, RemotePortPlan, SimDual};
 pub use schema::{scenario_schema, scenario_schema_text};
 
 use crate::health::HealthCheck;
@@ -473,6 +473,13 @@ pub enum Fault {
     /// The control case: the writer drains and flushes, then power is cut through the
     /// controller. Nothing may be lost, and the unsafe-shutdown count must not grow.
     CleanShutdown,
+    /// A dual-port run with ports on other hosts (`[[ports]] host`): the power of the host
+    /// cabled to the faulted port is cut with its I/O in flight (through the port's
+    /// `host_power`), held off for `cycles.off_time_ms`, and restored; the drive keeps its
+    /// power and the other hosts keep writing. The host's cycle is closed from what this
+    /// machine held (its unacknowledged writes "may", never "must"); once it answers again,
+    /// its share is verified, and the other ports are judged against their baseline.
+    HostPowerCut,
     /// Several faults in one run (an overnight soak: pull A, pull B, reset a controller, cut
     /// the whole drive), one per cycle, drawn from the run's seed and the cycle's number, so a
     /// resumed run draws what the uninterrupted one would have.

@@ -138,6 +138,8 @@ pub enum FaultPlan {
     CleanShutdown { switch: Switch },
     /// A link reset through a link controller, on `port` (`None`: its only port).
     LinkReset { controller: ControllerSpec, port: Option<String>, kind: ResetKind },
+    /// The power of the faulted port's host, through its `host_power` (the drive keeps power).
+    HostPowerCut,
 }
 
 impl FaultPlan {
@@ -147,7 +149,7 @@ impl FaultPlan {
         match self {
             FaultPlan::PowerCut { .. } => Some(Shutdown::Dirty),
             FaultPlan::CleanShutdown { .. } => Some(Shutdown::Clean),
-            FaultPlan::LinkReset { .. } => None,
+            FaultPlan::LinkReset { .. } | FaultPlan::HostPowerCut => None,
         }
     }
 
@@ -173,6 +175,7 @@ impl FaultPlan {
             FaultPlan::PowerCut { .. } => "power-cut".into(),
             FaultPlan::CleanShutdown { .. } => "clean-shutdown".into(),
             FaultPlan::LinkReset { kind, .. } => kind.to_string(),
+            FaultPlan::HostPowerCut => "host-power-cut".into(),
         }
     }
 
@@ -235,6 +238,7 @@ impl Scenario {
                         .ok_or_else(|| bad("controllers.link", "a link_reset fault needs a link controller"))?;
                     FaultPlan::LinkReset { controller, port: port.clone(), kind: reset.reset_kind() }
                 }
+                Fault::HostPowerCut => FaultPlan::HostPowerCut,
                 Fault::Mixed { .. } => return Err(bad("fault", "a mix inside a mix is not supported")),
             })
         };
@@ -261,6 +265,12 @@ impl Scenario {
             },
             (None, None) => TargetPlan::Device { path: self.target.path.clone(), expect: self.expectation(), via: self.path_selector() },
         };
+        if self.dual.is_none() && faults.all().any(|f| *f == FaultPlan::HostPowerCut) {
+            return Err(bad(
+                "fault.kind",
+                "host_power_cut cuts the host of one port of a dual-port run: give [dual] and [[ports]] with host",
+            ));
+        }
         let dual = match &self.dual {
             None => None,
             Some(spec) => {
@@ -269,7 +279,9 @@ impl Scenario {
                     ports = super::ports::default_sim_ports();
                 }
                 let fault_ports = super::ports::plan_fault_ports(origin, spec, &ports)?;
-                Some(DualPlan { spec: spec.clone(), ports, fault_ports })
+                let dual = DualPlan { spec: spec.clone(), ports, fault_ports };
+                self.check_hosts(origin, &dual, &faults)?;
+                Some(dual)
             }
         };
         let ports = match &dual {
@@ -291,5 +303,60 @@ impl Scenario {
             stop: self.stop,
             scenario,
         })
+    }
+}
+
+impl Scenario {
+    /// What a dual-port run with ports on other hosts can do yet, and what a host power cut
+    /// needs: every faulted port on a host with a `host_power`.
+    fn check_hosts(&self, origin: &str, dual: &DualPlan, faults: &FaultMix) -> Result<(), ScenarioError> {
+        let bad = |field: String, message: String| Err(ScenarioError::Invalid { origin: origin.into(), field, message });
+        let remote: Vec<usize> = (0..dual.ports.len()).filter(|&i| dual.ports[i].remote.is_some()).collect();
+        let host_cut = faults.all().any(|f| *f == FaultPlan::HostPowerCut);
+        if host_cut {
+            for &i in &dual.fault_ports {
+                let p = &dual.ports[i];
+                match &p.remote {
+                    None => return bad(format!("ports[{i}].host"), format!("host_power_cut hits port {}: it needs the host it is cabled to", p.name)),
+                    Some(r) if r.power.is_none() => {
+                        return bad(
+                            format!("ports[{i}].host_power"),
+                            format!("host_power_cut hits port {} on {}: say what cuts that host's power (an exec: IPMI command, a relay, or kill for an agent on this machine)", p.name, r.host),
+                        )
+                    }
+                    Some(_) => {}
+                }
+            }
+        }
+        if remote.is_empty() {
+            return Ok(());
+        }
+        let first = remote[0];
+        let not_yet = |what: &str| format!("{what} with ports on other hosts is not carried by the agent protocol yet");
+        if self.target.sim.is_none() {
+            return bad(format!("ports[{first}].host"), "ports on other hosts are supported with the simulated drive (served to them over NBD) for now; a real drive's ports on two hosts come with #24's lab arm".into());
+        }
+        if let Some(f) = faults.all().find(|f| **f != FaultPlan::HostPowerCut) {
+            return bad("fault.kind".into(), format!("{}: {}", f.label(), not_yet("a fault other than host_power_cut")));
+        }
+        if self.workload.prefill {
+            return bad("workload.prefill".into(), not_yet("the prefill"));
+        }
+        if dual.spec.mode == super::DualMode::Performance {
+            return bad("dual.mode".into(), not_yet("the performance mode (its read load)"));
+        }
+        if dual.spec.cross_verify || dual.spec.compare_ports {
+            return bad(
+                if dual.spec.cross_verify { "dual.cross_verify" } else { "dual.compare_ports" }.into(),
+                format!(
+                    "{}: set it to false (each share is verified through its own port)",
+                    not_yet("a share verified through another host's port")
+                ),
+            );
+        }
+        if let Some(i) = (0..dual.ports.len()).find(|&i| dual.ports[i].remote.is_none() || dual.ports[i].role == super::PortRole::Reader) {
+            return bad(format!("ports[{i}]"), "every port of a run with ports on other hosts is on a host of its own, and writes (a reader verifies the other hosts' shares: not carried yet)".into());
+        }
+        Ok(())
     }
 }

@@ -46,6 +46,26 @@ pub struct PortSpec {
     /// `nvme0`, a PCI address). Default: the port's name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fault_port: Option<String>,
+    /// The host this port is cabled to, when it is not this one: the port is written and read
+    /// there by `faultline agent --stdio`, over `transport`, and this machine (whose power the
+    /// run never cuts) keeps every port's ledger. With the simulated drive, each port is served
+    /// over NBD on this machine (a Unix socket in the run directory) and the agent reaches it
+    /// as `{target}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    /// With `host`: the command whose stdin and stdout carry the protocol, run as given (no
+    /// shell): `{host}` is the host, `{target}` the port's target as the agent lists it (its
+    /// `path`, or the simulated port's NBD URI), `{faultline}` this faultline binary (for
+    /// agents on this machine: the demo). Default: `["ssh", "-o", "BatchMode=yes", "{host}",
+    /// "faultline", "agent", "--stdio"]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transport: Option<Vec<String>>,
+    /// With `host`: what cuts and restores the host's power for a `host_power_cut` fault. A
+    /// controller spec (`exec:...` running the BMC's IPMI command, a relay, a Quarch module on
+    /// its supply), or `kill`: SIGKILL of the transport's process group, which is the whole
+    /// host only when the agent runs on this machine (the demo, tests).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_power: Option<String>,
 }
 
 /// Limits a port the fault did not hit must stay within, from the fault until the faulted
@@ -205,6 +225,25 @@ pub struct PortPlan {
     /// `[start, end)` percent of the span.
     pub share_percent: [u8; 2],
     pub fault_port: String,
+    /// The host the port is cabled to, when it is not this one.
+    pub remote: Option<RemotePortPlan>,
+}
+
+/// A port on another host: reached through its agent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RemotePortPlan {
+    pub host: String,
+    /// The transport command, its placeholders not yet replaced.
+    pub transport: Vec<String>,
+    pub power: Option<HostPower>,
+}
+
+/// What cuts a host's power.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HostPower {
+    /// SIGKILL of the transport's process group (an agent on this machine).
+    Kill,
+    Controller(faultline_drivers::control::ControllerSpec),
 }
 
 /// Resolves `[[ports]]`: names, shares (disjoint, inside 0..=100), paths and fault ports.
@@ -272,6 +311,25 @@ pub(super) fn plan_ports(origin: &str, ports: &[PortSpec], sim: bool) -> Result<
         if p.fault_port.as_deref().is_some_and(|s| s.trim().is_empty()) {
             return Err(bad(f("fault_port"), "must not be empty (leave it out to use the port's name)".into()));
         }
+        let remote = match (&p.host, &p.transport, &p.host_power) {
+            (None, None, None) => None,
+            (None, _, _) => return Err(bad(f("host"), "transport and host_power are a port on another host's: give its host too".into())),
+            (Some(h), _, _) if h.trim().is_empty() => {
+                return Err(bad(f("host"), "must not be empty (leave it out for a port on this host)".into()))
+            }
+            (Some(host), transport, power) => {
+                let transport = transport.clone().unwrap_or_else(|| crate::agent::dial::SSH.iter().map(|s| s.to_string()).collect());
+                crate::agent::dial::Transport::new(&transport, host).map_err(|e| bad(f("transport"), e.to_string()))?;
+                let power = match power.as_deref() {
+                    None => None,
+                    Some("kill") => Some(HostPower::Kill),
+                    Some(spec) => Some(HostPower::Controller(
+                        faultline_drivers::control::parse_spec(spec).map_err(|e| bad(f("host_power"), format!("{spec:?}: {e}")))?,
+                    )),
+                };
+                Some(RemotePortPlan { host: host.clone(), transport, power })
+            }
+        };
         out.push(PortPlan {
             id: crate::port::PortId(i as u8),
             name: p.name.clone(),
@@ -279,6 +337,7 @@ pub(super) fn plan_ports(origin: &str, ports: &[PortSpec], sim: bool) -> Result<
             path: p.path.clone(),
             share_percent: share,
             fault_port: p.fault_port.clone().unwrap_or_else(|| p.name.clone()),
+            remote,
         });
     }
     Ok(out)
@@ -335,6 +394,7 @@ pub(super) fn default_sim_ports() -> Vec<PortPlan> {
             path: None,
             share_percent: [i * 50, i * 50 + 50],
             fault_port: crate::port::PortId(i).default_name(),
+            remote: None,
         })
         .collect()
 }

@@ -142,6 +142,8 @@ impl Scenario {
             Fault::Mixed { .. } => {
                 return bad(field, "a mixed fault's faults are single faults: a mix inside a mix is not supported".into());
             }
+            // Its hosts' power switches are the ports' (`check_hosts`, once the ports are planned).
+            Fault::HostPowerCut => {}
             Fault::CleanShutdown => {
                 if power.is_none() {
                     return bad(

@@ -192,7 +192,8 @@ fn run_row(s: &Scenario, dir: &Path, row: &str) -> Result<Scorer, MatrixError> {
     let seed = s.seed.unwrap_or_default();
     let plan = s.plan(row, seed).map_err(|source| MatrixError::Scenario { row: row.into(), source })?;
     let _ = std::fs::remove_dir_all(dir);
-    let o = RunnerOptions { run_id: seed, started_at: String::new(), clock: no_clock, control_env: Default::default() };
+    let o =
+        RunnerOptions { run_id: seed, started_at: String::new(), clock: no_clock, control_env: Default::default(), faultline_exe: None };
     let mut scorer = Scorer::default();
     let summary = run_observed(&plan, dir, Sinks::new(), &o, None, Some(&mut scorer));
     let _ = std::fs::remove_dir_all(dir);

@@ -48,6 +48,9 @@ pub(crate) enum OpenPortsError {
     Remote(String),
     #[error("port {port}: {source}")]
     NotOpen { port: String, source: DutError },
+    /// A port on another host could not be served or reached.
+    #[error("port {port} (on {host}): {why}")]
+    Served { port: String, host: String, why: String },
 }
 
 /// Why a dual-port port's device could not be opened again at its path, or found again.
@@ -80,6 +83,11 @@ pub(crate) enum DualRunError {
          directory"
     )]
     PerformanceResume,
+    #[error(
+        "a run with ports on other hosts is not resumed yet: the simulated drive they reach over NBD is saved only at the run's end, \
+         so after the harness died its state may be older than the ledger (a false finding); start a new run"
+    )]
+    RemoteResume,
     #[error(transparent)]
     Open(#[from] OpenPortsError),
     #[error("{0}")]

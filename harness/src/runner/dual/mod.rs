@@ -22,6 +22,7 @@ mod device;
 mod error;
 mod judge;
 mod perf;
+mod served;
 mod sim;
 
 pub(super) use judge::judge_windows;
@@ -65,6 +66,9 @@ pub(crate) fn run(
     prior: Option<&Prior>,
 ) -> Result<Ending, DualRunError> {
     let resuming = prior.is_some();
+    if resuming && dual.ports.iter().any(|p| p.remote.is_some()) {
+        return Err(DualRunError::RemoteResume);
+    }
     let performance = dual.spec.mode == crate::scenario::DualMode::Performance;
     if resuming && performance {
         return Err(DualRunError::PerformanceResume);

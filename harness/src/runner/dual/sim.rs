@@ -131,6 +131,9 @@ pub(super) fn open(plan: &RunPlan, dual: &DualPlan, t: &SimTarget, run_dir: &Pat
     let cfg = crate::runner::setup::sim_config(plan, t);
     let dcfg = DualConfig { model: d.model.dual_model(), ports: 2, port_mbps: Some(d.port_mbps).filter(|&m| m > 0) };
     let drive = DualSim::persistent(cfg, dcfg, run_dir).map_err(OpenPortsError::Sim)?;
+    if dual.ports.iter().any(|p| p.remote.is_some()) {
+        return super::served::open(plan, dual, t, drive, run_dir, o);
+    }
     let power_switch = plan.faults.all().find_map(|f| match f {
         FaultPlan::PowerCut { switch: Switch::Sim(s), .. } => Some(*s),
         _ => None,

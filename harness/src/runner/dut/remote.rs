@@ -13,6 +13,8 @@ use super::*;
 use crate::agent::cycle::{CycleError, StreamPolicy};
 use crate::agent::dial::{self, Session, Transport};
 use crate::agent::proto::{CycleRequest, Nonce};
+use faultline_drivers::{PowerCaps, PowerError, PowerState, PowerSwitch};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 /// How long a verify waits for the ledger file to hold every record of the run's history.
@@ -53,13 +55,24 @@ pub struct RemoteDut {
     notes: Vec<String>,
     /// The agent's clock minus this host's, as measured when the session was dialled.
     offset_ns: i64,
+    /// The transport's process (its group's leader) while a session is up, else 0: what a
+    /// `kill` host power switch ([`HostKill`]) cuts.
+    pid: Arc<AtomicU32>,
 }
 
 impl RemoteDut {
     /// Dials the agent and opens its target.
     pub fn open(port: RemotePort) -> Result<RemoteDut, DutError> {
-        let mut d =
-            RemoteDut { port, audit: Default::default(), session: None, facts: None, identity: None, notes: Vec::new(), offset_ns: 0 };
+        let mut d = RemoteDut {
+            port,
+            audit: Default::default(),
+            session: None,
+            facts: None,
+            identity: None,
+            notes: Vec::new(),
+            offset_ns: 0,
+            pid: Default::default(),
+        };
         d.session()?;
         Ok(d)
     }
@@ -95,6 +108,7 @@ impl RemoteDut {
                 Err(e) => return Err(DutError::Open(e.to_string())),
             }
             self.facts = Some(t.facts());
+            self.pid.store(s.pid(), Ordering::Release);
             self.session = Some(s);
         }
         Ok(self.session.as_mut().expect("dialled above"))
@@ -106,8 +120,15 @@ impl RemoteDut {
         self.session.as_ref().map(Session::pid)
     }
 
+    /// The host's power as a switch that kills the transport's process group: the whole host
+    /// when the agent runs on this machine (the demo, tests), as `host_power = "kill"` says.
+    pub fn host_kill(&self) -> HostKill {
+        HostKill { host: self.port.host.clone(), pid: Arc::clone(&self.pid), log: Vec::new() }
+    }
+
     fn lost(&mut self, why: impl std::fmt::Display) -> DutError {
         self.session = None;
+        self.pid.store(0, Ordering::Release);
         DutError::NotOpen(format!("{} (through {}): {why}", self.port.target, self.port.host))
     }
 
@@ -167,8 +188,42 @@ impl Dut for RemoteDut {
         };
         let samples = req.samples.then_some(&mut into_windows as &mut dyn FnMut(&[crate::writer::WireSample]));
         let s = self.session.as_mut().expect("dialled above");
-        match s.run_cycle(req, ledger, fault, o.stop.as_ref(), &policy, samples) {
+        // When the cut ran, on this host's clock: a host lost after it was lost to it.
+        let t0 = Instant::now();
+        let mut cut_at = None;
+        let mut cut = || {
+            let at = t0.elapsed();
+            let r = fault();
+            cut_at = Some(at);
+            r
+        };
+        let first_id = o.first_id;
+        match s.run_cycle(req, ledger, &mut cut, o.stop.as_ref(), &policy, samples) {
             Ok(sum) => Ok(sum.into()),
+            // The fault took the host down (its power cut): the coordinator closed the cycle from
+            // what it held, and the cycle is the cut's, with the writes never heard complete
+            // "may". The counts are what the coordinator heard durable (the newest checkpoint's
+            // prefix and extras; the bytes, the prefix's): at least what the host wrote.
+            Err(CycleError::Lost { source, held }) if cut_at.is_some() => {
+                let why = format!("{} lost at its fault ({source}); {held}", self.port.host);
+                self.lost(&why);
+                let durable = held.durable_prefix.saturating_sub(first_id) + held.durable_extras;
+                let bytes: u64 = (first_id.max(1)..held.durable_prefix).map(|id| w.layout.plan(id).len).sum();
+                let elapsed = t0.elapsed();
+                Ok(CycleOutcome {
+                    end: Some(crate::ledger::EndKind::Interrupted),
+                    submitted: durable,
+                    completed: durable,
+                    completed_at_cut: durable,
+                    bytes_written: bytes,
+                    submitted_end: held.reserved_upto,
+                    elapsed,
+                    cut_at,
+                    device_lost: Some(why),
+                    device_gone_at: Some(elapsed.saturating_sub(held.last_heard)),
+                    ..CycleOutcome::default()
+                })
+            }
             Err(e @ (CycleError::Lost { .. } | CycleError::Unrecorded { .. })) => Err(self.lost(e).into()),
             Err(e) => Err(DutError::Open(e.to_string()).into()),
         }
@@ -322,3 +377,66 @@ impl Dut for RemoteDut {
 
 /// The most audit lines kept between two drains (a cycle sends a few dozen frames).
 const AUDIT_KEPT: usize = 100_000;
+
+/// `host_power = "kill"`: a host whose agent runs on this machine, its power cut by SIGKILL of
+/// the transport's process group (the agent dies with everything it held, as a host does),
+/// and "restored" by nothing: the host is back when the coordinator dials its agent again.
+/// Reads its state back: off once the process is gone (or a zombie).
+pub struct HostKill {
+    host: String,
+    pid: Arc<AtomicU32>,
+    log: Vec<String>,
+}
+
+impl HostKill {
+    fn alive(pid: u32) -> bool {
+        // The state field follows the command's closing parenthesis.
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| s.rsplit_once(')').map(|(_, rest)| rest.trim_start().chars().next()))
+            .is_some_and(|state| state.is_some_and(|c| c != 'Z' && c != 'X'))
+    }
+}
+
+impl PowerSwitch for HostKill {
+    fn name(&self) -> String {
+        format!("kill (the agent of {} on this machine)", self.host)
+    }
+
+    fn capabilities(&self) -> PowerCaps {
+        PowerCaps { state_readback: true, voltage_readback: false, acknowledges: true }
+    }
+
+    fn power_off(&mut self) -> Result<(), PowerError> {
+        let name = self.name();
+        let fail = |reason: String| PowerError::Failed { switch: name.clone(), command: "off".into(), reason };
+        let pid = self.pid.load(Ordering::Acquire);
+        if pid == 0 {
+            return Err(fail("no agent of this host is running (no session is up)".into()));
+        }
+        faultline_drivers::kill_process_group(pid).map_err(|e| fail(format!("kill -KILL -{pid}: {e}")))?;
+        self.log.push(format!("{}: SIGKILL to process group {pid}", self.host));
+        let until = Instant::now() + Duration::from_secs(5);
+        while HostKill::alive(pid) {
+            if Instant::now() >= until {
+                return Err(fail(format!("process {pid} still runs 5 s after SIGKILL")));
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        Ok(())
+    }
+
+    fn power_on(&mut self) -> Result<(), PowerError> {
+        self.log.push(format!("{}: on (its agent starts when the coordinator dials it again)", self.host));
+        Ok(())
+    }
+
+    fn state(&mut self) -> Result<PowerState, PowerError> {
+        let pid = self.pid.load(Ordering::Acquire);
+        Ok(if pid != 0 && HostKill::alive(pid) { PowerState::On } else { PowerState::Off })
+    }
+
+    fn take_log(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.log)
+    }
+}

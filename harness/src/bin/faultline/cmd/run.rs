@@ -83,7 +83,13 @@ fn describe_target(s: &Scenario) -> String {
 }
 
 fn options() -> RunnerOptions {
-    RunnerOptions { run_id: crate::random_u64(), started_at: crate::now(), clock: crate::now, control_env: ControlEnv::default() }
+    RunnerOptions {
+        run_id: crate::random_u64(),
+        started_at: crate::now(),
+        clock: crate::now,
+        control_env: ControlEnv::default(),
+        faultline_exe: std::env::current_exe().ok(),
+    }
 }
 
 /// Prints what a run left to say and returns its exit code.

@@ -1,0 +1,246 @@
+//! A dual-port run whose ports are on other hosts (`[[ports]] host`), with the simulated
+//! dual-port drive: each port is served over NBD on this machine (one server per port, on a
+//! Unix socket in the run directory, as `faultline emulate nbd --model dual-*` serves them),
+//! and each host's agent reaches its port there and writes it; this machine keeps every
+//! port's ledger and the drive's ground truth. A `host_power_cut` cuts one host's power
+//! through its port's `host_power` while the other host writes.
+
+use super::device::Ports;
+use super::error::OpenPortsError;
+use super::port_dir;
+use crate::format::Format;
+use crate::ledger::Ledger;
+use crate::port::PortId;
+use crate::runner::dut::{
+    Dut, DutCycleError, DutError, DutVerifyError, GroundTruth, HealthLogs, HealthReadError, Readiness, RemoteDut, SectorHash, VerifyReply,
+    VerifyRequest, Workload,
+};
+use crate::runner::fault::{ControllerError, Cutter};
+use crate::runner::setup::remote_port;
+use crate::runner::RunnerOptions;
+use crate::scenario::{DualPlan, HostPower, RunPlan, SimTarget};
+use crate::workload::Layout;
+use crate::writer::{CycleOutcome, PortSamples};
+use faultline_drivers::blockdev::Expectation;
+use faultline_drivers::control;
+use faultline_drivers::{BlockTarget, PowerSwitch};
+use faultline_fixtures::nbd::{NbdConfig, NbdServer};
+use faultline_fixtures::DualSim;
+use std::path::Path;
+use std::time::Duration;
+
+/// The longest Unix socket path (`sun_path` holds 108 bytes with its terminating NUL).
+const MAX_SOCKET_PATH: usize = 107;
+
+/// One port on another host: its agent's [`RemoteDut`], and (port A) the drive it answers for
+/// (the ground truth, the save).
+struct ServedPort {
+    remote: RemoteDut,
+    drive: Option<DualSim>,
+}
+
+impl Dut for ServedPort {
+    fn facts(&mut self) -> Result<crate::run::DeviceFacts, DutError> {
+        self.remote.facts()
+    }
+
+    fn run_cycle(
+        &mut self,
+        w: &Workload<'_>,
+        ledger: &mut dyn Ledger,
+        fault: &mut dyn FnMut() -> Result<(), ControllerError>,
+    ) -> Result<CycleOutcome, DutCycleError> {
+        self.remote.run_cycle(w, ledger, fault)
+    }
+
+    fn prefill(&mut self, layout: &Layout, format: &Format, port: PortId, ledger: &mut dyn Ledger) -> Result<u64, DutCycleError> {
+        self.remote.prefill(layout, format, port, ledger)
+    }
+
+    fn ground_truth(&self) -> Option<crate::runner::dut::GroundTruth> {
+        let d = self.drive.as_ref()?;
+        Some(GroundTruth { extents: d.truth(), dead: false, disturbed: d.disturbances().iter().map(|x| (x.port, x.cut)).collect() })
+    }
+
+    fn verify(&mut self, req: &VerifyRequest<'_>) -> Result<VerifyReply, DutVerifyError> {
+        self.remote.verify(req)
+    }
+
+    fn sector_hashes(&mut self, ranges: &[(u64, u64)], sector: u64) -> Result<Vec<SectorHash>, DutError> {
+        self.remote.sector_hashes(ranges, sector)
+    }
+
+    fn read_load(&mut self, span: (u64, u64), run_for: Duration, samples: &PortSamples) -> Result<(), DutError> {
+        self.remote.read_load(span, run_for, samples)
+    }
+
+    fn answers(&mut self, at: u64) -> bool {
+        self.remote.answers(at)
+    }
+
+    fn wait_ready(&mut self, at: u64, timeout: Duration) -> Result<Readiness, DutError> {
+        self.remote.wait_ready(at, timeout)
+    }
+
+    fn release(&mut self) {
+        self.remote.release()
+    }
+
+    fn health(&mut self) -> Option<Result<HealthLogs, HealthReadError>> {
+        self.remote.health()
+    }
+
+    fn checkpoint_every(&self) -> Duration {
+        self.remote.checkpoint_every()
+    }
+
+    fn growth_bytes(&self) -> u64 {
+        self.drive.as_ref().map_or(0, DualSim::media_growth_bytes)
+    }
+
+    fn notes(&mut self) -> Vec<String> {
+        self.remote.notes()
+    }
+
+    fn take_audit(&mut self) -> Vec<String> {
+        self.remote.take_audit()
+    }
+
+    fn bind(&mut self, identity: String) {
+        self.remote.bind(identity)
+    }
+
+    fn save(&mut self) -> Result<(), DutError> {
+        match &self.drive {
+            Some(d) => d.persist().map_err(|e| DutError::Persist(e.to_string())),
+            None => Ok(()),
+        }
+    }
+}
+
+/// A host's power with what it does to the drive: a host that loses power drops its PCIe link
+/// to the drive's port (refclk and PERST# go with it), which the drive sees as that port
+/// pulled, and the link trains again when the host powers up. So the drive's models of a
+/// port fault (`dual-freeze-on-pull` stalling the other port, ...) apply to a host cut as
+/// they would to a real drive's.
+struct HostAndLink {
+    host: Box<dyn PowerSwitch + Send>,
+    link: faultline_fixtures::SimLink,
+    port: u8,
+    name: String,
+}
+
+impl PowerSwitch for HostAndLink {
+    fn name(&self) -> String {
+        format!("{} (port {}'s link at the drive with it)", self.host.name(), self.name)
+    }
+
+    fn capabilities(&self) -> faultline_drivers::PowerCaps {
+        self.host.capabilities()
+    }
+
+    fn power_off(&mut self) -> Result<(), faultline_drivers::PowerError> {
+        self.host.power_off()?;
+        let (switch, command) = (self.name(), format!("port {} link down", self.name));
+        self.link.pull(self.port).map_err(|e| faultline_drivers::PowerError::Failed { switch, command, reason: e.to_string() })
+    }
+
+    fn power_on(&mut self) -> Result<(), faultline_drivers::PowerError> {
+        let (switch, command) = (self.name(), format!("port {} link up", self.name));
+        self.link.plug(self.port).map_err(|e| faultline_drivers::PowerError::Failed { switch, command, reason: e.to_string() })?;
+        self.host.power_on()
+    }
+
+    fn state(&mut self) -> Result<faultline_drivers::PowerState, faultline_drivers::PowerError> {
+        self.host.state()
+    }
+
+    fn take_log(&mut self) -> Vec<String> {
+        self.host.take_log()
+    }
+}
+
+/// Serves each port of `drive` over NBD, dials each port's host and opens its port there, and
+/// opens each faulted host's power switch.
+pub(super) fn open(
+    plan: &RunPlan,
+    dual: &DualPlan,
+    t: &SimTarget,
+    drive: DualSim,
+    run_dir: &Path,
+    o: &RunnerOptions,
+) -> Result<Ports, OpenPortsError> {
+    let mut servers = Vec::new();
+    let mut devs: Vec<Box<dyn Dut>> = Vec::new();
+    let mut switches: Vec<(String, Box<dyn PowerSwitch + Send>)> = Vec::new();
+    let mut notes = Vec::new();
+    for (i, p) in dual.ports.iter().enumerate() {
+        let Some(r) = &p.remote else { return Err(OpenPortsError::NoPath(p.name.clone())) };
+        let fail = |why: String| OpenPortsError::Served { port: p.name.clone(), host: r.host.clone(), why };
+        let sock = run_dir.join(format!("nbd-{}.sock", p.name));
+        let sock_s = sock.to_str().filter(|s| s.bytes().all(|b| b.is_ascii_alphanumeric() || b"/._-+".contains(&b))).ok_or_else(|| {
+            fail(format!("{}: the run directory's path must be plain (letters, digits, / . _ - +) to go in an NBD URI", sock.display()))
+        })?;
+        if sock_s.len() > MAX_SOCKET_PATH {
+            return Err(fail(format!("{sock_s}: {} bytes, longer than a Unix socket's path may be ({MAX_SOCKET_PATH})", sock_s.len())));
+        }
+        // A socket left by a run that died is in the way.
+        let _ = std::fs::remove_file(&sock);
+        let cfg = NbdConfig {
+            export_name: p.name.clone(),
+            description: format!("faultline simulated dual-port drive, port {} (run {:016x})", p.name, o.run_id),
+            service_time: Duration::ZERO,
+        };
+        let mut server = NbdServer::start(drive.port(i as u8), Box::new(crate::format::claimed_write_id), cfg);
+        server.listen_unix(&sock).map_err(|e| fail(format!("cannot serve the port over NBD at {sock_s}: {e}")))?;
+        servers.push(server);
+        let target = format!("nbd+unix:///{}?socket={sock_s}", p.name);
+        let mut argv = Vec::new();
+        for a in &r.transport {
+            let a = a.replace("{target}", &target);
+            argv.push(if a.contains("{faultline}") {
+                let exe = o
+                    .faultline_exe
+                    .as_ref()
+                    .ok_or_else(|| fail("{faultline} in the transport: this process knows no faultline binary".into()))?;
+                a.replace("{faultline}", &exe.to_string_lossy())
+            } else {
+                a
+            });
+        }
+        let transport = crate::agent::dial::Transport::new(&argv, &r.host).map_err(|e| fail(format!("transport: {e}")))?;
+        let ledger = port_dir(run_dir, &p.name).join(crate::run_dir::LEDGER_FILE);
+        let expect = Expectation { size_bytes: Some(t.capacity_bytes), ..Expectation::default() };
+        let mut remote = RemoteDut::open(remote_port(plan, o, &r.host, transport, &target, &expect, ledger))
+            .map_err(|e| fail(format!("its agent: {e}")))?;
+        notes.extend(remote.notes());
+        match &r.power {
+            None => {}
+            Some(power) => {
+                let host: Box<dyn PowerSwitch + Send> = match power {
+                    HostPower::Kill => Box::new(remote.host_kill()),
+                    HostPower::Controller(spec) => {
+                        let c = control::open(spec, &o.control_env).map_err(|e| fail(format!("host_power: {e}")))?;
+                        c.power.ok_or_else(|| fail(format!("host_power {spec}: not a power switch")))?
+                    }
+                };
+                let link = drive.link();
+                switches.push((p.fault_port.clone(), Box::new(HostAndLink { host, link, port: i as u8, name: p.name.clone() })));
+            }
+        }
+        devs.push(Box::new(ServedPort { remote, drive: (i == 0).then(|| drive.clone()) }));
+    }
+    let cutter = Cutter::hosts(switches);
+    let atomic = drive.port(0).geometry().physical_block_bytes as u64;
+    let (sector, capacity) = (t.sector_bytes as u64, t.capacity_bytes);
+    Ok(Ports {
+        devs,
+        cutter,
+        identity: drive.identity(),
+        sector,
+        capacity,
+        atomic: atomic.max(sector),
+        notes,
+        _keep: Some(Box::new(servers)),
+    })
+}
