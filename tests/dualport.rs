@@ -125,6 +125,46 @@ fn two_hosts_one_drive_a_host_power_cut_is_clean_on_an_honest_drive_and_a_drive_
     }
 }
 
+/// A host that does not boot after its power cut (its agent cannot be dialled again: here its
+/// transport refuses every start after the first) is a `dead_host` finding within the readiness
+/// timeout, naming the host and the port, and `stop.on_dead_host = "stop"` (the default) ends
+/// the run there; the other host's cycle is unaffected.
+#[test]
+fn a_host_that_does_not_come_back_after_its_power_cut_is_a_dead_host_finding_and_the_stop_policy_ends_the_run() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = scratch("dead-host");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mark = dir.join("host-b-booted-once");
+    let demo = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/two-host-demo.toml")).unwrap();
+    let b = "name = \"B\"\nhost = \"host-b\"\ntransport = [\"{faultline}\", \"agent\", \"--stdio\", \"--target\", \"{target}\"]";
+    assert!(demo.contains(b));
+    let refusing = format!(
+        "name = \"B\"\nhost = \"host-b\"\ntransport = [\"sh\", \"-c\", 'if [ -e \"$2\" ]; then echo \"host-b: no route to host\" >&2; exit 255; fi; : > \"$2\"; exec \"$0\" agent --stdio --target \"$1\"', \"{{faultline}}\", \"{{target}}\", \"{}\"]",
+        mark.display()
+    );
+    let scenario = dir.join("dead-host.toml");
+    let edited = demo
+        .replace(b, &refusing)
+        .replace("readiness_timeout_s = 20", "readiness_timeout_s = 3")
+        .replace("name = \"two-host-demo\"", "name = \"dead-host\"");
+    std::fs::write(&scenario, edited).unwrap();
+    let run_dir = dir.join("run");
+    let o = run(&["run", scenario.to_str().unwrap(), "--run-dir", run_dir.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let ev = events(&run_dir);
+    let dead: Vec<&Value> = ev.iter().filter(|e| e["event"] == "finding" && e["finding"]["class"] == "dead_host").collect();
+    assert_eq!(dead.len(), 1, "{}", text(&o));
+    assert_eq!(dead[0]["cycle"], 2, "cycle 1 cut host A, which came back; cycle 2 cut host B");
+    let detail = dead[0]["finding"]["detail"].as_str().unwrap();
+    assert!(detail.starts_with("port B: host-b: its agent did not answer within 3 s"), "{detail}");
+    let stopped = ev.iter().find(|e| e["event"] == "run_stopped").unwrap_or_else(|| panic!("{}", text(&o)));
+    assert_eq!(stopped["reason"], "cycle 2: a host did not come back (stop.on_dead_host = \"stop\")", "{}", text(&o));
+    assert!(text(&o).contains("stopped after 2 of 6 cycles: cycle 2: a host did not come back"), "{}", text(&o));
+    // Cycle 1 (host A's cut) was clean.
+    assert!(ev.iter().any(|e| e["event"] == "cycle_ended" && e["cycle"] == 1 && e["verdict"] == "clean"), "{}", text(&o));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn dual_port_scenarios_refuse_what_cannot_work() {
     let base = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/dualport-demo.toml")).unwrap();

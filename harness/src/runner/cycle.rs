@@ -235,7 +235,7 @@ impl<'r, 'e> Cycles<'r, 'e> {
             }
         }
         let mut anomalies = 0;
-        if !end.dead_device && cut {
+        if !end.dead_device && !end.dead_host && cut {
             let t_health = Instant::now();
             anomalies = self.ports.health_after(plan, cycle, true, self.em);
             self.waits += t_health.elapsed();
@@ -243,7 +243,9 @@ impl<'r, 'e> Cycles<'r, 'e> {
         if let (Some(dual), Some(windows)) = (self.dual, &w.windows) {
             super::dual::judge_windows(self.em, dual, cycle, hit, every, windows, w.t_end, &mut findings);
         }
-        if !end.dead_device {
+        // A device or host not back: nothing can be read through it this cycle (what it holds is
+        // verified in a later one, if it comes back).
+        if !end.dead_device && !end.dead_host {
             self.verify(cycle, last, cut && end.controller_failure.is_none(), &mut end, &mut findings)?;
         }
         self.finish(cycle, findings, end, anomalies, faulted.as_ref())
@@ -366,7 +368,7 @@ impl<'r, 'e> Cycles<'r, 'e> {
             return Ok(end);
         }
         let mut anomalies = 0;
-        if !end.dead_device {
+        if !end.dead_device && !end.dead_host {
             anomalies = self.ports.health_after(self.plan, cycle, false, self.em);
             // Nobody knows whether the fault happened: under the flush contract, what is seen
             // may still sit in a cache.

@@ -12,7 +12,7 @@ use super::stop::CycleEnd;
 use crate::events::{Event, HealthNote, SmartFigures};
 use crate::port::PortId;
 use crate::scenario::RunPlan;
-use crate::verify::Finding;
+use crate::verify::{Finding, FindingClass, Shown};
 use std::time::Duration;
 
 /// Every port of the device under test, in the run's port table's order.
@@ -22,6 +22,9 @@ pub(crate) struct PortSet {
     health: Vec<Option<HealthLogs>>,
     /// Each port's id and name (the run plan's port table).
     names: Vec<(PortId, String)>,
+    /// The run's faults cut hosts' power (`host_power_cut`): a host not back is a `dead_host`
+    /// finding, not a harness error.
+    host_cut: bool,
 }
 
 impl PortSet {
@@ -29,7 +32,8 @@ impl PortSet {
     pub fn new(plan: &RunPlan, duts: Vec<Box<dyn Dut>>) -> PortSet {
         debug_assert_eq!(plan.ports.len(), duts.len());
         let names = plan.ports.iter().map(|p| (p.id, p.name.clone())).collect();
-        PortSet { health: duts.iter().map(|_| None).collect(), duts, names }
+        let host_cut = plan.faults.all().any(|f| *f == crate::scenario::FaultPlan::HostPowerCut);
+        PortSet { health: duts.iter().map(|_| None).collect(), duts, names, host_cut }
     }
 
     pub fn len(&self) -> usize {
@@ -124,7 +128,22 @@ impl PortSet {
                 let (enumerate_us, first_read_us) = (r.enumerate.map(us), Some(us(r.first_read)));
                 em.emit(Event::Ready { t_ns, cycle, enumerate_us, first_read_us, port: Some(self.id(i)) });
             }
-            // Which device, or whether the drive answers at all, is unknown: not a finding.
+            // A host whose power the fault cut, not back: the drive must let it boot and load
+            // it (the dual-port test plan's "after the boot, the drive loads normally").
+            Err(DutError::HostGone(why)) if self.host_cut => {
+                findings.push(Finding {
+                    class: FindingClass::DeadHost,
+                    offset: 0,
+                    length: 0,
+                    expected: Shown::Prior,
+                    found: Shown::Prior,
+                    cycle,
+                    detail: format!("{}{why}", self.prefix(i)),
+                });
+                end.dead_host = true;
+            }
+            // Which device, or whether the drive answers at all, is unknown; a host lost
+            // without a fault of its own is the lab's, not the drive's: not a finding.
             Err(e @ (DutError::Ambiguous(_) | DutError::HostGone(_))) => return Err(e),
             Err(why) => {
                 findings.push(dead_device(cycle, &format!("{}{why}", self.prefix(i))));

@@ -31,6 +31,8 @@ pub struct CycleEnd {
     pub errors: u32,
     /// The device did not come back.
     pub dead_device: bool,
+    /// A host a host power cut hit did not come back.
+    pub dead_host: bool,
     /// Findings not seen in an earlier cycle.
     pub new_findings: usize,
 }
@@ -87,6 +89,12 @@ pub fn decide(policy: &StopPolicy, streak: &mut ErrorStreak, end: &CycleEnd) -> 
             OnEvent::Continue => Next::PowerCycleDeadDevice,
         };
     }
+    if end.dead_host {
+        return match policy.on_dead_host {
+            OnEvent::Stop => Next::Stop(format!("cycle {cycle}: a host did not come back (stop.on_dead_host = \"stop\")")),
+            OnEvent::Continue => Next::PowerCycleDeadDevice,
+        };
+    }
     if end.new_findings > 0 && policy.on_finding == OnEvent::Stop {
         return Next::Stop(format!("cycle {cycle}: findings (stop.on_finding = \"stop\")"));
     }
@@ -117,7 +125,7 @@ mod tests {
     use super::*;
 
     fn policy(on: OnEvent) -> StopPolicy {
-        StopPolicy { on_finding: on, on_dead_device: on, on_controller_failure: on, max_consecutive_harness_errors: 3 }
+        StopPolicy { on_finding: on, on_dead_device: on, on_dead_host: on, on_controller_failure: on, max_consecutive_harness_errors: 3 }
     }
 
     #[test]
@@ -148,6 +156,12 @@ mod tests {
         let go = policy(OnEvent::Continue);
         assert_eq!(decide(&go, &mut s, &e(|c| c.dead_device = true)), Next::PowerCycleDeadDevice);
         assert_eq!(decide(&go, &mut s, &e(|c| c.new_findings = 1)), Next::GoOn);
+        // A dead host: its own policy, which power-cycles the host (the cutter is aimed at it).
+        assert_eq!(
+            decide(&stop, &mut s, &e(|c| c.dead_host = true)),
+            Next::Stop("cycle 4: a host did not come back (stop.on_dead_host = \"stop\")".into())
+        );
+        assert_eq!(decide(&go, &mut s, &e(|c| c.dead_host = true)), Next::PowerCycleDeadDevice);
     }
 
     #[test]

@@ -642,6 +642,11 @@ pub struct StopPolicy {
     /// power again and waits once more. Default: stop.
     #[serde(default = "default_stop")]
     pub on_dead_device: OnEvent,
+    /// When a host whose power a `host_power_cut` cut does not answer again within
+    /// `cycles.readiness_timeout_s` (a `dead_host` finding). `continue` cuts that host's power
+    /// again and waits once more. Default: stop.
+    #[serde(default = "default_stop")]
+    pub on_dead_host: OnEvent,
     /// When a controller command fails. `continue` counts it as a harness error. Default: stop.
     #[serde(default = "default_stop")]
     pub on_controller_failure: OnEvent,
@@ -719,6 +724,7 @@ impl Default for StopPolicy {
         StopPolicy {
             on_finding: OnEvent::Stop,
             on_dead_device: OnEvent::Stop,
+            on_dead_host: OnEvent::Stop,
             on_controller_failure: OnEvent::Stop,
             max_consecutive_harness_errors: default_max_harness_errors(),
         }

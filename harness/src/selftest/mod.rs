@@ -156,6 +156,7 @@ pub fn row_scenario(model: SimModel, contract: Contract, workload: Workload, cyc
         stop: StopPolicy {
             on_finding: OnEvent::Continue,
             on_dead_device: OnEvent::Stop,
+            on_dead_host: OnEvent::Stop,
             on_controller_failure: OnEvent::Stop,
             max_consecutive_harness_errors: 1,
         },

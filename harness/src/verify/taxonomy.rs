@@ -21,10 +21,14 @@ pub enum FindingClass {
     /// errors, the longest completion gap, throughput or latency against the baseline before
     /// the fault): the detail names the port, the metric, the figure and the budget.
     PortDisturbance,
+    /// A host whose power a `host_power_cut` cut did not answer again (its agent could not be
+    /// dialled) within the readiness timeout: the drive must let both hosts boot and load it.
+    /// The detail names the host, the port and what the last attempt said.
+    DeadHost,
 }
 
 impl FindingClass {
-    pub const ALL: [FindingClass; 9] = [
+    pub const ALL: [FindingClass; 10] = [
         FindingClass::LostWrite,
         FindingClass::TornWrite,
         FindingClass::MisdirectedWrite,
@@ -34,6 +38,7 @@ impl FindingClass {
         FindingClass::DeadDevice,
         FindingClass::StaleVersion,
         FindingClass::PortDisturbance,
+        FindingClass::DeadHost,
     ];
 
     pub fn name(self) -> &'static str {
@@ -47,6 +52,7 @@ impl FindingClass {
             FindingClass::DeadDevice => "dead_device",
             FindingClass::StaleVersion => "stale_version",
             FindingClass::PortDisturbance => "port_disturbance",
+            FindingClass::DeadHost => "dead_host",
         }
     }
 }

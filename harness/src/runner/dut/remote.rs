@@ -297,7 +297,7 @@ impl Dut for RemoteDut {
                 if let Err(e) = self.session() {
                     if Instant::now() >= until {
                         return Err(DutError::HostGone(format!(
-                            "{}: its agent did not answer within {} s (the host is down or unreachable; not a finding about the drive, which nobody could ask): {e}",
+                            "{}: its agent did not answer within {} s (the host is down or unreachable): {e}",
                             self.port.host,
                             timeout.as_secs()
                         )));
