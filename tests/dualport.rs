@@ -165,6 +165,78 @@ fn a_host_that_does_not_come_back_after_its_power_cut_is_a_dead_host_finding_and
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A real drive's ports on two hosts: `faultline emulate nbd --model dual-honest` serves the
+/// drive as two NBD exports (one per port, as a real drive's two paths), and each host's
+/// agent lists its port's export as its target, as a server lists its `/dev/nvme0n1`. The run
+/// holds both ports to one namespace, cuts each host in turn while the other writes, and is
+/// clean; the drive's own ground truth holds no loss.
+#[test]
+fn a_real_drives_ports_on_two_hosts_are_held_to_one_namespace_and_each_host_cut_is_clean() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = scratch("two-host-real");
+    std::fs::create_dir_all(&dir).unwrap();
+    let truth = dir.join("truth.json");
+    let (mut child, uris, _quarch) = emulated_dual("dual-honest", &truth);
+    let port = |name: &str, uri: &str| {
+        format!(
+            "[[ports]]\nname = \"{name}\"\nhost = \"host-{name}\"\npath = \"{uri}\"\ntransport = [\"{{faultline}}\", \"agent\", \"--stdio\", \"--target\", \"{{target}}\"]\nhost_power = \"kill\"\n"
+        )
+    };
+    let text_of = format!(
+        r#"format_version = 1
+name = "two-host-real"
+seed = 20261205
+contract = "plp"
+[target]
+size_bytes = 67108864
+[workload]
+pattern = {{ kind = "random" }}
+span_end_bytes = 33554432
+min_write_bytes = 4096
+max_write_bytes = 65536
+mean_write_bytes = 16384
+align_bytes = 4096
+queue_depth = 16
+{a}{b}[fault]
+kind = "host_power_cut"
+[cut]
+kind = "after_completions"
+completions = 1
+[cycles]
+count = 2
+off_time_ms = 200
+readiness_timeout_s = 10
+[verify]
+sample_bytes = 1048576
+full_every_cycles = 2
+[dual]
+fault_ports = ["A", "B"]
+warmup_ms = 100
+baseline_ms = 300
+settle_ms = 100
+cross_verify = false
+compare_ports = false
+budget = {{ io_errors = 0, max_stall_ms = 500, min_throughput_ratio = 0.3, max_p99_ratio = 6.0 }}
+"#,
+        a = port("A", &uris[0]),
+        b = port("B", &uris[1]),
+    );
+    let sc = dir.join("two-host-real.toml");
+    std::fs::write(&sc, text_of).unwrap();
+    let rd = dir.join("run");
+    let o = run(&["run", sc.to_str().unwrap(), "--run-dir", rd.to_str().unwrap()]);
+    let _ = std::process::Command::new("kill").arg(child.id().to_string()).status();
+    assert!(child.wait().unwrap().success());
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let n = kinds(&rd);
+    assert_eq!((n.get("cycle_ended"), n.get("ready"), n.get("harness_error")), (Some(&2), Some(&2), None), "{n:?}\n{}", text(&o));
+    let s: Value = serde_json::from_str(&std::fs::read_to_string(rd.join("summary.json")).unwrap()).unwrap();
+    assert!(s["ports"].as_array().unwrap().iter().all(|p| p["cycles_judged"] == 1 && p["disturbed"] == false), "{s}");
+    let t: Value = serde_json::from_str(&std::fs::read_to_string(&truth).unwrap()).unwrap();
+    assert_eq!(t.as_array().map(Vec::len), Some(0), "the drive's truth: {t}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn dual_port_scenarios_refuse_what_cannot_work() {
     let base = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/dualport-demo.toml")).unwrap();

@@ -23,7 +23,7 @@ fn load(name: &str) -> Scenario {
     Scenario::load(&dir().join(name)).unwrap_or_else(|e| panic!("{e}"))
 }
 
-const SHIPPED: [&str; 33] = [
+const SHIPPED: [&str; 34] = [
     "reference.toml",
     "demo.toml",
     "dualport-demo.toml",
@@ -57,6 +57,7 @@ const SHIPPED: [&str; 33] = [
     "lab-multipath-pull.toml",
     "remote-host-plp.toml",
     "two-host-demo.toml",
+    "two-host-ipmi.toml",
 ];
 
 #[test]

@@ -331,11 +331,7 @@ impl Scenario {
         if remote.is_empty() {
             return Ok(());
         }
-        let first = remote[0];
         let not_yet = |what: &str| format!("{what} with ports on other hosts is not carried by the agent protocol yet");
-        if self.target.sim.is_none() {
-            return bad(format!("ports[{first}].host"), "ports on other hosts are supported with the simulated drive (served to them over NBD) for now; a real drive's ports on two hosts come with #24's lab arm".into());
-        }
         if let Some(f) = faults.all().find(|f| **f != FaultPlan::HostPowerCut) {
             return bad("fault.kind".into(), format!("{}: {}", f.label(), not_yet("a fault other than host_power_cut")));
         }

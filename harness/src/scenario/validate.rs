@@ -325,7 +325,9 @@ impl Scenario {
             if self.dual.is_some() || !self.ports.is_empty() {
                 return bad(
                     "target.host",
-                    "a dual-port run with ports on other hosts is not supported yet: one port per run on another host".into(),
+                    "a dual-port run names each port's host in its [[ports]] table (host, transport, host_power), not in [target]: \
+                     leave target.host out"
+                        .into(),
                 );
             }
             return Ok(());

@@ -38,6 +38,9 @@ pub(crate) struct Ports {
 /// Opens every port and the fault's controller.
 pub(crate) fn open_ports(plan: &RunPlan, dual: &DualPlan, run_dir: &Path, o: &RunnerOptions) -> Result<Ports, OpenPortsError> {
     match &plan.target {
+        TargetPlan::Device { expect, .. } if dual.ports.iter().any(|p| p.remote.is_some()) => {
+            super::served::open_real(plan, dual, expect, run_dir, o)
+        }
         TargetPlan::Sim(t) => super::sim::open(plan, dual, t, run_dir, o),
         TargetPlan::Device { expect, .. } => open_real(plan, dual, expect, o),
         // Refused when the scenario is validated; kept an error here all the same.

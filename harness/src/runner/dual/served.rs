@@ -171,12 +171,10 @@ pub(super) fn open(
     o: &RunnerOptions,
 ) -> Result<Ports, OpenPortsError> {
     let mut servers = Vec::new();
-    let mut devs: Vec<Box<dyn Dut>> = Vec::new();
-    let mut switches: Vec<(String, Box<dyn PowerSwitch + Send>)> = Vec::new();
-    let mut notes = Vec::new();
+    let mut targets = Vec::new();
     for (i, p) in dual.ports.iter().enumerate() {
-        let Some(r) = &p.remote else { return Err(OpenPortsError::NoPath(p.name.clone())) };
-        let fail = |why: String| OpenPortsError::Served { port: p.name.clone(), host: r.host.clone(), why };
+        let host = p.remote.as_ref().map_or("", |r| r.host.as_str());
+        let fail = |why: String| OpenPortsError::Served { port: p.name.clone(), host: host.to_string(), why };
         let sock = run_dir.join(format!("nbd-{}.sock", p.name));
         let sock_s = sock.to_str().filter(|s| s.bytes().all(|b| b.is_ascii_alphanumeric() || b"/._-+".contains(&b))).ok_or_else(|| {
             fail(format!("{}: the run directory's path must be plain (letters, digits, / . _ - +) to go in an NBD URI", sock.display()))
@@ -194,43 +192,10 @@ pub(super) fn open(
         let mut server = NbdServer::start(drive.port(i as u8), Box::new(crate::format::claimed_write_id), cfg);
         server.listen_unix(&sock).map_err(|e| fail(format!("cannot serve the port over NBD at {sock_s}: {e}")))?;
         servers.push(server);
-        let target = format!("nbd+unix:///{}?socket={sock_s}", p.name);
-        let mut argv = Vec::new();
-        for a in &r.transport {
-            let a = a.replace("{target}", &target);
-            argv.push(if a.contains("{faultline}") {
-                let exe = o
-                    .faultline_exe
-                    .as_ref()
-                    .ok_or_else(|| fail("{faultline} in the transport: this process knows no faultline binary".into()))?;
-                a.replace("{faultline}", &exe.to_string_lossy())
-            } else {
-                a
-            });
-        }
-        let transport = crate::agent::dial::Transport::new(&argv, &r.host).map_err(|e| fail(format!("transport: {e}")))?;
-        let ledger = port_dir(run_dir, &p.name).join(crate::run_dir::LEDGER_FILE);
-        let expect = Expectation { size_bytes: Some(t.capacity_bytes), ..Expectation::default() };
-        let mut remote = RemoteDut::open(remote_port(plan, o, &r.host, transport, &target, &expect, ledger))
-            .map_err(|e| fail(format!("its agent: {e}")))?;
-        notes.extend(remote.notes());
-        match &r.power {
-            None => {}
-            Some(power) => {
-                let host: Box<dyn PowerSwitch + Send> = match power {
-                    HostPower::Kill => Box::new(remote.host_kill()),
-                    HostPower::Controller(spec) => {
-                        let c = control::open(spec, &o.control_env).map_err(|e| fail(format!("host_power: {e}")))?;
-                        c.power.ok_or_else(|| fail(format!("host_power {spec}: not a power switch")))?
-                    }
-                };
-                let link = drive.link();
-                switches.push((p.fault_port.clone(), Box::new(HostAndLink { host, link, port: i as u8, name: p.name.clone() })));
-            }
-        }
-        devs.push(Box::new(ServedPort { remote, drive: (i == 0).then(|| drive.clone()) }));
+        targets.push(format!("nbd+unix:///{}?socket={sock_s}", p.name));
     }
-    let cutter = Cutter::hosts(switches);
+    let expect = Expectation { size_bytes: Some(t.capacity_bytes), ..Expectation::default() };
+    let (devs, cutter, notes) = dial_hosts(plan, dual, &targets, &expect, run_dir, o, Some(&drive))?;
     let atomic = drive.port(0).geometry().physical_block_bytes as u64;
     let (sector, capacity) = (t.sector_bytes as u64, t.capacity_bytes);
     Ok(Ports {
@@ -243,4 +208,100 @@ pub(super) fn open(
         notes,
         _keep: Some(Box::new(servers)),
     })
+}
+
+/// A real dual-port drive whose ports are cabled to other hosts: each port's `path` is the
+/// drive as that host's agent lists it, held to the scenario's identity there (each port's run
+/// is bound to the identity seen through it, as a local port's is), and every port shows the
+/// same size and sectors.
+pub(super) fn open_real(
+    plan: &RunPlan,
+    dual: &DualPlan,
+    expect: &Expectation,
+    run_dir: &Path,
+    o: &RunnerOptions,
+) -> Result<Ports, OpenPortsError> {
+    let targets: Vec<String> =
+        dual.ports.iter().map(|p| p.path.as_ref().map(|x| x.to_string_lossy().into_owned()).unwrap_or_default()).collect();
+    let (mut devs, cutter, notes) = dial_hosts(plan, dual, &targets, expect, run_dir, o, None)?;
+    let mut first: Option<crate::run::DeviceFacts> = None;
+    for (i, d) in devs.iter_mut().enumerate() {
+        let p = &dual.ports[i];
+        let f = d.facts().map_err(|source| OpenPortsError::NotOpen { port: p.name.clone(), source })?;
+        match &first {
+            None => first = Some(f),
+            Some(f0) if f0.capacity_bytes != f.capacity_bytes || f0.logical_block_bytes != f.logical_block_bytes => {
+                return Err(OpenPortsError::Served {
+                    port: p.name.clone(),
+                    host: p.remote.as_ref().map_or(String::new(), |r| r.host.clone()),
+                    why: format!(
+                        "{} there is {} bytes with {}-byte sectors, port {}'s {} bytes with {}-byte sectors: the ports of one drive show one namespace",
+                        targets[i], f.capacity_bytes, f.logical_block_bytes, dual.ports[0].name, f0.capacity_bytes, f0.logical_block_bytes
+                    ),
+                })
+            }
+            Some(_) => {}
+        }
+    }
+    let f = first.ok_or(OpenPortsError::NoPorts)?;
+    let sector = f.sector_bytes();
+    let atomic =
+        crate::runner::setup::atomic_unit(plan.scenario.target.atomic_bytes, sector).map_err(|source| OpenPortsError::Atomic { source })?;
+    Ok(Ports { devs, cutter, identity: f.identity, sector, capacity: f.capacity_bytes, atomic, notes, _keep: None })
+}
+
+/// Dials each port's host (its transport with `{target}` its entry of `targets` and
+/// `{faultline}` this binary), opens the port there held to `expect`, and opens each host's
+/// power switch (with the simulated `drive`, the port's link goes down with its host).
+fn dial_hosts(
+    plan: &RunPlan,
+    dual: &DualPlan,
+    targets: &[String],
+    expect: &Expectation,
+    run_dir: &Path,
+    o: &RunnerOptions,
+    drive: Option<&DualSim>,
+) -> Result<(Vec<Box<dyn Dut>>, Cutter, Vec<String>), OpenPortsError> {
+    let mut devs: Vec<Box<dyn Dut>> = Vec::new();
+    let mut switches: Vec<(String, Box<dyn PowerSwitch + Send>)> = Vec::new();
+    let mut notes = Vec::new();
+    for (i, p) in dual.ports.iter().enumerate() {
+        let Some(r) = &p.remote else { return Err(OpenPortsError::NoPath(p.name.clone())) };
+        let fail = |why: String| OpenPortsError::Served { port: p.name.clone(), host: r.host.clone(), why };
+        let target = &targets[i];
+        let mut argv = Vec::new();
+        for a in &r.transport {
+            let a = a.replace("{target}", target);
+            argv.push(if a.contains("{faultline}") {
+                let exe = o
+                    .faultline_exe
+                    .as_ref()
+                    .ok_or_else(|| fail("{faultline} in the transport: this process knows no faultline binary".into()))?;
+                a.replace("{faultline}", &exe.to_string_lossy())
+            } else {
+                a
+            });
+        }
+        let transport = crate::agent::dial::Transport::new(&argv, &r.host).map_err(|e| fail(format!("transport: {e}")))?;
+        let ledger = port_dir(run_dir, &p.name).join(crate::run_dir::LEDGER_FILE);
+        let mut remote = RemoteDut::open(remote_port(plan, o, &r.host, transport, target, expect, ledger))
+            .map_err(|e| fail(format!("its agent: {e}")))?;
+        notes.extend(remote.notes().into_iter().map(|n| format!("port {}: {n}", p.name)));
+        if let Some(power) = &r.power {
+            let host: Box<dyn PowerSwitch + Send> = match power {
+                HostPower::Kill => Box::new(remote.host_kill()),
+                HostPower::Controller(spec) => {
+                    let c = control::open(spec, &o.control_env).map_err(|e| fail(format!("host_power: {e}")))?;
+                    c.power.ok_or_else(|| fail(format!("host_power {spec}: not a power switch")))?
+                }
+            };
+            let switch: Box<dyn PowerSwitch + Send> = match drive {
+                Some(d) => Box::new(HostAndLink { host, link: d.link(), port: i as u8, name: p.name.clone() }),
+                None => host,
+            };
+            switches.push((p.fault_port.clone(), switch));
+        }
+        devs.push(Box::new(ServedPort { remote, drive: drive.filter(|_| i == 0).cloned() }));
+    }
+    Ok((devs, Cutter::hosts(switches), notes))
 }
