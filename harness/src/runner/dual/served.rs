@@ -250,6 +250,9 @@ pub(super) fn open_real(
     Ok(Ports { devs, cutter, identity: f.identity, sector, capacity: f.capacity_bytes, atomic, notes, _keep: None })
 }
 
+/// Every port's device, the hosts' power switches, the notes of the dialling.
+type Dialled = (Vec<Box<dyn Dut>>, Cutter, Vec<String>);
+
 /// Dials each port's host (its transport with `{target}` its entry of `targets` and
 /// `{faultline}` this binary), opens the port there held to `expect`, and opens each host's
 /// power switch (with the simulated `drive`, the port's link goes down with its host).
@@ -261,7 +264,7 @@ fn dial_hosts(
     run_dir: &Path,
     o: &RunnerOptions,
     drive: Option<&DualSim>,
-) -> Result<(Vec<Box<dyn Dut>>, Cutter, Vec<String>), OpenPortsError> {
+) -> Result<Dialled, OpenPortsError> {
     let mut devs: Vec<Box<dyn Dut>> = Vec::new();
     let mut switches: Vec<(String, Box<dyn PowerSwitch + Send>)> = Vec::new();
     let mut notes = Vec::new();
