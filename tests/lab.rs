@@ -1186,3 +1186,57 @@ fn a_boot_timeout_is_a_lab_failure_with_the_console_tail() {
     assert_eq!(o.status.code(), Some(2), "{out}");
     assert!(out.contains("did not boot within 2 s") && out.contains("console.log"), "{out}");
 }
+
+/// The two-host arm (scenarios/lab-two-hosts.toml): two guests, each a host whose one NVMe
+/// controller's namespace is one port of the same simulated dual-port drive (served over NBD
+/// by the coordinator, this process's `faultline run`), each running `faultline agent` on a
+/// virtio-serial port (`faultline lab host` is the transport). Each cycle kills one guest's
+/// QEMU (the host's power) while the other guest writes through the kernel's NVMe driver, then
+/// boots it again by dialling it. Scored against the drive's ground truth per port (per host,
+/// `--check-truth`): an honest drive is clean and agrees; a drive that stalls the surviving
+/// port when one port's link drops is found stalling the other host's port, each cycle, and
+/// agrees.
+#[test]
+fn two_guests_share_one_drive_each_loses_its_power_in_turn_and_the_other_is_judged_against_the_truth() {
+    let Some(_boot) = lab_alone("two_guests_share_one_drive_each_loses_its_power_in_turn_and_the_other_is_judged_against_the_truth") else {
+        return;
+    };
+    let scenario = concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/lab-two-hosts.toml");
+    for (model, code) in [("dual-honest", 0), ("dual-freeze-on-pull", 1)] {
+        let dir = scratch(&format!("two-guests-{model}"));
+        let rd = dir.0.join("run");
+        let o = Command::new(BIN)
+            .args(["run", scenario, "--check-truth", "--model", model, "--run-dir", s(&rd)])
+            .output()
+            .expect("run faultline run");
+        let out = text(&o);
+        assert_eq!(o.status.code(), Some(code), "{model}: {out}");
+        assert!(out.contains("ground truth: faultline and the drive agree"), "{model}: {out}");
+        let log = std::fs::read_to_string(rd.join("events.jsonl")).unwrap();
+        let events: Vec<serde_json::Value> = log.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        let of = |k: &str| events.iter().filter(|e| e["event"] == k).count();
+        assert_eq!((of("cut_issued"), of("ready"), of("verified"), of("cycle_ended")), (2, 2, 2, 2), "{model}: {out}");
+        // Each guest booted twice (its first boot, and after its cut), its agent on the
+        // guest's own clock.
+        let agents: Vec<&str> = events
+            .iter()
+            .filter_map(|e| e["message"].as_str())
+            .filter(|m| m.contains(": agent faultline") && m.contains("clock offset"))
+            .collect();
+        assert_eq!(agents.len(), 4, "{model}: {agents:?}");
+        for host in ["guest-a", "guest-b"] {
+            let console = std::fs::read_to_string(rd.join(format!("lab-host-{host}.console.log"))).unwrap_or_default();
+            assert!(console.contains("lab-init: booted as a host, nvme0"), "{model} {host}: {console}");
+        }
+        if code == 1 {
+            let stalls = events
+                .iter()
+                .filter(|e| e["event"] == "finding" && e["finding"]["class"] == "port_disturbance")
+                .filter_map(|e| Some((e["cycle"].as_u64()?, e["finding"]["detail"].as_str()?.to_string())))
+                .filter(|(_, d)| d.contains("no write completed for"))
+                .collect::<Vec<_>>();
+            assert!(stalls.iter().any(|(c, d)| *c == 1 && d.starts_with("port B, while port A was faulted")), "{stalls:?}");
+            assert!(stalls.iter().any(|(c, d)| *c == 2 && d.starts_with("port A, while port B was faulted")), "{stalls:?}");
+        }
+    }
+}

@@ -23,7 +23,7 @@ fn load(name: &str) -> Scenario {
     Scenario::load(&dir().join(name)).unwrap_or_else(|e| panic!("{e}"))
 }
 
-const SHIPPED: [&str; 34] = [
+const SHIPPED: [&str; 35] = [
     "reference.toml",
     "demo.toml",
     "dualport-demo.toml",
@@ -58,6 +58,7 @@ const SHIPPED: [&str; 34] = [
     "remote-host-plp.toml",
     "two-host-demo.toml",
     "two-host-ipmi.toml",
+    "lab-two-hosts.toml",
 ];
 
 #[test]
@@ -78,7 +79,10 @@ fn every_shipped_scenario_parses_validates_and_round_trips() {
         assert_eq!(again, s, "{name}: round trip");
         // Validated into a run plan, as `faultline run` does before it opens anything.
         let plan = s.plan(name, 1).unwrap_or_else(|e| panic!("{name}: {e}"));
-        let dual = name.starts_with("dualport-") || name.starts_with("lab-dualport-") || name.starts_with("two-host-");
+        let dual = name.starts_with("dualport-")
+            || name.starts_with("lab-dualport-")
+            || name.starts_with("two-host-")
+            || name == "lab-two-hosts.toml";
         assert_eq!(plan.dual.is_some(), dual, "{name}: a dual-port template runs dual-port, the others one port");
         if s.target.sim.is_none() && name != "reference.toml" {
             assert!(s.expectation().serial.is_some(), "{name}: a hardware template must pin the drive's identity");

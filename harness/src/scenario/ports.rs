@@ -34,8 +34,9 @@ pub struct PortSpec {
     /// The block device through this port: a per-path node (`/dev/nvme0n1` with
     /// `nvme_core.multipath=N`, a loop device of a rig), or the multipath head for link
     /// redundancy; or the NBD export through it (`nbd+unix:///A?socket=PATH`, as `faultline
-    /// emulate nbd --model dual-*` serves each port). Must be given for a real device; never for
-    /// the simulated drive.
+    /// emulate nbd --model dual-*` serves each port). Must be given for a real device; for the
+    /// simulated drive only on another host (the drive as that host sees the port served to
+    /// it, e.g. a lab guest's `/dev/nvme0n1`; default: the export's URI).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<PathBuf>,
     /// The share of the span the port writes, as `[start, end)` percent. Default: the span
@@ -55,8 +56,9 @@ pub struct PortSpec {
     pub host: Option<String>,
     /// With `host`: the command whose stdin and stdout carry the protocol, run as given (no
     /// shell): `{host}` is the host, `{target}` the port's target as the agent lists it (its
-    /// `path`, or the simulated port's NBD URI), `{faultline}` this faultline binary (for
-    /// agents on this machine: the demo). Default: `["ssh", "-o", "BatchMode=yes", "{host}",
+    /// `path`, else the simulated port's NBD URI), `{export}` the simulated port's NBD URI (for
+    /// a host that attaches it itself: `faultline lab host --export {export}`), `{faultline}`
+    /// this faultline binary (for agents on this machine: the demo, the lab). Default: `["ssh", "-o", "BatchMode=yes", "{host}",
     /// "faultline", "agent", "--stdio"]`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transport: Option<Vec<String>>,
@@ -268,6 +270,9 @@ pub(super) fn plan_ports(origin: &str, ports: &[PortSpec], sim: bool) -> Result<
             ));
         }
         match (&p.path, sim) {
+            // A simulated port served to another host: the path is the drive as that host's
+            // agent lists it (a lab guest's /dev/nvme0n1), checked there.
+            (Some(_), true) if p.host.is_some() => {}
             (Some(path), true) => {
                 return Err(bad(
                     f("path"),

@@ -192,7 +192,9 @@ pub(super) fn open(
         let mut server = NbdServer::start(drive.port(i as u8), Box::new(crate::format::claimed_write_id), cfg);
         server.listen_unix(&sock).map_err(|e| fail(format!("cannot serve the port over NBD at {sock_s}: {e}")))?;
         servers.push(server);
-        targets.push(format!("nbd+unix:///{}?socket={sock_s}", p.name));
+        let export = format!("nbd+unix:///{}?socket={sock_s}", p.name);
+        let listed = p.path.as_ref().map_or_else(|| export.clone(), |x| x.to_string_lossy().into_owned());
+        targets.push(Reach { target: listed, export: Some(export) });
     }
     let expect = Expectation { size_bytes: Some(t.capacity_bytes), ..Expectation::default() };
     let (devs, cutter, notes) = dial_hosts(plan, dual, &targets, &expect, run_dir, o, Some(&drive))?;
@@ -221,8 +223,11 @@ pub(super) fn open_real(
     run_dir: &Path,
     o: &RunnerOptions,
 ) -> Result<Ports, OpenPortsError> {
-    let targets: Vec<String> =
-        dual.ports.iter().map(|p| p.path.as_ref().map(|x| x.to_string_lossy().into_owned()).unwrap_or_default()).collect();
+    let targets: Vec<Reach> = dual
+        .ports
+        .iter()
+        .map(|p| Reach { target: p.path.as_ref().map(|x| x.to_string_lossy().into_owned()).unwrap_or_default(), export: None })
+        .collect();
     let (mut devs, cutter, notes) = dial_hosts(plan, dual, &targets, expect, run_dir, o, None)?;
     let mut first: Option<crate::run::DeviceFacts> = None;
     for (i, d) in devs.iter_mut().enumerate() {
@@ -236,7 +241,7 @@ pub(super) fn open_real(
                     host: p.remote.as_ref().map_or(String::new(), |r| r.host.clone()),
                     why: format!(
                         "{} there is {} bytes with {}-byte sectors, port {}'s {} bytes with {}-byte sectors: the ports of one drive show one namespace",
-                        targets[i], f.capacity_bytes, f.logical_block_bytes, dual.ports[0].name, f0.capacity_bytes, f0.logical_block_bytes
+                        targets[i].target, f.capacity_bytes, f.logical_block_bytes, dual.ports[0].name, f0.capacity_bytes, f0.logical_block_bytes
                     ),
                 })
             }
@@ -250,6 +255,13 @@ pub(super) fn open_real(
     Ok(Ports { devs, cutter, identity: f.identity, sector, capacity: f.capacity_bytes, atomic, notes, _keep: None })
 }
 
+/// How a port's host reaches it: the target its agent opens, and the export this machine
+/// serves it as (the simulated drive).
+struct Reach {
+    target: String,
+    export: Option<String>,
+}
+
 /// Every port's device, the hosts' power switches, the notes of the dialling.
 type Dialled = (Vec<Box<dyn Dut>>, Cutter, Vec<String>);
 
@@ -259,7 +271,7 @@ type Dialled = (Vec<Box<dyn Dut>>, Cutter, Vec<String>);
 fn dial_hosts(
     plan: &RunPlan,
     dual: &DualPlan,
-    targets: &[String],
+    targets: &[Reach],
     expect: &Expectation,
     run_dir: &Path,
     o: &RunnerOptions,
@@ -271,10 +283,17 @@ fn dial_hosts(
     for (i, p) in dual.ports.iter().enumerate() {
         let Some(r) = &p.remote else { return Err(OpenPortsError::NoPath(p.name.clone())) };
         let fail = |why: String| OpenPortsError::Served { port: p.name.clone(), host: r.host.clone(), why };
-        let target = &targets[i];
+        let Reach { target, export } = &targets[i];
         let mut argv = Vec::new();
         for a in &r.transport {
             let a = a.replace("{target}", target);
+            let a = match export {
+                Some(e) => a.replace("{export}", e),
+                None if a.contains("{export}") => {
+                    return Err(fail("{export} in the transport: this machine serves no export of the drive (a real drive)".into()))
+                }
+                None => a,
+            };
             argv.push(if a.contains("{faultline}") {
                 let exe = o
                     .faultline_exe

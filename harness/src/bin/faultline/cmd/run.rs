@@ -53,6 +53,12 @@ pub struct RunArgs {
     /// Demo only: the contract the drive is held to (default: the demo's, plp).
     #[arg(long, value_parser = ["plp", "flush"], conflicts_with = "scenario")]
     contract: Option<String>,
+    /// The simulated drive only: score every cycle's findings against the drive's ground
+    /// truth (what it lost, tore or misplaced, and the ports it stalled, each named by its
+    /// port: per host in a run across hosts), print the table, and exit 2 when faultline and
+    /// the drive disagree (a miss or a false finding).
+    #[arg(long)]
+    check_truth: bool,
     #[command(flatten)]
     metrics: MetricsArgs,
 }
@@ -256,7 +262,16 @@ pub fn cmd_run(a: RunArgs) -> Result<Exit> {
         if let Some(m) = a.model {
             m.apply(&mut s).map_err(|e| anyhow!("{origin}: {e}"))?;
         }
-        return cmd_run_scenario(s, &origin, a.run_dir.clone(), a.seed, &a.metrics, None);
+        if !a.check_truth {
+            return cmd_run_scenario(s, &origin, a.run_dir.clone(), a.seed, &a.metrics, None);
+        }
+        let Some(sim) = &s.target.sim else { bail!("--check-truth: {origin} is not a simulated drive, which alone has a ground truth") };
+        let mut check = TruthCheck { sector: u64::from(sim.sector_bytes), ..TruthCheck::default() };
+        let exit = cmd_run_scenario(s, &origin, a.run_dir.clone(), a.seed, &a.metrics, Some(&mut check))?;
+        return Ok(check.report(exit));
+    }
+    if a.check_truth {
+        bail!("--check-truth: give a scenario of the simulated drive");
     }
     let origin = origin_with("the embedded demo, scenarios/demo.toml", &sets);
     let mut s = Scenario::from_toml_with(DEMO, "the embedded demo, scenarios/demo.toml", &sets)?;
@@ -272,4 +287,51 @@ pub fn cmd_run(a: RunArgs) -> Result<Exit> {
     }
     // Validated (with the demo's seed or a drawn one) when it is planned.
     cmd_run_scenario(s, origin, a.run_dir, None, &a.metrics, None)
+}
+
+/// `faultline run --check-truth`: every cycle's findings scored against the simulated drive's
+/// ground truth, as the detection matrix scores its rows (`selftest::score_cycle`).
+#[derive(Default)]
+struct TruthCheck {
+    sector: u64,
+    cycles: u32,
+    scores: std::collections::BTreeMap<&'static str, faultline::selftest::ClassScore>,
+    /// Each cycle's first disagreement.
+    problems: Vec<String>,
+}
+
+impl CycleObserver for TruthCheck {
+    fn checked(&mut self, check: &faultline::runner::CycleCheck<'_>) {
+        self.cycles += 1;
+        if check.truth.is_none() {
+            self.problems.push(format!("cycle {}: no ground truth was taken", check.cycle));
+        } else if let Some(p) = faultline::selftest::score_cycle(check, self.sector, &mut self.scores) {
+            self.problems.push(p);
+        }
+    }
+}
+
+impl TruthCheck {
+    /// Prints the table; a disagreement turns the run's exit into a harness error.
+    fn report(&self, exit: Exit) -> Exit {
+        println!("ground truth: {} cycles scored against the simulated drive's truth", self.cycles);
+        println!("  {:<20} {:>9} {:>9} {:>9} {:>9} {:>9}", "class", "injected", "detected", "other", "missed", "false");
+        for (class, c) in &self.scores {
+            println!("  {class:<20} {:>9} {:>9} {:>9} {:>9} {:>9}", c.injected, c.detected, c.misclassified, c.missed, c.false_findings);
+        }
+        if self.scores.is_empty() {
+            println!("  (nothing injected, nothing found)");
+        }
+        if self.problems.is_empty() && self.cycles > 0 {
+            println!("ground truth: faultline and the drive agree");
+            return exit;
+        }
+        for p in &self.problems {
+            eprintln!("faultline: ground truth disagrees: {p}");
+        }
+        if self.cycles == 0 {
+            eprintln!("faultline: ground truth: no cycle was scored");
+        }
+        Exit::HarnessError
+    }
 }

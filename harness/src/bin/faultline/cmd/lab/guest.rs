@@ -90,6 +90,12 @@ impl GuestDrive {
 /// Scenario `s` (read from `origin`) made the lab's: its target is the lab drive at `ns`. Refuses a
 /// scenario of the simulated drive (it would not touch the lab).
 pub fn lab_scenario(mut s: Scenario, origin: &str, ns: &Path) -> Result<Scenario> {
+    if s.target.sim.is_some() && s.ports.iter().any(|p| p.host.is_some()) {
+        bail!(
+            "{origin}: its ports are on hosts of their own (each guest a host, `faultline lab host` its transport): \
+             run it with `faultline run {origin}`, which stays on this machine as the coordinator and boots the guests"
+        );
+    }
     if s.target.sim.is_some() {
         bail!("{origin}: [target] is the simulated drive, which runs in-process and never touches the lab's NVMe drive");
     }

@@ -85,7 +85,7 @@ impl Drive {
 }
 
 /// QEMU's option syntax doubles commas inside a value.
-fn qemu_escape(p: &Path) -> String {
+pub(super) fn qemu_escape(p: &Path) -> String {
     p.display().to_string().replace(',', ",,")
 }
 

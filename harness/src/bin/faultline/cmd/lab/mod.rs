@@ -9,6 +9,7 @@ mod ch340;
 mod ffs;
 mod guest;
 mod hid_gadget;
+mod host;
 mod initramfs;
 mod machine;
 mod qmp;
@@ -52,6 +53,10 @@ enum LabCmd {
     Exec(ExecArgs),
     /// Boot the lab with the guest's shell on this terminal (`exit` powers it off).
     Shell(MachineArgs),
+    /// Become one lab guest that is a host of a run across hosts: QEMU with one NVMe
+    /// controller on the NBD export, and the guest's `faultline agent --stdio` on this
+    /// process's stdin and stdout (a `[[ports]] transport`; killing it is the host's power cut).
+    Host(host::HostArgs),
     /// Inside the guest only: what the guest's command script calls.
     #[command(hide = true, subcommand)]
     Guest(GuestCmd),
@@ -236,6 +241,7 @@ pub fn cmd_lab(a: LabArgs) -> Result<Exit> {
         LabCmd::Run(r) => cmd_run(r),
         LabCmd::Exec(e) => cmd_exec(e),
         LabCmd::Shell(m) => cmd_shell(m),
+        LabCmd::Host(h) => host::cmd_host(h),
         LabCmd::Guest(g) => cmd_guest(g),
     }
 }

@@ -35,7 +35,8 @@ const PACKAGES: &[&str] =
 /// Packages whose `Depends` are fetched too when the host lacks them.
 const DEPENDS_OF: &[&str] = &["qemu-system-x86", "nvme-cli", "libnvme1"];
 /// The modules the guest loads (their dependencies are added), in this order.
-pub const MODULES: &[&str] = &["crct10dif_generic", "crc-t10dif", "t10-pi", "nvme-core", "nvme", "virtio_pci", "9pnet_virtio", "9p"];
+pub const MODULES: &[&str] =
+    &["crct10dif_generic", "crc-t10dif", "t10-pi", "nvme-core", "nvme", "virtio_pci", "9pnet_virtio", "9p", "virtio_console"];
 /// The modules a USB board in the guest needs (`lab guest usb`, loaded then, not at boot): the
 /// dummy host and device controller pair, the gadget framework with its functions, and the
 /// host-side class drivers that bind to the gadgets as to a board on a desk.
