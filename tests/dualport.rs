@@ -125,6 +125,45 @@ fn two_hosts_one_drive_a_host_power_cut_is_clean_on_an_honest_drive_and_a_drive_
     }
 }
 
+/// Both hosts at once, staggered (`all_hosts`, `stagger_ms`): each cycle cuts host A, then host B
+/// 150 ms later, holds both off, restores them in the same order; both are dialled again, no
+/// port is judged (the fault hit every port), every share verifies clean, and the drive's
+/// ground truth agrees. The cut is recorded once per cycle.
+#[test]
+fn every_host_cut_at_once_staggered_comes_back_and_verifies_clean() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let demo = concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/two-host-demo.toml");
+    let dir = scratch("two-host-all");
+    let o = run(&[
+        "run",
+        demo,
+        "--run-dir",
+        dir.to_str().unwrap(),
+        "--cycles",
+        "2",
+        "--set",
+        "fault.all_hosts=true",
+        "--set",
+        "fault.stagger_ms=150",
+        "--check-truth",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("ground truth: faultline and the drive agree"), "{}", text(&o));
+    let ev = events(&dir);
+    let of = |kind: &str| ev.iter().filter(|e| e["event"] == kind).collect::<Vec<_>>();
+    assert_eq!((of("cut_issued").len(), of("ready").len(), of("cycle_ended").len()), (2, 4, 2), "{}", text(&o));
+    // Off A, 150 ms, off B, the off time (300 ms), on A, 150 ms, on B.
+    assert!(of("cut_issued").iter().all(|e| e["command_us"].as_u64().unwrap() >= 600_000), "{:?}", of("cut_issued"));
+    for log in of("controller_log") {
+        let lines: Vec<&str> = log["lines"].as_array().unwrap().iter().map(|l| l.as_str().unwrap()).collect();
+        let kills: Vec<&str> = lines.iter().filter(|l| l.contains("SIGKILL")).map(|l| &l[..6]).collect();
+        assert_eq!(kills, ["host-a", "host-b"], "{lines:?}");
+    }
+    let s: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+    assert!(s["ports"].as_array().unwrap().iter().all(|p| p["cycles_judged"] == 0), "{s}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A host that does not boot after its power cut (its agent cannot be dialled again: here its
 /// transport refuses every start after the first) is a `dead_host` finding within the readiness
 /// timeout, naming the host and the port, and `stop.on_dead_host = "stop"` (the default) ends
@@ -275,6 +314,10 @@ fn dual_port_scenarios_refuse_what_cannot_work() {
         "ports[0].transport: the transport command is empty",
     );
     check(&|s| s.replace("cross_verify = false", "cross_verify = true"), "dual.cross_verify: a share verified through another host's port");
+    check(
+        &|s| s.replace("kind = \"host_power_cut\"", "kind = \"host_power_cut\"\nstagger_ms = 100"),
+        "fault.stagger_ms: staggers the cuts of every host: give all_hosts = true too",
+    );
     check(&|s| s.replace("compare_ports = false", "compare_ports = true"), "dual.compare_ports");
     check(
         &|s| s.replace("[fault]\nkind = \"host_power_cut\"", "[controllers]\npower = \"sim\"\n\n[fault]\nkind = \"power_cut\""),

@@ -266,23 +266,27 @@ impl<'r, 'e> Cycles<'r, 'e> {
     ) -> Result<Option<CycleOutcome>, Fatal> {
         let mut faulted = None;
         for (i, pe) in &w.ends {
-            match &pe.outcome {
-                Err(e) => {
-                    self.em.error(Some(cycle), format!("{}{e}", self.ports.prefix(*i)));
-                    end.errors += 1;
-                    // A port whose writer failed left its cycle open in its ledger: close it.
-                    if let Some(lane) = self.lanes.iter_mut().find(|l| l.port == *i) {
-                        let facts = self.ports.duts[*i].facts().map_err(|source| Fatal::Port { prefix: self.ports.prefix(*i), source })?;
-                        lane.reopen(&facts)?;
-                    }
+            if let Err(e) = &pe.outcome {
+                self.em.error(Some(cycle), format!("{}{e}", self.ports.prefix(*i)));
+                end.errors += 1;
+                // A port whose writer failed left its cycle open in its ledger: close it.
+                if let Some(lane) = self.lanes.iter_mut().find(|l| l.port == *i) {
+                    let facts = self.ports.duts[*i].facts().map_err(|source| Fatal::Port { prefix: self.ports.prefix(*i), source })?;
+                    lane.reopen(&facts)?;
                 }
-                Ok(out) if *i == hit || (every && faulted.is_none()) => {
-                    let command = w.landed.as_ref().and_then(|l| l.as_ref().ok()).copied();
-                    self.em.cut(cycle, w.started, out, planned, self.mate_step_ms, command);
-                    faulted = Some(out.clone());
-                }
-                Ok(_) => {}
             }
+        }
+        // The cut's outcome: the hit port's, else (a fault that hits every port) the first port's
+        // that has one; recorded once.
+        let cut_of = w
+            .ends
+            .iter()
+            .find(|(i, pe)| *i == hit && pe.outcome.is_ok())
+            .or_else(|| w.ends.iter().find(|(_, pe)| every && pe.outcome.is_ok()));
+        if let Some(Ok(out)) = cut_of.map(|(_, pe)| &pe.outcome) {
+            let command = w.landed.as_ref().and_then(|l| l.as_ref().ok()).copied();
+            self.em.cut(cycle, w.started, out, planned, self.mate_step_ms, command);
+            faulted = Some(out.clone());
         }
         if w.ends.iter().all(|(_, pe)| pe.outcome.is_err()) {
             for i in 0..self.ports.len() {

@@ -91,6 +91,9 @@ pub enum Aim {
     Link { port: String, kind: ResetKind },
     /// Cut the power of the host `port` is cabled to, hold it off, restore it.
     Host { port: String },
+    /// Cut every host's power, `stagger` apart (in the ports' order), hold them off, restore
+    /// them (in the same order, `stagger` apart).
+    AllHosts { stagger: Duration },
 }
 
 impl Cutter {
@@ -142,7 +145,13 @@ impl Cutter {
                 };
                 Aim::Link { port, kind: *kind }
             }
-            FaultPlan::HostPowerCut => {
+            FaultPlan::HostPowerCut { all: true, stagger_ms } => {
+                if self.hosts.is_empty() {
+                    return Err(ControllerError("no host power switch (the ports' host_power)".into()));
+                }
+                Aim::AllHosts { stagger: Duration::from_millis(*stagger_ms) }
+            }
+            FaultPlan::HostPowerCut { all: false, .. } => {
                 let port =
                     port.ok_or_else(|| ControllerError("a host power cut is aimed at a port's host, and no port was named".into()))?;
                 if !self.hosts.iter().any(|(p, _)| p == port) {
@@ -164,12 +173,27 @@ impl Cutter {
                 };
                 // Off, confirmed where the switch reads back, held off, on again: the host
                 // boots, and its port is back once its agent answers (the port's readiness).
-                p.power_off().map_err(ControllerError::of)?;
-                if p.capabilities().state_readback && p.state().map_err(ControllerError::of)? != PowerState::Off {
-                    return Err(ControllerError(format!("{} still reports the host on after the cut: the cut did not happen", p.name())));
-                }
+                host_off(p.as_mut())?;
                 std::thread::sleep(hold);
                 p.power_on().map_err(ControllerError::of)
+            }
+            (Aim::AllHosts { stagger }, _, _) => {
+                let stagger = *stagger;
+                let n = self.hosts.len();
+                for (k, (_, p)) in self.hosts.iter_mut().enumerate() {
+                    host_off(p.as_mut())?;
+                    if k + 1 < n {
+                        std::thread::sleep(stagger);
+                    }
+                }
+                std::thread::sleep(hold);
+                for (k, (_, p)) in self.hosts.iter_mut().enumerate() {
+                    p.power_on().map_err(ControllerError::of)?;
+                    if k + 1 < n {
+                        std::thread::sleep(stagger);
+                    }
+                }
+                Ok(())
             }
             _ => Err(ControllerError("the fault's controller is not open".into())),
         }
@@ -238,6 +262,15 @@ impl Cutter {
     pub fn is_link(&self) -> bool {
         matches!(self.aim, Aim::Link { .. })
     }
+}
+
+/// Cuts a host's power, confirmed where its switch reads its state back.
+fn host_off(p: &mut (dyn PowerSwitch + Send)) -> Result<(), ControllerError> {
+    p.power_off().map_err(ControllerError::of)?;
+    if p.capabilities().state_readback && p.state().map_err(ControllerError::of)? != PowerState::Off {
+        return Err(ControllerError(format!("{} still reports the host on after the cut: the cut did not happen", p.name())));
+    }
+    Ok(())
 }
 
 /// The only port of a link controller (a fault that names none).

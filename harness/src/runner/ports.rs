@@ -32,7 +32,7 @@ impl PortSet {
     pub fn new(plan: &RunPlan, duts: Vec<Box<dyn Dut>>) -> PortSet {
         debug_assert_eq!(plan.ports.len(), duts.len());
         let names = plan.ports.iter().map(|p| (p.id, p.name.clone())).collect();
-        let host_cut = plan.faults.all().any(|f| *f == crate::scenario::FaultPlan::HostPowerCut);
+        let host_cut = plan.faults.all().any(crate::scenario::FaultPlan::is_host_cut);
         PortSet { health: duts.iter().map(|_| None).collect(), duts, names, host_cut }
     }
 

@@ -40,6 +40,7 @@ impl From<DutCycleError> for WriterError {
         match e {
             DutCycleError::Write(e) => WriterError::Write(e),
             DutCycleError::Dut(e) => WriterError::Target(e),
+            DutCycleError::HostLost { why, .. } => WriterError::Target(DutError::NotOpen(why)),
         }
     }
 }
@@ -174,6 +175,9 @@ pub(super) fn write(
                         // the cycle as cut all the same, and what it wrote is settled
                         // (verified, recorded) like any cycle's.
                         Err(DutCycleError::Write(WriteError::Cut { outcome, .. })) => Ok(*outcome),
+                        // A host the cut took (its power), before or after its own writer
+                        // reached the placement: the cycle closed from what the coordinator held.
+                        Err(DutCycleError::HostLost { outcome, .. }) if fault.fired() => Ok(*outcome),
                         Err(e) => Err(WriterError::from(e)),
                     };
                     if i == hit && outcome.is_err() && !fault.fired() {

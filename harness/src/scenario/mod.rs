@@ -479,7 +479,17 @@ pub enum Fault {
     /// power and the other hosts keep writing. The host's cycle is closed from what this
     /// machine held (its unacknowledged writes "may", never "must"); once it answers again,
     /// its share is verified, and the other ports are judged against their baseline.
-    HostPowerCut,
+    HostPowerCut {
+        /// Cut every host's power at once (each port's `host_power`, in the ports' order) at
+        /// the cut placement: no port is then judged against its baseline. Default: false (the
+        /// faulted port's host alone, `dual.fault_ports` in turn).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        all_hosts: bool,
+        /// With `all_hosts`: the delay between one host's cut and the next's (staggered
+        /// faults). Default: 0 (one after the other, at once).
+        #[serde(default, skip_serializing_if = "is_zero")]
+        stagger_ms: u64,
+    },
     /// Several faults in one run (an overnight soak: pull A, pull B, reset a controller, cut
     /// the whole drive), one per cycle, drawn from the run's seed and the cycle's number, so a
     /// resumed run draws what the uninterrupted one would have.
@@ -509,6 +519,10 @@ pub struct MixedFault {
     #[serde(default = "one")]
     pub weight: u32,
     pub fault: Fault,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 fn one() -> u32 {

@@ -138,8 +138,9 @@ pub enum FaultPlan {
     CleanShutdown { switch: Switch },
     /// A link reset through a link controller, on `port` (`None`: its only port).
     LinkReset { controller: ControllerSpec, port: Option<String>, kind: ResetKind },
-    /// The power of the faulted port's host, through its `host_power` (the drive keeps power).
-    HostPowerCut,
+    /// The power of the faulted port's host (`all`: of every host, `stagger_ms` apart), through
+    /// each port's `host_power` (the drive keeps power).
+    HostPowerCut { all: bool, stagger_ms: u64 },
 }
 
 impl FaultPlan {
@@ -149,12 +150,17 @@ impl FaultPlan {
         match self {
             FaultPlan::PowerCut { .. } => Some(Shutdown::Dirty),
             FaultPlan::CleanShutdown { .. } => Some(Shutdown::Clean),
-            FaultPlan::LinkReset { .. } | FaultPlan::HostPowerCut => None,
+            FaultPlan::LinkReset { .. } | FaultPlan::HostPowerCut { .. } => None,
         }
     }
 
     pub fn is_clean_shutdown(&self) -> bool {
         matches!(self, FaultPlan::CleanShutdown { .. })
+    }
+
+    /// A host power cut, of one host or of every host.
+    pub fn is_host_cut(&self) -> bool {
+        matches!(self, FaultPlan::HostPowerCut { .. })
     }
 
     pub fn is_power_cut(&self) -> bool {
@@ -165,7 +171,12 @@ impl FaultPlan {
     /// In a dual-port run no port is then judged against its baseline, and every writer's
     /// cycle ends at the cut.
     pub fn hits_every_port(&self) -> bool {
-        matches!(self, FaultPlan::PowerCut { .. } | FaultPlan::LinkReset { kind: ResetKind::NvmeSubsystem, .. })
+        matches!(
+            self,
+            FaultPlan::PowerCut { .. }
+                | FaultPlan::LinkReset { kind: ResetKind::NvmeSubsystem, .. }
+                | FaultPlan::HostPowerCut { all: true, .. }
+        )
     }
 
     /// The fault as the events and reports name it: `power-cut`, `clean-shutdown`, or the
@@ -175,7 +186,9 @@ impl FaultPlan {
             FaultPlan::PowerCut { .. } => "power-cut".into(),
             FaultPlan::CleanShutdown { .. } => "clean-shutdown".into(),
             FaultPlan::LinkReset { kind, .. } => kind.to_string(),
-            FaultPlan::HostPowerCut => "host-power-cut".into(),
+            FaultPlan::HostPowerCut { all: false, .. } => "host-power-cut".into(),
+            FaultPlan::HostPowerCut { all: true, stagger_ms: 0 } => "all-hosts-power-cut".into(),
+            FaultPlan::HostPowerCut { all: true, .. } => "staggered-hosts-power-cut".into(),
         }
     }
 
@@ -238,7 +251,7 @@ impl Scenario {
                         .ok_or_else(|| bad("controllers.link", "a link_reset fault needs a link controller"))?;
                     FaultPlan::LinkReset { controller, port: port.clone(), kind: reset.reset_kind() }
                 }
-                Fault::HostPowerCut => FaultPlan::HostPowerCut,
+                Fault::HostPowerCut { all_hosts, stagger_ms } => FaultPlan::HostPowerCut { all: *all_hosts, stagger_ms: *stagger_ms },
                 Fault::Mixed { .. } => return Err(bad("fault", "a mix inside a mix is not supported")),
             })
         };
@@ -265,7 +278,7 @@ impl Scenario {
             },
             (None, None) => TargetPlan::Device { path: self.target.path.clone(), expect: self.expectation(), via: self.path_selector() },
         };
-        if self.dual.is_none() && faults.all().any(|f| *f == FaultPlan::HostPowerCut) {
+        if self.dual.is_none() && faults.all().any(FaultPlan::is_host_cut) {
             return Err(bad(
                 "fault.kind",
                 "host_power_cut cuts the host of one port of a dual-port run: give [dual] and [[ports]] with host",
@@ -312,9 +325,12 @@ impl Scenario {
     fn check_hosts(&self, origin: &str, dual: &DualPlan, faults: &FaultMix) -> Result<(), ScenarioError> {
         let bad = |field: String, message: String| Err(ScenarioError::Invalid { origin: origin.into(), field, message });
         let remote: Vec<usize> = (0..dual.ports.len()).filter(|&i| dual.ports[i].remote.is_some()).collect();
-        let host_cut = faults.all().any(|f| *f == FaultPlan::HostPowerCut);
+        let host_cut = faults.all().any(FaultPlan::is_host_cut);
+        let all_hosts = faults.all().any(|f| matches!(f, FaultPlan::HostPowerCut { all: true, .. }));
         if host_cut {
-            for &i in &dual.fault_ports {
+            // Every port's host when every host is cut, else the faulted ports'.
+            let hit: Vec<usize> = if all_hosts { (0..dual.ports.len()).collect() } else { dual.fault_ports.clone() };
+            for &i in &hit {
                 let p = &dual.ports[i];
                 match &p.remote {
                     None => return bad(format!("ports[{i}].host"), format!("host_power_cut hits port {}: it needs the host it is cabled to", p.name)),
@@ -332,7 +348,7 @@ impl Scenario {
             return Ok(());
         }
         let not_yet = |what: &str| format!("{what} with ports on other hosts is not carried by the agent protocol yet");
-        if let Some(f) = faults.all().find(|f| **f != FaultPlan::HostPowerCut) {
+        if let Some(f) = faults.all().find(|f| !f.is_host_cut()) {
             return bad("fault.kind".into(), format!("{}: {}", f.label(), not_yet("a fault other than host_power_cut")));
         }
         if self.workload.prefill {

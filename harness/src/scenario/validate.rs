@@ -143,7 +143,14 @@ impl Scenario {
                 return bad(field, "a mixed fault's faults are single faults: a mix inside a mix is not supported".into());
             }
             // Its hosts' power switches are the ports' (`check_hosts`, once the ports are planned).
-            Fault::HostPowerCut => {}
+            Fault::HostPowerCut { all_hosts, stagger_ms } => {
+                if *stagger_ms > 0 && !*all_hosts {
+                    return bad(&format!("{field}.stagger_ms"), "staggers the cuts of every host: give all_hosts = true too".into());
+                }
+                if *stagger_ms > 600_000 {
+                    return bad(&format!("{field}.stagger_ms"), format!("{stagger_ms}: at most 600000 (ten minutes)"));
+                }
+            }
             Fault::CleanShutdown => {
                 if power.is_none() {
                     return bad(

@@ -277,9 +277,7 @@ fn dial_hosts(
     o: &RunnerOptions,
     drive: Option<&DualSim>,
 ) -> Result<Dialled, OpenPortsError> {
-    let mut devs: Vec<Box<dyn Dut>> = Vec::new();
-    let mut switches: Vec<(String, Box<dyn PowerSwitch + Send>)> = Vec::new();
-    let mut notes = Vec::new();
+    let mut ports = Vec::new();
     for (i, p) in dual.ports.iter().enumerate() {
         let Some(r) = &p.remote else { return Err(OpenPortsError::NoPath(p.name.clone())) };
         let fail = |why: String| OpenPortsError::Served { port: p.name.clone(), host: r.host.clone(), why };
@@ -306,8 +304,20 @@ fn dial_hosts(
         }
         let transport = crate::agent::dial::Transport::new(&argv, &r.host).map_err(|e| fail(format!("transport: {e}")))?;
         let ledger = port_dir(run_dir, &p.name).join(crate::run_dir::LEDGER_FILE);
-        let mut remote = RemoteDut::open(remote_port(plan, o, &r.host, transport, target, expect, ledger))
-            .map_err(|e| fail(format!("its agent: {e}")))?;
+        ports.push(remote_port(plan, o, &r.host, transport, target, expect, ledger));
+    }
+    // Every host dialled at once: a host may take a while to answer (a lab guest boots).
+    let opened: Vec<Result<RemoteDut, DutError>> = std::thread::scope(|sc| {
+        let hs: Vec<_> = ports.into_iter().map(|port| sc.spawn(move || RemoteDut::open(port))).collect();
+        hs.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(DutError::Open("dialling the host panicked".into())))).collect()
+    });
+    let mut devs: Vec<Box<dyn Dut>> = Vec::new();
+    let mut switches: Vec<(String, Box<dyn PowerSwitch + Send>)> = Vec::new();
+    let mut notes = Vec::new();
+    for (i, (p, opened)) in dual.ports.iter().zip(opened).enumerate() {
+        let r = p.remote.as_ref().expect("checked above");
+        let fail = |why: String| OpenPortsError::Served { port: p.name.clone(), host: r.host.clone(), why };
+        let mut remote = opened.map_err(|e| fail(format!("its agent: {e}")))?;
         notes.extend(remote.notes().into_iter().map(|n| format!("port {}: {n}", p.name)));
         if let Some(power) = &r.power {
             let host: Box<dyn PowerSwitch + Send> = match power {

@@ -342,6 +342,12 @@ pub enum DutCycleError {
     Write(#[from] WriteError),
     #[error(transparent)]
     Dut(#[from] DutError),
+    /// A port on another host: the host was lost mid-cycle (its transport ended or stalled),
+    /// and the coordinator closed its cycle from what it held (`outcome`, interrupted: at least
+    /// what the host wrote). When the run's fault fired (a host power cut, which may take a host
+    /// before its own writer reached the placement) this is the cut's outcome; else an error.
+    #[error("{why}")]
+    HostLost { outcome: Box<CycleOutcome>, why: String },
 }
 
 /// Verification failed: the verifier's error, or the device was not open.

@@ -200,17 +200,22 @@ impl Dut for RemoteDut {
         let first_id = o.first_id;
         match s.run_cycle(req, ledger, &mut cut, o.stop.as_ref(), &policy, samples) {
             Ok(sum) => Ok(sum.into()),
-            // The fault took the host down (its power cut): the coordinator closed the cycle from
-            // what it held, and the cycle is the cut's, with the writes never heard complete
-            // "may". The counts are what the coordinator heard durable (the newest checkpoint's
-            // prefix and extras; the bytes, the prefix's): at least what the host wrote.
-            Err(CycleError::Lost { source, held }) if cut_at.is_some() => {
-                let why = format!("{} lost at its fault ({source}); {held}", self.port.host);
+            // The host went down (its power cut, or lost): the coordinator closed the cycle from
+            // what it held, with the writes never heard complete "may". The counts are what the
+            // coordinator heard durable (the newest checkpoint's prefix and extras; the bytes,
+            // the prefix's): at least what the host wrote. Whether that was the run's fault is
+            // the runner's to say (it knows whether the fault fired).
+            Err(CycleError::Lost { source, held }) => {
+                let why = format!(
+                    "{} lost {} the cut ({source}); {held}",
+                    self.port.host,
+                    if cut_at.is_some() { "at" } else { "before its writer reached" }
+                );
                 self.lost(&why);
                 let durable = held.durable_prefix.saturating_sub(first_id) + held.durable_extras;
                 let bytes: u64 = (first_id.max(1)..held.durable_prefix).map(|id| w.layout.plan(id).len).sum();
                 let elapsed = t0.elapsed();
-                Ok(CycleOutcome {
+                let outcome = CycleOutcome {
                     end: Some(crate::ledger::EndKind::Interrupted),
                     submitted: durable,
                     completed: durable,
@@ -218,13 +223,14 @@ impl Dut for RemoteDut {
                     bytes_written: bytes,
                     submitted_end: held.reserved_upto,
                     elapsed,
-                    cut_at,
-                    device_lost: Some(why),
+                    cut_at: cut_at.or(Some(elapsed.saturating_sub(held.last_heard))),
+                    device_lost: Some(why.clone()),
                     device_gone_at: Some(elapsed.saturating_sub(held.last_heard)),
                     ..CycleOutcome::default()
-                })
+                };
+                Err(DutCycleError::HostLost { outcome: Box::new(outcome), why })
             }
-            Err(e @ (CycleError::Lost { .. } | CycleError::Unrecorded { .. })) => Err(self.lost(e).into()),
+            Err(e @ CycleError::Unrecorded { .. }) => Err(self.lost(e).into()),
             Err(e) => Err(DutError::Open(e.to_string()).into()),
         }
     }

@@ -278,20 +278,22 @@ pub fn refresh_faultline(cache: &Path, lab: &Lab, faultline_bin: &Path) -> Resul
         return Ok(false);
     }
     let fl_libs = ldd_libs(faultline_bin, &lab.lib_path)?;
-    let part = cache.join("faultline.cpio");
+    // Names of this process's own: two `lab host`s (two guests of one run) may refresh at once.
+    let part = cache.join(format!("faultline.cpio.{}", std::process::id()));
     let mut a = Archive::create(&part)?;
     a.dir("usr")?;
     a.dir("usr/bin")?;
     a.bytes("usr/bin/faultline", &bin, 0o755)?;
     add_libs(&mut a, &fl_libs)?;
     a.finish()?;
-    let tmp = cache.join("initrd.cpio.tmp");
+    let tmp = cache.join(format!("initrd.cpio.tmp.{}", std::process::id()));
     let mut out = std::fs::File::create(&tmp)?;
     for p in [&base, &part] {
         std::io::copy(&mut std::fs::File::open(p)?, &mut out)?;
     }
     out.sync_all()?;
     std::fs::rename(&tmp, &lab.initrd)?;
+    std::fs::rename(&part, cache.join("faultline.cpio"))?;
     write_stamp(cache, "faultline", &fl_key)?;
     Ok(true)
 }
