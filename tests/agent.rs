@@ -41,7 +41,7 @@ fn agent_check_through_a_local_child_names_the_agent_and_its_clock() {
 #[test]
 fn an_agent_on_this_host_has_a_clock_offset_of_zero_within_its_uncertainty() {
     let mut s = dial::dial(&local(), "here", &nonce(), "test", Duration::from_secs(20)).unwrap();
-    assert_eq!(s.version, 3);
+    assert_eq!(s.version, 4);
     assert_eq!(s.agent.pid, s.pid(), "the agent is the transport's process here");
     let c = s.clock(32, Duration::from_secs(10)).unwrap();
     assert!(c.offset_ns.unsigned_abs() <= c.uncertainty_ns, "{c:?}");
@@ -75,10 +75,10 @@ fn the_agent_refuses_another_run_an_unknown_version_an_oversized_frame_and_a_sec
     let other = Nonce::from_words(7, 7);
     let hello = |versions: Vec<u32>, run: &Nonce| Frame::Hello { versions, run: run.clone(), coordinator: "coordinator-1".into() };
     let cases: Vec<(Vec<Frame>, Option<u32>, &str)> = vec![
-        (vec![hello(vec![3], &run), Frame::Request { run: other.clone(), seq: 1, op: Op::Clock }], None, "a frame of run 0000000000000007"),
-        (vec![hello(vec![1, 2, 4], &run)], None, "speaks protocol version(s) [3]; coordinator coordinator-1 offered [1, 2, 4]"),
-        (vec![hello(vec![3], &run)], Some(proto::MAX_FRAME + 1), "at most 1048576"),
-        (vec![hello(vec![3], &run), hello(vec![3], &other)], None, "a second hello (coordinator coordinator-1, run 0000000000000007"),
+        (vec![hello(vec![4], &run), Frame::Request { run: other.clone(), seq: 1, op: Op::Clock }], None, "a frame of run 0000000000000007"),
+        (vec![hello(vec![1, 2, 3, 5], &run)], None, "speaks protocol version(s) [4]; coordinator coordinator-1 offered [1, 2, 3, 5]"),
+        (vec![hello(vec![4], &run)], Some(proto::MAX_FRAME + 1), "at most 1048576"),
+        (vec![hello(vec![4], &run), hello(vec![4], &other)], None, "a second hello (coordinator coordinator-1, run 0000000000000007"),
     ];
     for (frames, oversized, says) in cases {
         let mut child = Command::new(BIN)
@@ -103,7 +103,7 @@ fn the_agent_refuses_another_run_an_unknown_version_an_oversized_frame_and_a_sec
             last = Some(f);
         }
         match last {
-            Some(Frame::Refused { why, ours, .. }) => assert!(why.contains(says) && ours == vec![3], "{why}"),
+            Some(Frame::Refused { why, ours, .. }) => assert!(why.contains(says) && ours == vec![4], "{why}"),
             other => panic!("{says}: no refused frame last: {other:?}\n{}", text(&o)),
         }
         assert_eq!(o.status.code(), Some(2), "{}", text(&o));
@@ -337,6 +337,7 @@ impl PortRun {
             stream_every_ms: STREAM_EVERY_MS,
             drain_timeout_ms: 5_000,
             samples: false,
+            reset: None,
         }
     }
 

@@ -321,8 +321,13 @@ fn dual_port_scenarios_refuse_what_cannot_work() {
     check(&|s| s.replace("compare_ports = false", "compare_ports = true"), "dual.compare_ports");
     check(
         &|s| s.replace("[fault]\nkind = \"host_power_cut\"", "[controllers]\npower = \"sim\"\n\n[fault]\nkind = \"power_cut\""),
-        "fault.kind: power-cut: a fault other than host_power_cut",
+        "fault.kind: power-cut: a fault other than host_power_cut and host_link_reset",
     );
+    // A host's own link reset: one a host can run on itself, on a port with a host.
+    let reset = |s: &str, kind: &str| s.replace("[fault]\nkind = \"host_power_cut\"", &format!("[fault]\nkind = \"host_link_reset\"\nreset = \"{kind}\""));
+    faultline::scenario::Scenario::from_toml(&reset(&base, "nvme_controller"), "t.toml").unwrap().plan("t.toml", 1).unwrap();
+    check(&|s| reset(s, "slot_power"), "fault.reset: pci-slot-power-cycle: not a reset a host runs on itself");
+    check(&|s| reset(s, "port_pull"), "fault.reset: port-pull: not a reset a host runs on itself");
     check(
         &|s| s.replace("pattern = { kind = \"random\" }", "pattern = { kind = \"random\" }\nprefill = true"),
         "workload.prefill: the prefill",
@@ -336,6 +341,43 @@ fn dual_port_scenarios_refuse_what_cannot_work() {
     .expect_err("no hosts")
     .to_string();
     assert!(e.contains("ports[0].host: host_power_cut hits port A: it needs the host it is cabled to"), "{e}");
+    let e = faultline::scenario::Scenario::from_toml(
+        &dualport.replace("kind = \"link_reset\"\nreset = \"port_pull\"", "kind = \"host_link_reset\"\nreset = \"nvme_controller\""),
+        "t.toml",
+    )
+    .and_then(|sc| sc.plan("t.toml", 1).map(|_| ()))
+    .expect_err("no hosts")
+    .to_string();
+    assert!(e.contains("ports[0].host: host_link_reset hits port A: its host's agent runs the reset"), "{e}");
+    let single = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/demo.toml")).unwrap();
+    let e = faultline::scenario::Scenario::from_toml(&single.replace("kind = \"power_cut\"", "kind = \"host_link_reset\"\nreset = \"nvme_controller\""), "t.toml")
+        .and_then(|sc| sc.plan("t.toml", 1).map(|_| ()))
+        .expect_err("not dual-port")
+        .to_string();
+    assert!(e.contains("host_link_reset is run by the agent of a dual-port run's port on its own host"), "{e}");
+}
+
+/// A host's own link reset needs the NVMe controller behind its port's path: an agent whose
+/// target is an NBD export has none, and says so when the coordinator opens its port, before
+/// anything is written (the run directory holds no cycle).
+#[test]
+fn a_host_link_reset_of_an_agent_whose_target_has_no_controller_is_refused_before_any_write() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = scratch("host-reset-nbd");
+    std::fs::create_dir_all(&dir).unwrap();
+    let demo = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/two-host-demo.toml")).unwrap();
+    let scenario = dir.join("reset.toml");
+    std::fs::write(&scenario, demo.replace("[fault]\nkind = \"host_power_cut\"", "[fault]\nkind = \"host_link_reset\"\nreset = \"nvme_controller\"")).unwrap();
+    let run_dir = dir.join("run");
+    let o = run(&["run", scenario.to_str().unwrap(), "--run-dir", run_dir.to_str().unwrap()]);
+    let out = text(&o);
+    assert_ne!(o.status.code(), Some(0), "{out}");
+    assert!(
+        out.contains("this host cannot run the run's link reset: nvme-controller-reset: nbd+unix://") && out.contains("is an NBD export, with no NVMe controller or PCI function on this host to reset"),
+        "{out}"
+    );
+    assert!(!run_dir.join("events.jsonl").exists() || !std::fs::read_to_string(run_dir.join("events.jsonl")).unwrap().contains("cycle_started"), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

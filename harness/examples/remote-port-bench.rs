@@ -121,6 +121,7 @@ fn main() {
             stream_every_ms,
             drain_timeout_ms: 10_000,
             samples: false,
+            reset: None,
         };
         let t = Instant::now();
         let sum = s.run_cycle(req, &mut r.ledger, &mut || Ok(()), None, &policy, None).unwrap();

@@ -12,7 +12,7 @@
 //! at most what completed since the agent's last checkpoint, a few milliseconds of writes.
 
 use super::dial::{AgentFailed, DialError, Session};
-use super::proto::{Answer, CycleRequest, CycleSummary, Expect, Frame, Op, TargetInfo};
+use super::proto::{Answer, CycleRequest, CycleSummary, Expect, Frame, HostReset, Op, TargetInfo};
 use crate::ledger::{Ledger, LedgerError, Record};
 use crate::run::{close_interrupted, RunError};
 use crate::runner::fault::ControllerError;
@@ -94,7 +94,7 @@ impl Session {
     /// Opens `target` on the agent's host (one its command line lists), held to the run's
     /// `identity` once the run has begun.
     pub fn open(&mut self, target: &str, identity: Option<&str>, queue_depth: u32, timeout: Duration) -> Result<TargetInfo, DialError> {
-        self.open_expecting(target, identity, &Expect::default(), queue_depth, timeout)
+        self.open_expecting(target, identity, &Expect::default(), queue_depth, &[], timeout)
     }
 
     /// As [`Session::open`], the device held to `expect` too (the scenario's serial, WWID,
@@ -105,9 +105,16 @@ impl Session {
         identity: Option<&str>,
         expect: &Expect,
         queue_depth: u32,
+        resets: &[HostReset],
         timeout: Duration,
     ) -> Result<TargetInfo, DialError> {
-        let op = Op::Open { target: target.into(), identity: identity.map(str::to_string), expect: expect.clone(), queue_depth };
+        let op = Op::Open {
+            target: target.into(),
+            identity: identity.map(str::to_string),
+            expect: expect.clone(),
+            queue_depth,
+            resets: resets.to_vec(),
+        };
         match self.call(op, timeout)? {
             Answer::Opened { target } => Ok(target),
             Answer::Failed { why } => Err(DialError::Protocol { host: self.host.clone(), why }),

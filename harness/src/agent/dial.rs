@@ -118,10 +118,10 @@ fn describe(f: &Frame) -> (u64, String) {
             match op {
                 Op::Clock => "clock".into(),
                 Op::Bye => "bye".into(),
-                Op::Open { target, identity, expect, queue_depth } => {
-                    format!("open {target} identity {identity:?} expecting {expect:?} queue depth {queue_depth}")
+                Op::Open { target, identity, expect, queue_depth, resets } => {
+                    format!("open {target} identity {identity:?} expecting {expect:?} queue depth {queue_depth} resets {resets:?}")
                 }
-                Op::Cycle(r) => format!("cycle {} first id {} port {} cut {:?}", r.cycle, r.first_id, r.port, r.cut),
+                Op::Cycle(r) => format!("cycle {} first id {} port {} cut {:?} reset {:?}", r.cycle, r.first_id, r.port, r.cut, r.reset),
                 Op::History { first, records } => format!("history {} records from {first}", records.len()),
                 Op::Verify { regions, digest } => format!("verify {} regions digest {digest}", regions.len()),
                 Op::Probe { at } => format!("probe at {at}"),

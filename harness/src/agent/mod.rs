@@ -16,6 +16,7 @@
 pub mod cycle;
 pub mod dial;
 pub mod proto;
+mod reset;
 pub mod serve;
 mod stream;
 pub mod verify;

@@ -13,9 +13,11 @@ use std::time::Duration;
 
 /// The protocol versions this build speaks, newest last. Version 2 added a port's
 /// operations (open, cycle) and the frames a cycle streams; version 3 a cycle's write
-/// completions (`samples`), which a dual-port run's windows need. Versions 1 and 2 are no
-/// longer spoken: a peer offering only those is refused, naming both sides' versions.
-pub const VERSIONS: &[u32] = &[3];
+/// completions (`samples`), which a dual-port run's windows need; version 4 the link resets
+/// an agent runs on its own host (`resets` in an open, `reset` in a cycle and its report).
+/// Older versions are no longer spoken: a peer offering only those is refused, naming both
+/// sides' versions.
+pub const VERSIONS: &[u32] = &[4];
 
 /// The largest frame either side accepts, in bytes (the length prefix excluded).
 pub const MAX_FRAME: u32 = 1 << 20;
@@ -152,6 +154,11 @@ pub enum Op {
         #[serde(default)]
         expect: Expect,
         queue_depth: u32,
+        /// The link resets the run will ask of this host (its `host_link_reset` faults): the
+        /// agent finds the NVMe controller or PCI function behind the target and refuses the
+        /// open when it cannot do one of them there.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        resets: Vec<HostReset>,
     },
     /// Runs one cycle's workload on the open target, streaming its ledger records.
     Cycle(Box<CycleRequest>),
@@ -241,6 +248,80 @@ pub struct CycleRequest {
     /// port by them.
     #[serde(default)]
     pub samples: bool,
+    /// A link reset the agent runs on its own host once the coordinator says the cut is done
+    /// (`cut_done`), with the writer's queue full: the cycle's fault.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reset: Option<ResetRequest>,
+}
+
+/// A link reset an agent runs on its own host, of the NVMe controller or PCI function behind
+/// the target it opened: the wire names the kind, never a device (the agent finds its own).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HostReset {
+    /// `reset_controller` of the target's controller.
+    NvmeController,
+    /// NVM subsystem reset through the target's controller (every controller of the
+    /// subsystem: on a dual-port drive, the other host's port too).
+    NvmeSubsystem,
+    /// The reset of the controller's PCI function, the kernel's method, or the one named.
+    PciFunction,
+    PciFunctionFlr,
+    PciFunctionBus,
+    PciFunctionPm,
+    /// Remove the controller's PCI function, hold, rescan the bus.
+    PciRemoveRescan,
+}
+
+impl HostReset {
+    /// The reset an agent can run for `kind`; `None` for those a host cannot do to itself
+    /// (slot power, a hot-plug module's pull or PERST#).
+    pub fn of(kind: faultline_drivers::ResetKind) -> Option<HostReset> {
+        use faultline_drivers::{PciResetMethod as M, ResetKind as K};
+        Some(match kind {
+            K::NvmeController => HostReset::NvmeController,
+            K::NvmeSubsystem => HostReset::NvmeSubsystem,
+            K::PciFunction(None) => HostReset::PciFunction,
+            K::PciFunction(Some(M::Flr)) => HostReset::PciFunctionFlr,
+            K::PciFunction(Some(M::Bus)) => HostReset::PciFunctionBus,
+            K::PciFunction(Some(M::Pm)) => HostReset::PciFunctionPm,
+            K::PciRemoveRescan => HostReset::PciRemoveRescan,
+            K::SlotPower | K::PortPull | K::Perst => return None,
+        })
+    }
+
+    pub fn kind(self) -> faultline_drivers::ResetKind {
+        use faultline_drivers::{PciResetMethod as M, ResetKind as K};
+        match self {
+            HostReset::NvmeController => K::NvmeController,
+            HostReset::NvmeSubsystem => K::NvmeSubsystem,
+            HostReset::PciFunction => K::PciFunction(None),
+            HostReset::PciFunctionFlr => K::PciFunction(Some(M::Flr)),
+            HostReset::PciFunctionBus => K::PciFunction(Some(M::Bus)),
+            HostReset::PciFunctionPm => K::PciFunction(Some(M::Pm)),
+            HostReset::PciRemoveRescan => K::PciRemoveRescan,
+        }
+    }
+}
+
+/// A cycle's reset: which, and how long a reset with a down phase (remove and rescan) holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResetRequest {
+    pub reset: HostReset,
+    pub hold_ms: u64,
+}
+
+/// What an agent's reset did: the controller it reset (as a link controller spec names it),
+/// how long the reset took, why it failed, and what the controller noted.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResetReport {
+    pub controller: String,
+    pub took_ns: u64,
+    pub error: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub log: Vec<String>,
 }
 
 /// What a cycle did, as the agent's writer counted it.
@@ -274,6 +355,10 @@ pub struct CycleSummary {
     pub drained_at_ns: Option<u64>,
     /// Write latency: [p50, p99, max] in ns and how many completed.
     pub write_latency: Option<[u64; 4]>,
+    /// The reset the request asked for, as it ran (`None`: none was asked, or the cycle
+    /// never reached its cut).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reset: Option<ResetReport>,
 }
 
 fn ns(d: Duration) -> u64 {
@@ -305,6 +390,7 @@ impl CycleSummary {
             max_completion_gap_ns: out.max_completion_gap.map(ns),
             drained_at_ns: out.drained_at.map(ns),
             write_latency: out.write_latency.map(|l| [l.p50_ns, l.p99_ns, l.max_ns, l.count]),
+            reset: None,
         }
     }
 }
@@ -501,6 +587,7 @@ mod tests {
                 identity: Some("nbd:x".into()),
                 expect: Expect { serial: Some("S1".into()), ..Expect::default() },
                 queue_depth: 32,
+                resets: vec![HostReset::NvmeController, HostReset::PciFunctionFlr],
             },
         });
         let header = crate::ledger::tests::header();
@@ -516,6 +603,7 @@ mod tests {
             stream_every_ms: 1,
             drain_timeout_ms: 5000,
             samples: false,
+            reset: Some(ResetRequest { reset: HostReset::PciRemoveRescan, hold_ms: 100 }),
         };
         round(Frame::Request { run: run.clone(), seq: 5, op: Op::Cycle(Box::new(req)) });
         round(Frame::Records { run: run.clone(), seq: 5, first: 0, records: crate::ledger::tests::sample_records() });
@@ -546,9 +634,9 @@ mod tests {
 
     #[test]
     fn versions_are_chosen_newest_first() {
-        assert_eq!(choose(&[3]), Some(3));
-        assert_eq!(choose(&[0, 1, 2, 3, 7]), Some(3));
-        assert_eq!(choose(&[1, 2]), None, "versions this build no longer speaks");
+        assert_eq!(choose(&[4]), Some(4));
+        assert_eq!(choose(&[0, 1, 2, 3, 4, 7]), Some(4));
+        assert_eq!(choose(&[1, 2, 3]), None, "versions this build no longer speaks");
         assert_eq!(choose(&[]), None);
     }
 

@@ -125,7 +125,9 @@ pub fn serve(r: impl Read + Send + 'static, w: &mut impl Write, o: &ServeOptions
                 proto::write_frame(w, &Frame::Reply { run: run.clone(), seq, result: Answer::Bye })?;
                 return Ok(Ended::Bye);
             }
-            Op::Open { target, identity, expect, queue_depth } => port.open(o, &target, identity.as_deref(), &expect, queue_depth),
+            Op::Open { target, identity, expect, queue_depth, resets } => {
+                port.open(o, &target, identity.as_deref(), &expect, queue_depth, &resets)
+            }
             Op::History { first, records } => mirror.apply(first, records),
             Op::Probe { at } => match port.target.as_mut() {
                 None => failed("no target is open"),
@@ -161,7 +163,8 @@ pub fn serve(r: impl Read + Send + 'static, w: &mut impl Write, o: &ServeOptions
                     proto::write_frame(w, &Frame::Reply { run: run.clone(), seq, result: failed("no target is open: open one first") })?;
                     continue;
                 };
-                match cycle(t.as_mut(), &req, &inbox, w, &run, seq)? {
+                let listed = port.opened.as_ref().map(|(l, _, _)| l.clone()).unwrap_or_default();
+                match cycle(t.as_mut(), &listed, &req, &inbox, w, &run, seq)? {
                     Some(a) => a,
                     None => return Ok(Ended::Closed),
                 }
@@ -251,12 +254,27 @@ impl Port {
         }
     }
 
-    fn open(&mut self, o: &ServeOptions, target: &str, identity: Option<&str>, expect: &proto::Expect, queue_depth: u32) -> Answer {
+    fn open(
+        &mut self,
+        o: &ServeOptions,
+        target: &str,
+        identity: Option<&str>,
+        expect: &proto::Expect,
+        queue_depth: u32,
+        resets: &[proto::HostReset],
+    ) -> Answer {
         if !o.targets.iter().any(|t| t == target) {
             return failed(format!(
                 "{target} is not a target this agent may open: it was started with {}",
                 if o.targets.is_empty() { "no --target".to_string() } else { format!("--target {}", o.targets.join(", --target ")) }
             ));
+        }
+        // Every reset the run will ask of this host is found and checked before anything is
+        // written (and found again at each cycle: a rescan may rename the controller).
+        for r in resets {
+            if let Err(why) = super::reset::Reset::open(target, *r) {
+                return failed(format!("{target}: this host cannot run the run's link reset: {why}"));
+            }
         }
         // A run that has begun wrote its own data there: its signature check was done when
         // the run was created, as `faultline write` does.
@@ -295,6 +313,7 @@ impl Port {
 /// went away mid-cycle (the writer stopped; nothing is left to answer).
 fn cycle(
     target: &mut dyn BlockTarget,
+    listed: &str,
     req: &CycleRequest,
     inbox: &Inbox,
     w: &mut dyn Write,
@@ -307,6 +326,15 @@ fn cycle(
         Err(e) => return Ok(Some(failed(format!("the run's workload: {e}")))),
     };
     let format = Format::new(h.run_id, h.sector_bytes as usize);
+    // The cycle's reset, found before the first write.
+    let mut reset = match req.reset {
+        Some(r) => match super::reset::Reset::open(listed, r.reset) {
+            Ok(x) => Some((x, Duration::from_millis(r.hold_ms))),
+            Err(why) => return Ok(Some(failed(format!("{listed}: cannot run the cycle's link reset: {why}")))),
+        },
+        None => None,
+    };
+    let mut report = None;
     let stop = StopToken::default();
     let wire = req.samples.then(|| crate::writer::WireSamples::new(faultline_drivers::monotonic_ns()));
     let opts = CycleOptions {
@@ -332,7 +360,20 @@ fn cycle(
     let link = RefCell::new(link);
     let mut ledger = StreamLedger::new(&link, h.clone());
     let started_ns = faultline_drivers::monotonic_ns();
-    let r = run_cycle(target, &layout, &format, &mut ledger, h.contract, &opts, &mut || link.borrow_mut().cut());
+    // The cut: the coordinator's (a host's power, another host's reset), then this host's
+    // own reset when the request asks for one, with the writer's queue still full.
+    let mut cut = || -> Result<(), crate::writer::HookError> {
+        link.borrow_mut().cut()?;
+        let Some((r, hold)) = reset.as_mut() else { return Ok(()) };
+        let ran = r.run(*hold);
+        let failed = ran.error.clone();
+        report = Some(ran);
+        match failed {
+            Some(why) => Err(why.into()),
+            None => Ok(()),
+        }
+    };
+    let r = run_cycle(target, &layout, &format, &mut ledger, h.contract, &opts, &mut cut);
     drop(ledger);
     let mut l = link.into_inner();
     // The completions since the last record (those of the closing flush's wait).
@@ -352,7 +393,9 @@ fn cycle(
         Err(crate::writer::WriteError::Cut { outcome, .. }) => *outcome,
         Err(e) => return Ok(Some(failed(format!("cycle {}: {e}", req.cycle)))),
     };
-    Ok(Some(Answer::CycleDone { summary: CycleSummary::of(out, started_ns) }))
+    let mut summary = CycleSummary::of(out, started_ns);
+    summary.reset = report;
+    Ok(Some(Answer::CycleDone { summary }))
 }
 
 pub(crate) fn kind(f: &Frame) -> &'static str {
@@ -431,11 +474,11 @@ mod tests {
     #[test]
     fn a_session_answers_in_order_and_ends_at_bye() {
         let run = Nonce::from_words(1, 1);
-        let input = frames(&[hello(vec![3]), req(run.clone(), 1, Op::Clock), req(run.clone(), 2, Op::Bye)]);
+        let input = frames(&[hello(vec![4]), req(run.clone(), 1, Op::Clock), req(run.clone(), 2, Op::Bye)]);
         let mut out = Vec::new();
         assert_eq!(serve_bytes(input, &mut out, &opts()).unwrap(), Ended::Bye);
         let r = replies(&out);
-        assert!(matches!(&r[0], Frame::Welcome { version: 3, agent } if agent.host == "here"));
+        assert!(matches!(&r[0], Frame::Welcome { version: 4, agent } if agent.host == "here"));
         assert!(matches!(&r[1], Frame::Reply { seq: 1, result: Answer::Clock { monotonic_ns }, .. } if *monotonic_ns > 0));
         assert!(matches!(&r[2], Frame::Reply { seq: 2, result: Answer::Bye, .. }));
     }
@@ -445,20 +488,20 @@ mod tests {
         let run = Nonce::from_words(1, 1);
         let other = Nonce::from_words(2, 2);
         let cases: Vec<(Vec<u8>, &str)> = vec![
-            (frames(&[hello(vec![7, 8])]), "speaks protocol version(s) [3]; coordinator c1 offered [7, 8]"),
+            (frames(&[hello(vec![7, 8])]), "speaks protocol version(s) [4]; coordinator c1 offered [7, 8]"),
             (frames(&[req(run.clone(), 1, Op::Clock)]), "the first frame must be a hello"),
-            (frames(&[hello(vec![3]), req(other.clone(), 1, Op::Clock)]), "this agent serves run 00000000000000010000000000000001"),
-            (frames(&[hello(vec![3]), req(run.clone(), 2, Op::Clock), req(run.clone(), 2, Op::Clock)]), "numbered upwards"),
-            (frames(&[hello(vec![3]), hello(vec![3])]), "a second hello"),
-            (frames(&[hello(vec![3]), Frame::Durable { run: run.clone(), seq: 1, upto: 3 }]), "a durable frame outside a cycle"),
-            ([frames(&[hello(vec![3])]), (proto::MAX_FRAME + 1).to_be_bytes().to_vec()].concat(), "at most"),
+            (frames(&[hello(vec![4]), req(other.clone(), 1, Op::Clock)]), "this agent serves run 00000000000000010000000000000001"),
+            (frames(&[hello(vec![4]), req(run.clone(), 2, Op::Clock), req(run.clone(), 2, Op::Clock)]), "numbered upwards"),
+            (frames(&[hello(vec![4]), hello(vec![4])]), "a second hello"),
+            (frames(&[hello(vec![4]), Frame::Durable { run: run.clone(), seq: 1, upto: 3 }]), "a durable frame outside a cycle"),
+            ([frames(&[hello(vec![4])]), (proto::MAX_FRAME + 1).to_be_bytes().to_vec()].concat(), "at most"),
         ];
         for (input, says) in cases {
             let mut out = Vec::new();
             let e = serve_bytes(input, &mut out, &opts()).unwrap_err().to_string();
             assert!(e.contains(says), "{e}");
             match replies(&out).last() {
-                Some(Frame::Refused { why, ours, .. }) => assert!(why.contains(says) && ours == &vec![3], "{why}"),
+                Some(Frame::Refused { why, ours, .. }) => assert!(why.contains(says) && ours == &vec![4], "{why}"),
                 other => panic!("no refused frame last: {other:?}"),
             }
         }
@@ -467,7 +510,7 @@ mod tests {
         let _ = serve_bytes(frames(&[hello(vec![7])]), &mut out, &opts());
         assert!(matches!(replies(&out).last(), Some(Frame::Refused { theirs, .. }) if theirs == &vec![7]));
         // A coordinator that goes away ends the session quietly.
-        assert_eq!(serve_bytes(frames(&[hello(vec![3])]), &mut Vec::new(), &opts()).unwrap(), Ended::Closed);
+        assert_eq!(serve_bytes(frames(&[hello(vec![4])]), &mut Vec::new(), &opts()).unwrap(), Ended::Closed);
     }
 
     #[test]
@@ -480,8 +523,14 @@ mod tests {
         std::fs::write(&unlisted, vec![0u8; 1 << 20]).unwrap();
         let o = ServeOptions { targets: vec![listed.display().to_string()], ..opts() };
         let open =
-            |t: &std::path::Path| Op::Open { target: t.display().to_string(), identity: None, expect: Default::default(), queue_depth: 4 };
-        let input = frames(&[hello(vec![3]), req(run.clone(), 1, open(&unlisted)), req(run.clone(), 2, open(&listed))]);
+            |t: &std::path::Path| Op::Open {
+                target: t.display().to_string(),
+                identity: None,
+                expect: Default::default(),
+                queue_depth: 4,
+                resets: Vec::new(),
+            };
+        let input = frames(&[hello(vec![4]), req(run.clone(), 1, open(&unlisted)), req(run.clone(), 2, open(&listed))]);
         let mut out = Vec::new();
         assert_eq!(serve_bytes(input, &mut out, &o).unwrap(), Ended::Closed);
         let r = replies(&out);
@@ -494,7 +543,7 @@ mod tests {
         assert!(matches!(&r[2], Frame::Reply { result: Answer::Opened { target }, .. } if target.capacity_bytes == 1 << 20), "{:?}", r[2]);
         // A run's identity that the target does not have is refused.
         let input = frames(&[
-            hello(vec![3]),
+            hello(vec![4]),
             req(
                 run.clone(),
                 1,
@@ -503,6 +552,7 @@ mod tests {
                     identity: Some("file:elsewhere".into()),
                     expect: Default::default(),
                     queue_depth: 4,
+                    resets: Vec::new(),
                 },
             ),
         ]);

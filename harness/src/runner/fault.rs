@@ -79,6 +79,10 @@ pub struct Cutter {
     link: Option<Box<dyn LinkController + Send>>,
     /// The power switch of each host a port is cabled to, by the port's fault name.
     hosts: Vec<(String, Box<dyn PowerSwitch + Send>)>,
+    /// The link reset each host's agent runs, by the port's fault name, and how long a reset
+    /// with a down phase holds it.
+    agents: Vec<(String, super::dut::AgentReset)>,
+    agent_hold: Duration,
     aim: Aim,
 }
 
@@ -94,22 +98,33 @@ pub enum Aim {
     /// Cut every host's power, `stagger` apart (in the ports' order), hold them off, restore
     /// them (in the same order, `stagger` apart).
     AllHosts { stagger: Duration },
+    /// The agent on `port`'s host resets its own link, once its writer is told the cut is
+    /// done (the cut itself does nothing here; the agent's report confirms it).
+    AgentLink { port: String, kind: ResetKind },
 }
 
 impl Cutter {
     pub fn power(p: Box<dyn PowerSwitch + Send>) -> Cutter {
-        Cutter { power: Some(p), link: None, hosts: Vec::new(), aim: Aim::Power }
+        Cutter { power: Some(p), link: None, hosts: Vec::new(), agents: Vec::new(), agent_hold: Duration::ZERO, aim: Aim::Power }
     }
 
     pub fn link(ctl: Box<dyn LinkController + Send>, port: String, kind: ResetKind) -> Cutter {
-        Cutter { power: None, link: Some(ctl), hosts: Vec::new(), aim: Aim::Link { port, kind } }
+        Cutter { power: None, link: Some(ctl), hosts: Vec::new(), agents: Vec::new(), agent_hold: Duration::ZERO, aim: Aim::Link { port, kind } }
     }
 
     /// The power switches of the hosts the ports are cabled to (port fault name, switch),
     /// aimed at the first.
     pub fn hosts(hosts: Vec<(String, Box<dyn PowerSwitch + Send>)>) -> Cutter {
         let port = hosts.first().map(|(p, _)| p.clone()).unwrap_or_default();
-        Cutter { power: None, link: None, hosts, aim: Aim::Host { port } }
+        Cutter { power: None, link: None, hosts, agents: Vec::new(), agent_hold: Duration::ZERO, aim: Aim::Host { port } }
+    }
+
+    /// With the link resets the ports' hosts' agents run (port fault name, its reset), a reset
+    /// with a down phase holding it `hold`.
+    pub fn with_agents(mut self, agents: Vec<(String, super::dut::AgentReset)>, hold: Duration) -> Cutter {
+        self.agents = agents;
+        self.agent_hold = hold;
+        self
     }
 
     /// With `other`'s power switch and link controller where this one has none (aimed as
@@ -118,6 +133,7 @@ impl Cutter {
         self.power = self.power.or(other.power);
         self.link = self.link.or(other.link);
         self.hosts.extend(other.hosts);
+        self.agents.extend(other.agents);
         self
     }
 
@@ -130,6 +146,10 @@ impl Cutter {
     /// for a link reset, the link controller's `port` (else the fault's own port, else the
     /// controller's only one).
     pub fn aim(&mut self, fault: &FaultPlan, port: Option<&str>) -> Result<(), ControllerError> {
+        // No agent resets unless this fault is one, and then only the faulted host's.
+        for (_, a) in &self.agents {
+            a.aim(None);
+        }
         self.aim = match fault {
             FaultPlan::PowerCut { .. } | FaultPlan::CleanShutdown { .. } => {
                 if self.power.is_none() {
@@ -159,6 +179,18 @@ impl Cutter {
                 }
                 Aim::Host { port: port.to_string() }
             }
+            FaultPlan::HostLinkReset { kind } => {
+                let port =
+                    port.ok_or_else(|| ControllerError("a host's link reset is aimed at a port's host, and no port was named".into()))?;
+                let reset = crate::agent::proto::HostReset::of(*kind)
+                    .ok_or_else(|| ControllerError(format!("{kind}: not a reset a host runs on itself")))?;
+                let Some((_, a)) = self.agents.iter().find(|(p, _)| p == port) else {
+                    return Err(ControllerError(format!("port {port}: no agent on its host to run {kind}")));
+                };
+                let hold_ms = self.agent_hold.as_millis().min(u64::MAX as u128) as u64;
+                a.aim(Some(crate::agent::proto::ResetRequest { reset, hold_ms }));
+                Aim::AgentLink { port: port.to_string(), kind: *kind }
+            }
         };
         Ok(())
     }
@@ -177,6 +209,8 @@ impl Cutter {
                 std::thread::sleep(hold);
                 p.power_on().map_err(ControllerError::of)
             }
+            // The agent runs it when its writer hears the cut is done (this returns at once).
+            (Aim::AgentLink { .. }, _, _) => Ok(()),
             (Aim::AllHosts { stagger }, _, _) => {
                 let stagger = *stagger;
                 let n = self.hosts.len();
@@ -234,6 +268,10 @@ impl Cutter {
                 }
                 Err(e) => Err(ControllerError(format!("cannot read the switch state back after the cut: {e}"))),
             }),
+            (Aim::AgentLink { port, .. }, _) => {
+                let a = self.agents.iter().find(|(p, _)| p == port).map(|(_, a)| a)?;
+                Some(a.take_report().map_err(ControllerError))
+            }
             _ => None,
         }
     }
@@ -255,12 +293,15 @@ impl Cutter {
         for (_, h) in &mut self.hosts {
             lines.extend(h.take_log());
         }
+        for (_, a) in &self.agents {
+            lines.extend(a.take_log());
+        }
         lines
     }
 
     /// Whether the next cut is a link reset.
     pub fn is_link(&self) -> bool {
-        matches!(self.aim, Aim::Link { .. })
+        matches!(self.aim, Aim::Link { .. } | Aim::AgentLink { .. })
     }
 }
 
@@ -450,7 +491,7 @@ pub fn real_cutter(faults: &FaultMix, env: &ControlEnv) -> Result<Cutter, Contro
             _ => {}
         }
     }
-    let mut cutter = Cutter { power, link, hosts: Vec::new(), aim: Aim::Power };
+    let mut cutter = Cutter { power, link, hosts: Vec::new(), agents: Vec::new(), agent_hold: Duration::ZERO, aim: Aim::Power };
     for fault in faults.all() {
         cutter.aim(fault, None)?;
         if let (Aim::Link { port, kind }, Some(ctl)) = (&cutter.aim, &cutter.link) {

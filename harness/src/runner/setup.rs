@@ -160,6 +160,7 @@ pub(crate) fn remote_port(
         timeout: REMOTE_ANSWER,
         stream_every: Duration::from_millis(1),
         policy: crate::agent::cycle::StreamPolicy { ledger_checkpoint_every: Duration::from_millis(500), silence: REMOTE_ANSWER },
+        resets: plan.faults.all().filter_map(FaultPlan::host_reset).collect(),
     }
 }
 

@@ -490,6 +490,16 @@ pub enum Fault {
         #[serde(default, skip_serializing_if = "is_zero")]
         stagger_ms: u64,
     },
+    /// A dual-port run with ports on other hosts: the faulted port's host resets its own link
+    /// with its I/O in flight (its agent runs the reset, of the NVMe controller or the PCI
+    /// function behind the port's path there), while the other hosts keep writing. The host
+    /// and the drive keep their power. `nvme_subsystem` resets every controller of the
+    /// subsystem (the other hosts' ports too), so no port is then judged against its baseline.
+    /// Slot power and a hot-plug module's pull or PERST# are not a host's own: not here.
+    HostLinkReset {
+        /// Which reset.
+        reset: LinkReset,
+    },
     /// Several faults in one run (an overnight soak: pull A, pull B, reset a controller, cut
     /// the whole drive), one per cycle, drawn from the run's seed and the cycle's number, so a
     /// resumed run draws what the uninterrupted one would have.

@@ -141,6 +141,8 @@ pub enum FaultPlan {
     /// The power of the faulted port's host (`all`: of every host, `stagger_ms` apart), through
     /// each port's `host_power` (the drive keeps power).
     HostPowerCut { all: bool, stagger_ms: u64 },
+    /// A link reset the faulted port's host runs on itself, through its agent.
+    HostLinkReset { kind: ResetKind },
 }
 
 impl FaultPlan {
@@ -150,7 +152,7 @@ impl FaultPlan {
         match self {
             FaultPlan::PowerCut { .. } => Some(Shutdown::Dirty),
             FaultPlan::CleanShutdown { .. } => Some(Shutdown::Clean),
-            FaultPlan::LinkReset { .. } | FaultPlan::HostPowerCut { .. } => None,
+            FaultPlan::LinkReset { .. } | FaultPlan::HostPowerCut { .. } | FaultPlan::HostLinkReset { .. } => None,
         }
     }
 
@@ -161,6 +163,14 @@ impl FaultPlan {
     /// A host power cut, of one host or of every host.
     pub fn is_host_cut(&self) -> bool {
         matches!(self, FaultPlan::HostPowerCut { .. })
+    }
+
+    /// The reset a host's agent runs for this fault, if it is one.
+    pub fn host_reset(&self) -> Option<crate::agent::proto::HostReset> {
+        match self {
+            FaultPlan::HostLinkReset { kind } => crate::agent::proto::HostReset::of(*kind),
+            _ => None,
+        }
     }
 
     pub fn is_power_cut(&self) -> bool {
@@ -175,6 +185,7 @@ impl FaultPlan {
             self,
             FaultPlan::PowerCut { .. }
                 | FaultPlan::LinkReset { kind: ResetKind::NvmeSubsystem, .. }
+                | FaultPlan::HostLinkReset { kind: ResetKind::NvmeSubsystem }
                 | FaultPlan::HostPowerCut { all: true, .. }
         )
     }
@@ -189,6 +200,7 @@ impl FaultPlan {
             FaultPlan::HostPowerCut { all: false, .. } => "host-power-cut".into(),
             FaultPlan::HostPowerCut { all: true, stagger_ms: 0 } => "all-hosts-power-cut".into(),
             FaultPlan::HostPowerCut { all: true, .. } => "staggered-hosts-power-cut".into(),
+            FaultPlan::HostLinkReset { kind } => format!("host-{kind}"),
         }
     }
 
@@ -252,6 +264,7 @@ impl Scenario {
                     FaultPlan::LinkReset { controller, port: port.clone(), kind: reset.reset_kind() }
                 }
                 Fault::HostPowerCut { all_hosts, stagger_ms } => FaultPlan::HostPowerCut { all: *all_hosts, stagger_ms: *stagger_ms },
+                Fault::HostLinkReset { reset } => FaultPlan::HostLinkReset { kind: reset.reset_kind() },
                 Fault::Mixed { .. } => return Err(bad("fault", "a mix inside a mix is not supported")),
             })
         };
@@ -282,6 +295,12 @@ impl Scenario {
             return Err(bad(
                 "fault.kind",
                 "host_power_cut cuts the host of one port of a dual-port run: give [dual] and [[ports]] with host",
+            ));
+        }
+        if self.dual.is_none() && faults.all().any(|f| matches!(f, FaultPlan::HostLinkReset { .. })) {
+            return Err(bad(
+                "fault.kind",
+                "host_link_reset is run by the agent of a dual-port run's port on its own host: give [dual] and [[ports]] with host",
             ));
         }
         let dual = match &self.dual {
@@ -344,12 +363,30 @@ impl Scenario {
                 }
             }
         }
+        for f in faults.all() {
+            let FaultPlan::HostLinkReset { kind } = f else { continue };
+            if crate::agent::proto::HostReset::of(*kind).is_none() {
+                return bad(
+                    "fault.reset".into(),
+                    format!("{kind}: not a reset a host runs on itself (host_link_reset runs nvme_controller, nvme_subsystem, pci_function*, pci_remove_rescan)"),
+                );
+            }
+            if let Some(&i) = dual.fault_ports.iter().find(|&&i| dual.ports[i].remote.is_none()) {
+                return bad(
+                    format!("ports[{i}].host"),
+                    format!("host_link_reset hits port {}: its host's agent runs the reset, so the port needs the host it is cabled to", dual.ports[i].name),
+                );
+            }
+        }
         if remote.is_empty() {
             return Ok(());
         }
         let not_yet = |what: &str| format!("{what} with ports on other hosts is not carried by the agent protocol yet");
-        if let Some(f) = faults.all().find(|f| !f.is_host_cut()) {
-            return bad("fault.kind".into(), format!("{}: {}", f.label(), not_yet("a fault other than host_power_cut")));
+        if let Some(f) = faults.all().find(|f| !f.is_host_cut() && !matches!(f, FaultPlan::HostLinkReset { .. })) {
+            return bad(
+                "fault.kind".into(),
+                format!("{}: {}", f.label(), not_yet("a fault other than host_power_cut and host_link_reset")),
+            );
         }
         if self.workload.prefill {
             return bad("workload.prefill".into(), not_yet("the prefill"));

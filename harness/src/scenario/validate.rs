@@ -151,6 +151,8 @@ impl Scenario {
                     return bad(&format!("{field}.stagger_ms"), format!("{stagger_ms}: at most 600000 (ten minutes)"));
                 }
             }
+            // Its hosts are the ports' (`check_hosts`, once the ports are planned).
+            Fault::HostLinkReset { .. } => {}
             Fault::CleanShutdown => {
                 if power.is_none() {
                     return bad(

@@ -304,7 +304,12 @@ fn dial_hosts(
         }
         let transport = crate::agent::dial::Transport::new(&argv, &r.host).map_err(|e| fail(format!("transport: {e}")))?;
         let ledger = port_dir(run_dir, &p.name).join(crate::run_dir::LEDGER_FILE);
-        ports.push(remote_port(plan, o, &r.host, transport, target, expect, ledger));
+        let mut port = remote_port(plan, o, &r.host, transport, target, expect, ledger);
+        // A host whose port no fault hits is asked for no reset.
+        if !dual.fault_ports.contains(&i) {
+            port.resets.clear();
+        }
+        ports.push(port);
     }
     // Every host dialled at once: a host may take a while to answer (a lab guest boots).
     let opened: Vec<Result<RemoteDut, DutError>> = std::thread::scope(|sc| {
@@ -313,6 +318,7 @@ fn dial_hosts(
     });
     let mut devs: Vec<Box<dyn Dut>> = Vec::new();
     let mut switches: Vec<(String, Box<dyn PowerSwitch + Send>)> = Vec::new();
+    let mut agents = Vec::new();
     let mut notes = Vec::new();
     for (i, (p, opened)) in dual.ports.iter().zip(opened).enumerate() {
         let r = p.remote.as_ref().expect("checked above");
@@ -333,7 +339,8 @@ fn dial_hosts(
             };
             switches.push((p.fault_port.clone(), switch));
         }
+        agents.push((p.fault_port.clone(), remote.agent_reset()));
         devs.push(Box::new(ServedPort { remote, drive: drive.filter(|_| i == 0).cloned() }));
     }
-    Ok((devs, Cutter::hosts(switches), notes))
+    Ok((devs, Cutter::hosts(switches).with_agents(agents, plan.off_time), notes))
 }

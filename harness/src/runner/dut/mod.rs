@@ -33,7 +33,7 @@ mod remote;
 pub use nbd::NbdDut;
 pub(crate) use real::read_health;
 pub use real::RealDut;
-pub use remote::{RemoteDut, RemotePort};
+pub use remote::{AgentReset, RemoteDut, RemotePort};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 

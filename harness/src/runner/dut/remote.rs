@@ -12,7 +12,7 @@
 use super::*;
 use crate::agent::cycle::{CycleError, StreamPolicy};
 use crate::agent::dial::{self, Session, Transport};
-use crate::agent::proto::{CycleRequest, Nonce};
+use crate::agent::proto::{CycleRequest, HostReset, Nonce, ResetReport, ResetRequest};
 use faultline_drivers::{PowerCaps, PowerError, PowerState, PowerSwitch};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -41,6 +41,9 @@ pub struct RemotePort {
     /// How often the agent streams what is durable.
     pub stream_every: Duration,
     pub policy: StreamPolicy,
+    /// The link resets the run will ask of this host (its agent checks, when it opens the
+    /// target, that it can run each there).
+    pub resets: Vec<HostReset>,
 }
 
 /// A port on another host, through its agent.
@@ -58,6 +61,73 @@ pub struct RemoteDut {
     /// The transport's process (its group's leader) while a session is up, else 0: what a
     /// `kill` host power switch ([`HostKill`]) cuts.
     pid: Arc<AtomicU32>,
+    /// The reset the cutter aims at this host's next cut, and what the agent reported of it.
+    reset: AgentReset,
+}
+
+/// A link reset the agent runs on its own host, shared by the run's cutter (which aims it:
+/// [`AgentReset::aim`]) and the port (which asks the agent for it in the cycle that cuts, and
+/// keeps what the agent reported: [`AgentReset::take_report`]).
+#[derive(Clone, Default)]
+pub struct AgentReset(Arc<std::sync::Mutex<ResetState>>);
+
+#[derive(Default)]
+struct ResetState {
+    host: String,
+    want: Option<ResetRequest>,
+    ran: Option<ResetReport>,
+    log: Vec<String>,
+}
+
+impl AgentReset {
+    fn state(&self) -> std::sync::MutexGuard<'_, ResetState> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The host's next cut is `want` (`None`: not a reset of this host's), nothing reported.
+    pub fn aim(&self, want: Option<ResetRequest>) {
+        let mut s = self.state();
+        s.want = want;
+        s.ran = None;
+    }
+
+    /// What the agent reported of the reset aimed at it: `Ok` once it ran, the failure it
+    /// reported, or that no report came (its cycle never reached the cut, or the host was
+    /// lost).
+    pub fn take_report(&self) -> Result<(), String> {
+        let mut s = self.state();
+        let want = s.want.map(|w| w.reset.kind().to_string()).unwrap_or_else(|| "reset".into());
+        match s.ran.take() {
+            Some(ResetReport { error: None, .. }) => Ok(()),
+            Some(ResetReport { error: Some(e), controller, .. }) => Err(format!("{}: {want} of {controller}: {e}", s.host)),
+            None => Err(format!("{}: its agent did not report its {want} (its cycle ended before the reset, or the host was lost)", s.host)),
+        }
+    }
+
+    /// What the agents' resets noted since the last call, for the event log.
+    pub fn take_log(&self) -> Vec<String> {
+        std::mem::take(&mut self.state().log)
+    }
+
+    fn want(&self) -> Option<ResetRequest> {
+        self.state().want
+    }
+
+    fn reported(&self, r: ResetReport) {
+        let mut s = self.state();
+        let line = format!(
+            "{}: {} of {} {} in {:.1} ms",
+            s.host,
+            s.want.map(|w| w.reset.kind().to_string()).unwrap_or_else(|| "reset".into()),
+            r.controller,
+            if r.error.is_some() { "failed" } else { "done" },
+            r.took_ns as f64 / 1e6
+        );
+        s.log.push(line);
+        let host = s.host.clone();
+        s.log.extend(r.log.iter().map(|l| format!("{host}: {l}")));
+        s.ran = Some(r);
+    }
 }
 
 impl RemoteDut {
@@ -72,7 +142,9 @@ impl RemoteDut {
             notes: Vec::new(),
             offset_ns: 0,
             pid: Default::default(),
+            reset: AgentReset::default(),
         };
+        d.reset.state().host = d.port.host.clone();
         d.session()?;
         Ok(d)
     }
@@ -91,7 +163,7 @@ impl RemoteDut {
                 }
             }));
             let t = s
-                .open_expecting(&p.target, self.identity.as_deref(), &(&p.expect).into(), p.queue_depth, p.timeout)
+                .open_expecting(&p.target, self.identity.as_deref(), &(&p.expect).into(), p.queue_depth, &p.resets, p.timeout)
                 .map_err(|e| DutError::Open(e.to_string()))?;
             match s.clock(8, p.timeout) {
                 Ok(c) => {
@@ -124,6 +196,11 @@ impl RemoteDut {
     /// when the agent runs on this machine (the demo, tests), as `host_power = "kill"` says.
     pub fn host_kill(&self) -> HostKill {
         HostKill { host: self.port.host.clone(), pid: Arc::clone(&self.pid), log: Vec::new() }
+    }
+
+    /// The link reset its agent runs on this host, for the run's cutter to aim.
+    pub fn agent_reset(&self) -> AgentReset {
+        self.reset.clone()
     }
 
     fn lost(&mut self, why: impl std::fmt::Display) -> DutError {
@@ -167,6 +244,8 @@ impl Dut for RemoteDut {
             stream_every_ms: ms(self.port.stream_every).max(1),
             drain_timeout_ms: ms(o.drain_timeout),
             samples: false,
+            // Only the cycle that cuts runs the host's reset (the hit port's).
+            reset: o.cut.and(self.reset.want()),
         };
         let policy = self.port.policy;
         self.session()?;
@@ -199,7 +278,12 @@ impl Dut for RemoteDut {
         };
         let first_id = o.first_id;
         match s.run_cycle(req, ledger, &mut cut, o.stop.as_ref(), &policy, samples) {
-            Ok(sum) => Ok(sum.into()),
+            Ok(mut sum) => {
+                if let Some(r) = sum.reset.take() {
+                    self.reset.reported(r);
+                }
+                Ok(sum.into())
+            }
             // The host went down (its power cut, or lost): the coordinator closed the cycle from
             // what it held, with the writes never heard complete "may". The counts are what the
             // coordinator heard durable (the newest checkpoint's prefix and extras; the bytes,
@@ -418,7 +502,10 @@ impl PowerSwitch for HostKill {
         let fail = |reason: String| PowerError::Failed { switch: name.clone(), command: "off".into(), reason };
         let pid = self.pid.load(Ordering::Acquire);
         if pid == 0 {
-            return Err(fail("no agent of this host is running (no session is up)".into()));
+            // No session is up (a host that did not come back): nothing of it runs here, so
+            // it is off already; a power cycle of a dead host goes on to dial it again.
+            self.log.push(format!("{}: off already (no agent of it was running)", self.host));
+            return Ok(());
         }
         faultline_drivers::kill_process_group(pid).map_err(|e| fail(format!("kill -KILL -{pid}: {e}")))?;
         self.log.push(format!("{}: SIGKILL to process group {pid}", self.host));
