@@ -730,6 +730,7 @@ fn a_remote_dut_runs_verifies_loses_its_host_and_dials_it_again() {
         timeout,
         stream_every: Duration::from_millis(STREAM_EVERY_MS),
         policy: policy(),
+        resets: Vec::new(),
     };
     // The scenario's pinned identity goes with the open: a device that is not it is refused.
     let wrong =

@@ -324,7 +324,9 @@ fn dual_port_scenarios_refuse_what_cannot_work() {
         "fault.kind: power-cut: a fault other than host_power_cut and host_link_reset",
     );
     // A host's own link reset: one a host can run on itself, on a port with a host.
-    let reset = |s: &str, kind: &str| s.replace("[fault]\nkind = \"host_power_cut\"", &format!("[fault]\nkind = \"host_link_reset\"\nreset = \"{kind}\""));
+    let reset = |s: &str, kind: &str| {
+        s.replace("[fault]\nkind = \"host_power_cut\"", &format!("[fault]\nkind = \"host_link_reset\"\nreset = \"{kind}\""))
+    };
     faultline::scenario::Scenario::from_toml(&reset(&base, "nvme_controller"), "t.toml").unwrap().plan("t.toml", 1).unwrap();
     check(&|s| reset(s, "slot_power"), "fault.reset: pci-slot-power-cycle: not a reset a host runs on itself");
     check(&|s| reset(s, "port_pull"), "fault.reset: port-pull: not a reset a host runs on itself");
@@ -350,10 +352,13 @@ fn dual_port_scenarios_refuse_what_cannot_work() {
     .to_string();
     assert!(e.contains("ports[0].host: host_link_reset hits port A: its host's agent runs the reset"), "{e}");
     let single = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/demo.toml")).unwrap();
-    let e = faultline::scenario::Scenario::from_toml(&single.replace("kind = \"power_cut\"", "kind = \"host_link_reset\"\nreset = \"nvme_controller\""), "t.toml")
-        .and_then(|sc| sc.plan("t.toml", 1).map(|_| ()))
-        .expect_err("not dual-port")
-        .to_string();
+    let e = faultline::scenario::Scenario::from_toml(
+        &single.replace("kind = \"power_cut\"", "kind = \"host_link_reset\"\nreset = \"nvme_controller\""),
+        "t.toml",
+    )
+    .and_then(|sc| sc.plan("t.toml", 1).map(|_| ()))
+    .expect_err("not dual-port")
+    .to_string();
     assert!(e.contains("host_link_reset is run by the agent of a dual-port run's port on its own host"), "{e}");
 }
 
@@ -367,16 +372,24 @@ fn a_host_link_reset_of_an_agent_whose_target_has_no_controller_is_refused_befor
     std::fs::create_dir_all(&dir).unwrap();
     let demo = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/two-host-demo.toml")).unwrap();
     let scenario = dir.join("reset.toml");
-    std::fs::write(&scenario, demo.replace("[fault]\nkind = \"host_power_cut\"", "[fault]\nkind = \"host_link_reset\"\nreset = \"nvme_controller\"")).unwrap();
+    std::fs::write(
+        &scenario,
+        demo.replace("[fault]\nkind = \"host_power_cut\"", "[fault]\nkind = \"host_link_reset\"\nreset = \"nvme_controller\""),
+    )
+    .unwrap();
     let run_dir = dir.join("run");
     let o = run(&["run", scenario.to_str().unwrap(), "--run-dir", run_dir.to_str().unwrap()]);
     let out = text(&o);
     assert_ne!(o.status.code(), Some(0), "{out}");
     assert!(
-        out.contains("this host cannot run the run's link reset: nvme-controller-reset: nbd+unix://") && out.contains("is an NBD export, with no NVMe controller or PCI function on this host to reset"),
+        out.contains("this host cannot run the run's link reset: nvme-controller-reset: nbd+unix://")
+            && out.contains("is an NBD export, with no NVMe controller or PCI function on this host to reset"),
         "{out}"
     );
-    assert!(!run_dir.join("events.jsonl").exists() || !std::fs::read_to_string(run_dir.join("events.jsonl")).unwrap().contains("cycle_started"), "{out}");
+    assert!(
+        !run_dir.join("events.jsonl").exists() || !std::fs::read_to_string(run_dir.join("events.jsonl")).unwrap().contains("cycle_started"),
+        "{out}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -1195,12 +1195,43 @@ fn a_boot_timeout_is_a_lab_failure_with_the_console_tail() {
 /// boots it again by dialling it. Scored against the drive's ground truth per port (per host,
 /// `--check-truth`): an honest drive is clean and agrees; a drive that stalls the surviving
 /// port when one port's link drops is found stalling the other host's port, each cycle, and
-/// agrees.
+/// agrees. Then (scenarios/lab-two-hosts-reset.toml) each guest's agent resets its own NVMe
+/// controller in turn, found by the agent behind its /dev/nvme0n1, with its writes in flight,
+/// while the other guest writes: the reset guest's writes come back without an error, its
+/// share verifies, the other guest is judged unaffected, and the truth agrees.
 #[test]
-fn two_guests_share_one_drive_each_loses_its_power_in_turn_and_the_other_is_judged_against_the_truth() {
-    let Some(_boot) = lab_alone("two_guests_share_one_drive_each_loses_its_power_in_turn_and_the_other_is_judged_against_the_truth") else {
+fn two_guests_share_one_drive_each_loses_its_power_or_resets_its_controller_in_turn_and_the_other_is_judged_against_the_truth() {
+    let Some(_boot) = lab_alone(
+        "two_guests_share_one_drive_each_loses_its_power_or_resets_its_controller_in_turn_and_the_other_is_judged_against_the_truth",
+    ) else {
         return;
     };
+    // A host's own controller reset: two boots, no reboot.
+    let dir = scratch("two-guests-reset");
+    let rd = dir.0.join("run");
+    let reset = concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/lab-two-hosts-reset.toml");
+    let o = Command::new(BIN).args(["run", reset, "--check-truth", "--run-dir", s(&rd)]).output().expect("run faultline run");
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(out.contains("ground truth: faultline and the drive agree"), "{out}");
+    let events: Vec<serde_json::Value> =
+        std::fs::read_to_string(rd.join("events.jsonl")).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let of = |k: &str| events.iter().filter(|e| e["event"] == k).count();
+    assert_eq!((of("cut_issued"), of("link_restored"), of("verified"), of("cycle_ended")), (2, 2, 2, 2), "{out}");
+    let resets: Vec<&str> = events
+        .iter()
+        .filter(|e| e["event"] == "controller_log")
+        .flat_map(|e| e["lines"].as_array().unwrap().iter().filter_map(|l| l.as_str()))
+        .filter(|l| l.contains("nvme-controller-reset of nvme-reset://nvme0"))
+        .collect();
+    assert_eq!(resets.len(), 2, "{resets:?}");
+    assert!(resets[0].starts_with("guest-a: ") && resets[1].starts_with("guest-b: "), "{resets:?}");
+    assert!(resets.iter().all(|l| l.contains(" done in ")), "{resets:?}");
+    // The reset port's writes in flight came back (requeued by the driver), none failed.
+    let faulted: Vec<&serde_json::Value> = events.iter().filter(|e| e["event"] == "port_window" && e["faulted"] == true).collect();
+    assert_eq!(faulted.len(), 2, "{out}");
+    assert!(faulted.iter().all(|w| w["fault"]["io_errors"] == 0 && w["fault"]["completions"].as_u64() > Some(0)), "{faulted:?}");
+    assert_eq!(of("finding"), 0, "{out}");
     let scenario = concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/lab-two-hosts.toml");
     for (model, code) in [("dual-honest", 0), ("dual-freeze-on-pull", 1)] {
         let dir = scratch(&format!("two-guests-{model}"));

@@ -23,7 +23,7 @@ fn load(name: &str) -> Scenario {
     Scenario::load(&dir().join(name)).unwrap_or_else(|e| panic!("{e}"))
 }
 
-const SHIPPED: [&str; 35] = [
+const SHIPPED: [&str; 36] = [
     "reference.toml",
     "demo.toml",
     "dualport-demo.toml",
@@ -59,6 +59,7 @@ const SHIPPED: [&str; 35] = [
     "two-host-demo.toml",
     "two-host-ipmi.toml",
     "lab-two-hosts.toml",
+    "lab-two-hosts-reset.toml",
 ];
 
 #[test]
@@ -82,7 +83,7 @@ fn every_shipped_scenario_parses_validates_and_round_trips() {
         let dual = name.starts_with("dualport-")
             || name.starts_with("lab-dualport-")
             || name.starts_with("two-host-")
-            || name == "lab-two-hosts.toml";
+            || name.starts_with("lab-two-hosts");
         assert_eq!(plan.dual.is_some(), dual, "{name}: a dual-port template runs dual-port, the others one port");
         if s.target.sim.is_none() && name != "reference.toml" {
             assert!(s.expectation().serial.is_some(), "{name}: a hardware template must pin the drive's identity");

@@ -255,7 +255,7 @@ impl Session {
                     }
                 }
                 Frame::Reply { run, seq: q, result } if ours(&run, q) => match result {
-                    Answer::CycleDone { summary } => return Ok(summary),
+                    Answer::CycleDone { summary } => return Ok(*summary),
                     Answer::Failed { why } => return Err(s.close_or(ledger, CycleError::Agent { host: self.host.clone(), cycle, why })),
                     other => {
                         let e = self.protocol(format!("{other:?} answered a cycle"));

@@ -454,7 +454,7 @@ pub enum Answer {
     },
     /// The cycle ended (its records were all streamed before this answer).
     CycleDone {
-        summary: CycleSummary,
+        summary: Box<CycleSummary>,
     },
     /// The agent's copy of the history holds this many records.
     HistoryAt {

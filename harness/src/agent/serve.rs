@@ -395,7 +395,7 @@ fn cycle(
     };
     let mut summary = CycleSummary::of(out, started_ns);
     summary.reset = report;
-    Ok(Some(Answer::CycleDone { summary }))
+    Ok(Some(Answer::CycleDone { summary: Box::new(summary) }))
 }
 
 pub(crate) fn kind(f: &Frame) -> &'static str {
@@ -522,14 +522,13 @@ mod tests {
         let unlisted = d.join("other.img");
         std::fs::write(&unlisted, vec![0u8; 1 << 20]).unwrap();
         let o = ServeOptions { targets: vec![listed.display().to_string()], ..opts() };
-        let open =
-            |t: &std::path::Path| Op::Open {
-                target: t.display().to_string(),
-                identity: None,
-                expect: Default::default(),
-                queue_depth: 4,
-                resets: Vec::new(),
-            };
+        let open = |t: &std::path::Path| Op::Open {
+            target: t.display().to_string(),
+            identity: None,
+            expect: Default::default(),
+            queue_depth: 4,
+            resets: Vec::new(),
+        };
         let input = frames(&[hello(vec![4]), req(run.clone(), 1, open(&unlisted)), req(run.clone(), 2, open(&listed))]);
         let mut out = Vec::new();
         assert_eq!(serve_bytes(input, &mut out, &o).unwrap(), Ended::Closed);

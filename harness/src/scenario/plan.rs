@@ -374,7 +374,10 @@ impl Scenario {
             if let Some(&i) = dual.fault_ports.iter().find(|&&i| dual.ports[i].remote.is_none()) {
                 return bad(
                     format!("ports[{i}].host"),
-                    format!("host_link_reset hits port {}: its host's agent runs the reset, so the port needs the host it is cabled to", dual.ports[i].name),
+                    format!(
+                        "host_link_reset hits port {}: its host's agent runs the reset, so the port needs the host it is cabled to",
+                        dual.ports[i].name
+                    ),
                 );
             }
         }

@@ -100,7 +100,9 @@ impl AgentReset {
         match s.ran.take() {
             Some(ResetReport { error: None, .. }) => Ok(()),
             Some(ResetReport { error: Some(e), controller, .. }) => Err(format!("{}: {want} of {controller}: {e}", s.host)),
-            None => Err(format!("{}: its agent did not report its {want} (its cycle ended before the reset, or the host was lost)", s.host)),
+            None => {
+                Err(format!("{}: its agent did not report its {want} (its cycle ended before the reset, or the host was lost)", s.host))
+            }
         }
     }
 
