@@ -26,13 +26,13 @@ fn nonce() -> Nonce {
     Nonce::from_words(0x2026_1204, 24)
 }
 
-/// `agent --check` through a local child: what answered, protocol 3, and its clock.
+/// `agent --check` through a local child: what answered, protocol 4, and its clock.
 #[test]
 fn agent_check_through_a_local_child_names_the_agent_and_its_clock() {
     let o = Command::new(BIN).args(["agent", "--check", "here", "--transport", "local"]).output().unwrap();
     let out = text(&o);
     assert_eq!(o.status.code(), Some(0), "{out}");
-    assert!(out.contains("here: faultline ") && out.contains("protocol 3, exec faults not allowed"), "{out}");
+    assert!(out.contains("here: faultline ") && out.contains("protocol 4, exec faults not allowed"), "{out}");
     assert!(out.contains("here: clock: agent = coordinator ") && out.contains("the best of 16 round trips"), "{out}");
 }
 
@@ -215,7 +215,7 @@ fn over_real_ssh_the_agent_answers_and_unknown_host_keys_and_user_keys_are_refus
     let o = d.check("user_key", "known_hosts");
     let out = text(&o);
     assert_eq!(o.status.code(), Some(0), "{out}");
-    assert!(out.contains("127.0.0.1: faultline ") && out.contains("protocol 3"), "{out}");
+    assert!(out.contains("127.0.0.1: faultline ") && out.contains("protocol 4"), "{out}");
     // The same host's clock, through ssh: zero within the uncertainty, which ssh makes larger.
     let line = out.lines().find_map(|l| l.strip_prefix("127.0.0.1: clock: agent = coordinator ")).unwrap_or_else(|| panic!("{out}"));
     let num = |s: &str| s.trim().trim_end_matches(" us").parse::<f64>().unwrap_or_else(|_| panic!("{line}"));

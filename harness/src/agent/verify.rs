@@ -177,7 +177,7 @@ impl Session {
         op: Op,
         name: &str,
         timeout: Duration,
-        mut part: impl FnMut(VerifiedPart) -> Result<(), String>,
+        mut part: impl FnMut(VerifiedPart) -> Result<(), BadPart>,
     ) -> Result<Answer, DialError> {
         self.seq += 1;
         let seq = self.seq;
@@ -185,7 +185,7 @@ impl Session {
         let what = format!("request {seq} ({name})");
         loop {
             match self.next(&what, timeout)? {
-                Frame::Verified { run, seq: q, part: p } if run == self.run && q == seq => part(p).map_err(|why| self.protocol(why))?,
+                Frame::Verified { run, seq: q, part: p } if run == self.run && q == seq => part(p).map_err(|why| self.protocol(why.0))?,
                 Frame::Reply { run, seq: q, result } if run == self.run && q == seq => return Ok(result),
                 Frame::Refused { why, ours, theirs } => return Err(DialError::Refused { host: self.host.clone(), why, ours, theirs }),
                 other => return Err(self.protocol(format!("{other:?} where the answer to {what} was due"))),
@@ -207,11 +207,11 @@ impl Session {
             match part {
                 VerifiedPart::Findings(f) => findings.extend(f),
                 VerifiedPart::Seen(s) => seen.extend(s.into_iter().map(|[id, start, end]| SeenRun { id, start, end })),
-                VerifiedPart::Hashes(_) => return Err("sector hashes in a verify's answer".into()),
+                VerifiedPart::Hashes(_) => return Err(BadPart("sector hashes in a verify's answer".into())),
                 VerifiedPart::Digests(d) => {
                     for x in d {
                         let Some(hash) = unhex::<32>(&x.hash) else {
-                            return Err(format!("a digest whose hash is not 32 hex bytes: {}", x.hash));
+                            return Err(BadPart(format!("a digest whose hash is not 32 hex bytes: {}", x.hash)));
                         };
                         digests.push(Digest { start: x.start, end: x.end, hash, unreadable: x.unreadable });
                     }
@@ -248,6 +248,10 @@ impl Session {
     }
 }
 
+/// A part of an answer that the operation does not give (a protocol error: why).
+#[derive(Debug)]
+struct BadPart(String);
+
 impl Session {
     /// The hash of every sector of `ranges` as the agent's target reads it (`None`: the read
     /// failed), to compare two ports sector by sector where their digests differ.
@@ -256,13 +260,13 @@ impl Session {
         let mut out = Vec::new();
         let answer = self.parted(op, "sector hashes", timeout, |part| {
             let VerifiedPart::Hashes(h) = part else {
-                return Err(format!("{part:?} in the answer to sector hashes"));
+                return Err(BadPart(format!("{part:?} in the answer to sector hashes")));
             };
             for x in h {
                 match x.as_deref().map(unhex::<32>) {
                     None => out.push(None),
                     Some(Some(b)) => out.push(Some(b)),
-                    Some(None) => return Err(format!("a sector hash that is not 32 hex bytes: {x:?}")),
+                    Some(None) => return Err(BadPart(format!("a sector hash that is not 32 hex bytes: {x:?}"))),
                 }
             }
             Ok(())
