@@ -16,6 +16,12 @@ use std::time::{Duration, Instant};
 /// failure to report, not a lost host.
 const SETTLE: Duration = Duration::from_secs(15);
 
+/// Why this host cannot run a reset on its port's target (said in the refusal of an open or a
+/// cycle, and so to the coordinator).
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub(crate) struct CannotReset(pub String);
+
 /// One reset, ready to run on the controller it found.
 pub(crate) struct Reset {
     link: LinuxLink,
@@ -25,18 +31,24 @@ pub(crate) struct Reset {
 
 /// The Linux link controller spec for `reset` of the NVMe controller behind `listed` (the
 /// target as the agent's command line lists it), or why this host cannot do it there.
-pub(crate) fn spec_for(listed: &str, reset: HostReset) -> Result<ControllerSpec, String> {
+pub(crate) fn spec_for(listed: &str, reset: HostReset) -> Result<ControllerSpec, CannotReset> {
     let what = reset.kind();
     if faultline_drivers::nbd::looks_like_nbd(listed) {
-        return Err(format!("{what}: {listed} is an NBD export, with no NVMe controller or PCI function on this host to reset"));
+        return Err(CannotReset(format!(
+            "{what}: {listed} is an NBD export, with no NVMe controller or PCI function on this host to reset"
+        )));
     }
-    let admin = faultline_drivers::nvme::NvmeAdmin::open_for_block_device(Path::new(listed)).map_err(|e| format!("{what}: {e}"))?;
+    let admin =
+        faultline_drivers::nvme::NvmeAdmin::open_for_block_device(Path::new(listed)).map_err(|e| CannotReset(format!("{what}: {e}")))?;
     let ctrl = admin.controller_name().to_string();
-    let bdf = || -> Result<String, String> {
+    let bdf = || -> Result<String, CannotReset> {
         let at = Path::new("/sys/class/nvme").join(&ctrl).join("address");
         let a = std::fs::read_to_string(&at).map(|s| s.trim().to_string()).unwrap_or_default();
         if a.is_empty() {
-            return Err(format!("{what}: {ctrl} (behind {listed}) has no PCI address in {} (not NVMe over PCIe)", at.display()));
+            return Err(CannotReset(format!(
+                "{what}: {ctrl} (behind {listed}) has no PCI address in {} (not NVMe over PCIe)",
+                at.display()
+            )));
         }
         Ok(a)
     };
@@ -54,10 +66,10 @@ pub(crate) fn spec_for(listed: &str, reset: HostReset) -> Result<ControllerSpec,
 impl Reset {
     /// Finds the controller and opens the link controller for it (its checks: the sysfs
     /// files, root, a subsystem reset the controller has).
-    pub(crate) fn open(listed: &str, reset: HostReset) -> Result<Reset, String> {
+    pub(crate) fn open(listed: &str, reset: HostReset) -> Result<Reset, CannotReset> {
         let spec = spec_for(listed, reset)?;
         let env = ControlEnv { settle_timeout: SETTLE, ..ControlEnv::default() };
-        let link = LinuxLink::open(&spec, &env).map_err(|e| e.to_string())?;
+        let link = LinuxLink::open(&spec, &env).map_err(|e| CannotReset(e.to_string()))?;
         let port = link.ports().first().map(|p| p.port.clone()).unwrap_or_default();
         Ok(Reset { link, port, reset })
     }
@@ -81,14 +93,14 @@ mod tests {
 
     #[test]
     fn an_nbd_export_or_a_plain_file_has_nothing_to_reset_and_says_so() {
-        let e = spec_for("nbd+unix:///A?socket=/tmp/x.sock", HostReset::NvmeController).unwrap_err();
+        let e = spec_for("nbd+unix:///A?socket=/tmp/x.sock", HostReset::NvmeController).unwrap_err().0;
         assert_eq!(
             e,
             "nvme-controller-reset: nbd+unix:///A?socket=/tmp/x.sock is an NBD export, with no NVMe controller or PCI function on this host to reset"
         );
         let f = std::env::temp_dir().join(format!("faultline-reset-{}", std::process::id()));
         std::fs::write(&f, b"x").unwrap();
-        let e = spec_for(f.to_str().unwrap(), HostReset::PciFunctionFlr).unwrap_err();
+        let e = spec_for(f.to_str().unwrap(), HostReset::PciFunctionFlr).unwrap_err().0;
         let _ = std::fs::remove_file(&f);
         assert!(e.starts_with("pci-function-reset(flr): ") && e.contains("regular file"), "{e}");
     }

@@ -273,7 +273,10 @@ impl Port {
         // written (and found again at each cycle: a rescan may rename the controller).
         for r in resets {
             if let Err(why) = super::reset::Reset::open(target, *r) {
-                return failed(format!("{target}: this host cannot run the run's link reset: {why}"));
+                return failed(format!(
+                    "{target}: this host cannot run the run's link reset: {why} (host_link_reset needs the port's path to be an \
+                     NVMe namespace on that host; for another target, cut the host's power instead: host_power_cut)"
+                ));
             }
         }
         // A run that has begun wrote its own data there: its signature check was done when

@@ -277,7 +277,7 @@ impl Cutter {
             }),
             (Aim::AgentLink { port, .. }, _) => {
                 let a = self.agents.iter().find(|(p, _)| p == port).map(|(_, a)| a)?;
-                Some(a.take_report().map_err(ControllerError))
+                Some(a.take_report())
             }
             _ => None,
         }

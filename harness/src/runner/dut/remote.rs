@@ -94,15 +94,19 @@ impl AgentReset {
     /// What the agent reported of the reset aimed at it: `Ok` once it ran, the failure it
     /// reported, or that no report came (its cycle never reached the cut, or the host was
     /// lost).
-    pub fn take_report(&self) -> Result<(), String> {
+    pub fn take_report(&self) -> Result<(), crate::runner::fault::ControllerError> {
+        use crate::runner::fault::ControllerError;
         let mut s = self.state();
         let want = s.want.map(|w| w.reset.kind().to_string()).unwrap_or_else(|| "reset".into());
         match s.ran.take() {
             Some(ResetReport { error: None, .. }) => Ok(()),
-            Some(ResetReport { error: Some(e), controller, .. }) => Err(format!("{}: {want} of {controller}: {e}", s.host)),
-            None => {
-                Err(format!("{}: its agent did not report its {want} (its cycle ended before the reset, or the host was lost)", s.host))
+            Some(ResetReport { error: Some(e), controller, .. }) => {
+                Err(ControllerError(format!("{}: {want} of {controller}: {e}", s.host)))
             }
+            None => Err(ControllerError(format!(
+                "{}: its agent did not report its {want} (its cycle ended before the reset, or the host was lost)",
+                s.host
+            ))),
         }
     }
 
