@@ -27,6 +27,9 @@ pub enum Phase {
 const PHASES: usize = 4;
 /// Width of one bucket of the series, for the report's per-port charts.
 pub const BUCKET: Duration = Duration::from_millis(25);
+/// Late wake-ups kept per cycle (at one per 2 ms, over a minute); later ones only count in
+/// the per-phase maximum.
+const MAX_LATE_LOG: usize = 1 << 15;
 /// Buckets kept per port and cycle (25 s at 25 ms); later completions are not charted.
 const MAX_BUCKETS: usize = 1000;
 /// Not set yet.
@@ -104,6 +107,8 @@ pub struct Windows {
     /// Per phase, the longest a thread of the harness that only sleeps was late waking up,
     /// in µs: how long the machine kept the harness from running.
     late_us: [AtomicU64; PHASES],
+    /// Every late wake-up of that thread: (ns since `epoch` it woke at, µs late), in order.
+    late_log: Mutex<Vec<(u64, u64)>>,
 }
 
 impl std::fmt::Debug for Windows {
@@ -120,6 +125,7 @@ impl Windows {
             bounds: std::array::from_fn(|_| AtomicU64::new(UNSET)),
             slots: (0..ports).map(|_| Mutex::new(Slot::default())).collect(),
             late_us: std::array::from_fn(|_| AtomicU64::new(0)),
+            late_log: Mutex::new(Vec::new()),
         };
         w.bounds[0].store(0, Ordering::Release);
         w
@@ -226,9 +232,38 @@ impl Windows {
     /// A thread that asked to sleep until `wanted` woke up at `woke`: the harness was kept
     /// from running for the difference (counted in the phase it woke up in).
     pub fn record_lateness(&self, wanted: Instant, woke: Instant) {
-        let p = self.phase_of(self.ns(woke));
+        let ns = self.ns(woke);
+        let p = self.phase_of(ns);
         let us = u64::try_from(woke.saturating_duration_since(wanted).as_micros()).unwrap_or(u64::MAX);
         self.late_us[p].fetch_max(us, Ordering::AcqRel);
+        let mut log = self.late_log.lock().unwrap_or_else(|e| e.into_inner());
+        if us > 0 && log.len() < MAX_LATE_LOG {
+            log.push((ns, us));
+        }
+    }
+
+    /// The most the harness was kept from running, summed over the late wake-ups within any
+    /// stretch of `span` in `phase`: how much of a write of that latency, or of a stall that
+    /// long, the machine rather than the drive may explain. Several short delays in one write's
+    /// life add up, so this is at least [`Windows::lateness`] of the phase (for a span past
+    /// one wake-up).
+    pub fn starved_within(&self, phase: Phase, span: Duration) -> Duration {
+        let log = self.late_log.lock().unwrap_or_else(|e| e.into_inner());
+        let p = phase as usize;
+        let span_ns = u64::try_from(span.as_nanos()).unwrap_or(u64::MAX);
+        let (mut from, mut sum, mut most) = (0usize, 0u64, 0u64);
+        let inside: Vec<(u64, u64)> = log.iter().copied().filter(|&(ns, _)| self.phase_of(ns) == p).collect();
+        for (to, &(ns, us)) in inside.iter().enumerate() {
+            sum += us;
+            // A wake-up `us` late covers the `us` before it: it counts while that overlaps the
+            // stretch ending here.
+            while from < to && inside[from].0 + span_ns < ns {
+                sum -= inside[from].1;
+                from += 1;
+            }
+            most = most.max(sum);
+        }
+        Duration::from_micros(most)
     }
 
     /// The longest the harness was kept from running in `phase`.
@@ -353,6 +388,30 @@ mod tests {
         assert_eq!(f0.max_gap_us, 270_000, "{f0:?}");
         assert_eq!(w.figures(0, Phase::Baseline, t0 + ms(400)).unwrap().completions, 0);
         assert_eq!(w.series(1).iter().map(|b| b.completions).sum::<u32>(), 11);
+    }
+
+    /// Late wake-ups add up within a stretch of the span asked, only in the phase asked.
+    #[test]
+    fn the_harness_starved_within_a_span_sums_the_late_wake_ups_in_it() {
+        let w = Windows::new(1);
+        let t0 = w.epoch();
+        let ms = Duration::from_millis;
+        w.enter_at(Phase::Baseline, t0);
+        w.enter_at(Phase::Fault, t0 + ms(100));
+        // 5 ms late in the baseline; in the fault window 1 ms at 110, 2 ms at 113, 3 ms at
+        // 118, 1 ms at 150.
+        let late = |at: u64, by: u64| w.record_lateness(t0 + ms(at) - ms(by), t0 + ms(at));
+        late(50, 5);
+        for (at, by) in [(110, 1), (113, 2), (118, 3), (150, 1)] {
+            late(at, by);
+        }
+        assert_eq!(w.lateness(Phase::Fault), ms(3));
+        assert_eq!(w.starved_within(Phase::Fault, ms(1)), ms(3), "no two within 1 ms");
+        assert_eq!(w.starved_within(Phase::Fault, ms(5)), ms(5), "113 and 118");
+        assert_eq!(w.starved_within(Phase::Fault, ms(8)), ms(6), "110, 113 and 118");
+        assert_eq!(w.starved_within(Phase::Fault, ms(100)), ms(7), "all of the fault window's");
+        assert_eq!(w.starved_within(Phase::Baseline, ms(100)), ms(5));
+        assert_eq!(w.starved_within(Phase::After, ms(100)), Duration::ZERO);
     }
 
     #[test]
