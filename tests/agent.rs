@@ -26,13 +26,13 @@ fn nonce() -> Nonce {
     Nonce::from_words(0x2026_1204, 24)
 }
 
-/// `agent --check` through a local child: what answered, protocol 4, and its clock.
+/// `agent --check` through a local child: what answered, protocol 5, and its clock.
 #[test]
 fn agent_check_through_a_local_child_names_the_agent_and_its_clock() {
     let o = Command::new(BIN).args(["agent", "--check", "here", "--transport", "local"]).output().unwrap();
     let out = text(&o);
     assert_eq!(o.status.code(), Some(0), "{out}");
-    assert!(out.contains("here: faultline ") && out.contains("protocol 4, exec faults not allowed"), "{out}");
+    assert!(out.contains("here: faultline ") && out.contains("protocol 5, exec faults not allowed"), "{out}");
     assert!(out.contains("here: clock: agent = coordinator ") && out.contains("the best of 16 round trips"), "{out}");
 }
 
@@ -75,10 +75,10 @@ fn the_agent_refuses_another_run_an_unknown_version_an_oversized_frame_and_a_sec
     let other = Nonce::from_words(7, 7);
     let hello = |versions: Vec<u32>, run: &Nonce| Frame::Hello { versions, run: run.clone(), coordinator: "coordinator-1".into() };
     let cases: Vec<(Vec<Frame>, Option<u32>, &str)> = vec![
-        (vec![hello(vec![4], &run), Frame::Request { run: other.clone(), seq: 1, op: Op::Clock }], None, "a frame of run 0000000000000007"),
-        (vec![hello(vec![1, 2, 3, 5], &run)], None, "speaks protocol version(s) [4]; coordinator coordinator-1 offered [1, 2, 3, 5]"),
-        (vec![hello(vec![4], &run)], Some(proto::MAX_FRAME + 1), "at most 1048576"),
-        (vec![hello(vec![4], &run), hello(vec![4], &other)], None, "a second hello (coordinator coordinator-1, run 0000000000000007"),
+        (vec![hello(vec![5], &run), Frame::Request { run: other.clone(), seq: 1, op: Op::Clock }], None, "a frame of run 0000000000000007"),
+        (vec![hello(vec![1, 2, 3, 4, 6], &run)], None, "speaks protocol version(s) [5]; coordinator coordinator-1 offered [1, 2, 3, 4, 6]"),
+        (vec![hello(vec![5], &run)], Some(proto::MAX_FRAME + 1), "at most 1048576"),
+        (vec![hello(vec![5], &run), hello(vec![5], &other)], None, "a second hello (coordinator coordinator-1, run 0000000000000007"),
     ];
     for (frames, oversized, says) in cases {
         let mut child = Command::new(BIN)
@@ -103,7 +103,7 @@ fn the_agent_refuses_another_run_an_unknown_version_an_oversized_frame_and_a_sec
             last = Some(f);
         }
         match last {
-            Some(Frame::Refused { why, ours, .. }) => assert!(why.contains(says) && ours == vec![4], "{why}"),
+            Some(Frame::Refused { why, ours, .. }) => assert!(why.contains(says) && ours == vec![5], "{why}"),
             other => panic!("{says}: no refused frame last: {other:?}\n{}", text(&o)),
         }
         assert_eq!(o.status.code(), Some(2), "{}", text(&o));
@@ -215,7 +215,7 @@ fn over_real_ssh_the_agent_answers_and_unknown_host_keys_and_user_keys_are_refus
     let o = d.check("user_key", "known_hosts");
     let out = text(&o);
     assert_eq!(o.status.code(), Some(0), "{out}");
-    assert!(out.contains("127.0.0.1: faultline ") && out.contains("protocol 4"), "{out}");
+    assert!(out.contains("127.0.0.1: faultline ") && out.contains("protocol 5"), "{out}");
     // The same host's clock, through ssh: zero within the uncertainty, which ssh makes larger.
     let line = out.lines().find_map(|l| l.strip_prefix("127.0.0.1: clock: agent = coordinator ")).unwrap_or_else(|| panic!("{out}"));
     let num = |s: &str| s.trim().trim_end_matches(" us").parse::<f64>().unwrap_or_else(|_| panic!("{line}"));
@@ -520,6 +520,51 @@ fn agents_killed_at_seeded_moments_leave_the_coordinator_no_blind_window_and_no_
     let rep = b.verify(&drv.uri);
     assert!(rep.findings.is_empty(), "seed {seed}: host B: {:?}", rep.findings);
     assert!(rep.durable_ok > 0);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// A host's clean shutdown: at its placement the agent stops submitting, lets every write
+/// complete, flushes, and hands the coordinator what is durable before it asks for the cut;
+/// the cut (here: SIGKILL of the agent, the host going down) then leaves the coordinator
+/// lacking nothing. Its share verifies clean with no uncertain write of the cycle found whole
+/// on the drive (the measure of the kills above, whose median is above 10), and the
+/// coordinator held the writes it verified as owed.
+#[test]
+fn a_host_clean_shutdown_leaves_the_coordinator_holding_every_acknowledged_write() {
+    use faultline::agent::cycle::CycleError;
+    let seed = 11;
+    let OneAgent { d, drv, mut s, mut a, .. } = one_agent("shutdown", seed, 26);
+    for k in 0..3u64 {
+        let req = a.request(Some(faultline::writer::CutPlacement::Shutdown { after_ms: 100 + 40 * k }), 60_000);
+        let cycle = req.cycle;
+        let pid = s.pid().to_string();
+        let r = s.run_cycle(
+            req,
+            &mut a.run.ledger,
+            &mut || {
+                Command::new("kill").args(["-KILL", &pid]).status().unwrap();
+                Ok(())
+            },
+            None,
+            &policy(),
+            None,
+        );
+        let held = match r {
+            Err(CycleError::Lost { held, .. }) => held,
+            other => panic!("seed {seed} shutdown {k}: the host went down at its cut, yet {other:?}"),
+        };
+        let c = a.run.history().cycles.last().cloned().unwrap();
+        assert_eq!((c.cycle, c.end), (cycle, Some(faultline::ledger::EndKind::Interrupted)), "seed {seed} shutdown {k}");
+        let rep = a.verify(&drv.uri);
+        assert!(rep.findings.is_empty(), "seed {seed} shutdown {k} ({held}): {:?}", rep.findings);
+        let whole: Vec<u64> =
+            rep.seen.iter().filter(|r| r.id >= c.first_id && r.end - r.start == a.run.layout.plan(r.id).len).map(|r| r.id).collect();
+        assert!(whole.is_empty(), "seed {seed} shutdown {k} ({held}): acknowledged writes the coordinator lacked: {whole:?}");
+        assert!(held.durable_prefix > c.first_id + 10, "seed {seed} shutdown {k}: {held}");
+        drop(s);
+        s = dial::dial(&agent_for(&drv.uri), "host-a", &Nonce::from_words(seed, 26), "test", Duration::from_secs(20)).unwrap();
+        s.open(&drv.uri, Some(&a.run.history().header.target_identity.clone()), 16, Duration::from_secs(20)).unwrap();
+    }
     let _ = std::fs::remove_dir_all(&d);
 }
 

@@ -125,6 +125,53 @@ fn two_hosts_one_drive_a_host_power_cut_is_clean_on_an_honest_drive_and_a_drive_
     }
 }
 
+/// A host's clean shutdown and its power cut, in turn (`scenarios/two-host-shutdown.toml`): A
+/// then B shut down cleanly (each agent asked for the `shutdown` placement: drain, flush, hand
+/// over what is durable, then the host goes down), then A's and B's power is cut with writes
+/// in flight. Each host comes back as a new agent, every share verifies clean, the other host
+/// is judged in every cycle and undisturbed, and the drive's ground truth agrees. That the
+/// coordinator then lacks no acknowledged write is `tests/agent.rs:
+/// a_host_clean_shutdown_leaves_the_coordinator_holding_every_acknowledged_write`.
+#[test]
+fn a_host_shut_down_cleanly_then_one_whose_power_is_cut_each_come_back_and_the_other_host_is_judged() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let scenario = concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/two-host-shutdown.toml");
+    let dir = scratch("two-host-shutdown");
+    let o = run(&["run", scenario, "--run-dir", dir.to_str().unwrap(), "--check-truth"]);
+    assert_eq!(o.status.code(), Some(0), "seed 20261206: {}", text(&o));
+    assert!(text(&o).contains("ground truth: faultline and the drive agree"), "{}", text(&o));
+    let ev = events(&dir);
+    let of = |kind: &str| ev.iter().filter(|e| e["event"] == kind).collect::<Vec<_>>();
+    let faults: Vec<&str> = of("cycle_started").iter().map(|e| e["fault"].as_str().unwrap()).collect();
+    assert_eq!(faults, ["host-shutdown", "host-shutdown", "host-power-cut", "host-power-cut"], "{}", text(&o));
+    for k in ["cut_issued", "power_restored", "ready", "verified", "cycle_ended"] {
+        assert_eq!(of(k).len(), 4, "{k}: {}", text(&o));
+    }
+    // What each faulted host was asked for, in the audit of what the coordinator sent.
+    let sent: Vec<String> = of("agent_log").iter().map(|e| e.to_string()).collect();
+    let asked = |host: &str, cycle: u32, cut: &str| {
+        sent.iter().any(|l| l.contains(host) && l.contains(&format!("cycle {cycle} first id")) && l.contains(&format!("cut Some({cut}")))
+    };
+    for (cycle, host, cut) in [(1, "host-a", "Shutdown"), (2, "host-b", "Shutdown"), (3, "host-a", "AfterTime"), (4, "host-b", "AfterTime")]
+    {
+        assert!(asked(host, cycle, cut), "cycle {cycle}: {host} asked for {cut}: {sent:?}");
+    }
+    let pids: std::collections::BTreeSet<String> = of("note")
+        .iter()
+        .filter_map(|e| e["message"].as_str())
+        .filter(|m| m.contains(": agent faultline") && m.contains("clock offset"))
+        .map(|m| m.split("(pid ").nth(1).unwrap().split(')').next().unwrap().to_string())
+        .collect();
+    assert_eq!(pids.len(), 2 + 4, "two agents, then one more per host brought down: {pids:?}");
+    let s: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+    for f in ["host-shutdown", "host-power-cut"] {
+        assert_eq!((s["faults"][f]["cycles"].as_u64(), s["faults"][f]["clean"].as_u64()), (Some(2), Some(2)), "{f}: {s}");
+    }
+    let ports = s["ports"].as_array().unwrap();
+    assert!(ports.iter().all(|p| p["cycles_judged"] == 2 && p["cycles_faulted"] == 2 && p["disturbed"] == false), "{s}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Both hosts at once, staggered (`all_hosts`, `stagger_ms`): each cycle cuts host A, then host B
 /// 150 ms later, holds both off, restores them in the same order; both are dialled again, no
 /// port is judged (the fault hit every port), every share verifies clean, and the drive's
@@ -321,7 +368,7 @@ fn dual_port_scenarios_refuse_what_cannot_work() {
     check(&|s| s.replace("compare_ports = false", "compare_ports = true"), "dual.compare_ports");
     check(
         &|s| s.replace("[fault]\nkind = \"host_power_cut\"", "[controllers]\npower = \"sim\"\n\n[fault]\nkind = \"power_cut\""),
-        "fault.kind: power-cut: a fault other than host_power_cut and host_link_reset",
+        "fault.kind: power-cut: a fault other than host_power_cut, host_shutdown and host_link_reset",
     );
     // A host's own link reset: one a host can run on itself, on a port with a host.
     let reset = |s: &str, kind: &str| {

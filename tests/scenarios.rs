@@ -23,7 +23,7 @@ fn load(name: &str) -> Scenario {
     Scenario::load(&dir().join(name)).unwrap_or_else(|e| panic!("{e}"))
 }
 
-const SHIPPED: [&str; 36] = [
+const SHIPPED: [&str; 37] = [
     "reference.toml",
     "demo.toml",
     "dualport-demo.toml",
@@ -58,6 +58,7 @@ const SHIPPED: [&str; 36] = [
     "remote-host-plp.toml",
     "two-host-demo.toml",
     "two-host-ipmi.toml",
+    "two-host-shutdown.toml",
     "lab-two-hosts.toml",
     "lab-two-hosts-reset.toml",
 ];

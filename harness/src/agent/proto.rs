@@ -14,10 +14,11 @@ use std::time::Duration;
 /// The protocol versions this build speaks, newest last. Version 2 added a port's
 /// operations (open, cycle) and the frames a cycle streams; version 3 a cycle's write
 /// completions (`samples`), which a dual-port run's windows need; version 4 the link resets
-/// an agent runs on its own host (`resets` in an open, `reset` in a cycle and its report).
+/// an agent runs on its own host (`resets` in an open, `reset` in a cycle and its report);
+/// version 5 a host's clean shutdown (the `shutdown` cut placement).
 /// Older versions are no longer spoken: a peer offering only those is refused, naming both
 /// sides' versions.
-pub const VERSIONS: &[u32] = &[4];
+pub const VERSIONS: &[u32] = &[5];
 
 /// The largest frame either side accepts, in bytes (the length prefix excluded).
 pub const MAX_FRAME: u32 = 1 << 20;
@@ -634,9 +635,9 @@ mod tests {
 
     #[test]
     fn versions_are_chosen_newest_first() {
-        assert_eq!(choose(&[4]), Some(4));
-        assert_eq!(choose(&[0, 1, 2, 3, 4, 7]), Some(4));
-        assert_eq!(choose(&[1, 2, 3]), None, "versions this build no longer speaks");
+        assert_eq!(choose(&[5]), Some(5));
+        assert_eq!(choose(&[0, 1, 2, 3, 4, 5, 7]), Some(5));
+        assert_eq!(choose(&[1, 2, 3, 4]), None, "versions this build no longer speaks");
         assert_eq!(choose(&[]), None);
     }
 

@@ -477,11 +477,11 @@ mod tests {
     #[test]
     fn a_session_answers_in_order_and_ends_at_bye() {
         let run = Nonce::from_words(1, 1);
-        let input = frames(&[hello(vec![4]), req(run.clone(), 1, Op::Clock), req(run.clone(), 2, Op::Bye)]);
+        let input = frames(&[hello(vec![5]), req(run.clone(), 1, Op::Clock), req(run.clone(), 2, Op::Bye)]);
         let mut out = Vec::new();
         assert_eq!(serve_bytes(input, &mut out, &opts()).unwrap(), Ended::Bye);
         let r = replies(&out);
-        assert!(matches!(&r[0], Frame::Welcome { version: 4, agent } if agent.host == "here"));
+        assert!(matches!(&r[0], Frame::Welcome { version: 5, agent } if agent.host == "here"));
         assert!(matches!(&r[1], Frame::Reply { seq: 1, result: Answer::Clock { monotonic_ns }, .. } if *monotonic_ns > 0));
         assert!(matches!(&r[2], Frame::Reply { seq: 2, result: Answer::Bye, .. }));
     }
@@ -491,20 +491,20 @@ mod tests {
         let run = Nonce::from_words(1, 1);
         let other = Nonce::from_words(2, 2);
         let cases: Vec<(Vec<u8>, &str)> = vec![
-            (frames(&[hello(vec![7, 8])]), "speaks protocol version(s) [4]; coordinator c1 offered [7, 8]"),
+            (frames(&[hello(vec![7, 8])]), "speaks protocol version(s) [5]; coordinator c1 offered [7, 8]"),
             (frames(&[req(run.clone(), 1, Op::Clock)]), "the first frame must be a hello"),
-            (frames(&[hello(vec![4]), req(other.clone(), 1, Op::Clock)]), "this agent serves run 00000000000000010000000000000001"),
-            (frames(&[hello(vec![4]), req(run.clone(), 2, Op::Clock), req(run.clone(), 2, Op::Clock)]), "numbered upwards"),
-            (frames(&[hello(vec![4]), hello(vec![4])]), "a second hello"),
-            (frames(&[hello(vec![4]), Frame::Durable { run: run.clone(), seq: 1, upto: 3 }]), "a durable frame outside a cycle"),
-            ([frames(&[hello(vec![4])]), (proto::MAX_FRAME + 1).to_be_bytes().to_vec()].concat(), "at most"),
+            (frames(&[hello(vec![5]), req(other.clone(), 1, Op::Clock)]), "this agent serves run 00000000000000010000000000000001"),
+            (frames(&[hello(vec![5]), req(run.clone(), 2, Op::Clock), req(run.clone(), 2, Op::Clock)]), "numbered upwards"),
+            (frames(&[hello(vec![5]), hello(vec![5])]), "a second hello"),
+            (frames(&[hello(vec![5]), Frame::Durable { run: run.clone(), seq: 1, upto: 3 }]), "a durable frame outside a cycle"),
+            ([frames(&[hello(vec![5])]), (proto::MAX_FRAME + 1).to_be_bytes().to_vec()].concat(), "at most"),
         ];
         for (input, says) in cases {
             let mut out = Vec::new();
             let e = serve_bytes(input, &mut out, &opts()).unwrap_err().to_string();
             assert!(e.contains(says), "{e}");
             match replies(&out).last() {
-                Some(Frame::Refused { why, ours, .. }) => assert!(why.contains(says) && ours == &vec![4], "{why}"),
+                Some(Frame::Refused { why, ours, .. }) => assert!(why.contains(says) && ours == &vec![5], "{why}"),
                 other => panic!("no refused frame last: {other:?}"),
             }
         }
@@ -513,7 +513,7 @@ mod tests {
         let _ = serve_bytes(frames(&[hello(vec![7])]), &mut out, &opts());
         assert!(matches!(replies(&out).last(), Some(Frame::Refused { theirs, .. }) if theirs == &vec![7]));
         // A coordinator that goes away ends the session quietly.
-        assert_eq!(serve_bytes(frames(&[hello(vec![4])]), &mut Vec::new(), &opts()).unwrap(), Ended::Closed);
+        assert_eq!(serve_bytes(frames(&[hello(vec![5])]), &mut Vec::new(), &opts()).unwrap(), Ended::Closed);
     }
 
     #[test]
@@ -532,7 +532,7 @@ mod tests {
             queue_depth: 4,
             resets: Vec::new(),
         };
-        let input = frames(&[hello(vec![4]), req(run.clone(), 1, open(&unlisted)), req(run.clone(), 2, open(&listed))]);
+        let input = frames(&[hello(vec![5]), req(run.clone(), 1, open(&unlisted)), req(run.clone(), 2, open(&listed))]);
         let mut out = Vec::new();
         assert_eq!(serve_bytes(input, &mut out, &o).unwrap(), Ended::Closed);
         let r = replies(&out);
@@ -545,7 +545,7 @@ mod tests {
         assert!(matches!(&r[2], Frame::Reply { result: Answer::Opened { target }, .. } if target.capacity_bytes == 1 << 20), "{:?}", r[2]);
         // A run's identity that the target does not have is refused.
         let input = frames(&[
-            hello(vec![4]),
+            hello(vec![5]),
             req(
                 run.clone(),
                 1,

@@ -165,7 +165,14 @@ impl<'r, 'e> Cycles<'r, 'e> {
         let (place, planned) = match self.dual {
             Some(d) => {
                 let fire_at = d.spec.warmup_ms + d.spec.baseline_ms;
-                (CutPlacement::AfterTime { after_ms: fire_at }, Some(fire_at))
+                // A host's clean shutdown begins there: its writer drains and flushes, then
+                // the host goes down.
+                let place = if fault.is_host_shutdown() {
+                    CutPlacement::Shutdown { after_ms: fire_at }
+                } else {
+                    CutPlacement::AfterTime { after_ms: fire_at }
+                };
+                (place, Some(fire_at))
             }
             None => placement(&plan.cut, fault.is_clean_shutdown(), &mut cycle_rng(plan.seed, PLACE_SALT, cycle)),
         };

@@ -172,7 +172,7 @@ impl Cutter {
                 };
                 Aim::Link { port, kind: *kind }
             }
-            FaultPlan::HostPowerCut { all: true, stagger_ms } => {
+            FaultPlan::HostPowerCut { all: true, stagger_ms, .. } => {
                 if self.hosts.is_empty() {
                     return Err(ControllerError("no host power switch (the ports' host_power)".into()));
                 }

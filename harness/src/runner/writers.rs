@@ -203,7 +203,8 @@ pub(super) fn write(
             let landed = match (p.windows, &windows) {
                 (Some(spec), Some(windows)) => {
                     let ticker = ticker(sc, windows, &ticking);
-                    let landed = keep_windows(spec, windows, fault, fault_lane.is_some() || every, &landed_rx, plan);
+                    let drains = matches!(p.place, CutPlacement::Shutdown { .. });
+                    let landed = keep_windows(spec, windows, fault, fault_lane.is_some() || every, drains, &landed_rx, plan);
                     let ready = match (&landed, fault_lane) {
                         (Some(Ok(_)), _) if power => None,
                         (Some(Ok(_)), Some(_)) => ready_rx.recv_timeout(readiness + Duration::from_secs(35)).ok(),
@@ -249,20 +250,25 @@ fn ticker<'s>(
 }
 
 /// The windows on the main thread: warm-up, baseline, the fault (fired here when no writer
-/// cuts: a fault on a port that writes nothing), until it has landed.
+/// cuts: a fault on a port that writes nothing), until it has landed. A fault whose writer
+/// `drains` first (a host's clean shutdown) begins when the drain does: its window opens at
+/// the placement, before the writer's hook fires the cut.
 fn keep_windows(
     spec: &DualSpec,
     windows: &Windows,
     fault: &FaultThread,
     a_writer_cuts: bool,
+    drains: bool,
     landed_rx: &mpsc::Receiver<Result<Duration, NoCut>>,
     plan: &RunPlan,
 ) -> Option<Result<Duration, NoCut>> {
     std::thread::sleep(Duration::from_millis(spec.warmup_ms));
     windows.enter(Phase::Baseline);
-    if !a_writer_cuts {
+    if !a_writer_cuts || drains {
         std::thread::sleep(Duration::from_millis(spec.baseline_ms));
         windows.enter(Phase::Fault);
+    }
+    if !a_writer_cuts {
         return Some(fault.fire().map_err(NoCut::Controller));
     }
     let fire_at = spec.warmup_ms + spec.baseline_ms;

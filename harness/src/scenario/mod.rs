@@ -490,6 +490,14 @@ pub enum Fault {
         #[serde(default, skip_serializing_if = "is_zero")]
         stagger_ms: u64,
     },
+    /// A dual-port run with ports on other hosts (`[[ports]] host`): the host cabled to the
+    /// faulted port shuts down cleanly. Its agent stops submitting, lets every write complete
+    /// and flushes (so every write it acknowledged is owed, whatever the contract), the
+    /// coordinator holds what is durable, then the host's power goes off through its
+    /// `host_power` (a BMC's soft power-off is the operating system's own shutdown), stays off
+    /// for `cycles.off_time_ms`, and comes back; the drive keeps its power and the other hosts
+    /// keep writing and are judged against their baseline.
+    HostShutdown,
     /// A dual-port run with ports on other hosts: the faulted port's host resets its own link
     /// with its I/O in flight (its agent runs the reset, of the NVMe controller or the PCI
     /// function behind the port's path there), while the other hosts keep writing. The host

@@ -139,8 +139,9 @@ pub enum FaultPlan {
     /// A link reset through a link controller, on `port` (`None`: its only port).
     LinkReset { controller: ControllerSpec, port: Option<String>, kind: ResetKind },
     /// The power of the faulted port's host (`all`: of every host, `stagger_ms` apart), through
-    /// each port's `host_power` (the drive keeps power).
-    HostPowerCut { all: bool, stagger_ms: u64 },
+    /// each port's `host_power` (the drive keeps power). `clean`: the host's clean shutdown
+    /// (its writer drains and flushes first: the `Shutdown` placement).
+    HostPowerCut { all: bool, stagger_ms: u64, clean: bool },
     /// A link reset the faulted port's host runs on itself, through its agent.
     HostLinkReset { kind: ResetKind },
 }
@@ -160,9 +161,14 @@ impl FaultPlan {
         matches!(self, FaultPlan::CleanShutdown { .. })
     }
 
-    /// A host power cut, of one host or of every host.
+    /// A host power cut, of one host or of every host, or a host's clean shutdown.
     pub fn is_host_cut(&self) -> bool {
         matches!(self, FaultPlan::HostPowerCut { .. })
+    }
+
+    /// A host's clean shutdown.
+    pub fn is_host_shutdown(&self) -> bool {
+        matches!(self, FaultPlan::HostPowerCut { clean: true, .. })
     }
 
     /// The reset a host's agent runs for this fault, if it is one.
@@ -197,8 +203,9 @@ impl FaultPlan {
             FaultPlan::PowerCut { .. } => "power-cut".into(),
             FaultPlan::CleanShutdown { .. } => "clean-shutdown".into(),
             FaultPlan::LinkReset { kind, .. } => kind.to_string(),
+            FaultPlan::HostPowerCut { clean: true, .. } => "host-shutdown".into(),
             FaultPlan::HostPowerCut { all: false, .. } => "host-power-cut".into(),
-            FaultPlan::HostPowerCut { all: true, stagger_ms: 0 } => "all-hosts-power-cut".into(),
+            FaultPlan::HostPowerCut { all: true, stagger_ms: 0, .. } => "all-hosts-power-cut".into(),
             FaultPlan::HostPowerCut { all: true, .. } => "staggered-hosts-power-cut".into(),
             FaultPlan::HostLinkReset { kind } => format!("host-{kind}"),
         }
@@ -263,7 +270,10 @@ impl Scenario {
                         .ok_or_else(|| bad("controllers.link", "a link_reset fault needs a link controller"))?;
                     FaultPlan::LinkReset { controller, port: port.clone(), kind: reset.reset_kind() }
                 }
-                Fault::HostPowerCut { all_hosts, stagger_ms } => FaultPlan::HostPowerCut { all: *all_hosts, stagger_ms: *stagger_ms },
+                Fault::HostPowerCut { all_hosts, stagger_ms } => {
+                    FaultPlan::HostPowerCut { all: *all_hosts, stagger_ms: *stagger_ms, clean: false }
+                }
+                Fault::HostShutdown => FaultPlan::HostPowerCut { all: false, stagger_ms: 0, clean: true },
                 Fault::HostLinkReset { reset } => FaultPlan::HostLinkReset { kind: reset.reset_kind() },
                 Fault::Mixed { .. } => return Err(bad("fault", "a mix inside a mix is not supported")),
             })
@@ -291,11 +301,9 @@ impl Scenario {
             },
             (None, None) => TargetPlan::Device { path: self.target.path.clone(), expect: self.expectation(), via: self.path_selector() },
         };
-        if self.dual.is_none() && faults.all().any(FaultPlan::is_host_cut) {
-            return Err(bad(
-                "fault.kind",
-                "host_power_cut cuts the host of one port of a dual-port run: give [dual] and [[ports]] with host",
-            ));
+        if let Some(f) = faults.all().find(|f| f.is_host_cut()).filter(|_| self.dual.is_none()) {
+            let what = if f.is_host_shutdown() { "host_shutdown shuts down" } else { "host_power_cut cuts" };
+            return Err(bad("fault.kind", &format!("{what} the host of one port of a dual-port run: give [dual] and [[ports]] with host")));
         }
         if self.dual.is_none() && faults.all().any(|f| matches!(f, FaultPlan::HostLinkReset { .. })) {
             return Err(bad(
@@ -347,16 +355,17 @@ impl Scenario {
         let host_cut = faults.all().any(FaultPlan::is_host_cut);
         let all_hosts = faults.all().any(|f| matches!(f, FaultPlan::HostPowerCut { all: true, .. }));
         if host_cut {
+            let what = if faults.all().any(|f| f.is_host_cut() && !f.is_host_shutdown()) { "host_power_cut" } else { "host_shutdown" };
             // Every port's host when every host is cut, else the faulted ports'.
             let hit: Vec<usize> = if all_hosts { (0..dual.ports.len()).collect() } else { dual.fault_ports.clone() };
             for &i in &hit {
                 let p = &dual.ports[i];
                 match &p.remote {
-                    None => return bad(format!("ports[{i}].host"), format!("host_power_cut hits port {}: it needs the host it is cabled to", p.name)),
+                    None => return bad(format!("ports[{i}].host"), format!("{what} hits port {}: it needs the host it is cabled to", p.name)),
                     Some(r) if r.power.is_none() => {
                         return bad(
                             format!("ports[{i}].host_power"),
-                            format!("host_power_cut hits port {} on {}: say what cuts that host's power (an exec: IPMI command, a relay, or kill for an agent on this machine)", p.name, r.host),
+                            format!("{what} hits port {} on {}: say what cuts that host's power (an exec: IPMI command, a relay, or kill for an agent on this machine)", p.name, r.host),
                         )
                     }
                     Some(_) => {}
@@ -388,7 +397,7 @@ impl Scenario {
         if let Some(f) = faults.all().find(|f| !f.is_host_cut() && !matches!(f, FaultPlan::HostLinkReset { .. })) {
             return bad(
                 "fault.kind".into(),
-                format!("{}: {}", f.label(), not_yet("a fault other than host_power_cut and host_link_reset")),
+                format!("{}: {}", f.label(), not_yet("a fault other than host_power_cut, host_shutdown and host_link_reset")),
             );
         }
         if self.workload.prefill {

@@ -137,6 +137,11 @@ pub enum CutPlacement {
     /// The control case: after this many completions, stop submitting, let everything
     /// complete, then cut a quiet drive.
     Idle { after_completions: u64 },
+    /// A host's clean shutdown: this long after the workload started, stop submitting, let
+    /// everything complete, flush, record what is durable (a checkpoint, synced to the
+    /// ledger), then cut. Every write acknowledged before it is then durable, whatever the
+    /// contract.
+    Shutdown { after_ms: u64 },
 }
 
 /// What a cycle did.
@@ -295,10 +300,23 @@ fn run_cycle_inner(
             Some(CutPlacement::WhileFlushOutstanding { after_completions: k }) | Some(CutPlacement::Idle { after_completions: k }) => {
                 !c.cut_done && c.out.completed >= k
             }
+            Some(CutPlacement::Shutdown { after_ms }) => !c.cut_done && c.since_clock() >= Duration::from_millis(after_ms),
             _ => false,
         };
-        let quiescing = placement_ready && matches!(opts.cut, Some(CutPlacement::Idle { .. }));
+        let quiescing = placement_ready && matches!(opts.cut, Some(CutPlacement::Idle { .. } | CutPlacement::Shutdown { .. }));
         c.submit(placement_ready, quiescing)?;
+        if quiescing && matches!(opts.cut, Some(CutPlacement::Shutdown { .. })) && c.inflight.is_empty() && c.flushes_inflight == 0 {
+            if !c.shutdown_flushed {
+                // Drained: the shutdown's flush, once.
+                c.submit_flush()?;
+                c.shutdown_flushed = true;
+            } else if !c.cut_done {
+                // Flushed: what is durable goes to the ledger (and, for an agent, to the
+                // coordinator) before the host goes down.
+                c.checkpoint()?;
+                c.ledger.sync()?;
+            }
+        }
         // One clock reading per turn of the loop, for the duration and the checkpoint interval.
         let now = Instant::now();
         if opts.duration.is_some_and(|d| now.duration_since(c.start) >= d) || opts.stop.as_ref().is_some_and(StopToken::is_stopped) {
@@ -363,6 +381,8 @@ struct CycleLoop<'a, 'f> {
     /// Consecutive writes failed with EIO before the cut.
     eio_run: u32,
     cut_done: bool,
+    /// The `Shutdown` placement's flush was submitted.
+    shutdown_flushed: bool,
     /// The cut hook failed with this: the cycle ends as after a cut, and says so.
     cut_failed: Option<HookError>,
     cut_instant: Option<Instant>,
@@ -418,6 +438,7 @@ impl<'a, 'f> CycleLoop<'a, 'f> {
             stopping: false,
             eio_run: 0,
             cut_done: false,
+            shutdown_flushed: false,
             cut_failed: None,
             cut_instant: None,
         })
@@ -436,13 +457,7 @@ impl<'a, 'f> CycleLoop<'a, 'f> {
                 || spec.flush.every_writes.is_some_and(|n| self.since_flush >= n)
                 || spec.flush.every_ms.is_some_and(|ms| self.since_flush > 0 && self.last_flush.elapsed() >= Duration::from_millis(ms));
             if wants_flush {
-                self.flush_no += 1;
-                self.t.flush_submitted(self.flush_no);
-                self.target.submit(Op::Flush { token: FLUSH_TOKEN | self.flush_no })?;
-                self.flushes_inflight += 1;
-                self.since_flush = 0;
-                self.last_flush = Instant::now();
-                self.out.flushes += 1;
+                self.submit_flush()?;
                 continue;
             }
             if self.next_id >= self.t.finished_prefix() + self.window {
@@ -483,17 +498,35 @@ impl<'a, 'f> CycleLoop<'a, 'f> {
         Ok(())
     }
 
+    /// Submits a flush.
+    fn submit_flush(&mut self) -> Result<(), WriteError> {
+        self.flush_no += 1;
+        self.t.flush_submitted(self.flush_no);
+        self.target.submit(Op::Flush { token: FLUSH_TOKEN | self.flush_no })?;
+        self.flushes_inflight += 1;
+        self.since_flush = 0;
+        self.last_flush = Instant::now();
+        self.out.flushes += 1;
+        Ok(())
+    }
+
+    /// How long since the clock the time placements count from started.
+    fn since_clock(&self) -> Duration {
+        self.opts.clock_from.unwrap_or(self.start).elapsed()
+    }
+
     /// Whether the cut placement is reached now.
     fn cut_due(&self, placement_ready: bool, quiescing: bool) -> bool {
         !self.cut_done
             && match self.opts.cut {
                 None => false,
                 Some(CutPlacement::AfterCompletions { completions }) => self.out.completed >= completions,
-                Some(CutPlacement::AfterTime { after_ms }) => {
-                    self.opts.clock_from.unwrap_or(self.start).elapsed() >= Duration::from_millis(after_ms)
-                }
+                Some(CutPlacement::AfterTime { after_ms }) => self.since_clock() >= Duration::from_millis(after_ms),
                 Some(CutPlacement::WhileFlushOutstanding { .. }) => placement_ready && self.flushes_inflight > 0,
                 Some(CutPlacement::Idle { .. }) => quiescing && self.inflight.is_empty() && self.flushes_inflight == 0,
+                Some(CutPlacement::Shutdown { .. }) => {
+                    quiescing && self.shutdown_flushed && self.inflight.is_empty() && self.flushes_inflight == 0
+                }
             }
     }
 

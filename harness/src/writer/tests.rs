@@ -150,6 +150,25 @@ fn cut_placements_land_where_asked_and_are_timed() {
     }
 }
 
+/// A host's clean shutdown drains and flushes before the cut: every write acknowledged is
+/// then owed, under the flush contract too. An honest volatile drive keeps them all; one that
+/// acknowledges a flush it did not do is found losing them. Cut at the same time with the
+/// queue full and no flush, the same liar owes nothing and is not found.
+#[test]
+fn a_clean_shutdown_drains_flushes_and_owes_every_acknowledged_write() {
+    let place = CutPlacement::Shutdown { after_ms: 30 };
+    let (o, rep) = sim_cycle(FaultModel::HonestVolatile, Contract::Flush, place);
+    assert_eq!((o.in_flight_at_cut, o.bytes_at_risk, o.flush_outstanding_at_cut), (0, 0, false), "a quiet, flushed drive: {o:?}");
+    assert!(o.cut_at.unwrap() >= Duration::from_millis(30) && o.flushes >= 1 && o.completed_at_cut > 0, "{o:?}");
+    assert!(rep.findings.is_empty(), "{:?}", rep.findings);
+    assert!(rep.durable_ok > 0 && rep.newer_ok == 0, "everything acknowledged was owed and found: {rep:?}");
+    let (o, rep) = sim_cycle(FaultModel::LiesAboutFlush, Contract::Flush, place);
+    assert!(o.completed_at_cut > 0, "{o:?}");
+    assert!(rep.findings.iter().any(|f| f.class.name() == "lost_write"), "the shutdown's flush was a lie: {:?}", rep.findings);
+    let (_, rep) = sim_cycle(FaultModel::LiesAboutFlush, Contract::Flush, CutPlacement::AfterTime { after_ms: 30 });
+    assert!(rep.findings.is_empty(), "nothing flushed, nothing owed: {:?}", rep.findings);
+}
+
 #[test]
 fn both_fills_write_the_same_bytes_and_record_the_same() {
     // One graceful cycle of 700 writes (random 4 KiB at QD16 over 1 MiB, so blocks are

@@ -37,7 +37,8 @@ pub fn judge(name: &str, base: &WindowFigures, during: &WindowFigures, b: &Budge
         if us - late.as_secs_f64() * 1e6 > limit_us {
             j.breaches.push(line);
         } else {
-            j.excused.push(format!("{line}, but the harness itself was kept from running for {:.1} ms within it", late.as_secs_f64() * 1e3));
+            j.excused
+                .push(format!("{line}, but the harness itself was kept from running for {:.1} ms within it", late.as_secs_f64() * 1e3));
         }
     };
     if during.io_errors > b.io_errors {
@@ -70,7 +71,12 @@ pub fn judge(name: &str, base: &WindowFigures, during: &WindowFigures, b: &Budge
         }
         if let Some(max_ms) = b.max_latency_ms {
             if ld.max_us / 1000.0 > max_ms as f64 {
-                charge(&mut j, format!("a write took {:.1} ms in the fault window (budget {max_ms} ms)", ld.max_us / 1000.0), ld.max_us, max_ms as f64 * 1000.0);
+                charge(
+                    &mut j,
+                    format!("a write took {:.1} ms in the fault window (budget {max_ms} ms)", ld.max_us / 1000.0),
+                    ld.max_us,
+                    max_ms as f64 * 1000.0,
+                );
             }
         }
     }
