@@ -41,7 +41,7 @@ fn agent_check_through_a_local_child_names_the_agent_and_its_clock() {
 #[test]
 fn an_agent_on_this_host_has_a_clock_offset_of_zero_within_its_uncertainty() {
     let mut s = dial::dial(&local(), "here", &nonce(), "test", Duration::from_secs(20)).unwrap();
-    assert_eq!(s.version, 4);
+    assert_eq!(s.version, 5);
     assert_eq!(s.agent.pid, s.pid(), "the agent is the transport's process here");
     let c = s.clock(32, Duration::from_secs(10)).unwrap();
     assert!(c.offset_ns.unsigned_abs() <= c.uncertainty_ns, "{c:?}");

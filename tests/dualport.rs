@@ -125,7 +125,9 @@ fn two_hosts_one_drive_a_host_power_cut_is_clean_on_an_honest_drive_and_a_drive_
     }
 }
 
-/// A host's clean shutdown and its power cut, in turn (`scenarios/two-host-shutdown.toml`): A
+/// A host's clean shutdown and its power cut, in turn (`scenarios/two-host-shutdown.toml`),
+/// each host's share prefilled through its agent first (recorded here once the agent says it
+/// is flushed; the full verifies of cycles 2 and 4 read the prefill pattern back): A
 /// then B shut down cleanly (each agent asked for the `shutdown` placement: drain, flush, hand
 /// over what is durable, then the host goes down), then A's and B's power is cut with writes
 /// in flight. Each host comes back as a new agent, every share verifies clean, the other host
@@ -137,8 +139,13 @@ fn a_host_shut_down_cleanly_then_one_whose_power_is_cut_each_come_back_and_the_o
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let scenario = concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/two-host-shutdown.toml");
     let dir = scratch("two-host-shutdown");
-    let o = run(&["run", scenario, "--run-dir", dir.to_str().unwrap(), "--check-truth"]);
+    // Each host prefills its share first, through its agent.
+    let o = run(&["run", scenario, "--run-dir", dir.to_str().unwrap(), "--check-truth", "--set", "workload.prefill=true"]);
     assert_eq!(o.status.code(), Some(0), "seed 20261206: {}", text(&o));
+    for (port, share) in [("A", "\"span_start\":0,\"span_end\":33554432"), ("B", "\"span_start\":33554432,\"span_end\":67108864")] {
+        let ledger = String::from_utf8_lossy(&std::fs::read(dir.join(format!("ports/{port}/ledger.fl"))).unwrap()).into_owned();
+        assert!(ledger.contains(&format!("\"type\":\"prefill_done\",{share}")), "port {port} prefilled its share {share}");
+    }
     assert!(text(&o).contains("ground truth: faultline and the drive agree"), "{}", text(&o));
     let ev = events(&dir);
     let of = |kind: &str| ev.iter().filter(|e| e["event"] == kind).collect::<Vec<_>>();
@@ -377,10 +384,7 @@ fn dual_port_scenarios_refuse_what_cannot_work() {
     faultline::scenario::Scenario::from_toml(&reset(&base, "nvme_controller"), "t.toml").unwrap().plan("t.toml", 1).unwrap();
     check(&|s| reset(s, "slot_power"), "fault.reset: pci-slot-power-cycle: not a reset a host runs on itself");
     check(&|s| reset(s, "port_pull"), "fault.reset: port-pull: not a reset a host runs on itself");
-    check(
-        &|s| s.replace("pattern = { kind = \"random\" }", "pattern = { kind = \"random\" }\nprefill = true"),
-        "workload.prefill: the prefill",
-    );
+    check(&|s| s.replace("[dual]\n", "[dual]\nmode = \"performance\"\n"), "dual.mode: the performance mode (its read load)");
     let dualport = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/dualport-demo.toml")).unwrap();
     let e = faultline::scenario::Scenario::from_toml(
         &dualport.replace("kind = \"link_reset\"\nreset = \"port_pull\"", "kind = \"host_power_cut\""),

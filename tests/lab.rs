@@ -1233,16 +1233,22 @@ fn two_guests_share_one_drive_each_loses_its_power_or_resets_its_controller_in_t
     assert!(faulted.iter().all(|w| w["fault"]["io_errors"] == 0 && w["fault"]["completions"].as_u64() > Some(0)), "{faulted:?}");
     assert_eq!(of("finding"), 0, "{out}");
     let scenario = concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/lab-two-hosts.toml");
-    for (model, code) in [("dual-honest", 0), ("dual-freeze-on-pull", 1)] {
-        let dir = scratch(&format!("two-guests-{model}"));
+    // Each guest's power cut, on an honest drive and on one that stalls the other port; then
+    // each guest's clean shutdown (its agent drains and flushes, then the guest's VM is
+    // killed): the guests' run asked for the Shutdown placement.
+    for (model, code, fault) in
+        [("dual-honest", 0, "host_power_cut"), ("dual-freeze-on-pull", 1, "host_power_cut"), ("dual-honest", 0, "host_shutdown")]
+    {
+        let dir = scratch(&format!("two-guests-{model}-{fault}"));
         let rd = dir.0.join("run");
+        let kind = format!("fault.kind=\"{fault}\"");
         let o = Command::new(BIN)
-            .args(["run", scenario, "--check-truth", "--model", model, "--run-dir", s(&rd)])
+            .args(["run", scenario, "--check-truth", "--model", model, "--set", &kind, "--run-dir", s(&rd)])
             .output()
             .expect("run faultline run");
         let out = text(&o);
-        assert_eq!(o.status.code(), Some(code), "{model}: {out}");
-        assert!(out.contains("ground truth: faultline and the drive agree"), "{model}: {out}");
+        assert_eq!(o.status.code(), Some(code), "{model} {fault}: {out}");
+        assert!(out.contains("ground truth: faultline and the drive agree"), "{model} {fault}: {out}");
         let log = std::fs::read_to_string(rd.join("events.jsonl")).unwrap();
         let events: Vec<serde_json::Value> = log.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
         let of = |k: &str| events.iter().filter(|e| e["event"] == k).count();
@@ -1258,6 +1264,18 @@ fn two_guests_share_one_drive_each_loses_its_power_or_resets_its_controller_in_t
         for host in ["guest-a", "guest-b"] {
             let console = std::fs::read_to_string(rd.join(format!("lab-host-{host}.console.log"))).unwrap_or_default();
             assert!(console.contains("lab-init: booted as a host, nvme0"), "{model} {host}: {console}");
+        }
+        let asked: Vec<String> = events.iter().filter(|e| e["event"] == "agent_log").map(|e| e.to_string()).collect();
+        let placement = if fault == "host_shutdown" { "cut Some(Shutdown" } else { "cut Some(AfterTime" };
+        for (cycle, host) in [(1, "guest-a"), (2, "guest-b")] {
+            let want = format!("cycle {cycle} first id");
+            assert!(
+                asked.iter().any(|l| l.contains(host) && l.contains(&want) && l.contains(placement)),
+                "{fault} cycle {cycle}: {asked:?}"
+            );
+        }
+        if code == 0 {
+            assert_eq!(of("finding"), 0, "{model} {fault}: {out}");
         }
         if code == 1 {
             let stalls = events

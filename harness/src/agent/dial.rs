@@ -129,6 +129,9 @@ fn describe(f: &Frame) -> (u64, String) {
                 Op::Release => "release".into(),
                 Op::SectorHashes { ranges, sector } => format!("sector hashes of {} ranges, {sector}-byte sectors", ranges.len()),
                 Op::Health => "health".into(),
+                Op::Prefill { header, port } => {
+                    format!("prefill port {port} bytes {}..{}", header.workload.span_start, header.workload.span_end)
+                }
             },
         ),
         Frame::Durable { seq, upto, .. } => (*seq, format!("durable up to record {upto}")),

@@ -15,7 +15,7 @@ use std::time::Duration;
 /// operations (open, cycle) and the frames a cycle streams; version 3 a cycle's write
 /// completions (`samples`), which a dual-port run's windows need; version 4 the link resets
 /// an agent runs on its own host (`resets` in an open, `reset` in a cycle and its report);
-/// version 5 a host's clean shutdown (the `shutdown` cut placement).
+/// version 5 a host's clean shutdown (the `shutdown` cut placement) and the prefill.
 /// Older versions are no longer spoken: a peer offering only those is refused, naming both
 /// sides' versions.
 pub const VERSIONS: &[u32] = &[5];
@@ -182,6 +182,10 @@ pub enum Op {
     /// The target's health logs (NVMe SMART / health, and OCP's extended log where the drive
     /// has it), as raw pages in hex, which the coordinator parses.
     Health,
+    /// Writes port `port`'s share of the run (`header`'s workload span) with its prefill
+    /// pattern on the open target and flushes (version 5). Nothing is streamed: the
+    /// coordinator records the prefill once the answer says it is on the drive.
+    Prefill { header: Box<RunHeader>, port: PortId },
 }
 
 /// The identity a scenario pins a device to (`faultline_drivers::blockdev::Expectation`).
@@ -485,6 +489,11 @@ pub enum Answer {
         smart: Option<String>,
         ocp: Option<String>,
         none: Option<String>,
+    },
+    /// The prefill of this span is written and flushed.
+    Prefilled {
+        span_start: u64,
+        span_end: u64,
     },
     /// The operation failed; the session goes on.
     Failed {

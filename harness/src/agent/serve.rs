@@ -151,6 +151,10 @@ pub fn serve(r: impl Read + Send + 'static, w: &mut impl Write, o: &ServeOptions
                 }
             },
             Op::Health => port.health(),
+            Op::Prefill { header, port: which } => match port.target.as_mut() {
+                None => failed("no target is open: open one first"),
+                Some(t) => prefill(t.as_mut(), &header, which),
+            },
             Op::Verify { regions, digest } => {
                 let Some(t) = port.target.as_mut() else {
                     proto::write_frame(w, &Frame::Reply { run: run.clone(), seq, result: failed("no target is open: open one first") })?;
@@ -171,6 +175,19 @@ pub fn serve(r: impl Read + Send + 'static, w: &mut impl Write, o: &ServeOptions
             }
         };
         proto::write_frame(w, &Frame::Reply { run: run.clone(), seq, result })?;
+    }
+}
+
+/// Writes the port's share with its prefill pattern and flushes; the coordinator records it.
+fn prefill(target: &mut dyn BlockTarget, h: &crate::ledger::RunHeader, port: crate::port::PortId) -> Answer {
+    let layout = match Layout::new(h.workload.clone(), h.sector_bytes) {
+        Ok(l) => l,
+        Err(e) => return failed(format!("the run's workload: {e}")),
+    };
+    let format = Format::new(h.run_id, h.sector_bytes as usize);
+    match crate::writer::prefill_data(target, &layout, &format, port) {
+        Ok(()) => Answer::Prefilled { span_start: h.workload.span_start, span_end: h.workload.span_end },
+        Err(e) => failed(format!("the prefill: {e}")),
     }
 }
 

@@ -279,6 +279,26 @@ impl Session {
         }
     }
 
+    /// Has the agent write port `port`'s share of the run described by `header` with its
+    /// prefill pattern and flush it: `Ok(Err(why))` when the agent could not (the session goes
+    /// on). An answer for another span than the one asked is the agent's protocol error.
+    pub fn prefill(
+        &mut self,
+        header: &crate::ledger::RunHeader,
+        port: crate::port::PortId,
+        timeout: Duration,
+    ) -> Result<Result<(), String>, DialError> {
+        let want = (header.workload.span_start, header.workload.span_end);
+        match self.call(Op::Prefill { header: Box::new(header.clone()), port }, timeout)? {
+            Answer::Prefilled { span_start, span_end } if (span_start, span_end) == want => Ok(Ok(())),
+            Answer::Prefilled { span_start, span_end } => {
+                Err(self.protocol(format!("the prefill of bytes {span_start}..{span_end} answered, {}..{} asked", want.0, want.1)))
+            }
+            Answer::Failed { why } => Ok(Err(why)),
+            other => Err(self.protocol(format!("{other:?} answered a prefill"))),
+        }
+    }
+
     /// The agent's target's health logs, parsed here: `None` when it has none (not NVMe, an
     /// NBD export), with the agent's reason in the error of `Some(Err)` when reading failed.
     pub fn health(&mut self, timeout: Duration) -> Result<Option<Result<HealthLogs, HealthReadError>>, DialError> {

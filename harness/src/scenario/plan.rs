@@ -400,9 +400,6 @@ impl Scenario {
                 format!("{}: {}", f.label(), not_yet("a fault other than host_power_cut, host_shutdown and host_link_reset")),
             );
         }
-        if self.workload.prefill {
-            return bad("workload.prefill".into(), not_yet("the prefill"));
-        }
         if dual.spec.mode == super::DualMode::Performance {
             return bad("dual.mode".into(), not_yet("the performance mode (its read load)"));
         }

@@ -28,7 +28,7 @@ pub mod windows;
 
 pub use fill::{Fill, INLINE_UP_TO_CPUS};
 use fill::{Filler, Maker, Source};
-pub use prefill::{prefill, prefill_then};
+pub use prefill::{prefill, prefill_data, prefill_then};
 pub use tracker::Tracker;
 pub use windows::{record_remote, Phase, PortSamples, WindowFigures, Windows, WireSample, WireSamples};
 

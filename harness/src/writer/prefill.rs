@@ -31,6 +31,17 @@ pub fn prefill_then(
     ledger: &mut dyn Ledger,
     before_record: &mut dyn FnMut() -> Result<(), super::HookError>,
 ) -> Result<u64, WriteError> {
+    prefill_data(target, layout, format, port)?;
+    let spec = layout.spec();
+    before_record().map_err(WriteError::BeforeRecord)?;
+    ledger.append(&Record::PrefillDone { span_start: spec.span_start, span_end: spec.span_end })?;
+    ledger.sync()?;
+    Ok(spec.span_end - spec.span_start)
+}
+
+/// The prefill's data alone: port `port`'s span written with its prefill pattern and flushed,
+/// nothing recorded (an agent writes it on its host; the coordinator records it).
+pub fn prefill_data(target: &mut dyn BlockTarget, layout: &Layout, format: &Format, port: PortId) -> Result<(), WriteError> {
     let spec = layout.spec();
     let sector = format.sector_bytes();
     let chunk = 1u64 << 20;
@@ -69,8 +80,5 @@ pub fn prefill_then(
     if let Some(e) = failures.first().cloned().or_else(|| done.first().and_then(|c| c.result.as_ref().err().map(|e| e.to_string()))) {
         return Err(WriteError::Stalled(format!("prefill failed ({} errors), first: {e}", failures.len().max(1))));
     }
-    before_record().map_err(WriteError::BeforeRecord)?;
-    ledger.append(&Record::PrefillDone { span_start: spec.span_start, span_end: spec.span_end })?;
-    ledger.sync()?;
-    Ok(spec.span_end - spec.span_start)
+    Ok(())
 }

@@ -6,8 +6,8 @@
 //! dropped: the next `wait_ready` dials again (the host has booted) and opens the target
 //! held to the run's identity.
 //!
-//! Not over the wire yet: the prefill and the read load of a performance run (each a
-//! [`DutError::Open`] naming it), and the per-port samples of a dual-port run's windows.
+//! Not over the wire yet: the read load of a performance run (a [`DutError::Open`] naming
+//! it).
 
 use super::*;
 use crate::agent::cycle::{CycleError, StreamPolicy};
@@ -325,8 +325,30 @@ impl Dut for RemoteDut {
         }
     }
 
-    fn prefill(&mut self, _: &Layout, _: &Format, _: PortId, _: &mut dyn Ledger) -> Result<u64, DutCycleError> {
-        Err(self.unsupported("the prefill").into())
+    /// The agent writes the share's prefill pattern and flushes; once it says so, the prefill
+    /// is recorded here (a host lost before that leaves it unrecorded: not done).
+    fn prefill(&mut self, layout: &Layout, _: &Format, port: PortId, ledger: &mut dyn Ledger) -> Result<u64, DutCycleError> {
+        let header = ledger.history().header.clone();
+        let spec = layout.spec();
+        if (header.workload.span_start, header.workload.span_end) != (spec.span_start, spec.span_end) {
+            return Err(DutError::Open(format!(
+                "the prefill of bytes {}..{}: the run's header says {}..{}",
+                spec.span_start, spec.span_end, header.workload.span_start, header.workload.span_end
+            ))
+            .into());
+        }
+        // The agent is silent while it writes: at least 20 MB/s, and a minute more.
+        let timeout = self.port.timeout + Duration::from_secs(60 + (spec.span_end - spec.span_start) / 20_000_000);
+        let r = self.session()?.prefill(&header, port, timeout);
+        match r {
+            Ok(Ok(())) => {
+                let done = crate::ledger::Record::PrefillDone { span_start: spec.span_start, span_end: spec.span_end };
+                ledger.append(&done).and_then(|_| ledger.sync()).map_err(crate::writer::WriteError::from)?;
+                Ok(spec.span_end - spec.span_start)
+            }
+            Ok(Err(why)) => Err(DutError::Open(format!("{} (through {}): {why}", self.port.target, self.port.host)).into()),
+            Err(e) => Err(self.lost(e).into()),
+        }
     }
 
     /// Brings the agent's copy of the history up to the run's (the ledger file, which its
