@@ -601,6 +601,9 @@ fn a_partition_mid_cycle_is_a_bounded_inconclusive_close_and_a_stop_ends_a_cycle
     let (first, last) = (got.iter().map(|x| x[0]).min().unwrap(), got.iter().map(|x| x[0]).max().unwrap());
     assert!(first >= sum.started_ns && last - sum.started_ns <= sum.elapsed_ns, "{first} {last} {sum:?}");
     assert_eq!(sum.end, Some(faultline::ledger::EndKind::Graceful), "{sum:?}");
+    // With samples, how late the agent's host let it run, on the agent's clock, in the cycle.
+    let end = sum.started_ns + sum.elapsed_ns + 5_000_000;
+    assert!(!sum.late.is_empty() && sum.late.iter().all(|&[t, us]| t >= sum.started_ns && t <= end && us > 0), "{:?}", sum.late);
     assert!(t0.elapsed() < Duration::from_secs(30) && sum.completed > 0, "{:?} {sum:?}", t0.elapsed());
     let c = a.run.history().cycles.last().unwrap().clone();
     assert_eq!((c.durable_prefix, c.submitted_end), (sum.submitted_end, sum.submitted_end), "every write of a graceful cycle is durable");

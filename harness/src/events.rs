@@ -344,8 +344,8 @@ pub enum Event {
         /// A budget was breached (a `port_disturbance` finding says which).
         disturbed: bool,
         /// The longest the harness itself was kept from running in the baseline and fault
-        /// windows, µs; past a fifth of the stall budget (at least 25 ms) the port is not
-        /// judged (a note says so).
+        /// windows, µs (here, or on the host of the agent that runs the port); past a fifth of
+        /// the stall budget (at least 25 ms) the port is not judged (a note says so).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         harness_late_us: Option<u64>,
         bucket_ms: u32,

@@ -364,6 +364,11 @@ pub struct CycleSummary {
     /// never reached its cut).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reset: Option<ResetReport>,
+    /// With `samples`: each time a thread of the agent that only sleeps (2 ms at a time) woke
+    /// late, `[t_ns, late_us]` (`t_ns` on the agent's clock): how long the agent's host kept it
+    /// from running, which the coordinator does not charge to the drive.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub late: Vec<[u64; 2]>,
 }
 
 fn ns(d: Duration) -> u64 {
@@ -396,6 +401,7 @@ impl CycleSummary {
             drained_at_ns: out.drained_at.map(ns),
             write_latency: out.write_latency.map(|l| [l.p50_ns, l.p99_ns, l.max_ns, l.count]),
             reset: None,
+            late: Vec::new(),
         }
     }
 }

@@ -393,7 +393,14 @@ fn cycle(
             None => Ok(()),
         }
     };
-    let r = run_cycle(target, &layout, &format, &mut ledger, h.contract, &opts, &mut cut);
+    // With samples (the port is judged by them), how late this host let the agent run.
+    let ticking = std::sync::atomic::AtomicBool::new(req.samples);
+    let (r, late) = std::thread::scope(|sc| {
+        let ticker = sc.spawn(|| crate::writer::windows::tick_until_stopped(&ticking));
+        let r = run_cycle(target, &layout, &format, &mut ledger, h.contract, &opts, &mut cut);
+        ticking.store(false, std::sync::atomic::Ordering::Release);
+        (r, ticker.join().unwrap_or_default())
+    });
     drop(ledger);
     let mut l = link.into_inner();
     // The completions since the last record (those of the closing flush's wait).
@@ -415,6 +422,7 @@ fn cycle(
     };
     let mut summary = CycleSummary::of(out, started_ns);
     summary.reset = report;
+    summary.late = late;
     Ok(Some(Answer::CycleDone { summary: Box::new(summary) }))
 }
 

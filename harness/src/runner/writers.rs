@@ -18,13 +18,11 @@ use super::ports::PortSet;
 use super::RunnerOptions;
 use crate::run::OpenRun;
 use crate::scenario::{DualSpec, RunPlan};
+use crate::writer::windows::TICK;
 use crate::writer::{CutPlacement, CycleOptions, CycleOutcome, Phase, PortSamples, StopToken, Windows, WriteError};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// How often the harness checks that it is being scheduled (with windows).
-const TICK: Duration = Duration::from_millis(2);
 
 /// Why a port's writer ended its cycle without an outcome.
 #[derive(Debug, thiserror::Error)]

@@ -109,6 +109,9 @@ pub struct Windows {
     late_us: [AtomicU64; PHASES],
     /// Every late wake-up of that thread: (ns since `epoch` it woke at, µs late), in order.
     late_log: Mutex<Vec<(u64, u64)>>,
+    /// Per port, the late wake-ups of the agent that runs it on another host (its own
+    /// measure, placed on this clock), in order.
+    port_late: Vec<Mutex<Vec<(u64, u64)>>>,
 }
 
 impl std::fmt::Debug for Windows {
@@ -126,6 +129,7 @@ impl Windows {
             slots: (0..ports).map(|_| Mutex::new(Slot::default())).collect(),
             late_us: std::array::from_fn(|_| AtomicU64::new(0)),
             late_log: Mutex::new(Vec::new()),
+            port_late: (0..ports).map(|_| Mutex::new(Vec::new())).collect(),
         };
         w.bounds[0].store(0, Ordering::Release);
         w
@@ -242,13 +246,42 @@ impl Windows {
         }
     }
 
+    /// A late wake-up of the agent that runs `port` on another host, on this host's clock.
+    pub fn record_port_lateness(&self, port: usize, wanted: Instant, woke: Instant) {
+        let Some(log) = self.port_late.get(port) else { return };
+        let us = u64::try_from(woke.saturating_duration_since(wanted).as_micros()).unwrap_or(u64::MAX);
+        let mut log = log.lock().unwrap_or_else(|e| e.into_inner());
+        if us > 0 && log.len() < MAX_LATE_LOG {
+            let at = (self.ns(woke), us);
+            // In order: an agent's batch may reach here after some of its samples.
+            let i = log.partition_point(|&(t, _)| t <= at.0);
+            log.insert(i, at);
+        }
+    }
+
+    /// The longest the agent that runs `port` on another host was late in `phase` (zero for
+    /// a port on this host).
+    pub fn port_lateness(&self, port: usize, phase: Phase) -> Duration {
+        let Some(log) = self.port_late.get(port) else { return Duration::ZERO };
+        let log = log.lock().unwrap_or_else(|e| e.into_inner());
+        Duration::from_micros(log.iter().filter(|&&(ns, _)| self.phase_of(ns) == phase as usize).map(|&(_, us)| us).max().unwrap_or(0))
+    }
+
     /// The most the harness was kept from running, summed over the late wake-ups within any
     /// stretch of `span` in `phase`: how much of a write of that latency, or of a stall that
     /// long, the machine rather than the drive may explain. Several short delays in one write's
     /// life add up, so this is at least [`Windows::lateness`] of the phase (for a span past
-    /// one wake-up).
-    pub fn starved_within(&self, phase: Phase, span: Duration) -> Duration {
-        let log = self.late_log.lock().unwrap_or_else(|e| e.into_inner());
+    /// one wake-up). With `port`, the larger of this host's and that port's agent's (on its
+    /// own host, where its writes are timed).
+    pub fn starved_within(&self, phase: Phase, span: Duration, port: Option<usize>) -> Duration {
+        let here = self.late_log.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let there = port.and_then(|i| self.port_late.get(i)).map(|l| l.lock().unwrap_or_else(|e| e.into_inner()).clone());
+        let most = self.most_within(&here, phase, span).max(there.map_or(0, |l| self.most_within(&l, phase, span)));
+        Duration::from_micros(most)
+    }
+
+    /// The largest sum of late µs in `log` within any stretch of `span` in `phase`.
+    fn most_within(&self, log: &[(u64, u64)], phase: Phase, span: Duration) -> u64 {
         let p = phase as usize;
         let span_ns = u64::try_from(span.as_nanos()).unwrap_or(u64::MAX);
         let (mut from, mut sum, mut most) = (0usize, 0u64, 0u64);
@@ -263,7 +296,7 @@ impl Windows {
             }
             most = most.max(sum);
         }
-        Duration::from_micros(most)
+        most
     }
 
     /// The longest the harness was kept from running in `phase`.
@@ -338,17 +371,50 @@ impl WireSamples {
     }
 }
 
+/// How often a thread that only sleeps checks that the harness is being scheduled.
+pub const TICK: Duration = Duration::from_millis(2);
+
+/// Sleeps [`TICK`] at a time while `ticking`, and gives back each late wake-up as `[t_ns,
+/// late_us]` (`t_ns` on this host's `CLOCK_MONOTONIC`), at most [`MAX_LATE_LOG`]: an agent's
+/// measure of how long its host kept it from running.
+pub fn tick_until_stopped(ticking: &std::sync::atomic::AtomicBool) -> Vec<[u64; 2]> {
+    let mut late = Vec::new();
+    while ticking.load(Ordering::Acquire) {
+        let wanted = Instant::now() + TICK;
+        std::thread::sleep(TICK);
+        let us = u64::try_from(Instant::now().saturating_duration_since(wanted).as_micros()).unwrap_or(u64::MAX);
+        if us > 0 && late.len() < MAX_LATE_LOG {
+            late.push([faultline_drivers::monotonic_ns(), us]);
+        }
+    }
+    late
+}
+
+/// Puts the late wake-ups of another host's agent (`[t_ns, late_us]`, its clock this one's
+/// plus `offset_ns`) into `slot` of `windows`, each at its own instant on this host's clock.
+pub fn record_remote_lateness(windows: &Windows, slot: usize, late: &[[u64; 2]], offset_ns: i64, anchor: (Instant, u64)) {
+    for &[t, us] in late {
+        let woke = remote_instant(t, offset_ns, anchor);
+        windows.record_port_lateness(slot, woke.checked_sub(Duration::from_micros(us)).unwrap_or(woke), woke);
+    }
+}
+
+/// An instant `t` of another host's clock (this one's plus `offset_ns`) on this host's, by the
+/// `anchor`: this host's instant and its `CLOCK_MONOTONIC` read together.
+fn remote_instant(t: u64, offset_ns: i64, (i0, n0): (Instant, u64)) -> Instant {
+    let here = i128::from(t) - i128::from(offset_ns) - i128::from(n0);
+    if here >= 0 {
+        i0 + Duration::from_nanos(u64::try_from(here).unwrap_or(u64::MAX))
+    } else {
+        i0.checked_sub(Duration::from_nanos(u64::try_from(-here).unwrap_or(u64::MAX))).unwrap_or(i0)
+    }
+}
+
 /// Puts completions another host streamed (its clock is this one's plus `offset_ns`) into
 /// `slot` of `windows`: each at its own instant, mapped onto this host's clock.
 pub fn record_remote(windows: &Windows, slot: usize, samples: &[WireSample], offset_ns: i64, anchor: (Instant, u64)) {
-    let (i0, n0) = anchor;
     for &[t, lat, bytes, ok] in samples {
-        let here = i128::from(t) - i128::from(offset_ns) - i128::from(n0);
-        let at = if here >= 0 {
-            i0 + Duration::from_nanos(u64::try_from(here).unwrap_or(u64::MAX))
-        } else {
-            i0.checked_sub(Duration::from_nanos(u64::try_from(-here).unwrap_or(u64::MAX))).unwrap_or(i0)
-        };
+        let at = remote_instant(t, offset_ns, anchor);
         windows.record(slot, at, Duration::from_nanos(lat), bytes, ok != 0);
     }
 }
@@ -406,12 +472,18 @@ mod tests {
             late(at, by);
         }
         assert_eq!(w.lateness(Phase::Fault), ms(3));
-        assert_eq!(w.starved_within(Phase::Fault, ms(1)), ms(3), "no two within 1 ms");
-        assert_eq!(w.starved_within(Phase::Fault, ms(5)), ms(5), "113 and 118");
-        assert_eq!(w.starved_within(Phase::Fault, ms(8)), ms(6), "110, 113 and 118");
-        assert_eq!(w.starved_within(Phase::Fault, ms(100)), ms(7), "all of the fault window's");
-        assert_eq!(w.starved_within(Phase::Baseline, ms(100)), ms(5));
-        assert_eq!(w.starved_within(Phase::After, ms(100)), Duration::ZERO);
+        assert_eq!(w.starved_within(Phase::Fault, ms(1), None), ms(3), "no two within 1 ms");
+        assert_eq!(w.starved_within(Phase::Fault, ms(5), None), ms(5), "113 and 118");
+        assert_eq!(w.starved_within(Phase::Fault, ms(8), None), ms(6), "110, 113 and 118");
+        assert_eq!(w.starved_within(Phase::Fault, ms(100), None), ms(7), "all of the fault window's");
+        assert_eq!(w.starved_within(Phase::Baseline, ms(100), None), ms(5));
+        assert_eq!(w.starved_within(Phase::After, ms(100), None), Duration::ZERO);
+        // A port's agent on another host: its own lateness, the larger of the two.
+        w.record_port_lateness(0, t0 + ms(130) - ms(20), t0 + ms(130));
+        assert_eq!(w.starved_within(Phase::Fault, ms(100), Some(0)), ms(20));
+        assert_eq!(w.starved_within(Phase::Fault, ms(100), Some(1)), ms(7), "port 1's agent was never late");
+        assert_eq!(w.starved_within(Phase::Fault, ms(100), None), ms(7));
+        assert_eq!((w.port_lateness(0, Phase::Fault), w.port_lateness(0, Phase::Baseline)), (ms(20), Duration::ZERO));
     }
 
     #[test]

@@ -288,6 +288,10 @@ impl Dut for RemoteDut {
                 if let Some(r) = sum.reset.take() {
                     self.reset.reported(r);
                 }
+                // How late the agent's host let it run: not the drive's.
+                if let Some((w, slot)) = &slot {
+                    crate::writer::windows::record_remote_lateness(w, *slot, &std::mem::take(&mut sum.late), offset, anchor);
+                }
                 Ok(sum.into())
             }
             // The host went down (its power cut, or lost): the coordinator closed the cycle from
