@@ -1193,9 +1193,10 @@ fn a_boot_timeout_is_a_lab_failure_with_the_console_tail() {
 /// virtio-serial port (`faultline lab host` is the transport). Each cycle kills one guest's
 /// QEMU (the host's power) while the other guest writes through the kernel's NVMe driver, then
 /// boots it again by dialling it. Scored against the drive's ground truth per port (per host,
-/// `--check-truth`): an honest drive is clean and agrees; a drive that stalls the surviving
-/// port when one port's link drops is found stalling the other host's port, each cycle, and
-/// agrees. Then (scenarios/lab-two-hosts-reset.toml) each guest's agent resets its own NVMe
+/// `--check-truth`): on an honest drive guest A shuts down cleanly first (its agent drains and
+/// flushes before its VM is killed: asked with the Shutdown placement) and guest B loses its
+/// power; clean, and the truth agrees. A drive that stalls the surviving port when one port's
+/// link drops is found stalling the other host's port, each cycle, and agrees. Then (scenarios/lab-two-hosts-reset.toml) each guest's agent resets its own NVMe
 /// controller in turn, found by the agent behind its /dev/nvme0n1, with its writes in flight,
 /// while the other guest writes: the reset guest's writes come back without an error, its
 /// share verifies, the other guest is judged unaffected, and the truth agrees.
@@ -1233,17 +1234,16 @@ fn two_guests_share_one_drive_each_loses_its_power_or_resets_its_controller_in_t
     assert!(faulted.iter().all(|w| w["fault"]["io_errors"] == 0 && w["fault"]["completions"].as_u64() > Some(0)), "{faulted:?}");
     assert_eq!(of("finding"), 0, "{out}");
     let scenario = concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/lab-two-hosts.toml");
-    // Each guest's power cut, on an honest drive and on one that stalls the other port; then
-    // each guest's clean shutdown (its agent drains and flushes, then the guest's VM is
-    // killed): the guests' run asked for the Shutdown placement.
-    for (model, code, fault) in
-        [("dual-honest", 0, "host_power_cut"), ("dual-freeze-on-pull", 1, "host_power_cut"), ("dual-honest", 0, "host_shutdown")]
-    {
-        let dir = scratch(&format!("two-guests-{model}-{fault}"));
+    // On an honest drive, guest A shuts down cleanly (its agent drains and flushes, then its
+    // VM is killed) and guest B loses its power; on a drive that stalls the other port, each
+    // guest loses its power in turn.
+    let mixed = "fault={kind=\"mixed\",pick=\"sequence\",faults=[{fault={kind=\"host_shutdown\"}},{fault={kind=\"host_power_cut\"}}]}";
+    for (model, code, fault) in [("dual-honest", 0, mixed), ("dual-freeze-on-pull", 1, "fault.kind=\"host_power_cut\"")] {
+        let dir = scratch(&format!("two-guests-{model}"));
         let rd = dir.0.join("run");
-        let kind = format!("fault.kind=\"{fault}\"");
+        let kind = fault;
         let o = Command::new(BIN)
-            .args(["run", scenario, "--check-truth", "--model", model, "--set", &kind, "--run-dir", s(&rd)])
+            .args(["run", scenario, "--check-truth", "--model", model, "--set", kind, "--run-dir", s(&rd)])
             .output()
             .expect("run faultline run");
         let out = text(&o);
@@ -1266,8 +1266,8 @@ fn two_guests_share_one_drive_each_loses_its_power_or_resets_its_controller_in_t
             assert!(console.contains("lab-init: booted as a host, nvme0"), "{model} {host}: {console}");
         }
         let asked: Vec<String> = events.iter().filter(|e| e["event"] == "agent_log").map(|e| e.to_string()).collect();
-        let placement = if fault == "host_shutdown" { "cut Some(Shutdown" } else { "cut Some(AfterTime" };
-        for (cycle, host) in [(1, "guest-a"), (2, "guest-b")] {
+        let first = if fault == mixed { "cut Some(Shutdown" } else { "cut Some(AfterTime" };
+        for (cycle, host, placement) in [(1, "guest-a", first), (2, "guest-b", "cut Some(AfterTime")] {
             let want = format!("cycle {cycle} first id");
             assert!(
                 asked.iter().any(|l| l.contains(host) && l.contains(&want) && l.contains(placement)),

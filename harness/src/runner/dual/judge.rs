@@ -24,17 +24,27 @@ pub struct Judged {
     pub excused: Vec<String>,
 }
 
-/// Judges port `name` (not hit by the fault) in `cycle`. `starved(span)` is the most the
-/// harness itself was kept from running within any stretch of `span` in the fault window: a
-/// latency or a stall is charged to the drive less that (a write reaped late, or queued behind
-/// a thread that could not run, looks slower than the drive was), and the throughput over the
-/// window's time less that.
-pub fn judge(name: &str, base: &WindowFigures, during: &WindowFigures, b: &Budget, starved: &dyn Fn(Duration) -> Duration) -> Judged {
+/// How long the harness itself was kept from running in a fault window (here, or on the host
+/// of the agent that runs the port).
+pub struct Starved<'a> {
+    /// The most, summed over its late wake-ups, within any stretch of the span given.
+    pub within: &'a dyn Fn(Duration) -> Duration,
+    /// Its longest single late wake-up.
+    pub longest: Duration,
+}
+
+/// Judges port `name` (not hit by the fault) in `cycle`. A write's latency is charged to the
+/// drive less what the harness was kept from running within a stretch that long (a write
+/// reaped late, or queued behind a thread that could not run, looks slower than the drive
+/// was), the throughput over the window's time less what it was kept from running in it, and
+/// a stall less the longest the harness was kept from running at once (a stall is lengthened
+/// only by a late reap of the completion that ends it; a drive that is frozen has nothing to
+/// reap meanwhile).
+pub fn judge(name: &str, base: &WindowFigures, during: &WindowFigures, b: &Budget, starved: &Starved<'_>) -> Judged {
     let mut j = Judged::default();
     // A figure over its limit is a breach when it stays over once the harness's own lateness
-    // within a stretch as long as the figure is taken off; else it is excused.
-    let charge = |j: &mut Judged, line: String, us: f64, limit_us: f64| {
-        let late = starved(Duration::from_secs_f64(us.max(0.0) / 1e6));
+    // `late` is taken off; else it is excused.
+    let charge = |j: &mut Judged, line: String, us: f64, limit_us: f64, late: Duration| {
         if us - late.as_secs_f64() * 1e6 > limit_us {
             j.breaches.push(line);
         } else {
@@ -52,6 +62,7 @@ pub fn judge(name: &str, base: &WindowFigures, during: &WindowFigures, b: &Budge
             format!("no write completed for {stall_ms:.1} ms in the fault window (budget {} ms)", b.max_stall_ms),
             during.max_gap_us as f64,
             b.max_stall_ms as f64 * 1000.0,
+            starved.longest,
         );
     }
     if let (Some(lb), Some(ld)) = (base.latency, during.latency) {
@@ -67,6 +78,7 @@ pub fn judge(name: &str, base: &WindowFigures, during: &WindowFigures, b: &Budge
                     ),
                     ld.p99_us,
                     lb.p99_us * b.max_p99_ratio,
+                    (starved.within)(Duration::from_secs_f64(ld.p99_us / 1e6)),
                 );
             }
         }
@@ -77,6 +89,7 @@ pub fn judge(name: &str, base: &WindowFigures, during: &WindowFigures, b: &Budge
                     format!("a write took {:.1} ms in the fault window (budget {max_ms} ms)", ld.max_us / 1000.0),
                     ld.max_us,
                     max_ms as f64 * 1000.0,
+                    (starved.within)(Duration::from_secs_f64(ld.max_us / 1e6)),
                 );
             }
         }
@@ -93,7 +106,7 @@ pub fn judge(name: &str, base: &WindowFigures, during: &WindowFigures, b: &Budge
             );
             // The window's time less what the harness was kept from running in it.
             let window = Duration::from_micros(during.duration_us);
-            let late = starved(window).min(window);
+            let late = (starved.within)(window).min(window);
             let left = (window - late).as_secs_f64();
             let charged = if left > 0.0 { during.bytes as f64 / left / base.throughput_bps } else { f64::INFINITY };
             if charged < b.min_throughput_ratio {
@@ -148,7 +161,9 @@ pub(crate) fn judge_windows(
         let during = windows.figures(i, Phase::Fault, t_end);
         let mut judged = Judged::default();
         if let (false, PortRole::Writer, Some(b), Some(d)) = (is_hit, p.role, &base, &during) {
-            judged = judge(&p.name, b, d, &spec.budget, &|span| windows.starved_within(Phase::Fault, span, Some(i)));
+            let within = |span| windows.starved_within(Phase::Fault, span, Some(i));
+            let longest = windows.lateness(Phase::Fault).max(windows.port_lateness(i, Phase::Fault));
+            judged = judge(&p.name, b, d, &spec.budget, &Starved { within: &within, longest });
             if void && !judged.breaches.is_empty() {
                 let t_ns = em.now();
                 em.emit(Event::Note {
@@ -229,7 +244,7 @@ mod tests {
     #[test]
     fn each_budget_is_breached_on_its_own_and_named() {
         let b = Budget::default();
-        let none: &dyn Fn(Duration) -> Duration = &|_| Duration::ZERO;
+        let none = &Starved { within: &|_| Duration::ZERO, longest: Duration::ZERO };
         let base = fig(100e6, 5, 200.0, 0);
         assert!(judge("B", &base, &fig(98e6, 6, 210.0, 0), &b, none).breaches.is_empty());
         let stall = judge("B", &base, &fig(98e6, 600, 210.0, 0), &b, none);
@@ -253,30 +268,42 @@ mod tests {
         let b = Budget::default();
         let base = fig(100e6, 5, 2000.0, 0);
         // p99 8700 µs against a limit of 8000 µs: 1 ms late within 8.7 ms excuses it.
-        let late_1ms: &dyn Fn(Duration) -> Duration = &|_| Duration::from_millis(1);
+        let late_1ms = &Starved { within: &|_| Duration::from_millis(1), longest: Duration::from_millis(1) };
         let j = judge("B", &base, &fig(98e6, 6, 8700.0, 0), &b, late_1ms);
         assert!(j.breaches.is_empty(), "{j:?}");
         assert!(j.excused[0].contains("4.35x") && j.excused[0].contains("kept from running for 1.0 ms"), "{j:?}");
         // 9100 µs is over by 1.1 ms: found.
         let j = judge("B", &base, &fig(98e6, 6, 9100.0, 0), &b, late_1ms);
         assert!(j.breaches[0].contains("4.55x") && j.excused.is_empty(), "{j:?}");
-        // The span asked is the figure's own: a 600 ms stall with 150 ms late within it.
+        // The span asked is the figure's own; a stall is charged less the longest single
+        // lateness (150 ms within its span, 60 ms at once: found; 120 ms at once: excused).
         let asked = std::cell::Cell::new(Duration::ZERO);
-        let j = judge("B", &base, &fig(98e6, 600, 2000.0, 0), &b, &|span| {
+        let within = |span| {
             asked.set(span);
             Duration::from_millis(150)
-        });
-        assert_eq!(asked.get(), Duration::from_millis(600));
+        };
+        let j = judge("B", &base, &fig(98e6, 6, 9000.0, 0), &b, &Starved { within: &within, longest: Duration::from_millis(60) });
+        assert_eq!(asked.get(), Duration::from_millis(9), "the p99's own span");
+        assert!(j.breaches.is_empty() && j.excused[0].contains("4.50x"), "{j:?}");
+        let j = judge("B", &base, &fig(98e6, 600, 2000.0, 0), &b, &Starved { within: &within, longest: Duration::from_millis(60) });
+        assert!(j.breaches[0].contains("600.0 ms") && j.excused.is_empty(), "{j:?}");
+        let j = judge("B", &base, &fig(98e6, 600, 2000.0, 0), &b, &Starved { within: &within, longest: Duration::from_millis(120) });
         assert!(j.breaches.is_empty() && j.excused[0].contains("600.0 ms"), "{j:?}");
         // Write errors are never excused.
-        let j = judge("B", &base, &fig(98e6, 6, 2000.0, 2), &b, &|_| Duration::from_secs(1));
+        let j = judge(
+            "B",
+            &base,
+            &fig(98e6, 6, 2000.0, 2),
+            &b,
+            &Starved { within: &|_| Duration::from_secs(1), longest: Duration::from_secs(1) },
+        );
         assert_eq!((j.breaches.len(), j.excused.len()), (1, 0), "{j:?}");
         // Throughput over the window's time less the lateness in it: 40 MB/s over 500 ms
         // with 250 ms late is 80 MB/s of 100 (excused); with 50 ms late, 44 (found).
         let slow = WindowFigures { bytes: 20_000_000, ..fig(40e6, 6, 2000.0, 0) };
-        let j = judge("B", &base, &slow, &b, &|_| Duration::from_millis(250));
+        let j = judge("B", &base, &slow, &b, &Starved { within: &|_| Duration::from_millis(250), longest: Duration::ZERO });
         assert!(j.breaches.is_empty() && j.excused[0].contains("0.40x") && j.excused[0].contains("250.0 ms of it"), "{j:?}");
-        let j = judge("B", &base, &slow, &b, &|_| Duration::from_millis(50));
+        let j = judge("B", &base, &slow, &b, &Starved { within: &|_| Duration::from_millis(50), longest: Duration::ZERO });
         assert_eq!((j.breaches.len(), j.excused.len()), (1, 0), "{j:?}");
     }
 }
