@@ -97,12 +97,7 @@ fn two_hosts_one_drive_a_host_power_cut_is_clean_on_an_honest_drive_and_a_drive_
         assert!(of("cut_issued").iter().all(|e| e["completions"].as_u64().unwrap() > 0), "{model}");
         assert!(of("verified").iter().all(|e| e["counts"].as_object().unwrap().iter().all(|(k, n)| k == "port_disturbance" || n == 0)));
         // A host cut is a new agent process when it is dialled again.
-        let pids: std::collections::BTreeSet<String> = of("note")
-            .iter()
-            .filter_map(|e| e["message"].as_str())
-            .filter(|m| m.contains(": agent faultline") && m.contains("clock offset"))
-            .map(|m| m.split("(pid ").nth(1).unwrap().split(')').next().unwrap().to_string())
-            .collect();
+        let pids = agent_pids(&ev);
         assert_eq!(pids.len(), 2 + 4, "{model}: two agents, then one more per cut: {pids:?}");
         assert!(of("agent_log").iter().any(|e| e.to_string().contains("request") && e.to_string().contains("cycle")), "{model}");
         assert!(of("controller_log").iter().any(|e| e.to_string().contains("SIGKILL to process group")), "{model}");
@@ -163,12 +158,7 @@ fn a_host_shut_down_cleanly_then_one_whose_power_is_cut_each_come_back_and_the_o
     {
         assert!(asked(host, cycle, cut), "cycle {cycle}: {host} asked for {cut}: {sent:?}");
     }
-    let pids: std::collections::BTreeSet<String> = of("note")
-        .iter()
-        .filter_map(|e| e["message"].as_str())
-        .filter(|m| m.contains(": agent faultline") && m.contains("clock offset"))
-        .map(|m| m.split("(pid ").nth(1).unwrap().split(')').next().unwrap().to_string())
-        .collect();
+    let pids = agent_pids(&ev);
     assert_eq!(pids.len(), 2 + 4, "two agents, then one more per host brought down: {pids:?}");
     let s: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
     for f in ["host-shutdown", "host-power-cut"] {
@@ -563,6 +553,17 @@ fn a_dual_port_power_cut_comes_back_on_every_port_and_a_lost_shared_cache_is_fou
         assert!(lost.iter().any(|l| l.contains(words)), "no lost_write in {words}: {} lost_write findings", lost.len());
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The pids of the agents a run dialled (each a `note` naming the agent and its clock offset):
+/// a host brought down is a new agent when it is dialled again.
+fn agent_pids(ev: &[Value]) -> std::collections::BTreeSet<String> {
+    ev.iter()
+        .filter(|e| e["event"] == "note")
+        .filter_map(|e| e["message"].as_str())
+        .filter(|m| m.contains(": agent faultline") && m.contains("clock offset"))
+        .map(|m| m.split("(pid ").nth(1).unwrap().split(')').next().unwrap().to_string())
+        .collect()
 }
 
 /// The events of a run directory, parsed.

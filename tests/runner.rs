@@ -144,6 +144,17 @@ fn a_clean_shutdown_cuts_a_drained_drive() {
     let ev = events(&rd);
     assert_eq!(of(&ev, "cut_issued").count(), 3);
     assert!(of(&ev, "cut_issued").all(|c| c["in_flight_ops"] == 0 && c["completions"].as_u64().unwrap() >= 500));
+    // Drained and flushed before the cut: under the flush contract every acknowledged write
+    // is owed. A volatile cache that honours the flush keeps them all; one that acknowledges
+    // the flush without doing it is found losing them.
+    for (model, code) in [("honest_volatile", 0), ("lies_about_flush", 1)] {
+        let flushed =
+            s.replace("contract = \"plp\"", "contract = \"flush\"").replace("kind = \"honest_plp\"", &format!("kind = \"{model}\""));
+        let (o, rd) = run(&d, &format!("clean-{model}"), &flushed);
+        assert_eq!(o.status.code(), Some(code), "{model}: {}", text(&o));
+        let lost = of(&events(&rd), "finding").filter(|f| f["finding"]["class"] == "lost_write").count();
+        assert_eq!(lost > 0, code == 1, "{model}: {}", text(&o));
+    }
     let _ = std::fs::remove_dir_all(&d);
 }
 

@@ -168,7 +168,7 @@ impl<'r, 'e> Cycles<'r, 'e> {
                 // A host's clean shutdown begins there: its writer drains and flushes, then
                 // the host goes down.
                 let place = if fault.is_host_shutdown() {
-                    CutPlacement::Shutdown { after_ms: fire_at }
+                    CutPlacement::Shutdown { after_ms: fire_at, after_completions: 0 }
                 } else {
                     CutPlacement::AfterTime { after_ms: fire_at }
                 };

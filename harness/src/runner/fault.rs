@@ -27,8 +27,8 @@ impl ControllerError {
 
 /// The writer's placement for one cycle, and the `after_ms` drawn for `uniform_time`.
 ///
-/// A clean shutdown cuts a drained drive: it takes the `Idle` placement after the scenario's
-/// completion count (the plan refuses a time window for it).
+/// A clean shutdown cuts a drained and flushed drive: it takes the `Shutdown` placement after
+/// the scenario's completion count (the plan refuses a time window for it).
 pub fn placement(cut: &scenario::CutPlacement, clean_shutdown: bool, rng: &mut WyRand) -> (CutPlacement, Option<u64>) {
     use scenario::CutPlacement as S;
     if clean_shutdown {
@@ -41,7 +41,7 @@ pub fn placement(cut: &scenario::CutPlacement, clean_shutdown: bool, rng: &mut W
             // Refused by `Scenario::plan`; the first completion is the only sensible reading.
             S::UniformTime { .. } => 1,
         };
-        return (CutPlacement::Idle { after_completions: after.max(1) }, None);
+        return (CutPlacement::Shutdown { after_ms: 0, after_completions: after.max(1) }, None);
     }
     match *cut {
         S::UniformTime { window_start_ms, window_end_ms } => {
@@ -643,8 +643,8 @@ mod tests {
         assert_eq!(placement(&S::WhileIdle { after_completions: 4 }, false, &mut rng), (CutPlacement::Idle { after_completions: 4 }, None));
         assert_eq!(
             placement(&S::AfterCompletions { completions: 7 }, true, &mut rng),
-            (CutPlacement::Idle { after_completions: 7 }, None),
-            "a clean shutdown cuts a drained drive"
+            (CutPlacement::Shutdown { after_ms: 0, after_completions: 7 }, None),
+            "a clean shutdown cuts a drained, flushed drive"
         );
     }
 }

@@ -122,8 +122,8 @@ impl StopToken {
     }
 }
 
-/// Where in the workload the cut lands. Every placement but `Idle` cuts from inside the I/O
-/// loop with the queue full: never after quiescing, which would test nothing.
+/// Where in the workload the cut lands. Every placement but `Idle` and `Shutdown` cuts from
+/// inside the I/O loop with the queue full: never after quiescing, which would test nothing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum CutPlacement {
@@ -137,11 +137,15 @@ pub enum CutPlacement {
     /// The control case: after this many completions, stop submitting, let everything
     /// complete, then cut a quiet drive.
     Idle { after_completions: u64 },
-    /// A host's clean shutdown: this long after the workload started, stop submitting, let
-    /// everything complete, flush, record what is durable (a checkpoint, synced to the
-    /// ledger), then cut. Every write acknowledged before it is then durable, whatever the
-    /// contract.
-    Shutdown { after_ms: u64 },
+    /// A clean shutdown: once this long after the workload started and this many writes
+    /// completed, stop submitting, let everything complete, flush, record what is durable (a
+    /// checkpoint, synced to the ledger), then cut. Every write acknowledged before it is then
+    /// owed, whatever the contract.
+    Shutdown {
+        after_ms: u64,
+        #[serde(default)]
+        after_completions: u64,
+    },
 }
 
 /// What a cycle did.
@@ -300,7 +304,9 @@ fn run_cycle_inner(
             Some(CutPlacement::WhileFlushOutstanding { after_completions: k }) | Some(CutPlacement::Idle { after_completions: k }) => {
                 !c.cut_done && c.out.completed >= k
             }
-            Some(CutPlacement::Shutdown { after_ms }) => !c.cut_done && c.since_clock() >= Duration::from_millis(after_ms),
+            Some(CutPlacement::Shutdown { after_ms, after_completions }) => {
+                !c.cut_done && c.out.completed >= after_completions && c.since_clock() >= Duration::from_millis(after_ms)
+            }
             _ => false,
         };
         let quiescing = placement_ready && matches!(opts.cut, Some(CutPlacement::Idle { .. } | CutPlacement::Shutdown { .. }));
