@@ -382,20 +382,39 @@ impl WireSamples {
 /// How often a thread that only sleeps checks that the harness is being scheduled.
 pub const TICK: Duration = Duration::from_millis(2);
 
+/// The most late wake-ups an agent sends with one cycle (about 28 bytes each on the wire: a
+/// quarter of a frame's bound at most, however long the cycle).
+pub const WIRE_LATE: usize = 8192;
+
 /// Sleeps [`TICK`] at a time while `ticking`, and gives back each late wake-up as `[t_ns,
-/// late_us]` (`t_ns` on this host's `CLOCK_MONOTONIC`), at most [`MAX_LATE_LOG`]: an agent's
-/// measure of how long its host kept it from running.
+/// late_us]` (`t_ns` on this host's `CLOCK_MONOTONIC`), in time order: an agent's measure of
+/// how long its host kept it from running. Past [`WIRE_LATE`] of them, the most late are
+/// kept: dropping the others can only excuse less of a breach, never more.
 pub fn tick_until_stopped(ticking: &std::sync::atomic::AtomicBool) -> Vec<[u64; 2]> {
     let mut late = Vec::new();
     while ticking.load(Ordering::Acquire) {
         let wanted = Instant::now() + TICK;
         std::thread::sleep(TICK);
         let us = u64::try_from(Instant::now().saturating_duration_since(wanted).as_micros()).unwrap_or(u64::MAX);
-        if us > 0 && late.len() < MAX_LATE_LOG {
+        if us > 0 {
             late.push([faultline_drivers::monotonic_ns(), us]);
+            if late.len() >= 2 * WIRE_LATE {
+                keep_most_late(&mut late, WIRE_LATE);
+            }
         }
     }
+    keep_most_late(&mut late, WIRE_LATE);
     late
+}
+
+/// Keeps the `n` wake-ups of `late` that were the most late, in time order.
+fn keep_most_late(late: &mut Vec<[u64; 2]>, n: usize) {
+    if late.len() <= n {
+        return;
+    }
+    late.sort_unstable_by_key(|x| std::cmp::Reverse(x[1]));
+    late.truncate(n);
+    late.sort_unstable_by_key(|x| x[0]);
 }
 
 /// Puts the late wake-ups of another host's agent (`[t_ns, late_us]`, its clock this one's
@@ -492,6 +511,17 @@ mod tests {
         assert_eq!(w.starved_within(Phase::Fault, ms(100), Some(1)), ms(7), "port 1's agent was never late");
         assert_eq!(w.starved_within(Phase::Fault, ms(100), None), ms(7));
         assert_eq!((w.port_lateness(0, Phase::Fault), w.port_lateness(0, Phase::Baseline)), (ms(20), Duration::ZERO));
+    }
+
+    /// An agent's late wake-ups past the wire's bound: the most late are kept, in time order.
+    #[test]
+    fn an_agents_late_wake_ups_keep_the_most_late_in_time_order() {
+        let mut late: Vec<[u64; 2]> = (0..10u64).map(|t| [t, [5, 1, 9, 1, 7, 2, 1, 8, 1, 3][t as usize]]).collect();
+        keep_most_late(&mut late, 4);
+        assert_eq!(late, [[0, 5], [2, 9], [4, 7], [7, 8]]);
+        let mut few = vec![[1, 2], [3, 4]];
+        keep_most_late(&mut few, 4);
+        assert_eq!(few, [[1, 2], [3, 4]]);
     }
 
     #[test]
