@@ -280,21 +280,21 @@ impl Session {
     }
 
     /// Has the agent write port `port`'s share of the run described by `header` with its
-    /// prefill pattern and flush it: `Ok(Err(why))` when the agent could not (the session goes
+    /// prefill pattern and flush it: `Ok(Err(_))` when the agent could not (the session goes
     /// on). An answer for another span than the one asked is the agent's protocol error.
     pub fn prefill(
         &mut self,
         header: &crate::ledger::RunHeader,
         port: crate::port::PortId,
         timeout: Duration,
-    ) -> Result<Result<(), String>, DialError> {
+    ) -> Result<Result<(), PrefillFailed>, DialError> {
         let want = (header.workload.span_start, header.workload.span_end);
         match self.call(Op::Prefill { header: Box::new(header.clone()), port }, timeout)? {
             Answer::Prefilled { span_start, span_end } if (span_start, span_end) == want => Ok(Ok(())),
             Answer::Prefilled { span_start, span_end } => {
                 Err(self.protocol(format!("the prefill of bytes {span_start}..{span_end} answered, {}..{} asked", want.0, want.1)))
             }
-            Answer::Failed { why } => Ok(Err(why)),
+            Answer::Failed { why } => Ok(Err(PrefillFailed(why))),
             other => Err(self.protocol(format!("{other:?} answered a prefill"))),
         }
     }
@@ -320,6 +320,11 @@ impl Session {
         }
     }
 }
+
+/// The agent could not write the prefill on its host (its reason); the session goes on.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("the agent could not write the prefill: {0}")]
+pub struct PrefillFailed(pub String);
 
 /// A health page as the agent sends it, in hex.
 fn health_page(h: &str) -> Result<Vec<u8>, HealthReadError> {

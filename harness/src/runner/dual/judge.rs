@@ -164,31 +164,25 @@ pub(crate) fn judge_windows(
             let within = |span| windows.starved_within(Phase::Fault, span, Some(i));
             let longest = windows.lateness(Phase::Fault).max(windows.port_lateness(i, Phase::Fault));
             judged = judge(&p.name, b, d, &spec.budget, &Starved { within: &within, longest });
-            if void && !judged.breaches.is_empty() {
+            let mut note = |message: String| {
                 let t_ns = em.now();
-                em.emit(Event::Note {
-                    t_ns,
-                    cycle: Some(cycle),
-                    message: format!(
-                        "port {} not judged in cycle {cycle}: the harness itself was kept from running for {:.1} ms (the machine is overloaded), so these say nothing about the drive: {}",
-                        p.name,
-                        starved.as_secs_f64() * 1e3,
-                        judged.breaches.join("; ")
-                    ),
-                });
+                em.emit(Event::Note { t_ns, cycle: Some(cycle), message });
+            };
+            if void && !judged.breaches.is_empty() {
+                note(format!(
+                    "port {} not judged in cycle {cycle}: the harness itself was kept from running for {:.1} ms (the machine is overloaded), so these say nothing about the drive: {}",
+                    p.name,
+                    starved.as_secs_f64() * 1e3,
+                    judged.breaches.join("; ")
+                ));
                 judged.breaches.clear();
             }
             if !judged.excused.is_empty() {
-                let t_ns = em.now();
-                em.emit(Event::Note {
-                    t_ns,
-                    cycle: Some(cycle),
-                    message: format!(
-                        "port {} in cycle {cycle}: not found, as the machine (the harness kept from running) may explain it: {}",
-                        p.name,
-                        judged.excused.join("; ")
-                    ),
-                });
+                note(format!(
+                    "port {} in cycle {cycle}: not found, as the machine (the harness kept from running) may explain it: {}",
+                    p.name,
+                    judged.excused.join("; ")
+                ));
             }
             for breach in &judged.breaches {
                 findings.push(finding(cycle, &p.name, &faulted_name, breach));
