@@ -8,6 +8,8 @@
 //! truth: both read one CLOCK_MONOTONIC, so the offset is within its uncertainty of zero.
 
 mod common;
+#[path = "agent/hostile.rs"]
+mod hostile;
 
 use common::{scratch, skip, text, BIN};
 use faultline::agent::dial::{self, DialError, Transport};
@@ -57,13 +59,13 @@ fn a_stalled_transport_is_a_bounded_inconclusive_timeout() {
     let pid = s.pid().to_string();
     assert!(Command::new("kill").args(["-STOP", &pid]).status().unwrap().success());
     let t0 = Instant::now();
-    let e = s.call(Op::Clock, Duration::from_millis(500)).unwrap_err();
+    let e = s.call(Op::Clock {}, Duration::from_millis(500)).unwrap_err();
     let waited = t0.elapsed();
     assert!(matches!(e, DialError::Timeout { .. }) && e.to_string().contains("inconclusive"), "{e}");
     assert!(waited < Duration::from_secs(5), "{waited:?}");
     // Killed while stopped (the host's power cut): the session ends, saying so.
     let _ = Command::new("kill").args(["-KILL", &pid]).status();
-    let e = s.call(Op::Clock, Duration::from_secs(5)).unwrap_err();
+    let e = s.call(Op::Clock {}, Duration::from_secs(5)).unwrap_err();
     assert!(matches!(e, DialError::Ended { .. }), "{e}");
 }
 
@@ -75,7 +77,11 @@ fn the_agent_refuses_another_run_an_unknown_version_an_oversized_frame_and_a_sec
     let other = Nonce::from_words(7, 7);
     let hello = |versions: Vec<u32>, run: &Nonce| Frame::Hello { versions, run: run.clone(), coordinator: "coordinator-1".into() };
     let cases: Vec<(Vec<Frame>, Option<u32>, &str)> = vec![
-        (vec![hello(vec![5], &run), Frame::Request { run: other.clone(), seq: 1, op: Op::Clock }], None, "a frame of run 0000000000000007"),
+        (
+            vec![hello(vec![5], &run), Frame::Request { run: other.clone(), seq: 1, op: Op::Clock {} }],
+            None,
+            "a frame of run 0000000000000007",
+        ),
         (vec![hello(vec![1, 2, 3, 4, 6], &run)], None, "speaks protocol version(s) [5]; coordinator coordinator-1 offered [1, 2, 3, 4, 6]"),
         (vec![hello(vec![5], &run)], Some(proto::MAX_FRAME + 1), "at most 1048576"),
         (vec![hello(vec![5], &run), hello(vec![5], &other)], None, "a second hello (coordinator coordinator-1, run 0000000000000007"),
@@ -304,7 +310,7 @@ fn port_run(d: &Path, name: &str, facts: &faultline::run::DeviceFacts, span: (u6
     let dir = d.join(name);
     let spec = WorkloadSpec {
         seed,
-        pattern: Pattern::Random,
+        pattern: Pattern::Random {},
         span_start: span.0,
         span_end: span.1,
         min_write_bytes: 4096,

@@ -530,7 +530,7 @@ fn body_cut_cycles_verify_clean(s: &mut Subject) {
     println!("{}: seed {seed}", s.name);
     let spec = WorkloadSpec {
         seed,
-        pattern: Pattern::Random,
+        pattern: Pattern::Random {},
         span_start: 0,
         span_end: CAP,
         min_write_bytes: 512,

@@ -224,7 +224,7 @@ fn sample_events() -> Vec<Event> {
                 offset: 8192,
                 length: 4096,
                 expected: Shown::Write { write_id: 41, cycle: 1, port: 0, addr: 8192, index: 0, count: 8 },
-                found: Shown::Prefill,
+                found: Shown::Prefill {},
                 cycle: 1,
                 detail: "<b>gone</b>".into(),
             },
@@ -336,7 +336,7 @@ fn header() -> RunHeader {
         ports: faultline::port::PortEntry::single(),
         workload: WorkloadSpec {
             seed: 1,
-            pattern: Pattern::Random,
+            pattern: Pattern::Random {},
             span_start: 0,
             span_end: 1 << 20,
             min_write_bytes: 4096,

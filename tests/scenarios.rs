@@ -110,7 +110,7 @@ fn demo_runs_without_hardware_and_loses_acknowledged_writes() {
 #[test]
 fn hardware_templates_say_what_their_names_promise() {
     let plp = load("plp-validation.toml");
-    assert_eq!((plp.contract, plp.cycles.count, plp.workload.pattern), (Contract::Plp, 3000, Pattern::Random));
+    assert_eq!((plp.contract, plp.cycles.count, plp.workload.pattern), (Contract::Plp, 3000, Pattern::Random {}));
     assert_eq!((plp.workload.min_write_bytes, plp.workload.max_write_bytes), (4096, 4096));
     assert!(plp.workload.queue_depth >= 64);
     assert!(matches!(plp.fault, Fault::PowerCut { .. }) && matches!(plp.cut, CutPlacement::UniformTime { .. }));

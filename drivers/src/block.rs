@@ -156,6 +156,14 @@ impl fmt::Debug for AlignedBuf {
 #[must_use = "a started read must be finished (read_finish), or its engine keeps its buffer"]
 pub struct ReadTicket(pub(crate) TicketState);
 
+impl ReadTicket {
+    /// A read already done (or refused) with this outcome: what a wrapping target hands out
+    /// when it does not pass the read on.
+    pub fn done(buf: AlignedBuf, result: Result<(), IoFailure>) -> ReadTicket {
+        ReadTicket(TicketState::Done(buf, result))
+    }
+}
+
 #[derive(Debug)]
 pub(crate) enum TicketState {
     /// Read already (synchronous engines).
@@ -224,6 +232,12 @@ impl IoFailure {
     /// measured in the lab on a controller unplugged with QMP `device_del` (docs/LAB.md).
     pub fn device_gone(&self) -> bool {
         matches!(self.errno, libc::ENODEV | libc::ENXIO | libc::ESHUTDOWN | libc::ENOSPC)
+    }
+
+    /// An I/O refused before it reached the device because whoever it was for is gone
+    /// (`ESHUTDOWN`): callers stop as they do for a device that went away.
+    pub fn stopped(detail: impl Into<String>) -> Self {
+        IoFailure::new(libc::ESHUTDOWN, detail)
     }
 
     /// True for EIO (a run of them marks a device gone: see the engines).

@@ -32,7 +32,7 @@ fn arg(name: &str, default: u64) -> u64 {
 fn run(dir: &Path, facts: &DeviceFacts, span: u64) -> OpenRun {
     let spec = WorkloadSpec {
         seed: 9,
-        pattern: Pattern::Random,
+        pattern: Pattern::Random {},
         span_start: 0,
         span_end: span,
         min_write_bytes: 4096,

@@ -123,7 +123,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     offset: addr,
                     length: u64::from(sectors) * 512,
                     expected: Shown::Write { write_id: id, cycle, port: 0, addr, index: 0, count: sectors },
-                    found: if class == FindingClass::LostWrite { Shown::Zeros } else { Shown::Prefill },
+                    found: if class == FindingClass::LostWrite { Shown::Zeros {} } else { Shown::Prefill {} },
                     cycle,
                     detail: format!(
                         "durable write {id} [{addr}, {}): {sectors} of its {sectors} expected sectors hold older content",

@@ -214,7 +214,7 @@ fn mapping_rows() -> Vec<Row> {
     let span_end = 30_720_000_000_000u64 / 4096 * 4096;
     let spec = WorkloadSpec {
         seed: 42,
-        pattern: Pattern::Random,
+        pattern: Pattern::Random {},
         span_start: 0,
         span_end,
         min_write_bytes: 4096,

@@ -528,7 +528,7 @@ mod tests {
             offset: 4096,
             length: 8192,
             expected: Shown::Write { write_id: 12, cycle: 2, port: 0, addr: 4096, index: 0, count: 16 },
-            found: Shown::Prefill,
+            found: Shown::Prefill {},
             cycle,
             detail: detail.to_string(),
         }

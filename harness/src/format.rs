@@ -24,6 +24,16 @@ pub const VERSION: u16 = 1;
 pub const HEADER_BYTES: usize = 64;
 /// Smallest sector the format supports.
 pub const MIN_SECTOR_BYTES: usize = 512;
+/// Largest sector the format supports (drives report 512 B to 16 KiB logical blocks).
+pub const MAX_SECTOR_BYTES: usize = 64 << 10;
+
+/// Why a sector size cannot be used, or `None` when it can: a power of two from
+/// [`MIN_SECTOR_BYTES`] to [`MAX_SECTOR_BYTES`]. Every sector size that arrives from outside
+/// (a ledger's header, a peer's frame) is held to this before a [`Format`] is made of it.
+pub fn bad_sector_size(n: u64) -> Option<String> {
+    let ok = n.is_power_of_two() && (MIN_SECTOR_BYTES as u64..=MAX_SECTOR_BYTES as u64).contains(&n);
+    (!ok).then(|| format!("sector_bytes {n}: a sector is a power of two from {MIN_SECTOR_BYTES} to {MAX_SECTOR_BYTES} bytes"))
+}
 /// The write id of prefill sectors (real writes count from 1).
 pub const PREFILL_WRITE_ID: u64 = 0;
 /// Flag bit: the sector was written by the prefill pass.
@@ -74,7 +84,9 @@ pub enum Decoded {
 
 impl Format {
     pub fn new(run_id: u64, sector_bytes: usize) -> Self {
-        assert!(sector_bytes >= MIN_SECTOR_BYTES && sector_bytes.is_power_of_two(), "sector size {sector_bytes}");
+        // Callers hold outside values to `bad_sector_size` first (a run header cannot be read
+        // with a bad one): this is a programming error, not input.
+        assert!(bad_sector_size(sector_bytes as u64).is_none(), "sector size {sector_bytes}");
         let key = blake3::derive_key("faultline sector v1 checksum key", &run_id.to_le_bytes());
         Format { run_id, key, sums: Sums::new(&key), sector_bytes }
     }

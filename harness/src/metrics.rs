@@ -400,8 +400,8 @@ mod tests {
                     class: FindingClass::LostWrite,
                     offset: 4096,
                     length: 4096,
-                    expected: Shown::Prefill,
-                    found: Shown::Zeros,
+                    expected: Shown::Prefill {},
+                    found: Shown::Zeros {},
                     cycle: c,
                     detail: "gone".into(),
                 };

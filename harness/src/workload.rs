@@ -24,8 +24,8 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "kind", deny_unknown_fields)]
 pub enum Pattern {
-    Sequential,
-    Random,
+    Sequential {},
+    Random {},
     /// `hot_write_percent` of writes go to the first `hot_span_percent` of the span.
     HotCold {
         hot_span_percent: u8,
@@ -116,6 +116,9 @@ impl Layout {
     pub fn new(spec: WorkloadSpec, sector: u64) -> Result<Self, WorkloadError> {
         let bad = |m: String| Err(WorkloadError::Invalid(m));
         let s = &spec;
+        if let Some(why) = crate::format::bad_sector_size(sector) {
+            return bad(why);
+        }
         if !s.align_bytes.is_power_of_two() || s.align_bytes < sector {
             return bad(format!("align_bytes {} must be a power of two and at least the sector size {sector}", s.align_bytes));
         }
@@ -161,8 +164,8 @@ impl Layout {
             return bad(format!("span of {} bytes is smaller than one max-size write ({})", s.span_end - s.span_start, s.max_write_bytes));
         }
         let (streams, permute) = match s.pattern {
-            Pattern::Sequential => (vec![Stream { first_chunk: 0, chunks, weight: 1, period_offset: 0 }], false),
-            Pattern::Random => (vec![Stream { first_chunk: 0, chunks, weight: 1, period_offset: 0 }], true),
+            Pattern::Sequential {} => (vec![Stream { first_chunk: 0, chunks, weight: 1, period_offset: 0 }], false),
+            Pattern::Random {} => (vec![Stream { first_chunk: 0, chunks, weight: 1, period_offset: 0 }], true),
             Pattern::HotCold { hot_span_percent, hot_write_percent } => {
                 if !(1..=99).contains(&hot_span_percent) || !(1..=99).contains(&hot_write_percent) {
                     return bad("hot_cold percentages must be between 1 and 99".into());
@@ -407,8 +410,8 @@ mod tests {
 
     fn patterns() -> impl Strategy<Value = Pattern> {
         prop_oneof![
-            Just(Pattern::Sequential),
-            Just(Pattern::Random),
+            Just(Pattern::Sequential {}),
+            Just(Pattern::Random {}),
             (1u8..60, 1u8..99).prop_map(|(a, b)| Pattern::HotCold { hot_span_percent: a, hot_write_percent: b })
         ]
     }
@@ -463,7 +466,7 @@ mod tests {
 
     #[test]
     fn same_seed_same_stream_and_sizes_vary() {
-        let s = spec(Pattern::Random, 512, 1 << 20, 64 << 10, 512, 64 << 20);
+        let s = spec(Pattern::Random {}, 512, 1 << 20, 64 << 10, 512, 64 << 20);
         let a = Layout::new(s.clone(), 512).unwrap();
         let b = Layout::new(s, 512).unwrap();
         let plans: Vec<_> = (1..2000).map(|i| a.plan(i)).collect();
@@ -476,16 +479,19 @@ mod tests {
 
     #[test]
     fn rejects_bad_specs_with_reasons() {
-        let e = Layout::new(spec(Pattern::Random, 8192, 8192, 8192, 4096, 4096), 512).unwrap_err();
+        let e = Layout::new(spec(Pattern::Random {}, 8192, 8192, 8192, 4096, 4096), 512).unwrap_err();
         assert!(e.to_string().contains("smaller than one max-size write"), "{e}");
-        let e = Layout::new(spec(Pattern::Random, 1000, 4096, 4096, 512, 1 << 20), 512).unwrap_err();
+        let e = Layout::new(spec(Pattern::Random {}, 1000, 4096, 4096, 512, 1 << 20), 512).unwrap_err();
         assert!(e.to_string().contains("min_write_bytes 1000"), "{e}");
     }
 
     #[test]
     fn huge_span_maps_in_constant_memory() {
-        let s =
-            WorkloadSpec { span_start: 0, span_end: 30_720_000_000_000 / 4096 * 4096, ..spec(Pattern::Random, 4096, 4096, 4096, 4096, 0) };
+        let s = WorkloadSpec {
+            span_start: 0,
+            span_end: 30_720_000_000_000 / 4096 * 4096,
+            ..spec(Pattern::Random {}, 4096, 4096, 4096, 4096, 0)
+        };
         let l = Layout::new(s, 512).unwrap();
         for id in [1u64, 7_000_000_000, 7_500_000_000, 15_000_000_123] {
             let w = l.plan(id);

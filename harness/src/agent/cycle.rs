@@ -146,8 +146,8 @@ impl Session {
 
     /// Lets the agent go of its target.
     pub fn release(&mut self, timeout: Duration) -> Result<(), DialError> {
-        match self.call(Op::Release, timeout)? {
-            Answer::Released => Ok(()),
+        match self.call(Op::Release {}, timeout)? {
+            Answer::Released {} => Ok(()),
             other => Err(self.protocol(format!("{other:?} answered a release"))),
         }
     }

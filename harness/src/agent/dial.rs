@@ -10,7 +10,7 @@ use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -116,8 +116,8 @@ fn describe(f: &Frame) -> (u64, String) {
         Frame::Request { seq, op, .. } => (
             *seq,
             match op {
-                Op::Clock => "clock".into(),
-                Op::Bye => "bye".into(),
+                Op::Clock {} => "clock".into(),
+                Op::Bye {} => "bye".into(),
                 Op::Open { target, identity, expect, queue_depth, resets } => {
                     format!("open {target} identity {identity:?} expecting {expect:?} queue depth {queue_depth} resets {resets:?}")
                 }
@@ -126,9 +126,9 @@ fn describe(f: &Frame) -> (u64, String) {
                 Op::Verify { regions, digest } => format!("verify {} regions digest {digest}", regions.len()),
                 Op::Probe { at } => format!("probe at {at}"),
                 Op::WaitReady { at, timeout_ms } => format!("wait ready at {at} within {timeout_ms} ms"),
-                Op::Release => "release".into(),
+                Op::Release {} => "release".into(),
                 Op::SectorHashes { ranges, sector } => format!("sector hashes of {} ranges, {sector}-byte sectors", ranges.len()),
-                Op::Health => "health".into(),
+                Op::Health {} => "health".into(),
                 Op::Prefill { header, port } => {
                     format!("prefill port {port} bytes {}..{}", header.workload.span_start, header.workload.span_end)
                 }
@@ -175,16 +175,10 @@ pub fn dial(t: &Transport, host: &str, run: &Nonce, coordinator: &str, timeout: 
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|source| DialError::Spawn { host: host.into(), argv: t.argv.clone(), source })?;
-    let mut stdout = child.stdout.take().expect("piped");
+    let stdout = child.stdout.take().expect("piped");
     let mut err = child.stderr.take().expect("piped");
-    let (tx, frames) = mpsc::channel();
-    std::thread::spawn(move || loop {
-        let f = proto::read_frame(&mut stdout);
-        let end = f.is_err();
-        if tx.send(f).is_err() || end {
-            return;
-        }
-    });
+    // At most `INBOX_FRAMES` of the agent's frames wait here; past that the reader waits.
+    let frames = super::peer::bounded_reader(stdout);
     let stderr = Arc::new(Mutex::new(String::new()));
     let kept = Arc::clone(&stderr);
     let stderr_done = Arc::new(AtomicBool::new(false));
@@ -331,7 +325,7 @@ impl Session {
         let mut best: Option<(u64, i64)> = None;
         for _ in 0..n.max(1) {
             let t0 = faultline_drivers::monotonic_ns();
-            let a = self.call(Op::Clock, timeout)?;
+            let a = self.call(Op::Clock {}, timeout)?;
             let t1 = faultline_drivers::monotonic_ns();
             let Answer::Clock { monotonic_ns } = a else { return Err(self.protocol(format!("{a:?} answered a clock request"))) };
             let rtt = t1.saturating_sub(t0);
@@ -346,7 +340,7 @@ impl Session {
 
     /// Says goodbye and waits for the transport to end.
     pub fn bye(mut self, timeout: Duration) -> Result<(), DialError> {
-        let r = self.call(Op::Bye, timeout);
+        let r = self.call(Op::Bye {}, timeout);
         self.stdin.take();
         let until = Instant::now() + timeout;
         while Instant::now() < until && matches!(self.child.try_wait(), Ok(None)) {

@@ -13,8 +13,13 @@
 //! from what it holds when the host dies. Verify, readiness, health and the host's own faults
 //! over the wire come next (issue #24).
 
+mod checked;
 pub mod cycle;
 pub mod dial;
+#[doc(hidden)]
+pub mod fuzzing;
+pub mod peer;
+mod port;
 pub mod proto;
 mod reset;
 pub mod serve;

@@ -138,9 +138,9 @@ pub struct AgentInfo {
 #[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Op {
     /// The agent's monotonic clock now, for the clock offset.
-    Clock,
+    Clock {},
     /// Ends the session: the agent answers, then exits.
-    Bye,
+    Bye {},
     /// Opens one of the targets the agent was started with (`--target`, on its own command
     /// line): `target` must be one of them, character for character; the wire never names a
     /// device the agent's host did not list. The same guards as `faultline write`: refused
@@ -175,13 +175,13 @@ pub enum Op {
     /// (held to the identity it was opened with) if it went away or was released.
     WaitReady { at: u64, timeout_ms: u64 },
     /// Lets go of the target (before its power returns: a real device comes back as a new one).
-    Release,
+    Release {},
     /// The BLAKE3 hash of every `sector`-byte sector of `ranges` (sector-aligned, in order) as
     /// the target reads it, streamed in `hashes` parts (a sector that fails to read: `null`).
     SectorHashes { ranges: Vec<[u64; 2]>, sector: u64 },
     /// The target's health logs (NVMe SMART / health, and OCP's extended log where the drive
     /// has it), as raw pages in hex, which the coordinator parses.
-    Health,
+    Health {},
     /// Writes port `port`'s share of the run (`header`'s workload span) with its prefill
     /// pattern on the open target and flushes (version 5). Nothing is streamed: the
     /// coordinator records the prefill once the answer says it is on the drive.
@@ -459,7 +459,7 @@ pub enum Answer {
     Clock {
         monotonic_ns: u64,
     },
-    Bye,
+    Bye {},
     Opened {
         target: TargetInfo,
     },
@@ -485,7 +485,7 @@ pub enum Answer {
         enumerate_ns: Option<u64>,
         first_read_ns: u64,
     },
-    Released,
+    Released {},
     /// How many hashes the `hashes` parts carried.
     Hashed {
         count: u64,
@@ -521,6 +521,21 @@ pub enum FrameError {
     Empty,
     #[error("a frame that is not one the protocol knows ({why}): {head}")]
     Malformed { why: String, head: String },
+    /// A request whose envelope (run, number) reads, but whose operation does not: an
+    /// unknown operation or field, a value out of its type's range, a run header the format
+    /// cannot use. The agent answers it `failed`, saying why, and the session goes on.
+    #[error("request {seq}: the operation is not one this agent runs: {why}")]
+    BadOp { run: Nonce, seq: u64, why: String },
+}
+
+/// A request's envelope, read when the whole frame does not read.
+#[derive(Deserialize)]
+struct RequestEnvelope {
+    frame: String,
+    run: Nonce,
+    seq: u64,
+    #[allow(dead_code)]
+    op: serde::de::IgnoredAny,
 }
 
 /// Writes one frame.
@@ -564,6 +579,11 @@ pub fn read_frame(r: &mut impl Read) -> Result<Frame, FrameError> {
 /// Parses a frame's body.
 pub fn parse(body: &[u8]) -> Result<Frame, FrameError> {
     serde_json::from_slice(body).map_err(|e| {
+        if let Ok(env) = serde_json::from_slice::<RequestEnvelope>(body) {
+            if env.frame == "request" {
+                return FrameError::BadOp { run: env.run, seq: env.seq, why: e.to_string() };
+            }
+        }
         let head = String::from_utf8_lossy(&body[..body.len().min(120)]).escape_debug().to_string();
         FrameError::Malformed { why: e.to_string(), head }
     })
@@ -575,7 +595,7 @@ pub fn choose(theirs: &[u32]) -> Option<u32> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn round(f: Frame) {
@@ -593,7 +613,7 @@ mod tests {
         let agent = AgentInfo { software: "faultline 0.1.0".into(), host: "h".into(), pid: 7, allow_exec: false };
         round(Frame::Welcome { version: 3, agent });
         round(Frame::Refused { why: "no".into(), ours: vec![1], theirs: vec![9] });
-        round(Frame::Request { run: run.clone(), seq: 3, op: Op::Clock });
+        round(Frame::Request { run: run.clone(), seq: 3, op: Op::Clock {} });
         round(Frame::Reply { run: run.clone(), seq: 3, result: Answer::Clock { monotonic_ns: 99 } });
         round(Frame::Request {
             run: run.clone(),
@@ -641,11 +661,160 @@ mod tests {
         b.extend_from_slice(b"hello");
         let e = read_frame(&mut &b[..]).unwrap_err().to_string();
         assert!(e.contains("not one the protocol knows") && e.contains("hello"), "{e}");
-        // A shell string is no operation.
-        let e = parse(br#"{"frame":"request","run":"x","seq":1,"op":{"op":"exec","cmd":"rm -rf /"}}"#).unwrap_err().to_string();
-        assert!(e.contains("unknown variant `exec`"), "{e}");
+        // A shell string is no operation: the request is answered `failed`, saying so.
+        let e = parse(br#"{"frame":"request","run":"x","seq":1,"op":{"op":"exec","cmd":"rm -rf /"}}"#).unwrap_err();
+        assert!(matches!(&e, FrameError::BadOp { seq: 1, .. }), "{e:?}");
+        assert!(e.to_string().contains("unknown variant `exec`"), "{e}");
+        let e = parse(br#"{"frame":"request","run":"x","seq":2,"op":{"op":"clock","x":1}}"#).unwrap_err().to_string();
+        assert!(e.contains("unknown field `x`"), "{e}");
+        // An envelope that does not read is no request at all.
+        let e = parse(br#"{"frame":"request","run":"x","seq":-1,"op":{"op":"clock"}}"#).unwrap_err();
+        assert!(matches!(&e, FrameError::Malformed { .. }), "{e:?}");
         let e = parse(br#"{"frame":"hello","versions":[1],"run":"x","coordinator":"c","extra":1}"#).unwrap_err().to_string();
         assert!(e.contains("unknown field `extra`"), "{e}");
+    }
+
+    /// One frame of every kind, each operation and answer among them, with every optional
+    /// part filled in (so that each object the wire can carry is here).
+    pub(crate) fn every_frame() -> Vec<Frame> {
+        let run = Nonce::from_words(1, 2);
+        let header = crate::ledger::tests::header();
+        let cycle = CycleRequest {
+            header: header.clone(),
+            cycle: 2,
+            first_id: 100,
+            started_at: "t".into(),
+            port: PortId(1),
+            max_writes: Some(9),
+            duration_ms: Some(500),
+            cut: Some(CutPlacement::AfterTime { after_ms: 120 }),
+            stream_every_ms: 1,
+            drain_timeout_ms: 5000,
+            samples: true,
+            reset: Some(ResetRequest { reset: HostReset::PciRemoveRescan, hold_ms: 100 }),
+        };
+        let ops = vec![
+            Op::Clock {},
+            Op::Bye {},
+            Op::Open {
+                target: "t".into(),
+                identity: Some("i".into()),
+                expect: Expect { serial: Some("S".into()), wwid: Some("w".into()), model: Some("m".into()), size_bytes: Some(1) },
+                queue_depth: 4,
+                resets: vec![HostReset::NvmeController],
+            },
+            Op::Cycle(Box::new(cycle)),
+            Op::History { first: 0, records: crate::ledger::tests::sample_records() },
+            Op::Verify { regions: vec![[0, 512]], digest: true },
+            Op::Probe { at: 0 },
+            Op::WaitReady { at: 0, timeout_ms: 10 },
+            Op::Release {},
+            Op::SectorHashes { ranges: vec![[0, 512]], sector: 512 },
+            Op::Health {},
+            Op::Prefill { header: Box::new(header), port: PortId(0) },
+        ];
+        let target =
+            TargetInfo { identity: "i".into(), capacity_bytes: 1, logical_block_bytes: 512, physical_block_bytes: 512, engine: "e".into() };
+        let mut summary = CycleSummary::of(CycleOutcome::default(), 1);
+        summary.reset = Some(ResetReport { controller: "c".into(), took_ns: 1, error: Some("e".into()), log: vec!["l".into()] });
+        summary.late = vec![[1, 2]];
+        let counts = VerifyCounts { sectors: 1, bytes: 1, durable_ok: 1, newer_ok: 0, prior_ok: 0, findings: 1, seen: 0, digests: Some(1) };
+        let answers = vec![
+            Answer::Clock { monotonic_ns: 1 },
+            Answer::Bye {},
+            Answer::Opened { target },
+            Answer::CycleDone { summary: Box::new(summary) },
+            Answer::HistoryAt { records: 1 },
+            Answer::Verified { counts },
+            Answer::Probed { error: Some("e".into()) },
+            Answer::Ready { enumerate_ns: Some(1), first_read_ns: 1 },
+            Answer::Released {},
+            Answer::Hashed { count: 1 },
+            Answer::Health { smart: Some("00".into()), ocp: Some("00".into()), none: Some("n".into()) },
+            Answer::Prefilled { span_start: 0, span_end: 1 },
+            Answer::Failed { why: "w".into() },
+        ];
+        let shown = [
+            crate::verify::Shown::Prior {},
+            crate::verify::Shown::Prefill {},
+            crate::verify::Shown::Write { write_id: 1, cycle: 1, port: 0, addr: 0, index: 0, count: 1 },
+            crate::verify::Shown::Damaged { write_id: 1, cycle: 1, addr: 0, run_id: 1 },
+            crate::verify::Shown::ForeignRun { run_id: 1, write_id: 1 },
+            crate::verify::Shown::Zeros {},
+            crate::verify::Shown::Unrecognized {},
+            crate::verify::Shown::ReadError { errno: 5, detail: "d".into() },
+        ];
+        let findings = shown
+            .iter()
+            .map(|s| crate::verify::Finding {
+                class: crate::verify::FindingClass::Unreadable,
+                offset: 0,
+                length: 512,
+                expected: s.clone(),
+                found: s.clone(),
+                cycle: 1,
+                detail: "d".into(),
+            })
+            .collect();
+        let parts = vec![
+            VerifiedPart::Findings(findings),
+            VerifiedPart::Seen(vec![[1, 0, 512]]),
+            VerifiedPart::Digests(vec![DigestWire { start: 0, end: 512, hash: "00".into(), unreadable: false }]),
+            VerifiedPart::Hashes(vec![Some("00".into()), None]),
+        ];
+        let mut frames = vec![
+            Frame::Hello { versions: vec![5], run: run.clone(), coordinator: "c".into() },
+            Frame::Welcome { version: 5, agent: AgentInfo { software: "s".into(), host: "h".into(), pid: 1, allow_exec: false } },
+            Frame::Refused { why: "w".into(), ours: vec![5], theirs: vec![4] },
+            Frame::Records { run: run.clone(), seq: 1, first: 0, records: crate::ledger::tests::sample_records() },
+            Frame::CutDue { run: run.clone(), seq: 1 },
+            Frame::Sync { run: run.clone(), seq: 1, upto: 1 },
+            Frame::Durable { run: run.clone(), seq: 1, upto: 1 },
+            Frame::CutDone { run: run.clone(), seq: 1, failed: Some("f".into()) },
+            Frame::Stop { run: run.clone(), seq: 1 },
+            Frame::Samples { run: run.clone(), seq: 1, samples: vec![[1, 2, 3, 1]] },
+        ];
+        frames.extend(ops.into_iter().enumerate().map(|(i, op)| Frame::Request { run: run.clone(), seq: i as u64 + 1, op }));
+        frames.extend(answers.into_iter().map(|result| Frame::Reply { run: run.clone(), seq: 1, result }));
+        frames.extend(parts.into_iter().map(|part| Frame::Verified { run: run.clone(), seq: 1, part }));
+        frames
+    }
+
+    /// Every JSON object inside `v`, by its path (a pointer).
+    fn objects(v: &serde_json::Value, at: String, out: &mut Vec<String>) {
+        match v {
+            serde_json::Value::Object(m) => {
+                out.push(at.clone());
+                for (k, x) in m {
+                    objects(x, format!("{at}/{k}"), out);
+                }
+            }
+            serde_json::Value::Array(a) => {
+                for (i, x) in a.iter().enumerate() {
+                    objects(x, format!("{at}/{i}"), out);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn an_unknown_field_anywhere_in_any_frame_is_refused() {
+        let mut checked = 0;
+        for f in every_frame() {
+            let v = serde_json::to_value(&f).unwrap();
+            assert_eq!(parse(v.to_string().as_bytes()).unwrap(), f, "the frame as sent reads back");
+            let mut at = Vec::new();
+            objects(&v, String::new(), &mut at);
+            for path in at {
+                let mut bad = v.clone();
+                bad.pointer_mut(&path).unwrap().as_object_mut().unwrap().insert("zz_unknown".into(), 1.into());
+                let r = parse(bad.to_string().as_bytes());
+                assert!(r.is_err(), "an unknown field at {path:?} of {} was taken: {bad}", super::super::serve::kind(&f));
+                checked += 1;
+            }
+        }
+        assert!(checked > 100, "{checked} objects checked");
     }
 
     #[test]

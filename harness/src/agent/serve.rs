@@ -8,16 +8,16 @@
 //! ledger needs as it happens ([`stream`](super::stream)): the agent keeps no record of its
 //! own, so a host that loses power loses nothing the coordinator had not been told.
 
-use super::proto::{self, Answer, CycleRequest, CycleSummary, Frame, FrameError, Nonce, Op, TargetInfo};
+use super::checked;
+use super::peer::{Frames, Gone, Inbox, Watched};
+use super::port::{failed, prefill, refused, Port, PROBE_TIMEOUT};
+use super::proto::{self, Answer, CycleRequest, CycleSummary, Frame, FrameError, Nonce, Op};
 use super::stream::{Link, StreamLedger};
-use super::verify::{send_part, Mirror};
-use crate::format::Format;
-use crate::workload::Layout;
+use super::verify::{hex, send_part, Mirror, PART_ITEMS};
 use crate::writer::{run_cycle, CycleOptions, Fill, StopToken};
-use faultline_drivers::{open_target, BlockTarget, OpenSpec};
+use faultline_drivers::BlockTarget;
 use std::cell::RefCell;
 use std::io::{Read, Write};
-use std::sync::mpsc::{self, Receiver};
 use std::time::Duration;
 
 /// What the agent says of itself, and what it may open.
@@ -37,8 +37,13 @@ pub struct ServeOptions {
 pub enum Ended {
     /// The coordinator said goodbye.
     Bye,
-    /// The coordinator's side of the stream closed (it died, or the transport did).
+    /// The coordinator's side of the stream closed between operations (it died, or the
+    /// transport did).
     Closed,
+    /// The coordinator went away while request `seq` (`op`) ran, and the agent stopped it at
+    /// its next I/O: `submitted_after` is how long after the agent saw it go it still handed
+    /// a write on (`None`: not once).
+    Left { op: &'static str, seq: u64, submitted_after: Option<Duration> },
 }
 
 /// Why the agent refused to go on (it sent the coordinator a `refused` frame saying so).
@@ -50,23 +55,6 @@ pub enum ServeError {
     Io(#[from] std::io::Error),
 }
 
-/// Frames as the reader thread hands them over.
-pub(crate) type Inbox = Receiver<Result<Frame, FrameError>>;
-
-/// Reads frames from `r` on a thread of its own until the stream ends or a frame is bad
-/// (the last item is that error), so that a cycle can hear the coordinator while it writes.
-fn reader(mut r: impl Read + Send + 'static) -> Inbox {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || loop {
-        let f = proto::read_frame(&mut r);
-        let end = f.is_err();
-        if tx.send(f).is_err() || end {
-            return;
-        }
-    });
-    rx
-}
-
 /// Sends a `refused` frame saying why, and the error to end the session with.
 pub(crate) fn refuse(w: &mut dyn Write, why: String, theirs: Vec<u32>) -> ServeError {
     let mut w = w;
@@ -74,11 +62,20 @@ pub(crate) fn refuse(w: &mut dyn Write, why: String, theirs: Vec<u32>) -> ServeE
     ServeError::Refused(why)
 }
 
+/// What flooding the agent is told.
+fn flooded() -> String {
+    format!(
+        "the coordinator sent more than {} frames ahead of the answers (at most that many wait, of at most {} bytes each)",
+        super::peer::INBOX_FRAMES,
+        proto::MAX_FRAME
+    )
+}
+
 /// Serves one coordinator on `r`/`w` until it says goodbye or goes away.
 pub fn serve(r: impl Read + Send + 'static, w: &mut impl Write, o: &ServeOptions) -> Result<Ended, ServeError> {
-    let inbox = reader(r);
+    let inbox = super::peer::inbox(r);
     let ours = proto::VERSIONS.to_vec();
-    let (run, coordinator) = match inbox.recv().unwrap_or(Err(FrameError::Closed)) {
+    let (run, coordinator) = match inbox.frames.recv().unwrap_or(Err(FrameError::Closed)) {
         Ok(Frame::Hello { versions, run, coordinator }) => match proto::choose(&versions) {
             Some(v) => {
                 let agent = proto::AgentInfo { software: o.software.clone(), host: o.host.clone(), pid: o.pid, allow_exec: o.allow_exec };
@@ -94,238 +91,197 @@ pub fn serve(r: impl Read + Send + 'static, w: &mut impl Write, o: &ServeOptions
         Err(FrameError::Closed) => return Ok(Ended::Closed),
         Err(e) => return Err(refuse(w, format!("before the hello: {e}"), Vec::new())),
     };
-    let mut port = Port { target: None, opened: None };
-    let mut mirror = Mirror::default();
+    let mut s = Served { o, w, inbox, run, port: Port::default(), mirror: Mirror::default() };
     let mut last_seq = 0u64;
     loop {
-        let f = match inbox.recv().unwrap_or(Err(FrameError::Closed)) {
+        if s.inbox.peer.gone() == Some(Gone::Flooded) {
+            return Err(refuse(s.w, flooded(), Vec::new()));
+        }
+        let f = match s.inbox.frames.recv().unwrap_or(Err(FrameError::Closed)) {
             Ok(f) => f,
             Err(FrameError::Closed) => return Ok(Ended::Closed),
-            Err(e) => return Err(refuse(w, e.to_string(), Vec::new())),
+            // A request of this run, in order, whose operation does not read: `failed`.
+            Err(FrameError::BadOp { run, seq, why }) if run == s.run && seq > last_seq => {
+                last_seq = seq;
+                let result = failed(format!("request {seq}: the operation is not one this agent runs: {why}"));
+                proto::write_frame(s.w, &Frame::Reply { run, seq, result })?;
+                continue;
+            }
+            Err(e) => return Err(refuse(s.w, e.to_string(), Vec::new())),
         };
+        let run = &s.run;
         let (seq, op) = match f {
-            Frame::Request { run: r2, .. } if r2 != run => {
+            Frame::Request { run: r2, .. } if r2 != *run => {
                 let why = format!("a frame of run {r2}; this agent serves run {run} (of coordinator {coordinator}), and no other");
-                return Err(refuse(w, why, Vec::new()));
+                return Err(refuse(s.w, why, Vec::new()));
             }
             Frame::Request { seq, .. } if seq <= last_seq => {
-                return Err(refuse(w, format!("request {seq} after request {last_seq}: requests are numbered upwards"), Vec::new()));
+                return Err(refuse(s.w, format!("request {seq} after request {last_seq}: requests are numbered upwards"), Vec::new()));
             }
             Frame::Request { seq, op, .. } => (seq, op),
             Frame::Hello { coordinator: c2, run: r2, .. } => {
                 let why = format!("a second hello (coordinator {c2}, run {r2}): this agent serves coordinator {coordinator}, run {run}");
-                return Err(refuse(w, why, Vec::new()));
+                return Err(refuse(s.w, why, Vec::new()));
             }
-            other => return Err(refuse(w, format!("a {} frame outside a cycle", kind(&other)), Vec::new())),
+            other => return Err(refuse(s.w, format!("a {} frame outside a cycle", kind(&other)), Vec::new())),
         };
         last_seq = seq;
-        let result = match op {
-            Op::Clock => Answer::Clock { monotonic_ns: faultline_drivers::monotonic_ns() },
-            Op::Bye => {
-                proto::write_frame(w, &Frame::Reply { run: run.clone(), seq, result: Answer::Bye })?;
-                return Ok(Ended::Bye);
+        let name = op_name(&op);
+        let done = s.answer(seq, op);
+        // The coordinator flooded the agent, or went away while the operation ran and cut it
+        // short: nothing more is answered.
+        match (s.inbox.peer.gone(), &done) {
+            (Some(Gone::Flooded), _) => return Err(refuse(s.w, flooded(), Vec::new())),
+            (Some(_), Ok(Step::Stopped(Ok(after)))) => return Ok(Ended::Left { op: name, seq, submitted_after: *after }),
+            (Some(_), Err(_)) => return Ok(Ended::Left { op: name, seq, submitted_after: None }),
+            _ => {}
+        }
+        match done? {
+            Step::Reply(result) | Step::Stopped(Err(result)) => proto::write_frame(s.w, &Frame::Reply { run: s.run.clone(), seq, result })?,
+            Step::Stopped(Ok(_)) => {}
+            Step::End(e) => return Ok(e),
+        }
+    }
+}
+
+/// What answering a request came to.
+enum Step {
+    /// Its answer, to send.
+    Reply(Answer),
+    /// It ran on a watched target (`Ok`: how long after the coordinator went it still
+    /// submitted, if the coordinator went), or it failed before it began (`Err`: the answer).
+    Stopped(Result<Option<Duration>, Answer>),
+    /// The session ends (its last reply was sent).
+    End(Ended),
+}
+
+/// One coordinator's session, after the hello.
+struct Served<'a, W: Write> {
+    o: &'a ServeOptions,
+    w: &'a mut W,
+    inbox: Inbox,
+    run: Nonce,
+    port: Port,
+    mirror: Mirror,
+}
+
+impl<W: Write> Served<'_, W> {
+    fn answer(&mut self, seq: u64, op: Op) -> Result<Step, ServeError> {
+        let peer = self.inbox.peer.clone();
+        let (run, w) = (self.run.clone(), &mut *self.w);
+        let no_target = || Step::Reply(failed("no target is open: open one first"));
+        Ok(Step::Reply(match op {
+            Op::Clock {} => Answer::Clock { monotonic_ns: faultline_drivers::monotonic_ns() },
+            Op::Bye {} => {
+                proto::write_frame(w, &Frame::Reply { run, seq, result: Answer::Bye {} })?;
+                return Ok(Step::End(Ended::Bye));
             }
             Op::Open { target, identity, expect, queue_depth, resets } => {
-                port.open(o, &target, identity.as_deref(), &expect, queue_depth, &resets)
+                self.port.open(self.o, &target, identity.as_deref(), &expect, queue_depth, &resets)
             }
-            Op::History { first, records } => mirror.apply(first, records),
-            Op::Probe { at } => match port.target.as_mut() {
-                None => failed("no target is open"),
-                Some(t) => Answer::Probed { error: crate::runner::dut::probe(t.as_mut(), at, PROBE_TIMEOUT).err().map(|e| e.to_string()) },
-            },
-            Op::WaitReady { at, timeout_ms } => port.wait_ready(at, Duration::from_millis(timeout_ms)),
-            Op::Release => {
-                port.target = None;
-                Answer::Released
-            }
-            Op::SectorHashes { ranges, sector } => match port.target.as_mut() {
-                None => failed("no target is open"),
-                Some(t) => {
-                    let ranges: Vec<(u64, u64)> = ranges.iter().map(|r| (r[0], r[1])).collect();
-                    let hashes = crate::runner::dut::sector_hashes_on(t.as_mut(), &ranges, sector);
-                    for c in hashes.chunks(super::verify::PART_ITEMS) {
-                        let part = super::proto::VerifiedPart::Hashes(c.iter().map(|h| h.map(|h| super::verify::hex(&h))).collect());
-                        send_part(w, &run, seq, part)?;
-                    }
-                    Answer::Hashed { count: hashes.len() as u64 }
+            Op::History { first, records } => self.mirror.apply(first, records),
+            Op::Probe { at } => {
+                let Some(t) = self.port.target.as_mut() else { return Ok(no_target()) };
+                if let Err(e) = checked::offset("at", at, &t.geometry()) {
+                    return Ok(Step::Reply(refused(e)));
                 }
-            },
-            Op::Health => port.health(),
-            Op::Prefill { header, port: which } => match port.target.as_mut() {
-                None => failed("no target is open: open one first"),
-                Some(t) => prefill(t.as_mut(), &header, which),
-            },
-            Op::Verify { regions, digest } => {
-                let Some(t) = port.target.as_mut() else {
-                    proto::write_frame(w, &Frame::Reply { run: run.clone(), seq, result: failed("no target is open: open one first") })?;
-                    continue;
+                let mut t = Watched::new(t.as_mut(), &peer);
+                Answer::Probed { error: crate::runner::dut::probe(&mut t, at, PROBE_TIMEOUT).err().map(|e| e.to_string()) }
+            }
+            Op::WaitReady { at, timeout_ms } => self.port.wait_ready(at, timeout_ms, &peer),
+            Op::Release {} => {
+                self.port.target = None;
+                Answer::Released {}
+            }
+            Op::SectorHashes { ranges, sector } => {
+                let Some(t) = self.port.target.as_mut() else { return Ok(no_target()) };
+                let ranges = match checked::hash_ranges(&ranges, sector, &t.geometry()) {
+                    Ok(r) => r,
+                    Err(e) => return Ok(Step::Reply(refused(e))),
                 };
-                mirror.verify(t.as_mut(), &regions, digest, &mut |part| send_part(w, &run, seq, part))?
+                let mut t = Watched::new(t.as_mut(), &peer);
+                return Ok(Step::Stopped(match send_hashes(&mut t, &peer, &ranges, sector, &mut |part| send_part(w, &run, seq, part))? {
+                    Some(count) => Err(Answer::Hashed { count }),
+                    None => Ok(None),
+                }));
+            }
+            Op::Health {} => self.port.health(),
+            Op::Prefill { header, port: which } => {
+                let Some(t) = self.port.target.as_mut() else { return Ok(no_target()) };
+                let mut t = Watched::new(t.as_mut(), &peer);
+                let a = prefill(&mut t, &header, which);
+                return Ok(Step::Stopped(if peer.gone().is_some() { Ok(t.submitted_after_gone()) } else { Err(a) }));
+            }
+            Op::Verify { regions, digest } => {
+                let Some(t) = self.port.target.as_mut() else { return Ok(no_target()) };
+                let mut t = Watched::new(t.as_mut(), &peer);
+                self.mirror.verify(&mut t, &regions, digest, &mut |part| send_part(w, &run, seq, part))?
             }
             Op::Cycle(req) => {
-                let Some(t) = port.target.as_mut() else {
-                    proto::write_frame(w, &Frame::Reply { run: run.clone(), seq, result: failed("no target is open: open one first") })?;
-                    continue;
-                };
-                let listed = port.opened.as_ref().map(|(l, _, _)| l.clone()).unwrap_or_default();
-                match cycle(t.as_mut(), &listed, &req, &inbox, w, &run, seq)? {
-                    Some(a) => a,
-                    None => return Ok(Ended::Closed),
-                }
+                let Some(t) = self.port.target.as_mut() else { return Ok(no_target()) };
+                let listed = self.port.opened.as_ref().map(|(l, _, _)| l.clone()).unwrap_or_default();
+                let mut t = Watched::new(t.as_mut(), &peer);
+                let a = cycle(&mut t, &listed, &req, &self.inbox.frames, w, &run, seq)?;
+                return Ok(Step::Stopped(match a {
+                    Some(a) if peer.gone().is_none() => Err(a),
+                    _ => Ok(t.submitted_after_gone()),
+                }));
             }
-        };
-        proto::write_frame(w, &Frame::Reply { run: run.clone(), seq, result })?;
+        }))
     }
 }
 
-/// Writes the port's share with its prefill pattern and flushes; the coordinator records it.
-fn prefill(target: &mut dyn BlockTarget, h: &crate::ledger::RunHeader, port: crate::port::PortId) -> Answer {
-    let layout = match Layout::new(h.workload.clone(), h.sector_bytes) {
-        Ok(l) => l,
-        Err(e) => return failed(format!("the run's workload: {e}")),
-    };
-    let format = Format::new(h.run_id, h.sector_bytes as usize);
-    match crate::writer::prefill_data(target, &layout, &format, port) {
-        Ok(()) => Answer::Prefilled { span_start: h.workload.span_start, span_end: h.workload.span_end },
-        Err(e) => failed(format!("the prefill: {e}")),
+/// Sends the hashes of `ranges` in `hashes` parts as they are read (one part's worth held at
+/// a time); `None` when the coordinator went before the last.
+fn send_hashes(
+    t: &mut Watched<'_>,
+    peer: &super::peer::Peer,
+    ranges: &[(u64, u64)],
+    sector: u64,
+    send: &mut dyn FnMut(super::proto::VerifiedPart) -> std::io::Result<()>,
+) -> std::io::Result<Option<u64>> {
+    let mut held: Vec<Option<String>> = Vec::with_capacity(PART_ITEMS);
+    let mut count = 0u64;
+    let mut flush = |held: &mut Vec<Option<String>>| send(super::proto::VerifiedPart::Hashes(std::mem::take(held)));
+    let r = crate::runner::dut::each_sector_hash(t, ranges, sector, &mut |hashes| {
+        if peer.gone().is_some() {
+            return Err(None);
+        }
+        for h in hashes {
+            held.push(h.map(|h| hex(&h)));
+            count += 1;
+            if held.len() == PART_ITEMS {
+                flush(&mut held).map_err(Some)?;
+            }
+        }
+        Ok(())
+    });
+    match r {
+        Ok(()) => {}
+        Err(None) => return Ok(None),
+        Err(Some(e)) => return Err(e),
     }
+    if !held.is_empty() {
+        flush(&mut held)?;
+    }
+    Ok(Some(count))
 }
 
-fn failed(why: impl Into<String>) -> Answer {
-    Answer::Failed { why: why.into() }
-}
-
-/// How long a probe's read may take.
-const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
-
-/// The agent's one port: its open target, and how it was opened (to open it again).
-struct Port {
-    target: Option<Box<dyn BlockTarget>>,
-    /// The listed target, the identity it was found with, the queue depth.
-    opened: Option<(String, String, u32)>,
-}
-
-impl Port {
-    /// The health pages of the listed target (a block device on an NVMe controller), raw.
-    fn health(&self) -> Answer {
-        let Some((listed, _, _)) = &self.opened else { return failed("no target was opened") };
-        let path = std::path::Path::new(listed);
-        if faultline_drivers::nbd::looks_like_nbd(listed) {
-            return Answer::Health { smart: None, ocp: None, none: Some(format!("{listed} is an NBD export, which has no health logs")) };
-        }
-        let admin =
-            match faultline_drivers::nvme::NvmeAdmin::open_for_block_device_in(path, &faultline_drivers::blockdev::SysRoots::system()) {
-                Ok(a) => a,
-                Err(e) => return Answer::Health { smart: None, ocp: None, none: Some(format!("{listed}: {e}")) },
-            };
-        let smart = match admin.smart_log() {
-            Ok(b) => super::verify::hex(&b),
-            Err(e) => return failed(format!("{listed}: SMART / health log: {e}")),
-        };
-        match admin.ocp_smart_log() {
-            Ok(ocp) => Answer::Health { smart: Some(smart), ocp: ocp.map(|b| super::verify::hex(&b)), none: None },
-            Err(e) => failed(format!("{listed}: OCP SMART log: {e}")),
-        }
-    }
-
-    /// Waits until the target answers a read at `at`, opening it again (the same listed
-    /// target, held to the identity it had) whenever it is not open.
-    fn wait_ready(&mut self, at: u64, timeout: Duration) -> Answer {
-        let Some((listed, identity, qd)) = self.opened.clone() else { return failed("no target was opened") };
-        let t0 = std::time::Instant::now();
-        let until = t0 + timeout;
-        let mut enumerate = None;
-        let mut last = String::from("not tried");
-        loop {
-            if self.target.is_none() {
-                let spec = OpenSpec {
-                    writable: true,
-                    queue_depth: qd as usize,
-                    expect: Default::default(),
-                    allow_overwrite_signature: true,
-                    io_threads: 1,
-                };
-                match open_target(std::path::Path::new(&listed), &spec) {
-                    Ok(o) if o.target.identity() == identity => {
-                        self.target = Some(o.target);
-                        enumerate = Some(t0.elapsed());
-                    }
-                    Ok(o) => last = format!("{listed} is now {}, not {identity}", o.target.identity()),
-                    Err(e) => last = format!("{listed}: {e}"),
-                }
-            }
-            if let Some(t) = self.target.as_mut() {
-                let r0 = std::time::Instant::now();
-                match crate::runner::dut::probe(t.as_mut(), at, PROBE_TIMEOUT) {
-                    Ok(()) => {
-                        let ns = |d: Duration| d.as_nanos().min(u64::MAX as u128) as u64;
-                        return Answer::Ready { enumerate_ns: enumerate.map(ns), first_read_ns: ns(r0.elapsed()) };
-                    }
-                    Err(e) => last = e.to_string(),
-                }
-            }
-            if std::time::Instant::now() >= until {
-                return failed(format!("{listed} did not answer a read at byte {at} within {timeout:?}: {last}"));
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    fn open(
-        &mut self,
-        o: &ServeOptions,
-        target: &str,
-        identity: Option<&str>,
-        expect: &proto::Expect,
-        queue_depth: u32,
-        resets: &[proto::HostReset],
-    ) -> Answer {
-        if !o.targets.iter().any(|t| t == target) {
-            return failed(format!(
-                "{target} is not a target this agent may open: it was started with {}",
-                if o.targets.is_empty() { "no --target".to_string() } else { format!("--target {}", o.targets.join(", --target ")) }
-            ));
-        }
-        // Every reset the run will ask of this host is found and checked before anything is
-        // written (and found again at each cycle: a rescan may rename the controller).
-        for r in resets {
-            if let Err(why) = super::reset::Reset::open(target, *r) {
-                return failed(format!(
-                    "{target}: this host cannot run the run's link reset: {why} (host_link_reset needs the port's path to be an \
-                     NVMe namespace on that host; for another target, cut the host's power instead: host_power_cut)"
-                ));
-            }
-        }
-        // A run that has begun wrote its own data there: its signature check was done when
-        // the run was created, as `faultline write` does.
-        let spec = OpenSpec {
-            writable: true,
-            queue_depth: queue_depth.max(1) as usize,
-            expect: expect.into(),
-            allow_overwrite_signature: identity.is_some(),
-            io_threads: 1,
-        };
-        self.target = None;
-        let opened = match open_target(std::path::Path::new(target), &spec) {
-            Ok(o) => o,
-            Err(e) => return failed(format!("{target}: {e}")),
-        };
-        let found = opened.target.identity();
-        if let Some(want) = identity.filter(|want| *want != found) {
-            return failed(format!("{target} is {found}, not the run's target {want}: refusing to write to it"));
-        }
-        let g = opened.target.geometry();
-        self.target = Some(opened.target);
-        self.opened = Some((target.to_string(), found.clone(), queue_depth));
-        Answer::Opened {
-            target: TargetInfo {
-                identity: found,
-                capacity_bytes: g.capacity_bytes,
-                logical_block_bytes: g.logical_block_bytes as u64,
-                physical_block_bytes: g.physical_block_bytes as u64,
-                engine: opened.engine.to_string(),
-            },
-        }
+/// An operation's name, for the agent's last words.
+fn op_name(op: &Op) -> &'static str {
+    match op {
+        Op::Clock {} => "clock",
+        Op::Bye {} => "bye",
+        Op::Open { .. } => "open",
+        Op::Cycle(_) => "cycle",
+        Op::History { .. } => "history",
+        Op::Verify { .. } => "verify",
+        Op::Probe { .. } => "probe",
+        Op::WaitReady { .. } => "wait_ready",
+        Op::Release {} => "release",
+        Op::SectorHashes { .. } => "sector_hashes",
+        Op::Health {} => "health",
+        Op::Prefill { .. } => "prefill",
     }
 }
 
@@ -335,21 +291,32 @@ fn cycle(
     target: &mut dyn BlockTarget,
     listed: &str,
     req: &CycleRequest,
-    inbox: &Inbox,
+    inbox: &Frames,
     w: &mut dyn Write,
     run: &Nonce,
     seq: u64,
 ) -> Result<Option<Answer>, ServeError> {
     let h = &req.header;
-    let layout = match Layout::new(h.workload.clone(), h.sector_bytes) {
-        Ok(l) => l,
-        Err(e) => return Ok(Some(failed(format!("the run's workload: {e}")))),
+    let (layout, format) = match checked::run(h, &target.geometry()) {
+        Ok(x) => x,
+        Err(e) => return Ok(Some(refused(e))),
     };
-    let format = Format::new(h.run_id, h.sector_bytes as usize);
+    let ms = |field: &str, v: Option<u64>, max| v.map(|v| checked::millis(field, v, max)).transpose();
+    let times = (|| {
+        let duration = ms("duration_ms", req.duration_ms, checked::MAX_CYCLE)?;
+        let every = ms("stream_every_ms", Some(req.stream_every_ms), checked::MAX_STREAM_EVERY)?;
+        let drain = ms("drain_timeout_ms", Some(req.drain_timeout_ms), checked::MAX_WAIT)?;
+        let hold = ms("reset.hold_ms", req.reset.map(|r| r.hold_ms), checked::MAX_HOLD)?;
+        Ok((duration, every.unwrap_or_default(), drain.unwrap_or_default(), hold.unwrap_or_default()))
+    })();
+    let (duration, every, drain, hold) = match times {
+        Ok(t) => t,
+        Err(e) => return Ok(Some(refused(e))),
+    };
     // The cycle's reset, found before the first write.
     let mut reset = match req.reset {
         Some(r) => match super::reset::Reset::open(listed, r.reset) {
-            Ok(x) => Some((x, Duration::from_millis(r.hold_ms))),
+            Ok(x) => Some((x, hold)),
             Err(why) => return Ok(Some(failed(format!("{listed}: cannot run the cycle's link reset: {why}")))),
         },
         None => None,
@@ -363,17 +330,17 @@ fn cycle(
         started_at: req.started_at.clone(),
         port: req.port,
         max_writes: req.max_writes,
-        duration: req.duration_ms.map(Duration::from_millis),
+        duration,
         cut: req.cut,
-        checkpoint_every: Duration::from_millis(req.stream_every_ms.max(1)),
-        drain_timeout: Duration::from_millis(req.drain_timeout_ms.max(1)),
+        checkpoint_every: every.max(Duration::from_millis(1)),
+        drain_timeout: drain.max(Duration::from_millis(1)),
         stop: Some(stop.clone()),
         samples: wire.clone().map(crate::writer::PortSamples::Wire),
         fill: Fill::Auto,
         clock_from: None,
         before_end: None,
     };
-    let mut link = Link::new(w, inbox, run.clone(), seq, stop, Duration::from_millis(req.drain_timeout_ms.max(1000)));
+    let mut link = Link::new(w, inbox, run.clone(), seq, stop, drain.max(Duration::from_secs(1)));
     if let Some(ws) = wire {
         link = link.with_samples(ws);
     }
@@ -502,13 +469,13 @@ mod tests {
     #[test]
     fn a_session_answers_in_order_and_ends_at_bye() {
         let run = Nonce::from_words(1, 1);
-        let input = frames(&[hello(vec![5]), req(run.clone(), 1, Op::Clock), req(run.clone(), 2, Op::Bye)]);
+        let input = frames(&[hello(vec![5]), req(run.clone(), 1, Op::Clock {}), req(run.clone(), 2, Op::Bye {})]);
         let mut out = Vec::new();
         assert_eq!(serve_bytes(input, &mut out, &opts()).unwrap(), Ended::Bye);
         let r = replies(&out);
         assert!(matches!(&r[0], Frame::Welcome { version: 5, agent } if agent.host == "here"));
         assert!(matches!(&r[1], Frame::Reply { seq: 1, result: Answer::Clock { monotonic_ns }, .. } if *monotonic_ns > 0));
-        assert!(matches!(&r[2], Frame::Reply { seq: 2, result: Answer::Bye, .. }));
+        assert!(matches!(&r[2], Frame::Reply { seq: 2, result: Answer::Bye {}, .. }));
     }
 
     #[test]
@@ -517,9 +484,9 @@ mod tests {
         let other = Nonce::from_words(2, 2);
         let cases: Vec<(Vec<u8>, &str)> = vec![
             (frames(&[hello(vec![7, 8])]), "speaks protocol version(s) [5]; coordinator c1 offered [7, 8]"),
-            (frames(&[req(run.clone(), 1, Op::Clock)]), "the first frame must be a hello"),
-            (frames(&[hello(vec![5]), req(other.clone(), 1, Op::Clock)]), "this agent serves run 00000000000000010000000000000001"),
-            (frames(&[hello(vec![5]), req(run.clone(), 2, Op::Clock), req(run.clone(), 2, Op::Clock)]), "numbered upwards"),
+            (frames(&[req(run.clone(), 1, Op::Clock {})]), "the first frame must be a hello"),
+            (frames(&[hello(vec![5]), req(other.clone(), 1, Op::Clock {})]), "this agent serves run 00000000000000010000000000000001"),
+            (frames(&[hello(vec![5]), req(run.clone(), 2, Op::Clock {}), req(run.clone(), 2, Op::Clock {})]), "numbered upwards"),
             (frames(&[hello(vec![5]), hello(vec![5])]), "a second hello"),
             (frames(&[hello(vec![5]), Frame::Durable { run: run.clone(), seq: 1, upto: 3 }]), "a durable frame outside a cycle"),
             ([frames(&[hello(vec![5])]), (proto::MAX_FRAME + 1).to_be_bytes().to_vec()].concat(), "at most"),

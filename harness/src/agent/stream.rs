@@ -9,8 +9,9 @@
 //! against its own ([`Ledger`] implementations refuse a record that contradicts it), so
 //! [`StreamLedger::history`] is the run's header alone.
 
+use super::peer::Frames as Inbox;
 use super::proto::{self, Frame, FrameError, Nonce};
-use super::serve::{kind, Inbox};
+use super::serve::kind;
 use crate::ledger::{History, Ledger, LedgerError, Record, RunHeader};
 use crate::writer::{HookError, StopToken, WireSamples};
 use std::cell::RefCell;

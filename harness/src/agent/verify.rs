@@ -9,11 +9,9 @@
 
 use super::dial::{DialError, Session};
 use super::proto::{Answer, DigestWire, Frame, Op, VerifiedPart, VerifyCounts};
-use crate::format::Format;
 use crate::ledger::{History, LedgerError, Record};
 use crate::runner::dut::{HealthLogs, HealthReadError};
 use crate::verify::{Digest, Digests, SeenRun, Verifier, VerifyReport};
-use crate::workload::Layout;
 use faultline_drivers::BlockTarget;
 use std::io::Write;
 use std::path::Path;
@@ -64,13 +62,15 @@ impl Mirror {
         send: &mut dyn FnMut(VerifiedPart) -> std::io::Result<()>,
     ) -> std::io::Result<Answer> {
         let Some(h) = &self.history else { return Ok(Answer::Failed { why: "no history: send the run's records first".into() }) };
-        let layout = match Layout::new(h.header.workload.clone(), h.header.sector_bytes) {
-            Ok(l) => l,
-            Err(e) => return Ok(Answer::Failed { why: format!("the run's workload: {e}") }),
+        let checked = super::checked::run(&h.header, &target.geometry()).and_then(|(layout, format)| {
+            let span = (h.header.workload.span_start, h.header.workload.span_end);
+            Ok((layout, format, super::checked::regions(regions, h.header.sector_bytes, span)?))
+        });
+        let (layout, format, regions) = match checked {
+            Ok(x) => x,
+            Err(e) => return Ok(Answer::Failed { why: format!("refused: {e}") }),
         };
-        let format = Format::new(h.header.run_id, h.header.sector_bytes as usize);
         let v = Verifier::new(&layout, h, &format);
-        let regions: Vec<(u64, u64)> = regions.iter().map(|r| (r[0], r[1])).collect();
         let (report, digests) = if digest {
             let mut d = Digests::for_regions(&regions);
             match v.verify_regions_digested(target, &regions, &mut d) {
@@ -203,7 +203,20 @@ impl Session {
     ) -> Result<(VerifyReport, Option<Vec<Digest>>), DialError> {
         let op = Op::Verify { regions: regions.iter().map(|&(a, b)| [a, b]).collect(), digest };
         let (mut findings, mut seen, mut digests) = (Vec::new(), Vec::new(), Vec::new());
+        // What a lying agent can make this side hold: no more findings or seen runs than the
+        // regions have sectors, no more digests than a verify makes.
+        let most = sectors_in(regions, crate::format::MIN_SECTOR_BYTES as u64);
+        let most_digests = crate::verify::MAX_DIGESTS.saturating_add(regions.len() as u64);
         let answer = self.parted(op, "verify", timeout, |part| {
+            let over = match &part {
+                VerifiedPart::Findings(f) => over(findings.len(), f.len(), most),
+                VerifiedPart::Seen(s) => over(seen.len(), s.len(), most),
+                VerifiedPart::Digests(d) => over(digests.len(), d.len(), most_digests),
+                VerifiedPart::Hashes(_) => false,
+            };
+            if over {
+                return Err(BadPart(format!("more items in a verify's answer than its {} bytes of regions can give", most * 512)));
+            }
             match part {
                 VerifiedPart::Findings(f) => findings.extend(f),
                 VerifiedPart::Seen(s) => seen.extend(s.into_iter().map(|[id, start, end]| SeenRun { id, start, end })),
@@ -248,6 +261,16 @@ impl Session {
     }
 }
 
+/// How many `sector`-byte sectors `ranges` hold (saturating).
+fn sectors_in(ranges: &[(u64, u64)], sector: u64) -> u64 {
+    ranges.iter().fold(0u64, |n, &(a, b)| n.saturating_add(b.saturating_sub(a).div_ceil(sector.max(1))))
+}
+
+/// Whether `more` items on top of `held` pass `most`.
+fn over(held: usize, more: usize, most: u64) -> bool {
+    (held as u64).saturating_add(more as u64) > most
+}
+
 /// A part of an answer that the operation does not give (a protocol error: why).
 #[derive(Debug)]
 struct BadPart(String);
@@ -258,10 +281,14 @@ impl Session {
     pub fn sector_hashes(&mut self, ranges: &[(u64, u64)], sector: u64, timeout: Duration) -> Result<Vec<Option<[u8; 32]>>, DialError> {
         let op = Op::SectorHashes { ranges: ranges.iter().map(|&(a, b)| [a, b]).collect(), sector };
         let mut out = Vec::new();
+        let most = sectors_in(ranges, sector);
         let answer = self.parted(op, "sector hashes", timeout, |part| {
             let VerifiedPart::Hashes(h) = part else {
                 return Err(BadPart(format!("{part:?} in the answer to sector hashes")));
             };
+            if over(out.len(), h.len(), most) {
+                return Err(BadPart(format!("more sector hashes than the {most} sectors asked")));
+            }
             for x in h {
                 match x.as_deref().map(unhex::<32>) {
                     None => out.push(None),
@@ -302,7 +329,7 @@ impl Session {
     /// The agent's target's health logs, parsed here: `None` when it has none (not NVMe, an
     /// NBD export), with the agent's reason in the error of `Some(Err)` when reading failed.
     pub fn health(&mut self, timeout: Duration) -> Result<Option<Result<HealthLogs, HealthReadError>>, DialError> {
-        match self.call(Op::Health, timeout)? {
+        match self.call(Op::Health {}, timeout)? {
             Answer::Health { none: Some(_), .. } => Ok(None),
             Answer::Health { smart: Some(s), ocp, none: None } => {
                 let parse = || -> Result<HealthLogs, HealthReadError> {

@@ -332,7 +332,7 @@ mod tests {
     }
 
     fn finding(class: FindingClass, offset: u64, end: u64, expected: Shown) -> Finding {
-        Finding { class, offset, length: end - offset, expected, found: Shown::Zeros, cycle: 4, detail: String::new() }
+        Finding { class, offset, length: end - offset, expected, found: Shown::Zeros {}, cycle: 4, detail: String::new() }
     }
 
     fn extent(class: TruthClass, offset: u64, end: u64, id: u64) -> TruthExtent {
@@ -469,7 +469,15 @@ mod tests {
     }
 
     fn dead(detail: String) -> Finding {
-        Finding { class: FindingClass::DeadDevice, offset: 0, length: 0, expected: Shown::Prior, found: Shown::Prior, cycle: 5, detail }
+        Finding {
+            class: FindingClass::DeadDevice,
+            offset: 0,
+            length: 0,
+            expected: Shown::Prior {},
+            found: Shown::Prior {},
+            cycle: 5,
+            detail,
+        }
     }
 
     /// The dead device's detail is the drivers' own text for a path not found: the marker

@@ -87,7 +87,7 @@ impl std::fmt::Display for Contract {
 
 /// The first record of every ledger: what the run is.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, from = "RawHeader")]
+#[serde(deny_unknown_fields, try_from = "RawHeader")]
 pub struct RunHeader {
     pub ledger_format: u32,
     pub run_id: u64,
@@ -174,13 +174,19 @@ struct RawHeader {
     workload: WorkloadSpec,
 }
 
-impl From<RawHeader> for RunHeader {
-    fn from(r: RawHeader) -> RunHeader {
+/// A header is read only with a sector size the format can use (a ledger's or a peer's header
+/// with another is refused where it is read, naming the field).
+impl TryFrom<RawHeader> for RunHeader {
+    type Error = String;
+    fn try_from(r: RawHeader) -> Result<RunHeader, String> {
+        if let Some(why) = crate::format::bad_sector_size(r.sector_bytes) {
+            return Err(format!("the run header's {why}"));
+        }
         let ports = r.ports.unwrap_or_else(|| {
             let id = PortId(r.port.unwrap_or(0));
             vec![PortEntry { id, name: id.default_name() }]
         });
-        RunHeader {
+        Ok(RunHeader {
             ledger_format: r.ledger_format,
             run_id: r.run_id,
             created_at: r.created_at,
@@ -191,7 +197,7 @@ impl From<RawHeader> for RunHeader {
             contract: r.contract,
             ports,
             workload: r.workload,
-        }
+        })
     }
 }
 
@@ -469,7 +475,7 @@ pub(crate) mod tests {
             ports: crate::port::PortEntry::single(),
             workload: crate::workload::WorkloadSpec {
                 seed: 1,
-                pattern: crate::workload::Pattern::Random,
+                pattern: crate::workload::Pattern::Random {},
                 span_start: 0,
                 span_end: 1 << 20,
                 min_write_bytes: 4096,

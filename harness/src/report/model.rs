@@ -706,8 +706,8 @@ fn class_index(class: FindingClass) -> usize {
 /// A decoded sector identity, in words.
 pub fn describe(s: &Shown) -> String {
     match s {
-        Shown::Prior => "prior content (no write of this run)".to_string(),
-        Shown::Prefill => "the prefill version".to_string(),
+        Shown::Prior {} => "prior content (no write of this run)".to_string(),
+        Shown::Prefill {} => "the prefill version".to_string(),
         Shown::Write { write_id, cycle, port, addr, index, count } => {
             format!("write {write_id} (cycle {cycle}, port {port}), sector {} of {count}, for byte {addr}", index + 1)
         }
@@ -715,8 +715,8 @@ pub fn describe(s: &Shown) -> String {
             format!("damaged sector (checksum fails) claiming write {write_id}, cycle {cycle}, byte {addr}, run {run_id:016x}")
         }
         Shown::ForeignRun { run_id, write_id } => format!("a sector of another run ({run_id:016x}, write {write_id})"),
-        Shown::Zeros => "zeros".to_string(),
-        Shown::Unrecognized => "bytes of no faultline sector".to_string(),
+        Shown::Zeros {} => "zeros".to_string(),
+        Shown::Unrecognized {} => "bytes of no faultline sector".to_string(),
         Shown::ReadError { errno, detail } => format!("read error (errno {errno}: {detail})"),
     }
 }

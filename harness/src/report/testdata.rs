@@ -11,7 +11,7 @@ pub fn finding(cycle: u32, class: FindingClass, detail: &str) -> Finding {
         offset: 8192 * cycle as u64,
         length: 4096,
         expected: Shown::Write { write_id: 40 + cycle as u64, cycle, port: 0, addr: 8192 * cycle as u64, index: 0, count: 8 },
-        found: Shown::Prefill,
+        found: Shown::Prefill {},
         cycle,
         detail: detail.to_string(),
     }

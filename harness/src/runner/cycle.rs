@@ -433,8 +433,8 @@ pub(super) fn dead_device(cycle: u32, why: &str) -> Finding {
         class: FindingClass::DeadDevice,
         offset: 0,
         length: 0,
-        expected: Shown::Prior,
-        found: Shown::Prior,
+        expected: Shown::Prior {},
+        found: Shown::Prior {},
         cycle,
         detail: why.to_string(),
     }

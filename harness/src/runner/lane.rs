@@ -410,8 +410,8 @@ fn compare_bytes(
                     class: FindingClass::StaleVersion,
                     offset: from,
                     length: to - from,
-                    expected: Shown::Prior,
-                    found: Shown::Prior,
+                    expected: Shown::Prior {},
+                    found: Shown::Prior {},
                     cycle,
                     detail: format!(
                         "port {} and port {} read different data in [{from}, {to}) of port {}'s share: one port serves a stale copy",
@@ -449,7 +449,7 @@ mod tests {
         });
         let spec = WorkloadSpec {
             seed: 9,
-            pattern: Pattern::Sequential,
+            pattern: Pattern::Sequential {},
             span_start: 0,
             span_end: SPAN,
             min_write_bytes: 4096,

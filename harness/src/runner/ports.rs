@@ -135,8 +135,8 @@ impl PortSet {
                     class: FindingClass::DeadHost,
                     offset: 0,
                     length: 0,
-                    expected: Shown::Prior,
-                    found: Shown::Prior,
+                    expected: Shown::Prior {},
+                    found: Shown::Prior {},
                     cycle,
                     detail: format!("{}{why}", self.prefix(i)),
                 });

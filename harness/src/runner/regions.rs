@@ -76,7 +76,7 @@ mod tests {
     fn layout() -> Layout {
         let spec = WorkloadSpec {
             seed: 9,
-            pattern: Pattern::Random,
+            pattern: Pattern::Random {},
             span_start: 4096,
             span_end: 4 << 20,
             min_write_bytes: 512,

@@ -698,7 +698,7 @@ fn default_sim_queue_depth() -> u32 {
     64
 }
 fn default_pattern() -> Pattern {
-    Pattern::Random
+    Pattern::Random {}
 }
 fn default_write_bytes() -> u64 {
     4096

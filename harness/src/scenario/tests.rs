@@ -46,7 +46,7 @@ fn scenario_minimal_file_gets_the_documented_defaults() {
     assert_eq!(s.verify, VerifyPolicy::default());
     assert_eq!(s.stop, StopPolicy::default());
     assert_eq!(s.cycles, Cycles { count: 10, off_time_ms: 3000, readiness_timeout_s: 120 });
-    assert_eq!(s.workload.pattern, Pattern::Random);
+    assert_eq!(s.workload.pattern, Pattern::Random {});
     assert_eq!(s.seed, None);
 }
 

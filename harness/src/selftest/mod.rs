@@ -76,9 +76,9 @@ pub fn workloads(span_bytes: u64) -> Vec<(&'static str, Workload)> {
         prefill: false,
     };
     vec![
-        ("4k-random-qd32", base(Pattern::Random, 4096, 4096, 4096, 4096, 32, 64)),
-        ("mixed-512-aligned", base(Pattern::Random, 512, 65536, 8192, 512, 16, 24)),
-        ("seq-128k-qd8", base(Pattern::Sequential, 131072, 131072, 131072, 4096, 8, 16)),
+        ("4k-random-qd32", base(Pattern::Random {}, 4096, 4096, 4096, 4096, 32, 64)),
+        ("mixed-512-aligned", base(Pattern::Random {}, 512, 65536, 8192, 512, 16, 24)),
+        ("seq-128k-qd8", base(Pattern::Sequential {}, 131072, 131072, 131072, 4096, 8, 16)),
         ("hot-cold-512", base(Pattern::HotCold { hot_span_percent: 10, hot_write_percent: 90 }, 512, 16384, 4096, 512, 16, 32)),
     ]
 }

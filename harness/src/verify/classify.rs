@@ -51,8 +51,8 @@ impl<'a> Verifier<'a> {
 
     pub(super) fn shown_of(&self, d: &Durable, addr: u64) -> Shown {
         match (d, self.expected_id(d, addr)) {
-            (Durable::Prior, _) | (_, None) => Shown::Prior,
-            (Durable::Prefill, _) => Shown::Prefill,
+            (Durable::Prior, _) | (_, None) => Shown::Prior {},
+            (Durable::Prefill, _) => Shown::Prefill {},
             (Durable::Write(_), Some(id)) => shown_valid(&id),
         }
     }
@@ -84,9 +84,9 @@ impl<'a> Verifier<'a> {
             }
             other => {
                 let found = match other {
-                    Decoded::Zeros => Shown::Zeros,
+                    Decoded::Zeros => Shown::Zeros {},
                     Decoded::ForeignRun(f) => Shown::ForeignRun { run_id: f.run_id, write_id: f.write_id },
-                    _ => Shown::Unrecognized,
+                    _ => Shown::Unrecognized {},
                 };
                 let Some(exp) = self.expected_id(d, addr) else {
                     return Verdict::Ok { rank: 0, durable: true };
@@ -104,7 +104,7 @@ impl<'a> Verifier<'a> {
                 }
                 // Bytes that are no version at all, where every version the sector ever held is
                 // known to be this run's: nothing older can explain them.
-                if found == Shown::Unrecognized && self.only_own_versions_before(d, addr) {
+                if matches!(found, Shown::Unrecognized {}) && self.only_own_versions_before(d, addr) {
                     return Verdict::Finding {
                         class: FindingClass::Corruption,
                         found,
@@ -131,7 +131,7 @@ impl<'a> Verifier<'a> {
                 return unexpected("prefill sector, but the ledger records no prefill here".into());
             }
             return match d {
-                Durable::Write(_) => Verdict::Old { found: Shown::Prefill },
+                Durable::Write(_) => Verdict::Old { found: Shown::Prefill {} },
                 Durable::Prefill | Durable::Prior => Verdict::Ok { rank: 1, durable: true },
             };
         }

@@ -514,8 +514,8 @@ impl<'a> Verifier<'a> {
             }
             for u in mine().filter(|u| u.shown <= rank) {
                 let found = match u.shown {
-                    0 => Shown::Prior,
-                    1 => Shown::Prefill,
+                    0 => Shown::Prior {},
+                    1 => Shown::Prefill {},
                     r => self.shown_of(&Durable::Write(self.layout.plan(r - 1)), u.addr),
                 };
                 let expected = self.shown_of(&Durable::Write(w), u.addr);

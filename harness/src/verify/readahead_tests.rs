@@ -47,7 +47,7 @@ fn damaged() -> Damaged {
     let mut t = opened.target;
     let spec = WorkloadSpec {
         seed: SEED,
-        pattern: Pattern::Random,
+        pattern: Pattern::Random {},
         span_start: 0,
         span_end: SPAN,
         min_write_bytes: 4096,

@@ -119,10 +119,10 @@ impl super::Verifier<'_> {
         };
         let shown = match &found {
             Shown::Write { write_id, cycle, .. } => format!("write {write_id} (cycle {cycle}, older)"),
-            Shown::Prefill => "the prefill version (older)".into(),
-            Shown::Zeros => "zeros (older: unmapped)".into(),
+            Shown::Prefill {} => "the prefill version (older)".into(),
+            Shown::Zeros {} => "zeros (older: unmapped)".into(),
             Shown::ForeignRun { run_id, .. } => format!("a sector of run {run_id:016x} (older: from before this run)"),
-            Shown::Prior => "content from before the run (older)".into(),
+            Shown::Prior {} => "content from before the run (older)".into(),
             other => format!("{other:?}"),
         };
         let detail = format!(
@@ -140,10 +140,10 @@ impl super::Verifier<'_> {
     fn shown_bytes(&self, bytes: &[u8]) -> Shown {
         match self.format.decode(bytes) {
             Decoded::Valid(id) => super::taxonomy::shown_valid(&id),
-            Decoded::Zeros => Shown::Zeros,
+            Decoded::Zeros => Shown::Zeros {},
             Decoded::ForeignRun(f) => Shown::ForeignRun { run_id: f.run_id, write_id: f.write_id },
             Decoded::Damaged { id, .. } => Shown::Damaged { write_id: id.write_id, cycle: id.cycle, addr: id.addr, run_id: id.run_id },
-            _ => Shown::Unrecognized,
+            _ => Shown::Unrecognized {},
         }
     }
 }

@@ -33,7 +33,7 @@ fn run() -> Run {
     });
     let spec = WorkloadSpec {
         seed: 9,
-        pattern: Pattern::Sequential,
+        pattern: Pattern::Sequential {},
         span_start: 0,
         span_end: SPAN,
         min_write_bytes: 4096,
@@ -179,7 +179,7 @@ fn a_later_cycle_showing_an_older_version_where_a_write_was_seen_is_stale() {
         "{}",
         f.detail
     );
-    assert!(matches!(f.expected, Shown::Write { write_id: 8, .. }) && f.found == Shown::Zeros, "{f:?}");
+    assert!(matches!(f.expected, Shown::Write { write_id: 8, .. }) && f.found == Shown::Zeros {}, "{f:?}");
     // Cycle 2's record: 18 on its first sector only; 19 and 20 nowhere.
     let want = Record::Seen {
         cycle: 2,

@@ -59,12 +59,12 @@ impl FindingClass {
 
 /// The identity a sector should have had, or the one it had.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Shown {
     /// No write of this run; content from before the run.
-    Prior,
+    Prior {},
     /// The prefill pass's version of this sector.
-    Prefill,
+    Prefill {},
     /// Sector `index` of write `write_id` (cycle `cycle`, port `port`).
     Write {
         write_id: u64,
@@ -86,8 +86,8 @@ pub enum Shown {
         run_id: u64,
         write_id: u64,
     },
-    Zeros,
-    Unrecognized,
+    Zeros {},
+    Unrecognized {},
     ReadError {
         errno: i32,
         detail: String,
@@ -96,6 +96,7 @@ pub enum Shown {
 
 /// One finding: data, never an error.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Finding {
     pub class: FindingClass,
     /// Byte offset on the target.
@@ -177,7 +178,7 @@ pub fn prefill_id(run_id: u64, addr: u64, port: u8) -> SectorId {
 
 pub(super) fn shown_valid(id: &SectorId) -> Shown {
     if id.write_id == PREFILL_WRITE_ID {
-        return Shown::Prefill;
+        return Shown::Prefill {};
     }
     Shown::Write { write_id: id.write_id, cycle: id.cycle, port: id.port, addr: id.addr, index: id.index, count: id.count }
 }

@@ -22,7 +22,7 @@ fn setup() -> (SimDrive, Layout, Format, LedgerWriter) {
     });
     let spec = WorkloadSpec {
         seed: 9,
-        pattern: Pattern::Sequential,
+        pattern: Pattern::Sequential {},
         span_start: 0,
         span_end: SPAN,
         min_write_bytes: 4096,

@@ -63,7 +63,7 @@ fn rig(model: FaultModel, contract: Contract, placement: CutPlacement, seed: u64
     });
     let spec = WorkloadSpec {
         seed,
-        pattern: Pattern::Random,
+        pattern: Pattern::Random {},
         span_start: 0,
         span_end: 1 << 20,
         min_write_bytes: 4096,

@@ -127,8 +127,8 @@ pub fn finding(cycle: u32, port: &str, faulted: &str, breach: &str) -> Finding {
         class: FindingClass::PortDisturbance,
         offset: 0,
         length: 0,
-        expected: Shown::Prior,
-        found: Shown::Prior,
+        expected: Shown::Prior {},
+        found: Shown::Prior {},
         cycle,
         detail: format!("port {port}, while port {faulted} was faulted: {breach}"),
     }

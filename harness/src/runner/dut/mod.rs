@@ -282,9 +282,26 @@ pub(crate) fn verify_on(t: &mut dyn BlockTarget, req: &VerifyRequest<'_>) -> Res
 /// [`Dut::sector_hashes`] on a local target: read in chunks of at most 1 MiB; every sector of
 /// a chunk that fails to read hashes as `None`.
 pub(crate) fn sector_hashes_on(t: &mut dyn BlockTarget, ranges: &[(u64, u64)], sector: u64) -> Vec<SectorHash> {
-    const CHUNK: u64 = 1 << 20;
-    let sector = sector.max(1);
     let mut out = Vec::new();
+    let _ = each_sector_hash(t, ranges, sector, &mut |h| {
+        out.extend_from_slice(h);
+        Ok::<(), std::convert::Infallible>(())
+    });
+    out
+}
+
+/// As [`sector_hashes_on`], handing the hashes of each chunk read (at most 1 MiB of sectors)
+/// to `each` as they come, and stopping at the first error it returns: what it holds is one
+/// chunk's, whatever the ranges.
+pub(crate) fn each_sector_hash<E>(
+    t: &mut dyn BlockTarget,
+    ranges: &[(u64, u64)],
+    sector: u64,
+    each: &mut dyn FnMut(&[SectorHash]) -> Result<(), E>,
+) -> Result<(), E> {
+    const CHUNK: u64 = 1 << 20;
+    let sector = sector.clamp(1, CHUNK);
+    let mut hashes = Vec::with_capacity(CHUNK.div_ceil(sector) as usize);
     let mut buf = AlignedBuf::zeroed(CHUNK as usize);
     for &(s, e) in ranges {
         let mut at = s;
@@ -292,15 +309,17 @@ pub(crate) fn sector_hashes_on(t: &mut dyn BlockTarget, ranges: &[(u64, u64)], s
             let len = (e - at).min(CHUNK);
             buf.resize(len as usize);
             let n = len.div_ceil(sector) as usize;
+            hashes.clear();
             if t.read_at(at, &mut buf).is_ok() {
-                out.extend(buf.chunks(sector as usize).map(|c| Some(*blake3::hash(c).as_bytes())));
+                hashes.extend(buf.chunks(sector as usize).map(|c| Some(*blake3::hash(c).as_bytes())));
             } else {
-                out.extend(std::iter::repeat_n(None, n));
+                hashes.extend(std::iter::repeat_n(None, n));
             }
+            each(&hashes)?;
             at += len;
         }
     }
-    out
+    Ok(())
 }
 
 /// [`Dut::read_load`] on a local target: 128 KiB reads.

@@ -51,6 +51,16 @@ pub fn cmd_agent(a: AgentArgs) -> Result<Exit> {
         let mut w = std::io::stdout().lock();
         return match serve::serve(std::io::stdin(), &mut w, &o) {
             Ok(Ended::Bye | Ended::Closed) => Ok(Exit::Clean),
+            // The coordinator went away mid-operation: the agent stopped it and says so; the
+            // run it was part of is broken (exit 2).
+            Ok(Ended::Left { op, seq, submitted_after }) => {
+                let after = match submitted_after {
+                    None => "nothing was submitted after it went".to_string(),
+                    Some(d) => format!("the last write was submitted {:.3} ms after it went", d.as_secs_f64() * 1e3),
+                };
+                eprintln!("agent: the coordinator went away during request {seq} ({op}); stopped it: {after}");
+                Ok(Exit::HarnessError)
+            }
             Err(e) => bail!("agent: {e}"),
         };
     }

@@ -192,7 +192,7 @@ fn fl_write(c: &mut Ctx, bs: u64, pattern: Pattern) -> Result<Fig> {
 /// Prefills the target with a faultline run and returns the pieces to verify it.
 fn fl_prepare(c: &mut Ctx) -> Result<(Box<dyn BlockTarget>, LedgerWriter, Layout, Format)> {
     let mut t = open(c.a, true, 32)?;
-    let (mut ledger, layout, format) = new_run(c, t.as_ref(), spec(77, c.capacity, 4096, Pattern::Random, 32))?;
+    let (mut ledger, layout, format) = new_run(c, t.as_ref(), spec(77, c.capacity, 4096, Pattern::Random {}, 32))?;
     prefill(t.as_mut(), &layout, &format, faultline::port::PortId::A, &mut ledger)?;
     Ok((t, ledger, layout, format))
 }
@@ -359,14 +359,14 @@ pub fn cmd_bench(mut a: BenchArgs) -> Result<Exit> {
         };
         step(
             0,
-            &mut |c| fl_write(c, 4096, Pattern::Random),
+            &mut |c| fl_write(c, 4096, Pattern::Random {}),
             &mut |c| fio(c, "w4crc", &cat(&w4, &crc), true),
             &mut |c| fio(c, "w4", &w4, true),
             &mut c,
         )?;
         step(
             1,
-            &mut |c| fl_write(c, 131072, Pattern::Sequential),
+            &mut |c| fl_write(c, 131072, Pattern::Sequential {}),
             &mut |c| fio(c, "w128crc", &cat(&w128, &crc), true),
             &mut |c| fio(c, "w128", &w128, true),
             &mut c,

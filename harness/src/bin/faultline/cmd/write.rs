@@ -197,8 +197,8 @@ fn workload_spec(a: &WriteArgs, geo: &Geometry, qd: u32) -> Result<WorkloadSpec>
     let mut spec = WorkloadSpec {
         seed: a.seed.unwrap_or_else(crate::random_u64),
         pattern: match a.pattern.unwrap_or(PatternArg::Random) {
-            PatternArg::Seq => Pattern::Sequential,
-            PatternArg::Random => Pattern::Random,
+            PatternArg::Seq => Pattern::Sequential {},
+            PatternArg::Random => Pattern::Random {},
             PatternArg::Hotcold => Pattern::HotCold { hot_span_percent: 10, hot_write_percent: 90 },
         },
         span_start: a.span_start.unwrap_or(if a.misaligned { misaligned_start } else { 0 }),
