@@ -135,9 +135,7 @@ fn a_coordinator_gone_mid_prefill_stops_the_agent_writing_at_once() {
     assert!(err.contains("went away during request 2 (prefill)"), "{err}");
     assert!(exited < Duration::from_secs(10), "{exited:?}");
     // What it says of its last submit: none after, or within a submit's race of it.
-    if let Some(ms) = err.split("submitted ").nth(1).and_then(|r| r.split(" ms").next()).and_then(|m| m.parse::<f64>().ok()) {
-        assert!(ms < 100.0, "{err}");
-    }
+    assert!(submitted_after_ms(&err).is_none_or(|ms| ms < 100.0), "{err}");
     // The prefill went on no further: the last GiB was never written.
     let mut f = std::fs::File::open(&t).unwrap();
     f.seek(std::io::SeekFrom::Start(size - (1 << 30))).unwrap();
@@ -146,6 +144,80 @@ fn a_coordinator_gone_mid_prefill_stops_the_agent_writing_at_once() {
         f.read_exact(&mut buf).unwrap();
         assert!(buf.iter().all(|b| *b == 0), "the prefill wrote on after its coordinator went");
     }
+}
+
+/// The figure an agent's last words give of its last submit after its coordinator went, in
+/// ms (`None`: nothing was submitted after).
+fn submitted_after_ms(err: &str) -> Option<f64> {
+    err.split("submitted ").nth(1).and_then(|r| r.split(" ms").next()).and_then(|m| m.parse::<f64>().ok())
+}
+
+/// A coordinator killed mid-cycle (its pipes closed while it answers the writer's syncs): the
+/// writer's next submit is refused, the agent exits 2 saying so.
+#[test]
+fn a_coordinator_gone_mid_cycle_stops_the_agents_writer_at_its_next_submit() {
+    let d = scratch("gone-cycle");
+    let size = 256u64 << 20;
+    let t = sparse(&d, size);
+    let mut a = Agent::start(&t);
+    a.open(&t);
+    let req = faultline::agent::proto::CycleRequest {
+        header: header(size, 512),
+        cycle: 1,
+        first_id: 1,
+        started_at: "t".into(),
+        port: faultline::port::PortId(0),
+        max_writes: None,
+        duration_ms: Some(60_000),
+        cut: None,
+        stream_every_ms: 50,
+        drain_timeout_ms: 5000,
+        samples: false,
+        reset: None,
+    };
+    a.request(Op::Cycle(Box::new(req)));
+    // Answer each sync as a coordinator would, for 300 ms of writing.
+    let until = Instant::now() + Duration::from_millis(300);
+    let mut records = 0;
+    while Instant::now() < until {
+        match a.next() {
+            Frame::Sync { run, seq, upto } => a.send(&Frame::Durable { run, seq, upto }),
+            Frame::Records { records: r, .. } => records += r.len(),
+            Frame::Samples { .. } => {}
+            other => panic!("{other:?} mid-cycle"),
+        }
+    }
+    assert!(records > 2, "the cycle wrote: {records} records");
+    let gone = Instant::now();
+    let (status, err, _) = a.wait();
+    let exited = gone.elapsed();
+    eprintln!("the agent exited {exited:?} after its coordinator went: {err}");
+    assert_eq!(status.code(), Some(2), "{err}");
+    assert!(err.contains("went away during request 2 (cycle)"), "{err}");
+    assert!(submitted_after_ms(&err).is_none_or(|ms| ms < 100.0), "{err}");
+    assert!(exited < Duration::from_secs(10), "{exited:?}");
+}
+
+/// A coordinator killed while the agent waits for its target to come back (a 60 s wait): the
+/// agent stops waiting within one of its 50 ms polls and exits 2 (it once ran on for the
+/// whole timeout).
+#[test]
+fn a_coordinator_gone_during_wait_ready_stops_the_wait() {
+    let d = scratch("gone-wait");
+    let t = sparse(&d, 8 << 20);
+    let mut a = Agent::start(&t);
+    a.open(&t);
+    assert!(matches!(a.call(Op::Release {}), Answer::Released {}));
+    std::fs::remove_file(&t).unwrap();
+    a.request(Op::WaitReady { at: 0, timeout_ms: 60_000 });
+    std::thread::sleep(Duration::from_millis(300));
+    let gone = Instant::now();
+    let (status, err, _) = a.wait();
+    let exited = gone.elapsed();
+    eprintln!("the agent exited {exited:?} after its coordinator went: {err}");
+    assert_eq!(status.code(), Some(2), "{err}");
+    assert!(err.contains("went away during request 3 (wait_ready)"), "{err}");
+    assert!(exited < Duration::from_secs(5), "{exited:?}");
 }
 
 /// A coordinator that floods the agent while it works: past 8 frames ahead the agent stops

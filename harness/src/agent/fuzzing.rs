@@ -89,6 +89,37 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 48, ..Default::default() })]
+        /// Any sequence of the protocol's frames (any kind, in any order, numbered anyhow),
+        /// with any bytes after: the agent ends its session with a goodbye, the coordinator
+        /// gone, or a refusal, and never panics. The frames held unread never pass the
+        /// inbox's bound (`peer::INBOX_FRAMES`: the reader refuses a flood instead).
+        #[test]
+        fn no_sequence_of_frames_panics_the_agent(
+            picks in proptest::collection::vec((0usize..64, 0u64..6), 0..24),
+            tail in proptest::collection::vec(proptest::num::u8::ANY, 0..64),
+        ) {
+            let t = scratch_target().unwrap();
+            let every = crate::agent::proto::tests::every_frame();
+            let mut b = Vec::new();
+            let hello = Frame::Hello { versions: vec![5], run: Nonce::from_words(1, 2), coordinator: "c".into() };
+            proto::write_frame(&mut b, &hello).unwrap();
+            for (i, seq) in picks {
+                let mut f = every[i % every.len()].clone();
+                if let Frame::Request { op: Op::Open { target, .. }, .. } = &mut f {
+                    *target = SCRATCH.into();
+                }
+                if let Frame::Request { seq: s, .. } = &mut f {
+                    *s = seq;
+                }
+                proto::write_frame(&mut b, &f).unwrap();
+            }
+            b.extend_from_slice(&tail);
+            let _ = session(&b, &t);
+        }
+    }
+
     /// The seed corpus: each frame alone (frame), and a hello then each request (session).
     /// Writes `fuzz/corpus/` when FAULTLINE_WRITE_SEEDS is set; otherwise checks nothing.
     #[test]

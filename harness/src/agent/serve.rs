@@ -188,7 +188,10 @@ impl<W: Write> Served<'_, W> {
                 let mut t = Watched::new(t.as_mut(), &peer);
                 Answer::Probed { error: crate::runner::dut::probe(&mut t, at, PROBE_TIMEOUT).err().map(|e| e.to_string()) }
             }
-            Op::WaitReady { at, timeout_ms } => self.port.wait_ready(at, timeout_ms, &peer),
+            Op::WaitReady { at, timeout_ms } => {
+                let a = self.port.wait_ready(at, timeout_ms, &peer);
+                return Ok(Step::Stopped(if peer.gone().is_some() { Ok(None) } else { Err(a) }));
+            }
             Op::Release {} => {
                 self.port.target = None;
                 Answer::Released {}
