@@ -10,7 +10,7 @@ use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::mpsc::RecvTimeoutError;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -150,7 +150,7 @@ pub struct Session {
     pub(super) host: String,
     child: Child,
     stdin: Option<ChildStdin>,
-    frames: Receiver<Result<Frame, FrameError>>,
+    frames: super::peer::AgentFrames,
     stderr: Arc<Mutex<String>>,
     /// Set when the transport's stderr has ended (all it said is in `stderr`).
     stderr_done: Arc<AtomicBool>,
@@ -177,8 +177,9 @@ pub fn dial(t: &Transport, host: &str, run: &Nonce, coordinator: &str, timeout: 
         .map_err(|source| DialError::Spawn { host: host.into(), argv: t.argv.clone(), source })?;
     let stdout = child.stdout.take().expect("piped");
     let mut err = child.stderr.take().expect("piped");
-    // At most `INBOX_FRAMES` of the agent's frames wait here; past that the reader waits.
-    let frames = super::peer::bounded_reader(stdout);
+    // At most `COORDINATOR_QUEUE_BYTES` of the agent's frames wait here; past that the
+    // reader waits.
+    let frames = super::peer::AgentFrames::read(stdout);
     let stderr = Arc::new(Mutex::new(String::new()));
     let kept = Arc::clone(&stderr);
     let stderr_done = Arc::new(AtomicBool::new(false));
