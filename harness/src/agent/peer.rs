@@ -275,6 +275,10 @@ impl BlockTarget for Watched<'_> {
         self.inner.set_read_timeout(timeout)
     }
 
+    fn wait_mode(&self) -> Option<String> {
+        self.inner.wait_mode()
+    }
+
     fn latencies(&self) -> Vec<(&'static str, LatencyHistogram)> {
         self.inner.latencies()
     }

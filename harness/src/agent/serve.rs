@@ -71,26 +71,32 @@ fn flooded() -> String {
     )
 }
 
-/// Serves one coordinator on `r`/`w` until it says goodbye or goes away.
-pub fn serve(r: impl Read + Send + 'static, w: &mut impl Write, o: &ServeOptions) -> Result<Ended, ServeError> {
-    let inbox = super::peer::inbox(r);
+/// Answers the coordinator's hello: the run and the coordinator greeted (`None`: it went away
+/// first).
+fn handshake(inbox: &Inbox, w: &mut impl Write, o: &ServeOptions) -> Result<Option<(Nonce, String)>, ServeError> {
     let ours = proto::VERSIONS.to_vec();
-    let (run, coordinator) = match inbox.frames.recv().unwrap_or(Err(FrameError::Closed)) {
+    match inbox.frames.recv().unwrap_or(Err(FrameError::Closed)) {
         Ok(Frame::Hello { versions, run, coordinator }) => match proto::choose(&versions) {
             Some(v) => {
                 let agent = proto::AgentInfo { software: o.software.clone(), host: o.host.clone(), pid: o.pid, allow_exec: o.allow_exec };
                 proto::write_frame(w, &Frame::Welcome { version: v, agent })?;
-                (run, coordinator)
+                Ok(Some((run, coordinator)))
             }
             None => {
                 let why = format!("this agent speaks protocol version(s) {ours:?}; coordinator {coordinator} offered {versions:?}");
-                return Err(refuse(w, why, versions));
+                Err(refuse(w, why, versions))
             }
         },
-        Ok(other) => return Err(refuse(w, format!("the first frame must be a hello, not {}", kind(&other)), Vec::new())),
-        Err(FrameError::Closed) => return Ok(Ended::Closed),
-        Err(e) => return Err(refuse(w, format!("before the hello: {e}"), Vec::new())),
-    };
+        Ok(other) => Err(refuse(w, format!("the first frame must be a hello, not {}", kind(&other)), Vec::new())),
+        Err(FrameError::Closed) => Ok(None),
+        Err(e) => Err(refuse(w, format!("before the hello: {e}"), Vec::new())),
+    }
+}
+
+/// Serves one coordinator on `r`/`w` until it says goodbye or goes away.
+pub fn serve(r: impl Read + Send + 'static, w: &mut impl Write, o: &ServeOptions) -> Result<Ended, ServeError> {
+    let inbox = super::peer::inbox(r);
+    let Some((run, coordinator)) = handshake(&inbox, w, o)? else { return Ok(Ended::Closed) };
     let mut s = Served { o, w, inbox, run, port: Port::default(), mirror: Mirror::default() };
     let mut last_seq = 0u64;
     loop {
