@@ -95,7 +95,11 @@ fn handshake(inbox: &Inbox, w: &mut impl Write, o: &ServeOptions) -> Result<Opti
 
 /// Serves one coordinator on `r`/`w` until it says goodbye or goes away.
 pub fn serve(r: impl Read + Send + 'static, w: &mut impl Write, o: &ServeOptions) -> Result<Ended, ServeError> {
-    let inbox = super::peer::inbox(r);
+    serve_inbox(super::peer::inbox(r), w, o)
+}
+
+/// [`serve`], the coordinator's frames read into `inbox`.
+fn serve_inbox(inbox: Inbox, w: &mut impl Write, o: &ServeOptions) -> Result<Ended, ServeError> {
     let Some((run, coordinator)) = handshake(&inbox, w, o)? else { return Ok(Ended::Closed) };
     let mut s = Served { o, w, inbox, run, port: Port::default(), mirror: Mirror::default() };
     let mut last_seq = 0u64;
@@ -224,7 +228,8 @@ impl<W: Write> Served<'_, W> {
             Op::Verify { regions, digest } => {
                 let Some(t) = self.port.target.as_mut() else { return Ok(no_target()) };
                 let mut t = Watched::new(t.as_mut(), &peer);
-                self.mirror.verify(&mut t, &regions, digest, &mut |part| send_part(w, &run, seq, part))?
+                let a = self.mirror.verify(&mut t, &regions, digest, &mut |part| send_part(w, &run, seq, part))?;
+                return Ok(Step::Stopped(if peer.gone().is_some() { Ok(None) } else { Err(a) }));
             }
             Op::Cycle(req) => {
                 let Some(t) = self.port.target.as_mut() else { return Ok(no_target()) };
@@ -515,6 +520,35 @@ mod tests {
         assert!(matches!(replies(&out).last(), Some(Frame::Refused { theirs, .. }) if theirs == &vec![7]));
         // A coordinator that goes away ends the session quietly.
         assert_eq!(serve_bytes(frames(&[hello(vec![5])]), &mut Vec::new(), &opts()).unwrap(), Ended::Closed);
+    }
+
+    /// A verify whose coordinator is gone (its bytes end with the request) stops at its
+    /// first read and answers nothing.
+    #[test]
+    fn a_verify_for_a_coordinator_that_is_gone_stops() {
+        let run = Nonce::from_words(1, 1);
+        let d = crate::ledger::tests::tempdir();
+        let listed = d.join("listed.img");
+        std::fs::write(&listed, vec![0u8; 1 << 20]).unwrap();
+        let o = ServeOptions { targets: vec![listed.display().to_string()], ..opts() };
+        let open =
+            Op::Open { target: listed.display().to_string(), identity: None, expect: Default::default(), queue_depth: 4, resets: vec![] };
+        let history = Op::History { first: 0, records: vec![crate::ledger::Record::RunStart(crate::ledger::tests::header())] };
+        let input = frames(&[
+            hello(vec![5]),
+            req(run.clone(), 1, open),
+            req(run.clone(), 2, history),
+            req(run.clone(), 3, Op::Verify { regions: vec![[0, 1 << 20]], digest: true }),
+        ]);
+        let mut out = Vec::new();
+        // Served once the coordinator's side has ended.
+        let inbox = super::super::peer::inbox(std::io::Cursor::new(input));
+        while inbox.peer.gone().is_none() {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let ended = serve_inbox(inbox, &mut out, &o).unwrap();
+        assert_eq!(ended, Ended::Left { op: "verify", seq: 3, submitted_after: None });
+        assert!(!replies(&out).iter().any(|f| matches!(f, Frame::Reply { seq: 3, .. } | Frame::Verified { .. })));
     }
 
     #[test]
