@@ -343,6 +343,12 @@ pub trait BlockTarget: Send {
     /// ignore it.
     fn set_read_timeout(&mut self, _timeout: Duration) {}
 
+    /// How the engine's waits for completions settled (spinning or sleeping, and how often
+    /// spinning paid), for a bench's report; `None` for engines that do not choose.
+    fn wait_mode(&self) -> Option<String> {
+        None
+    }
+
     /// Latency histograms per operation type (`write`, `write_fua`, `flush`, `read`), for
     /// engines that measure them.
     fn latencies(&self) -> Vec<(&'static str, LatencyHistogram)> {

@@ -56,6 +56,7 @@ const HUNG_READ_WAIT: Duration = Duration::from_secs(1);
 const DROP_WAIT: Duration = Duration::from_secs(2);
 
 mod registry;
+mod wait;
 
 const LAT_WRITE: usize = 0;
 const LAT_FUA: usize = 1;
@@ -138,11 +139,29 @@ pub struct UringTarget {
     reg: Registry,
     /// This engine's id, in the read tickets it hands out.
     id: u64,
+    /// Whether a reap of writes (0) and a read (1) spin before they sleep (`wait.rs`).
+    learned: [wait::Learned; 2],
+}
+
+/// Which kind of wait, for its learned mode.
+#[derive(Clone, Copy)]
+enum WaitKind {
+    Reap = 0,
+    Read = 1,
+}
+
+/// What a wait's spin came to.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Spin {
+    /// The completion came while it spun.
+    Found,
+    /// It spun its window and the completion did not come.
+    Missed,
+    /// It did not spin (the kind's learned mode is to sleep).
+    Skipped,
 }
 
 /// Ids of engines, so a read ticket is finished only by the engine that started it.
-/// How long a wait polls for its completion before it sleeps (see `UringTarget::poll_until`).
-const POLL_BEFORE_SLEEP: Duration = Duration::from_micros(50);
 /// `IORING_ENTER_GETEVENTS` (linux/io_uring.h; the io-uring crate keeps its `sys` private).
 const IORING_ENTER_GETEVENTS: u32 = 1;
 
@@ -194,6 +213,7 @@ impl UringTarget {
             epoch: Instant::now(),
             reg: Registry::default(),
             id: ENGINE_IDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            learned: Default::default(),
         })
     }
 
@@ -317,39 +337,46 @@ impl UringTarget {
         }
     }
 
-    /// Polls the ring until `done`, for up to [`POLL_BEFORE_SLEEP`] and at most `left`: true
-    /// when it came. A completion the kernel makes on another thread (an io-wq worker for a file on tmpfs,
-    /// the loop device's worker) comes microseconds after the wait starts; sleeping and being
-    /// woken for it costs more than the I/O (measured with `faultline bench`: 4 KiB reads at
-    /// QD1 on tmpfs went from 0.8x to 3.8x fio's rate, with a third of the CPU per GB). With
+    /// Spins on the ring until `done`, for up to [`wait::POLL_WINDOW`] and at most `left`,
+    /// when the wait's learned mode is to spin (`wait.rs`: only where spinning has paid). With
     /// deferred task work a completion reaches the queue only when this task enters the kernel
-    /// to get events, so each poll is an `io_uring_enter` that waits for none.
+    /// to get events, so each spin is an `io_uring_enter` that waits for none.
     ///
-    /// A poll submits nothing, so what is still queued goes to the kernel first: a read left
-    /// queued by `read_submit` would otherwise wait out the whole poll before it even started
-    /// (`read_at` of 4 KiB ran at about 8,000 reads/s on tmpfs and on a loop device alike,
-    /// and at 37,000 to 60,000 once submitted first).
-    fn poll_until(&mut self, left: Duration, done: impl Fn(&Self) -> bool) -> bool {
+    /// A spin submits nothing, so what is still queued goes to the kernel first, spinning or
+    /// not: a read left queued by `read_submit` would otherwise wait out the whole spin before
+    /// it even started (`read_at` of 4 KiB ran at about 8,000 reads/s on tmpfs and on a loop
+    /// device alike, and at 37,000 to 60,000 once submitted first).
+    fn poll_until(&mut self, kind: WaitKind, left: Duration, done: impl Fn(&Self) -> bool) -> Spin {
         // Should entering fail, the entries stay queued and the sleeping entry after the poll
         // submits them and reports what the kernel answers.
         if self.queued > 0 && self.enter(0, None).is_err() {
-            return false;
+            return Spin::Skipped;
         }
-        let (t, limit) = (Instant::now(), left.min(POLL_BEFORE_SLEEP));
+        if !self.learned[kind as usize].spins() {
+            return Spin::Skipped;
+        }
+        let (t, limit) = (Instant::now(), left.min(wait::POLL_WINDOW));
         while t.elapsed() < limit {
             // SAFETY: entering with nothing to submit and no argument hands the kernel no
             // memory of ours; it only runs completions into the rings it already maps.
             let r = unsafe { self.ring.submitter().enter::<libc::sigset_t>(0, 0, IORING_ENTER_GETEVENTS, None) };
             if r.is_err() {
-                return false;
+                return Spin::Skipped;
             }
             self.harvest();
             if done(self) {
-                return true;
+                self.learned[kind as usize].spun(Some(t.elapsed()));
+                return Spin::Found;
             }
             std::hint::spin_loop();
         }
-        false
+        self.learned[kind as usize].spun(None);
+        Spin::Missed
+    }
+
+    /// What each kind of wait settled on, for a bench's report.
+    pub fn wait_modes(&self) -> String {
+        format!("reaps {}; reads {}", self.learned[0].describe(), self.learned[1].describe())
     }
 
     fn failure(&self, errno: i32, what: String) -> IoFailure {
@@ -553,10 +580,16 @@ impl BlockTarget for UringTarget {
             if left.is_zero() {
                 return Ok(got);
             }
-            if self.poll_until(left, |t| !t.ready.is_empty()) {
+            let spin = self.poll_until(WaitKind::Reap, left, |t| !t.ready.is_empty());
+            if spin == Spin::Found {
                 continue;
             }
-            if !self.enter(1, Some(left))? {
+            let slept = Instant::now();
+            let came = self.enter(1, Some(left))?;
+            if spin == Spin::Skipped && came {
+                self.learned[WaitKind::Reap as usize].slept(slept.elapsed());
+            }
+            if !came {
                 self.harvest();
                 while let Some(c) = self.ready.pop_front() {
                     out.push(c);
@@ -645,6 +678,10 @@ impl BlockTarget for UringTarget {
 
     fn set_read_timeout(&mut self, timeout: Duration) {
         self.read_timeout = timeout.max(Duration::from_millis(1));
+    }
+
+    fn wait_mode(&self) -> Option<String> {
+        Some(self.wait_modes())
     }
 
     fn latencies(&self) -> Vec<(&'static str, LatencyHistogram)> {

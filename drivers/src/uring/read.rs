@@ -82,12 +82,19 @@ impl UringTarget {
                 };
             }
             let left = wait.saturating_sub(start.elapsed());
-            if self.poll_until(left, |t| matches!(t.slots[i as usize].kind, Kind::Read { result: Some(_) })) {
+            let spin = self.poll_until(WaitKind::Read, left, |t| matches!(t.slots[i as usize].kind, Kind::Read { result: Some(_) }));
+            if spin == Spin::Found {
                 continue;
             }
+            let slept = Instant::now();
             let timed_out = left.is_zero()
                 || match self.enter(1, Some(left)) {
-                    Ok(done) => !done && start.elapsed() >= wait,
+                    Ok(done) => {
+                        if done && spin == Spin::Skipped {
+                            self.learned[WaitKind::Read as usize].slept(slept.elapsed());
+                        }
+                        !done && start.elapsed() >= wait
+                    }
                     Err(e) => {
                         // The read may still be in flight: its slot keeps the buffer.
                         self.slots[i as usize].kind = Kind::AbandonedRead;

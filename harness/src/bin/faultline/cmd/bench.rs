@@ -94,11 +94,25 @@ impl Fig {
     fn cpu_per_gb(&self) -> f64 {
         self.cpu_s / (self.bytes / 1e9)
     }
-    fn add(&mut self, o: Fig) {
-        self.bytes += o.bytes;
-        self.ops += o.ops;
-        self.secs += o.secs;
-        self.cpu_s += o.cpu_s;
+}
+
+/// One side's runs of one workload, one per round: reported by their medians.
+#[derive(Clone, Default)]
+struct Runs(Vec<Fig>);
+
+impl Runs {
+    fn add(&mut self, f: Fig) {
+        self.0.push(f);
+    }
+
+    fn median_of(&self, key: impl Fn(&Fig) -> f64) -> Option<f64> {
+        let mut v: Vec<f64> = self.0.iter().filter(|f| f.secs > 0.0 && f.bytes > 0.0).map(key).collect();
+        v.sort_by(f64::total_cmp);
+        match v.len() {
+            0 => None,
+            n if n % 2 == 1 => Some(v[n / 2]),
+            n => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
+        }
     }
 }
 
@@ -124,6 +138,8 @@ struct Ctx<'a> {
     direct: bool,
     scratch: PathBuf,
     runs: u32,
+    /// How the last faultline run's target waited for completions (`BlockTarget::wait_mode`).
+    wait: Option<String>,
 }
 
 fn open(a: &BenchArgs, writable: bool, qd: usize) -> Result<Box<dyn BlockTarget>> {
@@ -182,6 +198,7 @@ fn fl_write(c: &mut Ctx, bs: u64, pattern: Pattern) -> Result<Fig> {
     let cpu0 = cpu_times().0;
     let out = run_cycle(t.as_mut(), &layout, &format, &mut ledger, Contract::Plp, &opts, &mut || Ok(()))?;
     let cpu = cpu_times().0 - cpu0;
+    c.wait = t.wait_mode();
     ledger.close()?;
     // Timed until the last write came back: the cycle's closing flush is left out, as fio
     // (end_fsync=0) does not flush at all.
@@ -216,10 +233,11 @@ fn fl_rand_verify(c: &mut Ctx, prep: &mut (Box<dyn BlockTarget>, LedgerWriter, L
     if findings > 0 {
         bail!("faultline random verify found {findings} findings on its own prefilled data");
     }
+    c.wait = t.wait_mode();
     Ok(Fig { bytes: n as f64 * 4096.0, ops: n as f64, secs: start.elapsed().as_secs_f64(), cpu_s: cpu_times().0 - cpu0 })
 }
 
-fn fl_seq_verify(_c: &mut Ctx, prep: &mut (Box<dyn BlockTarget>, LedgerWriter, Layout, Format)) -> Result<Fig> {
+fn fl_seq_verify(c: &mut Ctx, prep: &mut (Box<dyn BlockTarget>, LedgerWriter, Layout, Format)) -> Result<Fig> {
     let (t, ledger, layout, format) = prep;
     let v = Verifier::new(layout, ledger.history(), format);
     let span = layout.spec().span_end;
@@ -227,6 +245,7 @@ fn fl_seq_verify(_c: &mut Ctx, prep: &mut (Box<dyn BlockTarget>, LedgerWriter, L
     let start = Instant::now();
     let rep = v.verify(t.as_mut(), 0, span)?;
     let secs = start.elapsed().as_secs_f64();
+    c.wait = t.wait_mode();
     if !rep.findings.is_empty() {
         bail!("faultline sequential verify found {} findings on its own prefilled data", rep.findings.len());
     }
@@ -309,7 +328,7 @@ pub fn cmd_bench(mut a: BenchArgs) -> Result<Exit> {
     drop(probe);
     let scratch = std::env::temp_dir().join(format!("faultline-bench-{}", std::process::id()));
     std::fs::create_dir_all(&scratch)?;
-    let mut c = Ctx { a: &a, capacity, direct, scratch: scratch.clone(), runs: 0 };
+    let mut c = Ctx { a: &a, capacity, direct, scratch: scratch.clone(), runs: 0, wait: None };
     println!(
         "bench on {} ({} MiB, {} engine, {}), {} s per run, {} rounds, alternating faultline and fio",
         a.target.display(),
@@ -325,7 +344,8 @@ pub fn cmd_bench(mut a: BenchArgs) -> Result<Exit> {
     let cat = |a: &[String], b: &[String]| [a, b].concat();
     // name -> [faultline, fio crc32c, fio plain]
     let names = ["4k randwrite qd32", "128k seqwrite qd32", "4k randread+verify qd1", "full-span seq verify"];
-    let mut figs = vec![[Fig::default(); 3]; names.len()];
+    let mut figs: Vec<[Runs; 3]> = vec![Default::default(); names.len()];
+    let mut waits: Vec<Option<String>> = vec![None; names.len()];
     for round in 0..a.rounds {
         let order_fl_first = round % 2 == 0;
         let (want_fl, want_fio) = (a.only_side != Some(Side::Fio), a.only_side != Some(Side::Faultline));
@@ -339,6 +359,12 @@ pub fn cmd_bench(mut a: BenchArgs) -> Result<Exit> {
             if !wants([Workload::Randwrite, Workload::Seqwrite][i]) {
                 return Ok(());
             }
+            let mut fl = |c: &mut Ctx| -> Result<Fig> {
+                let f = fl(c)?;
+                eprintln!("faultline bench: {} round {}: waits: {}", names[i], round + 1, c.wait.as_deref().unwrap_or("n/a"));
+                waits[i] = c.wait.take();
+                Ok(f)
+            };
             if !want_fl || !want_fio {
                 if want_fl {
                     figs[i][0].add(fl(c)?);
@@ -372,12 +398,17 @@ pub fn cmd_bench(mut a: BenchArgs) -> Result<Exit> {
             &mut c,
         )?;
         if wants(Workload::Randread) || wants(Workload::Fullspan) {
-            read_round(&mut c, &mut figs, (want_fl, want_fio), (wants(Workload::Randread), wants(Workload::Fullspan)))?;
+            read_round(&mut c, &mut figs, &mut waits, (want_fl, want_fio), (wants(Workload::Randread), wants(Workload::Fullspan)))?;
         }
         eprintln!("faultline bench: round {} of {} done", round + 1, a.rounds);
     }
     let _ = std::fs::remove_dir_all(&scratch);
     print_table(&names, &figs);
+    for (n, w) in names.iter().zip(&waits) {
+        if let Some(w) = w {
+            println!("faultline waits, {n} (last round): {w}");
+        }
+    }
     println!(
         "faultline memory: peak RSS {} MiB (VmHWM of this process, which ran every faultline workload), RSS now {} MiB",
         status_kib("VmHWM:") / 1024,
@@ -388,14 +419,22 @@ pub fn cmd_bench(mut a: BenchArgs) -> Result<Exit> {
 
 /// The read workloads of one round: each side prepares its own data (untimed), then reads
 /// it back.
-fn read_round(c: &mut Ctx, figs: &mut [[Fig; 3]], (fl, fio_too): (bool, bool), (rand, seq): (bool, bool)) -> Result<()> {
+fn read_round(
+    c: &mut Ctx,
+    figs: &mut [[Runs; 3]],
+    waits: &mut [Option<String>],
+    (fl, fio_too): (bool, bool),
+    (rand, seq): (bool, bool),
+) -> Result<()> {
     if fl {
         let mut prep = fl_prepare(c)?;
         if rand {
             figs[2][0].add(fl_rand_verify(c, &mut prep)?);
+            waits[2] = c.wait.take();
         }
         if seq {
             figs[3][0].add(fl_seq_verify(c, &mut prep)?);
+            waits[3] = c.wait.take();
         }
     }
     if fio_too {
@@ -413,41 +452,41 @@ fn read_round(c: &mut Ctx, figs: &mut [[Fig; 3]], (fl, fio_too): (bool, bool), (
     Ok(())
 }
 
-/// One row per workload: each side's figures, faultline's ratio to fio, CPU per GB.
-fn print_table(names: &[&str], figs: &[[Fig; 3]]) {
+/// One row per workload: each side's median figures over the rounds, faultline's ratio of
+/// medians to fio's, and the median CPU per GB.
+fn print_table(names: &[&str], figs: &[[Runs; 3]]) {
     println!(
-        "{:<24} {:>22} {:>22} {:>22} {:>9} {:>9}   cpu s/GB (fl / fio-crc / fio)",
-        "workload", "faultline", "fio crc32c", "fio plain", "fl/crc", "fl/plain"
+        "{:<24} {:>22} {:>22} {:>22} {:>9} {:>9}   cpu s/GB (fl / fio-crc / fio), medians of {} rounds",
+        "workload",
+        "faultline",
+        "fio crc32c",
+        "fio plain",
+        "fl/crc",
+        "fl/plain",
+        figs.iter().map(|r| r[0].0.len().max(r[2].0.len())).max().unwrap_or(0)
     );
     for (i, n) in names.iter().enumerate() {
-        let [f, fc, fp] = figs[i];
-        let cell = |x: &Fig| {
-            if x.secs == 0.0 {
-                "n/a".to_string()
-            } else if i == 0 || i == 2 {
-                format!("{:.0} IOPS {:.0} MB/s", x.iops(), x.mbps())
-            } else {
-                format!("{:.0} MB/s", x.mbps())
-            }
+        let [f, fc, fp] = &figs[i];
+        let cell = |x: &Runs| match (x.median_of(Fig::iops), x.median_of(Fig::mbps)) {
+            (Some(iops), Some(mbps)) if i == 0 || i == 2 => format!("{iops:.0} IOPS {mbps:.0} MB/s"),
+            (_, Some(mbps)) => format!("{mbps:.0} MB/s"),
+            _ => "n/a".to_string(),
         };
-        let ratio = |x: &Fig| {
-            if x.secs == 0.0 || x.bytes == 0.0 || f.secs == 0.0 || f.bytes == 0.0 {
-                "n/a".to_string()
-            } else {
-                format!("{:.2}x", f.mbps() / x.mbps())
-            }
+        let ratio = |x: &Runs| match (f.median_of(Fig::mbps), x.median_of(Fig::mbps)) {
+            (Some(a), Some(b)) => format!("{:.2}x", a / b),
+            _ => "n/a".to_string(),
         };
-        let cpg = |x: &Fig| if x.bytes == 0.0 { "n/a".to_string() } else { format!("{:.2}", x.cpu_per_gb()) };
+        let cpg = |x: &Runs| x.median_of(Fig::cpu_per_gb).map_or("n/a".to_string(), |c| format!("{c:.2}"));
         println!(
             "{n:<24} {:>22} {:>22} {:>22} {:>9} {:>9}   {} / {} / {}",
-            cell(&f),
-            cell(&fc),
-            cell(&fp),
-            ratio(&fc),
-            ratio(&fp),
-            cpg(&f),
-            cpg(&fc),
-            cpg(&fp)
+            cell(f),
+            cell(fc),
+            cell(fp),
+            ratio(fc),
+            ratio(fp),
+            cpg(f),
+            cpg(fc),
+            cpg(fp)
         );
     }
 }
