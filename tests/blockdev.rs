@@ -8,6 +8,8 @@
 //! `SKIP <test>: <reason>` and returns; it never skips silently. Every loop device and mount
 //! is undone by a Drop guard, and every scratch directory removed. Seeds are fixed and printed.
 
+#[path = "blockdev/bench.rs"]
+mod bench;
 mod common;
 #[path = "blockdev/lab_arm.rs"]
 mod lab_arm;

@@ -338,6 +338,9 @@ pub fn cmd_bench(mut a: BenchArgs) -> Result<Exit> {
         a.seconds,
         a.rounds
     );
+    if cfg!(debug_assertions) {
+        println!("note: this faultline is a debug build: its figures are not a release build's (cargo build --release)");
+    }
     let crc = s(&["--verify=crc32c", "--do_verify=0"]);
     let w4 = s(&["--rw=randwrite", "--bs=4k", "--iodepth=32", "--randrepeat=0"]);
     let w128 = s(&["--rw=write", "--bs=128k", "--iodepth=32"]);
