@@ -116,16 +116,22 @@ fn sparse(d: &Path, size: u64) -> std::path::PathBuf {
     p
 }
 
+/// An agent prefilling a sparse file target of `size` bytes (the prefill's request sent, its
+/// answer not yet read), and the target.
+fn prefilling(name: &str, size: u64) -> (Agent, std::path::PathBuf) {
+    let t = sparse(&scratch(name), size);
+    let mut a = Agent::start(&t);
+    a.open(&t);
+    a.request(Op::Prefill { header: Box::new(header(size, 512)), port: faultline::port::PortId(0) });
+    (a, t)
+}
+
 /// A coordinator killed mid-prefill (its pipes closed): the agent stops at its next submit,
 /// exits 2 saying so, and the rest of the span is never written.
 #[test]
 fn a_coordinator_gone_mid_prefill_stops_the_agent_writing_at_once() {
-    let d = scratch("gone-prefill");
     let size = 4u64 << 30;
-    let t = sparse(&d, size);
-    let mut a = Agent::start(&t);
-    a.open(&t);
-    a.request(Op::Prefill { header: Box::new(header(size, 512)), port: faultline::port::PortId(0) });
+    let (a, t) = prefilling("gone-prefill", size);
     std::thread::sleep(Duration::from_millis(300));
     let gone = Instant::now();
     let (status, err, _) = a.wait();
@@ -225,12 +231,7 @@ fn a_coordinator_gone_during_wait_ready_stops_the_wait() {
 /// took an agent to 713 MiB).
 #[test]
 fn a_flood_of_frames_is_refused_and_the_agents_memory_stays_bounded() {
-    let d = scratch("flood");
-    let size = 4u64 << 30;
-    let t = sparse(&d, size);
-    let mut a = Agent::start(&t);
-    a.open(&t);
-    a.request(Op::Prefill { header: Box::new(header(size, 512)), port: faultline::port::PortId(0) });
+    let (mut a, _t) = prefilling("flood", 4 << 30);
     // Frames of about 1 MiB each, every one a request that reads.
     let regions = vec![[0u64, 512]; 100_000];
     let mut flood = Vec::new();
