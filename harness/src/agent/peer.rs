@@ -123,14 +123,24 @@ pub const COORDINATOR_QUEUE_BYTES: usize = 16 << 20;
 /// coordinator's fsync.
 pub struct AgentFrames {
     rx: Receiver<(Result<Frame, FrameError>, usize)>,
-    held: Arc<(std::sync::Mutex<usize>, std::sync::Condvar)>,
+    /// Bytes queued, and whether the session let go of the queue (the reader then stops,
+    /// rather than wait for room that will never come).
+    held: Arc<(std::sync::Mutex<(usize, bool)>, std::sync::Condvar)>,
+}
+
+impl Drop for AgentFrames {
+    fn drop(&mut self) {
+        let (lock, cv) = &*self.held;
+        lock.lock().unwrap_or_else(|p| p.into_inner()).1 = true;
+        cv.notify_all();
+    }
 }
 
 impl AgentFrames {
     /// Reads `r`'s frames on a thread of its own until the stream ends or a frame is bad.
     pub fn read(r: impl Read + Send + 'static) -> AgentFrames {
         let (tx, rx) = mpsc::channel();
-        let held = Arc::new((std::sync::Mutex::new(0usize), std::sync::Condvar::new()));
+        let held = Arc::new((std::sync::Mutex::new((0usize, false)), std::sync::Condvar::new()));
         let gate = Arc::clone(&held);
         std::thread::spawn(move || {
             let mut r = Counting { inner: r, n: 0 };
@@ -141,10 +151,13 @@ impl AgentFrames {
                 {
                     let (lock, cv) = &*gate;
                     let mut held = lock.lock().unwrap_or_else(|p| p.into_inner());
-                    while *held > 0 && *held + n > COORDINATOR_QUEUE_BYTES {
+                    while held.0 > 0 && held.0 + n > COORDINATOR_QUEUE_BYTES && !held.1 {
                         held = cv.wait(held).unwrap_or_else(|p| p.into_inner());
                     }
-                    *held += n;
+                    if held.1 {
+                        return;
+                    }
+                    held.0 += n;
                 }
                 if tx.send((f, n)).is_err() || end {
                     return;
@@ -158,7 +171,7 @@ impl AgentFrames {
     pub fn recv_timeout(&self, timeout: Duration) -> Result<Result<Frame, FrameError>, mpsc::RecvTimeoutError> {
         let (f, n) = self.rx.recv_timeout(timeout)?;
         let (lock, cv) = &*self.held;
-        *lock.lock().unwrap_or_else(|p| p.into_inner()) -= n;
+        lock.lock().unwrap_or_else(|p| p.into_inner()).0 -= n;
         cv.notify_all();
         Ok(f)
     }
@@ -321,7 +334,7 @@ mod tests {
         assert!(b.len() > 2 * COORDINATOR_QUEUE_BYTES);
         let q = AgentFrames::read(std::io::Cursor::new(b));
         std::thread::sleep(Duration::from_millis(300));
-        let held = *q.held.0.lock().unwrap();
+        let held = q.held.0.lock().unwrap().0;
         assert!(held > 0 && held <= COORDINATOR_QUEUE_BYTES, "{held} bytes held");
         for seq in 1..=40u64 {
             match q.recv_timeout(Duration::from_secs(10)).unwrap() {
@@ -330,6 +343,21 @@ mod tests {
             }
         }
         assert!(matches!(q.recv_timeout(Duration::from_secs(10)).unwrap(), Err(FrameError::Closed)));
+        // A session that lets go of a full queue lets its reader go too.
+        let mut b = Vec::new();
+        for seq in 1..=40u64 {
+            let part = proto::VerifiedPart::Seen(vec![[seq, 0, 512]; 90_000]);
+            proto::write_frame(&mut b, &Frame::Verified { run: proto::Nonce::from_words(1, 1), seq, part }).unwrap();
+        }
+        let q = AgentFrames::read(std::io::Cursor::new(b));
+        std::thread::sleep(Duration::from_millis(300));
+        let shared = Arc::clone(&q.held);
+        drop(q);
+        let until = std::time::Instant::now() + Duration::from_secs(10);
+        while Arc::strong_count(&shared) > 1 && std::time::Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(Arc::strong_count(&shared), 1, "the reader still waits for room");
     }
 
     #[test]

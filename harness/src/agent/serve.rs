@@ -117,6 +117,14 @@ fn serve_inbox(inbox: Inbox, w: &mut impl Write, o: &ServeOptions) -> Result<End
                 proto::write_frame(s.w, &Frame::Reply { run, seq, result })?;
                 continue;
             }
+            Err(FrameError::BadOp { run, seq, .. }) => {
+                let why = if run != s.run {
+                    format!("a frame of run {run}; this agent serves run {} (of coordinator {coordinator}), and no other", s.run)
+                } else {
+                    format!("request {seq} after request {last_seq}: requests are numbered upwards")
+                };
+                return Err(refuse(s.w, why, Vec::new()));
+            }
             Err(e) => return Err(refuse(s.w, e.to_string(), Vec::new())),
         };
         let run = &s.run;
