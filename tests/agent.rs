@@ -449,7 +449,9 @@ fn agents_killed_at_seeded_moments_leave_the_coordinator_no_blind_window_and_no_
         let identity = a.run.history().header.target_identity.clone();
         s.open(&drv.uri, Some(&identity), 16, timeout).unwrap();
         // Killed up to 155 ms after the request of a cycle whose cut is due 120 ms into it and
-        // takes 40 ms: before the cycle can have ended.
+        // takes 80 ms: before the cycle can have ended. (With a 40 ms cut the margin was 5 ms,
+        // less than `kill` takes to start on a loaded 2-core machine: once in CI the cycle
+        // had recorded its end, a cut, before the kill landed.)
         // Every sixth within 0.5 ms of the request: before or at the writer's first record.
         let delay = Duration::from_micros(if k % 6 == 0 { rng.below(500) } else { rng.below(155_000) });
         let pid = s.pid().to_string();
@@ -465,7 +467,7 @@ fn agents_killed_at_seeded_moments_leave_the_coordinator_no_blind_window_and_no_
             &mut a.run.ledger,
             &mut || {
                 cut_ran.set(true);
-                std::thread::sleep(Duration::from_millis(40));
+                std::thread::sleep(Duration::from_millis(80));
                 Ok(())
             },
             None,
