@@ -42,6 +42,25 @@ pub fn millis(field: &str, ms: u64, max: Duration) -> Result<Duration, Bad> {
     Ok(d)
 }
 
+/// A cycle request's times, each held to its bound.
+pub struct CycleTimes {
+    pub duration: Option<Duration>,
+    pub stream_every: Duration,
+    pub drain: Duration,
+    /// The reset's hold (zero without a reset).
+    pub hold: Duration,
+}
+
+/// The times of cycle request `req`, each at most its bound.
+pub fn cycle_times(req: &super::proto::CycleRequest) -> Result<CycleTimes, Bad> {
+    Ok(CycleTimes {
+        duration: req.duration_ms.map(|v| millis("duration_ms", v, MAX_CYCLE)).transpose()?,
+        stream_every: millis("stream_every_ms", req.stream_every_ms, MAX_STREAM_EVERY)?,
+        drain: millis("drain_timeout_ms", req.drain_timeout_ms, MAX_WAIT)?,
+        hold: req.reset.map(|r| millis("reset.hold_ms", r.hold_ms, MAX_HOLD)).transpose()?.unwrap_or_default(),
+    })
+}
+
 /// A queue depth from the wire: 1 to [`MAX_QUEUE_DEPTH`].
 pub fn queue_depth(qd: u32) -> Result<u32, Bad> {
     if qd == 0 || qd > MAX_QUEUE_DEPTH {

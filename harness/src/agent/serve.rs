@@ -323,18 +323,11 @@ fn cycle(
         Ok(x) => x,
         Err(e) => return Ok(Some(refused(e))),
     };
-    let ms = |field: &str, v: Option<u64>, max| v.map(|v| checked::millis(field, v, max)).transpose();
-    let times = (|| {
-        let duration = ms("duration_ms", req.duration_ms, checked::MAX_CYCLE)?;
-        let every = ms("stream_every_ms", Some(req.stream_every_ms), checked::MAX_STREAM_EVERY)?;
-        let drain = ms("drain_timeout_ms", Some(req.drain_timeout_ms), checked::MAX_WAIT)?;
-        let hold = ms("reset.hold_ms", req.reset.map(|r| r.hold_ms), checked::MAX_HOLD)?;
-        Ok((duration, every.unwrap_or_default(), drain.unwrap_or_default(), hold.unwrap_or_default()))
-    })();
-    let (duration, every, drain, hold) = match times {
+    let times = match checked::cycle_times(req) {
         Ok(t) => t,
         Err(e) => return Ok(Some(refused(e))),
     };
+    let (duration, every, drain, hold) = (times.duration, times.stream_every, times.drain, times.hold);
     // The cycle's reset, found before the first write.
     let mut reset = match req.reset {
         Some(r) => match super::reset::Reset::open(listed, r.reset) {

@@ -174,13 +174,18 @@ struct RawHeader {
     workload: WorkloadSpec,
 }
 
+/// A run header that cannot be read: why.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("the run header's {0}")]
+pub struct BadHeader(pub String);
+
 /// A header is read only with a sector size the format can use (a ledger's or a peer's header
 /// with another is refused where it is read, naming the field).
 impl TryFrom<RawHeader> for RunHeader {
-    type Error = String;
-    fn try_from(r: RawHeader) -> Result<RunHeader, String> {
+    type Error = BadHeader;
+    fn try_from(r: RawHeader) -> Result<RunHeader, BadHeader> {
         if let Some(why) = crate::format::bad_sector_size(r.sector_bytes) {
-            return Err(format!("the run header's {why}"));
+            return Err(BadHeader(why));
         }
         let ports = r.ports.unwrap_or_else(|| {
             let id = PortId(r.port.unwrap_or(0));
