@@ -7,11 +7,9 @@
 //! inconclusive timeout. The clock offset of an agent on this host is checked against the
 //! truth: both read one CLOCK_MONOTONIC, so the offset is within its uncertainty of zero.
 
-mod common;
-#[path = "agent/hostile.rs"]
 mod hostile;
 
-use common::{scratch, skip, text, BIN};
+use crate::common::{scratch, skip, text, BIN};
 use faultline::agent::dial::{self, DialError, Transport};
 use faultline::agent::proto::{self, Frame, Nonce, Op};
 use faultline::runner::ControllerError;
@@ -405,6 +403,7 @@ fn policy() -> faultline::agent::cycle::StreamPolicy {
 /// upper bound: a write the drive applied but had not yet acknowledged counts too).
 #[test]
 fn agents_killed_at_seeded_moments_leave_the_coordinator_no_blind_window_and_no_false_finding() {
+    let _alone = crate::common::alone(); // kill and cut timings within milliseconds
     use faultline::agent::cycle::CycleError;
     let seed: u64 = std::env::var("FAULTLINE_KILL_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(20261205);
     let d = scratch("kills");
@@ -539,6 +538,7 @@ fn agents_killed_at_seeded_moments_leave_the_coordinator_no_blind_window_and_no_
 /// coordinator held the writes it verified as owed.
 #[test]
 fn a_host_clean_shutdown_leaves_the_coordinator_holding_every_acknowledged_write() {
+    let _alone = crate::common::alone(); // kill and cut timings within milliseconds
     use faultline::agent::cycle::CycleError;
     let seed = 11;
     let OneAgent { d, drv, mut s, mut a, .. } = one_agent("shutdown", seed, 26);
@@ -582,6 +582,7 @@ fn a_host_clean_shutdown_leaves_the_coordinator_holding_every_acknowledged_write
 /// gracefully on the agent, as a surviving port's writer is ended when its window is over.
 #[test]
 fn a_partition_mid_cycle_is_a_bounded_inconclusive_close_and_a_stop_ends_a_cycle_gracefully() {
+    let _alone = crate::common::alone(); // kill and cut timings within milliseconds
     use faultline::agent::cycle::{CycleError, StreamPolicy};
     let seed = 7;
     let OneAgent { d, drv, mut s, mut a, .. } = one_agent("partition", seed, 25);

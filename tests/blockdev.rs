@@ -8,13 +8,10 @@
 //! `SKIP <test>: <reason>` and returns; it never skips silently. Every loop device and mount
 //! is undone by a Drop guard, and every scratch directory removed. Seeds are fixed and printed.
 
-#[path = "blockdev/bench.rs"]
 mod bench;
-mod common;
-#[path = "blockdev/lab_arm.rs"]
 mod lab_arm;
 
-use common::{ok, run, s, sh, skip, text, BIN};
+use crate::common::{ok, run, s, sh, skip, text, BIN};
 use faultline::ledger::{Contract, LedgerWriter, RunHeader, LEDGER_FORMAT};
 use faultline::verify::Verifier;
 use faultline::workload::{FlushPolicy, Layout, Pattern, WorkloadSpec};
@@ -26,14 +23,14 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-/// A test's scratch directory (`common::scratch`), removed on drop, also when the test
+/// A test's scratch directory (`crate::common::scratch`), removed on drop, also when the test
 /// panics: the backing files in it are up to 128 MiB each, and every run used to leave them in
 /// the temporary directory. Declared before the loop devices over its files, it is dropped
 /// after they are detached.
 struct Scratch(PathBuf);
 
 fn scratch(name: &str) -> Scratch {
-    Scratch(common::scratch(name))
+    Scratch(crate::common::scratch(name))
 }
 
 impl std::ops::Deref for Scratch {
@@ -59,6 +56,8 @@ impl Drop for Scratch {
 struct Loop {
     dev: String,
     file: PathBuf,
+    /// Held while the device is: no test re-attaches loop nodes meanwhile.
+    nodes: Option<std::sync::RwLockReadGuard<'static, ()>>,
 }
 
 impl Loop {
@@ -83,7 +82,7 @@ impl Loop {
         let mut last = String::new();
         for _ in 0..5 {
             match sh("losetup", &args) {
-                Ok(dev) => return Ok(Loop { dev, file: file.to_path_buf() }),
+                Ok(dev) => return Ok(Loop { dev, file: file.to_path_buf(), nodes: Some(crate::common::loop_nodes_shared()) }),
                 Err(e) => last = e,
             }
             std::thread::sleep(Duration::from_millis(100));
@@ -94,7 +93,7 @@ impl Loop {
     /// Attaches `file` to the loop device `dev` itself (fails when `dev` is in use).
     fn attach_at(dev: &str, file: &Path) -> Result<Loop, String> {
         sh("losetup", &["--direct-io=on", dev, file.to_str().unwrap()])?;
-        Ok(Loop { dev: dev.to_string(), file: file.to_path_buf() })
+        Ok(Loop { dev: dev.to_string(), file: file.to_path_buf(), nodes: Some(crate::common::loop_nodes_shared()) })
     }
 
     fn path(&self) -> &Path {
@@ -335,7 +334,7 @@ fn identity_mismatch_is_refused_and_identity_survives_reattach() {
     }
     // Re-attach the same backing file (possibly under another /dev/loopN): same identity.
     let out = sh("losetup", &["-f", "--show", "--direct-io=on", s(&file)]).unwrap();
-    let lp = Loop { dev: out, file };
+    let lp = Loop { dev: out, file, nodes: Some(crate::common::loop_nodes_shared()) };
     ok(&["verify", "--target", &lp.dev, "--run-dir", s(&rd)]);
     // Another device is not the run's target.
     std::fs::create_dir_all(d.join("x")).unwrap();
@@ -653,10 +652,11 @@ fn the_runner_finds_its_target_by_identity_and_again_when_it_comes_back_renamed(
     let d = scratch("renamed");
     // An unusual size, so that the size alone names this device among the machine's.
     let size: u64 = (6 << 20) + 20 * 1024;
-    let Some(first) = loop_or_skip(test, &d, size, 512) else { return };
+    let Some(mut first) = loop_or_skip(test, &d, size, 512) else { return };
     let file = first.file.clone();
     std::fs::write(d.join("cur"), &first.dev).unwrap();
     let original = first.dev.clone();
+    let _nodes = first.nodes.take(); // held to the end of the test, not forgotten with `first`
     std::mem::forget(first); // from here on the scripts own it, and ScriptLoops detaches it
     let _guard = ScriptLoops(d.clone());
     std::fs::File::create(d.join("dummy.img")).unwrap().set_len(1 << 20).unwrap();

@@ -1,9 +1,7 @@
 //! End-to-end tests: the real `faultline` binary on real files in scratch directories.
 //! Every test is deterministic from the seeds it names; failures print them.
 
-mod common;
-
-use common::{ok, run, s, scratch, text, BIN};
+use crate::common::{ok, run, s, scratch, text, BIN};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -609,7 +607,7 @@ fn a_lab_scenario_says_what_it_needs_before_any_boot() {
 fn bench_leaves_nothing_where_it_was_started() {
     let test = "bench_leaves_nothing_where_it_was_started";
     if Command::new("fio").arg("--version").output().is_err() {
-        return common::skip(test, "no fio to bench against (apt-get install fio)");
+        return crate::common::skip(test, "no fio to bench against (apt-get install fio)");
     }
     let d = scratch("bench-cwd");
     // A relative target in the directory the user stands in: fio must still find it, and

@@ -8,6 +8,7 @@ use faultline::selftest::{run_matrix, table, MatrixOptions};
 
 #[test]
 fn detection_matrix_matches_ground_truth() {
+    let _busy = crate::common::shared();
     let seed = std::env::var("FAULTLINE_MATRIX_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(20261130);
     let opts = MatrixOptions { seed, honest_cycles: 850, faulty_cycles: 30, span_bytes: 2 << 20, dual_honest_cycles: 60 };
     // The rows' run directories (ledgers, event logs, the simulated drives' images) are not

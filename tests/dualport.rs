@@ -3,22 +3,22 @@
 //! mode, and what a dual-port scenario refuses. (The dual-port models against the drive's
 //! ground truth are rows of the detection matrix: tests/detection_matrix.rs.)
 
-mod common;
-
-use common::{run, text};
+use crate::common::{run, text};
 use serde_json::Value;
 use std::path::PathBuf;
 
 /// A run directory that does not exist yet.
 fn scratch(name: &str) -> PathBuf {
-    let d = common::scratch(name);
+    let d = crate::common::scratch(name);
     let _ = std::fs::remove_dir(&d);
     d
 }
 
-/// Dual-port runs measure the ports' figures: one at a time in this file, so that one test's
-/// writers do not take the CPU from another's judged port.
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+/// Dual-port runs measure the ports' figures: each runs [`crate::common::alone`], so that no
+/// other test's writers take the CPU from its judged port.
+fn one_at_a_time() -> std::sync::RwLockWriteGuard<'static, ()> {
+    crate::common::alone()
+}
 
 /// The shipped demo, 4 of its 10 pulls (each port hit twice, judged twice): within the suite's
 /// time (the whole demo twice took 46 s of it).
@@ -31,7 +31,7 @@ fn run_demo(model: &str, dir: &std::path::Path) -> (i32, Value) {
 
 #[test]
 fn the_dual_port_demo_is_clean_on_an_honest_drive_and_finds_a_drive_that_freezes_the_other_port() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = one_at_a_time();
     let dir = scratch("honest");
     let (code, s) = run_demo("dual-honest", &dir);
     assert_eq!(code, 0, "{s}");
@@ -78,7 +78,7 @@ fn the_dual_port_demo_is_clean_on_an_honest_drive_and_finds_a_drive_that_freezes
 /// the surviving host's port, every cycle.
 #[test]
 fn two_hosts_one_drive_a_host_power_cut_is_clean_on_an_honest_drive_and_a_drive_that_freezes_the_other_port_is_found() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = one_at_a_time();
     let demo = concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/two-host-demo.toml");
     for (model, code) in [("dual-honest", 0), ("dual-freeze-on-pull", 1)] {
         let dir = scratch(&format!("two-host-{model}"));
@@ -131,7 +131,7 @@ fn two_hosts_one_drive_a_host_power_cut_is_clean_on_an_honest_drive_and_a_drive_
 /// a_host_clean_shutdown_leaves_the_coordinator_holding_every_acknowledged_write`.
 #[test]
 fn a_host_shut_down_cleanly_then_one_whose_power_is_cut_each_come_back_and_the_other_host_is_judged() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = one_at_a_time();
     let scenario = concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/two-host-shutdown.toml");
     let dir = scratch("two-host-shutdown");
     // Each host prefills its share first, through its agent.
@@ -175,7 +175,7 @@ fn a_host_shut_down_cleanly_then_one_whose_power_is_cut_each_come_back_and_the_o
 /// ground truth agrees. The cut is recorded once per cycle.
 #[test]
 fn every_host_cut_at_once_staggered_comes_back_and_verifies_clean() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = one_at_a_time();
     let demo = concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/two-host-demo.toml");
     let dir = scratch("two-host-all");
     let o = run(&[
@@ -214,7 +214,7 @@ fn every_host_cut_at_once_staggered_comes_back_and_verifies_clean() {
 /// the run there; the other host's cycle is unaffected.
 #[test]
 fn a_host_that_does_not_come_back_after_its_power_cut_is_a_dead_host_finding_and_the_stop_policy_ends_the_run() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = one_at_a_time();
     let dir = scratch("dead-host");
     std::fs::create_dir_all(&dir).unwrap();
     let mark = dir.join("host-b-booted-once");
@@ -255,7 +255,7 @@ fn a_host_that_does_not_come_back_after_its_power_cut_is_a_dead_host_finding_and
 /// clean; the drive's own ground truth holds no loss.
 #[test]
 fn a_real_drives_ports_on_two_hosts_are_held_to_one_namespace_and_each_host_cut_is_clean() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = one_at_a_time();
     let dir = scratch("two-host-real");
     std::fs::create_dir_all(&dir).unwrap();
     let truth = dir.join("truth.json");
@@ -408,7 +408,7 @@ fn dual_port_scenarios_refuse_what_cannot_work() {
 /// anything is written (the run directory holds no cycle).
 #[test]
 fn a_host_link_reset_of_an_agent_whose_target_has_no_controller_is_refused_before_any_write() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = one_at_a_time();
     let dir = scratch("host-reset-nbd");
     std::fs::create_dir_all(&dir).unwrap();
     let demo = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/two-host-demo.toml")).unwrap();
@@ -436,9 +436,9 @@ fn a_host_link_reset_of_an_agent_whose_target_has_no_controller_is_refused_befor
 
 #[test]
 fn performance_mode_measures_each_port_alone_and_both_and_verifies_what_it_wrote() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = one_at_a_time();
     let base = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/dualport-demo.toml")).unwrap();
-    let d = common::scratch("perf");
+    let d = crate::common::scratch("perf");
     let scenario = d.join("perf.toml");
     std::fs::write(&scenario, base.replace("[dual]\n", "[dual]\nmode = \"performance\"\nperf_ms = 300\n")).unwrap();
     let rd = d.join("run");
@@ -517,7 +517,7 @@ fn kinds(dir: &std::path::Path) -> std::collections::BTreeMap<String, usize> {
 
 #[test]
 fn a_dual_port_power_cut_comes_back_on_every_port_and_a_lost_shared_cache_is_found_through_both() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = one_at_a_time();
     let plp = concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/dualport-plp.toml");
     // Seed 20261202 (the scenario's). Each port prefills its own share first.
     let dir = scratch("plp-honest");
@@ -578,7 +578,7 @@ fn events(dir: &std::path::Path) -> Vec<Value> {
 /// only.
 #[test]
 fn a_soak_that_mixes_faults_judges_each_cycle_by_its_own_fault() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = one_at_a_time();
     let soak = concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/dualport-soak.toml");
     // Seed 20261203 (the scenario's), drawn by weight: 11 cycles give 6 pulls, 4 resets and a
     // power cut (cycle 11), the same in every run.
@@ -651,7 +651,7 @@ fn a_soak_that_mixes_faults_judges_each_cycle_by_its_own_fault() {
 /// URIs and the module's controller URI.
 fn emulated_dual(model: &str, truth: &std::path::Path) -> (std::process::Child, [String; 2], String) {
     use std::io::BufRead;
-    let mut child = std::process::Command::new(common::BIN)
+    let mut child = std::process::Command::new(crate::common::BIN)
         .args(["emulate", "nbd", "--tcp", "127.0.0.1:0", "--model", model, "--seed", "20261204", "--quarch-pty", "--quiet"])
         .arg("--truth-out")
         .arg(truth)
@@ -738,7 +738,7 @@ budget = {{ io_errors = 0, max_stall_ms = 500, min_throughput_ratio = 0.3, max_p
 /// ports).
 #[test]
 fn a_dual_port_drive_served_over_nbd_one_export_per_port_is_run_as_a_real_one() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = one_at_a_time();
     for (model, power_cut, code) in [("dual-honest", false, 0), ("dual-freeze-on-pull", false, 1), ("dual-lose-cache-at-cut", true, 1)] {
         let dir = scratch(&format!("nbd-{model}"));
         std::fs::create_dir_all(&dir).unwrap();

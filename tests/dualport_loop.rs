@@ -19,9 +19,7 @@
 //! loop device and the scratch directory are undone by a Drop guard, also on a panic. The
 //! scenario's seed and the corruption's seed are fixed and printed.
 
-mod common;
-
-use common::{run, s, sh, skip, text};
+use crate::common::{run, s, sh, skip, text};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -29,12 +27,12 @@ use std::time::Duration;
 
 const SEED: u64 = 20261201;
 
-/// The tests here attach, detach and re-attach loop devices by node: one at a time, or one
-/// test's detach frees a node another test's `losetup -f` takes (seen: both failed at once).
-static LOOPS: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    LOOPS.lock().unwrap_or_else(|e| e.into_inner())
+/// The tests here attach, detach and re-attach loop devices by node: one at a time, and with
+/// no other test holding loop devices (`crate::common::loop_nodes_alone`), or one test's detach
+/// frees a node another test's `losetup -f` takes (seen: both failed at once). A pulled port's
+/// cost to the other is measured: alone on the machine too.
+fn one_at_a_time() -> (std::sync::RwLockWriteGuard<'static, ()>, std::sync::RwLockWriteGuard<'static, ()>) {
+    (crate::common::alone(), crate::common::loop_nodes_alone())
 }
 /// The corruption's seed (negative control).
 const NOISE_SEED: u64 = 0xD0A1_0BAD;
@@ -54,7 +52,7 @@ impl Rig {
         if sh("id", &["-u"])? != "0" {
             return Err("not root (loop devices need root)".into());
         }
-        let dir = common::scratch(name);
+        let dir = crate::common::scratch(name);
         let file = dir.join("medium.img");
         let mut rig = Rig { dir, file, devs: Vec::new() };
         std::fs::File::create(&rig.file).and_then(|f| f.set_len(CAPACITY)).map_err(|e| e.to_string())?;
@@ -127,7 +125,7 @@ fn scenario(rig: &Rig, cycles: u32) -> String {
 
 /// Runs `faultline ARGS`, killed (and the test failed, the guard cleaning up) after `limit`.
 fn run_bounded(args: &[&str], limit: Duration) -> std::process::Output {
-    let mut child = Command::new(common::BIN)
+    let mut child = Command::new(crate::common::BIN)
         .args(args)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())

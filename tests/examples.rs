@@ -5,9 +5,7 @@
 //! argument parser (`faultline ARGS --help` parses ARGS and exits 0, or fails on the first
 //! argument it does not take), so the examples cannot rot.
 
-mod common;
-
-use common::{text, BIN};
+use crate::common::{text, BIN};
 use serde_norway::Value;
 use std::path::PathBuf;
 use std::process::Command;

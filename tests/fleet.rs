@@ -4,9 +4,7 @@
 //! summary.json, fleet.html must link every run's report, and the corrupt run must get a row
 //! saying what is wrong, without hiding the others.
 
-mod common;
-
-use common::{run, s, scratch, text};
+use crate::common::{run, s, scratch, text};
 use serde_json::Value;
 
 /// (seed, model): the demo's own model (rollback) loses writes at every cut; honest-plp never.

@@ -3,9 +3,7 @@
 //! The target is a regular file; the controllers are the real Linux link controllers, reading
 //! and writing the fake tree. Seeds are in the scenarios.
 
-mod common;
-
-use common::scratch;
+use crate::common::scratch;
 use faultline::events::{Event, EventSink, SinkError, Verdict};
 use faultline::runner::{run_scenario, RunnerOptions};
 use faultline::scenario::Scenario;

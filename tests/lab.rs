@@ -7,9 +7,7 @@
 //! lab from. The boots are serialised: two TCG guests on two cores only slow each other.
 //! Seeds are fixed (the scenarios' and the scripts' `--seed`) and printed on failure.
 
-mod common;
-
-use common::{s, skip, text, BIN};
+use crate::common::{s, skip, text, BIN};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::{Condvar, Mutex, OnceLock};
@@ -34,7 +32,7 @@ impl Drop for Scratch {
 }
 
 fn scratch(name: &str) -> Scratch {
-    Scratch(common::scratch(name))
+    Scratch(crate::common::scratch(name))
 }
 
 /// Boots at once: one per core of this 2-core machine (a guest under TCG keeps about one core
@@ -53,8 +51,14 @@ struct Gate {
 static GATE: Mutex<Gate> = Mutex::new(Gate { used: 0, alone_waiting: 0 });
 static FREED: Condvar = Condvar::new();
 
-/// Held for as long as a test's boots run: gives its slots back on drop.
-struct Boot(u32);
+/// Held for as long as a test's boots run: gives its slots back on drop (and then its hold
+/// on the machine, which the other modules' tests share).
+struct Boot(u32, #[expect(dead_code, reason = "held, not read")] Machine);
+
+enum Machine {
+    Shared(#[expect(dead_code, reason = "held, not read")] std::sync::RwLockReadGuard<'static, ()>),
+    Alone(#[expect(dead_code, reason = "held, not read")] std::sync::RwLockWriteGuard<'static, ()>),
+}
 
 impl Drop for Boot {
     fn drop(&mut self) {
@@ -63,7 +67,11 @@ impl Drop for Boot {
     }
 }
 
+/// `slots` of the lab's boots; all of them also keep every other module's busy tests away
+/// ([`crate::common::alone`]), one shares the machine with them.
 fn take(slots: u32) -> Boot {
+    // The machine first, then the gate (the order every test takes its locks in).
+    let machine = if slots == SLOTS { Machine::Alone(crate::common::alone()) } else { Machine::Shared(crate::common::shared()) };
     let mut g = GATE.lock().unwrap_or_else(|e| e.into_inner());
     if slots == SLOTS {
         g.alone_waiting += 1;
@@ -77,7 +85,7 @@ fn take(slots: u32) -> Boot {
         }
     }
     g.used += slots;
-    Boot(slots)
+    Boot(slots, machine)
 }
 
 /// `faultline lab setup`, once per test process: `Err` (skip) only when this host has no

@@ -5,9 +5,7 @@
 //!
 //! The demo's seed is `SEED` (printed on failure).
 
-mod common;
-
-use common::{s, scratch, skip, text, BIN};
+use crate::common::{s, scratch, skip, text, BIN};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};

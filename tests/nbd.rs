@@ -6,9 +6,7 @@
 //! `faultline emulate nbd` end to end (its Quarch pty cutting the drive's power). The drive's
 //! seed is fixed and named in failure messages. Without `qemu-io` the tests print SKIP.
 
-mod common;
-
-use common::{scratch, skip, BIN};
+use crate::common::{scratch, skip, BIN};
 use faultline::format::{Format, SectorId};
 use faultline_drivers::PowerSwitch;
 use faultline_fixtures::nbd::{NbdConfig, NbdEvent, NbdServer, FOREIGN_WRITE_IDS};
@@ -376,7 +374,7 @@ fn emulate_refuses_options_that_do_not_fit_the_device_and_says_which() {
         (&["emulate", "numato", "--unix", "/tmp/x"][..], "--unix: only `emulate nbd`"),
         (&["emulate", "quarch"][..], "--pty"),
     ] {
-        let o = common::run(args);
+        let o = crate::common::run(args);
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
         assert!(err.contains(says), "{args:?} should say {says:?}: {err}");
@@ -508,14 +506,18 @@ fn an_export_of_qemu_nbd_is_written_and_verified_and_its_image_holds_what_faultl
         "--flush-every",
         "100",
     ]);
-    assert_eq!(o.status.code(), Some(0), "seed 11: {}", common::text(&o));
-    let out = common::text(&o);
+    assert_eq!(o.status.code(), Some(0), "seed 11: {}", crate::common::text(&o));
+    let out = crate::common::text(&o);
     assert!(out.contains("NBD export \"disk\" at nbd+unix:///disk?socket=") && out.contains("write_fua p50"), "{out}");
     let o = run(&["verify", "--target", &unix, "--run-dir", rd.to_str().unwrap()]);
-    assert!(o.status.success() && common::text(&o).contains("verdict: clean"), "{}", common::text(&o));
+    assert!(o.status.success() && crate::common::text(&o).contains("verdict: clean"), "{}", crate::common::text(&o));
     drop(_unix);
     let o = run(&["verify", "--target", img.to_str().unwrap(), "--image-of-target", "--run-dir", rd.to_str().unwrap()]);
-    assert!(o.status.success() && common::text(&o).contains("verdict: clean"), "the image holds what was written: {}", common::text(&o));
+    assert!(
+        o.status.success() && crate::common::text(&o).contains("verdict: clean"),
+        "the image holds what was written: {}",
+        crate::common::text(&o)
+    );
 
     // Loopback TCP, a fresh image; the same round trip.
     std::fs::File::create(&img).unwrap().set_len(32 << 20).unwrap();
@@ -524,12 +526,16 @@ fn an_export_of_qemu_nbd_is_written_and_verified_and_its_image_holds_what_faultl
     wait_for_export(&tcp);
     let rd = dir.join("run-tcp");
     let o = run(&["write", "--target", &tcp, "--run-dir", rd.to_str().unwrap(), "--seed", "12", "--fua-percent", "20"]);
-    assert_eq!(o.status.code(), Some(0), "seed 12: {}", common::text(&o));
+    assert_eq!(o.status.code(), Some(0), "seed 12: {}", crate::common::text(&o));
     let o = run(&["verify", "--target", &tcp, "--run-dir", rd.to_str().unwrap()]);
-    assert!(o.status.success() && common::text(&o).contains("verdict: clean"), "{}", common::text(&o));
+    assert!(o.status.success() && crate::common::text(&o).contains("verdict: clean"), "{}", crate::common::text(&o));
     // An export the server does not have: its own refusal, named.
     let o = run(&["write", "--target", &format!("nbd://127.0.0.1:{port}/nope"), "--run-dir", dir.join("r1").to_str().unwrap()]);
-    assert!(!o.status.success() && common::text(&o).contains("refused export \"nope\": NBD_REP_ERR_UNKNOWN"), "{}", common::text(&o));
+    assert!(
+        !o.status.success() && crate::common::text(&o).contains("refused export \"nope\": NBD_REP_ERR_UNKNOWN"),
+        "{}",
+        crate::common::text(&o)
+    );
     drop(_tcp);
 
     // A read-only export, and one carrying an MBR: refused before anything is written.
@@ -538,7 +544,7 @@ fn an_export_of_qemu_nbd_is_written_and_verified_and_its_image_holds_what_faultl
     let ro = format!("nbd+unix:///disk?socket={}", ro_sock.display());
     wait_for_export(&ro);
     let o = run(&["write", "--target", &ro, "--run-dir", dir.join("r2").to_str().unwrap()]);
-    assert!(!o.status.success() && common::text(&o).contains("the export is read-only"), "{}", common::text(&o));
+    assert!(!o.status.success() && crate::common::text(&o).contains("the export is read-only"), "{}", crate::common::text(&o));
     drop(_ro);
     let mut mbr = vec![0u8; 512];
     mbr[510..].copy_from_slice(&[0x55, 0xAA]);
@@ -549,16 +555,16 @@ fn an_export_of_qemu_nbd_is_written_and_verified_and_its_image_holds_what_faultl
     let _mbr = QemuNbd::start(&img, "disk", &["-k", sock.to_str().unwrap()], &[]);
     wait_for_export(&unix);
     let o = run(&["write", "--target", &unix, "--run-dir", dir.join("r3").to_str().unwrap()]);
-    assert!(!o.status.success() && common::text(&o).contains("an MBR partition table"), "{}", common::text(&o));
+    assert!(!o.status.success() && crate::common::text(&o).contains("an MBR partition table"), "{}", crate::common::text(&o));
     let o = run(&["write", "--target", &unix, "--expect-serial", "X", "--run-dir", dir.join("r4").to_str().unwrap()]);
-    assert!(!o.status.success() && common::text(&o).contains("an NBD export reports no serial"), "{}", common::text(&o));
+    assert!(!o.status.success() && crate::common::text(&o).contains("an NBD export reports no serial"), "{}", crate::common::text(&o));
     // A scenario's URI is checked as the file is read.
     let sc = nbd_scenario(&dir, "nbd+unix:///disk", "quarch+serial:///dev/null", 1);
     let o = run(&["run", sc.to_str().unwrap(), "--run-dir", dir.join("r5").to_str().unwrap()]);
     assert!(
-        !o.status.success() && common::text(&o).contains("target.path") && common::text(&o).contains("needs socket=PATH"),
+        !o.status.success() && crate::common::text(&o).contains("target.path") && crate::common::text(&o).contains("needs socket=PATH"),
         "{}",
-        common::text(&o)
+        crate::common::text(&o)
     );
 }
 
@@ -677,7 +683,7 @@ fn power_cuts_agree_with_the_drive(name: &str, through_agent: bool) {
         let o = Command::new(BIN).args(["run", sc.to_str().unwrap(), "--run-dir", rd.to_str().unwrap()]).output().unwrap();
         let _ = Command::new("kill").arg(child.id().to_string()).status();
         assert!(child.wait().unwrap().success());
-        let ctx = format!("{model}, drive seed {SEED:#x}, scenario seed 5: {}", common::text(&o));
+        let ctx = format!("{model}, drive seed {SEED:#x}, scenario seed 5: {}", crate::common::text(&o));
         assert_eq!(o.status.code(), Some(code), "{ctx}");
         let events = std::fs::read_to_string(rd.join("events.jsonl")).unwrap();
         let of = |kind: &str| events.lines().filter(|l| l.contains(&format!("\"event\":\"{kind}\""))).count();

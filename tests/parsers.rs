@@ -10,10 +10,8 @@
 //!
 //! Seeds are fixed (see `common/seeded.rs`); a failure prints the one to replay it with.
 
-mod common;
-
-use common::scratch;
-use common::seeded::{check, mutate, mutations};
+use crate::common::scratch;
+use crate::common::seeded::{check, mutate, mutations};
 use faultline::events::{Event, HealthNote, SmartFigures, Verdict};
 use faultline::format::{Decoded, Format, SectorId};
 use faultline::health::{critical_warning_meaning, judge, judge_ocp, parse_ocp_smart, parse_smart, HealthPolicy, Shutdown, LOG_BYTES};

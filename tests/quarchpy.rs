@@ -9,9 +9,7 @@
 //! chosen from the process id so that parallel runs do not collide, and another one tried if
 //! it is taken.
 
-mod common;
-
-use common::{skip, BIN};
+use crate::common::{skip, BIN};
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};

@@ -10,9 +10,7 @@
 //! two-cycle dual-port demo run (the port table, the two port charts with the fault window
 //! shaded, and `faultline report` rebuilding the same page).
 
-mod common;
-
-use common::{run, scratch, skip, text};
+use crate::common::{run, scratch, skip, text};
 use std::io::{ErrorKind, Read};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -119,6 +117,7 @@ fn render(chrome: &Path, dir: &Path, report: &Path) -> serde_json::Value {
     // One Chromium at a time: with two at once on a 2-core machine, a connection to the
     // proxy once sent nothing within its 2 s read timeout ("(nothing sent)").
     static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _busy = crate::common::shared();
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let probe = dir.join("probe.html");
     std::fs::write(&probe, PROBE.replace("REPORT", &format!("file://{}", report.display()))).unwrap();

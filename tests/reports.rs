@@ -3,9 +3,7 @@
 //! JUnit file is well-formed XML with one test case per cycle; the HTML page fetches
 //! nothing; exit codes are 0 clean, 1 findings, 2 harness error. Seeds are fixed and named.
 
-mod common;
-
-use common::{run, scratch, text};
+use crate::common::{run, scratch, text};
 use quick_xml::events::Event as Xml;
 use quick_xml::Reader;
 use std::path::Path;

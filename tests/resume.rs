@@ -6,9 +6,7 @@
 //! The kill delays come from `SEED` (printed on failure). Where each kill landed is read from
 //! the last event the run had recorded, and the phases hit are printed.
 
-mod common;
-
-use common::{scratch, text, BIN};
+use crate::common::{scratch, text, BIN};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -152,6 +150,7 @@ fn kill_and_compare_text(
 
 #[test]
 fn sigkill_at_random_points_and_resume_reaches_the_uninterrupted_verdict() {
+    let _busy = crate::common::shared();
     let mut rng = Rng(SEED);
     // An honest drive: not one false finding however often the harness dies.
     let (a, b, p1) = kill_and_compare("honest", "{ kind = \"honest_plp\" }", 200, 30, &mut rng);
@@ -210,6 +209,7 @@ fn soak_scenario(count: u32) -> String {
 
 #[test]
 fn a_dual_port_run_killed_at_random_points_and_resumed_reaches_the_uninterrupted_verdict() {
+    let _busy = crate::common::shared();
     let mut rng = Rng(SEED ^ 2);
     // Every port's ledger is taken up again, the cycle the harness died in is finished
     // through both ports (powered back on or not as its own fault of the mix needs), and an

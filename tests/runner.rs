@@ -2,9 +2,7 @@
 //! simulated drive, its power switched in-process or through the protocol emulators driven
 //! by the real controller drivers. Seeds are in the scenarios; failures print the output.
 
-mod common;
-
-use common::{scratch, skip, text, BIN};
+use crate::common::{scratch, skip, text, BIN};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

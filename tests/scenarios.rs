@@ -4,7 +4,7 @@
 //! their names promise; `scenarios/reference.toml` must show the real defaults; and
 //! `scenarios/scenario.schema.json` must be what the scenario types generate today. After a
 //! change to the types, regenerate it with
-//! `FAULTLINE_BLESS=1 cargo test -p faultline --test scenarios schema_is_current`.
+//! `FAULTLINE_BLESS=1 cargo test -p faultline --test integration scenarios::schema_is_current`.
 
 use faultline::ledger::Contract;
 use faultline::scenario::{
@@ -238,7 +238,7 @@ fn schema_is_current() {
     }
     panic!(
         "{} is out of date with the scenario types in harness/src/scenario/.\n\
-         Regenerate it with: FAULTLINE_BLESS=1 cargo test -p faultline --test scenarios schema_is_current",
+         Regenerate it with: FAULTLINE_BLESS=1 cargo test -p faultline --test integration scenarios::schema_is_current",
         path.display()
     );
 }

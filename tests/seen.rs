@@ -2,9 +2,7 @@
 //! was cut with writes in flight, it records which of them it saw land (a `seen` ledger
 //! record, under the run-directory lock), and a later verify holds the drive to them.
 
-mod common;
-
-use common::{ok, run, s, scratch, text};
+use crate::common::{ok, run, s, scratch, text};
 use faultline::format::{Format, SectorId};
 use faultline::ledger::{replay, EndKind, LedgerWriter, Record};
 use faultline::port::PortId;

@@ -17,9 +17,7 @@
 //! (`rustup target add x86_64-unknown-linux-musl`), musl-gcc (Debian's musl-tools), buildah,
 //! debootstrap, root.
 
-mod common;
-
-use common::{scratch, skip, text};
+use crate::common::{scratch, skip, text};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
@@ -101,6 +99,7 @@ fn run(bin: &Path, args: &[&str]) -> Output {
 
 #[test]
 fn the_static_binary_needs_no_library_and_runs_the_demo() {
+    let _busy = crate::common::shared(); // a release build
     let bin = match static_binary() {
         Ok(b) => b,
         Err(why) => return skip("the_static_binary_needs_no_library_and_runs_the_demo", &why),
@@ -206,6 +205,7 @@ fn base_image() -> Result<String, String> {
 
 #[test]
 fn the_container_image_builds_from_the_repository_and_runs_the_demo() {
+    let _busy = crate::common::shared(); // a release build
     let test = "the_container_image_builds_from_the_repository_and_runs_the_demo";
     if !have("buildah") {
         return skip(test, "no buildah to build the image with (apt-get install buildah)");

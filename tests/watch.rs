@@ -6,9 +6,7 @@
 //! Seeds: the demo's `SEED`, and the chunk sizes of the split log from `SEED` (printed on
 //! failure).
 
-mod common;
-
-use common::{s, scratch, text, BIN};
+use crate::common::{s, scratch, text, BIN};
 use serde_json::Value;
 use std::io::Write;
 use std::path::Path;

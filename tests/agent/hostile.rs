@@ -130,6 +130,7 @@ fn prefilling(name: &str, size: u64) -> (Agent, std::path::PathBuf) {
 /// exits 2 saying so, and the rest of the span is never written.
 #[test]
 fn a_coordinator_gone_mid_prefill_stops_the_agent_writing_at_once() {
+    let _alone = crate::common::alone(); // stop times and memory measured
     let size = 4u64 << 30;
     let (a, t) = prefilling("gone-prefill", size);
     std::thread::sleep(Duration::from_millis(300));
@@ -162,6 +163,7 @@ fn submitted_after_ms(err: &str) -> Option<f64> {
 /// writer's next submit is refused, the agent exits 2 saying so.
 #[test]
 fn a_coordinator_gone_mid_cycle_stops_the_agents_writer_at_its_next_submit() {
+    let _alone = crate::common::alone(); // stop times and memory measured
     let d = scratch("gone-cycle");
     let size = 256u64 << 20;
     let t = sparse(&d, size);
@@ -209,6 +211,7 @@ fn a_coordinator_gone_mid_cycle_stops_the_agents_writer_at_its_next_submit() {
 /// whole timeout).
 #[test]
 fn a_coordinator_gone_during_wait_ready_stops_the_wait() {
+    let _alone = crate::common::alone(); // stop times and memory measured
     let d = scratch("gone-wait");
     let t = sparse(&d, 8 << 20);
     let mut a = Agent::start(&t);
@@ -231,6 +234,7 @@ fn a_coordinator_gone_during_wait_ready_stops_the_wait() {
 /// took an agent to 713 MiB).
 #[test]
 fn a_flood_of_frames_is_refused_and_the_agents_memory_stays_bounded() {
+    let _alone = crate::common::alone(); // stop times and memory measured
     let (mut a, _t) = prefilling("flood", 4 << 30);
     // Frames of about 1 MiB each, every one a request that reads.
     let regions = vec![[0u64, 512]; 100_000];

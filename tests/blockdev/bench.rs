@@ -10,6 +10,7 @@ use std::process::Command;
 
 #[test]
 fn bench_on_a_loop_device_prints_its_rows() {
+    let _alone = crate::common::alone(); // a benchmark's figures
     let test = "bench_on_a_loop_device_prints_its_rows";
     if Command::new("fio").arg("--version").output().is_err() {
         return skip(test, "no fio to bench against (apt-get install fio)");

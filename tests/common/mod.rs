@@ -1,21 +1,30 @@
-//! Helpers shared by the end-to-end tests: scratch directories, running the real binary and
-//! showing what it did, and skipping with a printed reason. Each test file is its own crate
-//! and uses what it needs (hence the `dead_code` allowance); `mod common;` brings them in.
-
-#![allow(dead_code, reason = "each test crate uses only some of these helpers")]
+//! Helpers shared by the end-to-end tests (one test binary, `tests/tests.rs`): scratch
+//! directories, running the real binary and showing what it did, skipping with a printed
+//! reason, and the locks that keep tests of different modules from disturbing each other.
 
 pub mod seeded;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 /// The `faultline` binary this package builds.
 pub const BIN: &str = env!("CARGO_BIN_EXE_faultline");
 
+/// The test file that called: `agent` for tests/agent.rs and tests/agent/hostile.rs.
+#[track_caller]
+fn caller_file() -> &'static str {
+    let file = std::panic::Location::caller().file();
+    let rel = file.rsplit_once("tests/").map_or(file, |(_, r)| r);
+    let top = rel.split('/').next().unwrap_or(rel);
+    top.strip_suffix(".rs").unwrap_or(top)
+}
+
 /// A fresh, empty directory for one test: `faultline-<test file>-<name>-<pid>` under the
 /// system temporary directory (whatever an earlier run left there is removed first).
+#[track_caller]
 pub fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("faultline-{}-{name}-{}", env!("CARGO_CRATE_NAME"), std::process::id()));
+    let d = std::env::temp_dir().join(format!("faultline-{}-{name}-{}", caller_file(), std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
@@ -43,17 +52,18 @@ pub fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
-/// Skips of this test binary so far.
+/// Skips so far.
 static SKIPS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 /// Says why `test` is skipped, where `cargo test` shows it: libtest captures what `println!`
 /// and `eprintln!` print from a passing test, but not a write to the process's own stderr,
-/// so the line reaches the output whether the test passes or not, counted per test binary
+/// so the line reaches the output whether the test passes or not, counted over the run
 /// (`SKIP 2 in blockdev: ...`). A test never skips silently.
+#[track_caller]
 pub fn skip(test: &str, why: &str) {
     use std::io::Write;
     let n = SKIPS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-    let line = format!("SKIP {n} in {}: {test}: {why}", env!("CARGO_CRATE_NAME"));
+    let line = format!("SKIP {n} in {}: {test}: {why}", caller_file());
     let _ = writeln!(std::io::stderr().lock(), "{line}");
     // Also captured with the test's output, for a run with --nocapture or a failure beside it.
     println!("{line}");
@@ -67,4 +77,35 @@ pub fn sh(cmd: &str, args: &[&str]) -> Result<String, String> {
     } else {
         Err(format!("{cmd} {args:?}: {}", String::from_utf8_lossy(&o.stderr).trim()))
     }
+}
+
+/// The machine, as the tests share it. libtest runs two tests at a time (one a core here),
+/// from any modules: a test whose verdict rests on timing (a judged port's figures, a kill due
+/// within milliseconds, a benchmark, a lab guest's stall budget) takes [`alone`], so that no
+/// test that took [`shared`] (one that keeps a core busy: a lab guest, a run of many cycles, a
+/// build) runs beside it. Take it first, before any lock of a module's own.
+static MACHINE: RwLock<()> = RwLock::new(());
+
+/// No test that took [`shared`] runs while this is held.
+pub fn alone() -> RwLockWriteGuard<'static, ()> {
+    MACHINE.write().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// This test keeps a core busy: not beside one that took [`alone`].
+pub fn shared() -> RwLockReadGuard<'static, ()> {
+    MACHINE.read().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Loop device nodes. A test that detaches a loop device and attaches a file to the same node
+/// again takes [`loop_nodes_alone`], or another test's `losetup -f` may take the node between
+/// the two (seen: both failed at once); a test holding loop devices of its own takes
+/// [`loop_nodes_shared`] for as long as it holds them.
+static LOOP_NODES: RwLock<()> = RwLock::new(());
+
+pub fn loop_nodes_alone() -> RwLockWriteGuard<'static, ()> {
+    LOOP_NODES.write().unwrap_or_else(PoisonError::into_inner)
+}
+
+pub fn loop_nodes_shared() -> RwLockReadGuard<'static, ()> {
+    LOOP_NODES.read().unwrap_or_else(PoisonError::into_inner)
 }

@@ -12,7 +12,7 @@
 //!   full keyed hash, payload seed and first payload words).
 //!
 //! When the code changes on purpose, print the blocks as the code now produces them with
-//! `FORMAT_DOC_RENDER=1 cargo test -p faultline --test format_doc -- --nocapture`.
+//! `FORMAT_DOC_RENDER=1 cargo test -p faultline --test integration format_doc:: -- --nocapture`.
 
 use faultline::format::{read_header, Decoded, Format, SectorId, HEADER_BYTES};
 use faultline::rng::{hash_words, WyRand};
@@ -246,7 +246,7 @@ fn render(ex: &Example) -> String {
     out
 }
 
-const HINT: &str = "docs/FORMAT.md and the sector format disagree; if the format changed on purpose, print the example as the code now produces it with FORMAT_DOC_RENDER=1 cargo test -p faultline --test format_doc -- --nocapture";
+const HINT: &str = "docs/FORMAT.md and the sector format disagree; if the format changed on purpose, print the example as the code now produces it with FORMAT_DOC_RENDER=1 cargo test -p faultline --test integration format_doc:: -- --nocapture";
 
 #[test]
 fn worked_example_matches_the_code() {

@@ -7,9 +7,7 @@
 //! The harness's parsers are in the workspace's `tests/parsers.rs`. Seeds are fixed (see
 //! `tests/common/seeded.rs`); a failure prints the one to replay it with.
 
-#[path = "../../tests/common/seeded.rs"]
-mod seeded;
-
+use crate::common::seeded::{check, mutate, mutations};
 use faultline_drivers::control::quarch::usb::{lock_usb_mode, QuarchUsbWire};
 use faultline_drivers::control::quarch::{ModuleKind, Quarch, QuarchWire, SerialWire, TcpWire, WireFault};
 use faultline_drivers::control::relay::{HidRelay, Numato};
@@ -18,7 +16,6 @@ use faultline_drivers::control::{parse_spec, ControlEnv};
 use faultline_drivers::nvme::{ControllerIdentity, IDENTIFY_BYTES};
 use faultline_drivers::{PowerError, PowerState, PowerSwitch};
 use proptest::prelude::*;
-use seeded::{check, mutate, mutations};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
