@@ -12,7 +12,7 @@
 //! at most what completed since the agent's last checkpoint, a few milliseconds of writes.
 
 use super::dial::{AgentFailed, DialError, Session};
-use super::proto::{Answer, CycleRequest, CycleSummary, Expect, Frame, HostReset, Op, TargetInfo};
+use super::proto::{Answer, CycleRequest, CycleSummary, Expect, Frame, LinkReset, Op, TargetInfo};
 use crate::ledger::{Ledger, LedgerError, Record};
 use crate::run::{close_interrupted, RunError};
 use crate::runner::fault::ControllerError;
@@ -105,7 +105,7 @@ impl Session {
         identity: Option<&str>,
         expect: &Expect,
         queue_depth: u32,
-        resets: &[HostReset],
+        resets: &[LinkReset],
         timeout: Duration,
     ) -> Result<TargetInfo, DialError> {
         let op = Op::Open {

@@ -125,7 +125,7 @@ impl Port {
         identity: Option<&str>,
         expect: &proto::Expect,
         queue_depth: u32,
-        resets: &[proto::HostReset],
+        resets: &[proto::LinkReset],
     ) -> Answer {
         if let Err(e) = checked::queue_depth(queue_depth) {
             return refused(e);

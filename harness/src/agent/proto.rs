@@ -6,6 +6,7 @@
 
 use crate::ledger::{EndKind, Record, RunHeader};
 use crate::port::PortId;
+pub use crate::reset::LinkReset;
 use crate::writer::{CutPlacement, CycleOutcome};
 use serde::{Deserialize, Serialize};
 use std::io::{self, Read, Write};
@@ -159,7 +160,7 @@ pub enum Op {
         /// agent finds the NVMe controller or PCI function behind the target and refuses the
         /// open when it cannot do one of them there.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        resets: Vec<HostReset>,
+        resets: Vec<LinkReset>,
     },
     /// Runs one cycle's workload on the open target, streaming its ledger records.
     Cycle(Box<CycleRequest>),
@@ -259,61 +260,12 @@ pub struct CycleRequest {
     pub reset: Option<ResetRequest>,
 }
 
-/// A link reset an agent runs on its own host, of the NVMe controller or PCI function behind
-/// the target it opened: the wire names the kind, never a device (the agent finds its own).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum HostReset {
-    /// `reset_controller` of the target's controller.
-    NvmeController,
-    /// NVM subsystem reset through the target's controller (every controller of the
-    /// subsystem: on a dual-port drive, the other host's port too).
-    NvmeSubsystem,
-    /// The reset of the controller's PCI function, the kernel's method, or the one named.
-    PciFunction,
-    PciFunctionFlr,
-    PciFunctionBus,
-    PciFunctionPm,
-    /// Remove the controller's PCI function, hold, rescan the bus.
-    PciRemoveRescan,
-}
-
-impl HostReset {
-    /// The reset an agent can run for `kind`; `None` for those a host cannot do to itself
-    /// (slot power, a hot-plug module's pull or PERST#).
-    pub fn of(kind: faultline_drivers::ResetKind) -> Option<HostReset> {
-        use faultline_drivers::{PciResetMethod as M, ResetKind as K};
-        Some(match kind {
-            K::NvmeController => HostReset::NvmeController,
-            K::NvmeSubsystem => HostReset::NvmeSubsystem,
-            K::PciFunction(None) => HostReset::PciFunction,
-            K::PciFunction(Some(M::Flr)) => HostReset::PciFunctionFlr,
-            K::PciFunction(Some(M::Bus)) => HostReset::PciFunctionBus,
-            K::PciFunction(Some(M::Pm)) => HostReset::PciFunctionPm,
-            K::PciRemoveRescan => HostReset::PciRemoveRescan,
-            K::SlotPower | K::PortPull | K::Perst => return None,
-        })
-    }
-
-    pub fn kind(self) -> faultline_drivers::ResetKind {
-        use faultline_drivers::{PciResetMethod as M, ResetKind as K};
-        match self {
-            HostReset::NvmeController => K::NvmeController,
-            HostReset::NvmeSubsystem => K::NvmeSubsystem,
-            HostReset::PciFunction => K::PciFunction(None),
-            HostReset::PciFunctionFlr => K::PciFunction(Some(M::Flr)),
-            HostReset::PciFunctionBus => K::PciFunction(Some(M::Bus)),
-            HostReset::PciFunctionPm => K::PciFunction(Some(M::Pm)),
-            HostReset::PciRemoveRescan => K::PciRemoveRescan,
-        }
-    }
-}
-
 /// A cycle's reset: which, and how long a reset with a down phase (remove and rescan) holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ResetRequest {
-    pub reset: HostReset,
+    /// A kind a host runs on itself ([`LinkReset::on_host`]); the agent refuses any other.
+    pub reset: LinkReset,
     pub hold_ms: u64,
 }
 
@@ -534,7 +486,7 @@ struct RequestEnvelope {
     frame: String,
     run: Nonce,
     seq: u64,
-    #[allow(dead_code)]
+    #[expect(dead_code, reason = "required, never read: an envelope without an op is not a request")]
     op: serde::de::IgnoredAny,
 }
 

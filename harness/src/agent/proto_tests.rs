@@ -26,7 +26,7 @@ fn frames_round_trip() {
             identity: Some("nbd:x".into()),
             expect: Expect { serial: Some("S1".into()), ..Expect::default() },
             queue_depth: 32,
-            resets: vec![HostReset::NvmeController, HostReset::PciFunctionFlr],
+            resets: vec![LinkReset::NvmeController, LinkReset::PciFunctionFlr],
         },
     });
     let header = crate::ledger::tests::header();
@@ -42,7 +42,7 @@ fn frames_round_trip() {
         stream_every_ms: 1,
         drain_timeout_ms: 5000,
         samples: false,
-        reset: Some(ResetRequest { reset: HostReset::PciRemoveRescan, hold_ms: 100 }),
+        reset: Some(ResetRequest { reset: LinkReset::PciRemoveRescan, hold_ms: 100 }),
     };
     round(Frame::Request { run: run.clone(), seq: 5, op: Op::Cycle(Box::new(req)) });
     round(Frame::Records { run: run.clone(), seq: 5, first: 0, records: crate::ledger::tests::sample_records() });
@@ -94,7 +94,7 @@ pub(crate) fn every_frame() -> Vec<Frame> {
         stream_every_ms: 1,
         drain_timeout_ms: 5000,
         samples: true,
-        reset: Some(ResetRequest { reset: HostReset::PciRemoveRescan, hold_ms: 100 }),
+        reset: Some(ResetRequest { reset: LinkReset::PciRemoveRescan, hold_ms: 100 }),
     };
     let ops = vec![
         Op::Clock {},
@@ -104,7 +104,7 @@ pub(crate) fn every_frame() -> Vec<Frame> {
             identity: Some("i".into()),
             expect: Expect { serial: Some("S".into()), wwid: Some("w".into()), model: Some("m".into()), size_bytes: Some(1) },
             queue_depth: 4,
-            resets: vec![HostReset::NvmeController],
+            resets: vec![LinkReset::NvmeController],
         },
         Op::Cycle(Box::new(cycle)),
         Op::History { first: 0, records: crate::ledger::tests::sample_records() },

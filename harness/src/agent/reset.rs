@@ -1,10 +1,11 @@
-//! The link resets an agent runs on its own host ([`HostReset`]): of the NVMe controller, or
-//! its PCI function, behind the one target the agent opened. The wire names the kind only;
+//! The link resets an agent runs on its own host (a [`LinkReset`] that is
+//! [`on_host`](LinkReset::on_host)): of the NVMe controller, or its PCI function, behind the
+//! one target the agent opened. The wire names the kind only;
 //! the device is the agent's own finding (the target's controller in sysfs, its PCI address),
 //! so nothing from the wire picks what is reset. The reset itself is the Linux link
 //! controller `faultline run` uses on its own host (`faultline_drivers::control::linux`).
 
-use super::proto::{HostReset, ResetReport};
+use super::proto::{LinkReset, ResetReport};
 use faultline_drivers::control::linux::LinuxLink;
 use faultline_drivers::control::{ControlEnv, ControllerSpec};
 use faultline_drivers::{LinkController, PciResetMethod};
@@ -26,13 +27,16 @@ pub(crate) struct CannotReset(pub String);
 pub(crate) struct Reset {
     link: LinuxLink,
     port: String,
-    reset: HostReset,
+    reset: LinkReset,
 }
 
 /// The Linux link controller spec for `reset` of the NVMe controller behind `listed` (the
 /// target as the agent's command line lists it), or why this host cannot do it there.
-pub(crate) fn spec_for(listed: &str, reset: HostReset) -> Result<ControllerSpec, CannotReset> {
-    let what = reset.kind();
+pub(crate) fn spec_for(listed: &str, reset: LinkReset) -> Result<ControllerSpec, CannotReset> {
+    let what = reset.reset_kind();
+    if !reset.on_host() {
+        return Err(not_on_host(reset));
+    }
     if faultline_drivers::nbd::looks_like_nbd(listed) {
         return Err(CannotReset(format!(
             "{what}: {listed} is an NBD export, with no NVMe controller or PCI function on this host to reset"
@@ -53,20 +57,25 @@ pub(crate) fn spec_for(listed: &str, reset: HostReset) -> Result<ControllerSpec,
         Ok(a)
     };
     Ok(match reset {
-        HostReset::NvmeController => ControllerSpec::NvmeReset { ctrl },
-        HostReset::NvmeSubsystem => ControllerSpec::NvmeSubsysReset { ctrl },
-        HostReset::PciFunction => ControllerSpec::PciReset { bdf: bdf()?, method: None },
-        HostReset::PciFunctionFlr => ControllerSpec::PciReset { bdf: bdf()?, method: Some(PciResetMethod::Flr) },
-        HostReset::PciFunctionBus => ControllerSpec::PciReset { bdf: bdf()?, method: Some(PciResetMethod::Bus) },
-        HostReset::PciFunctionPm => ControllerSpec::PciReset { bdf: bdf()?, method: Some(PciResetMethod::Pm) },
-        HostReset::PciRemoveRescan => ControllerSpec::PciRemoveRescan { bdf: bdf()? },
+        LinkReset::NvmeController => ControllerSpec::NvmeReset { ctrl },
+        LinkReset::NvmeSubsystem => ControllerSpec::NvmeSubsysReset { ctrl },
+        LinkReset::PciFunction => ControllerSpec::PciReset { bdf: bdf()?, method: None },
+        LinkReset::PciFunctionFlr => ControllerSpec::PciReset { bdf: bdf()?, method: Some(PciResetMethod::Flr) },
+        LinkReset::PciFunctionBus => ControllerSpec::PciReset { bdf: bdf()?, method: Some(PciResetMethod::Bus) },
+        LinkReset::PciFunctionPm => ControllerSpec::PciReset { bdf: bdf()?, method: Some(PciResetMethod::Pm) },
+        LinkReset::PciRemoveRescan => ControllerSpec::PciRemoveRescan { bdf: bdf()? },
+        LinkReset::SlotPower | LinkReset::PortPull | LinkReset::Perst => return Err(not_on_host(reset)),
     })
+}
+
+fn not_on_host(reset: LinkReset) -> CannotReset {
+    CannotReset(format!("{}: not a reset a host runs on itself (it needs a slot's power or a hot-plug module)", reset.reset_kind()))
 }
 
 impl Reset {
     /// Finds the controller and opens the link controller for it (its checks: the sysfs
     /// files, root, a subsystem reset the controller has).
-    pub(crate) fn open(listed: &str, reset: HostReset) -> Result<Reset, CannotReset> {
+    pub(crate) fn open(listed: &str, reset: LinkReset) -> Result<Reset, CannotReset> {
         let spec = spec_for(listed, reset)?;
         let env = ControlEnv { settle_timeout: SETTLE, ..ControlEnv::default() };
         let link = LinuxLink::open(&spec, &env).map_err(|e| CannotReset(e.to_string()))?;
@@ -77,7 +86,7 @@ impl Reset {
     /// Runs the reset, holding a down phase for `hold`.
     pub(crate) fn run(&mut self, hold: Duration) -> ResetReport {
         let t0 = Instant::now();
-        let r = self.link.reset(&self.port, self.reset.kind(), hold);
+        let r = self.link.reset(&self.port, self.reset.reset_kind(), hold);
         ResetReport {
             controller: self.link.name(),
             took_ns: t0.elapsed().as_nanos().min(u64::MAX as u128) as u64,
@@ -93,14 +102,14 @@ mod tests {
 
     #[test]
     fn an_nbd_export_or_a_plain_file_has_nothing_to_reset_and_says_so() {
-        let e = spec_for("nbd+unix:///A?socket=/tmp/x.sock", HostReset::NvmeController).unwrap_err().0;
+        let e = spec_for("nbd+unix:///A?socket=/tmp/x.sock", LinkReset::NvmeController).unwrap_err().0;
         assert_eq!(
             e,
             "nvme-controller-reset: nbd+unix:///A?socket=/tmp/x.sock is an NBD export, with no NVMe controller or PCI function on this host to reset"
         );
         let f = std::env::temp_dir().join(format!("faultline-reset-{}", std::process::id()));
         std::fs::write(&f, b"x").unwrap();
-        let e = spec_for(f.to_str().unwrap(), HostReset::PciFunctionFlr).unwrap_err().0;
+        let e = spec_for(f.to_str().unwrap(), LinkReset::PciFunctionFlr).unwrap_err().0;
         let _ = std::fs::remove_file(&f);
         assert!(e.starts_with("pci-function-reset(flr): ") && e.contains("regular file"), "{e}");
     }
@@ -108,18 +117,22 @@ mod tests {
     #[test]
     fn every_reset_a_host_can_run_goes_to_the_wire_and_back() {
         for r in [
-            HostReset::NvmeController,
-            HostReset::NvmeSubsystem,
-            HostReset::PciFunction,
-            HostReset::PciFunctionFlr,
-            HostReset::PciFunctionBus,
-            HostReset::PciFunctionPm,
-            HostReset::PciRemoveRescan,
+            LinkReset::NvmeController,
+            LinkReset::NvmeSubsystem,
+            LinkReset::PciFunction,
+            LinkReset::PciFunctionFlr,
+            LinkReset::PciFunctionBus,
+            LinkReset::PciFunctionPm,
+            LinkReset::PciRemoveRescan,
         ] {
-            assert_eq!(HostReset::of(r.kind()), Some(r));
+            assert_eq!(LinkReset::of(r.reset_kind()), r);
+            assert!(r.on_host(), "{r:?}");
         }
-        for k in [faultline_drivers::ResetKind::SlotPower, faultline_drivers::ResetKind::PortPull, faultline_drivers::ResetKind::Perst] {
-            assert_eq!(HostReset::of(k), None, "{k}");
+        for r in [LinkReset::SlotPower, LinkReset::PortPull, LinkReset::Perst] {
+            assert_eq!(LinkReset::of(r.reset_kind()), r);
+            assert!(!r.on_host(), "{r:?}");
+            let e = spec_for("/dev/nvme0n1", r).unwrap_err().0;
+            assert!(e.contains("not a reset a host runs on itself"), "{e}");
         }
     }
 }

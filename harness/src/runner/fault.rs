@@ -189,7 +189,8 @@ impl Cutter {
             FaultPlan::HostLinkReset { kind } => {
                 let port =
                     port.ok_or_else(|| ControllerError("a host's link reset is aimed at a port's host, and no port was named".into()))?;
-                let reset = crate::agent::proto::HostReset::of(*kind)
+                let reset = Some(crate::reset::LinkReset::of(*kind))
+                    .filter(|r| r.on_host())
                     .ok_or_else(|| ControllerError(format!("{kind}: not a reset a host runs on itself")))?;
                 let Some((_, a)) = self.agents.iter().find(|(p, _)| p == port) else {
                     return Err(ControllerError(format!("port {port}: no agent on its host to run {kind}")));

@@ -134,7 +134,7 @@ fn remote_dut(
     target: &str,
     expect: &faultline_drivers::blockdev::Expectation,
 ) -> Result<RemoteDut, SetupError> {
-    let transport = crate::agent::dial::Transport::new(transport, host).map_err(|e| DutError::Open(format!("target.transport: {e}")))?;
+    let transport = crate::transport::Transport::new(transport, host).map_err(|e| DutError::Open(format!("target.transport: {e}")))?;
     Ok(RemoteDut::open(remote_port(plan, o, host, transport, target, expect, run_dir.join(crate::run_dir::LEDGER_FILE)))?)
 }
 
@@ -143,7 +143,7 @@ pub(crate) fn remote_port(
     plan: &RunPlan,
     o: &RunnerOptions,
     host: &str,
-    transport: crate::agent::dial::Transport,
+    transport: crate::transport::Transport,
     target: &str,
     expect: &faultline_drivers::blockdev::Expectation,
     ledger_file: PathBuf,

@@ -42,6 +42,7 @@ mod schema;
 mod tests;
 mod validate;
 
+pub use crate::reset::LinkReset;
 pub use models::{ModelError, NamedModel, NAMED_MODELS};
 pub use overrides::{origin_with, Override, OverrideError};
 pub use plan::*;
@@ -54,7 +55,6 @@ use crate::workload::{FlushPolicy, Layout, Pattern, WorkloadSpec};
 use faultline_drivers::blockdev::Expectation;
 use faultline_drivers::control::{parse_spec, ControllerSpec};
 use faultline_drivers::identity::PathId;
-use faultline_drivers::{PciResetMethod, ResetKind};
 use faultline_fixtures::FaultModel;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -553,49 +553,6 @@ impl Fault {
         match self {
             Fault::Mixed { faults, .. } => faults.iter().map(|m| &m.fault).collect(),
             f => vec![f],
-        }
-    }
-}
-
-/// One kind of link reset (`faultline_drivers::ResetKind`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum LinkReset {
-    /// NVMe controller reset.
-    NvmeController,
-    /// NVM subsystem reset: every controller of the subsystem (both ports of a dual-port drive).
-    NvmeSubsystem,
-    /// PCI function reset, method chosen by the kernel.
-    PciFunction,
-    /// PCI function-level reset.
-    PciFunctionFlr,
-    /// PCI secondary bus reset.
-    PciFunctionBus,
-    /// PCI power-management (D3hot to D0) reset.
-    PciFunctionPm,
-    /// Remove the PCI function, wait, rescan.
-    PciRemoveRescan,
-    /// Slot power off, wait, on.
-    SlotPower,
-    /// A hot-plug module disconnects the port's signals, waits, reconnects them.
-    PortPull,
-    /// A hot-plug module holds PERST# asserted, waits, releases it.
-    Perst,
-}
-
-impl LinkReset {
-    pub fn reset_kind(self) -> ResetKind {
-        match self {
-            LinkReset::NvmeController => ResetKind::NvmeController,
-            LinkReset::NvmeSubsystem => ResetKind::NvmeSubsystem,
-            LinkReset::PciFunction => ResetKind::PciFunction(None),
-            LinkReset::PciFunctionFlr => ResetKind::PciFunction(Some(PciResetMethod::Flr)),
-            LinkReset::PciFunctionBus => ResetKind::PciFunction(Some(PciResetMethod::Bus)),
-            LinkReset::PciFunctionPm => ResetKind::PciFunction(Some(PciResetMethod::Pm)),
-            LinkReset::PciRemoveRescan => ResetKind::PciRemoveRescan,
-            LinkReset::SlotPower => ResetKind::SlotPower,
-            LinkReset::PortPull => ResetKind::PortPull,
-            LinkReset::Perst => ResetKind::Perst,
         }
     }
 }

@@ -172,9 +172,9 @@ impl FaultPlan {
     }
 
     /// The reset a host's agent runs for this fault, if it is one.
-    pub fn host_reset(&self) -> Option<crate::agent::proto::HostReset> {
+    pub fn host_reset(&self) -> Option<crate::reset::LinkReset> {
         match self {
-            FaultPlan::HostLinkReset { kind } => crate::agent::proto::HostReset::of(*kind),
+            FaultPlan::HostLinkReset { kind } => Some(crate::reset::LinkReset::of(*kind)).filter(|r| r.on_host()),
             _ => None,
         }
     }
@@ -295,7 +295,7 @@ impl Scenario {
             (Some(sim), _) => TargetPlan::Sim(sim.clone()),
             (None, Some(host)) => TargetPlan::Remote {
                 host: host.clone(),
-                transport: self.target.transport.clone().unwrap_or_else(|| crate::agent::dial::SSH.iter().map(|s| s.to_string()).collect()),
+                transport: self.target.transport.clone().unwrap_or_else(|| crate::transport::SSH.iter().map(|s| s.to_string()).collect()),
                 target: self.target.path.as_ref().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default(),
                 expect: self.expectation(),
             },
@@ -374,7 +374,7 @@ impl Scenario {
         }
         for f in faults.all() {
             let FaultPlan::HostLinkReset { kind } = f else { continue };
-            if crate::agent::proto::HostReset::of(*kind).is_none() {
+            if !crate::reset::LinkReset::of(*kind).on_host() {
                 return bad(
                     "fault.reset".into(),
                     format!("{kind}: not a reset a host runs on itself (host_link_reset runs nvme_controller, nvme_subsystem, pci_function*, pci_remove_rescan)"),

@@ -323,8 +323,8 @@ pub(super) fn plan_ports(origin: &str, ports: &[PortSpec], sim: bool) -> Result<
                 return Err(bad(f("host"), "must not be empty (leave it out for a port on this host)".into()))
             }
             (Some(host), transport, power) => {
-                let transport = transport.clone().unwrap_or_else(|| crate::agent::dial::SSH.iter().map(|s| s.to_string()).collect());
-                crate::agent::dial::Transport::new(&transport, host).map_err(|e| bad(f("transport"), e.to_string()))?;
+                let transport = transport.clone().unwrap_or_else(|| crate::transport::SSH.iter().map(|s| s.to_string()).collect());
+                crate::transport::Transport::new(&transport, host).map_err(|e| bad(f("transport"), e.to_string()))?;
                 let power = match power.as_deref() {
                     None => None,
                     Some("kill") => Some(HostPower::Kill),

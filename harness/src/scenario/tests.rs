@@ -182,6 +182,7 @@ fn scenario_sim_target_rules() {
 fn scenario_models_and_resets_map_onto_the_fixtures_and_drivers() {
     assert_eq!(SimModel::DiesAfterCuts { cuts: 3 }.fault_model(), FaultModel::DiesAfterCuts(3));
     assert_eq!(SimModel::Rollback { writes_per_cut: 2 }.fault_model(), FaultModel::Rollback { writes_per_cut: 2 });
+    use faultline_drivers::{PciResetMethod, ResetKind};
     assert_eq!(LinkReset::PciFunctionBus.reset_kind(), ResetKind::PciFunction(Some(PciResetMethod::Bus)));
     assert_eq!(LinkReset::Perst.reset_kind().to_string(), "perst");
 }
@@ -514,7 +515,7 @@ fn a_target_on_another_host_is_named_by_its_path_there_and_refuses_what_is_not_c
     match s.plan("t.toml", 1).unwrap().target {
         TargetPlan::Remote { host, transport, target, expect } => {
             assert_eq!((host.as_str(), target.as_str(), expect.serial.as_deref()), ("dut-1", "/dev/nvme0n1", Some("S1")));
-            assert_eq!(transport, crate::agent::dial::SSH.iter().map(|s| s.to_string()).collect::<Vec<_>>(), "ssh by default");
+            assert_eq!(transport, crate::transport::SSH.iter().map(|s| s.to_string()).collect::<Vec<_>>(), "ssh by default");
         }
         other => panic!("{other:?}"),
     }

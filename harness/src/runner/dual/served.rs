@@ -302,7 +302,7 @@ fn dial_hosts(
                 a
             });
         }
-        let transport = crate::agent::dial::Transport::new(&argv, &r.host).map_err(|e| fail(format!("transport: {e}")))?;
+        let transport = crate::transport::Transport::new(&argv, &r.host).map_err(|e| fail(format!("transport: {e}")))?;
         let ledger = port_dir(run_dir, &p.name).join(crate::run_dir::LEDGER_FILE);
         let mut port = remote_port(plan, o, &r.host, transport, target, expect, ledger);
         // A host whose port no fault hits is asked for no reset.

@@ -12,7 +12,7 @@
 use super::*;
 use crate::agent::cycle::{CycleError, StreamPolicy};
 use crate::agent::dial::{self, Session, Transport};
-use crate::agent::proto::{CycleRequest, HostReset, Nonce, ResetReport, ResetRequest};
+use crate::agent::proto::{CycleRequest, LinkReset, Nonce, ResetReport, ResetRequest};
 use faultline_drivers::{PowerCaps, PowerError, PowerState, PowerSwitch};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -43,7 +43,7 @@ pub struct RemotePort {
     pub policy: StreamPolicy,
     /// The link resets the run will ask of this host (its agent checks, when it opens the
     /// target, that it can run each there).
-    pub resets: Vec<HostReset>,
+    pub resets: Vec<LinkReset>,
 }
 
 /// A port on another host, through its agent.
@@ -97,7 +97,7 @@ impl AgentReset {
     pub fn take_report(&self) -> Result<(), crate::runner::fault::ControllerError> {
         use crate::runner::fault::ControllerError;
         let mut s = self.state();
-        let want = s.want.map(|w| w.reset.kind().to_string()).unwrap_or_else(|| "reset".into());
+        let want = s.want.map(|w| w.reset.reset_kind().to_string()).unwrap_or_else(|| "reset".into());
         match s.ran.take() {
             Some(ResetReport { error: None, .. }) => Ok(()),
             Some(ResetReport { error: Some(e), controller, .. }) => {
@@ -124,7 +124,7 @@ impl AgentReset {
         let line = format!(
             "{}: {} of {} {} in {:.1} ms",
             s.host,
-            s.want.map(|w| w.reset.kind().to_string()).unwrap_or_else(|| "reset".into()),
+            s.want.map(|w| w.reset.reset_kind().to_string()).unwrap_or_else(|| "reset".into()),
             r.controller,
             if r.error.is_some() { "failed" } else { "done" },
             r.took_ns as f64 / 1e6
