@@ -143,10 +143,11 @@ fn dual_port_templates_say_what_their_names_promise() {
     let dual = |name: &str| {
         let s = load(name);
         let plan = s.plan(name, 1).unwrap_or_else(|e| panic!("{name}: {e}"));
-        (s, plan.dual.unwrap_or_else(|| panic!("{name}: not a dual-port plan")))
+        assert!(plan.dual.is_some(), "{name}: not a dual-port plan");
+        (s, plan)
     };
     let link = |s: &Scenario| s.link_controller().unwrap().unwrap_or_else(|| panic!("{}: no link controller", s.name));
-    let per_path = |name: &str, d: &faultline::scenario::DualPlan| {
+    let per_path = |name: &str, d: &faultline::scenario::RunPlan| {
         let paths: Vec<_> = d.ports.iter().map(|p| p.path.clone().unwrap().display().to_string()).collect();
         assert_eq!(paths, ["/dev/nvme0n1", "/dev/nvme1n1"], "{name}: one per-path node per port (nvme_core.multipath=N)");
     };
@@ -156,13 +157,13 @@ fn dual_port_templates_say_what_their_names_promise() {
     assert!(matches!(link(&s), ControllerSpec::Quarch { .. }), "{}", link(&s));
     assert_eq!(d.ports.iter().map(|p| p.role).collect::<Vec<_>>(), [PortRole::Writer, PortRole::Idle]);
     assert_eq!(d.ports[0].path, d.ports[1].path, "both name the head: the pulled path has no node");
-    assert_eq!((d.fault_ports.clone(), d.ports[1].fault_port.as_str()), (vec![1], "B"));
+    assert_eq!((d.fault_ports.clone(), d.ports[1].fault_name()), (vec![1], "B"));
     assert_eq!(s.fault, Fault::LinkReset { reset: LinkReset::PortPull, port: None });
 
     let (s, d) = dual("dualport-quarch-pull.toml");
     assert_eq!(link(&s).to_string(), "quarch+serial:///dev/ttyUSB0");
     per_path(&s.name, &d);
-    assert_eq!(d.ports.iter().map(|p| p.fault_port.as_str()).collect::<Vec<_>>(), ["A", "B"]);
+    assert_eq!(d.ports.iter().map(|p| p.fault_name()).collect::<Vec<_>>(), ["A", "B"]);
     assert_eq!(d.fault_ports, [0, 1], "alternates");
     assert_eq!(s.fault, Fault::LinkReset { reset: LinkReset::PortPull, port: None });
 
@@ -177,7 +178,7 @@ fn dual_port_templates_say_what_their_names_promise() {
         per_path(name, &d);
         assert_eq!(d.fault_ports, [0], "{name}: one port's controller or function, always A");
         // Port A's fault_port names what the controller spec resets.
-        assert!(spec.contains(&d.ports[0].fault_port), "{name}: {spec} and {}", d.ports[0].fault_port);
+        assert!(spec.contains(d.ports[0].fault_name()), "{name}: {spec} and {}", d.ports[0].fault_name());
         assert!(s.cycles.count >= 200, "{name}: a storm");
     }
 
@@ -189,8 +190,9 @@ fn dual_port_templates_say_what_their_names_promise() {
 
     let (s, d) = dual("dualport-performance.toml");
     per_path(&s.name, &d);
-    assert_eq!(d.spec.mode, DualMode::Performance);
-    assert!(d.spec.perf_ms >= 1000);
+    let spec = &d.dual.as_ref().unwrap().spec;
+    assert_eq!(spec.mode, DualMode::Performance);
+    assert!(spec.perf_ms >= 1000);
     assert!(d.ports.iter().all(|p| p.role == PortRole::Writer), "A only, B only, A+B: both write");
 }
 

@@ -245,6 +245,8 @@ fn conformance_in_the_lab_guest() {
     }
     let o = run(&["lab", "setup"]);
     assert!(o.status.success(), "faultline lab setup failed:\n{}", text(&o));
+    // One of the lab's boot slots (its guests and this one, at most one a core).
+    let _boot = crate::lab::boot_slot();
     // The guest carries the libraries faultline links (`lab setup` puts in what `ldd` says):
     // this binary must need no other.
     let me = std::env::current_exe().unwrap();
@@ -273,7 +275,7 @@ fn conformance_in_the_lab_guest() {
             "set -e\ncp /share/{exe} /tmp/conf && chmod +x /tmp/conf\necho \"conf: ns=$LAB_NS_A ctrl=$LAB_CTRL_A\"\nset +e\n\
              {CUT_ENV}={mode} {NVME_ENV}=\"$LAB_NS_A\" {NVME_CTRL_ENV}=\"$LAB_CTRL_A\" /tmp/conf --exact --nocapture --test-threads=1 {}\nrc=$?\n\
              echo \"conf: the kernel's log\"; dmesg | grep -E 'nvme|I/O|blk' | tail -n 80\nexit $rc\n",
-            TESTS.join(" "),
+            TESTS.map(|t| format!("blockdev::{t}")).join(" "),
             exe = me.file_name().unwrap().to_string_lossy(),
             mode = cut.name(),
         ),

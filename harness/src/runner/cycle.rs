@@ -9,26 +9,21 @@ use super::dut::{self, DutError, HealthLogs, Readiness};
 use super::emit::Emitter;
 use super::fault::{confirm_cut, cycle_rng, placement, saw_device_go, ControllerError, Cutter, PLACE_SALT};
 use super::lane::{may_hold, verify_lanes, CheckOf, Lane, Readers, ReopenRunError, ShareCheckError};
+use super::options::RunnerOptions;
 use super::ports::{controller_log, PortSet};
-use super::resume;
-use super::run_loop::{run_cycles, StartAt};
-use super::setup::{RunnerOptions, Setup};
 use super::stop::{self, ControllerStep, CycleEnd};
 use super::writers::{self, NoCut, WritePhase, Written};
 use crate::events::{Event, Verdict};
 use crate::health::{judge, judge_ocp, HealthAnomaly, HealthCheck, HealthPolicy, Shutdown};
-use crate::scenario::{DualPlan, RunPlan};
+use crate::scenario::RunPlan;
 use crate::verify::{Finding, FindingClass, Shown};
 use crate::writer::{CutPlacement, CycleOutcome};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 /// What a run's cycles share: its ports, their shares, the cutter, the record.
 pub(super) struct Cycles<'r, 'e> {
     plan: &'r RunPlan,
-    /// The dual-port part of the plan (`None`: one port): which port each fault hits, the
-    /// windows, how shares are read.
-    dual: Option<&'r DualPlan>,
     o: &'r RunnerOptions,
     ports: &'r mut PortSet,
     /// Every writer port's share: its run and ledger (for one port, the run directory's).
@@ -98,7 +93,6 @@ impl<'r, 'e> Cycles<'r, 'e> {
     #[expect(clippy::too_many_arguments, reason = "what a run holds open, lent to its cycles once")]
     pub fn new(
         plan: &'r RunPlan,
-        dual: Option<&'r DualPlan>,
         o: &'r RunnerOptions,
         ports: &'r mut PortSet,
         lanes: &'r mut [Lane],
@@ -106,7 +100,7 @@ impl<'r, 'e> Cycles<'r, 'e> {
         em: &'r mut Emitter<'e>,
         observer: Option<&'r mut (dyn CycleObserver + 'static)>,
     ) -> Self {
-        Cycles { plan, dual, o, ports, lanes, cutter, em, observer, mate_step_ms: None, cycle_t0: Instant::now(), waits: Duration::ZERO }
+        Cycles { plan, o, ports, lanes, cutter, em, observer, mate_step_ms: None, cycle_t0: Instant::now(), waits: Duration::ZERO }
     }
 
     /// Where a port is probed for an answer: the start of the first share.
@@ -116,17 +110,17 @@ impl<'r, 'e> Cycles<'r, 'e> {
 
     /// How the shares are read: through their own port, and through every other one.
     fn readers(&self) -> Readers {
-        self.dual.map_or_else(|| Readers::single(self.plan), Readers::of)
+        Readers::of(self.plan)
     }
 
     /// The port cycle `cycle`'s fault hits (every port, for a fault that hits every port).
     fn hit(&self, cycle: u32) -> usize {
-        self.dual.map_or(0, |d| d.faulted(self.plan, cycle))
+        self.plan.faulted(cycle)
     }
 
     /// Aims the cutter at cycle `cycle`'s fault, on the port it hits.
     fn aim(&mut self, cycle: u32) -> Result<(), Fatal> {
-        let port = self.dual.map(|d| d.ports[self.hit(cycle)].fault_port.as_str());
+        let port = self.plan.ports[self.hit(cycle)].fault_port.as_deref();
         // Checked when the run opened: every fault of the run has its controller, and the
         // link controller can fault every port the scenario faults.
         self.cutter.aim(self.plan.fault(cycle), port).map_err(Fatal::Aim)
@@ -156,28 +150,16 @@ impl<'r, 'e> Cycles<'r, 'e> {
     pub fn one_cycle(&mut self, cycle: u32, last: bool) -> Result<CycleEnd, Fatal> {
         let plan = self.plan;
         let fault = plan.fault(cycle);
-        let (every, power) = (fault.hits_every_port() || self.dual.is_none(), fault.is_power_cut());
+        // A fault on the one port of a one-port run hits every port.
+        let (every, power) = (fault.hits_every_port() || self.ports.len() == 1, fault.is_power_cut());
         let hit = self.hit(cycle);
         self.aim(cycle)?;
         self.align(cycle)?;
         let t_start = self.em.now();
         self.em.emit(Event::CycleStarted { t_ns: t_start, cycle, fault: plan.faults.is_mixed().then(|| fault.label()) });
-        let (place, planned) = match self.dual {
-            Some(d) => {
-                let fire_at = d.spec.warmup_ms + d.spec.baseline_ms;
-                // A host's clean shutdown begins there: its writer drains and flushes, then
-                // the host goes down.
-                let place = if fault.is_host_shutdown() {
-                    CutPlacement::Shutdown { after_ms: fire_at, after_completions: 0 }
-                } else {
-                    CutPlacement::AfterTime { after_ms: fire_at }
-                };
-                (place, Some(fire_at))
-            }
-            None => placement(&plan.cut, fault.is_clean_shutdown(), &mut cycle_rng(plan.seed, PLACE_SALT, cycle)),
-        };
+        let (place, planned) = cycle_placement(plan, cycle);
         (self.cycle_t0, self.waits) = (Instant::now(), Duration::ZERO);
-        let phase = WritePhase { cycle, hit, every, power, place, windows: self.dual.map(|d| &d.spec), probe_at: self.probe_at() };
+        let phase = WritePhase { cycle, hit, every, power, place, windows: plan.dual.as_ref().map(|d| &d.spec), probe_at: self.probe_at() };
         let w = writers::write(plan, self.o, self.ports, self.lanes, self.cutter, &phase);
         for message in self.ports.notes() {
             let t_ns = self.em.now();
@@ -247,8 +229,8 @@ impl<'r, 'e> Cycles<'r, 'e> {
             anomalies = self.ports.health_after(plan, cycle, true, self.em);
             self.waits += t_health.elapsed();
         }
-        if let (Some(dual), Some(windows)) = (self.dual, &w.windows) {
-            super::dual::judge_windows(self.em, dual, cycle, hit, every, windows, w.t_end, &mut findings);
+        if let Some(windows) = &w.windows {
+            super::judge::judge_windows(self.em, plan, cycle, hit, every, windows, w.t_end, &mut findings);
         }
         // A device or host not back: nothing can be read through it this cycle (what it holds is
         // verified in a later one, if it comes back).
@@ -440,6 +422,26 @@ pub(super) fn dead_device(cycle: u32, why: &str) -> Finding {
     }
 }
 
+/// Where cycle `cycle`'s fault lands, and the `after_ms` drawn or planned for it: the
+/// scenario's `[cut]` placement, or, with windows around the fault (a dual-port plan), right
+/// after the warm-up and the baseline (where a host's clean shutdown begins: its writer drains
+/// and flushes, then the host goes down).
+fn cycle_placement(plan: &RunPlan, cycle: u32) -> (CutPlacement, Option<u64>) {
+    let fault = plan.fault(cycle);
+    match &plan.dual {
+        Some(d) => {
+            let fire_at = d.spec.warmup_ms + d.spec.baseline_ms;
+            let place = if fault.is_host_shutdown() {
+                CutPlacement::Shutdown { after_ms: fire_at, after_completions: 0 }
+            } else {
+                CutPlacement::AfterTime { after_ms: fire_at }
+            };
+            (place, Some(fire_at))
+        }
+        None => placement(&plan.cut, fault.is_clean_shutdown(), &mut cycle_rng(plan.seed, PLACE_SALT, cycle)),
+    }
+}
+
 /// Sees every cycle's verification before its findings are deduplicated, with the device's
 /// ground truth where it has one: the detection matrix checks each cycle against it.
 pub trait CycleObserver {
@@ -458,8 +460,6 @@ pub struct CycleCheck<'a> {
 /// An error that ends the run with a harness error (recorded as `harness_error`).
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum Fatal {
-    #[error("the run is not open")]
-    NotOpen,
     #[error(transparent)]
     Reopen(#[from] ReopenRunError),
     #[error(transparent)]
@@ -489,29 +489,4 @@ pub(super) enum Ending {
     Stopped(String),
     /// The run stopped without ending, to be resumed (the run directory ran short of space).
     Suspended(String),
-}
-
-/// The cycles of a single-port run; `Err` ends the run with a harness error.
-#[expect(clippy::too_many_arguments, reason = "what a run holds open, lent to its cycles once")]
-pub(super) fn cycles<'r>(
-    plan: &'r RunPlan,
-    o: &'r RunnerOptions,
-    run_dir: &'r Path,
-    st: &'r mut Setup,
-    em: &'r mut Emitter<'_>,
-    cycles_run: &mut u32,
-    resumed: Option<&resume::Prior>,
-    observer: Option<&'r mut (dyn CycleObserver + 'static)>,
-) -> Result<Ending, Fatal> {
-    let run = st.run.take().ok_or(Fatal::NotOpen)?;
-    let spec = run.layout.spec().clone();
-    let from = resume::Start::new(run.history(), resumed);
-    let span = (spec.span_start, spec.span_end);
-    let mut lanes = vec![Lane { port: 0, run, dir: run_dir.to_path_buf(), span, checked_upto: from.checked_upto }];
-    st.ports.read_health(em);
-    let Setup { ports, cutter, .. } = st;
-    let mut c = Cycles::new(plan, None, o, ports, &mut lanes, cutter, em, observer);
-    c.controller_log(None);
-    let from = StartAt { cycles_ended: from.cycles_ended, interrupted: from.interrupted };
-    run_cycles(&mut c, plan, run_dir, o, from, resumed, cycles_run)
 }

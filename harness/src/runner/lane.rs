@@ -13,7 +13,7 @@ use crate::events::{class_counts, Event};
 use crate::ledger::{Contract, EndKind, LedgerError, Record};
 use crate::port::PortId;
 use crate::run::{open_run, DeviceFacts, OpenRun, RunError};
-use crate::scenario::{DualPlan, OnEvent, PortRole, RunPlan};
+use crate::scenario::{OnEvent, PortRole, RunPlan};
 use crate::verify::{differing, seen_record, Digest, Finding, FindingClass, Shown, Verifier, VerifyError};
 use std::path::PathBuf;
 use std::time::Instant;
@@ -83,18 +83,14 @@ pub(crate) struct Readers {
 }
 
 impl Readers {
-    /// The one port of a single-port run.
-    pub fn single(plan: &RunPlan) -> Readers {
-        let names = plan.ports.iter().map(|p| p.name.clone()).take(1).collect();
-        Readers { names, readers: vec![0], cross_verify: false, compare: false }
-    }
-
-    pub fn of(dual: &DualPlan) -> Readers {
+    /// The plan's port table: every port but an idle one reads; across ports as the dual-port
+    /// plan says (a one-port run's port A reads its own share).
+    pub fn of(plan: &RunPlan) -> Readers {
         Readers {
-            names: dual.ports.iter().map(|p| p.name.clone()).collect(),
-            readers: dual.ports.iter().enumerate().filter(|(_, p)| p.role != PortRole::Idle).map(|(i, _)| i).collect(),
-            cross_verify: dual.spec.cross_verify,
-            compare: dual.spec.compare_ports,
+            names: plan.ports.iter().map(|p| p.name.clone()).collect(),
+            readers: plan.ports.iter().enumerate().filter(|(_, p)| p.role != PortRole::Idle).map(|(i, _)| i).collect(),
+            cross_verify: plan.dual.as_ref().is_some_and(|d| d.spec.cross_verify),
+            compare: plan.dual.as_ref().is_some_and(|d| d.spec.compare_ports),
         }
     }
 
@@ -506,7 +502,7 @@ mod tests {
         // The drive was never written: every sector of the span reads as zeros, which the
         // ledger (nothing written, nothing prefilled) allows.
         let of = CheckOf { cycle: 1, last: true, hold_seen: true };
-        verify_lanes(&plan, &Readers::single(&plan), &of, &mut duts, &mut lanes, &mut em, &mut findings, &mut end).unwrap();
+        verify_lanes(&plan, &Readers::of(&plan), &of, &mut duts, &mut lanes, &mut em, &mut findings, &mut end).unwrap();
         drop(em);
         assert_eq!(findings, vec![earlier], "nothing found on an honest, unwritten drive");
         let verified: Vec<&Event> = events.iter().filter(|e| matches!(e, Event::Verified { .. })).collect();

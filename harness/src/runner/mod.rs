@@ -15,40 +15,45 @@
 //! check ([`regions`]), plus `verify.sample_bytes` of seeded random chunks of the span; the
 //! whole span every `verify.full_every_cycles` and at the end.
 //!
-//! Rooms: [`setup`] (opening), [`dut`] (the device seam), [`fault`] (placement, cutters,
+//! Rooms: `open` (every port, the fault's controller, each writer port's run: the only place
+//! that names concrete Duts), [`dut`] (the device seam), [`fault`] (placement, cutters,
 //! confirmation), [`regions`], [`stop`] (the stop policy, suspension), `emit` (run clock,
 //! finding deduplication), `resume` (taking a run up again), `run_loop` (the loop over
 //! cycles), `cycle` (one cycle's steps, for one port or many), `writers` (its write phase),
-//! `dual` (opening a dual-port run, judging its windows, its performance mode), `ports`
-//! (what every port goes through after a fault), `lane` (each share's run and its
-//! verification).
+//! `judge` (a dual-port plan's windows judged), `perf` (its performance mode), `ports` (what
+//! every port goes through after a fault), `lane` (each share's run and its verification).
 
 mod cycle;
-mod dual;
 pub mod dut;
 mod emit;
 pub mod fault;
+mod judge;
 mod lane;
+mod open;
+pub mod options;
+mod perf;
 mod ports;
 pub mod regions;
 mod resume;
 mod run_loop;
-pub mod setup;
 pub mod stop;
 mod writers;
 
 use crate::events::{Event, Sinks, Verdict};
 use crate::report::Recorder;
 use crate::scenario::RunPlan;
-use cycle::{cycles, Ending};
+use cycle::{Cycles, Ending};
 use emit::Emitter;
-use setup::setup;
+use lane::{may_hold, verify_lanes, CheckOf, Readers};
+use open::{open, performance, Opened};
 use std::path::Path;
-use stop::short_of_space;
+use stop::{short_of_space, CycleEnd};
 
 pub use cycle::{CycleCheck, CycleObserver};
+pub use open::error::{AtomicBelowSector, OpenError, OpenPortsError, ReopenPortError};
+pub use open::port_dir;
+pub use options::RunnerOptions;
 pub use resume::Prior;
-pub use setup::RunnerOptions;
 
 pub use fault::{draw_after_ms, placement, ControllerError};
 pub use regions::{coalesce, sample_regions, written_regions};
@@ -77,7 +82,18 @@ pub enum RunnerError {
     Reports(#[from] crate::events::SinkError),
     /// A run could not be taken up again; nothing was recorded.
     #[error("cannot resume the run: {0}")]
-    Resume(setup::SetupError),
+    Resume(Box<OpenError>),
+}
+
+/// Why a run that opened ended with a harness error.
+#[derive(Debug, thiserror::Error)]
+enum Failed {
+    #[error(transparent)]
+    Cycle(#[from] cycle::Fatal),
+    #[error(transparent)]
+    Perf(#[from] perf::PerfError),
+    #[error(transparent)]
+    Verify(#[from] lane::ShareCheckError),
 }
 
 /// Runs a plan in `run_dir`, sending every event to `sinks`.
@@ -109,92 +125,111 @@ pub fn run_observed(
     prior: Option<Prior>,
     observer: Option<&mut (dyn CycleObserver + 'static)>,
 ) -> Result<RunSummary, RunnerError> {
-    let run_started = |run_id: u64, target: String| Event::RunStarted {
+    let resuming = prior.is_some();
+    let mut prior = prior.unwrap_or_default();
+    let (model, seen, errors) =
+        (std::mem::take(&mut prior.model), std::mem::take(&mut prior.finding_keys), std::mem::take(&mut prior.errors));
+    let mut em = Emitter::new(Recorder::resumed(sinks, model), prior.max_t_ns, seen, errors);
+    let prior = resuming.then_some(&prior);
+    let mut opened = match open(plan, run_dir, o, prior) {
+        Ok(opened) => opened,
+        // Nothing recorded yet: the run can be resumed once the cause is fixed.
+        Err(e) if resuming => return Err(RunnerError::Resume(Box::new(e))),
+        Err(e) => {
+            em.emit(run_started(plan, o, o.run_id, "unknown (the target was not opened)".into()));
+            em.error(None, e.to_string());
+            return end(em, 0, Some(e.to_string()), Vec::new());
+        }
+    };
+    if !prior.is_some_and(|p| p.started) {
+        em.emit(run_started(plan, o, o.run_id, opened.identity.clone()));
+    }
+    let notes = std::mem::take(&mut opened.notes);
+    for message in &notes {
+        let t_ns = em.now();
+        em.emit(Event::Note { t_ns, cycle: None, message: message.clone() });
+    }
+    let mut cycles_run = 0;
+    let stopped = match run_opened(plan, run_dir, o, &mut opened, &mut em, observer, prior, &mut cycles_run) {
+        Ok(Ending::Done) => None,
+        Ok(Ending::Stopped(why)) => Some(why),
+        Ok(Ending::Suspended(why)) => return suspended(em, cycles_run, why, notes),
+        Err(e) => {
+            // Short of space: the error is most likely that; suspend rather than end.
+            if let Some(why) = short_of_space(run_dir, opened.ports.growth_bytes()) {
+                return suspended(em, cycles_run, format!("{e}; {why}"), notes);
+            }
+            em.error(None, e.to_string());
+            Some(e.to_string())
+        }
+    };
+    end(em, cycles_run, stopped, notes)
+}
+
+/// The run's `run_started`.
+fn run_started(plan: &RunPlan, o: &RunnerOptions, run_id: u64, target: String) -> Event {
+    let cycles_planned = match &plan.dual {
+        // A performance run's cycles are its phases: each writer port alone, then all.
+        Some(dual) if performance(Some(dual)) => {
+            let writers = plan.ports.iter().filter(|p| p.role == crate::scenario::PortRole::Writer).count() as u32;
+            writers + u32::from(writers > 1)
+        }
+        _ => plan.cycles,
+    };
+    Event::RunStarted {
         t_ns: 0,
         run_id: format!("{run_id:016x}"),
         scenario: plan.name().to_string(),
         target,
         contract: plan.contract,
-        cycles_planned: plan.cycles,
+        cycles_planned,
         seed: plan.seed,
         started_at: o.started_at.clone(),
-    };
-    let resuming = prior.is_some();
-    let suspended = |mut em: Emitter, cycles_run, why: String, notes| {
-        // A resume refused at once (still short of space) records nothing: there is no room.
-        if em.emitted > 0 {
-            let t_ns = em.now();
-            em.emit(Event::RunSuspended { t_ns, reason: why.clone() });
-        }
-        let Emitter { errors, .. } = em;
-        Ok(RunSummary { verdict: Verdict::Error, cycles_run, stopped: Some(why), errors, notes, suspended: true })
-    };
-    let mut prior = prior.unwrap_or_default();
-    let (model, seen, errors) =
-        (std::mem::take(&mut prior.model), std::mem::take(&mut prior.finding_keys), std::mem::take(&mut prior.errors));
-    let mut em = Emitter::new(Recorder::resumed(sinks, model), prior.max_t_ns, seen, errors);
-    if let Some(dual) = &plan.dual {
-        let mut cycles_run = 0;
-        let stopped = match dual::run(plan, dual, run_dir, o, &mut em, observer, &mut cycles_run, resuming.then_some(&prior)) {
-            Ok(Ending::Done) => None,
-            Ok(Ending::Stopped(why)) => Some(why),
-            Ok(Ending::Suspended(why)) => return suspended(em, cycles_run, why, Vec::new()),
-            // Nothing recorded yet: the run can be resumed once the cause is fixed.
-            Err(e) if resuming && em.emitted == 0 => {
-                return Err(RunnerError::Resume(setup::SetupError::Dut(dut::DutError::Open(e.to_string()))));
-            }
-            Err(e) => {
-                if em.emitted == 0 {
-                    em.emit(run_started(o.run_id, "unknown (the target was not opened)".into()));
-                }
-                let e = e.to_string();
-                em.error(None, e.clone());
-                Some(e)
-            }
-        };
-        if let Some(reason) = &stopped {
-            let t_ns = em.now();
-            em.emit(Event::RunStopped { t_ns, reason: reason.clone() });
-        }
-        let t = em.now();
-        let Emitter { rec, errors, .. } = em;
-        let verdict = rec.end(t)?;
-        return Ok(RunSummary { verdict, cycles_run, stopped, errors, notes: Vec::new(), suspended: false });
     }
-    let started = prior.started;
-    let mut cycles_run = 0;
-    let mut notes = Vec::new();
-    let stopped = match setup(plan, run_dir, o, resuming) {
-        Ok(mut st) => {
-            if !started {
-                em.emit(run_started(st.header.run_id, st.header.target_identity.clone()));
-            }
-            notes = std::mem::take(&mut st.notes);
-            for message in &notes {
-                let t_ns = em.now();
-                em.emit(Event::Note { t_ns, cycle: None, message: message.clone() });
-            }
-            match cycles(plan, o, run_dir, &mut st, &mut em, &mut cycles_run, resuming.then_some(&prior), observer) {
-                Ok(Ending::Done) => None,
-                Ok(Ending::Stopped(why)) => Some(why),
-                Ok(Ending::Suspended(why)) => return suspended(em, cycles_run, why, notes),
-                Err(e) => {
-                    // Short of space: the error is most likely that; suspend rather than end.
-                    if let Some(why) = short_of_space(run_dir, st.ports.growth_bytes()) {
-                        return suspended(em, cycles_run, format!("{e}; {why}"), notes);
-                    }
-                    em.error(None, e.to_string());
-                    Some(e.to_string())
-                }
-            }
-        }
-        Err(e) if resuming => return Err(RunnerError::Resume(e)),
-        Err(e) => {
-            em.emit(run_started(o.run_id, "unknown (the target was not opened)".into()));
-            em.error(None, e.to_string());
-            Some(e.to_string())
-        }
-    };
+}
+
+/// The cycles of an opened run (or a performance run's phases, then every share verified).
+#[expect(clippy::too_many_arguments, reason = "what a run holds open, lent to its cycles once")]
+fn run_opened(
+    plan: &RunPlan,
+    run_dir: &Path,
+    o: &RunnerOptions,
+    opened: &mut Opened,
+    em: &mut Emitter<'_>,
+    observer: Option<&mut (dyn CycleObserver + 'static)>,
+    prior: Option<&Prior>,
+    cycles_run: &mut u32,
+) -> Result<Ending, Failed> {
+    let Opened { ports, cutter, lanes, start, .. } = opened;
+    if let Some(dual) = plan.dual.as_ref().filter(|d| performance(Some(d))) {
+        let n = perf::run(plan, dual, &mut ports.duts, lanes, em, o)?;
+        *cycles_run = n;
+        // What the measurements wrote is verified as any cycle's is, through every port.
+        let (mut findings, mut end) = (Vec::new(), CycleEnd { cycle: n, ..CycleEnd::default() });
+        let of = CheckOf { cycle: n, last: true, hold_seen: may_hold(plan, n, false) };
+        verify_lanes(plan, &Readers::of(plan), &of, &mut ports.duts, lanes, em, &mut findings, &mut end)?;
+        em.findings(n, &findings);
+        return Ok(Ending::Done);
+    }
+    ports.read_health(em);
+    let mut c = Cycles::new(plan, o, ports, lanes, cutter, em, observer);
+    c.controller_log(None);
+    Ok(run_loop::run_cycles(&mut c, plan, run_dir, o, *start, prior, cycles_run)?)
+}
+
+/// A run stopped without ending, to be resumed.
+fn suspended(mut em: Emitter, cycles_run: u32, why: String, notes: Vec<String>) -> Result<RunSummary, RunnerError> {
+    // A resume refused at once (still short of space) records nothing: there is no room.
+    if em.emitted > 0 {
+        let t_ns = em.now();
+        em.emit(Event::RunSuspended { t_ns, reason: why.clone() });
+    }
+    let Emitter { errors, .. } = em;
+    Ok(RunSummary { verdict: Verdict::Error, cycles_run, stopped: Some(why), errors, notes, suspended: true })
+}
+
+/// The run's end: why it stopped early, if it did, and its verdict.
+fn end(mut em: Emitter, cycles_run: u32, stopped: Option<String>, notes: Vec<String>) -> Result<RunSummary, RunnerError> {
     if let Some(reason) = &stopped {
         let t_ns = em.now();
         em.emit(Event::RunStopped { t_ns, reason: reason.clone() });

@@ -5,14 +5,15 @@
 //! belongs to `runner/cycle.rs`, for one port or many.
 
 use super::cycle::{Cycles, Ending, Fatal};
+use super::options::RunnerOptions;
 use super::resume::Prior;
 use super::stop::{decide, short_of_space, ControllerStep, CycleEnd, ErrorStreak, Next};
-use super::RunnerOptions;
 use crate::events::Event;
 use crate::scenario::RunPlan;
 use std::path::Path;
 
 /// Where the loop starts: the cycles the ledgers had ended, and the one the harness died in.
+#[derive(Clone, Copy, Debug)]
 pub(super) struct StartAt {
     pub cycles_ended: u32,
     pub interrupted: Option<u32>,

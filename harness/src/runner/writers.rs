@@ -14,8 +14,8 @@
 use super::dut::{DutCycleError, DutError, Readiness, Workload};
 use super::fault::{ControllerError, Cutter, FaultThread};
 use super::lane::Lane;
+use super::options::RunnerOptions;
 use super::ports::PortSet;
-use super::RunnerOptions;
 use crate::run::OpenRun;
 use crate::scenario::{DualSpec, RunPlan};
 use crate::writer::windows::TICK;

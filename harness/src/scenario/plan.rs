@@ -24,8 +24,12 @@ pub struct RunPlan {
     pub seed: u64,
     pub contract: Contract,
     pub target: TargetPlan,
-    /// The ports of the device under test (one, `A`, for now).
-    pub ports: Vec<PortEntry>,
+    /// The port table: every port of the device under test, in order (a one-port run: port A
+    /// over the whole span).
+    pub ports: Vec<super::PortPlan>,
+    /// The port each cycle's fault hits, in turn (indices into `ports`; a fault that hits
+    /// every port hits them all).
+    pub fault_ports: Vec<usize>,
     /// The faults, and which one each cycle injects ([`RunPlan::fault`]).
     pub faults: FaultMix,
     pub cut: CutPlacement,
@@ -34,17 +38,15 @@ pub struct RunPlan {
     pub readiness_timeout: Duration,
     pub verify: VerifyPolicy,
     pub stop: StopPolicy,
-    /// A dual-port run; `None`: one port.
+    /// What a dual-port run adds: the windows around each fault (warm-up, baseline, budgets),
+    /// how shares are read (cross-verify, compare), its mode; `None`: one port, no windows.
     pub dual: Option<DualPlan>,
 }
 
-/// A dual-port run as executed.
+/// What a dual-port run adds to the port table, as executed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DualPlan {
     pub spec: super::DualSpec,
-    pub ports: Vec<super::PortPlan>,
-    /// The port each cycle's fault hits, in turn (indices into `ports`).
-    pub fault_ports: Vec<usize>,
 }
 
 /// The faults of a run and how each cycle's is picked: one fault (every cycle the same), or a
@@ -89,20 +91,6 @@ impl FaultMix {
     /// Whether the run injects more than one kind of fault (a mix).
     pub fn is_mixed(&self) -> bool {
         self.pick.is_some()
-    }
-}
-
-impl DualPlan {
-    /// The port cycle `cycle` (from 1) faults, when its fault hits one port: the faulted
-    /// ports in turn, counting only the cycles whose fault hit one port (in a run of one
-    /// fault, every cycle).
-    pub fn faulted(&self, plan: &RunPlan, cycle: u32) -> usize {
-        let earlier = if plan.faults.is_mixed() {
-            (1..cycle).filter(|&c| !plan.fault(c).hits_every_port()).count()
-        } else {
-            cycle.saturating_sub(1) as usize
-        };
-        self.fault_ports[earlier % self.fault_ports.len().max(1)]
     }
 }
 
@@ -238,6 +226,23 @@ impl RunPlan {
         self.ports.first().map_or(PortId::A, |p| p.id)
     }
 
+    /// The port table as the run's ledger header keeps it.
+    pub fn port_entries(&self) -> Vec<PortEntry> {
+        self.ports.iter().map(|p| PortEntry { id: p.id, name: p.name.clone() }).collect()
+    }
+
+    /// The port cycle `cycle` (from 1) faults, when its fault hits one port: the faulted
+    /// ports in turn, counting only the cycles whose fault hit one port (in a run of one
+    /// fault, every cycle).
+    pub fn faulted(&self, cycle: u32) -> usize {
+        let earlier = if self.faults.is_mixed() {
+            (1..cycle).filter(|&c| !self.fault(c).hits_every_port()).count()
+        } else {
+            cycle.saturating_sub(1) as usize
+        };
+        self.fault_ports.get(earlier % self.fault_ports.len().max(1)).copied().unwrap_or(0)
+    }
+
     pub fn name(&self) -> &str {
         &self.scenario.name
     }
@@ -311,22 +316,17 @@ impl Scenario {
                 "host_link_reset is run by the agent of a dual-port run's port on its own host: give [dual] and [[ports]] with host",
             ));
         }
-        let dual = match &self.dual {
-            None => None,
+        let (ports, fault_ports, dual) = match &self.dual {
+            None => (super::ports::single_port(self.target.path.clone()), vec![0], None),
             Some(spec) => {
                 let mut ports = super::ports::plan_ports(origin, &self.ports, self.target.sim.is_some())?;
                 if ports.is_empty() {
                     ports = super::ports::default_sim_ports();
                 }
                 let fault_ports = super::ports::plan_fault_ports(origin, spec, &ports)?;
-                let dual = DualPlan { spec: spec.clone(), ports, fault_ports };
-                self.check_hosts(origin, &dual, &faults)?;
-                Some(dual)
+                self.check_hosts(origin, spec, &ports, &fault_ports, &faults)?;
+                (ports, fault_ports, Some(DualPlan { spec: spec.clone() }))
             }
-        };
-        let ports = match &dual {
-            Some(d) => d.ports.iter().map(|p| PortEntry { id: p.id, name: p.name.clone() }).collect(),
-            None => vec![PortEntry { id: PortId::A, name: PortId::A.default_name() }],
         };
         Ok(RunPlan {
             dual,
@@ -334,6 +334,7 @@ impl Scenario {
             contract: self.contract,
             target,
             ports,
+            fault_ports,
             faults,
             cut: self.cut,
             cycles: self.cycles.count,
@@ -349,17 +350,24 @@ impl Scenario {
 impl Scenario {
     /// What a dual-port run with ports on other hosts can do yet, and what a host power cut
     /// needs: every faulted port on a host with a `host_power`.
-    fn check_hosts(&self, origin: &str, dual: &DualPlan, faults: &FaultMix) -> Result<(), ScenarioError> {
+    fn check_hosts(
+        &self,
+        origin: &str,
+        spec: &super::DualSpec,
+        ports: &[super::PortPlan],
+        fault_ports: &[usize],
+        faults: &FaultMix,
+    ) -> Result<(), ScenarioError> {
         let bad = |field: String, message: String| Err(ScenarioError::Invalid { origin: origin.into(), field, message });
-        let remote: Vec<usize> = (0..dual.ports.len()).filter(|&i| dual.ports[i].remote.is_some()).collect();
+        let remote: Vec<usize> = (0..ports.len()).filter(|&i| ports[i].remote.is_some()).collect();
         let host_cut = faults.all().any(FaultPlan::is_host_cut);
         let all_hosts = faults.all().any(|f| matches!(f, FaultPlan::HostPowerCut { all: true, .. }));
         if host_cut {
             let what = if faults.all().any(|f| f.is_host_cut() && !f.is_host_shutdown()) { "host_power_cut" } else { "host_shutdown" };
             // Every port's host when every host is cut, else the faulted ports'.
-            let hit: Vec<usize> = if all_hosts { (0..dual.ports.len()).collect() } else { dual.fault_ports.clone() };
+            let hit: Vec<usize> = if all_hosts { (0..ports.len()).collect() } else { fault_ports.to_vec() };
             for &i in &hit {
-                let p = &dual.ports[i];
+                let p = &ports[i];
                 match &p.remote {
                     None => return bad(format!("ports[{i}].host"), format!("{what} hits port {}: it needs the host it is cabled to", p.name)),
                     Some(r) if r.power.is_none() => {
@@ -380,12 +388,12 @@ impl Scenario {
                     format!("{kind}: not a reset a host runs on itself (host_link_reset runs nvme_controller, nvme_subsystem, pci_function*, pci_remove_rescan)"),
                 );
             }
-            if let Some(&i) = dual.fault_ports.iter().find(|&&i| dual.ports[i].remote.is_none()) {
+            if let Some(&i) = fault_ports.iter().find(|&&i| ports[i].remote.is_none()) {
                 return bad(
                     format!("ports[{i}].host"),
                     format!(
                         "host_link_reset hits port {}: its host's agent runs the reset, so the port needs the host it is cabled to",
-                        dual.ports[i].name
+                        ports[i].name
                     ),
                 );
             }
@@ -400,19 +408,19 @@ impl Scenario {
                 format!("{}: {}", f.label(), not_yet("a fault other than host_power_cut, host_shutdown and host_link_reset")),
             );
         }
-        if dual.spec.mode == super::DualMode::Performance {
+        if spec.mode == super::DualMode::Performance {
             return bad("dual.mode".into(), not_yet("the performance mode (its read load)"));
         }
-        if dual.spec.cross_verify || dual.spec.compare_ports {
+        if spec.cross_verify || spec.compare_ports {
             return bad(
-                if dual.spec.cross_verify { "dual.cross_verify" } else { "dual.compare_ports" }.into(),
+                if spec.cross_verify { "dual.cross_verify" } else { "dual.compare_ports" }.into(),
                 format!(
                     "{}: set it to false (each share is verified through its own port)",
                     not_yet("a share verified through another host's port")
                 ),
             );
         }
-        if let Some(i) = (0..dual.ports.len()).find(|&i| dual.ports[i].remote.is_none() || dual.ports[i].role == super::PortRole::Reader) {
+        if let Some(i) = (0..ports.len()).find(|&i| ports[i].remote.is_none() || ports[i].role == super::PortRole::Reader) {
             return bad(format!("ports[{i}]"), "every port of a run with ports on other hosts is on a host of its own, and writes (a reader verifies the other hosts' shares: not carried yet)".into());
         }
         Ok(())

@@ -226,9 +226,18 @@ pub struct PortPlan {
     pub path: Option<PathBuf>,
     /// `[start, end)` percent of the span.
     pub share_percent: [u8; 2],
-    pub fault_port: String,
+    /// The port's name as the fault's controller knows it; `None`: as each fault names it (a
+    /// one-port run's port A).
+    pub fault_port: Option<String>,
     /// The host the port is cabled to, when it is not this one.
     pub remote: Option<RemotePortPlan>,
+}
+
+impl PortPlan {
+    /// The port's name as the fault's controller knows it (its own name unless it says).
+    pub fn fault_name(&self) -> &str {
+        self.fault_port.as_deref().unwrap_or(&self.name)
+    }
 }
 
 /// A port on another host: reached through its agent.
@@ -341,7 +350,7 @@ pub(super) fn plan_ports(origin: &str, ports: &[PortSpec], sim: bool) -> Result<
             role: p.role,
             path: p.path.clone(),
             share_percent: share,
-            fault_port: p.fault_port.clone().unwrap_or_else(|| p.name.clone()),
+            fault_port: Some(p.fault_port.clone().unwrap_or_else(|| p.name.clone())),
             remote,
         });
     }
@@ -388,6 +397,12 @@ pub(super) fn validate_dual(origin: &str, d: &DualSpec) -> Result<(), ScenarioEr
     Ok(())
 }
 
+/// The port table of a one-port run: port A, writing over the whole span through the target.
+pub(super) fn single_port(path: Option<PathBuf>) -> Vec<PortPlan> {
+    let a = crate::port::PortId::A;
+    vec![PortPlan { id: a, name: a.default_name(), role: PortRole::Writer, path, share_percent: [0, 100], fault_port: None, remote: None }]
+}
+
 /// The ports of the simulated dual-port drive when `[[ports]]` is left out: A and B, writers,
 /// half the span each.
 pub(super) fn default_sim_ports() -> Vec<PortPlan> {
@@ -398,7 +413,7 @@ pub(super) fn default_sim_ports() -> Vec<PortPlan> {
             role: PortRole::Writer,
             path: None,
             share_percent: [i * 50, i * 50 + 50],
-            fault_port: crate::port::PortId(i).default_name(),
+            fault_port: Some(crate::port::PortId(i).default_name()),
             remote: None,
         })
         .collect()

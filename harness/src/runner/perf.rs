@@ -5,26 +5,26 @@
 //! Each phase's writes are recorded in the ports' ledgers and verified at the end, as any
 //! cycle's are.
 
-use super::error::{PerfError, WriterError};
-use super::Lane;
+use super::lane::Lane;
+use super::writers::WriterError;
 use crate::events::Event;
 use crate::port::PortId;
 use crate::run::OpenRun;
-use crate::runner::dut::{Dut, Workload};
+use crate::runner::dut::{Dut, DutError, Workload};
 use crate::runner::emit::Emitter;
-use crate::runner::RunnerOptions;
+use crate::runner::options::RunnerOptions;
 use crate::scenario::{DualPlan, RunPlan};
 use crate::writer::{CycleOptions, Phase, PortSamples, Windows};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The phases: which writer lanes take part (indices into `lanes`).
-fn phases(lanes: &[Lane], dual: &DualPlan) -> Vec<(String, Vec<usize>)> {
+fn phases(lanes: &[Lane], plan: &RunPlan) -> Vec<(String, Vec<usize>)> {
     let mut v: Vec<(String, Vec<usize>)> =
-        lanes.iter().enumerate().map(|(i, l)| (format!("{} only", dual.ports[l.port].name), vec![i])).collect();
+        lanes.iter().enumerate().map(|(i, l)| (format!("{} only", plan.ports[l.port].name), vec![i])).collect();
     if lanes.len() > 1 {
         let all: Vec<usize> = (0..lanes.len()).collect();
-        let name = lanes.iter().map(|l| dual.ports[l.port].name.as_str()).collect::<Vec<_>>().join("+");
+        let name = lanes.iter().map(|l| plan.ports[l.port].name.as_str()).collect::<Vec<_>>().join("+");
         v.push((name, all));
     }
     v
@@ -42,7 +42,7 @@ pub(super) fn run(
     let ms = Duration::from_millis(dual.spec.perf_ms);
     let warm = Duration::from_millis(dual.spec.warmup_ms);
     let mut n = 0;
-    for (phase, who) in phases(lanes, dual) {
+    for (phase, who) in phases(lanes, plan) {
         n += 1;
         let t_ns = em.now();
         em.emit(Event::CycleStarted { t_ns, cycle: n, fault: None });
@@ -93,7 +93,7 @@ pub(super) fn run(
         let mut ran = Vec::new();
         for (i, r) in results {
             if let Err(source) = r {
-                return Err(PerfError::Write { phase, port: dual.ports[i].name.clone(), source });
+                return Err(PerfError::Write { phase, port: plan.ports[i].name.clone(), source });
             }
             ran.push(i);
         }
@@ -105,13 +105,13 @@ pub(super) fn run(
                 workload: "write".into(),
                 phase: phase.clone(),
                 port: PortId(*i as u8),
-                name: dual.ports[*i].name.clone(),
+                name: plan.ports[*i].name.clone(),
                 figures: f.unwrap_or_default(),
             });
         }
         // The same ports reading their shares, 128 KiB at a time.
         let reads =
-            read_phase(devs, lanes, &who, warm, ms).map_err(|(i, source)| PerfError::Read { port: dual.ports[i].name.clone(), source })?;
+            read_phase(devs, lanes, &who, warm, ms).map_err(|(i, source)| PerfError::Read { port: plan.ports[i].name.clone(), source })?;
         for (i, f) in reads {
             let t_ns = em.now();
             em.emit(Event::PortPerf {
@@ -119,7 +119,7 @@ pub(super) fn run(
                 workload: "seq-read-128k-qd1".into(),
                 phase: phase.clone(),
                 port: PortId(i as u8),
-                name: dual.ports[i].name.clone(),
+                name: plan.ports[i].name.clone(),
                 figures: f,
             });
         }
@@ -176,4 +176,13 @@ fn read_phase(
         .filter(|(_, s)| s.is_some())
         .map(|(i, _)| (i, windows.figures(i, Phase::Baseline, end).unwrap_or_default()))
         .collect())
+}
+
+/// Why a performance run's measurements ended.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum PerfError {
+    #[error("performance, {phase}, port {port}: {source}")]
+    Write { phase: String, port: String, source: WriterError },
+    #[error("performance, reads, port {port}: {source}")]
+    Read { port: String, source: DutError },
 }

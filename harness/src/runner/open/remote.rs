@@ -5,9 +5,10 @@
 //! port's ledger and the drive's ground truth. A `host_power_cut` cuts one host's power
 //! through its port's `host_power` while the other host writes.
 
-use super::device::Ports;
+use super::devices::remote_port;
 use super::error::OpenPortsError;
 use super::port_dir;
+use super::Devices;
 use crate::format::Format;
 use crate::ledger::Ledger;
 use crate::port::PortId;
@@ -16,9 +17,8 @@ use crate::runner::dut::{
     VerifyRequest, Workload,
 };
 use crate::runner::fault::{ControllerError, Cutter};
-use crate::runner::setup::remote_port;
-use crate::runner::RunnerOptions;
-use crate::scenario::{DualPlan, HostPower, RunPlan, SimTarget};
+use crate::runner::options::RunnerOptions;
+use crate::scenario::{HostPower, RunPlan, SimTarget};
 use crate::workload::Layout;
 use crate::writer::{CycleOutcome, PortSamples};
 use faultline_drivers::blockdev::Expectation;
@@ -162,17 +162,10 @@ impl PowerSwitch for HostAndLink {
 
 /// Serves each port of `drive` over NBD, dials each port's host and opens its port there, and
 /// opens each faulted host's power switch.
-pub(super) fn open(
-    plan: &RunPlan,
-    dual: &DualPlan,
-    t: &SimTarget,
-    drive: DualSim,
-    run_dir: &Path,
-    o: &RunnerOptions,
-) -> Result<Ports, OpenPortsError> {
+pub(super) fn open(plan: &RunPlan, t: &SimTarget, drive: DualSim, run_dir: &Path, o: &RunnerOptions) -> Result<Devices, OpenPortsError> {
     let mut servers = Vec::new();
     let mut targets = Vec::new();
-    for (i, p) in dual.ports.iter().enumerate() {
+    for (i, p) in plan.ports.iter().enumerate() {
         let host = p.remote.as_ref().map_or("", |r| r.host.as_str());
         let fail = |why: String| OpenPortsError::Served { port: p.name.clone(), host: host.to_string(), why };
         let sock = run_dir.join(format!("nbd-{}.sock", p.name));
@@ -197,10 +190,10 @@ pub(super) fn open(
         targets.push(Reach { target: listed, export: Some(export) });
     }
     let expect = Expectation { size_bytes: Some(t.capacity_bytes), ..Expectation::default() };
-    let (devs, cutter, notes) = dial_hosts(plan, dual, &targets, &expect, run_dir, o, Some(&drive))?;
+    let (devs, cutter, notes) = dial_hosts(plan, &targets, &expect, run_dir, o, Some(&drive))?;
     let atomic = drive.port(0).geometry().physical_block_bytes as u64;
     let (sector, capacity) = (t.sector_bytes as u64, t.capacity_bytes);
-    Ok(Ports {
+    Ok(Devices {
         devs,
         cutter,
         identity: drive.identity(),
@@ -216,22 +209,16 @@ pub(super) fn open(
 /// drive as that host's agent lists it, held to the scenario's identity there (each port's run
 /// is bound to the identity seen through it, as a local port's is), and every port shows the
 /// same size and sectors.
-pub(super) fn open_real(
-    plan: &RunPlan,
-    dual: &DualPlan,
-    expect: &Expectation,
-    run_dir: &Path,
-    o: &RunnerOptions,
-) -> Result<Ports, OpenPortsError> {
-    let targets: Vec<Reach> = dual
+pub(super) fn open_real(plan: &RunPlan, expect: &Expectation, run_dir: &Path, o: &RunnerOptions) -> Result<Devices, OpenPortsError> {
+    let targets: Vec<Reach> = plan
         .ports
         .iter()
         .map(|p| Reach { target: p.path.as_ref().map(|x| x.to_string_lossy().into_owned()).unwrap_or_default(), export: None })
         .collect();
-    let (mut devs, cutter, notes) = dial_hosts(plan, dual, &targets, expect, run_dir, o, None)?;
+    let (mut devs, cutter, notes) = dial_hosts(plan, &targets, expect, run_dir, o, None)?;
     let mut first: Option<crate::run::DeviceFacts> = None;
     for (i, d) in devs.iter_mut().enumerate() {
-        let p = &dual.ports[i];
+        let p = &plan.ports[i];
         let f = d.facts().map_err(|source| OpenPortsError::NotOpen { port: p.name.clone(), source })?;
         match &first {
             None => first = Some(f),
@@ -241,7 +228,7 @@ pub(super) fn open_real(
                     host: p.remote.as_ref().map_or(String::new(), |r| r.host.clone()),
                     why: format!(
                         "{} there is {} bytes with {}-byte sectors, port {}'s {} bytes with {}-byte sectors: the ports of one drive show one namespace",
-                        targets[i].target, f.capacity_bytes, f.logical_block_bytes, dual.ports[0].name, f0.capacity_bytes, f0.logical_block_bytes
+                        targets[i].target, f.capacity_bytes, f.logical_block_bytes, plan.ports[0].name, f0.capacity_bytes, f0.logical_block_bytes
                     ),
                 })
             }
@@ -250,9 +237,8 @@ pub(super) fn open_real(
     }
     let f = first.ok_or(OpenPortsError::NoPorts)?;
     let sector = f.sector_bytes();
-    let atomic =
-        crate::runner::setup::atomic_unit(plan.scenario.target.atomic_bytes, sector).map_err(|source| OpenPortsError::Atomic { source })?;
-    Ok(Ports { devs, cutter, identity: f.identity, sector, capacity: f.capacity_bytes, atomic, notes, _keep: None })
+    let atomic = super::atomic_unit(plan.scenario.target.atomic_bytes, sector)?;
+    Ok(Devices { devs, cutter, identity: f.identity, sector, capacity: f.capacity_bytes, atomic, notes, _keep: None })
 }
 
 /// How a port's host reaches it: the target its agent opens, and the export this machine
@@ -270,7 +256,6 @@ type Dialled = (Vec<Box<dyn Dut>>, Cutter, Vec<String>);
 /// power switch (with the simulated `drive`, the port's link goes down with its host).
 fn dial_hosts(
     plan: &RunPlan,
-    dual: &DualPlan,
     targets: &[Reach],
     expect: &Expectation,
     run_dir: &Path,
@@ -278,7 +263,7 @@ fn dial_hosts(
     drive: Option<&DualSim>,
 ) -> Result<Dialled, OpenPortsError> {
     let mut ports = Vec::new();
-    for (i, p) in dual.ports.iter().enumerate() {
+    for (i, p) in plan.ports.iter().enumerate() {
         let Some(r) = &p.remote else { return Err(OpenPortsError::NoPath(p.name.clone())) };
         let fail = |why: String| OpenPortsError::Served { port: p.name.clone(), host: r.host.clone(), why };
         let Reach { target, export } = &targets[i];
@@ -306,7 +291,7 @@ fn dial_hosts(
         let ledger = port_dir(run_dir, &p.name).join(crate::run_dir::LEDGER_FILE);
         let mut port = remote_port(plan, o, &r.host, transport, target, expect, ledger);
         // A host whose port no fault hits is asked for no reset.
-        if !dual.fault_ports.contains(&i) {
+        if !plan.fault_ports.contains(&i) {
             port.resets.clear();
         }
         ports.push(port);
@@ -320,7 +305,7 @@ fn dial_hosts(
     let mut switches: Vec<(String, Box<dyn PowerSwitch + Send>)> = Vec::new();
     let mut agents = Vec::new();
     let mut notes = Vec::new();
-    for (i, (p, opened)) in dual.ports.iter().zip(opened).enumerate() {
+    for (i, (p, opened)) in plan.ports.iter().zip(opened).enumerate() {
         let r = p.remote.as_ref().expect("checked above");
         let fail = |why: String| OpenPortsError::Served { port: p.name.clone(), host: r.host.clone(), why };
         let mut remote = opened.map_err(|e| fail(format!("its agent: {e}")))?;
@@ -337,9 +322,9 @@ fn dial_hosts(
                 Some(d) => Box::new(HostAndLink { host, link: d.link(), port: i as u8, name: p.name.clone() }),
                 None => host,
             };
-            switches.push((p.fault_port.clone(), switch));
+            switches.push((p.fault_name().to_string(), switch));
         }
-        agents.push((p.fault_port.clone(), remote.agent_reset()));
+        agents.push((p.fault_name().to_string(), remote.agent_reset()));
         devs.push(Box::new(ServedPort { remote, drive: drive.filter(|_| i == 0).cloned() }));
     }
     Ok((devs, Cutter::hosts(switches).with_agents(agents, plan.off_time), notes))

@@ -1,20 +1,27 @@
-//! Why a dual-port run could not go on. Each error names the port, the file or the step, and
-//! carries its cause; what the run had recorded stays recorded (the runner emits the error
-//! and ends the run).
+//! Why a run could not be opened. Each error names the port, the file or the step, and
+//! carries its cause. Nothing is recorded of a run that did not open: a new run records a
+//! harness error, a resumed one can be taken up again once the cause is fixed.
 
 use crate::run::RunError;
 use crate::runner::dut::{DutCycleError, DutError};
 use crate::runner::fault::ControllerError;
-use crate::runner::setup::SetupError;
 use crate::scenario::ScenarioError;
 use crate::workload::WorkloadError;
 use faultline_drivers::blockdev::FindError;
-use faultline_drivers::{LinkError, OpenError};
+use faultline_drivers::{LinkError, OpenError as DeviceOpenError};
 use std::path::PathBuf;
+
+/// A declared atomic write unit smaller than the device's sector.
+#[derive(Debug, thiserror::Error)]
+#[error("target.atomic_bytes {declared} is below the device's {sector}-byte logical sector: a drive cannot promise less than a sector")]
+pub struct AtomicBelowSector {
+    pub declared: u64,
+    pub sector: u64,
+}
 
 /// Why the ports of a dual-port drive, or the controller of its fault, could not be opened.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum OpenPortsError {
+pub enum OpenPortsError {
     #[error("target.sim.dual: the simulated drive is single-port")]
     SingleSim,
     #[error("the simulated dual-port drive: {0}")]
@@ -33,7 +40,7 @@ pub(crate) enum OpenPortsError {
     #[error("port {0}: no path")]
     NoPath(String),
     #[error("port {port}: {source}")]
-    Open { port: String, source: OpenError },
+    Open { port: String, source: DeviceOpenError },
     #[error(
         "port {port} ({}): {capacity} bytes in {sector}-byte sectors, but port A has {first_capacity} in {first_sector}: the \
          ports do not reach one namespace",
@@ -41,7 +48,7 @@ pub(crate) enum OpenPortsError {
     )]
     Namespace { port: String, path: PathBuf, capacity: u64, sector: u32, first_capacity: u64, first_sector: u32 },
     #[error(transparent)]
-    Atomic { source: SetupError },
+    Atomic(#[from] AtomicBelowSector),
     #[error("no ports")]
     NoPorts,
     #[error("target.host {0}: a dual-port run with ports on other hosts is not supported yet")]
@@ -55,29 +62,25 @@ pub(crate) enum OpenPortsError {
 
 /// Why a dual-port port's device could not be opened again at its path, or found again.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum ReopenPortError {
+pub enum ReopenPortError {
     #[error("{0}")]
-    Open(OpenError),
+    Open(DeviceOpenError),
     #[error("port {port}: {} is now {found}, not the run's {want}", path.display())]
     Other { port: String, path: PathBuf, found: String, want: String },
     #[error("{at_path}; port {port} not found again by its path ({want}): {source}")]
     NotFound { at_path: Box<ReopenPortError>, port: String, want: String, source: Box<FindError> },
 }
 
-pub(crate) use crate::runner::writers::WriterError;
-
-/// Why a performance run's measurements ended.
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum PerfError {
-    #[error("performance, {phase}, port {port}: {source}")]
-    Write { phase: String, port: String, source: WriterError },
-    #[error("performance, reads, port {port}: {source}")]
-    Read { port: String, source: DutError },
+/// `port X: ` for a port of a dual-port run; nothing for a one-port run's port A.
+fn on(port: &Option<String>) -> String {
+    port.as_ref().map_or_else(String::new, |p| format!("port {p}: "))
 }
 
-/// Why a dual-port run ended early with a harness error.
+/// Why a run could not be opened.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum DualRunError {
+pub enum OpenError {
+    #[error("{} already holds a run: `faultline resume {}` continues it", .dir.display(), .run_dir.display())]
+    Begun { dir: PathBuf, run_dir: PathBuf },
     #[error(
         "a dual-port performance run cannot be resumed: its phases are measured back to back; start it again in a new run \
          directory"
@@ -88,29 +91,29 @@ pub(crate) enum DualRunError {
          so after the harness died its state may be older than the ledger (a false finding); start a new run"
     )]
     RemoteResume,
+    #[error("the simulated drive: {0}")]
+    Sim(std::io::Error),
     #[error(transparent)]
-    Open(#[from] OpenPortsError),
-    #[error("{0}")]
-    Layout(ScenarioError),
+    Dut(#[from] DutError),
+    #[error(transparent)]
+    Controller(#[from] ControllerError),
+    #[error(transparent)]
+    Ports(#[from] OpenPortsError),
+    #[error(transparent)]
+    Scenario(#[from] ScenarioError),
+    #[error(transparent)]
+    Atomic(#[from] AtomicBelowSector),
     #[error("port {port}: its share {percent:?} of the span: {source}")]
     Share { port: String, percent: [u8; 2], source: WorkloadError },
-    #[error("port {port}: {source}")]
-    Target { port: String, source: DutError },
-    #[error("{} already holds a run: `faultline resume {}` continues it", .dir.display(), .run_dir.display())]
-    Begun { dir: PathBuf, run_dir: PathBuf },
-    #[error("port {port}: {source}")]
-    Run { port: String, source: RunError },
+    #[error("{}{source}", on(port))]
+    Target { port: Option<String>, source: DutError },
+    #[error("{}{source}", on(port))]
+    Run { port: Option<String>, source: RunError },
     #[error(
-        "{}: port {port}'s workload differs from the scenario's ({ledger} in its ledger): the scenario file was changed",
-        .dir.display()
+        "{}: {}workload differs from the scenario's ({ledger} in its ledger): the scenario file was changed",
+        .dir.display(), on(port)
     )]
-    Workload { dir: PathBuf, port: String, ledger: String },
-    #[error("port {port}: prefill: {source}")]
-    Prefill { port: String, source: DutCycleError },
-    #[error(transparent)]
-    Perf(#[from] PerfError),
-    #[error(transparent)]
-    Verify(#[from] crate::runner::lane::ShareCheckError),
-    #[error(transparent)]
-    Cycle(#[from] crate::runner::cycle::Fatal),
+    Workload { dir: PathBuf, port: Option<String>, ledger: String },
+    #[error("{}prefill: {source}", on(port))]
+    Prefill { port: Option<String>, source: DutCycleError },
 }

@@ -6,7 +6,7 @@
 use crate::events::Event;
 use crate::port::PortId;
 use crate::runner::emit::Emitter;
-use crate::scenario::{Budget, DualPlan, PortRole};
+use crate::scenario::{Budget, PortRole, RunPlan};
 use crate::verify::{Finding, FindingClass, Shown};
 use crate::writer::{Phase, WindowFigures, Windows};
 use std::time::{Duration, Instant};
@@ -140,7 +140,7 @@ pub fn finding(cycle: u32, port: &str, faulted: &str, breach: &str) -> Finding {
 #[expect(clippy::too_many_arguments, reason = "one cycle's windows and record, lent once")]
 pub(crate) fn judge_windows(
     em: &mut Emitter<'_>,
-    dual: &DualPlan,
+    plan: &RunPlan,
     cycle: u32,
     hit: usize,
     every: bool,
@@ -148,11 +148,12 @@ pub(crate) fn judge_windows(
     t_end: Instant,
     findings: &mut Vec<Finding>,
 ) {
+    let Some(dual) = &plan.dual else { return };
     let spec = &dual.spec;
-    let faulted_name = if every { "all".to_string() } else { dual.ports[hit].name.clone() };
+    let faulted_name = if every { "all".to_string() } else { plan.ports[hit].name.clone() };
     let here = windows.lateness(Phase::Fault).max(windows.lateness(Phase::Baseline));
     let void_past = Duration::from_millis((spec.budget.max_stall_ms / 5).max(25));
-    for (i, p) in dual.ports.iter().enumerate() {
+    for (i, p) in plan.ports.iter().enumerate() {
         let is_hit = i == hit || every;
         // This host's lateness, or that of the agent that runs the port on its own host.
         let starved = here.max(windows.port_lateness(i, Phase::Fault)).max(windows.port_lateness(i, Phase::Baseline));

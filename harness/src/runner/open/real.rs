@@ -1,5 +1,4 @@
-//! The ports of a dual-port drive as the dual-port runner reaches them: the simulated
-//! dual-port drive's port handles, or one block device per port (a per-path node, a loop
+//! The ports of a real dual-port drive on this host: one block device per port (a per-path node, a loop
 //! device of a two-path rig), each followed by the path it was given across a fault, never
 //! re-found by an identity two paths of one drive share: when the device at the path is gone
 //! or is another one (a re-plugged controller may come back as `nvme2`), the port is found
@@ -8,45 +7,15 @@
 
 use super::super::dut::{local_calls, plain_writes, read_health, Dut, DutError, HealthLogs, HealthReadError, Readiness};
 use super::super::fault::{real_cutter, Cutter};
-use super::super::RunnerOptions;
+use super::super::options::RunnerOptions;
 use super::error::{OpenPortsError, ReopenPortError};
-use crate::runner::setup::atomic_unit;
-use crate::scenario::{DualPlan, FaultPlan, PortRole, RunPlan, TargetPlan};
+use super::{atomic_unit, Devices};
+use crate::scenario::{FaultPlan, PortRole, RunPlan};
 use faultline_drivers::blockdev::{find_path, scan_paths, Expectation, SysRoots};
 use faultline_drivers::identity::PathId;
 use faultline_drivers::{open_target, AlignedBuf, BlockTarget, LinkController, OpenSpec, ResetKind};
-use std::any::Any;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-
-/// Everything a dual-port run holds open.
-pub(crate) struct Ports {
-    /// Every port of the scenario, in its order.
-    pub devs: Vec<Box<dyn Dut>>,
-    pub cutter: Cutter,
-    /// The run's target identity (the namespace's, as port A sees it).
-    pub identity: String,
-    pub sector: u64,
-    pub capacity: u64,
-    /// The atomic write unit the drive is held to.
-    pub atomic: u64,
-    pub notes: Vec<String>,
-    /// An emulator kept alive for the run.
-    pub _keep: Option<Box<dyn Any>>,
-}
-
-/// Opens every port and the fault's controller.
-pub(crate) fn open_ports(plan: &RunPlan, dual: &DualPlan, run_dir: &Path, o: &RunnerOptions) -> Result<Ports, OpenPortsError> {
-    match &plan.target {
-        TargetPlan::Device { expect, .. } if dual.ports.iter().any(|p| p.remote.is_some()) => {
-            super::served::open_real(plan, dual, expect, run_dir, o)
-        }
-        TargetPlan::Sim(t) => super::sim::open(plan, dual, t, run_dir, o),
-        TargetPlan::Device { expect, .. } => open_real(plan, dual, expect, o),
-        // Refused when the scenario is validated; kept an error here all the same.
-        TargetPlan::Remote { host, .. } => Err(OpenPortsError::Remote(host.clone())),
-    }
-}
 
 /// A block device reached through one port, followed by its path.
 struct RealPort {
@@ -185,12 +154,13 @@ impl Dut for RealPort {
     }
 }
 
-fn open_real(plan: &RunPlan, dual: &DualPlan, expect: &Expectation, o: &RunnerOptions) -> Result<Ports, OpenPortsError> {
+/// Opens every port of a real dual-port drive on this host, and the fault's controller.
+pub(super) fn open(plan: &RunPlan, expect: &Expectation, o: &RunnerOptions) -> Result<Devices, OpenPortsError> {
     let qd = plan.scenario.workload.queue_depth as usize;
     let mut devs: Vec<Box<dyn Dut>> = Vec::new();
     let mut notes = Vec::new();
     let mut geometry = None;
-    for p in &dual.ports {
+    for p in &plan.ports {
         let path = p.path.clone().ok_or_else(|| OpenPortsError::NoPath(p.name.clone()))?;
         // A port that writes nothing is opened read-only (no O_EXCL claim): the multipath head
         // can then be both the writer and the idle port that names the path a fault pulls.
@@ -252,38 +222,38 @@ fn open_real(plan: &RunPlan, dual: &DualPlan, expect: &Expectation, o: &RunnerOp
     let g = geometry.ok_or(OpenPortsError::NoPorts)?;
     let sector = (g.logical_block_bytes as u64).max(512);
     // As the single-port runner: the unit the scenario declares, else one sector.
-    let atomic = atomic_unit(plan.scenario.target.atomic_bytes, sector).map_err(|source| OpenPortsError::Atomic { source })?;
+    let atomic = atomic_unit(plan.scenario.target.atomic_bytes, sector)?;
     // A link reset hits the port the cycle faults: opened aimed at the first faulted port.
     let mut faults = plan.faults.clone();
     for (f, _) in faults.entries.iter_mut() {
         if let FaultPlan::LinkReset { port, .. } = f {
-            *port = Some(dual.ports[dual.fault_ports[0]].fault_port.clone());
+            *port = Some(plan.ports[plan.fault_ports[0]].fault_name().to_string());
         }
     }
     let cutter = real_cutter(&faults, &o.control_env).map_err(OpenPortsError::Controller)?;
-    require_all(&cutter, plan, dual)?;
-    let port = dual.ports[0].name.clone();
+    require_all(&cutter, plan)?;
+    let port = plan.ports[0].name.clone();
     let identity = devs[0].facts().map_err(|source| OpenPortsError::NotOpen { port, source })?.identity;
-    Ok(Ports { devs, cutter, identity, sector, capacity: g.capacity_bytes, atomic, notes, _keep: None })
+    Ok(Devices { devs, cutter, identity, sector, capacity: g.capacity_bytes, atomic, notes, _keep: None })
 }
 
 /// Checks that the link controller can do every link reset of the run on every port the
 /// scenario faults.
-pub(super) fn require_all(cutter: &Cutter, plan: &RunPlan, dual: &DualPlan) -> Result<(), OpenPortsError> {
+pub(super) fn require_all(cutter: &Cutter, plan: &RunPlan) -> Result<(), OpenPortsError> {
     let Some(ctl) = cutter.link_controller() else { return Ok(()) };
     for f in plan.faults.all() {
         if let FaultPlan::LinkReset { kind, .. } = f {
-            require(ctl, dual, *kind)?;
+            require(ctl, plan, *kind)?;
         }
     }
     Ok(())
 }
 
 /// Checks that the link controller can fault every port the scenario faults.
-pub(super) fn require(ctl: &dyn LinkController, dual: &DualPlan, kind: ResetKind) -> Result<(), OpenPortsError> {
-    for &i in &dual.fault_ports {
-        ctl.require(&dual.ports[i].fault_port, kind)
-            .map_err(|source| OpenPortsError::Require { port: dual.ports[i].name.clone(), source })?;
+pub(super) fn require(ctl: &dyn LinkController, plan: &RunPlan, kind: ResetKind) -> Result<(), OpenPortsError> {
+    for &i in &plan.fault_ports {
+        ctl.require(plan.ports[i].fault_name(), kind)
+            .map_err(|source| OpenPortsError::Require { port: plan.ports[i].name.clone(), source })?;
     }
     Ok(())
 }

@@ -2,15 +2,16 @@
 //! media and cache, its link controller (`controllers.link = "sim"`) for port pulls and
 //! controller resets, its power switch for cuts that hit both ports.
 
-use super::device::{require_all, Ports};
 use super::error::OpenPortsError;
+use super::real::require_all;
+use super::Devices;
 use crate::format::Format;
 use crate::ledger::Ledger;
 use crate::port::PortId;
 use crate::runner::dut::{local_calls, Dut, DutCycleError, DutError, GroundTruth, HealthLogs, HealthReadError, Readiness, Workload};
 use crate::runner::fault::{sim_switch, ControllerError, Cutter};
-use crate::runner::RunnerOptions;
-use crate::scenario::{DualPlan, DualSimModel, FaultPlan, RunPlan, SimSwitch, SimTarget, Switch};
+use crate::runner::options::RunnerOptions;
+use crate::scenario::{DualSimModel, FaultPlan, RunPlan, SimSwitch, SimTarget, Switch};
 use crate::workload::Layout;
 use crate::writer::{prefill_then, run_cycle, CycleOutcome, EndHook, HookError};
 use faultline_drivers::control::{self, parse_spec};
@@ -126,13 +127,13 @@ impl Dut for SimPortDut {
     }
 }
 
-pub(super) fn open(plan: &RunPlan, dual: &DualPlan, t: &SimTarget, run_dir: &Path, o: &RunnerOptions) -> Result<Ports, OpenPortsError> {
+pub(super) fn open(plan: &RunPlan, t: &SimTarget, run_dir: &Path, o: &RunnerOptions) -> Result<Devices, OpenPortsError> {
     let d = t.dual.ok_or(OpenPortsError::SingleSim)?;
-    let cfg = crate::runner::setup::sim_config(plan, t);
+    let cfg = super::sim_config(plan, t);
     let dcfg = DualConfig { model: d.model.dual_model(), ports: 2, port_mbps: Some(d.port_mbps).filter(|&m| m > 0) };
     let drive = DualSim::persistent(cfg, dcfg, run_dir).map_err(OpenPortsError::Sim)?;
-    if dual.ports.iter().any(|p| p.remote.is_some()) {
-        return super::served::open(plan, dual, t, drive, run_dir, o);
+    if plan.ports.iter().any(|p| p.remote.is_some()) {
+        return super::remote::open(plan, t, drive, run_dir, o);
     }
     let power_switch = plan.faults.all().find_map(|f| match f {
         FaultPlan::PowerCut { switch: Switch::Sim(s), .. } => Some(*s),
@@ -141,7 +142,7 @@ pub(super) fn open(plan: &RunPlan, dual: &DualPlan, t: &SimTarget, run_dir: &Pat
     if plan.faults.all().any(|f| !matches!(f, FaultPlan::LinkReset { .. } | FaultPlan::PowerCut { switch: Switch::Sim(_), .. })) {
         return Err(OpenPortsError::Fault);
     }
-    let port = dual.ports[dual.fault_ports[0]].fault_port.clone();
+    let port = plan.ports[plan.fault_ports[0]].fault_name().to_string();
     let first_kind = plan.faults.all().find_map(|f| match f {
         FaultPlan::LinkReset { kind, .. } => Some(*kind),
         _ => None,
@@ -171,12 +172,12 @@ pub(super) fn open(plan: &RunPlan, dual: &DualPlan, t: &SimTarget, run_dir: &Pat
         (None, Some(s)) => sim_switch(s, drive.power(), plan.seed, &o.control_env).map_err(OpenPortsError::Controller)?,
         (None, None) => return Err(OpenPortsError::Fault),
     };
-    require_all(&cutter, plan, dual)?;
+    require_all(&cutter, plan)?;
     let devs: Vec<Box<dyn Dut>> = (0..2u8)
         .map(|p| Box::new(SimPortDut { port: drive.port(p), answers_for_drive: p == 0, drive: drive.clone() }) as Box<dyn Dut>)
         .collect();
     let identity = drive.identity();
     let atomic = drive.port(0).geometry().physical_block_bytes as u64;
     let (sector, capacity) = (t.sector_bytes as u64, t.capacity_bytes);
-    Ok(Ports { devs, cutter, identity, sector, capacity, atomic: atomic.max(sector), notes: Vec::new(), _keep: keep })
+    Ok(Devices { devs, cutter, identity, sector, capacity, atomic: atomic.max(sector), notes: Vec::new(), _keep: keep })
 }

@@ -1,0 +1,161 @@
+//! The device of a one-port target (the simulated drive, a block device, an NBD export, a port
+//! on another host through its agent) and the fault's controller, with an emulator for a
+//! simulated drive's switch.
+
+use super::error::{AtomicBelowSector, OpenError};
+use super::Devices;
+use crate::ledger::Contract;
+use crate::runner::dut::{Dut, DutError, NbdDut, RealDut, RemoteDut, RemotePort, SimDut};
+use crate::runner::fault::{real_cutter, sim_switch, ControllerError, Cutter};
+use crate::runner::options::RunnerOptions;
+use crate::scenario::{FaultPlan, RunPlan, SimSwitch, SimTarget, Switch, TargetPlan};
+use faultline_drivers::blockdev::SysRoots;
+use faultline_fixtures::{SimConfig, SimDrive, TruthContract};
+use std::any::Any;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The atomic write unit a real device is held to: the scenario's `target.atomic_bytes`, else
+/// one logical sector.
+pub(crate) fn atomic_unit(declared: Option<u32>, sector: u64) -> Result<u64, AtomicBelowSector> {
+    match declared.map(u64::from) {
+        None => Ok(sector),
+        Some(d) if d < sector => Err(AtomicBelowSector { declared: d, sector }),
+        Some(d) => Ok(d),
+    }
+}
+
+/// An emulator kept alive for the run (dropped, it stops serving).
+type Emulator = Option<Box<dyn Any>>;
+
+/// The simulated drive's configuration for a plan.
+pub(crate) fn sim_config(plan: &RunPlan, t: &SimTarget) -> SimConfig {
+    SimConfig {
+        capacity_bytes: t.capacity_bytes,
+        sector_bytes: t.sector_bytes,
+        atomic_bytes: t.atomic_bytes,
+        queue_depth: t.queue_depth as usize,
+        seed: plan.seed,
+        model: t.model.fault_model(),
+        contract: match plan.contract {
+            Contract::Plp => TruthContract::Plp,
+            Contract::Flush => TruthContract::Flush,
+        },
+    }
+}
+
+fn sim_dut(plan: &RunPlan, t: &SimTarget, run_dir: &Path, o: &RunnerOptions) -> Result<(SimDut, Cutter, Emulator), OpenError> {
+    let cfg = sim_config(plan, t);
+    // The drive keeps itself in the run directory, so that it outlives a harness that is
+    // killed, as a real drive does.
+    let drive = SimDrive::persistent(cfg, run_dir).map_err(OpenError::Sim)?;
+    // Every fault of the simulated one-port drive goes through its one switch.
+    let switch = plan.faults.all().map(|f| match f {
+        FaultPlan::PowerCut { switch: Switch::Sim(s), .. } | FaultPlan::CleanShutdown { switch: Switch::Sim(s) } => Some(*s),
+        _ => None,
+    });
+    let switch = match switch.collect::<Option<Vec<SimSwitch>>>().and_then(|s| s.first().copied()) {
+        Some(s) => s,
+        None => {
+            return Err(ControllerError(
+                "the simulated drive's power is switched through its own switch (controllers.power = \"sim\")".into(),
+            )
+            .into())
+        }
+    };
+    let (cutter, emu) = sim_switch(switch, drive.power(), plan.seed, &o.control_env)?;
+    Ok((SimDut { drive }, cutter, emu))
+}
+
+/// Whether a target path is an NBD URI (`nbd://`, `nbd+unix://`).
+fn is_nbd(p: &Path) -> bool {
+    p.to_str().is_some_and(faultline_drivers::nbd::looks_like_nbd)
+}
+
+/// A target on another host, through its agent: dialled with the run's nonce (derived from
+/// the run id the binary drew), its ledger the run directory's.
+fn remote_dut(
+    plan: &RunPlan,
+    run_dir: &Path,
+    o: &RunnerOptions,
+    host: &str,
+    transport: &[String],
+    target: &str,
+    expect: &faultline_drivers::blockdev::Expectation,
+) -> Result<RemoteDut, OpenError> {
+    let transport = crate::transport::Transport::new(transport, host).map_err(|e| DutError::Open(format!("target.transport: {e}")))?;
+    Ok(RemoteDut::open(remote_port(plan, o, host, transport, target, expect, run_dir.join(crate::run_dir::LEDGER_FILE)))?)
+}
+
+/// How to reach a port on `host` for this run: its ledger is `ledger_file`.
+pub(crate) fn remote_port(
+    plan: &RunPlan,
+    o: &RunnerOptions,
+    host: &str,
+    transport: crate::transport::Transport,
+    target: &str,
+    expect: &faultline_drivers::blockdev::Expectation,
+    ledger_file: PathBuf,
+) -> RemotePort {
+    RemotePort {
+        host: host.to_string(),
+        transport,
+        run: crate::agent::proto::Nonce::from_words(o.run_id, crate::rng::mix64(o.run_id)),
+        coordinator: format!("faultline run (pid {})", std::process::id()),
+        target: target.to_string(),
+        expect: expect.clone(),
+        queue_depth: plan.scenario.workload.queue_depth,
+        ledger_file,
+        timeout: REMOTE_ANSWER,
+        stream_every: Duration::from_millis(1),
+        policy: crate::agent::cycle::StreamPolicy { ledger_checkpoint_every: Duration::from_millis(500), silence: REMOTE_ANSWER },
+        resets: plan.faults.all().filter_map(FaultPlan::host_reset).collect(),
+    }
+}
+
+/// How long an agent's handshake and each of its answers may take (a cycle's silence too).
+const REMOTE_ANSWER: Duration = Duration::from_secs(20);
+
+/// Opens the one port of a one-port target and the fault's controller. `begun`: the run
+/// directory holds the run (a device that carries a signature may then be opened).
+pub(super) fn one_port(plan: &RunPlan, run_dir: &Path, o: &RunnerOptions, begun: bool) -> Result<Devices, OpenError> {
+    let (dut, cutter, keep, sector, atomic, capacity): (Box<dyn Dut>, _, _, u64, u64, u64) = match &plan.target {
+        TargetPlan::Sim(t) => {
+            let (dut, cutter, emu) = sim_dut(plan, t, run_dir, o)?;
+            (Box::new(dut), cutter, emu, t.sector_bytes as u64, t.atomic_bytes as u64, t.capacity_bytes)
+        }
+        TargetPlan::Device { path: Some(uri), expect, .. } if is_nbd(uri) => {
+            let queue_depth = plan.scenario.workload.queue_depth as usize;
+            let dut = NbdDut::open(&uri.to_string_lossy(), expect, queue_depth, begun)?;
+            with_facts(plan, o, Box::new(dut))?
+        }
+        TargetPlan::Remote { host, transport, target, expect } => {
+            let dut = remote_dut(plan, run_dir, o, host, transport, target, expect)?;
+            with_facts(plan, o, Box::new(dut))?
+        }
+        TargetPlan::Device { path, expect, via } => {
+            let roots = SysRoots { sys: o.control_env.sysfs_root.join("sys"), dev: o.control_env.dev_root.join("dev") };
+            let queue_depth = plan.scenario.workload.queue_depth as usize;
+            let dut = RealDut::open(path.as_deref(), expect, via.as_ref(), queue_depth, begun, roots)?;
+            with_facts(plan, o, Box::new(dut))?
+        }
+    };
+    let mut devs = vec![dut];
+    let identity = devs[0].facts()?.identity;
+    Ok(Devices { devs, cutter, identity, sector, capacity, atomic, notes: Vec::new(), _keep: keep })
+}
+
+/// A real device's sector and size, as it reports them, the atomic unit it is held to, and
+/// the fault's controller.
+#[expect(clippy::type_complexity, reason = "one_port's tuple, built once a target kind")]
+fn with_facts(
+    plan: &RunPlan,
+    o: &RunnerOptions,
+    mut dut: Box<dyn Dut>,
+) -> Result<(Box<dyn Dut>, Cutter, Emulator, u64, u64, u64), OpenError> {
+    let facts = dut.facts()?;
+    let sector = facts.sector_bytes();
+    let atomic = atomic_unit(plan.scenario.target.atomic_bytes, sector)?;
+    let cutter = real_cutter(&plan.faults, &o.control_env)?;
+    Ok((dut, cutter, None, sector, atomic, facts.capacity_bytes))
+}
