@@ -27,6 +27,7 @@ pub mod runner;
 pub mod scenario;
 pub mod sector_sums;
 pub mod selftest;
+pub mod sim_nbd;
 pub mod verify;
 pub mod workload;
 pub mod writer;
