@@ -10,6 +10,9 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+/// Hears every event of a server (connections, refusals), for a log.
+pub type EventLog = Box<dyn Fn(&NbdEvent) + Send + Sync>;
+
 /// Where the export listens.
 #[derive(Clone, Copy, Debug)]
 pub enum Listen<'a> {
@@ -69,12 +72,7 @@ impl Served {
 
 /// Serves `drive` as `export` at `at`; `log` hears every event of the server (connections,
 /// refusals) from before it listens. The error is the listener's (the socket in use, ...).
-pub fn serve(
-    drive: impl NbdBackend,
-    export: Export,
-    at: Listen<'_>,
-    log: Option<Box<dyn Fn(&NbdEvent) + Send + Sync>>,
-) -> io::Result<Served> {
+pub fn serve(drive: impl NbdBackend, export: Export, at: Listen<'_>, log: Option<EventLog>) -> io::Result<Served> {
     let Export { name, description, service_time } = export;
     let cfg = NbdConfig { export_name: name.clone(), description, service_time };
     let mut server = NbdServer::start(drive, Box::new(crate::format::claimed_write_id), cfg);

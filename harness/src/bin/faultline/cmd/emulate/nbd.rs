@@ -10,7 +10,7 @@ use super::live::{drive_state, install_log, stop_on_signals};
 use crate::exit::Exit;
 use anyhow::{bail, Context, Result};
 use faultline::scenario::SimModel;
-use faultline::sim_nbd::{self, Export, Listen, Served};
+use faultline::sim_nbd::{self, EventLog, Export, Listen, Served};
 use faultline_fixtures::emu::{QuarchEmu, QuarchKind, QuarchModule};
 use faultline_fixtures::nbd::NbdEvent;
 use faultline_fixtures::{DualConfig, DualSim, SimConfig, SimDrive, TruthContract};
@@ -61,7 +61,7 @@ fn listen_at(a: &EmulateArgs) -> Result<(Listen<'_>, String)> {
 }
 
 /// Logs each event on stderr, prefixed (`nbd`, `nbd A`), unless `--quiet`.
-fn event_log(quiet: bool, prefix: &'static str) -> Option<Box<dyn Fn(&NbdEvent) + Send + Sync>> {
+fn event_log(quiet: bool, prefix: &'static str) -> Option<EventLog> {
     if quiet {
         return None;
     }

@@ -1,36 +1,26 @@
 //! `faultline lab`: faultline inside a QEMU guest against the real Linux NVMe driver, on an
-//! emulated dual-port drive (docs/LAB.md).
-//!
-//! `setup` fills the cache ([`setup`]), `run` / `exec` / `shell` start the machine
-//! ([`machine`]) with a run directory shared over 9p, `guest` is what the guest's command
-//! script calls ([`guest`]).
+//! emulated dual-port drive (docs/LAB.md). The command line only: the lab itself is the
+//! library's `faultline::lab`. `setup` fills the cache, `run` / `exec` / `shell` prepare and boot
+//! a machine (`run.rs`), `host` becomes one guest of a run across hosts (`host.rs`), `guest` is
+//! what the guest's command script calls (`guest.rs`).
 
-mod ch340;
-mod ffs;
 mod guest;
-mod hid_gadget;
 mod host;
-mod initramfs;
-mod machine;
-mod qmp;
-mod quarch_gadget;
-mod setup;
-mod sim;
-mod usb;
-mod vmlinux;
+mod run;
 
 use anyhow::{bail, Context, Result};
 use clap::builder::{PossibleValuesParser, TypedValueParser};
-use clap::{Args, Subcommand};
-use faultline::scenario::{origin_with, OnOff, Override, Scenario};
+use clap::{Args, Subcommand, ValueEnum};
+use faultline::lab::session::{DriveChoice, MachineOpts};
+use faultline::lab::setup;
+use faultline::lab::usb::{self, Board};
+use faultline::scenario::{NamedModel, OnOff, Scenario};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::args::ModelParser;
 use crate::exit::Exit;
-use faultline::scenario::NamedModel;
-use faultline_fixtures::TruthContract;
-use machine::{Drive, Hooks, Spec};
+use faultline::scenario::Override;
 
 #[derive(Args)]
 pub struct LabArgs {
@@ -63,7 +53,7 @@ enum LabCmd {
 }
 
 #[derive(Args)]
-struct SetupArgs {
+pub(super) struct SetupArgs {
     /// Cache directory (default: $FAULTLINE_LAB_CACHE, else ~/.cache/faultline/lab).
     #[arg(long)]
     cache: Option<PathBuf>,
@@ -73,7 +63,7 @@ struct SetupArgs {
 }
 
 #[derive(Args)]
-struct MachineArgs {
+pub(super) struct MachineArgs {
     /// Cache directory (as for `lab setup`).
     #[arg(long)]
     cache: Option<PathBuf>,
@@ -117,7 +107,7 @@ struct MachineArgs {
     /// `quarch` gives `quarch+usb://QTL1999-01-001`, `hidrelay` gives
     /// `hidrelay+usb://FLHID?relay=1` (docs/LAB.md, "The USB rig").
     #[arg(long, value_enum, value_name = "BOARD")]
-    usb: Option<usb::Board>,
+    usb: Option<BoardArg>,
     /// Have the USB board misbehave from the start, as `/run/lab-usb-fault` says (the Quarch
     /// module and the HID relay): `timeout|short|stall [once] [PREFIX]`, e.g. `timeout
     /// RUN:POWer DOWN` (docs/LAB.md, "The USB rig").
@@ -135,7 +125,7 @@ struct MachineArgs {
 }
 
 #[derive(Args)]
-struct RunArgs {
+pub(super) struct RunArgs {
     /// The scenario (see scenarios/lab-*.toml); its [target] is replaced by the lab drive.
     scenario: PathBuf,
     /// Number of cycles: short for `--set cycles.count=N`.
@@ -151,6 +141,43 @@ struct RunArgs {
 impl MachineArgs {
     fn multipath_on(&self) -> bool {
         self.multipath != Some(OnOff::Off)
+    }
+
+    /// The options as the library takes them: the cache and binary found, the run directory
+    /// named (`faultline-runs/lab-TIMESTAMP-NAME` unless given), the drive chosen.
+    fn opts(&self, name: &str) -> Result<MachineOpts> {
+        let run_dir = self.run_dir.clone().unwrap_or_else(|| {
+            PathBuf::from("faultline-runs").join(format!("lab-{}-{name}", chrono::Local::now().format("%Y%m%d-%H%M%S")))
+        });
+        let drive = match (self.sim, &self.drive_file, &self.nbd) {
+            (Some(model), _, _) => DriveChoice::Sim { model, service: Duration::from_micros(self.sim_service_us) },
+            (None, Some(f), _) => DriveChoice::File(Some(f.clone())),
+            (None, None, Some(s)) => DriveChoice::Nbd(s.clone(), self.nbd_export.clone()),
+            (None, None, None) => DriveChoice::File(None),
+        };
+        Ok(MachineOpts {
+            cache: cache_dir(self.cache.as_deref())?,
+            faultline: this_binary(&self.faultline)?,
+            multipath: self.multipath_on(),
+            run_dir,
+            drive,
+            usb: self.usb.map(Board::from),
+            usb_fault: self.usb_fault.clone(),
+            size_mib: self.size_mib,
+            boot_timeout: Duration::from_secs(self.boot_timeout_s),
+            timeout: Duration::from_secs(self.timeout_s),
+        })
+    }
+}
+
+impl From<BoardArg> for Board {
+    fn from(b: BoardArg) -> Board {
+        match b {
+            BoardArg::Numato => Board::Numato,
+            BoardArg::Lcus => Board::Lcus,
+            BoardArg::Quarch => Board::Quarch,
+            BoardArg::Hidrelay => Board::Hidrelay,
+        }
     }
 }
 
@@ -175,8 +202,8 @@ fn take_needs(path: &Path, s: &Scenario, m: &mut MachineArgs) -> Result<()> {
         println!("lab run: the simulated drive's model is {name}, the scenario's [lab] sim (--sim MODEL for another)");
     }
     if let (None, Some(name)) = (m.usb, &needs.usb) {
-        let board = <usb::Board as clap::ValueEnum>::from_str(name, false).map_err(|_| {
-            let known: Vec<&str> = <usb::Board as clap::ValueEnum>::value_variants().iter().map(|b| b.name()).collect();
+        let board = BoardArg::from_str(name, false).map_err(|_| {
+            let known: Vec<&str> = BoardArg::value_variants().iter().map(|b| Board::from(*b).name()).collect();
             anyhow::anyhow!("{}: lab.usb: no USB board {name:?} in the lab (it has: {})", path.display(), known.join(", "))
         })?;
         m.usb = Some(board);
@@ -214,7 +241,7 @@ enum GuestCmd {
     /// emulator over UART, until the guest powers off.
     Usb {
         #[arg(value_enum)]
-        board: usb::Board,
+        board: BoardArg,
         #[arg(long, default_value = usb::UART)]
         uart: PathBuf,
     },
@@ -235,15 +262,51 @@ enum GuestCmd {
     },
 }
 
+/// The boards the lab can put on its USB bus (the library's [`Board`], with its help text).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum BoardArg {
+    /// A Numato relay module: CDC-ACM (`f_acm`), vendor 2A19, which the kernel's `cdc-acm`
+    /// driver gives as /dev/ttyACM0; relay 0 switches the drive
+    /// (`numato+serial:///dev/ttyACM0?relay=0`).
+    Numato,
+    /// An LCUS relay board: a CH340 (1A86:7523) made with FunctionFS, answering the vendor
+    /// requests the kernel's `ch341` driver sends at probe and open, so that `ch341` binds and
+    /// gives /dev/ttyUSB0; channel 1 switches the drive (`lcus+serial:///dev/ttyUSB0?channel=1`).
+    /// A CH340 reports no serial number, and neither does this one.
+    Lcus,
+    /// A Quarch power module on USB (16D0:0449, serial QTL1999-01-001): FunctionFS, one vendor
+    /// interface of 64-byte bulk endpoints at full speed, which no kernel driver binds;
+    /// faultline reaches it through libusb, locks it into USB mode and speaks the USB framing
+    /// (`quarch+usb://QTL1999-01-001`).
+    Quarch,
+    /// A USB HID relay board (16C0:05DF, "USBRelay2", board id FLHID): FunctionFS, one HID
+    /// interface at full speed, which the guest's usbhid binds first; faultline detaches it
+    /// through libusb and switches relay 1 with HID class requests
+    /// (`hidrelay+usb://FLHID?relay=1`).
+    Hidrelay,
+}
+
 pub fn cmd_lab(a: LabArgs) -> Result<Exit> {
     match a.cmd {
         LabCmd::Setup(s) => cmd_setup(s),
-        LabCmd::Run(r) => cmd_run(r),
-        LabCmd::Exec(e) => cmd_exec(e),
-        LabCmd::Shell(m) => cmd_shell(m),
+        LabCmd::Run(r) => run::cmd_run(r),
+        LabCmd::Exec(e) => run::cmd_exec(e),
+        LabCmd::Shell(m) => run::cmd_shell(m),
         LabCmd::Host(h) => host::cmd_host(h),
-        LabCmd::Guest(g) => cmd_guest(g),
+        LabCmd::Guest(g) => guest::cmd_guest(g),
     }
+}
+
+/// The cache directory: `--cache`, else `$FAULTLINE_LAB_CACHE`, else `~/.cache/faultline/lab`.
+pub(super) fn cache_dir(given: Option<&Path>) -> Result<PathBuf> {
+    if let Some(p) = given {
+        return Ok(p.to_path_buf());
+    }
+    if let Some(p) = std::env::var_os("FAULTLINE_LAB_CACHE").filter(|p| !p.is_empty()) {
+        return Ok(PathBuf::from(p));
+    }
+    let home = std::env::var_os("HOME").filter(|h| !h.is_empty()).context("neither --cache, $FAULTLINE_LAB_CACHE nor $HOME is set")?;
+    Ok(PathBuf::from(home).join(".cache/faultline/lab"))
 }
 
 fn this_binary(given: &Option<PathBuf>) -> Result<PathBuf> {
@@ -254,7 +317,7 @@ fn this_binary(given: &Option<PathBuf>) -> Result<PathBuf> {
 }
 
 fn cmd_setup(a: SetupArgs) -> Result<Exit> {
-    let cache = setup::cache_dir(a.cache.as_deref())?;
+    let cache = cache_dir(a.cache.as_deref())?;
     let t0 = Instant::now();
     let mut report = setup::Report::default();
     let lab = setup::setup(&cache, &this_binary(&a.faultline)?, &mut report)?;
@@ -268,346 +331,11 @@ fn cmd_setup(a: SetupArgs) -> Result<Exit> {
     Ok(Exit::Clean)
 }
 
-/// A machine's host side, prepared: the lab cache (with this faultline in it), the run
-/// directory, its `lab/` folder and the share.
-struct Prepared {
-    lab: setup::Lab,
-    dir: PathBuf,
-    lab_dir: PathBuf,
-    share: PathBuf,
-    drive: Drive,
-    /// The simulated drive (`--sim`).
-    sim: Option<sim::SimLab>,
-    /// Where the machine's unix sockets go (removed with it).
-    socks: tempfile::TempDir,
-}
-
-/// What the scenario says of the simulated drive (`--sim`): its contract, atomic unit, seed.
-struct SimFromScenario {
-    contract: TruthContract,
-    atomic: u32,
-    seed: u64,
-}
-
-impl Default for SimFromScenario {
-    fn default() -> Self {
-        SimFromScenario { contract: TruthContract::Plp, atomic: 512, seed: 1 }
-    }
-}
-
-/// Prepares a machine.
-fn prepare(m: &MachineArgs, name: &str, from: SimFromScenario) -> Result<Prepared> {
-    if let (Some(f), None) = (&m.usb_fault, m.usb) {
-        bail!("--usb-fault {f:?}: there is no USB board to misbehave (--usb BOARD, or the scenario's [lab] usb)");
-    }
-    if let (Some(b), None) = (m.usb, m.sim) {
-        bail!(
-            "--usb {}: a USB board in the lab switches the simulated drive: it needs --sim MODEL (or the scenario's [lab] sim)",
-            b.name()
-        );
-    }
-    if let Some(model) = m.sim {
-        sim::refuse_dual(model)?;
-    }
-    let cache = setup::cache_dir(m.cache.as_deref())?;
-    let lab = setup::locate(&cache)?;
-    if setup::refresh_faultline(&cache, &lab, &this_binary(&m.faultline)?)? {
-        println!("lab: the guest's faultline binary refreshed");
-    }
-    let dir = m
-        .run_dir
-        .clone()
-        .unwrap_or_else(|| PathBuf::from("faultline-runs").join(format!("lab-{}-{name}", chrono::Local::now().format("%Y%m%d-%H%M%S"))));
-    let lab_dir = dir.join("lab");
-    if lab_dir.exists() {
-        bail!("{} already holds a lab run (its lab/ folder exists): use a new run directory", dir.display());
-    }
-    let share = lab_dir.join("share");
-    std::fs::create_dir_all(share.join("lab")).with_context(|| format!("cannot create {}", share.display()))?;
-    let lab_dir = std::fs::canonicalize(&lab_dir)?;
-    let share = lab_dir.join("share");
-    let socks = tempfile::Builder::new().prefix("faultline-lab-").tempdir().context("cannot make a directory for the lab's sockets")?;
-    let sim = match m.sim {
-        Some(model) => {
-            let service = Duration::from_micros(m.sim_service_us);
-            let SimFromScenario { contract, atomic, seed } = from;
-            let spec = sim::DriveSpec { contract, capacity: m.size_mib << 20, atomic, seed, service };
-            Some(sim::SimLab::start(&lab_dir, &socks.path().join("drive.sock"), model, spec, m.usb)?)
-        }
-        None => None,
-    };
-    let drive = match (&m.drive_file, &m.nbd, &sim) {
-        (_, _, Some(s)) => Drive::Nbd(s.socket().to_path_buf(), Some("sim".into())),
-        (Some(f), _, None) => Drive::File(std::fs::canonicalize(f).with_context(|| format!("no drive image {}", f.display()))?),
-        (None, Some(s), None) => Drive::Nbd(s.clone(), m.nbd_export.clone()),
-        (None, None, None) => {
-            let img = lab_dir.join("drive.img");
-            let f = std::fs::File::create(&img).with_context(|| format!("cannot create {}", img.display()))?;
-            f.set_len(m.size_mib << 20)?;
-            Drive::File(img)
-        }
-    };
-    Ok(Prepared { lab, dir, lab_dir, share, drive, sim, socks })
-}
-
-/// What every guest command script starts with: the drive's devices as variables, and
-/// `lab_port del|add A|B`, which asks the host to unplug (QMP device_del, waiting for
-/// DEVICE_DELETED) or plug back (device_add) one controller and prints `ok MS` or `error ...`.
-/// `lab_port` is a script on the PATH (`/bin/lab_port`), so that faultline's own `exec:`
-/// link controller (`exec:?pull=lab_port del {port}&plug=lab_port add {port}&ports=A,B`,
-/// scenarios/lab-dualport-pull.toml) can call it too.
-const PREAMBLE: &str = r#"eval "$(faultline lab guest env | sed 's/^/export /')"
-cat > /bin/lab_port <<'LAB_PORT'
-#!/bin/sh
-rm -f /share/lab/rep
-echo "$1 $2" > /share/lab/req.tmp && mv /share/lab/req.tmp /share/lab/req
-while [ ! -f /share/lab/rep ]; do sleep 0.05; done
-r=$(cat /share/lab/rep); rm -f /share/lab/rep; echo "$r"
-case "$r" in ok*) exit 0 ;; *) exit 1 ;; esac
-LAB_PORT
-chmod +x /bin/lab_port
-"#;
-
-/// [`PREAMBLE`], and with `--usb BOARD` the board put on the guest's USB bus (its bridge left
-/// running; `lab/usb.log` says how it went), then `faultline controller list` as the guest
-/// sees its controllers, and the board's `identify` and `status` through faultline's driver
-/// (`lab/controllers.txt`), before anything switches.
-fn preamble(m: &MachineArgs) -> String {
-    let mut s = PREAMBLE.to_string();
-    if let Some(b) = m.usb {
-        s += &format!(
-            r#"faultline lab guest usb {name} > /share/lab/usb.log 2>&1 &
-i=0
-while [ ! -e {ready} ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
-[ -e {ready} ] || {{ echo "lab: the USB board {name} did not come up:"; cat /share/lab/usb.log; exit 2; }}
-faultline controller list > /share/lab/controllers.txt 2>&1
-faultline controller '{power}' identify >> /share/lab/controllers.txt 2>&1
-faultline controller '{power}' status >> /share/lab/controllers.txt 2>&1
-"#,
-            name = b.name(),
-            ready = usb::READY,
-            power = b.power()
-        );
-        if let Some(f) = &m.usb_fault {
-            s += &format!("echo '{f}' > {}\n", usb::FAULT_FILE);
-        }
-    }
-    s
-}
-
-fn boot(p: &mut Prepared, m: &MachineArgs, shell: bool, echo: bool) -> Result<machine::Outcome> {
-    let spec = Spec {
-        lab: &p.lab,
-        lab_dir: &p.lab_dir,
-        share: &p.share,
-        drive: p.drive.clone(),
-        multipath: m.multipath_on(),
-        shell,
-        uart: p.sim.as_ref().map(|s| s.uart().to_path_buf()),
-        usb_uart: p.sim.as_ref().and_then(|s| s.usb_uart()).map(Path::to_path_buf),
-        sock_dir: p.socks.path(),
-    };
-    let mut hooks = Hooks::default();
-    let mut take_truth;
-    if let Some(sim) = p.sim.as_mut() {
-        hooks.rig = sim.take_rig();
-        take_truth = |cycle| sim.take_truth(cycle);
-        hooks.truth = Some(&mut take_truth);
-    }
-    let out = machine::run(&spec, Duration::from_secs(m.boot_timeout_s), Duration::from_secs(m.timeout_s), echo, hooks)?;
-    let boot = out.boot_s.map_or("?".to_string(), |b| format!("{b:.1}"));
-    eprintln!("lab: booted in {boot} s, powered off after {:.1} s (console: {})", out.total_s, spec.console().display());
-    Ok(out)
-}
-
-/// `--usb-fault`: one the boards' firmware takes ([`faultline::lab::usb_fault::UsbFault::parse`]).
+/// `--usb-fault`: one the boards' firmware takes ([`faultline::lab::usb::fault::UsbFault::parse`]).
 fn usb_fault_arg(s: &str) -> Result<String, String> {
-    match faultline::lab::usb_fault::UsbFault::parse(s).map_err(|e| e.to_string())? {
+    match faultline::lab::usb::fault::UsbFault::parse(s).map_err(|e| e.to_string())? {
         Some(_) if !s.contains(['\n', '\'']) => Ok(s.trim().to_string()),
         Some(_) => Err("one line, without a quote".into()),
         None => Err("empty: name a fault (timeout, short or stall)".into()),
-    }
-}
-
-/// Where the lab's power switch is, inside the guest.
-const LAB_POWER: &str = "quarch+serial:///dev/ttyS1";
-
-fn cmd_run(mut a: RunArgs) -> Result<Exit> {
-    // Checked on the host first, so a bad file fails before the boot.
-    let sets = super::run::overrides(a.cycles, &a.set);
-    let given = Scenario::load_with(&a.scenario, &sets)?;
-    take_needs(&a.scenario, &given, &mut a.m)?;
-    let s = guest::lab_scenario(given.clone(), &a.scenario.display().to_string(), Path::new("/dev/nvme0n1"))?;
-    let powered =
-        s.fault.each().iter().any(|f| matches!(f, faultline::scenario::Fault::PowerCut { .. } | faultline::scenario::Fault::CleanShutdown));
-    if powered && a.m.sim.is_none() {
-        bail!(
-            "{}: a power fault in the lab needs the simulated drive (--sim MODEL, e.g. --sim honest-plp, or the scenario's [lab] sim): a raw image or another NBD export lives in the host's page cache and loses nothing",
-            a.scenario.display()
-        );
-    }
-    let rigged = [&s.controllers.power, &s.controllers.link].iter().any(|c| c.as_deref() == Some(LAB_POWER));
-    if rigged && a.m.sim.is_none() {
-        bail!(
-            "{}: {LAB_POWER} is the simulated drive's Quarch module, which only `--sim MODEL` puts on the guest's second UART",
-            a.scenario.display()
-        );
-    }
-    let board_power = a.m.usb.map(|b| b.power());
-    if powered && s.controllers.power.as_deref() != Some(LAB_POWER) && s.controllers.power.as_deref() != board_power {
-        let board = board_power.map_or(String::new(), |p| format!(", or its USB board: power = \"{p}\""));
-        bail!(
-            "{}: controllers.power is {:?}; the lab's drive is switched by its Quarch module on the guest's second UART: power = \"{LAB_POWER}\"{board}",
-            a.scenario.display(),
-            s.controllers.power.as_deref().unwrap_or("not given")
-        );
-    }
-    let contract = match s.contract {
-        faultline::ledger::Contract::Plp => TruthContract::Plp,
-        faultline::ledger::Contract::Flush => TruthContract::Flush,
-    };
-    let name = a.scenario.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-    let from = SimFromScenario { contract, atomic: s.target.atomic_bytes.unwrap_or(512), seed: s.seed.unwrap_or(1) };
-    let mut p = prepare(&a.m, &name, from)?;
-    // The scenario as given, overrides applied: the guest puts the lab's drive in [target].
-    let text = format!("# {} (the lab's copy)\n{}", origin_with(&a.scenario.display().to_string(), &sets), given.to_toml()?);
-    std::fs::write(p.share.join("scenario.toml"), text).with_context(|| format!("cannot copy {} into the share", a.scenario.display()))?;
-    let truth = if p.sim.is_some() { " --truth" } else { "" };
-    std::fs::write(p.share.join("lab/cmd"), format!("{}faultline lab guest run{truth} /share/scenario.toml /share/run\n", preamble(&a.m)))?;
-    let drive = p.sim.as_ref().map_or(String::new(), |s| format!(", simulated drive {}", s.model));
-    let multipath = if a.m.multipath_on() { OnOff::On } else { OnOff::Off };
-    println!("lab run: {} in {} (multipath {multipath}{drive})", a.scenario.display(), p.dir.display());
-    let out = boot(&mut p, &a.m, false, true)?;
-    bring_back(&p.share.join("run"), &p.dir)?;
-    let Some(code) = out.exit_code else {
-        bail!(
-            "the guest powered off without faultline's exit code (see {}); the console's last lines:\n{}",
-            p.share.join("lab/guest.log").display(),
-            machine::console_tail(&p.lab_dir.join("console.log"), 30)
-        )
-    };
-    if let Some(sim) = &p.sim {
-        let r = sim.reconcile(&p.share.join("lab/checks.jsonl"), &p.lab_dir, &p.dir)?;
-        println!("{}", sim.traffic());
-        print!("{}", r.table());
-        for e in &r.explained {
-            println!("lab: a finding about the layer between faultline and the drive, not about the drive: {e} (docs/LAB.md)");
-        }
-        if !r.lab_faults.is_empty() {
-            bail!(
-                "the lab failed in {} of {} cycles, so this run says nothing of the drive ({}; run it again, and see \
-                 docs/LAB.md for this QEMU defect):\n  {}{}",
-                r.lab_faults.len(),
-                r.cycles,
-                p.lab_dir.join("reconcile.json").display(),
-                r.lab_faults.join("\n  "),
-                if r.disagreements.is_empty() {
-                    String::new()
-                } else {
-                    format!("\nand disagreements besides:\n  {}", r.disagreements.join("\n  "))
-                }
-            );
-        }
-        if !r.disagreements.is_empty() {
-            bail!(
-                "faultline in the guest and the drive's ground truth disagree ({} of {} cycles; {}):\n  {}",
-                r.disagreements.len(),
-                r.cycles,
-                p.lab_dir.join("reconcile.json").display(),
-                r.disagreements.join("\n  ")
-            );
-        }
-        if r.explained.is_empty() {
-            println!("lab: the guest's findings and the drive's ground truth agree, sector by sector, in every one of {} cycles", r.cycles);
-        } else {
-            println!(
-                "lab: the guest's findings and the drive's ground truth agree in {} of {} cycles; the others' differences are explained above",
-                r.cycles as usize - r.explained.len(),
-                r.cycles
-            );
-        }
-    }
-    Ok(Exit::from_code(u8::try_from(code).unwrap_or(2)))
-}
-
-/// Moves the guest's run directory's files into `dir` (beside `lab/`).
-fn bring_back(from: &Path, dir: &Path) -> Result<()> {
-    let Ok(rd) = std::fs::read_dir(from) else { return Ok(()) };
-    for e in rd {
-        let e = e?;
-        let to = dir.join(e.file_name());
-        std::fs::rename(e.path(), &to).with_context(|| format!("cannot move {} to {}", e.path().display(), to.display()))?;
-    }
-    let _ = std::fs::remove_dir(from);
-    Ok(())
-}
-
-fn cmd_exec(a: ExecArgs) -> Result<Exit> {
-    let script = std::fs::read_to_string(&a.script).with_context(|| format!("cannot read {}", a.script.display()))?;
-    let mut p = prepare(&a.m, "exec", SimFromScenario::default())?;
-    for f in &a.put {
-        let name =
-            f.file_name().filter(|n| *n != "lab").with_context(|| format!("--put {}: not a file name the share can take", f.display()))?;
-        std::fs::copy(f, p.share.join(name)).with_context(|| format!("--put: cannot copy {} into the share", f.display()))?;
-    }
-    std::fs::write(p.share.join("lab/cmd"), format!("{}{script}", preamble(&a.m)))?;
-    let out = boot(&mut p, &a.m, false, false)?;
-    if let Some(sim) = &p.sim {
-        eprintln!("{}", sim.traffic());
-    }
-    match out.exit_code {
-        Some(0) => Ok(Exit::Clean),
-        Some(c) => {
-            eprintln!("lab exec: the script exited with {c} (its output: {})", p.share.join("lab/guest.log").display());
-            Ok(Exit::Findings)
-        }
-        None => bail!(
-            "the guest powered off without the script's exit code; console:\n{}",
-            machine::console_tail(&p.lab_dir.join("console.log"), 30)
-        ),
-    }
-}
-
-fn cmd_shell(m: MachineArgs) -> Result<Exit> {
-    let mut p = prepare(&m, "shell", SimFromScenario::default())?;
-    std::fs::write(p.share.join("lab/cmd"), preamble(&m))?;
-    boot(&mut p, &m, true, false)?;
-    Ok(Exit::Clean)
-}
-
-fn cmd_guest(g: GuestCmd) -> Result<Exit> {
-    match &g {
-        GuestCmd::Usb { board, uart } => {
-            usb::serve(*board, uart)?;
-            return Ok(Exit::Clean);
-        }
-        GuestCmd::Smart { dev } => {
-            println!("{}", guest::smart_json(dev)?);
-            return Ok(Exit::Clean);
-        }
-        GuestCmd::Identify { dev } => {
-            println!("{}", guest::identify_json(dev)?);
-            return Ok(Exit::Clean);
-        }
-        GuestCmd::Probe { dev, seconds, interval_ms } => {
-            guest::probe(dev, Duration::from_secs(*seconds), Duration::from_millis(*interval_ms))?;
-            return Ok(Exit::Clean);
-        }
-        _ => {}
-    }
-    let d = guest::find()?;
-    match g {
-        GuestCmd::Env => {
-            print!("{}", d.env());
-            Ok(Exit::Clean)
-        }
-        GuestCmd::Run { scenario, run_dir, truth } => {
-            let origin = scenario.display().to_string();
-            let s = guest::lab_scenario(Scenario::load(&scenario)?, &origin, &d.ns)?;
-            let mut sync = guest::TruthSync::new(Path::new("/share/lab"));
-            let observer: Option<&mut (dyn faultline::runner::CycleObserver + 'static)> = if truth { Some(&mut sync) } else { None };
-            super::run::cmd_run_scenario(s, &scenario.display().to_string(), Some(run_dir), None, &Default::default(), observer)
-        }
-        GuestCmd::Smart { .. } | GuestCmd::Identify { .. } | GuestCmd::Probe { .. } | GuestCmd::Usb { .. } => unreachable!("handled above"),
     }
 }
