@@ -8,7 +8,7 @@ use faultline::scenario::Scenario;
 use std::path::Path;
 use std::time::Duration;
 
-use super::GuestCmd;
+use super::args::GuestCmd;
 use crate::exit::Exit;
 
 pub(super) fn cmd_guest(g: GuestCmd) -> Result<Exit> {

@@ -10,7 +10,7 @@ use faultline::scenario::{origin_with, OnOff, Scenario};
 use faultline_fixtures::TruthContract;
 use std::path::Path;
 
-use super::{take_needs, ExecArgs, MachineArgs, RunArgs};
+use super::args::{take_needs, ExecArgs, MachineArgs, RunArgs};
 use crate::exit::Exit;
 
 /// Prepares the machine, saying so when the guest's faultline binary was refreshed.
