@@ -20,13 +20,13 @@
 //! ([`UsbFault`], for the lab's tests of the controller's USB faults): a reply that never
 //! comes, a short reply, a stalled endpoint.
 //!
-//! The gadget side: the lab's Quarch power module on the guest's USB bus (`lab run --usb quarch`): a FunctionFS
+//! The gadget side: the module on the guest's USB bus (`lab run --usb quarch`), a FunctionFS
 //! function with Quarch's ids (16D0:0449) and one vendor interface of 64-byte bulk endpoints
 //! (a full-speed module, of the kind quarchpy and faultline lock into USB mode), which no kernel
 //! driver binds: faultline in the guest reaches it through the libusb built into the binary,
-//! claims its interface and speaks the USB framing to it. Its firmware
-//! ([`Firmware`]) carries each command to the host's Quarch emulator over
-//! the guest's third UART, in the serial framing, and each reply back as bulk packets.
+//! claims its interface and speaks the USB framing to it. Its [`Firmware`] carries each command
+//! to the host's Quarch emulator over the guest's third UART, in the serial framing, and each
+//! reply back as bulk packets.
 //!
 //! Endpoints: the host reads a reply from the IN endpoint of the command endpoint's number
 //! (quarchpy: the highest OUT endpoint of interface 0, and its IN twin; faultline the same).
