@@ -28,6 +28,7 @@ pub mod runner;
 pub mod scenario;
 pub mod sector_sums;
 pub mod selftest;
+pub mod sim_nbd;
 pub mod transport;
 pub mod verify;
 pub mod workload;

@@ -19,12 +19,12 @@ use crate::runner::dut::{
 use crate::runner::fault::{ControllerError, Cutter};
 use crate::runner::options::RunnerOptions;
 use crate::scenario::{HostPower, RunPlan, SimTarget};
+use crate::sim_nbd::{self, Export, Listen};
 use crate::workload::Layout;
 use crate::writer::{CycleOutcome, PortSamples};
 use faultline_drivers::blockdev::Expectation;
 use faultline_drivers::control;
 use faultline_drivers::{BlockTarget, PowerSwitch};
-use faultline_fixtures::nbd::{NbdConfig, NbdServer};
 use faultline_fixtures::DualSim;
 use std::path::Path;
 use std::time::Duration;
@@ -177,15 +177,15 @@ pub(super) fn open(plan: &RunPlan, t: &SimTarget, drive: DualSim, run_dir: &Path
         }
         // A socket left by a run that died is in the way.
         let _ = std::fs::remove_file(&sock);
-        let cfg = NbdConfig {
-            export_name: p.name.clone(),
+        let export = Export {
+            name: p.name.clone(),
             description: format!("faultline simulated dual-port drive, port {} (run {:016x})", p.name, o.run_id),
             service_time: Duration::ZERO,
         };
-        let mut server = NbdServer::start(drive.port(i as u8), Box::new(crate::format::claimed_write_id), cfg);
-        server.listen_unix(&sock).map_err(|e| fail(format!("cannot serve the port over NBD at {sock_s}: {e}")))?;
-        servers.push(server);
-        let export = format!("nbd+unix:///{}?socket={sock_s}", p.name);
+        let served = sim_nbd::serve(drive.port(i as u8), export, Listen::Unix(&sock), None)
+            .map_err(|e| fail(format!("cannot serve the port over NBD at {sock_s}: {e}")))?;
+        let export = served.uri();
+        servers.push(served);
         let listed = p.path.as_ref().map_or_else(|| export.clone(), |x| x.to_string_lossy().into_owned());
         targets.push(Reach { target: listed, export: Some(export) });
     }

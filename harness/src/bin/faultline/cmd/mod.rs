@@ -5,7 +5,6 @@ pub mod bench;
 pub mod controller;
 pub mod decode;
 pub mod emulate;
-pub mod emulate_nbd;
 pub mod extras;
 pub mod lab;
 pub mod report;

@@ -1,10 +1,29 @@
 //! The guest's initramfs: a newc cpio archive (the `cpio` crate writes the entries), and the
 //! kernel modules it needs in an order `insmod` can load them in.
 
-use anyhow::{bail, Context, Result};
+use super::error::{Doing, IoStep};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
+
+/// Why the initramfs could not be written, or its modules not be put in order.
+#[derive(Debug, thiserror::Error)]
+pub enum ArchiveError {
+    #[error(transparent)]
+    Io(#[from] IoStep),
+    #[error("{name}: too large for a cpio entry")]
+    TooLarge { name: String },
+    #[error("archive already finished")]
+    Finished,
+    #[error("{module}: {why}")]
+    Module { module: String, why: &'static str },
+    #[error("module dependencies loop at {0}")]
+    Loop(String),
+    #[error("kernel module {0} is neither in the kernel package nor built in")]
+    NoModule(String),
+}
+
+type Result<T, E = ArchiveError> = std::result::Result<T, E>;
 
 /// A newc archive being written.
 pub struct Archive {
@@ -16,17 +35,18 @@ pub struct Archive {
 
 impl Archive {
     pub fn create(path: &Path) -> Result<Archive> {
-        let f = std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+        let f = std::fs::File::create(path).doing(|| format!("cannot create {}", path.display()))?;
         Ok(Archive { out: Some(BufWriter::new(f)), path: path.to_path_buf(), ino: 1, names: BTreeSet::new() })
     }
 
     fn entry(&mut self, name: &str, mode: u32, data: &[u8]) -> Result<()> {
-        let size = u32::try_from(data.len()).with_context(|| format!("{name}: too large for a cpio entry"))?;
+        let size = u32::try_from(data.len()).map_err(|_| ArchiveError::TooLarge { name: name.to_string() })?;
         self.ino += 1;
-        let w = self.out.take().context("archive already finished")?;
+        let w = self.out.take().ok_or(ArchiveError::Finished)?;
         let mut e = cpio::newc::Builder::new(name).ino(self.ino).mode(mode).nlink(1).write(w, size);
-        e.write_all(data)?;
-        self.out = Some(e.finish()?);
+        let writing = || format!("cannot write {}", self.path.display());
+        e.write_all(data).doing(writing)?;
+        self.out = Some(e.finish().doing(writing)?);
         self.names.insert(name.to_string());
         Ok(())
     }
@@ -40,7 +60,7 @@ impl Archive {
     }
 
     pub fn file(&mut self, name: &str, src: &Path, perm: u32) -> Result<()> {
-        let data = std::fs::read(src).with_context(|| format!("cannot read {}", src.display()))?;
+        let data = std::fs::read(src).doing(|| format!("cannot read {}", src.display()))?;
         self.bytes(name, &data, perm)
     }
 
@@ -53,10 +73,12 @@ impl Archive {
     }
 
     pub fn finish(mut self) -> Result<()> {
-        let w = self.out.take().context("archive already finished")?;
-        let mut w = cpio::newc::trailer(w)?;
-        w.flush()?;
-        w.into_inner().map_err(|e| e.into_error())?.sync_all().with_context(|| format!("cannot write {}", self.path.display()))
+        let w = self.out.take().ok_or(ArchiveError::Finished)?;
+        let writing = || format!("cannot write {}", self.path.display());
+        let mut w = cpio::newc::trailer(w).doing(writing)?;
+        w.flush().doing(writing)?;
+        w.into_inner().map_err(|e| e.into_error()).and_then(|f| f.sync_all()).doing(writing)?;
+        Ok(())
     }
 }
 
@@ -68,10 +90,11 @@ fn norm(name: &str) -> String {
 /// The `depends=` of a module, from its `.modinfo` section (NUL-separated `key=value`).
 fn depends(ko: &Path) -> Result<Vec<String>> {
     use object::{Object, ObjectSection};
-    let data = std::fs::read(ko).with_context(|| format!("cannot read {}", ko.display()))?;
-    let file = object::File::parse(&*data).with_context(|| format!("{}: not an ELF module", ko.display()))?;
-    let sec = file.section_by_name(".modinfo").with_context(|| format!("{}: no .modinfo section", ko.display()))?;
-    let info = sec.data().with_context(|| format!("{}: unreadable .modinfo", ko.display()))?;
+    let data = std::fs::read(ko).doing(|| format!("cannot read {}", ko.display()))?;
+    let bad = |why| ArchiveError::Module { module: ko.display().to_string(), why };
+    let file = object::File::parse(&*data).map_err(|_| bad("not an ELF module"))?;
+    let sec = file.section_by_name(".modinfo").ok_or_else(|| bad("no .modinfo section"))?;
+    let info = sec.data().map_err(|_| bad("unreadable .modinfo"))?;
     Ok(info
         .split(|&b| b == 0)
         .filter_map(|kv| kv.strip_prefix(b"depends="))
@@ -80,8 +103,9 @@ fn depends(ko: &Path) -> Result<Vec<String>> {
 }
 
 fn walk(dir: &Path, out: &mut BTreeMap<String, PathBuf>) -> Result<()> {
-    for e in std::fs::read_dir(dir).with_context(|| format!("cannot read {}", dir.display()))? {
-        let p = e?.path();
+    let reading = || format!("cannot read {}", dir.display());
+    for e in std::fs::read_dir(dir).doing(reading)? {
+        let p = e.doing(reading)?.path();
         if p.is_dir() {
             walk(&p, out)?;
         } else if let Some(stem) = p.file_name().and_then(|n| n.to_str()).and_then(|n| n.strip_suffix(".ko")) {
@@ -116,9 +140,9 @@ pub fn modules_in_load_order(moddir: &Path, wanted: &[&str]) -> Result<Vec<PathB
             return Ok(());
         }
         if depth > 32 {
-            bail!("module dependencies loop at {name}");
+            return Err(ArchiveError::Loop(name.to_string()));
         }
-        let Some(p) = index.get(name) else { bail!("kernel module {name} is neither in the kernel package nor built in") };
+        let Some(p) = index.get(name) else { return Err(ArchiveError::NoModule(name.to_string())) };
         for d in depends(p)? {
             visit(&d, index, builtin, done, order, depth + 1)?;
         }

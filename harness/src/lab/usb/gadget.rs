@@ -1,9 +1,4 @@
-//! A USB power board inside the guest (`lab run --usb BOARD`, docs/LAB.md "The USB rig"): the
-//! guest's own kernel enumerates a gadget on `dummy_hcd` as it would a board on a desk, and
-//! faultline in the guest drives it through the kernel's class driver (or libusb), as it drives
-//! a real one.
-//!
-//! The board's logic is faultline's emulator on the host, wired to the lab drive's power as the
+//! A board on the guest's USB bus (`lab guest usb BOARD`). The board's logic is faultline's emulator on the host, wired to the lab drive's power as the
 //! serial Quarch module is. In the guest, `lab guest usb BOARD` loads the USB modules, makes
 //! the gadget through configfs with the board's ids, binds it to the dummy UDC, and carries
 //! bytes between the gadget's function and the guest's third UART (`/dev/ttyS2`, the host
@@ -15,133 +10,41 @@
 //! faultline (guest) -> /dev/ttyUSB0 -> ch341 -> usbcore -> dummy_hcd -> FunctionFS ep2
 //!   -> the CH340's bridge (`ch340.rs`) -> /dev/ttyS2 -> QEMU -> host pty -> LcusEmu -> ...
 //! faultline (guest) -> libusb -> usbfs -> usbcore -> dummy_hcd (full speed) -> FunctionFS ep1
-//!   -> the module's firmware (`quarch_gadget.rs`) -> /dev/ttyS2 -> QEMU -> host pty
+//!   -> the module's firmware (`quarch.rs`) -> /dev/ttyS2 -> QEMU -> host pty
 //!   -> QuarchEmu (serial framing) -> ...
 //! faultline (guest) -> libusb (usbhid detached) -> usbfs -> usbcore -> dummy_hcd -> FunctionFS
-//!   ep0 -> the relay's firmware (`hid_gadget.rs`) -> relay 1's contact: /dev/ttyS2 -> QEMU
+//!   ep0 -> the relay's firmware (`hid.rs`) -> relay 1's contact: /dev/ttyS2 -> QEMU
 //!   -> host pty -> LcusEmu -> ...
 //! ```
 
-use anyhow::{bail, Context, Result};
-use clap::ValueEnum;
-use faultline::lab::usb_fault::{FaultSpec, UsbFault};
+use super::super::error::Doing;
+use super::{ch340, hid, quarch, Board, UsbError, READY};
+use faultline_drivers::control::open_serial;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-/// The boards the lab can put on its USB bus.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum Board {
-    /// A Numato relay module: CDC-ACM (`f_acm`), vendor 2A19, which the kernel's `cdc-acm`
-    /// driver gives as /dev/ttyACM0; relay 0 switches the drive
-    /// (`numato+serial:///dev/ttyACM0?relay=0`).
-    Numato,
-    /// An LCUS relay board: a CH340 (1A86:7523) made with FunctionFS, answering the vendor
-    /// requests the kernel's `ch341` driver sends at probe and open, so that `ch341` binds and
-    /// gives /dev/ttyUSB0; channel 1 switches the drive (`lcus+serial:///dev/ttyUSB0?channel=1`).
-    /// A CH340 reports no serial number, and neither does this one.
-    Lcus,
-    /// A Quarch power module on USB (16D0:0449, serial QTL1999-01-001): FunctionFS, one vendor
-    /// interface of 64-byte bulk endpoints at full speed, which no kernel driver binds;
-    /// faultline reaches it through libusb, locks it into USB mode and speaks the USB framing
-    /// (`quarch+usb://QTL1999-01-001`).
-    Quarch,
-    /// A USB HID relay board (16C0:05DF, "USBRelay2", board id FLHID): FunctionFS, one HID
-    /// interface at full speed, which the guest's usbhid binds first; faultline detaches it
-    /// through libusb and switches relay 1 with HID class requests
-    /// (`hidrelay+usb://FLHID?relay=1`).
-    Hidrelay,
-}
-
-/// What a board is on the bus.
-struct Ids {
-    vendor: u16,
-    product: u16,
-    manufacturer: &'static str,
-    product_name: &'static str,
-    /// The configfs function (`acm.usb0`, `ffs.lcus`).
-    function: &'static str,
-    /// The tty the host side's class driver gives it (`ttyACM`, `ttyUSB`).
-    tty: &'static str,
-}
-
-impl Board {
-    fn ids(self) -> Ids {
-        match self {
-            // Numato Lab's 8-channel USB relay module (its USB ids and strings).
-            Board::Numato => Ids {
-                vendor: 0x2a19,
-                product: 0x0c05,
-                manufacturer: "Numato Systems Pvt. Ltd.",
-                product_name: "Numato Lab 8 Channel USB Relay Module",
-                function: "acm.usb0",
-                tty: "ttyACM",
-            },
-            // What a CH340 says of itself: "USB Serial", no manufacturer, no serial number.
-            Board::Lcus => {
-                Ids { vendor: 0x1a86, product: 0x7523, manufacturer: "", product_name: "USB Serial", function: "ffs.lcus", tty: "ttyUSB" }
-            }
-            // No tty: the host reaches it through usbfs (libusb).
-            Board::Quarch => Ids {
-                vendor: 0x16d0,
-                product: 0x0449,
-                manufacturer: "Quarch Technology Ltd",
-                product_name: "Programmable Power Module",
-                function: "ffs.quarch",
-                tty: "",
-            },
-            // What a DCT Tech board says of itself; no serial number (its id is in its
-            // feature report), no tty.
-            Board::Hidrelay => Ids {
-                vendor: 0x16c0,
-                product: 0x05df,
-                manufacturer: "www.dcttech.com",
-                product_name: "USBRelay2",
-                function: "ffs.hidrelay",
-                tty: "",
-            },
-        }
-    }
-
-    /// The USB serial number the lab's board reports.
-    pub fn serial(self) -> Option<&'static str> {
-        match self {
-            Board::Numato => Some("FLNUMATO0001"),
-            Board::Lcus => None,
-            Board::Quarch => Some("QTL1999-01-001"),
-            Board::Hidrelay => None,
-        }
-    }
-
-    /// The scenario's power switch through this board, inside the guest.
-    pub fn power(self) -> &'static str {
-        match self {
-            Board::Numato => "numato+serial:///dev/ttyACM0?relay=0",
-            Board::Lcus => "lcus+serial:///dev/ttyUSB0?channel=1",
-            Board::Quarch => "quarch+usb://QTL1999-01-001",
-            Board::Hidrelay => "hidrelay+usb://FLHID?relay=1",
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Board::Numato => "numato",
-            Board::Lcus => "lcus",
-            Board::Quarch => "quarch",
-            Board::Hidrelay => "hidrelay",
-        }
-    }
-}
-
-/// The guest's UART that carries the board's bytes to the host emulator.
-pub const UART: &str = "/dev/ttyS2";
-/// Where the guest says the board is on the bus (its host-side tty, one line).
-pub const READY: &str = "/run/lab-usb-ready";
 const MODULES: &str = "/lib/modules/usb";
 const CONFIGFS: &str = "/sys/kernel/config";
 
+type Result<T, E = UsbError> = std::result::Result<T, E>;
+
 fn write(p: &Path, v: &str) -> Result<()> {
-    std::fs::write(p, v).with_context(|| format!("cannot write {v:?} to {}", p.display()))
+    std::fs::write(p, v).doing(|| format!("cannot write {v:?} to {}", p.display()))?;
+    Ok(())
+}
+
+/// A UART or tty, raw, written to.
+fn open(p: &Path) -> Result<Box<dyn Write + Send>> {
+    Ok(open_serial(p, 115_200, Duration::from_millis(200)).map_err(|source| UsbError::Serial { path: p.to_path_buf(), source })?)
+}
+
+/// A UART or tty, raw, with reads that time out (so that a bridge's loop can look around):
+/// a handle to read from and one to write to (`what` names it when the second cannot be had).
+fn open_pair(p: &Path, what: &str) -> Result<(Box<dyn Read + Send>, Box<dyn Write + Send>)> {
+    let port = open_serial(p, 115_200, Duration::from_millis(200)).map_err(|source| UsbError::Serial { path: p.to_path_buf(), source })?;
+    let reader = port.try_clone().map_err(std::io::Error::from).doing(|| format!("cannot clone {what}"))?;
+    Ok((reader, port))
 }
 
 /// Loads the USB modules in their order (one already loaded is fine); `dummy_hcd` at full
@@ -149,17 +52,17 @@ fn write(p: &Path, v: &str) -> Result<()> {
 /// HID relay, a low-speed V-USB device on a real desk, which dummy_hcd cannot be).
 fn load_modules(board: Board) -> Result<()> {
     let order = std::fs::read_to_string(Path::new(MODULES).join("load-order"))
-        .with_context(|| format!("no {MODULES}/load-order: the lab's initramfs predates USB boards (run `faultline lab setup`)"))?;
+        .doing(|| format!("no {MODULES}/load-order: the lab's initramfs predates USB boards (run `faultline lab setup`)"))?;
     for m in order.lines().filter(|l| !l.is_empty()) {
         let mut insmod = std::process::Command::new("insmod");
         insmod.arg(Path::new(MODULES).join(m));
         if matches!(board, Board::Quarch | Board::Hidrelay) && m.starts_with("dummy_hcd.") {
             insmod.arg("is_high_speed=0");
         }
-        let o = insmod.output().context("cannot run insmod")?;
+        let o = insmod.output().doing(|| "cannot run insmod".into())?;
         let err = String::from_utf8_lossy(&o.stderr);
         if !o.status.success() && !err.contains("File exists") {
-            bail!("insmod {m}: {}", err.trim());
+            return Err(UsbError::Command { what: format!("insmod {m}"), stderr: err.trim().to_string() });
         }
     }
     Ok(())
@@ -171,18 +74,20 @@ fn load_modules(board: Board) -> Result<()> {
 /// (the HID relay) switches the rig through.
 fn make_gadget(board: Board, uart: &Path) -> Result<(PathBuf, Option<std::thread::JoinHandle<()>>)> {
     if !Path::new(CONFIGFS).join("usb_gadget").is_dir() {
-        let o = std::process::Command::new("mount").args(["-t", "configfs", "none", CONFIGFS]).output().context("cannot run mount")?;
+        let o =
+            std::process::Command::new("mount").args(["-t", "configfs", "none", CONFIGFS]).output().doing(|| "cannot run mount".into())?;
         if !o.status.success() {
-            bail!("cannot mount configfs on {CONFIGFS}: {}", String::from_utf8_lossy(&o.stderr).trim());
+            let stderr = String::from_utf8_lossy(&o.stderr).trim().to_string();
+            return Err(UsbError::Command { what: format!("cannot mount configfs on {CONFIGFS}"), stderr });
         }
     }
     let ids = board.ids();
     let g = Path::new(CONFIGFS).join("usb_gadget").join(board.name());
-    std::fs::create_dir(&g).with_context(|| format!("cannot create the gadget {}", g.display()))?;
+    std::fs::create_dir(&g).doing(|| format!("cannot create the gadget {}", g.display()))?;
     write(&g.join("idVendor"), &format!("0x{:04x}", ids.vendor))?;
     write(&g.join("idProduct"), &format!("0x{:04x}", ids.product))?;
     let strings = g.join("strings/0x409");
-    std::fs::create_dir_all(&strings)?;
+    std::fs::create_dir_all(&strings).doing(|| format!("cannot create {}", strings.display()))?;
     if let Some(serial) = board.serial() {
         write(&strings.join("serialnumber"), serial)?;
     }
@@ -191,29 +96,28 @@ fn make_gadget(board: Board, uart: &Path) -> Result<(PathBuf, Option<std::thread
     }
     write(&strings.join("product"), ids.product_name)?;
     let config = g.join("configs/c.1");
-    std::fs::create_dir_all(&config)?;
+    std::fs::create_dir_all(&config).doing(|| format!("cannot create {}", config.display()))?;
     let f = g.join("functions").join(ids.function);
-    std::fs::create_dir(&f).with_context(|| format!("cannot create the function {}", f.display()))?;
-    std::os::unix::fs::symlink(&f, config.join(ids.function))?;
+    std::fs::create_dir(&f).doing(|| format!("cannot create the function {}", f.display()))?;
+    std::os::unix::fs::symlink(&f, config.join(ids.function)).doing(|| format!("cannot link {} into {}", f.display(), config.display()))?;
     let mut ep0 = None;
     if let Some(instance) = ids.function.strip_prefix("ffs.") {
         ep0 = Some(match board {
-            Board::Quarch => super::quarch_gadget::start(instance)?,
+            Board::Quarch => quarch::start(instance)?,
             Board::Hidrelay => {
-                let to_rig = faultline_drivers::control::open_serial(uart, 115_200, Duration::from_millis(200))
-                    .with_context(|| format!("cannot open {}", uart.display()))?;
-                let fw = faultline::lab::hid_relay::Board { id: *b"FLHID", mask: 0b01, relays: 2 };
-                super::hid_gadget::start(instance, fw, to_rig)?
+                let to_rig = open(uart)?;
+                let fw = hid::Board { id: *b"FLHID", mask: 0b01, relays: 2 };
+                hid::start(instance, fw, to_rig)?
             }
-            _ => super::ch340::start(instance)?,
+            _ => ch340::start(instance)?,
         });
     }
     let udc = std::fs::read_dir("/sys/class/udc")
-        .context("no /sys/class/udc: dummy_hcd is not loaded")?
+        .doing(|| "no /sys/class/udc: dummy_hcd is not loaded".into())?
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .next()
-        .context("no USB device controller in /sys/class/udc")?;
+        .ok_or(UsbError::NoUdc)?;
     write(&g.join("UDC"), &udc)?;
     Ok((g, ep0))
 }
@@ -263,23 +167,6 @@ fn host_device(board: Board) -> Option<(String, PathBuf)> {
     None
 }
 
-/// Where the guest's script names a USB fault for a board's next requests
-/// ([`UsbFault::parse`]: `timeout`, `short` or `stall`, optionally `once`, optionally the
-/// requests' prefix); removed to clear it.
-pub const FAULT_FILE: &str = "/run/lab-usb-fault";
-
-/// The fault the file names now (logged if the file is bad).
-pub fn fault_now() -> Option<FaultSpec> {
-    let text = std::fs::read_to_string(FAULT_FILE).ok()?;
-    match UsbFault::parse(&text) {
-        Ok(f) => f,
-        Err(e) => {
-            println!("lab usb: {FAULT_FILE}: {e}; no fault");
-            None
-        }
-    }
-}
-
 /// The gadget side of the bridge, as the host-to-gadget direction writes to it: `None` while
 /// the gadget is unbound (a board unplugged loses what is sent to it).
 type GadgetOut = std::sync::Arc<std::sync::Mutex<Option<Box<dyn Write + Send>>>>;
@@ -296,24 +183,19 @@ fn serve_quarch(g: PathBuf, uart: &Path, t0: Instant) -> Result<()> {
             break at;
         }
         if Instant::now() > deadline {
-            bail!(
-                "the quarch gadget ({}) did not enumerate within 20 s: no 16d0:0449 with serial {} (dmesg says why)",
-                g.display(),
-                Board::Quarch.serial().unwrap_or_default()
-            );
+            let missing = format!("no 16d0:0449 with serial {}", Board::Quarch.serial().unwrap_or_default());
+            return Err(UsbError::NotEnumerated { board: "quarch", gadget: g, missing });
         }
         std::thread::sleep(Duration::from_millis(50));
     };
-    let u = faultline_drivers::control::open_serial(uart, 115_200, Duration::from_millis(200))
-        .with_context(|| format!("cannot open {}", uart.display()))?;
-    let from_emu = u.try_clone().context("cannot clone the UART")?;
+    let (from_emu, u) = open_pair(uart, "the UART")?;
     println!(
         "lab usb: quarch on the bus as {at} after {} ms; bridging its bulk endpoints <-> {}",
         t0.elapsed().as_millis(),
         uart.display()
     );
     write(Path::new(READY), &format!("{at}\n"))?;
-    super::quarch_gadget::bridge("quarch", &device, from_emu, u)
+    quarch::bridge("quarch", &device, from_emu, u)
 }
 
 /// The HID relay: its firmware answers on ep0 (`hid_gadget.rs`, the thread `ep0`); this waits
@@ -335,7 +217,7 @@ fn serve_hidrelay(g: PathBuf, ep0: std::thread::JoinHandle<()>, t0: Instant) -> 
             }
         }
         if Instant::now() > deadline {
-            bail!("the hidrelay gadget ({}) did not enumerate within 20 s: no 16c0:05df (dmesg says why)", g.display());
+            return Err(UsbError::NotEnumerated { board: "hidrelay", gadget: g, missing: "no 16c0:05df".into() });
         }
         std::thread::sleep(Duration::from_millis(50));
     };
@@ -346,7 +228,7 @@ fn serve_hidrelay(g: PathBuf, ep0: std::thread::JoinHandle<()>, t0: Instant) -> 
         bound.as_deref().unwrap_or("no driver")
     );
     write(Path::new(READY), &format!("{at}\n"))?;
-    ep0.join().map_err(|_| anyhow::anyhow!("the hidrelay's ep0 thread panicked (usb.log has its message)"))
+    ep0.join().map_err(|_| UsbError::Ep0Panicked("hidrelay"))
 }
 
 /// `lab guest usb BOARD`: the gadget on the bus, then the bridge, until the guest powers off.
@@ -366,31 +248,9 @@ pub fn serve(board: Board, uart: &Path) -> Result<()> {
     }
     let gadget_tty = Path::new("/dev/ttyGS0");
     let acm = board == Board::Numato;
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let tty = loop {
-        if let Some(t) = host_tty(board).filter(|t| t.exists() && (!acm || gadget_tty.exists())) {
-            break t;
-        }
-        if Instant::now() > deadline {
-            let ids = board.ids();
-            bail!(
-                "the {} gadget ({}) did not enumerate within 20 s: no {}* of {:04x}:{:04x}{} (dmesg says why)",
-                board.name(),
-                g.display(),
-                ids.tty,
-                ids.vendor,
-                ids.product,
-                board.serial().map_or(String::new(), |s| format!(" with serial {s}"))
-            );
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let timeout = Duration::from_millis(200);
-    let open =
-        |p: &Path| faultline_drivers::control::open_serial(p, 115_200, timeout).with_context(|| format!("cannot open {}", p.display()));
+    let tty = wait_for_tty(board, g, acm.then_some(gadget_tty))?;
     if !acm {
-        let u = open(uart)?;
-        let from_host = u.try_clone().context("cannot clone the UART")?;
+        let (from_host, u) = open_pair(uart, "the UART")?;
         println!(
             "lab usb: {} on the bus as {} after {} ms; bridging its bulk endpoints <-> {}",
             board.name(),
@@ -399,11 +259,8 @@ pub fn serve(board: Board, uart: &Path) -> Result<()> {
             uart.display()
         );
         write(Path::new(READY), &format!("{}\n", tty.display()))?;
-        return super::ch340::bridge(board.ids().function.trim_start_matches("ffs."), from_host, u);
+        return ch340::bridge(board.ids().function.trim_start_matches("ffs."), from_host, u);
     }
-    let mut from_host = open(uart)?;
-    let mut to_host = from_host.try_clone().context("cannot clone the UART")?;
-    let out: GadgetOut = std::sync::Arc::new(std::sync::Mutex::new(None));
     println!(
         "lab usb: {} on the bus as {} after {} ms; bridging {} <-> {}",
         board.name(),
@@ -412,6 +269,38 @@ pub fn serve(board: Board, uart: &Path) -> Result<()> {
         gadget_tty.display(),
         uart.display()
     );
+    bridge_tty(board, gadget_tty, uart, &tty, t0)
+}
+
+/// The host side's tty of the board, once its class driver made it (and, for an ACM board,
+/// once the gadget's own tty is there too); an error after 20 s.
+fn wait_for_tty(board: Board, g: PathBuf, gadget_tty: Option<&Path>) -> Result<PathBuf> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(t) = host_tty(board).filter(|t| t.exists() && gadget_tty.is_none_or(Path::exists)) {
+            return Ok(t);
+        }
+        if Instant::now() > deadline {
+            let ids = board.ids();
+            let missing = format!(
+                "no {}* of {:04x}:{:04x}{}",
+                ids.tty,
+                ids.vendor,
+                ids.product,
+                board.serial().map_or(String::new(), |s| format!(" with serial {s}"))
+            );
+            return Err(UsbError::NotEnumerated { board: board.name(), gadget: g, missing });
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The ACM board's bridge, until the guest powers off: the UART's bytes to the gadget's tty
+/// (lost while it is unbound), and the gadget's tty's to the UART, opened again after each
+/// hang-up.
+fn bridge_tty(board: Board, gadget_tty: &Path, uart: &Path, tty: &Path, t0: Instant) -> Result<()> {
+    let (mut from_host, mut to_host) = open_pair(uart, "the UART")?;
+    let out: GadgetOut = std::sync::Arc::new(std::sync::Mutex::new(None));
     write(Path::new(READY), &format!("{}\n", tty.display()))?;
     let gadget_out = out.clone();
     // Host to gadget: the UART is always there; the gadget may not be.
@@ -434,18 +323,19 @@ pub fn serve(board: Board, uart: &Path) -> Result<()> {
     // Gadget to host, and the gadget's tty opened again after each hang-up.
     let mut buf = [0u8; 512];
     loop {
-        let mut from_gadget = match open(gadget_tty) {
+        let (mut from_gadget, to_gadget) = match open_pair(gadget_tty, "the gadget's tty") {
             Ok(r) => r,
-            Err(_) => {
+            Err(UsbError::Serial { .. }) => {
                 std::thread::sleep(Duration::from_millis(50));
                 continue;
             }
+            Err(e) => return Err(e),
         };
-        *lock(&out) = Some(from_gadget.try_clone().context("cannot clone the gadget's tty")?);
+        *lock(&out) = Some(to_gadget);
         loop {
             match from_gadget.read(&mut buf) {
                 Ok(0) => break,
-                Ok(n) => to_host.write_all(&buf[..n]).and_then(|_| to_host.flush()).context("the UART to the host's emulator")?,
+                Ok(n) => to_host.write_all(&buf[..n]).and_then(|_| to_host.flush()).doing(|| "the UART to the host's emulator".into())?,
                 Err(e) if matches!(e.kind(), std::io::ErrorKind::TimedOut | std::io::ErrorKind::Interrupted) => {}
                 Err(_) => break,
             }

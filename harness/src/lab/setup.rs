@@ -22,12 +22,40 @@
 //!    and its libraries, rebuilt when the binary changed. `initrd.cpio` is the two archives
 //!    concatenated (the kernel unpacks them in turn).
 
-use anyhow::{bail, Context, Result};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use super::initramfs::{modules_in_load_order, Archive};
+use super::error::{Doing, IoStep};
+use super::initramfs::{modules_in_load_order, Archive, ArchiveError};
+use super::vmlinux;
+
+/// Why the lab's cache could not be filled, or is not filled.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    #[error(transparent)]
+    Io(#[from] IoStep),
+    #[error(transparent)]
+    Archive(#[from] ArchiveError),
+    #[error("{cmd} failed ({status}): {stderr}")]
+    Command { cmd: String, status: std::process::ExitStatus, stderr: String },
+    #[error("apt has no candidate for package {0} (run `apt-get update` first; the lab needs Debian bookworm's archive)")]
+    NoCandidate(String),
+    #[error("apt-cache depends linux-image-amd64 names no linux-image-*-amd64 (run `apt-get update` first)")]
+    NoKernelPackage,
+    #[error("{0}: a path without a file name")]
+    NoName(PathBuf),
+    #[error("the lab's initramfs is not built in {0}: run `faultline lab setup` first")]
+    NoInitramfs(PathBuf),
+    #[error("the lab is not set up in {cache} (no {qemu}): run `faultline lab setup` first")]
+    NotSetUp { cache: PathBuf, qemu: PathBuf },
+    #[error("no kernel in {0}")]
+    NoKernel(PathBuf),
+    #[error("{bin} needs libraries that neither the host nor the lab cache has: {missing}")]
+    MissingLibraries { bin: PathBuf, missing: String },
+}
+
+type Result<T, E = SetupError> = std::result::Result<T, E>;
 
 /// The packages fetched by name (the kernel is added by [`kernel_package`]).
 const PACKAGES: &[&str] =
@@ -57,22 +85,11 @@ pub struct Lab {
     pub initrd: PathBuf,
 }
 
-/// The cache directory: `--cache`, else `$FAULTLINE_LAB_CACHE`, else `~/.cache/faultline/lab`.
-pub fn cache_dir(given: Option<&Path>) -> Result<PathBuf> {
-    if let Some(p) = given {
-        return Ok(p.to_path_buf());
-    }
-    if let Some(p) = std::env::var_os("FAULTLINE_LAB_CACHE").filter(|p| !p.is_empty()) {
-        return Ok(PathBuf::from(p));
-    }
-    let home = std::env::var_os("HOME").filter(|h| !h.is_empty()).context("neither --cache, $FAULTLINE_LAB_CACHE nor $HOME is set")?;
-    Ok(PathBuf::from(home).join(".cache/faultline/lab"))
-}
-
 fn run(cmd: &mut Command) -> Result<String> {
-    let out = cmd.output().with_context(|| format!("cannot run {:?}", cmd.get_program()))?;
+    let out = cmd.output().doing(|| format!("cannot run {:?}", cmd.get_program()))?;
     if !out.status.success() {
-        bail!("{:?} failed ({}): {}", cmd, out.status, String::from_utf8_lossy(&out.stderr).trim());
+        let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
+        return Err(SetupError::Command { cmd: format!("{cmd:?}"), status: out.status, stderr });
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
@@ -94,7 +111,7 @@ fn candidates(pkgs: &BTreeSet<String>) -> Result<BTreeMap<String, String>> {
         }
     }
     if let Some(p) = pkgs.iter().find(|p| !found.contains_key(*p)) {
-        bail!("apt has no candidate for package {p} (run `apt-get update` first; the lab needs Debian bookworm's archive)");
+        return Err(SetupError::NoCandidate(p.clone()));
     }
     Ok(found)
 }
@@ -129,7 +146,7 @@ fn kernel_package() -> Result<String> {
     depends(&["linux-image-amd64"])?
         .into_iter()
         .find(|p| p.starts_with("linux-image-") && p.ends_with("-amd64"))
-        .context("apt-cache depends linux-image-amd64 names no linux-image-*-amd64 (run `apt-get update` first)")
+        .ok_or(SetupError::NoKernelPackage)
 }
 
 /// Those of `pkgs` that are not installed on the host (one `dpkg-query` for all).
@@ -147,7 +164,8 @@ fn stamp_ok(cache: &Path, step: &str, key: &str) -> bool {
 
 fn write_stamp(cache: &Path, step: &str, key: &str) -> Result<()> {
     let p = cache.join(format!("stamp.{step}"));
-    std::fs::write(&p, key).with_context(|| format!("cannot write {}", p.display()))
+    std::fs::write(&p, key).doing(|| format!("cannot write {}", p.display()))?;
+    Ok(())
 }
 
 /// What one step did, for the summary line.
@@ -164,20 +182,35 @@ fn add_modules(a: &mut Archive, dir: &str, modules: &[PathBuf]) -> Result<()> {
     let mut order = String::new();
     a.dir(dir)?;
     for m in modules {
-        let name = m.file_name().and_then(|n| n.to_str()).context("module path without a name")?;
+        let name = m.file_name().and_then(|n| n.to_str()).ok_or_else(|| SetupError::NoName(m.clone()))?;
         a.file(&format!("{dir}/{name}"), m, 0o644)?;
         order.push_str(name);
         order.push('\n');
     }
-    a.bytes(&format!("{dir}/load-order"), order.as_bytes(), 0o644)
+    a.bytes(&format!("{dir}/load-order"), order.as_bytes(), 0o644)?;
+    Ok(())
 }
 
 /// Runs the steps; `faultline_bin` is the binary to put in the guest.
 pub fn setup(cache: &Path, faultline_bin: &Path, report: &mut Report) -> Result<Lab> {
-    std::fs::create_dir_all(cache).with_context(|| format!("cannot create the lab cache {}", cache.display()))?;
-    let cache = &std::fs::canonicalize(cache)?;
+    std::fs::create_dir_all(cache).doing(|| format!("cannot create the lab cache {}", cache.display()))?;
+    let cache = &std::fs::canonicalize(cache).doing(|| format!("cannot resolve {}", cache.display()))?;
+    let key = packages(cache, report)?;
+    let lab = locate(cache)?;
+    check_ldd(&lab.qemu, &lab.lib_path)?;
+    let root = cache.join("root");
+    let kver = kernel_version(&root)?;
+    base_archive(cache, &lab, &key, &kver, report)?;
+    unpack_kernel(cache, &root, &kver, report)?;
+    let lab = locate(cache)?;
+    let fresh = refresh_faultline(cache, &lab, faultline_bin)?;
+    report.steps.push((format!("faultline ({})", faultline_bin.display()), fresh));
+    Ok(lab)
+}
 
-    // 1. packages
+/// Step 1: the packages, downloaded and extracted into `root/` when their versions changed.
+/// Returns the key they were fetched by (each package's version).
+fn packages(cache: &Path, report: &mut Report) -> Result<String> {
     let mut names: BTreeSet<String> = PACKAGES.iter().map(|s| s.to_string()).collect();
     names.insert(kernel_package()?);
     names.extend(missing_depends(DEPENDS_OF)?);
@@ -189,23 +222,25 @@ pub fn setup(cache: &Path, faultline_bin: &Path, report: &mut Report) -> Result<
         let debs = cache.join("debs");
         let _ = std::fs::remove_dir_all(&debs);
         let _ = std::fs::remove_dir_all(&root);
-        std::fs::create_dir_all(&debs)?;
+        std::fs::create_dir_all(&debs).doing(|| format!("cannot create {}", debs.display()))?;
         let pins: Vec<String> = versions.iter().map(|(n, v)| format!("{n}={v}")).collect();
         run(Command::new("apt-get").arg("download").arg("-q").args(&pins).current_dir(&debs))?;
-        for e in std::fs::read_dir(&debs)? {
-            let deb = e?.path();
+        let reading = || format!("cannot read {}", debs.display());
+        for e in std::fs::read_dir(&debs).doing(reading)? {
+            let deb = e.doing(reading)?.path();
             run(Command::new("dpkg").arg("-x").arg(&deb).arg(&root))?;
         }
         write_stamp(cache, "packages", &key)?;
     }
     report.steps.push(("packages".into(), fresh));
+    Ok(key)
+}
 
-    let lab = locate(cache)?;
-    check_ldd(&lab.qemu, &lab.lib_path)?;
-
-    // 2. base.cpio
-    let kver = kernel_version(&root)?;
-    let moddir = root.join("lib/modules").join(&kver);
+/// Step 2: `base.cpio` (busybox, the init, the modules, nvme-cli), rebuilt when what goes in
+/// it changed.
+fn base_archive(cache: &Path, lab: &Lab, key: &str, kver: &str, report: &mut Report) -> Result<()> {
+    let root = cache.join("root");
+    let moddir = root.join("lib/modules").join(kver);
     let modules = modules_in_load_order(&moddir, MODULES)?;
     let usb_modules: Vec<PathBuf> = modules_in_load_order(&moddir, USB_MODULES)?.into_iter().filter(|m| !modules.contains(m)).collect();
     let nvme = root.join("usr/sbin/nvme");
@@ -237,31 +272,31 @@ pub fn setup(cache: &Path, faultline_bin: &Path, report: &mut Report) -> Result<
         write_stamp(cache, "base", &base_key)?;
     }
     report.steps.push(("initramfs (busybox, modules, nvme-cli)".into(), fresh));
+    Ok(())
+}
 
-    // 3. the kernel unpacked, for QEMU's PVH boot (vmlinux.rs); the bzImage otherwise
+/// Step 3: the kernel unpacked, for QEMU's PVH boot (`vmlinux.rs`); the bzImage otherwise, and
+/// a note saying why.
+fn unpack_kernel(cache: &Path, root: &Path, kver: &str, report: &mut Report) -> Result<()> {
     let vmlinuz = root.join(format!("boot/vmlinuz-{kver}"));
-    let kernel_key = format!(
-        "{}\n{kver}",
-        blake3::hash(&std::fs::read(&vmlinuz).with_context(|| format!("cannot read {}", vmlinuz.display()))?).to_hex()
-    );
+    let kernel_key =
+        format!("{}\n{kver}", blake3::hash(&std::fs::read(&vmlinuz).doing(|| format!("cannot read {}", vmlinuz.display()))?).to_hex());
     // Only a kernel unpacked whole is stamped, so a setup after a failed one tries again
     // (and says so again).
     let fresh = !stamp_ok(cache, "kernel", &kernel_key) || !cache.join(VMLINUX).exists();
     if fresh {
         let _ = std::fs::remove_file(cache.join(VMLINUX));
         let _ = std::fs::remove_file(cache.join("stamp.kernel"));
-        match super::vmlinux::unpack(&vmlinuz, &cache.join(VMLINUX)) {
+        match vmlinux::unpack(&vmlinuz, &cache.join(VMLINUX)) {
             Ok(()) => write_stamp(cache, "kernel", &kernel_key)?,
-            Err(e) => report.notes.push(format!("the guest boots the compressed kernel (its decompressor takes seconds under TCG): {e:#}")),
+            Err(e) => report.notes.push(format!(
+                "the guest boots the compressed kernel (its decompressor takes seconds under TCG): {}",
+                super::error::chain(&e)
+            )),
         }
     }
     report.steps.push(("kernel unpacked for a direct boot".into(), fresh));
-    let lab = locate(cache)?;
-
-    // 4. faultline.cpio and initrd.cpio
-    let fresh = refresh_faultline(cache, &lab, faultline_bin)?;
-    report.steps.push((format!("faultline ({})", faultline_bin.display()), fresh));
-    Ok(lab)
+    Ok(())
 }
 
 /// Step 4: puts `faultline_bin` and its libraries into the initrd when it changed since
@@ -271,8 +306,8 @@ pub fn refresh_faultline(cache: &Path, lab: &Lab, faultline_bin: &Path) -> Resul
     let base_key = std::fs::read_to_string(cache.join("stamp.base"))
         .ok()
         .filter(|_| base.exists())
-        .with_context(|| format!("the lab's initramfs is not built in {}: run `faultline lab setup` first", cache.display()))?;
-    let bin = std::fs::read(faultline_bin).with_context(|| format!("cannot read the faultline binary {}", faultline_bin.display()))?;
+        .ok_or_else(|| SetupError::NoInitramfs(cache.to_path_buf()))?;
+    let bin = std::fs::read(faultline_bin).doing(|| format!("cannot read the faultline binary {}", faultline_bin.display()))?;
     let fl_key = format!("{}\n{base_key}", blake3::hash(&bin).to_hex());
     if stamp_ok(cache, "faultline", &fl_key) && lab.initrd.exists() {
         return Ok(false);
@@ -287,13 +322,16 @@ pub fn refresh_faultline(cache: &Path, lab: &Lab, faultline_bin: &Path) -> Resul
     add_libs(&mut a, &fl_libs)?;
     a.finish()?;
     let tmp = cache.join(format!("initrd.cpio.tmp.{}", std::process::id()));
-    let mut out = std::fs::File::create(&tmp)?;
+    let writing = || format!("cannot write {}", tmp.display());
+    let mut out = std::fs::File::create(&tmp).doing(writing)?;
     for p in [&base, &part] {
-        std::io::copy(&mut std::fs::File::open(p)?, &mut out)?;
+        std::fs::File::open(p)
+            .and_then(|mut f| std::io::copy(&mut f, &mut out))
+            .doing(|| format!("cannot copy {} into {}", p.display(), tmp.display()))?;
     }
-    out.sync_all()?;
-    std::fs::rename(&tmp, &lab.initrd)?;
-    std::fs::rename(&part, cache.join("faultline.cpio"))?;
+    out.sync_all().doing(writing)?;
+    std::fs::rename(&tmp, &lab.initrd).doing(|| format!("cannot rename {} to {}", tmp.display(), lab.initrd.display()))?;
+    std::fs::rename(&part, cache.join("faultline.cpio")).doing(|| format!("cannot rename {}", part.display()))?;
     write_stamp(cache, "faultline", &fl_key)?;
     Ok(true)
 }
@@ -303,7 +341,7 @@ pub fn locate(cache: &Path) -> Result<Lab> {
     let root = cache.join("root");
     let qemu = root.join("usr/bin/qemu-system-x86_64");
     if !qemu.exists() {
-        bail!("the lab is not set up in {} (no {}): run `faultline lab setup` first", cache.display(), qemu.display());
+        return Err(SetupError::NotSetUp { cache: cache.to_path_buf(), qemu });
     }
     let kver = kernel_version(&root)?;
     let lib_path = [format!("{}/usr/{LIBDIR}", root.display()), format!("{}/{LIBDIR}", root.display())].join(":");
@@ -323,11 +361,11 @@ pub fn locate(cache: &Path) -> Result<Lab> {
 fn kernel_version(root: &Path) -> Result<String> {
     let dir = root.join("lib/modules");
     let mut v: Vec<String> = std::fs::read_dir(&dir)
-        .with_context(|| format!("no kernel modules in {}", dir.display()))?
+        .doing(|| format!("no kernel modules in {}", dir.display()))?
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
         .collect();
     v.sort();
-    v.pop().with_context(|| format!("no kernel in {}", dir.display()))
+    v.pop().ok_or(SetupError::NoKernel(dir))
 }
 
 /// `ldd` of `bin` with the cache's libraries on the path: every library it loads (and the
@@ -336,7 +374,7 @@ pub fn ldd_libs(bin: &Path, lib_path: &str) -> Result<Vec<PathBuf>> {
     let out = run(Command::new("ldd").arg(bin).env("LD_LIBRARY_PATH", lib_path))?;
     let missing: Vec<&str> = out.lines().filter(|l| l.contains("not found")).map(str::trim).collect();
     if !missing.is_empty() {
-        bail!("{} needs libraries that neither the host nor the lab cache has: {}", bin.display(), missing.join(", "));
+        return Err(SetupError::MissingLibraries { bin: bin.to_path_buf(), missing: missing.join(", ") });
     }
     let mut libs = Vec::new();
     for l in out.lines() {
@@ -361,7 +399,7 @@ fn check_ldd(bin: &Path, lib_path: &str) -> Result<()> {
 /// path), the interpreter where the binaries expect it.
 fn add_libs(a: &mut Archive, libs: &[PathBuf]) -> Result<()> {
     for l in libs {
-        let name = l.file_name().and_then(|n| n.to_str()).context("library path without a name")?;
+        let name = l.file_name().and_then(|n| n.to_str()).ok_or_else(|| SetupError::NoName(l.clone()))?;
         let dest = if name.starts_with("ld-linux") { format!("lib64/{name}") } else { format!("{LIBDIR}/{name}") };
         a.file_once(&dest, l, 0o755)?;
     }

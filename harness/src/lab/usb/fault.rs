@@ -1,6 +1,7 @@
 //! The USB faults the lab's boards can be told to show ([`UsbFault`]): a reply that never
 //! comes, a short reply, a stall, for the requests a line in a file names
-//! (`/run/lab-usb-fault` in the guest: `timeout|short|stall [once] [PREFIX]`).
+//! (`/run/lab-usb-fault` in the guest: `timeout|short|stall [once] [PREFIX]`), and that file
+//! read as the boards' gadgets meet each request ([`fault_now`]).
 
 /// A misbehaviour of a board's USB side, for the requests a [`FaultSpec`] names. The lab's
 /// gadgets read it from a file the guest's script writes ([`UsbFault::parse`]).
@@ -55,6 +56,23 @@ impl UsbFault {
             _ => (false, rest),
         };
         Ok(Some(FaultSpec { fault, once, prefix: prefix.to_string() }))
+    }
+}
+
+/// Where the guest's script names a USB fault for a board's next requests
+/// ([`UsbFault::parse`]: `timeout`, `short` or `stall`, optionally `once`, optionally the
+/// requests' prefix); removed to clear it.
+pub const FAULT_FILE: &str = "/run/lab-usb-fault";
+
+/// The fault the file names now (logged if the file is bad).
+pub fn fault_now() -> Option<FaultSpec> {
+    let text = std::fs::read_to_string(FAULT_FILE).ok()?;
+    match UsbFault::parse(&text) {
+        Ok(f) => f,
+        Err(e) => {
+            println!("lab usb: {FAULT_FILE}: {e}; no fault");
+            None
+        }
     }
 }
 

@@ -6,12 +6,47 @@
 //! the lab sends, and its async client brings tokio; the protocol itself is a JSON object per
 //! line.
 
-use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
+
+/// What went wrong talking to QEMU.
+#[derive(Debug, thiserror::Error)]
+pub enum QmpError {
+    #[error("cannot connect to QMP at {sock}")]
+    Connect {
+        sock: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("QMP: read failed")]
+    Read(#[source] std::io::Error),
+    #[error("QMP: write failed")]
+    Write(#[source] std::io::Error),
+    /// Setting the socket's read timeout or cloning it.
+    #[error("QMP: the socket")]
+    Socket(#[source] std::io::Error),
+    #[error("QMP: QEMU closed the connection")]
+    Closed,
+    #[error("QMP: not JSON: {line:?}")]
+    NotJson {
+        line: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("QMP: expected the greeting, got {0}")]
+    NoGreeting(Value),
+    #[error("QMP {cmd}: {desc}")]
+    Refused { cmd: String, desc: String },
+    #[error("QMP {cmd}: unexpected reply {reply}")]
+    Unexpected { cmd: String, reply: Value },
+    #[error("QMP: no {name} event within {timeout:?}")]
+    NoEvent { name: String, timeout: Duration },
+}
+
+type Result<T, E = QmpError> = std::result::Result<T, E>;
 
 pub struct Qmp {
     reader: BufReader<UnixStream>,
@@ -32,11 +67,11 @@ impl Qmp {
                     let _ = e;
                     std::thread::sleep(Duration::from_millis(50));
                 }
-                Err(e) => return Err(e).with_context(|| format!("cannot connect to QMP at {}", sock.display())),
+                Err(source) => return Err(QmpError::Connect { sock: sock.display().to_string(), source }),
             }
         };
-        stream.set_read_timeout(Some(Duration::from_secs(30)))?;
-        let mut q = Qmp { reader: BufReader::new(stream.try_clone()?), writer: stream, events: Vec::new() };
+        stream.set_read_timeout(Some(Duration::from_secs(30))).map_err(QmpError::Socket)?;
+        let mut q = Qmp { reader: BufReader::new(stream.try_clone().map_err(QmpError::Socket)?), writer: stream, events: Vec::new() };
         q.greeting()?;
         q.execute("qmp_capabilities", json!({}))?;
         Ok(q)
@@ -54,7 +89,7 @@ impl Qmp {
                 return Ok(());
             }
             if v.get("event").is_none() {
-                bail!("QMP: expected the greeting, got {v}");
+                return Err(QmpError::NoGreeting(v));
             }
             self.events.push(v);
         }
@@ -62,19 +97,19 @@ impl Qmp {
 
     fn read(&mut self) -> Result<Value> {
         let mut line = String::new();
-        if self.reader.read_line(&mut line).context("QMP: read failed")? == 0 {
-            bail!("QMP: QEMU closed the connection");
+        if self.reader.read_line(&mut line).map_err(QmpError::Read)? == 0 {
+            return Err(QmpError::Closed);
         }
-        serde_json::from_str(&line).with_context(|| format!("QMP: not JSON: {line:?}"))
+        serde_json::from_str(&line).map_err(|source| QmpError::NotJson { line, source })
     }
 
     /// Runs `cmd` with `args`; its `return` value, or an error with QEMU's `desc`.
     pub fn execute(&mut self, cmd: &str, args: Value) -> Result<Value> {
         let mut msg = json!({ "execute": cmd, "arguments": args });
-        if args.as_object().is_some_and(|o| o.is_empty()) {
-            msg.as_object_mut().expect("an object").remove("arguments");
+        if let Some(o) = msg.as_object_mut().filter(|_| args.as_object().is_some_and(|o| o.is_empty())) {
+            o.remove("arguments");
         }
-        writeln!(self.writer, "{msg}").context("QMP: write failed")?;
+        writeln!(self.writer, "{msg}").map_err(QmpError::Write)?;
         loop {
             let v = self.read()?;
             if v.get("event").is_some() {
@@ -82,9 +117,10 @@ impl Qmp {
             } else if let Some(r) = v.get("return") {
                 return Ok(r.clone());
             } else if let Some(e) = v.get("error") {
-                bail!("QMP {cmd}: {}", e.get("desc").and_then(Value::as_str).unwrap_or("error without a description"));
+                let desc = e.get("desc").and_then(Value::as_str).unwrap_or("error without a description").to_string();
+                return Err(QmpError::Refused { cmd: cmd.to_string(), desc });
             } else {
-                bail!("QMP {cmd}: unexpected reply {v}");
+                return Err(QmpError::Unexpected { cmd: cmd.to_string(), reply: v });
             }
         }
     }
@@ -98,20 +134,23 @@ impl Qmp {
         }
         let t0 = Instant::now();
         while t0.elapsed() < timeout {
-            self.reader.get_ref().set_read_timeout(Some((timeout - t0.elapsed()).max(Duration::from_millis(1))))?;
+            self.reader
+                .get_ref()
+                .set_read_timeout(Some((timeout - t0.elapsed()).max(Duration::from_millis(1))))
+                .map_err(QmpError::Socket)?;
             let v = match self.read() {
                 Ok(v) => v,
                 Err(_) if t0.elapsed() >= timeout => break,
                 Err(e) => return Err(e),
             };
             if matches(&v) {
-                self.reader.get_ref().set_read_timeout(Some(Duration::from_secs(30)))?;
+                self.reader.get_ref().set_read_timeout(Some(Duration::from_secs(30))).map_err(QmpError::Socket)?;
                 return Ok(v);
             }
             self.events.push(v);
         }
-        self.reader.get_ref().set_read_timeout(Some(Duration::from_secs(30)))?;
-        bail!("QMP: no {name} event within {timeout:?}")
+        self.reader.get_ref().set_read_timeout(Some(Duration::from_secs(30))).map_err(QmpError::Socket)?;
+        Err(QmpError::NoEvent { name: name.to_string(), timeout })
     }
 }
 

@@ -8,15 +8,59 @@
 //! (on `pcie.0` directly QEMU refuses to unplug), and one `nvme-ns` with `shared=on` that both
 //! controllers attach: a dual-port drive.
 
-use anyhow::{bail, Context, Result};
 use serde_json::json;
 use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use super::qmp::Qmp;
+use super::error::{chain, Doing, IoStep};
+use super::qmp::{Qmp, QmpError};
 use super::setup::Lab;
+
+/// Why the machine failed (the lab failed, not the drive), or a port request was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum MachineError {
+    #[error(transparent)]
+    Io(#[from] IoStep),
+    #[error(transparent)]
+    Qmp(#[from] QmpError),
+    #[error("cannot start {qemu}")]
+    Start {
+        qemu: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("QEMU did not come up: {why}; its stderr: {stderr}")]
+    NoQmp { why: String, stderr: String },
+    #[error(
+        "the guest stopped: its heartbeat ({heartbeat}) has not changed for {stall_s} s (its uptime at the last beat: {last}); \
+         the console's last lines ({console}):\n{tail}"
+    )]
+    Stalled { heartbeat: PathBuf, stall_s: u64, last: String, console: PathBuf, tail: String },
+    #[error("the guest did not boot within {boot_s} s; the console's last lines ({console}):\n{tail}")]
+    NoBoot { boot_s: u64, console: PathBuf, tail: String },
+    #[error("the lab run passed its timeout of {timeout_s} s; the console's last lines:\n{tail}")]
+    Timeout { timeout_s: u64, tail: String },
+    #[error("QEMU exited with {status} before the guest finished: {stderr}\nconsole:\n{tail}")]
+    Exited { status: ExitStatus, stderr: String, tail: String },
+    #[error("no lab port {0:?} (the lab's ports are A and B)")]
+    NoPort(String),
+    #[error("port {0:?} is unplugged already")]
+    Unplugged(Port),
+    #[error("port {0:?} is plugged already")]
+    Plugged(Port),
+    #[error("port {0:?} is unplugged because the drive is powered off")]
+    PoweredOff(Port),
+    #[error("unknown lab request {0:?} (del A|B, add A|B)")]
+    UnknownRequest(String),
+    #[error("truth request {0:?} is not a cycle number")]
+    BadTruthRequest(String),
+    #[error("{0}")]
+    Truth(String),
+}
+
+type Result<T, E = MachineError> = std::result::Result<T, E>;
 
 /// The serial number both controllers report.
 pub const SERIAL: &str = "FAULTLINELAB0001";
@@ -35,7 +79,7 @@ impl Port {
         match s {
             "A" | "a" => Ok(Port::A),
             "B" | "b" => Ok(Port::B),
-            _ => bail!("no lab port {s:?} (the lab's ports are A and B)"),
+            _ => Err(MachineError::NoPort(s.to_string())),
         }
     }
     fn id(self) -> &'static str {
@@ -85,7 +129,7 @@ impl Drive {
 }
 
 /// QEMU's option syntax doubles commas inside a value.
-pub(super) fn qemu_escape(p: &Path) -> String {
+pub fn qemu_escape(p: &Path) -> String {
     p.display().to_string().replace(',', ",,")
 }
 
@@ -134,7 +178,7 @@ pub struct Hooks<'a> {
     pub rig: Option<std::sync::mpsc::Receiver<RigRequest>>,
     /// Called when the guest asks for the drive's ground truth after cycle N
     /// (`share/lab/truth-req`); its error is the guest's answer.
-    pub truth: Option<&'a mut dyn FnMut(u32) -> Result<()>>,
+    pub truth: Option<&'a mut dyn FnMut(u32) -> std::result::Result<(), String>>,
 }
 
 impl Spec<'_> {
@@ -212,105 +256,135 @@ impl Drop for Guard {
     }
 }
 
-/// Starts the machine and waits for it to power off. `echo` copies the guest command's
-/// output (`share/lab/guest.log`) to stdout as it grows. Fails (the lab failed, not the
-/// drive) when QEMU cannot start, the guest does not boot within `boot_timeout`, or the
-/// whole run passes `timeout`.
-pub fn run(spec: &Spec, boot_timeout: Duration, timeout: Duration, echo: bool, mut hooks: Hooks) -> Result<Outcome> {
-    let labctl = spec.share.join("lab");
-    std::fs::create_dir_all(&labctl)?;
-    for f in ["booted", "exit-code", "guest.log", "req", "rep", "truth-req", "truth-rep", "heartbeat", "dmesg.log"] {
-        let _ = std::fs::remove_file(labctl.join(f));
-    }
-    let _ = std::fs::remove_file(spec.qmp_sock());
-    let _ = std::fs::remove_file(spec.console());
-    let stderr_path = spec.lab_dir.join("qemu.stderr");
-    let stderr = std::fs::File::create(&stderr_path)?;
-    let mut cmd = spec.command();
-    cmd.stderr(stderr);
-    if !spec.shell {
-        cmd.stdin(Stdio::null()).stdout(Stdio::null());
-    }
-    let t0 = Instant::now();
-    let mut child = Guard(cmd.spawn().with_context(|| format!("cannot start {}", spec.lab.qemu.display()))?);
-    let mut qmp = match Qmp::connect(&spec.qmp_sock(), Duration::from_secs(20)) {
-        Ok(q) => Some(q),
-        Err(e) => {
-            let _ = child.0.try_wait();
-            let err = std::fs::read_to_string(&stderr_path).unwrap_or_default();
-            bail!("QEMU did not come up: {e:#}; its stderr: {}", err.trim());
-        }
-    };
-    let mut boot_s = None;
-    let mut log_pos = 0u64;
-    let mut plugged = Plugged::default();
-    let mut beat = Heartbeat::new(labctl.join("heartbeat"));
+/// Starts the machine and waits for it to power off, copying the guest command's output
+/// (`share/lab/guest.log`) to `echo` as it grows. Fails (the lab failed, not the drive) when QEMU cannot start, the
+/// guest does not boot within `boot_timeout`, or the whole run passes `timeout`.
+pub fn run(
+    spec: &Spec,
+    boot_timeout: Duration,
+    timeout: Duration,
+    mut echo: Option<&mut (dyn Write + '_)>,
+    mut hooks: Hooks,
+) -> Result<Outcome> {
+    let mut m = Running::start(spec)?;
     let status = loop {
-        if let Some(st) = child.0.try_wait()? {
+        if let Some(st) = m.child.0.try_wait().doing(|| "cannot wait for QEMU".into())? {
             break st;
         }
-        if boot_s.is_none() && labctl.join("booted").exists() {
-            boot_s = Some(t0.elapsed().as_secs_f64());
+        m.check_limits(boot_timeout, timeout)?;
+        m.serve(&mut hooks, echo.as_deref_mut())?;
+    };
+    m.finish(status, echo)
+}
+
+/// A machine running: QEMU, its QMP connection, and what the host side has seen of it.
+struct Running<'s> {
+    spec: &'s Spec<'s>,
+    /// The share's `lab/`, where the guest's requests and the host's answers go.
+    labctl: PathBuf,
+    stderr_path: PathBuf,
+    t0: Instant,
+    child: Guard,
+    qmp: Option<Qmp>,
+    boot_s: Option<f64>,
+    log_pos: u64,
+    plugged: Plugged,
+    beat: Heartbeat,
+}
+
+impl<'s> Running<'s> {
+    /// Clears what a previous machine left in the share, starts QEMU and connects to its QMP.
+    fn start(spec: &'s Spec<'s>) -> Result<Running<'s>> {
+        let labctl = spec.share.join("lab");
+        std::fs::create_dir_all(&labctl).doing(|| format!("cannot create {}", labctl.display()))?;
+        for f in ["booted", "exit-code", "guest.log", "req", "rep", "truth-req", "truth-rep", "heartbeat", "dmesg.log"] {
+            let _ = std::fs::remove_file(labctl.join(f));
         }
-        if boot_s.is_some() && !spec.shell {
-            if let Some(last) = beat.stalled(HEARTBEAT_STALL) {
-                bail!(
-                    "the guest stopped: its heartbeat ({}) has not changed for {} s (its uptime at the last beat: {last}); \
-                     the console's last lines ({}):\n{}",
-                    labctl.join("heartbeat").display(),
-                    HEARTBEAT_STALL.as_secs(),
-                    spec.console().display(),
-                    console_tail(&spec.console(), 30)
-                );
+        let _ = std::fs::remove_file(spec.qmp_sock());
+        let _ = std::fs::remove_file(spec.console());
+        let stderr_path = spec.lab_dir.join("qemu.stderr");
+        let stderr = std::fs::File::create(&stderr_path).doing(|| format!("cannot create {}", stderr_path.display()))?;
+        let mut cmd = spec.command();
+        cmd.stderr(stderr);
+        if !spec.shell {
+            cmd.stdin(Stdio::null()).stdout(Stdio::null());
+        }
+        let t0 = Instant::now();
+        let mut child = Guard(cmd.spawn().map_err(|source| MachineError::Start { qemu: spec.lab.qemu.clone(), source })?);
+        let qmp = match Qmp::connect(&spec.qmp_sock(), Duration::from_secs(20)) {
+            Ok(q) => q,
+            Err(e) => {
+                let _ = child.0.try_wait();
+                let stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default().trim().to_string();
+                return Err(MachineError::NoQmp { why: chain(&e), stderr });
+            }
+        };
+        let beat = Heartbeat::new(labctl.join("heartbeat"));
+        Ok(Running { spec, labctl, stderr_path, t0, child, qmp: Some(qmp), boot_s: None, log_pos: 0, plugged: Plugged::default(), beat })
+    }
+
+    /// Fails when the guest did not boot in time, stopped beating, or the run is past its
+    /// timeout.
+    fn check_limits(&mut self, boot_timeout: Duration, timeout: Duration) -> Result<()> {
+        let spec = self.spec;
+        if self.boot_s.is_none() && self.labctl.join("booted").exists() {
+            self.boot_s = Some(self.t0.elapsed().as_secs_f64());
+        }
+        let tail = || console_tail(&spec.console(), 30);
+        if self.boot_s.is_some() && !spec.shell {
+            if let Some(last) = self.beat.stalled(HEARTBEAT_STALL) {
+                let (heartbeat, stall_s) = (self.labctl.join("heartbeat"), HEARTBEAT_STALL.as_secs());
+                return Err(MachineError::Stalled { heartbeat, stall_s, last, console: spec.console(), tail: tail() });
             }
         }
-        if boot_s.is_none() && t0.elapsed() > boot_timeout {
-            bail!(
-                "the guest did not boot within {} s; the console's last lines ({}):\n{}",
-                boot_timeout.as_secs(),
-                spec.console().display(),
-                console_tail(&spec.console(), 30)
-            );
+        if self.boot_s.is_none() && self.t0.elapsed() > boot_timeout {
+            return Err(MachineError::NoBoot { boot_s: boot_timeout.as_secs(), console: spec.console(), tail: tail() });
         }
-        if t0.elapsed() > timeout {
-            bail!(
-                "the lab run passed its timeout of {} s; the console's last lines:\n{}",
-                timeout.as_secs(),
-                console_tail(&spec.console(), 30)
-            );
+        if self.t0.elapsed() > timeout {
+            return Err(MachineError::Timeout { timeout_s: timeout.as_secs(), tail: tail() });
         }
-        if let Some(q) = qmp.as_mut() {
-            serve_request(&labctl, q, &mut plugged)?;
+        Ok(())
+    }
+
+    /// One tick: the guest's port and truth requests, the guest's output, and a call from the
+    /// rig (answered at once, not at the next tick: the guest's Quarch driver is waiting for
+    /// the module's reply).
+    fn serve(&mut self, hooks: &mut Hooks, echo: Option<&mut (dyn Write + '_)>) -> Result<()> {
+        if let Some(q) = self.qmp.as_mut() {
+            serve_request(&self.labctl, q, &mut self.plugged)?;
         }
         if let Some(f) = hooks.truth.as_deref_mut() {
-            serve_truth(&labctl, f)?;
+            serve_truth(&self.labctl, f)?;
         }
-        if echo {
-            log_pos = copy_new(&labctl.join("guest.log"), log_pos);
+        if let Some(out) = echo {
+            self.log_pos = copy_new(&self.labctl.join("guest.log"), self.log_pos, out);
         }
-        match (hooks.rig.as_ref(), qmp.as_mut()) {
-            // A call from the rig is answered at once, not at the next tick: the guest's
-            // Quarch driver is waiting for the module's reply.
+        match (hooks.rig.as_ref(), self.qmp.as_mut()) {
             (Some(rx), Some(q)) => {
                 if let Ok((call, answer)) = rx.recv_timeout(Duration::from_millis(50)) {
                     let t = Instant::now();
-                    let r = rig_call(q, call, &mut plugged).map(|()| t.elapsed()).map_err(|e| format!("{e:#}"));
+                    let r = rig_call(q, call, &mut self.plugged).map(|()| t.elapsed()).map_err(|e| chain(&e));
                     let _ = answer.send(r);
                 }
             }
             _ => std::thread::sleep(Duration::from_millis(50)),
         }
-    };
-    drop(qmp.take());
-    if echo {
-        copy_new(&labctl.join("guest.log"), log_pos);
+        Ok(())
     }
-    let exit_code = std::fs::read_to_string(labctl.join("exit-code")).ok().and_then(|s| s.trim().parse().ok());
-    if exit_code.is_none() && !status.success() {
-        let err = std::fs::read_to_string(&stderr_path).unwrap_or_default();
-        bail!("QEMU exited with {status} before the guest finished: {}\nconsole:\n{}", err.trim(), console_tail(&spec.console(), 30));
+
+    /// After QEMU exited: the rest of the guest's output, and its command's exit code.
+    fn finish(mut self, status: ExitStatus, echo: Option<&mut (dyn Write + '_)>) -> Result<Outcome> {
+        drop(self.qmp.take());
+        if let Some(out) = echo {
+            copy_new(&self.labctl.join("guest.log"), self.log_pos, out);
+        }
+        let exit_code = std::fs::read_to_string(self.labctl.join("exit-code")).ok().and_then(|s| s.trim().parse().ok());
+        if exit_code.is_none() && !status.success() {
+            let stderr = std::fs::read_to_string(&self.stderr_path).unwrap_or_default().trim().to_string();
+            return Err(MachineError::Exited { status, stderr, tail: console_tail(&self.spec.console(), 30) });
+        }
+        Ok(Outcome { exit_code, boot_s: self.boot_s, total_s: self.t0.elapsed().as_secs_f64() })
     }
-    Ok(Outcome { exit_code, boot_s, total_s: t0.elapsed().as_secs_f64() })
 }
 
 /// A guest whose heartbeat has not changed for this long has stopped (it beats every 2 s;
@@ -345,14 +419,13 @@ impl Heartbeat {
     }
 }
 
-fn copy_new(path: &Path, pos: u64) -> u64 {
+fn copy_new(path: &Path, pos: u64, out: &mut (dyn Write + '_)) -> u64 {
     let Ok(mut f) = std::fs::File::open(path) else { return pos };
     if f.seek(std::io::SeekFrom::Start(pos)).is_err() {
         return pos;
     }
     let mut buf = Vec::new();
     let n = f.read_to_end(&mut buf).unwrap_or(0);
-    let mut out = std::io::stdout().lock();
     let _ = out.write_all(&buf[..n]);
     let _ = out.flush();
     pos + n as u64
@@ -379,7 +452,8 @@ fn unplug(q: &mut Qmp, ports: &[Port]) -> Result<()> {
 }
 
 fn plug(q: &mut Qmp, p: Port) -> Result<()> {
-    q.execute("device_add", p.device_args()).map(|_| ())
+    q.execute("device_add", p.device_args())?;
+    Ok(())
 }
 
 /// Carries out one call of the lab's Quarch rig.
@@ -406,14 +480,14 @@ fn rig_call(q: &mut Qmp, call: RigCall, st: &mut Plugged) -> Result<()> {
             }
             Ok(())
         }
-        RigCall::Unplug(p) if st.out[idx(p)] => bail!("port {p:?} is unplugged already"),
+        RigCall::Unplug(p) if st.out[idx(p)] => Err(MachineError::Unplugged(p)),
         RigCall::Unplug(p) => {
             unplug(q, &[p])?;
             st.out[idx(p)] = true;
             Ok(())
         }
-        RigCall::Plug(p) if !st.out[idx(p)] => bail!("port {p:?} is plugged already"),
-        RigCall::Plug(p) if st.by_cut[idx(p)] => bail!("port {p:?} is unplugged because the drive is powered off"),
+        RigCall::Plug(p) if !st.out[idx(p)] => Err(MachineError::Plugged(p)),
+        RigCall::Plug(p) if st.by_cut[idx(p)] => Err(MachineError::PoweredOff(p)),
         RigCall::Plug(p) => {
             plug(q, p)?;
             st.out[idx(p)] = false;
@@ -424,19 +498,16 @@ fn rig_call(q: &mut Qmp, call: RigCall, st: &mut Plugged) -> Result<()> {
 
 /// The guest's request for the drive's ground truth after a cycle (`share/lab/truth-req`:
 /// the cycle's number), answered in `share/lab/truth-rep` (`ok` or `error WHY`).
-fn serve_truth(labctl: &Path, f: &mut dyn FnMut(u32) -> Result<()>) -> Result<()> {
+fn serve_truth(labctl: &Path, f: &mut dyn FnMut(u32) -> std::result::Result<(), String>) -> Result<()> {
     let req_path = labctl.join("truth-req");
     let Ok(req) = std::fs::read_to_string(&req_path) else { return Ok(()) };
     let _ = std::fs::remove_file(&req_path);
-    let r = req.trim().parse::<u32>().map_err(|_| anyhow::anyhow!("truth request {req:?} is not a cycle number")).and_then(&mut *f);
+    let r = req.trim().parse::<u32>().map_err(|_| chain(&MachineError::BadTruthRequest(req.clone()))).and_then(&mut *f);
     let rep = match r {
         Ok(()) => "ok\n".to_string(),
-        Err(e) => format!("error {e:#}\n"),
+        Err(e) => format!("error {e}\n"),
     };
-    let tmp = labctl.join("truth-rep.tmp");
-    std::fs::write(&tmp, rep)?;
-    std::fs::rename(&tmp, labctl.join("truth-rep"))?;
-    Ok(())
+    answer(labctl, "truth-rep", &rep)
 }
 
 /// One request from the guest (`share/lab/req`: `del A`, `add B`): unplugs or plugs back a
@@ -451,15 +522,21 @@ fn serve_request(labctl: &Path, q: &mut Qmp, st: &mut Plugged) -> Result<()> {
         match (w.next(), w.next().map(Port::parse).transpose()?) {
             (Some("del"), Some(p)) => rig_call(q, RigCall::Unplug(p), st),
             (Some("add"), Some(p)) => rig_call(q, RigCall::Plug(p), st),
-            _ => bail!("unknown lab request {req:?} (del A|B, add A|B)"),
+            _ => Err(MachineError::UnknownRequest(req.clone())),
         }
     })();
     let rep = match r {
         Ok(()) => format!("ok {}\n", t.elapsed().as_millis()),
-        Err(e) => format!("error {e:#}\n"),
+        Err(e) => format!("error {}\n", chain(&e)),
     };
-    let tmp = labctl.join("rep.tmp");
-    std::fs::write(&tmp, rep)?;
-    std::fs::rename(&tmp, labctl.join("rep"))?;
+    answer(labctl, "rep", &rep)
+}
+
+/// Writes an answer into the share whole (a file the guest polls for: written aside, then
+/// renamed).
+fn answer(labctl: &Path, name: &str, text: &str) -> Result<()> {
+    let tmp = labctl.join(format!("{name}.tmp"));
+    std::fs::write(&tmp, text).doing(|| format!("cannot write {}", tmp.display()))?;
+    std::fs::rename(&tmp, labctl.join(name)).doing(|| format!("cannot rename {}", tmp.display()))?;
     Ok(())
 }

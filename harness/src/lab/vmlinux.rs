@@ -9,7 +9,7 @@
 //! every Debian system), and keeps the result only when it is an x86-64 ELF with that note;
 //! otherwise the lab boots the bzImage as before and setup says why.
 
-use anyhow::{bail, ensure, Context, Result};
+use super::error::{Doing, IoStep};
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -18,6 +18,51 @@ use std::process::{Command, Stdio};
 /// for in an ELF kernel.
 const PVH_NOTE: u32 = 18;
 const XZ_MAGIC: &[u8] = &[0xfd, b'7', b'z', b'X', b'Z', 0];
+
+/// Why a kernel image cannot be booted uncompressed (the lab then boots the bzImage).
+#[derive(Debug, thiserror::Error)]
+pub enum KernelImageError {
+    #[error("not a bzImage (no HdrS signature at 0x202)")]
+    NotBzImage,
+    #[error("truncated setup header")]
+    TruncatedSetup,
+    #[error("boot protocol {}.{:02} says nothing of its payload (2.08 and later do)", .0 >> 8, .0 & 0xff)]
+    OldProtocol(u16),
+    #[error("payload at {start} of {len} bytes is past the end ({size} bytes)")]
+    PayloadPastEnd { start: usize, len: u32, size: usize },
+    #[error("the payload is not xz-compressed (it starts {0:02x?})")]
+    NotXz(Vec<u8>),
+    #[error("not a 64-bit little-endian ELF file")]
+    NotElf64,
+    #[error("not an x86-64 ELF file")]
+    NotX86_64,
+    /// A header or table the file's own offsets put past its end: what it was.
+    #[error("{0}")]
+    PastEnd(&'static str),
+    /// Where the image came from, and what is wrong with it.
+    #[error("{at}")]
+    In {
+        at: String,
+        #[source]
+        source: Box<KernelImageError>,
+    },
+    #[error(transparent)]
+    Io(#[from] IoStep),
+    #[error("xz could not decompress the kernel in {bz}: {stderr}")]
+    Xz { bz: String, stderr: String },
+    #[error("the kernel in {0} has no PVH entry note (CONFIG_PVH): QEMU cannot boot it uncompressed")]
+    NoPvhNote(String),
+}
+
+type Result<T, E = KernelImageError> = std::result::Result<T, E>;
+
+fn ensure(ok: bool, e: KernelImageError) -> Result<()> {
+    if ok {
+        Ok(())
+    } else {
+        Err(e)
+    }
+}
 
 fn u16_at(b: &[u8], at: usize) -> Option<u16> {
     Some(u16::from_le_bytes(b.get(at..at.checked_add(2)?)?.try_into().ok()?))
@@ -33,40 +78,46 @@ fn u64_at(b: &[u8], at: usize) -> Option<u64> {
 /// at 0x1f1, `HdrS` at 0x202, the protocol version at 0x206, `payload_offset` and
 /// `payload_length` at 0x248, relative to the protected-mode code after the setup sectors).
 pub fn payload(bz: &[u8]) -> Result<&[u8]> {
-    ensure!(bz.get(0x202..0x206) == Some(b"HdrS"), "not a bzImage (no HdrS signature at 0x202)");
-    let version = u16_at(bz, 0x206).context("truncated setup header")?;
-    ensure!(version >= 0x208, "boot protocol {}.{:02} says nothing of its payload (2.08 and later do)", version >> 8, version & 0xff);
-    let sects = match bz[0x1f1] {
+    ensure(bz.get(0x202..0x206) == Some(b"HdrS"), KernelImageError::NotBzImage)?;
+    let version = u16_at(bz, 0x206).ok_or(KernelImageError::TruncatedSetup)?;
+    ensure(version >= 0x208, KernelImageError::OldProtocol(version))?;
+    let sects = match bz.get(0x1f1).copied().unwrap_or(0) {
         0 => 4,
         n => n as usize,
     };
-    let (off, len) = (u32_at(bz, 0x248).context("truncated setup header")?, u32_at(bz, 0x24c).context("truncated setup header")?);
+    let (off, len) =
+        (u32_at(bz, 0x248).ok_or(KernelImageError::TruncatedSetup)?, u32_at(bz, 0x24c).ok_or(KernelImageError::TruncatedSetup)?);
     let start = (sects + 1) * 512 + off as usize;
-    let p = bz
-        .get(start..start + len as usize)
-        .with_context(|| format!("payload at {start} of {len} bytes is past the end ({} bytes)", bz.len()))?;
-    ensure!(p.starts_with(XZ_MAGIC), "the payload is not xz-compressed (it starts {:02x?})", &p[..p.len().min(6)]);
+    let p = bz.get(start..start.saturating_add(len as usize)).ok_or(KernelImageError::PayloadPastEnd { start, len, size: bz.len() })?;
+    ensure(p.starts_with(XZ_MAGIC), KernelImageError::NotXz(p[..p.len().min(6)].to_vec()))?;
     Ok(p)
 }
 
 /// Whether `elf` is an x86-64 ELF executable carrying the PVH entry note.
 pub fn has_pvh_note(elf: &[u8]) -> Result<bool> {
-    ensure!(elf.starts_with(b"\x7fELF\x02\x01"), "not a 64-bit little-endian ELF file");
-    ensure!(u16_at(elf, 0x12) == Some(62), "not an x86-64 ELF file");
-    let phoff = u64_at(elf, 0x20).context("truncated ELF header")? as usize;
-    let phentsize = u16_at(elf, 0x36).context("truncated ELF header")? as usize;
-    let phnum = u16_at(elf, 0x38).context("truncated ELF header")? as usize;
+    ensure(elf.starts_with(b"\x7fELF\x02\x01"), KernelImageError::NotElf64)?;
+    ensure(u16_at(elf, 0x12) == Some(62), KernelImageError::NotX86_64)?;
+    let header = KernelImageError::PastEnd("truncated ELF header");
+    let phoff = u64_at(elf, 0x20).ok_or(header)? as usize;
+    let phentsize = u16_at(elf, 0x36).ok_or(KernelImageError::PastEnd("truncated ELF header"))? as usize;
+    let phnum = u16_at(elf, 0x38).ok_or(KernelImageError::PastEnd("truncated ELF header"))? as usize;
     for i in 0..phnum {
         // Offsets come from the file: checked, so a malformed one is an error, not a panic.
-        let ph = i.checked_mul(phentsize).and_then(|o| o.checked_add(phoff)).context("program header table past the end")?;
-        if u32_at(elf, ph).context("program header table past the end of the file")? != 4 {
+        let ph = i
+            .checked_mul(phentsize)
+            .and_then(|o| o.checked_add(phoff))
+            .ok_or(KernelImageError::PastEnd("program header table past the end"))?;
+        if u32_at(elf, ph).ok_or(KernelImageError::PastEnd("program header table past the end of the file"))? != 4 {
             continue; // not PT_NOTE
         }
         let (off, size) = (
-            ph.checked_add(8).and_then(|at| u64_at(elf, at)).context("truncated program header")? as usize,
-            ph.checked_add(32).and_then(|at| u64_at(elf, at)).context("truncated program header")? as usize,
+            ph.checked_add(8).and_then(|at| u64_at(elf, at)).ok_or(KernelImageError::PastEnd("truncated program header"))? as usize,
+            ph.checked_add(32).and_then(|at| u64_at(elf, at)).ok_or(KernelImageError::PastEnd("truncated program header"))? as usize,
         );
-        let notes = off.checked_add(size).and_then(|end| elf.get(off..end)).context("a note segment past the end of the file")?;
+        let notes = off
+            .checked_add(size)
+            .and_then(|end| elf.get(off..end))
+            .ok_or(KernelImageError::PastEnd("a note segment past the end of the file"))?;
         let mut at = 0;
         while at + 12 <= notes.len() {
             let (namesz, descsz, kind) =
@@ -84,8 +135,8 @@ pub fn has_pvh_note(elf: &[u8]) -> Result<bool> {
 /// Unpacks the bzImage `bz` into the ELF kernel `out` (written whole or not at all). An error
 /// says why the lab should boot `bz` itself.
 pub fn unpack(bz: &Path, out: &Path) -> Result<()> {
-    let image = std::fs::read(bz).with_context(|| format!("cannot read {}", bz.display()))?;
-    let xz = payload(&image).with_context(|| bz.display().to_string())?;
+    let image = std::fs::read(bz).doing(|| format!("cannot read {}", bz.display()))?;
+    let xz = payload(&image).map_err(|e| KernelImageError::In { at: bz.display().to_string(), source: Box::new(e) })?;
     // --single-stream: the payload is followed by the decompressed size the kernel's own
     // decompressor reads, which is no xz stream.
     let mut child = Command::new("xz")
@@ -94,8 +145,10 @@ pub fn unpack(bz: &Path, out: &Path) -> Result<()> {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .context("cannot run xz (Debian package xz-utils)")?;
-    let mut stdin = child.stdin.take().context("xz's stdin")?;
+        .doing(|| "cannot run xz (Debian package xz-utils)".into())?;
+    let Some(mut stdin) = child.stdin.take() else {
+        return Err(KernelImageError::Xz { bz: bz.display().to_string(), stderr: "no stdin to write to".into() });
+    };
     let o = std::thread::scope(|s| {
         // xz's exit status is what counts: with --single-stream it may stop reading before
         // the size word after the stream, so a write it refused (EPIPE) is no error of its own.
@@ -104,16 +157,18 @@ pub fn unpack(bz: &Path, out: &Path) -> Result<()> {
         });
         child.wait_with_output()
     })
-    .context("xz")?;
+    .doing(|| "xz".into())?;
     if !o.status.success() {
-        bail!("xz could not decompress the kernel in {}: {}", bz.display(), String::from_utf8_lossy(&o.stderr).trim());
+        return Err(KernelImageError::Xz { bz: bz.display().to_string(), stderr: String::from_utf8_lossy(&o.stderr).trim().to_string() });
     }
-    if !has_pvh_note(&o.stdout).with_context(|| format!("the kernel unpacked from {}", bz.display()))? {
-        bail!("the kernel in {} has no PVH entry note (CONFIG_PVH): QEMU cannot boot it uncompressed", bz.display());
+    let at = || format!("the kernel unpacked from {}", bz.display());
+    if !has_pvh_note(&o.stdout).map_err(|e| KernelImageError::In { at: at(), source: Box::new(e) })? {
+        return Err(KernelImageError::NoPvhNote(bz.display().to_string()));
     }
     let tmp = out.with_extension("tmp");
-    std::fs::write(&tmp, &o.stdout).with_context(|| format!("cannot write {}", tmp.display()))?;
-    std::fs::rename(&tmp, out).with_context(|| format!("cannot rename {} to {}", tmp.display(), out.display()))
+    std::fs::write(&tmp, &o.stdout).doing(|| format!("cannot write {}", tmp.display()))?;
+    std::fs::rename(&tmp, out).doing(|| format!("cannot rename {} to {}", tmp.display(), out.display()))?;
+    Ok(())
 }
 
 #[cfg(test)]

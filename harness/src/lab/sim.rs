@@ -15,17 +15,19 @@
 //! Ground truth: after each cycle's verification the guest (`lab guest run --truth`) asks for
 //! the drive's ground truth and waits; the host takes it then, before the next cycle writes
 //! anything, and scores the cycle's findings against it sector by sector, as the detection
-//! matrix does, each sector held to what the host could prove ([`faultline::lab::reconcile`]).
+//! matrix does, each sector held to what the host could prove ([`super::reconcile`]).
 //!
 //! A USB board (`--usb`): its emulator (Numato, LCUS) is wired to the same rig as the Quarch
-//! module, on the guest's third UART, which the guest bridges to the board's gadget (`usb.rs`).
+//! module, on the guest's third UART, which the guest bridges to the board's gadget
+//! (`usb/gadget.rs`).
 
-use anyhow::{bail, Context, Result};
-use faultline::lab::reconcile::{reconcile, CycleTruth, HostRecord, Reconciled};
-use faultline::runner::dut::GroundTruth;
+use super::error::{Doing, IoStep};
+use super::reconcile::{reconcile, CycleTruth, HostRecord, ReconcileError, Reconciled};
+use crate::runner::dut::GroundTruth;
+use crate::sim_nbd::{self, Export, Listen, Served};
 use faultline_drivers::{PowerCaps, PowerError, PowerState, PowerSwitch};
 use faultline_fixtures::emu::{LcusEmu, NumatoEmu, QuarchEmu, QuarchKind, QuarchRig, RigError};
-use faultline_fixtures::nbd::{NbdConfig, NbdServer};
+use faultline_fixtures::nbd::NbdEvent;
 use faultline_fixtures::{SimConfig, SimDrive, SimPower, TruthClass, TruthContract};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -35,7 +37,30 @@ use std::time::{Duration, Instant};
 
 use super::machine::{Port, RigCall, RigRequest};
 use super::usb::Board;
-use faultline::scenario::NamedModel;
+use crate::scenario::NamedModel;
+
+/// What the simulated drive could not do.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error(transparent)]
+    Io(#[from] IoStep),
+    #[error(
+        "--sim {0}: the lab's drive is one simulated drive behind QEMU's two controllers; the dual-port models belong to the in-process dual-port drive"
+    )]
+    DualModel(String),
+    #[error("the ground truth of cycle {0} was taken already")]
+    TruthTaken(u32),
+    #[error(transparent)]
+    Reconcile(#[from] ReconcileError),
+    #[error("cannot write {what}")]
+    Json {
+        what: String,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+type Result<T, E = SimError> = std::result::Result<T, E>;
 
 /// The drive's sector (the guest's namespace gets 512-byte logical blocks).
 const SECTOR: u32 = 512;
@@ -70,11 +95,10 @@ enum UsbEmu {
 pub struct SimLab {
     drive: SimDrive,
     /// Kept for as long as the machine runs (dropping it stops the server).
-    server: NbdServer,
+    served: Served,
     _quarch: QuarchEmu,
     /// The USB board's emulator (`--usb`), its relay wired as the Quarch module is.
     board: Option<UsbEmu>,
-    sock: PathBuf,
     uart: PathBuf,
     rig: Option<Receiver<RigRequest>>,
     /// The drive's ground truth after each cycle, as the guest asked for it.
@@ -111,43 +135,33 @@ impl SimLab {
             contract,
         };
         let drive = SimDrive::new(cfg);
-        let nbd = NbdConfig {
-            export_name: "sim".into(),
+        let export = Export {
+            name: "sim".into(),
             description: format!("faultline lab: simulated drive ({sim_model}, seed {seed})"),
             service_time: service,
         };
-        let mut server = NbdServer::start(drive.clone(), Box::new(faultline::format::claimed_write_id), nbd);
-        let log = std::fs::File::create(lab_dir.join("nbd.log"))?;
-        let log = Mutex::new(log);
-        server.on_event(move |e| {
+        let log_path = lab_dir.join("nbd.log");
+        let log = Mutex::new(std::fs::File::create(&log_path).doing(|| format!("cannot create {}", log_path.display()))?);
+        let log = Box::new(move |e: &NbdEvent| {
             let _ = writeln!(log.lock().unwrap_or_else(|e| e.into_inner()), "{e}");
         });
-        let sock = sock.to_path_buf();
-        server.listen_unix(&sock).with_context(|| format!("cannot listen on {}", sock.display()))?;
+        let served = sim_nbd::serve(drive.clone(), export, Listen::Unix(sock), Some(log))
+            .doing(|| format!("cannot listen on {}", sock.display()))?;
         let (tx, rx) = mpsc::channel();
-        let rig_log = RigLog(Arc::new(Mutex::new((std::fs::File::create(lab_dir.join("rig.log"))?, Instant::now()))));
-        let rig = LabRig { power: drive.power(), calls: tx, log: rig_log };
-        let started = |e| anyhow::Error::new(e).context("cannot open a pseudo-terminal for the USB board's emulator");
-        let board = match usb {
-            Some(Board::Numato) => Some(UsbEmu::Numato(NumatoEmu::new(vec![(0, rig.clone())], seed).map_err(started)?)),
-            // The HID relay's firmware runs in the guest; its relay 1's contact is this
-            // emulator's channel 1 (frames in, nothing back).
-            Some(Board::Lcus) | Some(Board::Hidrelay) => Some(UsbEmu::Lcus(LcusEmu::new(vec![(1, rig.clone())]).map_err(started)?)),
-            Some(Board::Quarch) => {
-                Some(UsbEmu::Quarch(QuarchEmu::serial_rig(QuarchKind::Power, Box::new(rig.clone()), seed).map_err(started)?))
-            }
-            None => None,
-        };
+        let rig_path = lab_dir.join("rig.log");
+        let rig_log = std::fs::File::create(&rig_path).doing(|| format!("cannot create {}", rig_path.display()))?;
+        let rig = LabRig { power: drive.power(), calls: tx, log: RigLog(Arc::new(Mutex::new((rig_log, Instant::now())))) };
+        let board = board_emulator(usb, &rig, seed)?;
         let quarch = QuarchEmu::serial_rig(QuarchKind::HotPlug, Box::new(rig), seed)
-            .context("cannot open a pseudo-terminal for the Quarch module")?;
+            .doing(|| "cannot open a pseudo-terminal for the Quarch module".into())?;
         let uart = PathBuf::from(quarch.endpoint());
-        Ok(SimLab { drive, server, _quarch: quarch, board, sock, uart, rig: Some(rx), truth: Vec::new(), model: sim_model.to_string() })
+        Ok(SimLab { drive, served, _quarch: quarch, board, uart, rig: Some(rx), truth: Vec::new(), model: sim_model.to_string() })
     }
 
     /// What reached the drive, for the console: QEMU's NBD client passes the guest's writes,
     /// FUA bits and flushes on as it got them (or does not: docs/LAB.md).
     pub fn traffic(&self) -> String {
-        let st = self.server.stats();
+        let st = self.served.server.stats();
         format!(
             "lab: the drive received {} writes ({} with FUA, {} zero-writes), {} flushes, {} reads; {} answered with an error (power off)",
             st.writes, st.fua_writes, st.write_zeroes, st.flushes, st.reads, st.drive_errors
@@ -156,7 +170,10 @@ impl SimLab {
 
     /// The NBD socket QEMU connects to (export `sim`).
     pub fn socket(&self) -> &Path {
-        &self.sock
+        match &self.served.bound {
+            sim_nbd::Bound::Unix(p) => p,
+            sim_nbd::Bound::Tcp(_) => Path::new(""),
+        }
     }
 
     /// The Quarch module's pty, the guest's `/dev/ttyS1`.
@@ -183,7 +200,7 @@ impl SimLab {
     /// Takes the drive's ground truth after `cycle`.
     pub fn take_truth(&mut self, cycle: u32) -> Result<()> {
         if self.truth.iter().any(|t| t.cycle == cycle) {
-            bail!("the ground truth of cycle {cycle} was taken already");
+            return Err(SimError::TruthTaken(cycle));
         }
         // Named as the host knows them, the id and the port it went through.
         let mut extents = self.drive.truth();
@@ -205,25 +222,44 @@ impl SimLab {
     }
 
     /// Scores what the guest recorded (`checks.jsonl`) against the ground truth taken
-    /// ([`faultline::lab::reconcile`]), writes `truth.json` and `reconcile.json` into `lab_dir`.
+    /// ([`super::reconcile`]), writes `truth.json` and `reconcile.json` into `lab_dir`.
     /// `run_dir` is the guest's run, brought back: its ledger says which writes the guest could
     /// prove durable, its workload which it sent with FUA.
     pub fn reconcile(&self, checks: &Path, lab_dir: &Path, run_dir: &Path) -> Result<Reconciled> {
         let text = std::fs::read_to_string(checks).unwrap_or_default();
-        let history = faultline::ledger::replay(run_dir).ok();
+        let history = crate::ledger::replay(run_dir).ok();
         let durable = |id: u64| history.as_ref().is_some_and(|h| h.is_durable(id));
         let host = history.as_ref().map(|h| HostRecord {
             durable: &durable,
-            layout: faultline::workload::Layout::new(h.header.workload.clone(), h.header.sector_bytes).ok(),
+            layout: crate::workload::Layout::new(h.header.workload.clone(), h.header.sector_bytes).ok(),
         });
         let name = checks.display().to_string();
-        let r = reconcile(&self.model, &name, &text, &self.truth, host.as_ref(), self.server.stats().fua_writes, u64::from(SECTOR))?;
+        let r = reconcile(&self.model, &name, &text, &self.truth, host.as_ref(), self.served.server.stats().fua_writes, u64::from(SECTOR))?;
         let truth: Vec<serde_json::Value> =
             self.truth.iter().map(|t| serde_json::json!({ "cycle": t.cycle, "dead": t.truth.dead, "extents": t.truth.extents })).collect();
-        std::fs::write(lab_dir.join("truth.json"), serde_json::to_string_pretty(&truth)?)?;
-        std::fs::write(lab_dir.join("reconcile.json"), serde_json::to_string_pretty(&r)?)?;
+        write_json(&lab_dir.join("truth.json"), &truth)?;
+        write_json(&lab_dir.join("reconcile.json"), &r)?;
         Ok(r)
     }
+}
+
+fn write_json(path: &Path, v: &impl serde::Serialize) -> Result<()> {
+    let text = serde_json::to_string_pretty(v).map_err(|source| SimError::Json { what: path.display().to_string(), source })?;
+    std::fs::write(path, text).doing(|| format!("cannot write {}", path.display()))?;
+    Ok(())
+}
+
+/// The USB board's emulator (`--usb`), its relay wired to `rig` as the Quarch module is.
+fn board_emulator(usb: Option<Board>, rig: &LabRig, seed: u64) -> Result<Option<UsbEmu>> {
+    let pty = || "cannot open a pseudo-terminal for the USB board's emulator".to_string();
+    Ok(match usb {
+        Some(Board::Numato) => Some(UsbEmu::Numato(NumatoEmu::new(vec![(0, rig.clone())], seed).doing(pty)?)),
+        // The HID relay's firmware runs in the guest; its relay 1's contact is this
+        // emulator's channel 1 (frames in, nothing back).
+        Some(Board::Lcus) | Some(Board::Hidrelay) => Some(UsbEmu::Lcus(LcusEmu::new(vec![(1, rig.clone())]).doing(pty)?)),
+        Some(Board::Quarch) => Some(UsbEmu::Quarch(QuarchEmu::serial_rig(QuarchKind::Power, Box::new(rig.clone()), seed).doing(pty)?)),
+        None => None,
+    })
 }
 
 /// A write as the host names it (its port, its id): the drive knows a dual-port run's writes as
@@ -240,10 +276,7 @@ fn host_name(id: u64) -> (Option<u8>, u64) {
 /// (two ports of the in-process drive) has no meaning there.
 pub fn refuse_dual(model: NamedModel) -> Result<()> {
     if model.dual_model().is_some() {
-        bail!(
-            "--sim {}: the lab's drive is one simulated drive behind QEMU's two controllers; the dual-port models belong to the in-process dual-port drive",
-            model.name()
-        );
+        return Err(SimError::DualModel(model.name().to_string()));
     }
     Ok(())
 }

@@ -1,7 +1,17 @@
-//! FunctionFS (`usb_f_fs`) without the I/O: the descriptor and strings blobs a function's
-//! `ep0` takes first, and the events it then reads from it (`struct usb_functionfs_event`). The
-//! lab's gadgets (`bin/faultline/cmd/lab/`) mount the function and carry these; the layouts
-//! follow `include/uapi/linux/usb/functionfs.h` (descriptors format v2).
+//! FunctionFS (`usb_f_fs`): a USB function whose descriptors and endpoints are userspace's, as
+//! the lab's CH340, Quarch module and HID relay are. Its two sides: the descriptor and strings
+//! blobs a function's `ep0` takes first and the events it then reads from it (`struct
+//! usb_functionfs_event`; the layouts follow `include/uapi/linux/usb/functionfs.h`, descriptors
+//! format v2), tested without a guest; and their I/O in the guest. A function's mount is
+//! `/dev/usb-ffs/INSTANCE`; its endpoints are the files `ep1`, `ep2`, ... in the order of its
+//! descriptors (the addresses the host sees are the UDC's: `dummy_hcd` hands out its endpoints
+//! in the order of its own table, not the numbers the descriptors ask for).
+
+use super::super::error::Doing;
+use super::UsbError;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 const DESCRIPTORS_MAGIC_V2: u32 = 3;
 const STRINGS_MAGIC: u32 = 2;
@@ -93,6 +103,64 @@ pub fn events(buf: &[u8]) -> Vec<Event> {
             })
         })
         .collect()
+}
+
+// The gadget side: the I/O in the guest.
+
+const FFS: &str = "/dev/usb-ffs";
+
+/// Reads the function's events from `ep0` for as long as the guest runs: each control request
+/// goes to `on_setup`, which must answer it on `ep0` (a write of the data for an IN request, a
+/// read of its data, or of nothing, for an OUT one; the other way round stalls it), and each
+/// other event (bind, unbind, enable, disable, suspend, resume) to `on_event`.
+pub fn serve_ep0(mut ep0: std::fs::File, mut on_setup: impl FnMut(&mut std::fs::File, Setup), mut on_event: impl FnMut(u8)) {
+    let mut buf = [0u8; EVENT * 4];
+    loop {
+        let n = match ep0.read(&mut buf) {
+            Ok(n) => n,
+            Err(_) => {
+                std::thread::sleep(Duration::from_millis(20));
+                continue;
+            }
+        };
+        for e in events(&buf[..n]) {
+            match e {
+                Event::Setup(s) => on_setup(&mut ep0, s),
+                Event::Other(kind) => on_event(kind),
+            }
+        }
+    }
+}
+
+/// The function's mount, where its `ep0` and endpoints are.
+pub fn dir(instance: &str) -> PathBuf {
+    Path::new(FFS).join(instance)
+}
+
+/// Mounts the function's FunctionFS, writes its descriptors (`flags`, the full-speed set and
+/// maybe the high-speed one; `what` names the board in errors) and hands its `ep0` to
+/// `control` on a thread of its own, which answers it for as long as the function lives (as
+/// [`serve_ep0`] does). The gadget may be bound once this returns.
+pub fn start(
+    instance: &str,
+    what: &str,
+    flags: u32,
+    fs: &[u8],
+    hs: Option<&[u8]>,
+    control: impl FnOnce(std::fs::File) + Send + 'static,
+) -> Result<std::thread::JoinHandle<()>, UsbError> {
+    let d = dir(instance);
+    std::fs::create_dir_all(&d).doing(|| format!("cannot create {}", d.display()))?;
+    let o =
+        std::process::Command::new("mount").args(["-t", "functionfs", instance]).arg(&d).output().doing(|| "cannot run mount".into())?;
+    if !o.status.success() {
+        let what = format!("cannot mount functionfs {instance} on {}", d.display());
+        return Err(UsbError::Command { what, stderr: String::from_utf8_lossy(&o.stderr).trim().to_string() });
+    }
+    let mut ep0 = std::fs::OpenOptions::new().read(true).write(true).open(d.join("ep0")).doing(|| "cannot open ep0".into())?;
+    ep0.write_all(&descriptors(flags, fs, hs)).doing(|| format!("FunctionFS refused the {what}'s descriptors"))?;
+    ep0.write_all(&strings()).doing(|| format!("FunctionFS refused the {what}'s strings"))?;
+    Ok(std::thread::spawn(move || control(ep0)))
 }
 
 #[cfg(test)]

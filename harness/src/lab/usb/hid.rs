@@ -14,6 +14,25 @@
 //!
 //! The readback is the firmware's own latch, as on a real board: it says what the board was
 //! told, not that a contact moved.
+//!
+//! The gadget side, in the guest (`lab run --usb hidrelay`): a FunctionFS function with DCT
+//! Tech's ids (16C0:05DF, "www.dcttech.com" / "USBRelay2", no serial number), one HID interface
+//! with its class descriptor and an interrupt IN endpoint, at full speed. The guest's `usbhid`
+//! binds it first (hid-generic, `/dev/hidraw0`), as on a desk; faultline's driver detaches it
+//! through libusb and sends the class requests itself.
+//!
+//! FunctionFS passes the requests addressed to the interface to userspace: the report
+//! descriptor (`GET_DESCRIPTOR` of type 0x22, which the composite layer leaves to the
+//! function), `SET_IDLE`, `SET_REPORT` and `GET_REPORT`. `f_hid` would not do: Linux 6.1's
+//! answers `GET_REPORT` with an empty report of its own, never userspace's. Relay 1's contact
+//! is the lab's rig, reached over the guest's third UART with the 4-byte frames of the host's
+//! relay emulator (`A0 01 state sum`, the LCUS emulator wired to the rig), which acknowledges
+//! nothing: the board's readback is its latch.
+
+use super::fault::{self, UsbFault};
+use super::{ffs, UsbError};
+use std::io::{Read, Write};
+use std::time::Duration;
 
 /// The HID class descriptor's report descriptor: usage page 0xFF00 (vendor), usage 1, one
 /// application collection of 8 bytes (logical 0..255) as a feature report.
@@ -121,6 +140,118 @@ impl Board {
     }
 }
 
+/// Mounts the function and writes its descriptors (full speed: `dummy_hcd` is loaded at full
+/// speed for this board), then answers ep0 until the guest powers off: the board's firmware,
+/// its relay 1 switching the rig through `to_rig`.
+pub fn start(instance: &str, board: Board, to_rig: Box<dyn Write + Send>) -> Result<std::thread::JoinHandle<()>, UsbError> {
+    ffs::start(instance, "HID relay", 0, &descriptors(), None, move |ep0| control(ep0, board, to_rig))
+}
+
+const GET_DESCRIPTOR: u8 = 0x06;
+const GET_REPORT: u8 = 0x01;
+const SET_REPORT: u8 = 0x09;
+
+/// Stalls the request in progress: a read for an IN request, a write for an OUT one.
+fn stall(ep0: &mut std::fs::File, request_type: u8) -> std::io::Result<usize> {
+    if request_type & 0x80 != 0 {
+        ep0.read(&mut [0u8; 0]).map(|_| 0)
+    } else {
+        ep0.write(&[])
+    }
+}
+
+/// `ep0`, answered as the board's firmware answers it, until the guest powers off.
+fn control(ep0: std::fs::File, mut board: Board, mut to_rig: Box<dyn Write + Send>) {
+    ffs::serve_ep0(
+        ep0,
+        |ep0, s| {
+            let (rt, req, value, len) = (s.request_type, s.request, s.value, s.length);
+            let what = format!("control {rt:02x} {req:02x} value {value:04x} length {len}");
+            if misbehave(ep0, &board, s, &what) {
+                return;
+            }
+            match (rt, req) {
+                (0x81, GET_DESCRIPTOR) if value >> 8 == 0x22 => {
+                    let r = ep0.write(&REPORT_DESCRIPTOR[..len.min(REPORT_DESCRIPTOR.len())]);
+                    println!("lab usb: hidrelay {what} (report descriptor): {r:?}");
+                }
+                (0xa1, GET_REPORT) => {
+                    let report = board.feature_report();
+                    let r = ep0.write(&report[..len.min(REPORT)]);
+                    println!("lab usb: hidrelay {what} (GET_REPORT): {report:02x?} {r:?}");
+                }
+                (0x21, SET_REPORT) => set_report(ep0, &mut board, &mut *to_rig, s, &what),
+                (0x21, _) => {
+                    // SET_IDLE and the other class writes: taken, nothing done.
+                    let r = ep0.read(&mut vec![0u8; len]);
+                    println!("lab usb: hidrelay {what}: {r:?}");
+                }
+                // Anything else is stalled.
+                _ => println!("lab usb: hidrelay {what}: stalled ({:?})", stall(ep0, rt)),
+            }
+        },
+        |e| println!("lab usb: hidrelay function event {e}"),
+    )
+}
+
+/// The fault file's misbehaviour, for the requests it names (`GET_REPORT`, `SET_REPORT`):
+/// true when the request met it (and was answered so).
+fn misbehave(ep0: &mut std::fs::File, board: &Board, s: ffs::Setup, what: &str) -> bool {
+    let (rt, len) = (s.request_type, s.length);
+    let named = match (rt, s.request) {
+        (0xa1, GET_REPORT) => Some("GET_REPORT"),
+        (0x21, SET_REPORT) => Some("SET_REPORT"),
+        _ => None,
+    };
+    let spec = named.and_then(|n| fault::fault_now().filter(|s| n.starts_with(&s.prefix)));
+    let (Some(n), Some(spec)) = (named, spec) else { return false };
+    println!("lab usb: hidrelay fault {:?} on {n}{}", spec.fault, if spec.once { " (once: cleared)" } else { "" });
+    if spec.once {
+        let _ = std::fs::remove_file(fault::FAULT_FILE);
+    }
+    match spec.fault {
+        UsbFault::Stall => println!("lab usb: hidrelay {what}: stalled ({:?})", stall(ep0, rt)),
+        // Unanswered until the host has given up (faultline waits 2 s): reading or
+        // writing ep0 at once would answer it (an OUT request's data read is its
+        // acknowledgement; a read during an IN request stalls it).
+        UsbFault::Timeout => {
+            std::thread::sleep(Duration::from_millis(2500));
+            println!("lab usb: hidrelay {what}: left unanswered for 2.5 s, then stalled ({:?})", stall(ep0, rt));
+        }
+        UsbFault::Short if n == "GET_REPORT" => {
+            let report = board.feature_report();
+            println!("lab usb: hidrelay {what}: 3 bytes of the report: {:?}", ep0.write(&report[..3.min(len)]));
+        }
+        UsbFault::Short => println!("lab usb: hidrelay {what}: stalled, a SET_REPORT has no short form ({:?})", stall(ep0, rt)),
+    }
+    true
+}
+
+/// A `SET_REPORT`: its data read (the request's acknowledgement), the firmware's latch
+/// switched, and relay 1's contact sent to the rig as the relay emulator's frame.
+fn set_report(ep0: &mut std::fs::File, board: &mut Board, to_rig: &mut dyn Write, s: ffs::Setup, what: &str) {
+    let mut data = vec![0u8; s.length];
+    let r = ep0.read(&mut data);
+    let kind = match s.value >> 8 {
+        2 => "output",
+        3 => "feature",
+        _ => "other",
+    };
+    match board.set_report(&data) {
+        Ok(switched) => {
+            println!("lab usb: hidrelay {what} (SET_REPORT, {kind} report {data:02x?}): {r:?}; bitmask now {:#04x}", board.mask);
+            for (relay, on) in switched.into_iter().filter(|&(n, _)| n == 1) {
+                let state = u8::from(on);
+                let frame = [0xa0, relay, state, 0xa0u8.wrapping_add(relay).wrapping_add(state)];
+                if let Err(e) = to_rig.write_all(&frame).and_then(|_| to_rig.flush()) {
+                    println!("lab usb: hidrelay: relay {relay}'s contact (the UART to the rig): {e}");
+                }
+            }
+        }
+        Err(why) => println!("lab usb: hidrelay {what} (SET_REPORT, {kind} report {data:02x?}): ignored: {why}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -156,7 +287,7 @@ mod tests {
     #[test]
     fn the_interface_names_its_report_descriptor_by_length() {
         let d = descriptors();
-        assert_eq!(super::super::ffs::count(&d), 3);
+        assert_eq!(ffs::count(&d), 3);
         // The HID descriptor (type 0x21) after the interface: one report descriptor (0x22).
         assert_eq!(&d[9..16], &[9, 0x21, 0x01, 0x01, 0, 1, 0x22]);
         assert_eq!(u16::from_le_bytes([d[16], d[17]]) as usize, REPORT_DESCRIPTOR.len());

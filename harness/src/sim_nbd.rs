@@ -1,0 +1,90 @@
+//! The simulated drive (or one port of the dual-port one) served over NBD: the one place that
+//! starts an [`NbdServer`], for `faultline emulate nbd`, the lab's simulated drive (`lab/sim.rs`)
+//! and a run whose ports are on other hosts (`runner/dual/served.rs`). The server names each
+//! write by the sector format's header ([`crate::format::claimed_write_id`]: the simulator never
+//! parses a sector, this injects the decoder), and listens on a Unix socket or a TCP address.
+
+use faultline_fixtures::nbd::{NbdBackend, NbdConfig, NbdEvent, NbdServer};
+use std::io;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Hears every event of a server (connections, refusals), for a log.
+pub type EventLog = Box<dyn Fn(&NbdEvent) + Send + Sync>;
+
+/// Where the export listens.
+#[derive(Clone, Copy, Debug)]
+pub enum Listen<'a> {
+    Unix(&'a Path),
+    Tcp(SocketAddr),
+}
+
+/// The export: its name, what `NBD_INFO_DESCRIPTION` says of it, and the drive's service time
+/// (one completion per this while operations are in flight; zero: at once).
+#[derive(Clone, Debug)]
+pub struct Export {
+    pub name: String,
+    pub description: String,
+    pub service_time: Duration,
+}
+
+/// Where an export was bound.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Bound {
+    Unix(PathBuf),
+    Tcp(SocketAddr),
+}
+
+/// A drive being served: dropping it stops the server.
+pub struct Served {
+    pub server: NbdServer,
+    pub bound: Bound,
+    export: String,
+}
+
+impl Served {
+    /// The NBD URI of the export (`nbd+unix:///NAME?socket=PATH`, `nbd://HOST:PORT/NAME`).
+    pub fn uri(&self) -> String {
+        match &self.bound {
+            Bound::Unix(p) => format!("nbd+unix:///{}?socket={}", self.export, p.display()),
+            Bound::Tcp(a) => format!("nbd://{a}/{}", self.export),
+        }
+    }
+
+    /// Where it listens, as a person reads it (the socket's path, the bound address).
+    pub fn endpoint(&self) -> String {
+        match &self.bound {
+            Bound::Unix(p) => p.display().to_string(),
+            Bound::Tcp(a) => a.to_string(),
+        }
+    }
+
+    /// QEMU's `-drive` options reaching the export (without `if=`, `id=` or cache options).
+    pub fn qemu_drive(&self) -> String {
+        let e = &self.export;
+        match &self.bound {
+            Bound::Unix(p) => format!("driver=nbd,server.type=unix,server.path={},export={e}", p.display()),
+            Bound::Tcp(a) => format!("driver=nbd,server.type=inet,server.host={},server.port={},export={e}", a.ip(), a.port()),
+        }
+    }
+}
+
+/// Serves `drive` as `export` at `at`; `log` hears every event of the server (connections,
+/// refusals) from before it listens. The error is the listener's (the socket in use, ...).
+pub fn serve(drive: impl NbdBackend, export: Export, at: Listen<'_>, log: Option<EventLog>) -> io::Result<Served> {
+    let Export { name, description, service_time } = export;
+    let cfg = NbdConfig { export_name: name.clone(), description, service_time };
+    let mut server = NbdServer::start(drive, Box::new(crate::format::claimed_write_id), cfg);
+    if let Some(log) = log {
+        server.on_event(log);
+    }
+    let bound = match at {
+        Listen::Unix(p) => {
+            server.listen_unix(p)?;
+            Bound::Unix(p.to_path_buf())
+        }
+        Listen::Tcp(a) => Bound::Tcp(server.listen_tcp(a)?),
+    };
+    Ok(Served { server, bound, export: name })
+}
