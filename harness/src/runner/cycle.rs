@@ -5,7 +5,7 @@
 //! hit (a dual-port plan), verify every share through every port, record. The loop around it,
 //! the stop policy included, is `run_loop`'s.
 
-use super::dut::{self, DutError, HealthLogs, Readiness};
+use super::dut::{self, DutError, Readiness};
 use super::emit::Emitter;
 use super::fault::{confirm_cut, cycle_rng, placement, saw_device_go, ControllerError, Cutter, PLACE_SALT};
 use super::lane::{may_hold, verify_lanes, CheckOf, Lane, Readers, ReopenRunError, ShareCheckError};
@@ -14,9 +14,8 @@ use super::ports::{controller_log, PortSet};
 use super::stop::{self, ControllerStep, CycleEnd};
 use super::writers::{self, NoCut, WritePhase, Written};
 use crate::events::{Event, Verdict};
-use crate::health::{judge, judge_ocp, HealthAnomaly, HealthCheck, HealthPolicy, Shutdown};
 use crate::scenario::RunPlan;
-use crate::verify::{Finding, FindingClass, Shown};
+use crate::verify::Finding;
 use crate::writer::{CutPlacement, CycleOutcome};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -387,38 +386,6 @@ impl<'r, 'e> Cycles<'r, 'e> {
         let harness = self.cycle_t0.elapsed().saturating_sub(self.waits);
         self.em.end_cycle(cycle, stop::verdict(&end, anomalies), outcome, Some(harness));
         Ok(end)
-    }
-}
-
-/// The health anomalies from `before` to `after` a cycle's fault, as the plan's fault and
-/// health checks judge them. `faulted` is false for a cycle the harness died in, where nobody
-/// knows whether the fault happened.
-pub(super) fn judged_health(plan: &RunPlan, cycle: u32, before: &HealthLogs, after: &HealthLogs, faulted: bool) -> Vec<HealthAnomaly> {
-    let how = plan.fault(cycle).shutdown().filter(|_| faulted);
-    let policy = HealthPolicy { allow_clean_bump: false, report_error_log_growth: true };
-    let mut anomalies = judge(&before.smart, &after.smart, how.unwrap_or(Shutdown::Dirty), policy);
-    if how.is_none() {
-        // A link reset, or an unknown fault: no unsafe shutdown is expected either way.
-        anomalies.retain(|a| !matches!(a, HealthAnomaly::UnsafeShutdownsAfterDirtyCut { .. }));
-    }
-    if let (Some(b), Some(a), Some(how)) = (&before.ocp, &after.ocp, how) {
-        anomalies.extend(judge_ocp(b, a, how));
-    }
-    // The checks the scenario switched off (named once, in the run's notes).
-    anomalies.retain(|a| !plan.scenario.health.off.contains(&HealthCheck::of(a)));
-    anomalies
-}
-
-/// The finding for a device that did not come back.
-pub(super) fn dead_device(cycle: u32, why: &str) -> Finding {
-    Finding {
-        class: FindingClass::DeadDevice,
-        offset: 0,
-        length: 0,
-        expected: Shown::Prior {},
-        found: Shown::Prior {},
-        cycle,
-        detail: why.to_string(),
     }
 }
 

@@ -3,7 +3,6 @@
 //! through its own port and, on a device with several, through every other one, the ports
 //! compared by digest. A single-port run is one share, its run in the run directory.
 
-use super::cycle::dead_device;
 use super::dut::{Dut, DutError, DutVerifyError, VerifyRequest};
 use super::emit::{nanos, Emitter};
 use super::fault::{cycle_rng, SAMPLE_SALT};
@@ -271,11 +270,11 @@ fn failed(
 ) {
     match (e, ports) {
         (DutVerifyError::Verify(VerifyError::DeviceGone(why)), None) => {
-            findings.push(dead_device(cycle, &why));
+            findings.push(Finding::dead_device(cycle, &why));
             end.dead_device = true;
         }
         (DutVerifyError::Verify(VerifyError::DeviceGone(why)), Some((_, via))) => {
-            findings.push(dead_device(cycle, &format!("port {via}: {why}")));
+            findings.push(Finding::dead_device(cycle, &format!("port {via}: {why}")));
             end.dead_device = true;
         }
         (e, None) => {
@@ -492,7 +491,7 @@ mod tests {
             .unwrap();
         let mut duts: Vec<Box<dyn Dut>> = vec![Box::new(super::super::dut::SimDut { drive: sim.clone() })];
         // A finding the cycle made before its verify (a port's window, a dead port).
-        let earlier = dead_device(1, "port B: gone");
+        let earlier = Finding::dead_device(1, "port B: gone");
         let mut findings = vec![earlier.clone()];
         let mut events: Vec<Event> = Vec::new();
         let mut sinks = crate::events::Sinks::new();

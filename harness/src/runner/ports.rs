@@ -4,12 +4,12 @@
 //! these: wait until each answers (a `ready` event, or a `dead_device` finding), read and judge
 //! each controller's health, power-cycle a dead device, gather the ports' notes.
 
-use super::cycle::{dead_device, judged_health};
 use super::dut::{Dut, DutError, GroundTruth, HealthLogs, Readiness};
 use super::emit::Emitter;
 use super::fault::Cutter;
 use super::stop::CycleEnd;
 use crate::events::{Event, HealthNote, SmartFigures};
+use crate::health::{judge, judge_ocp, HealthAnomaly, HealthCheck, HealthPolicy, Shutdown};
 use crate::port::PortId;
 use crate::scenario::RunPlan;
 use crate::verify::{Finding, FindingClass, Shown};
@@ -146,7 +146,7 @@ impl PortSet {
             // without a fault of its own is the lab's, not the drive's: not a finding.
             Err(e @ (DutError::Ambiguous(_) | DutError::HostGone(_))) => return Err(e),
             Err(why) => {
-                findings.push(dead_device(cycle, &format!("{}{why}", self.prefix(i))));
+                findings.push(Finding::dead_device(cycle, &format!("{}{why}", self.prefix(i))));
                 end.dead_device = true;
             }
         }
@@ -258,4 +258,23 @@ pub(crate) fn controller_log(cutter: &mut Cutter, em: &mut Emitter<'_>, cycle: O
         let t_ns = em.now();
         em.emit(Event::ControllerLog { t_ns, cycle, lines });
     }
+}
+
+/// The health anomalies from `before` to `after` a cycle's fault, as the plan's fault and
+/// health checks judge them. `faulted` is false for a cycle the harness died in, where nobody
+/// knows whether the fault happened.
+fn judged_health(plan: &RunPlan, cycle: u32, before: &HealthLogs, after: &HealthLogs, faulted: bool) -> Vec<HealthAnomaly> {
+    let how = plan.fault(cycle).shutdown().filter(|_| faulted);
+    let policy = HealthPolicy { allow_clean_bump: false, report_error_log_growth: true };
+    let mut anomalies = judge(&before.smart, &after.smart, how.unwrap_or(Shutdown::Dirty), policy);
+    if how.is_none() {
+        // A link reset, or an unknown fault: no unsafe shutdown is expected either way.
+        anomalies.retain(|a| !matches!(a, HealthAnomaly::UnsafeShutdownsAfterDirtyCut { .. }));
+    }
+    if let (Some(b), Some(a), Some(how)) = (&before.ocp, &after.ocp, how) {
+        anomalies.extend(judge_ocp(b, a, how));
+    }
+    // The checks the scenario switched off (named once, in the run's notes).
+    anomalies.retain(|a| !plan.scenario.health.off.contains(&HealthCheck::of(a)));
+    anomalies
 }

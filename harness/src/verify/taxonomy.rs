@@ -112,6 +112,21 @@ pub struct Finding {
     pub detail: String,
 }
 
+impl Finding {
+    /// The finding for a device that did not come back (or went away while it was read).
+    pub fn dead_device(cycle: u32, why: &str) -> Finding {
+        Finding {
+            class: FindingClass::DeadDevice,
+            offset: 0,
+            length: 0,
+            expected: Shown::Prior {},
+            found: Shown::Prior {},
+            cycle,
+            detail: why.to_string(),
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum VerifyError {
     #[error("verify: region [{start}, {end}) is not inside the span [{span_start}, {span_end}) or not sector-aligned")]
