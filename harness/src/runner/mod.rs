@@ -23,6 +23,7 @@
 //! (what every port goes through after a fault), `lane` (each share's run and its
 //! verification).
 
+mod controller_error;
 mod cycle;
 mod dual;
 pub mod dut;
@@ -50,7 +51,7 @@ pub use cycle::{CycleCheck, CycleObserver};
 pub use resume::Prior;
 pub use setup::RunnerOptions;
 
-pub use fault::{draw_after_ms, placement, ControllerError};
+pub use fault::{draw_after_ms, placement, ControllerError, Missing};
 pub use regions::{coalesce, sample_regions, written_regions};
 pub use stop::MIN_FREE_BYTES;
 

@@ -107,12 +107,7 @@ fn sim_dut(plan: &RunPlan, t: &SimTarget, run_dir: &Path, o: &RunnerOptions) -> 
     });
     let switch = match switch.collect::<Option<Vec<SimSwitch>>>().and_then(|s| s.first().copied()) {
         Some(s) => s,
-        None => {
-            return Err(ControllerError(
-                "the simulated drive's power is switched through its own switch (controllers.power = \"sim\")".into(),
-            )
-            .into())
-        }
+        None => return Err(ControllerError::from(super::fault::Missing::SimSwitch).into()),
     };
     let (cutter, emu) = sim_switch(switch, drive.power(), plan.seed, &o.control_env)?;
     Ok((SimDut { drive }, cutter, emu))

@@ -88,8 +88,9 @@ pub(crate) enum DualRunError {
          so after the harness died its state may be older than the ledger (a false finding); start a new run"
     )]
     RemoteResume,
+    /// Boxed: the drivers' errors a port's controller keeps make it large.
     #[error(transparent)]
-    Open(#[from] OpenPortsError),
+    Open(Box<OpenPortsError>),
     #[error("{0}")]
     Layout(ScenarioError),
     #[error("port {port}: its share {percent:?} of the span: {source}")]
@@ -113,4 +114,10 @@ pub(crate) enum DualRunError {
     Verify(#[from] crate::runner::lane::ShareCheckError),
     #[error(transparent)]
     Cycle(#[from] crate::runner::cycle::Fatal),
+}
+
+impl From<OpenPortsError> for DualRunError {
+    fn from(e: OpenPortsError) -> Self {
+        DualRunError::Open(Box::new(e))
+    }
 }

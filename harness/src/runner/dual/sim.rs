@@ -151,9 +151,8 @@ pub(super) fn open(plan: &RunPlan, dual: &DualPlan, t: &SimTarget, run_dir: &Pat
             // The real Quarch driver, over a pty, to the hot-plug module's emulator in front
             // of the drive's ports: it pulls them, and switches the drive's power too.
             let emu = QuarchEmu::serial_dual(drive.power(), drive.link(), plan.seed).map_err(OpenPortsError::Emulator)?;
-            let spec = parse_spec(&format!("quarch+serial://{}", emu.endpoint()))
-                .map_err(|e| OpenPortsError::Controller(ControllerError::of(e)))?;
-            let c = control::open(&spec, &o.control_env).map_err(|e| OpenPortsError::Controller(ControllerError::of(e)))?;
+            let spec = parse_spec(&format!("quarch+serial://{}", emu.endpoint())).map_err(|e| OpenPortsError::Controller(e.into()))?;
+            let c = control::open(&spec, &o.control_env).map_err(|e| OpenPortsError::Controller(e.into()))?;
             let mut cutter = Cutter::link(c.link.ok_or(OpenPortsError::NoLink)?, port, kind);
             if let (Some(p), Some(_)) = (c.power, power_switch) {
                 cutter = cutter.joined(Cutter::power(p));

@@ -97,16 +97,13 @@ impl AgentReset {
     pub fn take_report(&self) -> Result<(), crate::runner::fault::ControllerError> {
         use crate::runner::fault::ControllerError;
         let mut s = self.state();
-        let want = s.want.map(|w| w.reset.kind().to_string()).unwrap_or_else(|| "reset".into());
+        let reset = s.want.map(|w| w.reset.kind());
         match s.ran.take() {
             Some(ResetReport { error: None, .. }) => Ok(()),
-            Some(ResetReport { error: Some(e), controller, .. }) => {
-                Err(ControllerError(format!("{}: {want} of {controller}: {e}", s.host)))
+            Some(ResetReport { error: Some(message), controller, .. }) => {
+                Err(ControllerError::Remote { host: s.host.clone(), reset, controller, message })
             }
-            None => Err(ControllerError(format!(
-                "{}: its agent did not report its {want} (its cycle ended before the reset, or the host was lost)",
-                s.host
-            ))),
+            None => Err(ControllerError::NoReport { host: s.host.clone(), reset }),
         }
     }
 
