@@ -6,10 +6,10 @@
 //! Each message says what it is about in full, its source's text included (the binary prints
 //! a cause once however many errors carry it).
 
+use super::shared::Shared;
 use crate::scenario::SimSwitch;
 use faultline_drivers::control::{OpenError, SpecError};
 use faultline_drivers::{LinkError, PowerError, ResetKind};
-use std::sync::Arc;
 
 /// A power switch or link controller failed a command, could not be opened, or did not
 /// confirm a cut: a controller failure for the stop policy.
@@ -31,7 +31,7 @@ pub enum ControllerError {
     Spec(#[from] SpecError),
     /// A protocol emulator of the simulated drive's switch could not be started.
     #[error("cannot start the {switch} emulator: {source}")]
-    Emulator { switch: SimSwitch, source: Arc<std::io::Error> },
+    Emulator { switch: SimSwitch, source: Shared<std::io::Error> },
     /// A cut that needs a controller the run does not have, or that names no port to aim at.
     #[error(transparent)]
     Missing(#[from] Missing),
@@ -178,8 +178,8 @@ mod tests {
     #[test]
     fn an_emulator_that_would_not_start_keeps_the_io_error() {
         let io = std::io::Error::new(std::io::ErrorKind::AddrInUse, "pty busy");
-        let e = ControllerError::Emulator { switch: SimSwitch::LcusSerial, source: Arc::new(io) };
-        let src = e.source().and_then(|s| s.downcast_ref::<Arc<std::io::Error>>()).expect("the io error");
+        let e = ControllerError::Emulator { switch: SimSwitch::LcusSerial, source: Shared::new(io) };
+        let src = e.source().and_then(|s| s.downcast_ref::<std::io::Error>()).expect("the io error");
         assert_eq!(src.kind(), std::io::ErrorKind::AddrInUse);
         assert!(e.to_string().ends_with("emulator: pty busy"), "{e}");
     }

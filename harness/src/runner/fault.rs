@@ -428,7 +428,7 @@ pub fn sim_switch(
     seed: u64,
     env: &ControlEnv,
 ) -> Result<(Cutter, Option<Box<dyn Any>>), ControllerError> {
-    let started = |e: std::io::Error| ControllerError::Emulator { switch, source: std::sync::Arc::new(e) };
+    let started = |e: std::io::Error| ControllerError::Emulator { switch, source: super::shared::Shared::new(e) };
     let (spec, emu): (String, Box<dyn Any>) = match switch {
         SimSwitch::Direct => return Ok((Cutter::power(Box::new(power)), None)),
         SimSwitch::QuarchSerial => {

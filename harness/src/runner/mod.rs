@@ -35,6 +35,7 @@ pub mod regions;
 mod resume;
 mod run_loop;
 pub mod setup;
+pub mod shared;
 pub mod stop;
 mod writers;
 
@@ -142,7 +143,7 @@ pub fn run_observed(
             Ok(Ending::Suspended(why)) => return suspended(em, cycles_run, why, Vec::new()),
             // Nothing recorded yet: the run can be resumed once the cause is fixed.
             Err(e) if resuming && em.emitted == 0 => {
-                return Err(RunnerError::Resume(setup::SetupError::Dut(dut::DutError::Open(e.to_string()))));
+                return Err(RunnerError::Resume(setup::SetupError::Dut(dut::DutError::Ports(dut::Cause::of(e)))));
             }
             Err(e) => {
                 if em.emitted == 0 {

@@ -129,7 +129,7 @@ fn remote_dut(
     target: &str,
     expect: &faultline_drivers::blockdev::Expectation,
 ) -> Result<RemoteDut, SetupError> {
-    let transport = crate::agent::dial::Transport::new(transport, host).map_err(|e| DutError::Open(format!("target.transport: {e}")))?;
+    let transport = crate::agent::dial::Transport::new(transport, host).map_err(DutError::Transport)?;
     Ok(RemoteDut::open(remote_port(plan, o, host, transport, target, expect, run_dir.join(crate::run_dir::LEDGER_FILE)))?)
 }
 

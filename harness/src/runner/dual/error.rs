@@ -70,7 +70,7 @@ pub(crate) use crate::runner::writers::WriterError;
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum PerfError {
     #[error("performance, {phase}, port {port}: {source}")]
-    Write { phase: String, port: String, source: WriterError },
+    Write { phase: String, port: String, source: Box<WriterError> },
     #[error("performance, reads, port {port}: {source}")]
     Read { port: String, source: DutError },
 }

@@ -93,7 +93,7 @@ pub(super) fn run(
         let mut ran = Vec::new();
         for (i, r) in results {
             if let Err(source) = r {
-                return Err(PerfError::Write { phase, port: dual.ports[i].name.clone(), source });
+                return Err(PerfError::Write { phase, port: dual.ports[i].name.clone(), source: Box::new(source) });
             }
             ran.push(i);
         }

@@ -120,7 +120,7 @@ impl Dut for SimPortDut {
 
     fn save(&mut self) -> Result<(), DutError> {
         if self.answers_for_drive {
-            self.drive.persist().map_err(|e| DutError::Persist(e.to_string()))?;
+            self.drive.persist().map_err(|e| DutError::Persist(crate::runner::dut::Shared::new(e)))?;
         }
         Ok(())
     }
