@@ -6,7 +6,7 @@
 //! dropped: the next `wait_ready` dials again (the host has booted) and opens the target
 //! held to the run's identity.
 //!
-//! Not over the wire yet: the read load of a performance run (a [`DutError::Open`] naming
+//! Not over the wire yet: the read load of a performance run (a [`DutError::Unsupported`] naming
 //! it).
 
 use super::*;
