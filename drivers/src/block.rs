@@ -252,6 +252,8 @@ impl fmt::Display for IoFailure {
     }
 }
 
+impl std::error::Error for IoFailure {}
+
 /// Failures of the target as a whole (as opposed to one I/O).
 #[derive(Debug, thiserror::Error)]
 pub enum TargetError {

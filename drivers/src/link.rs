@@ -81,7 +81,7 @@ pub struct PortCaps {
     pub kinds: Vec<ResetKind>,
 }
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum LinkError {
     #[error("link controller {controller}: {command}: {reason}")]
     Failed { controller: String, command: String, reason: String },

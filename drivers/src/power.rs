@@ -43,7 +43,7 @@ impl PowerCaps {
     }
 }
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum PowerError {
     #[error("power switch {switch}: {command}: {reason}")]
     Failed { switch: String, command: String, reason: String },

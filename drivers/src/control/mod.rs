@@ -73,7 +73,7 @@ pub struct Controller {
 }
 
 /// Why a controller could not be opened (each names the controller and what went wrong).
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum OpenError {
     #[error(transparent)]
     Power(#[from] PowerError),

@@ -98,7 +98,7 @@ pub enum ControllerSpec {
 }
 
 /// A spec that does not parse: the exact text given, and what is wrong with it.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
 #[error("bad controller spec {spec:?}: {reason}\naccepted forms:\n{SPEC_FORMS}")]
 pub struct SpecError {
     pub spec: String,

@@ -29,7 +29,7 @@ use std::io::{self, Read, Write};
 use std::net::TcpStream;
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
-pub use uri::{looks_like_nbd, Endpoint, NbdUri};
+pub use uri::{looks_like_nbd, Endpoint, NbdUri, UriError, UriProblem};
 
 /// How long connecting and the handshake may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -88,11 +88,20 @@ impl Write for Conn {
     }
 }
 
+/// A reply that breaks the protocol.
+#[derive(Debug, thiserror::Error)]
+enum BadReply {
+    #[error("{0}")]
+    Head(#[from] proto::ReplyError),
+    #[error("a reply to cookie {0} that no request in flight has")]
+    Cookie(u64),
+}
+
 /// Why an export could not be opened.
 #[derive(Debug, thiserror::Error)]
 pub enum NbdOpenError {
     #[error("{0}")]
-    Uri(String),
+    Uri(#[source] uri::UriError),
     #[error("cannot connect to {uri}: {source}")]
     Connect { uri: String, source: io::Error },
     #[error("{uri}: {source}")]
@@ -380,10 +389,10 @@ impl NbdTarget {
     }
 
     /// Takes one whole reply off the front of the buffer: `Ok(None)` when it is not all here.
-    fn take_reply(&mut self) -> Result<Option<()>, String> {
+    fn take_reply(&mut self) -> Result<Option<()>, BadReply> {
         let head = proto::reply_head(&self.rbuf)?;
         let data_len = match self.pending.get(&head.cookie) {
-            None => return Err(format!("a reply to cookie {} that no request in flight has", head.cookie)),
+            None => return Err(BadReply::Cookie(head.cookie)),
             Some(Pending::Read { len, .. }) if head.error == 0 => *len,
             Some(_) => 0,
         };

@@ -319,13 +319,22 @@ pub struct ReplyHead {
     pub cookie: u64,
 }
 
+/// A reply header that is not a simple reply's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ReplyError {
+    #[error("a structured reply, which faultline never negotiated")]
+    Structured,
+    #[error("a reply with magic {0:#010x}, not the simple reply's {SIMPLE_REPLY_MAGIC:#010x}")]
+    Magic(u32),
+}
+
 /// Parses the simple reply header at the front of `b` (at least 16 bytes), refusing anything
 /// else: faultline never asks for structured replies, so a server must not send them.
-pub fn reply_head(b: &[u8]) -> Result<ReplyHead, String> {
+pub fn reply_head(b: &[u8]) -> Result<ReplyHead, ReplyError> {
     match be32(b) {
         SIMPLE_REPLY_MAGIC => Ok(ReplyHead { error: be32(&b[4..]), cookie: be64(&b[8..]) }),
-        STRUCTURED_REPLY_MAGIC => Err("a structured reply, which faultline never negotiated".into()),
-        m => Err(format!("a reply with magic {m:#010x}, not the simple reply's {SIMPLE_REPLY_MAGIC:#010x}")),
+        STRUCTURED_REPLY_MAGIC => Err(ReplyError::Structured),
+        m => Err(ReplyError::Magic(m)),
     }
 }
 
@@ -456,7 +465,7 @@ mod tests {
         b.extend_from_slice(&77u64.to_be_bytes());
         assert_eq!(reply_head(&b), Ok(ReplyHead { error: 5, cookie: 77 }));
         b[..4].copy_from_slice(&STRUCTURED_REPLY_MAGIC.to_be_bytes());
-        assert!(reply_head(&b).unwrap_err().contains("structured"));
+        assert_eq!(reply_head(&b), Err(ReplyError::Structured));
         let r = request(CMD_FLAG_FUA, CMD_WRITE, 9, 4096, 512);
         assert_eq!(
             (be32(&r), be16(&r[4..]), be16(&r[6..]), be64(&r[8..]), be64(&r[16..]), be32(&r[24..])),

@@ -44,24 +44,79 @@ pub fn looks_like_nbd(s: &str) -> bool {
     s.split_once("://").is_some_and(|(scheme, _)| scheme.starts_with("nbd"))
 }
 
-fn decode(what: &str, s: &str, uri: &str) -> Result<String, String> {
-    percent_decode_str(s).decode_utf8().map(|c| c.into_owned()).map_err(|_| format!("{uri}: the {what} is not UTF-8 once percent-decoded"))
+/// Why a text is not an NBD URI this client reaches: the URI as given, and what is wrong.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{uri}: {problem}")]
+pub struct UriError {
+    pub uri: String,
+    pub problem: UriProblem,
+}
+
+/// What is wrong with an NBD URI (the part of [`UriError`] after the URI).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum UriProblem {
+    #[error("not an NBD URI (nbd://HOST[:PORT]/EXPORT or nbd+unix:///EXPORT?socket=PATH)")]
+    NotNbd,
+    #[error("{0} asks for TLS, which faultline's NBD client does not speak (use nbd:// or nbd+unix://, on a network you trust)")]
+    Tls(String),
+    #[error("vsock transports are not supported (nbd:// or nbd+unix://)")]
+    Vsock,
+    #[error("unknown scheme {0:?} (nbd or nbd+unix)")]
+    Scheme(String),
+    #[error("an NBD URI has no fragment (#...)")]
+    Fragment,
+    /// A part (`export name`, `query`, `socket path`, `host`) is not UTF-8 once decoded.
+    #[error("the {0} is not UTF-8 once percent-decoded")]
+    NotUtf8(&'static str),
+    #[error("the export name holds a NUL")]
+    NulInExport,
+    #[error("socket= belongs to nbd+unix:// URIs; nbd:// reaches HOST:PORT over TCP")]
+    SocketOverTcp,
+    #[error("{0}: TLS is not supported by faultline's NBD client")]
+    TlsParameter(String),
+    #[error("unknown query parameter {0:?} (nbd+unix:// takes socket=PATH, nbd:// none)")]
+    Parameter(String),
+    #[error("nbd+unix:// takes no host ({0:?}): nbd+unix:///EXPORT?socket=PATH")]
+    UnixHost(String),
+    #[error("nbd+unix:// needs socket=PATH (nbd+unix:///EXPORT?socket=PATH)")]
+    NoSocket,
+    #[error("socket= is empty")]
+    EmptySocket,
+    #[error("abstract Unix sockets are not supported")]
+    AbstractSocket,
+    #[error("user information is for TLS authentication, which faultline's NBD client does not speak")]
+    UserInfo,
+    #[error("an IPv6 address opened with [ and not closed")]
+    OpenBracket,
+    #[error("nbd:// needs a host (nbd://HOST[:PORT]/EXPORT)")]
+    NoHost,
+    #[error("port {0:?} is not a number from 1 to 65535")]
+    Port(String),
+    #[error("port 0")]
+    PortZero,
+}
+
+fn decode(what: &'static str, s: &str) -> Result<String, UriProblem> {
+    percent_decode_str(s).decode_utf8().map(|c| c.into_owned()).map_err(|_| UriProblem::NotUtf8(what))
 }
 
 impl NbdUri {
-    pub fn parse(uri: &str) -> Result<NbdUri, String> {
-        let (scheme, rest) = uri
-            .split_once("://")
-            .ok_or_else(|| format!("{uri}: not an NBD URI (nbd://HOST[:PORT]/EXPORT or nbd+unix:///EXPORT?socket=PATH)"))?;
+    pub fn parse(uri: &str) -> Result<NbdUri, UriError> {
+        Self::parse_parts(uri).map_err(|problem| UriError { uri: uri.to_string(), problem })
+    }
+
+    fn parse_parts(uri: &str) -> Result<NbdUri, UriProblem> {
+        use UriProblem as P;
+        let (scheme, rest) = uri.split_once("://").ok_or(P::NotNbd)?;
         let unix = match scheme.to_ascii_lowercase().as_str() {
             "nbd" => false,
             "nbd+unix" => true,
-            "nbds" | "nbds+unix" => return Err(format!("{uri}: {scheme} asks for TLS, which faultline's NBD client does not speak (use nbd:// or nbd+unix://, on a network you trust)")),
-            "nbd+vsock" | "nbds+vsock" => return Err(format!("{uri}: vsock transports are not supported (nbd:// or nbd+unix://)")),
-            other => return Err(format!("{uri}: unknown scheme {other:?} (nbd or nbd+unix)")),
+            "nbds" | "nbds+unix" => return Err(P::Tls(scheme.to_string())),
+            "nbd+vsock" | "nbds+vsock" => return Err(P::Vsock),
+            other => return Err(P::Scheme(other.to_string())),
         };
         if rest.contains('#') {
-            return Err(format!("{uri}: an NBD URI has no fragment (#...)"));
+            return Err(P::Fragment);
         }
         let (before_query, query) = match rest.split_once('?') {
             Some((a, q)) => (a, Some(q)),
@@ -71,39 +126,39 @@ impl NbdUri {
             Some(i) => before_query.split_at(i),
             None => (before_query, ""),
         };
-        let export = decode("export name", path.strip_prefix('/').unwrap_or(path), uri)?;
+        let export = decode("export name", path.strip_prefix('/').unwrap_or(path))?;
         if export.contains('\0') {
-            return Err(format!("{uri}: the export name holds a NUL"));
+            return Err(P::NulInExport);
         }
         let mut socket = None;
         for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
             let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-            match decode("query", k, uri)?.as_str() {
-                "socket" if unix => socket = Some(decode("socket path", v, uri)?),
-                "socket" => return Err(format!("{uri}: socket= belongs to nbd+unix:// URIs; nbd:// reaches HOST:PORT over TCP")),
-                k if k.starts_with("tls-") => return Err(format!("{uri}: {k}: TLS is not supported by faultline's NBD client")),
-                k => return Err(format!("{uri}: unknown query parameter {k:?} (nbd+unix:// takes socket=PATH, nbd:// none)")),
+            match decode("query", k)?.as_str() {
+                "socket" if unix => socket = Some(decode("socket path", v)?),
+                "socket" => return Err(P::SocketOverTcp),
+                k if k.starts_with("tls-") => return Err(P::TlsParameter(k.to_string())),
+                k => return Err(P::Parameter(k.to_string())),
             }
         }
         let endpoint = if unix {
             if !authority.is_empty() {
-                return Err(format!("{uri}: nbd+unix:// takes no host ({authority:?}): nbd+unix:///EXPORT?socket=PATH"));
+                return Err(P::UnixHost(authority.to_string()));
             }
-            let socket = socket.ok_or_else(|| format!("{uri}: nbd+unix:// needs socket=PATH (nbd+unix:///EXPORT?socket=PATH)"))?;
+            let socket = socket.ok_or(P::NoSocket)?;
             if socket.is_empty() {
-                return Err(format!("{uri}: socket= is empty"));
+                return Err(P::EmptySocket);
             }
             if socket.starts_with('\0') {
-                return Err(format!("{uri}: abstract Unix sockets are not supported"));
+                return Err(P::AbstractSocket);
             }
             Endpoint::Unix(PathBuf::from(socket))
         } else {
             let hostport = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
             if authority.contains('@') {
-                return Err(format!("{uri}: user information is for TLS authentication, which faultline's NBD client does not speak"));
+                return Err(P::UserInfo);
             }
             let (host, port) = if let Some(v6) = hostport.strip_prefix('[') {
-                let (h, after) = v6.split_once(']').ok_or_else(|| format!("{uri}: an IPv6 address opened with [ and not closed"))?;
+                let (h, after) = v6.split_once(']').ok_or(P::OpenBracket)?;
                 (h.to_string(), after.strip_prefix(':'))
             } else {
                 match hostport.rsplit_once(':') {
@@ -111,16 +166,16 @@ impl NbdUri {
                     None => (hostport.to_string(), None),
                 }
             };
-            let host = decode("host", &host, uri)?;
+            let host = decode("host", &host)?;
             if host.is_empty() {
-                return Err(format!("{uri}: nbd:// needs a host (nbd://HOST[:PORT]/EXPORT)"));
+                return Err(P::NoHost);
             }
             let port = match port {
                 None | Some("") => NBD_PORT,
-                Some(p) => p.parse().map_err(|_| format!("{uri}: port {p:?} is not a number from 1 to 65535"))?,
+                Some(p) => p.parse().map_err(|_| P::Port(p.to_string()))?,
             };
             if port == 0 {
-                return Err(format!("{uri}: port 0"));
+                return Err(P::PortZero);
             }
             Endpoint::Tcp { host, port }
         };
@@ -180,7 +235,9 @@ mod tests {
             ("nbdx://h/x", "unknown scheme"),
         ] {
             let e = NbdUri::parse(uri).unwrap_err();
-            assert!(e.contains(says) && e.starts_with(uri), "{uri}: {e}");
+            assert_eq!(e.uri, uri);
+            let text = e.to_string();
+            assert!(text.contains(says) && text.starts_with(uri), "{uri}: {text}");
         }
         assert!(looks_like_nbd("nbd+unix:///x") && looks_like_nbd("nbds://h") && !looks_like_nbd("/dev/nbd0") && !looks_like_nbd("nbd0"));
     }

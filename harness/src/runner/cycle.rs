@@ -89,7 +89,6 @@ impl<'e> Cycles<'_, 'e> {
 }
 
 impl<'r, 'e> Cycles<'r, 'e> {
-    #[expect(clippy::too_many_arguments, reason = "what a run holds open, lent to its cycles once")]
     pub fn new(
         plan: &'r RunPlan,
         o: &'r RunnerOptions,

@@ -13,17 +13,7 @@ use faultline_fixtures::SimPower;
 use std::any::Any;
 use std::time::Duration;
 
-/// A power switch or link controller failed a command, could not be opened, or did not
-/// confirm a cut: a controller failure for the stop policy.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct ControllerError(pub String);
-
-impl ControllerError {
-    pub(crate) fn of(e: impl std::fmt::Display) -> Self {
-        ControllerError(e.to_string())
-    }
-}
+pub use super::controller_error::{ControllerError, Missing};
 
 /// The writer's placement for one cycle, and the `after_ms` drawn for `uniform_time`.
 ///
@@ -160,12 +150,12 @@ impl Cutter {
         self.aim = match fault {
             FaultPlan::PowerCut { .. } | FaultPlan::CleanShutdown { .. } => {
                 if self.power.is_none() {
-                    return Err(ControllerError("controllers.power: the fault needs a power switch, and the run has none".into()));
+                    return Err(Missing::PowerSwitch.into());
                 }
                 Aim::Power
             }
             FaultPlan::LinkReset { port: own, kind, .. } => {
-                let ctl = self.link.as_ref().ok_or_else(|| ControllerError("controllers.link: the run has no link controller".into()))?;
+                let ctl = self.link.as_ref().ok_or(Missing::LinkController)?;
                 let port = match port.map(str::to_string).or_else(|| own.clone()) {
                     Some(p) => p,
                     None => only_port(ctl.as_ref())?,
@@ -174,26 +164,22 @@ impl Cutter {
             }
             FaultPlan::HostPowerCut { all: true, stagger_ms, .. } => {
                 if self.hosts.is_empty() {
-                    return Err(ControllerError("no host power switch (the ports' host_power)".into()));
+                    return Err(Missing::HostPower.into());
                 }
                 Aim::AllHosts { stagger: Duration::from_millis(*stagger_ms) }
             }
             FaultPlan::HostPowerCut { all: false, .. } => {
-                let port =
-                    port.ok_or_else(|| ControllerError("a host power cut is aimed at a port's host, and no port was named".into()))?;
+                let port = port.ok_or(Missing::Port { what: "a host power cut" })?;
                 if !self.hosts.iter().any(|(p, _)| p == port) {
-                    return Err(ControllerError(format!("port {port}: no host power switch (its host_power)")));
+                    return Err(Missing::PortHostPower { port: port.to_string() }.into());
                 }
                 Aim::Host { port: port.to_string() }
             }
             FaultPlan::HostLinkReset { kind } => {
-                let port =
-                    port.ok_or_else(|| ControllerError("a host's link reset is aimed at a port's host, and no port was named".into()))?;
-                let reset = Some(crate::reset::LinkReset::of(*kind))
-                    .filter(|r| r.on_host())
-                    .ok_or_else(|| ControllerError(format!("{kind}: not a reset a host runs on itself")))?;
+                let port = port.ok_or(Missing::Port { what: "a host's link reset" })?;
+                let reset = Some(crate::reset::LinkReset::of(*kind)).filter(|r| r.on_host()).ok_or(Missing::NotAHostReset(*kind))?;
                 let Some((_, a)) = self.agents.iter().find(|(p, _)| p == port) else {
-                    return Err(ControllerError(format!("port {port}: no agent on its host to run {kind}")));
+                    return Err(Missing::Agent { port: port.to_string(), kind: *kind }.into());
                 };
                 let hold_ms = self.agent_hold.as_millis().min(u64::MAX as u128) as u64;
                 a.aim(Some(crate::agent::proto::ResetRequest { reset, hold_ms }));
@@ -205,17 +191,17 @@ impl Cutter {
 
     pub fn cut(&mut self, hold: Duration) -> Result<(), ControllerError> {
         match (&self.aim, &mut self.power, &mut self.link) {
-            (Aim::Power, Some(p), _) => p.power_off().map_err(ControllerError::of),
-            (Aim::Link { port, kind }, _, Some(ctl)) => ctl.reset(port, *kind, hold).map_err(ControllerError::of),
+            (Aim::Power, Some(p), _) => Ok(p.power_off()?),
+            (Aim::Link { port, kind }, _, Some(ctl)) => Ok(ctl.reset(port, *kind, hold)?),
             (Aim::Host { port }, _, _) => {
                 let Some((_, p)) = self.hosts.iter_mut().find(|(q, _)| q == port) else {
-                    return Err(ControllerError(format!("port {port}: its host's power switch is not open")));
+                    return Err(Missing::HostPowerNotOpen { port: port.clone() }.into());
                 };
                 // Off, confirmed where the switch reads back, held off, on again: the host
                 // boots, and its port is back once its agent answers (the port's readiness).
                 host_off(p.as_mut())?;
                 std::thread::sleep(hold);
-                p.power_on().map_err(ControllerError::of)
+                Ok(p.power_on()?)
             }
             // The agent runs it when its writer hears the cut is done (this returns at once).
             (Aim::AgentLink { .. }, _, _) => Ok(()),
@@ -230,14 +216,14 @@ impl Cutter {
                 }
                 std::thread::sleep(hold);
                 for (k, (_, p)) in self.hosts.iter_mut().enumerate() {
-                    p.power_on().map_err(ControllerError::of)?;
+                    p.power_on()?;
                     if k + 1 < n {
                         std::thread::sleep(stagger);
                     }
                 }
                 Ok(())
             }
-            _ => Err(ControllerError("the fault's controller is not open".into())),
+            _ => Err(Missing::NotOpen.into()),
         }
     }
 
@@ -246,7 +232,7 @@ impl Cutter {
         match (&self.aim, &mut self.power) {
             (Aim::Power, Some(p)) => {
                 std::thread::sleep(off);
-                p.power_on().map_err(ControllerError::of)
+                Ok(p.power_on()?)
             }
             _ => Ok(()),
         }
@@ -257,9 +243,9 @@ impl Cutter {
     pub fn power_on_if_off(&mut self) -> Result<bool, ControllerError> {
         let Some(p) = &mut self.power else { return Ok(false) };
         let readback = p.capabilities().state_readback;
-        let off = readback && p.state().map_err(ControllerError::of)? == PowerState::Off;
+        let off = readback && p.state()? == PowerState::Off;
         if off || !readback {
-            p.power_on().map_err(ControllerError::of)?;
+            p.power_on()?;
         }
         Ok(off)
     }
@@ -271,10 +257,8 @@ impl Cutter {
         match (&self.aim, &mut self.power) {
             (Aim::Power, Some(p)) if p.capabilities().state_readback => Some(match p.state() {
                 Ok(PowerState::Off) => Ok(()),
-                Ok(PowerState::On) => {
-                    Err(ControllerError(format!("power switch {} still reports power on after the cut: the cut did not happen", p.name())))
-                }
-                Err(e) => Err(ControllerError(format!("cannot read the switch state back after the cut: {e}"))),
+                Ok(PowerState::On) => Err(ControllerError::StillOn { switch: p.name() }),
+                Err(e) => Err(ControllerError::Readback(e)),
             }),
             (Aim::AgentLink { port, .. }, _) => {
                 let a = self.agents.iter().find(|(p, _)| p == port).map(|(_, a)| a)?;
@@ -287,9 +271,9 @@ impl Cutter {
     /// Sets the pin-mate step for the next cut and power-on (power switches only).
     pub fn set_mate_step(&mut self, step_ms: u32) -> Result<(), ControllerError> {
         match (&mut self.power, &self.link) {
-            (Some(p), _) => p.set_mate_step(step_ms).map_err(ControllerError::of),
-            (None, Some(ctl)) => Err(ControllerError(format!("{} is a link controller: no pin-mate sequencing", ctl.name()))),
-            (None, None) => Err(ControllerError("no power switch: no pin-mate sequencing".into())),
+            (Some(p), _) => Ok(p.set_mate_step(step_ms)?),
+            (None, Some(ctl)) => Err(Missing::LinkMateStep(ctl.name()).into()),
+            (None, None) => Err(Missing::MateStep.into()),
         }
     }
 
@@ -315,9 +299,9 @@ impl Cutter {
 
 /// Cuts a host's power, confirmed where its switch reads its state back.
 fn host_off(p: &mut (dyn PowerSwitch + Send)) -> Result<(), ControllerError> {
-    p.power_off().map_err(ControllerError::of)?;
-    if p.capabilities().state_readback && p.state().map_err(ControllerError::of)? != PowerState::Off {
-        return Err(ControllerError(format!("{} still reports the host on after the cut: the cut did not happen", p.name())));
+    p.power_off()?;
+    if p.capabilities().state_readback && p.state()? != PowerState::Off {
+        return Err(ControllerError::HostStillOn { switch: p.name() });
     }
     Ok(())
 }
@@ -327,8 +311,8 @@ fn only_port(ctl: &dyn LinkController) -> Result<String, ControllerError> {
     match ctl.ports().as_slice() {
         [only] => Ok(only.port.clone()),
         ports => {
-            let names: Vec<&str> = ports.iter().map(|p| p.port.as_str()).collect();
-            Err(ControllerError(format!("fault.port: {} has ports [{}]: name one", ctl.name(), names.join(", "))))
+            let ports = ports.iter().map(|p| p.port.clone()).collect();
+            Err(Missing::WhichPort { controller: ctl.name(), ports }.into())
         }
     }
 }
@@ -387,7 +371,7 @@ impl FaultThread {
         }
         *st = Fired::InFlight;
         drop(st);
-        let gone = || ControllerError("the fault thread ended before it cut".into());
+        let gone = || ControllerError::ThreadGone;
         let r = match self.go.send(()) {
             Ok(()) => self.landed.lock().unwrap_or_else(|e| e.into_inner()).recv().unwrap_or_else(|_| Err(gone())),
             Err(_) => Err(gone()),
@@ -423,10 +407,7 @@ pub(crate) fn confirm_cut(cutter: &mut Cutter, gone: bool, answers: &mut dyn FnM
                     return Ok(());
                 }
                 if t.elapsed() >= CONFIRM_GRACE {
-                    return Err(ControllerError(format!(
-                        "the switch cannot read its state back and the device kept answering for {} ms after the cut: the cut is not confirmed",
-                        CONFIRM_GRACE.as_millis()
-                    )));
+                    return Err(ControllerError::Unconfirmed { grace_ms: CONFIRM_GRACE.as_millis() });
                 }
                 std::thread::sleep(Duration::from_millis(10));
             }
@@ -447,7 +428,7 @@ pub fn sim_switch(
     seed: u64,
     env: &ControlEnv,
 ) -> Result<(Cutter, Option<Box<dyn Any>>), ControllerError> {
-    let started = |e: std::io::Error| ControllerError(format!("cannot start the {switch} emulator: {e}"));
+    let started = |e: std::io::Error| ControllerError::Emulator { switch, source: super::shared::Shared::new(e) };
     let (spec, emu): (String, Box<dyn Any>) = match switch {
         SimSwitch::Direct => return Ok((Cutter::power(Box::new(power)), None)),
         SimSwitch::QuarchSerial => {
@@ -471,30 +452,30 @@ pub fn sim_switch(
             (format!("numato+serial://{}?relay=1", e.path()), Box::new(e))
         }
     };
-    let parsed = parse_spec(&spec).map_err(ControllerError::of)?;
-    let c = control::open(&parsed, env).map_err(ControllerError::of)?;
-    let p = c.power.ok_or_else(|| ControllerError(format!("{spec} opened without a power switch")))?;
+    let parsed = parse_spec(&spec)?;
+    let c = control::open(&parsed, env)?;
+    let p = c.power.ok_or(Missing::SimPower(spec))?;
     Ok((Cutter::power(p), Some(emu)))
 }
 
 /// Opens the controllers a real target's faults need (each spec once) and aims at the
 /// first; every link reset's port must support its kind.
 pub fn real_cutter(faults: &FaultMix, env: &ControlEnv) -> Result<Cutter, ControllerError> {
-    let open = |spec: &ControllerSpec| control::open(spec, env).map_err(ControllerError::of);
+    let open = |spec: &ControllerSpec| control::open(spec, env).map_err(ControllerError::Open);
     let mut power = None;
     let mut link = None;
     for fault in faults.all() {
         match fault {
             FaultPlan::PowerCut { switch, .. } | FaultPlan::CleanShutdown { switch } if power.is_none() => {
                 let Switch::Controller(spec) = switch else {
-                    return Err(ControllerError("controllers.power: a real target needs a real power switch".into()));
+                    return Err(Missing::RealPower.into());
                 };
                 let c = open(spec)?;
-                power = Some(c.power.ok_or_else(|| ControllerError("controllers.power: the controller has no power switch".into()))?);
+                power = Some(c.power.ok_or(Missing::PowerRole)?);
             }
             FaultPlan::LinkReset { controller, .. } if link.is_none() => {
                 let c = open(controller)?;
-                link = Some(c.link.ok_or_else(|| ControllerError("controllers.link: the controller cannot reset links".into()))?);
+                link = Some(c.link.ok_or(Missing::LinkRole)?);
             }
             _ => {}
         }
@@ -503,7 +484,7 @@ pub fn real_cutter(faults: &FaultMix, env: &ControlEnv) -> Result<Cutter, Contro
     for fault in faults.all() {
         cutter.aim(fault, None)?;
         if let (Aim::Link { port, kind }, Some(ctl)) = (&cutter.aim, &cutter.link) {
-            ctl.require(port, *kind).map_err(ControllerError::of)?;
+            ctl.require(port, *kind)?;
         }
     }
     if let Some((first, _)) = faults.entries.first() {
@@ -545,7 +526,7 @@ mod tests {
         std::thread::scope(|sc| {
             let ft = FaultThread::spawn(sc, &mut cutter, Duration::ZERO);
             let first = ft.fire().unwrap();
-            assert_eq!(ft.fire(), Ok(first), "one cut per cycle: a second call learns the first one's landing");
+            assert_eq!(ft.fire().ok(), Some(first), "one cut per cycle: a second call learns the first one's landing");
         });
         let cut_on = seen.lock().unwrap().expect("the switch was cut");
         assert_ne!(cut_on, std::thread::current().id(), "not on the caller's (the writer's) thread");

@@ -23,6 +23,7 @@
 //! `judge` (a dual-port plan's windows judged), `perf` (its performance mode), `ports` (what
 //! every port goes through after a fault), `lane` (each share's run and its verification).
 
+mod controller_error;
 mod cycle;
 pub mod dut;
 mod emit;
@@ -36,6 +37,7 @@ mod ports;
 pub mod regions;
 mod resume;
 mod run_loop;
+pub mod shared;
 pub mod stop;
 mod writers;
 
@@ -55,7 +57,7 @@ pub use open::port_dir;
 pub use options::RunnerOptions;
 pub use resume::Prior;
 
-pub use fault::{draw_after_ms, placement, ControllerError};
+pub use fault::{draw_after_ms, placement, ControllerError, Missing};
 pub use regions::{coalesce, sample_regions, written_regions};
 pub use stop::MIN_FREE_BYTES;
 

@@ -93,7 +93,7 @@ pub(super) fn run(
         let mut ran = Vec::new();
         for (i, r) in results {
             if let Err(source) = r {
-                return Err(PerfError::Write { phase, port: plan.ports[i].name.clone(), source });
+                return Err(PerfError::Write { phase, port: plan.ports[i].name.clone(), source: Box::new(source) });
             }
             ran.push(i);
         }
@@ -182,7 +182,7 @@ fn read_phase(
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum PerfError {
     #[error("performance, {phase}, port {port}: {source}")]
-    Write { phase: String, port: String, source: WriterError },
+    Write { phase: String, port: String, source: Box<WriterError> },
     #[error("performance, reads, port {port}: {source}")]
     Read { port: String, source: DutError },
 }

@@ -130,7 +130,7 @@ impl PortSet {
             }
             // A host whose power the fault cut, not back: the drive must let it boot and load
             // it (the dual-port test plan's "after the boot, the drive loads normally").
-            Err(DutError::HostGone(why)) if self.host_cut => {
+            Err(why @ DutError::HostGone { .. }) if self.host_cut => {
                 findings.push(Finding {
                     class: FindingClass::DeadHost,
                     offset: 0,
@@ -144,7 +144,7 @@ impl PortSet {
             }
             // Which device, or whether the drive answers at all, is unknown; a host lost
             // without a fault of its own is the lab's, not the drive's: not a finding.
-            Err(e @ (DutError::Ambiguous(_) | DutError::HostGone(_))) => return Err(e),
+            Err(e @ (DutError::Ambiguous(_) | DutError::HostGone { .. })) => return Err(e),
             Err(why) => {
                 findings.push(Finding::dead_device(cycle, &format!("{}{why}", self.prefix(i))));
                 end.dead_device = true;

@@ -38,7 +38,7 @@ impl From<DutCycleError> for WriterError {
         match e {
             DutCycleError::Write(e) => WriterError::Write(e),
             DutCycleError::Dut(e) => WriterError::Target(e),
-            DutCycleError::HostLost { why, .. } => WriterError::Target(DutError::NotOpen(why)),
+            DutCycleError::HostLost { why, .. } => WriterError::Target(DutError::NotBack(super::dut::Cause::text(why))),
         }
     }
 }

@@ -290,7 +290,7 @@ pub(super) fn plan_ports(origin: &str, ports: &[PortSpec], sim: bool) -> Result<
             }
             (None, false) => return Err(bad(f("path"), "a real device's port needs the block device through it".into())),
             (Some(path), false) => match path.to_str().filter(|s| faultline_drivers::nbd::looks_like_nbd(s)) {
-                Some(uri) => faultline_drivers::nbd::NbdUri::parse(uri).map(|_| ()).map_err(|e| bad(f("path"), e))?,
+                Some(uri) => faultline_drivers::nbd::NbdUri::parse(uri).map(|_| ()).map_err(|e| bad(f("path"), e.to_string()))?,
                 None if !path.is_absolute() => return Err(bad(f("path"), format!("{}: must be absolute (or an NBD URI)", path.display()))),
                 None => {}
             },

@@ -370,7 +370,7 @@ impl Scenario {
             match p.to_str().filter(|s| faultline_drivers::nbd::looks_like_nbd(s)) {
                 Some(uri) => {
                     if let Err(e) = faultline_drivers::nbd::NbdUri::parse(uri) {
-                        return bad("target.path", e);
+                        return bad("target.path", e.to_string());
                     }
                     let given: Vec<&str> = [
                         ("serial", t.serial.is_some()),

@@ -19,7 +19,7 @@ use crate::writer::PortSamples;
 use crate::writer::{prefill_then, run_cycle, CycleOptions, CycleOutcome, HookError, WriteError};
 use faultline_drivers::blockdev::DeviceIdentity;
 use faultline_drivers::blockdev::{
-    find_by_identity, find_namespace_paths, find_path, identify, Expectation, FindError, PathMatch, SysRoots, EXPECT_FLAGS,
+    find_by_identity, find_namespace_paths, find_path, identify, Expectation, FindError, PathMatch, SysRoots,
 };
 use faultline_drivers::identity::PathId;
 use faultline_drivers::nvme::NvmeAdmin;
@@ -27,9 +27,11 @@ use faultline_drivers::passthru::{controller_namespace, find_controller, Control
 use faultline_drivers::{open_target, AlignedBuf, BlockTarget, OpenSpec};
 use faultline_fixtures::{SimDrive, TruthExtent};
 
+mod error;
 mod nbd;
 mod real;
 mod remote;
+pub use error::{Ambiguity, Cause, DutError, Shared};
 pub use nbd::NbdDut;
 pub(crate) use real::read_health;
 pub use real::RealDut;
@@ -39,35 +41,6 @@ use std::time::{Duration, Instant};
 
 /// How long a read may wait when probing whether a device still answers after a cut.
 pub(crate) const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
-
-/// A call to the device under test that failed.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum DutError {
-    /// The device is not open (it went away in a fault and has not come back).
-    #[error("{0} is not open (it did not come back)")]
-    NotOpen(String),
-    /// The device did not answer within the readiness timeout.
-    #[error("the device did not answer a read within {timeout_s} s after the fault: {last}")]
-    NotReady { timeout_s: u64, last: String },
-    /// The device could not be found or opened at the start of the run.
-    #[error("{0}")]
-    Open(String),
-    /// The target's identity matches more than one device, and nothing says which one the run
-    /// is about: a harness error (a scenario to fix), never a finding about the drive.
-    #[error(
-        "the target is ambiguous: {0}; give target.path, or target.cntlid / pci_address / controller (with the identity), to name \
-         the one device the run is about"
-    )]
-    Ambiguous(String),
-    /// A target on another host: its agent could not be reached within the timeout (the host
-    /// is down, or the transport fails). Inconclusive, and never a finding about the drive,
-    /// which nobody could ask.
-    #[error("{0}")]
-    HostGone(String),
-    /// Saving the simulated drive's state failed.
-    #[error("cannot save the simulated drive: {0}")]
-    Persist(String),
-}
 
 /// What a cycle's workload is: the run's layout and sector format, the contract, the options.
 pub struct Workload<'a> {
@@ -395,7 +368,7 @@ pub(crate) fn sim_wait_ready(t: &mut dyn BlockTarget, at: u64, timeout: Duration
             // A read that fails for one bad block still shows a device that answers; the
             // verifier reports the block.
             Err(e) if !e.device_gone() => return Ok(Readiness { enumerate: None, first_read: start.elapsed() }),
-            Err(e) if start.elapsed() >= timeout => return Err(DutError::NotReady { timeout_s: timeout.as_secs(), last: e.to_string() }),
+            Err(e) if start.elapsed() >= timeout => return Err(DutError::NotReady { timeout_s: timeout.as_secs(), last: Cause::of(e) }),
             Err(_) => std::thread::sleep(Duration::from_millis(2)),
         }
     }
@@ -426,7 +399,7 @@ impl Dut for SimDut {
             let faulted = fault();
             // Saved before the writer records what the cut left durable, whether or not the
             // fault worked: a failed one still ends the cycle as a cut in the ledger.
-            saved.persist().map_err(|e| DutError::Persist(e.to_string()))?;
+            saved.persist().map_err(|e| DutError::Persist(Shared::new(e)))?;
             Ok(faulted?)
         };
         Ok(run_cycle(&mut self.drive, w.layout, w.format, ledger, w.contract, w.opts, &mut hook)?)

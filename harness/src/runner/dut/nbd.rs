@@ -19,7 +19,7 @@ impl NbdDut {
     /// (its signature was probed when the run began).
     pub fn open(uri: &str, expect: &Expectation, queue_depth: usize, begun: bool) -> Result<NbdDut, DutError> {
         let mut spec = OpenSpec { writable: true, queue_depth, expect: expect.clone(), allow_overwrite_signature: begun, io_threads: 1 };
-        let opened = open_target(Path::new(uri), &spec).map_err(|e| DutError::Open(e.to_string()))?;
+        let opened = open_target(Path::new(uri), &spec).map_err(|e| DutError::Open(super::Shared::new(e)))?;
         // From here on the export carries this run's data: connecting again after a fault must
         // not refuse it for what a signature probe might see in that data.
         spec.allow_overwrite_signature = true;
@@ -31,7 +31,7 @@ impl NbdDut {
     fn target(&mut self) -> Result<&mut dyn BlockTarget, DutError> {
         match &mut self.target {
             Some(t) => Ok(t.as_mut()),
-            None => Err(DutError::NotOpen(self.uri.clone())),
+            None => Err(DutError::NotOpen(self.uri.clone().into())),
         }
     }
 }
@@ -43,10 +43,10 @@ impl real::Reopen for NbdDut {
 
     /// Connects again, refusing an export that is not the run's target.
     fn reopen(&mut self) -> Result<(), real::Refind> {
-        let o = open_target(Path::new(&self.uri), &self.spec).map_err(|e| real::Refind::NotYet(e.to_string()))?;
+        let o = open_target(Path::new(&self.uri), &self.spec).map_err(|e| real::Refind::NotYet(super::Cause::of(e)))?;
         let found = o.target.identity();
         if let Some(want) = self.identity.as_ref().filter(|want| **want != found) {
-            return Err(real::Refind::NotYet(format!("{} is now {found}, not the run's target {want}", self.uri)));
+            return Err(real::Refind::NotYet(super::Cause::text(format!("{} is now {found}, not the run's target {want}", self.uri))));
         }
         self.target = Some(o.target);
         Ok(())

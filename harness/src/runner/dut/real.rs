@@ -46,13 +46,13 @@ impl RealDut {
         let path_given = path.is_some();
         let (path, via) = match select {
             Some(want) if path.is_none() => {
-                let m = find_path(expect, want, &roots).map_err(|e| DutError::Open(format!("target: {}", scenario_words(&e))))?;
+                let m = find_path(expect, want, &roots).map_err(|e| DutError::Find(Shared::new(e)))?;
                 (m.dev, Some(m.path))
             }
             _ => first_path(path, expect, &roots)?,
         };
         let mut spec = OpenSpec { writable: true, queue_depth, expect: expect.clone(), allow_overwrite_signature: begun, io_threads: 1 };
-        let opened = open_target(&path, &spec).map_err(|e| DutError::Open(e.to_string()))?;
+        let opened = open_target(&path, &spec).map_err(|e| DutError::Open(Shared::new(e)))?;
         // From here on the device carries this run's data: re-opening it after a fault must not
         // refuse it for what a signature probe might see in that data.
         spec.allow_overwrite_signature = true;
@@ -105,7 +105,7 @@ impl RealDut {
     fn target(&mut self) -> Result<&mut dyn BlockTarget, DutError> {
         match &mut self.target {
             Some(t) => Ok(t.as_mut()),
-            None => Err(DutError::NotOpen(self.path.display().to_string())),
+            None => Err(DutError::NotOpen(self.path.clone())),
         }
     }
 
@@ -116,16 +116,18 @@ impl RealDut {
             let expect = self.find.clone().unwrap_or_default();
             self.path = match find_controller(&expect, via, &self.roots) {
                 Ok(Some(p)) => p,
-                Ok(None) => return Err(Refind::NotYet(format!("no NVMe controller is {via} with {} (yet)", expect.summary()))),
-                Err(e) => return Err(Refind::Ambiguous(e.to_string())),
+                Ok(None) => {
+                    return Err(Refind::NotYet(Cause::text(format!("no NVMe controller is {via} with {} (yet)", expect.summary()))))
+                }
+                Err(e) => return Err(Refind::Ambiguous(Ambiguity::Controllers(Shared::new(e)))),
             };
         } else if let Some(e) = &self.find {
             self.path = refind(e, self.via.as_ref(), &self.roots)?;
         }
-        let o = open_target(&self.path, &self.spec).map_err(|e| Refind::NotYet(e.to_string()))?;
+        let o = open_target(&self.path, &self.spec).map_err(|e| Refind::NotYet(Cause::of(e)))?;
         let found = o.target.identity();
         if let Some(want) = self.identity.as_ref().filter(|want| **want != found) {
-            return Err(Refind::NotYet(format!("{} is now {found}, not the run's target {want}", self.path.display())));
+            return Err(Refind::NotYet(Cause::text(format!("{} is now {found}, not the run's target {want}", self.path.display()))));
         }
         self.target = Some(o.target);
         Ok(())
@@ -190,7 +192,7 @@ pub(super) trait Reopen {
 pub(super) fn wait_reopening(d: &mut dyn Reopen, at: u64, timeout: Duration) -> Result<Readiness, DutError> {
     let start = Instant::now();
     let deadline = start + timeout;
-    let mut last = String::from("no attempt");
+    let mut last = Cause::text("no attempt");
     let mut enumerate = None;
     loop {
         if d.slot().is_none() {
@@ -207,7 +209,7 @@ pub(super) fn wait_reopening(d: &mut dyn Reopen, at: u64, timeout: Duration) -> 
                 Ok(()) => return Ok(Readiness { enumerate, first_read: start.elapsed() }),
                 Err(e) if !e.device_gone() => return Ok(Readiness { enumerate, first_read: start.elapsed() }),
                 Err(e) => {
-                    last = e.to_string();
+                    last = Cause::of(e);
                     *d.slot() = None;
                 }
             }
@@ -220,12 +222,12 @@ pub(super) fn wait_reopening(d: &mut dyn Reopen, at: u64, timeout: Duration) -> 
 }
 
 /// Why a device could not be found again after a fault.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub(super) enum Refind {
     /// Not there (yet): keep waiting until the readiness timeout.
-    NotYet(String),
+    NotYet(Cause),
     /// More than one device could be it: waiting will not tell them apart.
-    Ambiguous(String),
+    Ambiguous(Ambiguity),
 }
 
 /// The device a run starts on, and the path it goes through when its namespace has several.
@@ -240,26 +242,16 @@ fn first_path(path: Option<&Path>, expect: &Expectation, roots: &SysRoots) -> Re
     if let Some(p) = path {
         return Ok((p.to_path_buf(), if expect.is_empty() { None } else { path_of(p, expect, roots) }));
     }
-    let paths = find_namespace_paths(expect, roots).map_err(|e| DutError::Open(format!("target: {}", scenario_words(&e))))?;
+    let paths = find_namespace_paths(expect, roots).map_err(|e| DutError::Find(Shared::new(e)))?;
     match &paths[..] {
         [one] => Ok((one.dev.clone(), Some(one.path.clone()).filter(is_controller_path))),
-        several => Err(DutError::Open(format!(
-            "target: {} matches {} paths of one namespace ({}): the identity cannot tell them apart; name the path the run goes \
-             through with target.path (e.g. {}) or by its controller, with target.cntlid, target.pci_address or target.controller{}",
-            expect.summary(),
-            several.len(),
-            several.iter().map(|m| m.path.to_string()).collect::<Vec<_>>().join("; "),
-            several[0].dev.display(),
-            several[0].path.cntlid.map_or(String::new(), |c| format!(" (e.g. cntlid = {c})"))
-        ))),
+        several => Err(DutError::Paths {
+            expect: expect.summary(),
+            paths: several.iter().map(|m| m.path.to_string()).collect(),
+            first: several[0].dev.clone(),
+            cntlid: several[0].path.cntlid,
+        }),
     }
-}
-
-/// A refusal as a scenario's reader needs it: the fields to add are the scenario's, not the
-/// command line's flags.
-fn scenario_words(e: &FindError) -> String {
-    e.to_string()
-        .replace(EXPECT_FLAGS, "target.serial, target.wwid, target.model, target.size_bytes (the size tells a disk from its partitions)")
 }
 
 fn is_char_device(p: &Path) -> bool {
@@ -313,9 +305,9 @@ fn refind(expect: &Expectation, via: Option<&PathId>, roots: &SysRoots) -> Resul
 /// path: ambiguous. Anything else (nothing there, the path not back): not yet.
 fn classify(e: FindError) -> Refind {
     match &e {
-        FindError::SeveralNamespaces { .. } | FindError::Ambiguous { .. } => Refind::Ambiguous(scenario_words(&e)),
-        FindError::Path { selected, .. } if *selected > 1 => Refind::Ambiguous(scenario_words(&e)),
-        _ => Refind::NotYet(e.to_string()),
+        FindError::SeveralNamespaces { .. } | FindError::Ambiguous { .. } => Refind::Ambiguous(Ambiguity::Identity(Shared::new(e))),
+        FindError::Path { selected, .. } if *selected > 1 => Refind::Ambiguous(Ambiguity::Identity(Shared::new(e))),
+        _ => Refind::NotYet(Cause::of(e)),
     }
 }
 
@@ -465,7 +457,7 @@ mod tests {
     fn a_path_picked_by_cntlid_is_followed_and_the_serial_alone_is_refused_naming_how_to_pick() {
         let f = dual("pick");
         let refusal = |expect: &Expectation| match RealDut::open(None, expect, None, 4, false, f.roots()) {
-            Err(DutError::Open(e)) => e,
+            Err(e @ (DutError::Find(_) | DutError::Paths { .. })) => e.to_string(),
             other => panic!("expected a refusal, got {:?}", other.map(|d| d.path)),
         };
         // The serial alone: both disks and both partitions.
@@ -498,7 +490,7 @@ mod tests {
         f.controller("0000:00:05.0", "nvme7", 2, "6f1d3a2e-0000-4000-8000-000000000002");
         let t0 = Instant::now();
         let e = dut.wait_ready(0, Duration::from_secs(30)).unwrap_err();
-        assert!(matches!(&e, DutError::Ambiguous(m) if m.contains("2 different namespaces")), "{e}");
+        assert!(matches!(&e, DutError::Ambiguous(Ambiguity::Identity(_))) && e.to_string().contains("2 different namespaces"), "{e}");
         assert!(t0.elapsed() < Duration::from_secs(5), "at once: {:?}", t0.elapsed());
     }
 
@@ -509,7 +501,7 @@ mod tests {
         assert!(matches!(refind(&expect(), None, &roots), Err(Refind::NotYet(_))));
         let c = |n: &str| Candidate { path: PathBuf::from(format!("/dev/{n}")), identity: DeviceIdentity::default() };
         let two = FindError::Ambiguous { expect: Box::new(expect()), matches: vec![c("nvme0n1"), c("nvme1n1")] };
-        assert!(matches!(classify(two), Refind::Ambiguous(m) if m.contains("nvme0n1") && m.contains("nvme1n1")));
+        assert!(matches!(classify(two), Refind::Ambiguous(m) if m.to_string().contains("nvme0n1") && m.to_string().contains("nvme1n1")));
         let none = FindError::Path { expect: Box::new(expect()), want: Box::default(), paths: Vec::new(), selected: 0, idle: Vec::new() };
         assert!(matches!(classify(none), Refind::NotYet(_)), "the path is not back yet");
     }

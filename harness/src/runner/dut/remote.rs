@@ -6,7 +6,7 @@
 //! dropped: the next `wait_ready` dials again (the host has booted) and opens the target
 //! held to the run's identity.
 //!
-//! Not over the wire yet: the read load of a performance run (a [`DutError::Open`] naming
+//! Not over the wire yet: the read load of a performance run (a [`DutError::Unsupported`] naming
 //! it).
 
 use super::*;
@@ -97,16 +97,13 @@ impl AgentReset {
     pub fn take_report(&self) -> Result<(), crate::runner::fault::ControllerError> {
         use crate::runner::fault::ControllerError;
         let mut s = self.state();
-        let want = s.want.map(|w| w.reset.reset_kind().to_string()).unwrap_or_else(|| "reset".into());
+        let reset = s.want.map(|w| w.reset.reset_kind());
         match s.ran.take() {
             Some(ResetReport { error: None, .. }) => Ok(()),
-            Some(ResetReport { error: Some(e), controller, .. }) => {
-                Err(ControllerError(format!("{}: {want} of {controller}: {e}", s.host)))
+            Some(ResetReport { error: Some(message), controller, .. }) => {
+                Err(ControllerError::Remote { host: s.host.clone(), reset, controller, message })
             }
-            None => Err(ControllerError(format!(
-                "{}: its agent did not report its {want} (its cycle ended before the reset, or the host was lost)",
-                s.host
-            ))),
+            None => Err(ControllerError::NoReport { host: s.host.clone(), reset }),
         }
     }
 
@@ -159,7 +156,7 @@ impl RemoteDut {
     fn session(&mut self) -> Result<&mut Session, DutError> {
         if self.session.is_none() {
             let p = &self.port;
-            let mut s = dial::dial(&p.transport, &p.host, &p.run, &p.coordinator, p.timeout).map_err(|e| DutError::Open(e.to_string()))?;
+            let mut s = dial::dial(&p.transport, &p.host, &p.run, &p.coordinator, p.timeout).map_err(|e| DutError::Dial(Shared::new(e)))?;
             let kept = std::sync::Arc::clone(&self.audit);
             s.set_audit(Box::new(move |e| {
                 // Bounded: a run drains it at every cycle's steps.
@@ -170,7 +167,7 @@ impl RemoteDut {
             }));
             let t = s
                 .open_expecting(&p.target, self.identity.as_deref(), &(&p.expect).into(), p.queue_depth, &p.resets, p.timeout)
-                .map_err(|e| DutError::Open(e.to_string()))?;
+                .map_err(|e| DutError::Dial(Shared::new(e)))?;
             match s.clock(8, p.timeout) {
                 Ok(c) => {
                     self.offset_ns = c.offset_ns;
@@ -183,7 +180,7 @@ impl RemoteDut {
                         c.uncertainty_ns as f64 / 1e3
                     ));
                 }
-                Err(e) => return Err(DutError::Open(e.to_string())),
+                Err(e) => return Err(DutError::Dial(Shared::new(e))),
             }
             self.facts = Some(t.facts());
             self.pid.store(s.pid(), Ordering::Release);
@@ -209,15 +206,24 @@ impl RemoteDut {
         self.reset.clone()
     }
 
-    fn lost(&mut self, why: impl std::fmt::Display) -> DutError {
+    fn lost(&mut self, why: impl Into<Cause>) -> DutError {
         self.session = None;
         self.pid.store(0, Ordering::Release);
-        DutError::NotOpen(format!("{} (through {}): {why}", self.port.target, self.port.host))
+        DutError::Lost { target: self.port.target.clone(), host: self.port.host.clone(), source: why.into() }
     }
 
-    fn unsupported(&self, what: &str) -> DutError {
-        DutError::Open(format!("{what} of a port on another host ({}) is not carried by the agent protocol yet", self.port.host))
+    fn unsupported(&self, what: &'static str) -> DutError {
+        DutError::Unsupported { what, host: self.port.host.clone() }
     }
+}
+
+/// An agent's answer that breaks the protocol, after the host was lost before.
+#[derive(Debug, thiserror::Error)]
+#[error("{error} (before: {before})")]
+struct After {
+    #[source]
+    error: dial::DialError,
+    before: DutError,
 }
 
 impl Dut for RemoteDut {
@@ -305,7 +311,7 @@ impl Dut for RemoteDut {
                     self.port.host,
                     if cut_at.is_some() { "at" } else { "before its writer reached" }
                 );
-                self.lost(&why);
+                self.lost(Cause::text(why.clone()));
                 let durable = held.durable_prefix.saturating_sub(first_id) + held.durable_extras;
                 let bytes: u64 = (first_id.max(1)..held.durable_prefix).map(|id| w.layout.plan(id).len).sum();
                 let elapsed = t0.elapsed();
@@ -325,7 +331,7 @@ impl Dut for RemoteDut {
                 Err(DutCycleError::HostLost { outcome: Box::new(outcome), why })
             }
             Err(e @ CycleError::Unrecorded { .. }) => Err(self.lost(e).into()),
-            Err(e) => Err(DutError::Open(e.to_string()).into()),
+            Err(e) => Err(DutError::Cycle(Shared::new(e)).into()),
         }
     }
 
@@ -335,10 +341,12 @@ impl Dut for RemoteDut {
         let header = ledger.history().header.clone();
         let spec = layout.spec();
         if (header.workload.span_start, header.workload.span_end) != (spec.span_start, spec.span_end) {
-            return Err(DutError::Open(format!(
-                "the prefill of bytes {}..{}: the run's header says {}..{}",
-                spec.span_start, spec.span_end, header.workload.span_start, header.workload.span_end
-            ))
+            return Err(DutError::PrefillSpan {
+                start: spec.span_start,
+                end: spec.span_end,
+                header_start: header.workload.span_start,
+                header_end: header.workload.span_end,
+            }
             .into());
         }
         // The agent is silent while it writes: at least 20 MB/s, and a minute more.
@@ -350,7 +358,7 @@ impl Dut for RemoteDut {
                 ledger.append(&done).and_then(|_| ledger.sync()).map_err(crate::writer::WriteError::from)?;
                 Ok(spec.span_end - spec.span_start)
             }
-            Ok(Err(why)) => Err(DutError::Open(format!("{} (through {}): {why}", self.port.target, self.port.host)).into()),
+            Ok(Err(source)) => Err(DutError::Prefill { target: self.port.target.clone(), host: self.port.host.clone(), source }.into()),
             Err(e) => Err(self.lost(e).into()),
         }
     }
@@ -371,11 +379,7 @@ impl Dut for RemoteDut {
                 break;
             }
             if held > want || Instant::now() >= until {
-                return Err(DutError::Open(format!(
-                    "{}: the ledger file holds {held} records, the run's history {want}: the agent cannot verify against the run's history",
-                    file.display()
-                ))
-                .into());
+                return Err(DutError::History { file, held, want }.into());
             }
             std::thread::sleep(Duration::from_millis(10));
         }
@@ -412,17 +416,17 @@ impl Dut for RemoteDut {
         let t0 = Instant::now();
         let until = t0 + timeout;
         let mut redialled = false;
-        let mut last = String::new();
+        let mut last = None;
         loop {
             if self.session.is_none() {
                 redialled = true;
                 if let Err(e) = self.session() {
                     if Instant::now() >= until {
-                        return Err(DutError::HostGone(format!(
-                            "{}: its agent did not answer within {} s (the host is down or unreachable): {e}",
-                            self.port.host,
-                            timeout.as_secs()
-                        )));
+                        return Err(DutError::HostGone {
+                            host: self.port.host.clone(),
+                            timeout_s: timeout.as_secs(),
+                            source: Shared::new(e),
+                        });
                     }
                     std::thread::sleep(Duration::from_millis(200));
                     continue;
@@ -437,16 +441,18 @@ impl Dut for RemoteDut {
                     return Ok(Readiness { enumerate, first_read });
                 }
                 Err(e @ dial::DialError::Protocol { .. }) => {
-                    return Err(DutError::NotReady {
-                        timeout_s: timeout.as_secs(),
-                        last: format!("{e}{}", if last.is_empty() { String::new() } else { format!(" (before: {last})") }),
-                    })
+                    let last = match last.take() {
+                        None => Cause::of(e),
+                        Some(before) => Cause::of(After { error: e, before }),
+                    };
+                    return Err(DutError::NotReady { timeout_s: timeout.as_secs(), last });
                 }
                 Err(e) => {
-                    last = self.lost(e).to_string();
+                    let lost = self.lost(e);
                     if Instant::now() >= until {
-                        return Err(DutError::NotReady { timeout_s: timeout.as_secs(), last });
+                        return Err(DutError::NotReady { timeout_s: timeout.as_secs(), last: Cause::of(lost) });
                     }
+                    last = Some(lost);
                 }
             }
         }

@@ -56,12 +56,7 @@ fn sim_dut(plan: &RunPlan, t: &SimTarget, run_dir: &Path, o: &RunnerOptions) -> 
     });
     let switch = match switch.collect::<Option<Vec<SimSwitch>>>().and_then(|s| s.first().copied()) {
         Some(s) => s,
-        None => {
-            return Err(ControllerError(
-                "the simulated drive's power is switched through its own switch (controllers.power = \"sim\")".into(),
-            )
-            .into())
-        }
+        None => return Err(ControllerError::from(crate::runner::fault::Missing::SimSwitch).into()),
     };
     let (cutter, emu) = sim_switch(switch, drive.power(), plan.seed, &o.control_env)?;
     Ok((SimDut { drive }, cutter, emu))
@@ -83,7 +78,7 @@ fn remote_dut(
     target: &str,
     expect: &faultline_drivers::blockdev::Expectation,
 ) -> Result<RemoteDut, OpenError> {
-    let transport = crate::transport::Transport::new(transport, host).map_err(|e| DutError::Open(format!("target.transport: {e}")))?;
+    let transport = crate::transport::Transport::new(transport, host).map_err(DutError::Transport)?;
     Ok(RemoteDut::open(remote_port(plan, o, host, transport, target, expect, run_dir.join(crate::run_dir::LEDGER_FILE)))?)
 }
 

@@ -97,8 +97,9 @@ pub enum OpenError {
     Dut(#[from] DutError),
     #[error(transparent)]
     Controller(#[from] ControllerError),
+    /// Boxed: the drivers' errors a port's controller keeps make it large.
     #[error(transparent)]
-    Ports(#[from] OpenPortsError),
+    Ports(Box<OpenPortsError>),
     #[error(transparent)]
     Scenario(#[from] ScenarioError),
     #[error(transparent)]
@@ -116,4 +117,10 @@ pub enum OpenError {
     Workload { dir: PathBuf, port: Option<String>, ledger: String },
     #[error("{}prefill: {source}", on(port))]
     Prefill { port: Option<String>, source: DutCycleError },
+}
+
+impl From<OpenPortsError> for OpenError {
+    fn from(e: OpenPortsError) -> Self {
+        OpenError::Ports(Box::new(e))
+    }
 }

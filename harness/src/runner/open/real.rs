@@ -84,11 +84,11 @@ impl RealPort {
             self.target = None;
         }
         if self.target.is_none() {
-            self.reopen().map_err(|e| DutError::NotOpen(e.to_string()))?;
+            self.reopen().map_err(|e| DutError::NotBack(crate::runner::dut::Cause::of(e)))?;
         }
         match &mut self.target {
             Some(t) => Ok(t.as_mut()),
-            None => Err(DutError::NotOpen(self.path.display().to_string())),
+            None => Err(DutError::NotOpen(self.path.clone())),
         }
     }
 }
@@ -99,7 +99,7 @@ impl Dut for RealPort {
 
     fn wait_ready(&mut self, at: u64, timeout: Duration) -> Result<Readiness, DutError> {
         let start = Instant::now();
-        let mut last = String::from("no attempt");
+        let mut last = crate::runner::dut::Cause::text("no attempt");
         let mut enumerate = None;
         // The fd opened before the fault points at the device that went away: open the path
         // again, whatever the old one says.
@@ -108,7 +108,7 @@ impl Dut for RealPort {
             if self.target.is_none() {
                 match self.reopen() {
                     Ok(()) => enumerate = Some(start.elapsed()),
-                    Err(e) => last = e.to_string(),
+                    Err(e) => last = crate::runner::dut::Cause::of(e),
                 }
             }
             if let Some(t) = self.target.as_deref_mut() {
@@ -118,7 +118,7 @@ impl Dut for RealPort {
                     Ok(()) => return Ok(Readiness { enumerate, first_read: start.elapsed() }),
                     Err(e) if !e.device_gone() => return Ok(Readiness { enumerate, first_read: start.elapsed() }),
                     Err(e) => {
-                        last = e.to_string();
+                        last = crate::runner::dut::Cause::of(e);
                         self.target = None;
                     }
                 }

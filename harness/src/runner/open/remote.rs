@@ -112,7 +112,7 @@ impl Dut for ServedPort {
 
     fn save(&mut self) -> Result<(), DutError> {
         match &self.drive {
-            Some(d) => d.persist().map_err(|e| DutError::Persist(e.to_string())),
+            Some(d) => d.persist().map_err(|e| DutError::Persist(crate::runner::dut::Shared::new(e))),
             None => Ok(()),
         }
     }
@@ -299,7 +299,7 @@ fn dial_hosts(
     // Every host dialled at once: a host may take a while to answer (a lab guest boots).
     let opened: Vec<Result<RemoteDut, DutError>> = std::thread::scope(|sc| {
         let hs: Vec<_> = ports.into_iter().map(|port| sc.spawn(move || RemoteDut::open(port))).collect();
-        hs.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(DutError::Open("dialling the host panicked".into())))).collect()
+        hs.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(DutError::Panicked("dialling the host")))).collect()
     });
     let mut devs: Vec<Box<dyn Dut>> = Vec::new();
     let mut switches: Vec<(String, Box<dyn PowerSwitch + Send>)> = Vec::new();

@@ -121,7 +121,7 @@ impl Dut for SimPortDut {
 
     fn save(&mut self) -> Result<(), DutError> {
         if self.answers_for_drive {
-            self.drive.persist().map_err(|e| DutError::Persist(e.to_string()))?;
+            self.drive.persist().map_err(|e| DutError::Persist(crate::runner::dut::Shared::new(e)))?;
         }
         Ok(())
     }
@@ -152,9 +152,8 @@ pub(super) fn open(plan: &RunPlan, t: &SimTarget, run_dir: &Path, o: &RunnerOpti
             // The real Quarch driver, over a pty, to the hot-plug module's emulator in front
             // of the drive's ports: it pulls them, and switches the drive's power too.
             let emu = QuarchEmu::serial_dual(drive.power(), drive.link(), plan.seed).map_err(OpenPortsError::Emulator)?;
-            let spec = parse_spec(&format!("quarch+serial://{}", emu.endpoint()))
-                .map_err(|e| OpenPortsError::Controller(ControllerError::of(e)))?;
-            let c = control::open(&spec, &o.control_env).map_err(|e| OpenPortsError::Controller(ControllerError::of(e)))?;
+            let spec = parse_spec(&format!("quarch+serial://{}", emu.endpoint())).map_err(|e| OpenPortsError::Controller(e.into()))?;
+            let c = control::open(&spec, &o.control_env).map_err(|e| OpenPortsError::Controller(e.into()))?;
             let mut cutter = Cutter::link(c.link.ok_or(OpenPortsError::NoLink)?, port, kind);
             if let (Some(p), Some(_)) = (c.power, power_switch) {
                 cutter = cutter.joined(Cutter::power(p));
