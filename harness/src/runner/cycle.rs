@@ -15,7 +15,7 @@ use super::run_loop::{run_cycles, StartAt};
 use super::setup::{RunnerOptions, Setup};
 use super::stop::{self, ControllerStep, CycleEnd};
 use super::writers::{self, NoCut, WritePhase, Written};
-use crate::events::{Event, Verdict};
+use crate::events::{Event, EventKind, Verdict};
 use crate::health::{judge, judge_ocp, HealthAnomaly, HealthCheck, HealthPolicy, Shutdown};
 use crate::scenario::{DualPlan, RunPlan};
 use crate::verify::{Finding, FindingClass, Shown};
@@ -79,7 +79,7 @@ impl<'e> Cycles<'_, 'e> {
                 let message = "the power switch read back off between cycles (the harness died after it was turned back on, or \
                                something else turned it off): turned on before the next cycle"
                     .to_string();
-                self.em.emit(Event::Note { t_ns, cycle: None, message });
+                self.em.emit(Event::new(t_ns, EventKind::Note { message }));
             }
             Err(e) => self.em.error(None, format!("power on before the next cycle: {e}")),
         }
@@ -148,7 +148,7 @@ impl<'r, 'e> Cycles<'r, 'e> {
         let lines = self.ports.take_audit();
         if !lines.is_empty() {
             let t_ns = self.em.now();
-            self.em.emit(Event::AgentLog { t_ns, cycle, lines });
+            self.em.emit(Event::new(t_ns, EventKind::AgentLog { lines }).with_cycle(cycle));
         }
     }
 
@@ -161,7 +161,7 @@ impl<'r, 'e> Cycles<'r, 'e> {
         self.aim(cycle)?;
         self.align(cycle)?;
         let t_start = self.em.now();
-        self.em.emit(Event::CycleStarted { t_ns: t_start, cycle, fault: plan.faults.is_mixed().then(|| fault.label()) });
+        self.em.emit(Event::in_cycle(t_start, cycle, EventKind::CycleStarted { fault: plan.faults.is_mixed().then(|| fault.label()) }));
         let (place, planned) = match self.dual {
             Some(d) => {
                 let fire_at = d.spec.warmup_ms + d.spec.baseline_ms;
@@ -181,7 +181,7 @@ impl<'r, 'e> Cycles<'r, 'e> {
         let w = writers::write(plan, self.o, self.ports, self.lanes, self.cutter, &phase);
         for message in self.ports.notes() {
             let t_ns = self.em.now();
-            self.em.emit(Event::Note { t_ns, cycle: Some(cycle), message });
+            self.em.emit(Event::new(t_ns, EventKind::Note { message }).with_cycle(Some(cycle)));
         }
         let mut end = CycleEnd { cycle, ..CycleEnd::default() };
         let mut findings: Vec<Finding> = Vec::new();
@@ -328,7 +328,11 @@ impl<'r, 'e> Cycles<'r, 'e> {
             return Ok(false);
         }
         let t_ns = self.em.now();
-        self.em.emit(if self.cutter.is_link() { Event::LinkRestored { t_ns, cycle } } else { Event::PowerRestored { t_ns, cycle } });
+        self.em.emit(if self.cutter.is_link() {
+            Event::in_cycle(t_ns, cycle, EventKind::LinkRestored {})
+        } else {
+            Event::in_cycle(t_ns, cycle, EventKind::PowerRestored {})
+        });
         for (i, r) in answered {
             let prefix = self.ports.prefix(*i);
             self.ports.ready(*i, cycle, r.clone(), self.em, end, findings).map_err(|source| Fatal::Port { prefix, source })?;

@@ -37,7 +37,7 @@ pub mod setup;
 pub mod stop;
 mod writers;
 
-use crate::events::{Event, Sinks, Verdict};
+use crate::events::{Event, EventKind, Sinks, Verdict};
 use crate::report::Recorder;
 use crate::scenario::RunPlan;
 use cycle::{cycles, Ending};
@@ -109,22 +109,24 @@ pub fn run_observed(
     prior: Option<Prior>,
     observer: Option<&mut (dyn CycleObserver + 'static)>,
 ) -> Result<RunSummary, RunnerError> {
-    let run_started = |run_id: u64, target: String| Event::RunStarted {
-        t_ns: 0,
-        run_id: format!("{run_id:016x}"),
-        scenario: plan.name().to_string(),
-        target,
-        contract: plan.contract,
-        cycles_planned: plan.cycles,
-        seed: plan.seed,
-        started_at: o.started_at.clone(),
+    let run_started = |run_id: u64, target: String| {
+        let kind = EventKind::RunStarted {
+            run_id: format!("{run_id:016x}"),
+            scenario: plan.name().to_string(),
+            target,
+            contract: plan.contract,
+            cycles_planned: plan.cycles,
+            seed: plan.seed,
+            started_at: o.started_at.clone(),
+        };
+        Event::new(0, kind)
     };
     let resuming = prior.is_some();
     let suspended = |mut em: Emitter, cycles_run, why: String, notes| {
         // A resume refused at once (still short of space) records nothing: there is no room.
         if em.emitted > 0 {
             let t_ns = em.now();
-            em.emit(Event::RunSuspended { t_ns, reason: why.clone() });
+            em.emit(Event::new(t_ns, EventKind::RunSuspended { reason: why.clone() }));
         }
         let Emitter { errors, .. } = em;
         Ok(RunSummary { verdict: Verdict::Error, cycles_run, stopped: Some(why), errors, notes, suspended: true })
@@ -154,7 +156,7 @@ pub fn run_observed(
         };
         if let Some(reason) = &stopped {
             let t_ns = em.now();
-            em.emit(Event::RunStopped { t_ns, reason: reason.clone() });
+            em.emit(Event::new(t_ns, EventKind::RunStopped { reason: reason.clone() }));
         }
         let t = em.now();
         let Emitter { rec, errors, .. } = em;
@@ -172,7 +174,7 @@ pub fn run_observed(
             notes = std::mem::take(&mut st.notes);
             for message in &notes {
                 let t_ns = em.now();
-                em.emit(Event::Note { t_ns, cycle: None, message: message.clone() });
+                em.emit(Event::new(t_ns, EventKind::Note { message: message.clone() }));
             }
             match cycles(plan, o, run_dir, &mut st, &mut em, &mut cycles_run, resuming.then_some(&prior), observer) {
                 Ok(Ending::Done) => None,
@@ -197,7 +199,7 @@ pub fn run_observed(
     };
     if let Some(reason) = &stopped {
         let t_ns = em.now();
-        em.emit(Event::RunStopped { t_ns, reason: reason.clone() });
+        em.emit(Event::new(t_ns, EventKind::RunStopped { reason: reason.clone() }));
     }
     let t = em.now();
     let Emitter { rec, errors, .. } = em;

@@ -34,7 +34,7 @@ use super::resume::{Prior, Start};
 use super::run_loop::{run_cycles, StartAt};
 use super::stop::CycleEnd;
 use super::{CycleObserver, RunnerOptions};
-use crate::events::Event;
+use crate::events::{Event, EventKind};
 use crate::ledger::{RunHeader, TargetFacts};
 use crate::port::PortId;
 use crate::run::{open_run, OpenRun};
@@ -76,22 +76,24 @@ pub(crate) fn run(
     let Ports { mut devs, cutter, identity, sector, capacity, atomic, notes, _keep } = open_ports(plan, dual, run_dir, o)?;
     let mut cutter = cutter;
     if !prior.is_some_and(|p| p.started) {
-        em.emit(Event::RunStarted {
-            t_ns: 0,
-            run_id: format!("{:016x}", o.run_id),
-            scenario: plan.name().to_string(),
-            target: identity.clone(),
-            contract: plan.contract,
-            // A performance run's cycles are its phases: each writer port alone, then all.
-            cycles_planned: if performance {
-                let writers = dual.ports.iter().filter(|p| p.role == PortRole::Writer).count() as u32;
-                writers + u32::from(writers > 1)
-            } else {
-                plan.cycles
+        em.emit(Event::new(
+            0,
+            EventKind::RunStarted {
+                run_id: format!("{:016x}", o.run_id),
+                scenario: plan.name().to_string(),
+                target: identity.clone(),
+                contract: plan.contract,
+                // A performance run's cycles are its phases: each writer port alone, then all.
+                cycles_planned: if performance {
+                    let writers = dual.ports.iter().filter(|p| p.role == PortRole::Writer).count() as u32;
+                    writers + u32::from(writers > 1)
+                } else {
+                    plan.cycles
+                },
+                seed: plan.seed,
+                started_at: o.started_at.clone(),
             },
-            seed: plan.seed,
-            started_at: o.started_at.clone(),
-        });
+        ));
     }
     let full = plan.layout(sector, capacity).map_err(DualRunError::Layout)?;
     let mut lanes = Vec::new();
@@ -128,7 +130,7 @@ pub(crate) fn run(
     }
     for message in notes {
         let t_ns = em.now();
-        em.emit(Event::Note { t_ns, cycle: None, message });
+        em.emit(Event::new(t_ns, EventKind::Note { message }));
     }
     // The cycle the harness died in is the newest any port's ledger began (a port whose
     // writer had not begun it yet is brought level before it is finished).
