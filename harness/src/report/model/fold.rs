@@ -1,7 +1,7 @@
 //! Folding one event into the model: what it says of the run, then of its open cycle.
 
 use super::{Cut, CycleEnd, CycleRecord, RunModel, RunStart, Verified, MAX_CYCLE_FINDINGS, MAX_LISTED_PER_CLASS, MAX_OPEN_CYCLES};
-use crate::events::{Event, EventKind};
+use crate::events::{CycleKey, Event, EventKind};
 use crate::report::ports::WindowSeries;
 
 impl RunModel {
@@ -164,23 +164,15 @@ impl RunModel {
     }
 }
 
-/// The kinds an open cycle's record keeps (a note, a transcript or a port's window of a
-/// cycle count for the run only, and do not open the cycle).
+/// The kinds an open cycle's record keeps: those that always belong to a cycle, but a port's
+/// window (the port's totals and chart, apart), and a harness error of a cycle. A note, a
+/// transcript or a window counts for the run only, and does not open the cycle.
 fn kept_in_cycle(kind: &EventKind) -> bool {
-    matches!(
-        kind,
-        EventKind::CycleStarted { .. }
-            | EventKind::CutIssued { .. }
-            | EventKind::DeviceGone {}
-            | EventKind::PowerRestored {}
-            | EventKind::LinkRestored {}
-            | EventKind::Ready { .. }
-            | EventKind::Health { .. }
-            | EventKind::Verified { .. }
-            | EventKind::Finding { .. }
-            | EventKind::CycleEnded { .. }
-            | EventKind::HarnessError { .. }
-    )
+    match kind.cycle_key() {
+        CycleKey::Always => !matches!(kind, EventKind::PortWindow { .. }),
+        CycleKey::Nullable => matches!(kind, EventKind::HarnessError { .. }),
+        CycleKey::Optional | CycleKey::Never => false,
+    }
 }
 
 impl CycleRecord {
