@@ -89,24 +89,18 @@ impl PortSet {
             n += anomalies.len();
             let prefix = self.prefix(i);
             let t_ns = em.now();
-            em.emit(
-                Event::in_cycle(
-                    t_ns,
-                    cycle,
-                    EventKind::Health {
-                        smart: SmartFigures::from(&after.smart),
-                        anomalies: anomalies
-                            .iter()
-                            .map(|a| {
-                                let mut note = HealthNote::from(a);
-                                note.detail = format!("{prefix}{}", note.detail);
-                                note
-                            })
-                            .collect(),
-                    },
-                )
-                .on_port(self.id(i)),
-            );
+            let kind = EventKind::Health {
+                smart: SmartFigures::from(&after.smart),
+                anomalies: anomalies
+                    .iter()
+                    .map(|a| {
+                        let mut note = HealthNote::from(a);
+                        note.detail = format!("{prefix}{}", note.detail);
+                        note
+                    })
+                    .collect(),
+            };
+            em.emit(Event::in_cycle(t_ns, cycle, kind).on_port(self.id(i)));
             self.health[i] = Some(after);
         }
         n

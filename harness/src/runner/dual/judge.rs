@@ -196,29 +196,23 @@ pub(crate) fn judge_windows(
         let kept = series.get(from.min(upto)..upto).unwrap_or_default();
         let t_of = |ph| windows.started(ph).map(|d| em.ns(windows.epoch() + d));
         let (baseline_t_ns, fault_t_ns, window_end_t_ns) = (t_of(Phase::Baseline), t_of(Phase::Fault), t_of(Phase::After));
-        em.emit(
-            Event::in_cycle(
-                t_ns,
-                cycle,
-                EventKind::PortWindow {
-                    name: p.name.clone(),
-                    faulted: is_hit,
-                    baseline_t_ns,
-                    fault_t_ns,
-                    window_end_t_ns,
-                    baseline: base,
-                    fault: during,
-                    throughput_ratio: judged.throughput_ratio,
-                    p99_ratio: judged.p99_ratio,
-                    disturbed: !judged.breaches.is_empty(),
-                    harness_late_us: Some(u64::try_from(starved.as_micros()).unwrap_or(u64::MAX)),
-                    bucket_ms: crate::writer::windows::BUCKET.as_millis() as u32,
-                    series_bytes: kept.iter().map(|b| b.bytes).collect(),
-                    series_max_latency_us: kept.iter().map(|b| b.max_latency_us).collect(),
-                },
-            )
-            .on_port(PortId(i as u8)),
-        );
+        let window = EventKind::PortWindow {
+            name: p.name.clone(),
+            faulted: is_hit,
+            baseline_t_ns,
+            fault_t_ns,
+            window_end_t_ns,
+            baseline: base,
+            fault: during,
+            throughput_ratio: judged.throughput_ratio,
+            p99_ratio: judged.p99_ratio,
+            disturbed: !judged.breaches.is_empty(),
+            harness_late_us: Some(u64::try_from(starved.as_micros()).unwrap_or(u64::MAX)),
+            bucket_ms: crate::writer::windows::BUCKET.as_millis() as u32,
+            series_bytes: kept.iter().map(|b| b.bytes).collect(),
+            series_max_latency_us: kept.iter().map(|b| b.max_latency_us).collect(),
+        };
+        em.emit(Event::in_cycle(t_ns, cycle, window).on_port(PortId(i as u8)));
     }
 }
 

@@ -100,36 +100,26 @@ pub(super) fn run(
         for i in &ran {
             let f = windows.figures(*i, Phase::Baseline, end);
             let t_ns = em.now();
-            em.emit(
-                Event::new(
-                    t_ns,
-                    EventKind::PortPerf {
-                        workload: "write".into(),
-                        phase: phase.clone(),
-                        name: dual.ports[*i].name.clone(),
-                        figures: f.unwrap_or_default(),
-                    },
-                )
-                .on_port(PortId(*i as u8)),
-            );
+            let kind = EventKind::PortPerf {
+                workload: "write".into(),
+                phase: phase.clone(),
+                name: dual.ports[*i].name.clone(),
+                figures: f.unwrap_or_default(),
+            };
+            em.emit(Event::new(t_ns, kind).on_port(PortId(*i as u8)));
         }
         // The same ports reading their shares, 128 KiB at a time.
         let reads =
             read_phase(devs, lanes, &who, warm, ms).map_err(|(i, source)| PerfError::Read { port: dual.ports[i].name.clone(), source })?;
         for (i, f) in reads {
             let t_ns = em.now();
-            em.emit(
-                Event::new(
-                    t_ns,
-                    EventKind::PortPerf {
-                        workload: "seq-read-128k-qd1".into(),
-                        phase: phase.clone(),
-                        name: dual.ports[i].name.clone(),
-                        figures: f,
-                    },
-                )
-                .on_port(PortId(i as u8)),
-            );
+            let kind = EventKind::PortPerf {
+                workload: "seq-read-128k-qd1".into(),
+                phase: phase.clone(),
+                name: dual.ports[i].name.clone(),
+                figures: f,
+            };
+            em.emit(Event::new(t_ns, kind).on_port(PortId(i as u8)));
         }
         let t_ns = em.now();
         em.emit(Event::in_cycle(
