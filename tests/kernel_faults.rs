@@ -59,7 +59,7 @@ fn scenario(target: &Path, link: &str, reset: &str) -> String {
 }
 
 fn kinds(events: &[Event]) -> Vec<String> {
-    events.iter().map(Event::kind).collect()
+    events.iter().map(|e| e.kind_name().to_string()).collect()
 }
 
 /// Lab: `nvme-reset://` on the guest's controller; the log has `link_restored` after each

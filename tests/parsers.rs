@@ -12,7 +12,7 @@
 
 use crate::common::scratch;
 use crate::common::seeded::{check, mutate, mutations};
-use faultline::events::{Event, HealthNote, SmartFigures, Verdict};
+use faultline::events::{Event, EventKind, HealthNote, SmartFigures, Verdict};
 use faultline::format::{Decoded, Format, SectorId};
 use faultline::health::{critical_warning_meaning, judge, judge_ocp, parse_ocp_smart, parse_smart, HealthPolicy, Shutdown, LOG_BYTES};
 use faultline::ledger::{
@@ -181,81 +181,93 @@ fn sample_events() -> Vec<Event> {
     let mut counts = faultline::events::zero_counts();
     *counts.get_mut("lost_write").expect("class") = 1;
     vec![
-        Event::RunStarted {
-            t_ns: 0,
-            run_id: "00000000000000ab".into(),
-            scenario: "fuzz <&> \"q\"".into(),
-            target: "sim:8MiB".into(),
-            contract: Contract::Flush,
-            cycles_planned: 2,
-            seed: 4,
-            started_at: "2026-01-01T00:00:00+00:00".into(),
-        },
-        Event::CycleStarted { t_ns: 10, cycle: 1, fault: None },
-        Event::CutIssued {
-            t_ns: 20,
-            cycle: 1,
-            completions: 100,
-            in_flight_ops: 8,
-            bytes_at_risk: 32768,
-            phase_us: 900,
-            planned_after_ms: Some(3),
-            mate_step_ms: Some(25),
-            command_us: Some(4200),
-        },
-        Event::DeviceGone { t_ns: 30, cycle: 1 },
-        Event::PowerRestored { t_ns: 40, cycle: 1 },
-        Event::Ready { t_ns: 50, cycle: 1, enumerate_us: Some(1500), first_read_us: None, port: Some(faultline::port::PortId(1)) },
-        Event::Health {
-            t_ns: 60,
-            cycle: 1,
-            smart: SmartFigures { unsafe_shutdowns: 11, power_cycles: 21, ..SmartFigures::default() },
-            anomalies: vec![HealthNote { kind: "media_errors_grew".into(), detail: "media errors 0 -> 1".into() }],
-            port: None,
-        },
-        Event::Verified { t_ns: 70, cycle: 1, sectors: 16384, bytes: 8 << 20, verify_ns: 3_000_000, counts },
-        Event::Finding {
-            t_ns: 70,
-            cycle: 1,
-            finding: Finding {
-                class: FindingClass::LostWrite,
-                offset: 8192,
-                length: 4096,
-                expected: Shown::Write { write_id: 41, cycle: 1, port: 0, addr: 8192, index: 0, count: 8 },
-                found: Shown::Prefill {},
-                cycle: 1,
-                detail: "<b>gone</b>".into(),
+        Event::new(
+            0,
+            EventKind::RunStarted {
+                run_id: "00000000000000ab".into(),
+                scenario: "fuzz <&> \"q\"".into(),
+                target: "sim:8MiB".into(),
+                contract: Contract::Flush,
+                cycles_planned: 2,
+                seed: 4,
+                started_at: "2026-01-01T00:00:00+00:00".into(),
             },
-        },
-        Event::CycleEnded {
-            t_ns: 80,
-            cycle: 1,
-            verdict: Verdict::Findings,
-            writes_completed: 100,
-            bytes_written: 1 << 20,
-            write_ns: 5_000_000,
-            latency_p50_ns: Some(80_000),
-            latency_p99_ns: Some(900_000),
-            latency_max_ns: Some(1_200_000),
-            max_gap_ns: None,
-            harness_ns: Some(2_000_000),
-        },
-        Event::HarnessError { t_ns: 85, cycle: Some(2), message: "controller said FAIL".into() },
-        Event::RunResumed {
-            t_ns: 90,
-            resumed_at: "2026-01-01T01:00:00+00:00".into(),
-            cycles_ended: 1,
-            interrupted_cycle: Some(2),
-            last_event: "cycle_started".into(),
-        },
-        Event::RunEnded { t_ns: 100, verdict: Verdict::Findings, exit_code: 1 },
+        ),
+        Event::in_cycle(10, 1, EventKind::CycleStarted { fault: None }),
+        Event::in_cycle(
+            20,
+            1,
+            EventKind::CutIssued {
+                completions: 100,
+                in_flight_ops: 8,
+                bytes_at_risk: 32768,
+                phase_us: 900,
+                planned_after_ms: Some(3),
+                mate_step_ms: Some(25),
+                command_us: Some(4200),
+            },
+        ),
+        Event::in_cycle(30, 1, EventKind::DeviceGone {}),
+        Event::in_cycle(40, 1, EventKind::PowerRestored {}),
+        Event::in_cycle(50, 1, EventKind::Ready { enumerate_us: Some(1500), first_read_us: None })
+            .with_port(Some(faultline::port::PortId(1))),
+        Event::in_cycle(
+            60,
+            1,
+            EventKind::Health {
+                smart: SmartFigures { unsafe_shutdowns: 11, power_cycles: 21, ..SmartFigures::default() },
+                anomalies: vec![HealthNote { kind: "media_errors_grew".into(), detail: "media errors 0 -> 1".into() }],
+            },
+        ),
+        Event::in_cycle(70, 1, EventKind::Verified { sectors: 16384, bytes: 8 << 20, verify_ns: 3_000_000, counts }),
+        Event::in_cycle(
+            70,
+            1,
+            EventKind::Finding {
+                finding: Finding {
+                    class: FindingClass::LostWrite,
+                    offset: 8192,
+                    length: 4096,
+                    expected: Shown::Write { write_id: 41, cycle: 1, port: 0, addr: 8192, index: 0, count: 8 },
+                    found: Shown::Prefill {},
+                    cycle: 1,
+                    detail: "<b>gone</b>".into(),
+                },
+            },
+        ),
+        Event::in_cycle(
+            80,
+            1,
+            EventKind::CycleEnded {
+                verdict: Verdict::Findings,
+                writes_completed: 100,
+                bytes_written: 1 << 20,
+                write_ns: 5_000_000,
+                latency_p50_ns: Some(80_000),
+                latency_p99_ns: Some(900_000),
+                latency_max_ns: Some(1_200_000),
+                max_gap_ns: None,
+                harness_ns: Some(2_000_000),
+            },
+        ),
+        Event::new(85, EventKind::HarnessError { message: "controller said FAIL".into() }).with_cycle(Some(2)),
+        Event::new(
+            90,
+            EventKind::RunResumed {
+                resumed_at: "2026-01-01T01:00:00+00:00".into(),
+                cycles_ended: 1,
+                interrupted_cycle: Some(2),
+                last_event: "cycle_started".into(),
+            },
+        ),
+        Event::new(100, EventKind::RunEnded { verdict: Verdict::Findings, exit_code: 1 }),
     ]
 }
 
 fn log_bytes(events: &[Event]) -> Vec<u8> {
     let mut b = Vec::new();
     for e in events {
-        b.extend(serde_json::to_vec(e).expect("serialises"));
+        b.extend(e.to_json().expect("serialises"));
         b.push(b'\n');
     }
     b

@@ -10,7 +10,7 @@
 //! `cargo run --release -p faultline --example synth-events -- DIR CYCLES [SEED]`, then
 //! `/usr/bin/time -v faultline report DIR`.
 
-use faultline::events::{zero_counts, Event, EventSink, HealthNote, SmartFigures, Verdict};
+use faultline::events::{zero_counts, Event, EventKind, EventSink, HealthNote, SmartFigures, Verdict};
 use faultline::ledger::Contract;
 use faultline::port::PortId;
 use faultline::report::jsonl::EventLog;
@@ -35,47 +35,52 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut write_id: u64 = 1;
     let mut findings: u64 = 0;
     let mut smart = SmartFigures { temperature_k: 310, available_spare_pct: 100, ..SmartFigures::default() };
-    log.event(&Event::RunStarted {
-        t_ns: 0,
-        run_id: format!("{:016x}", seed.wrapping_mul(0x9e37_79b9_7f4a_7c15)),
-        scenario: "synthetic soak".into(),
-        target: "synthetic:64MiB".into(),
-        contract: Contract::Plp,
-        cycles_planned: cycles,
-        seed,
-        started_at: "2026-01-01T00:00:00+00:00".into(),
-    })?;
+    log.event(&Event::new(
+        0,
+        EventKind::RunStarted {
+            run_id: format!("{:016x}", seed.wrapping_mul(0x9e37_79b9_7f4a_7c15)),
+            scenario: "synthetic soak".into(),
+            target: "synthetic:64MiB".into(),
+            contract: Contract::Plp,
+            cycles_planned: cycles,
+            seed,
+            started_at: "2026-01-01T00:00:00+00:00".into(),
+        },
+    ))?;
     for cycle in 1..=cycles {
         t += 2_000_000 + rng.below(2_000_000);
-        log.event(&Event::CycleStarted { t_ns: t, cycle, fault: None })?;
+        log.event(&Event::in_cycle(t, cycle, EventKind::CycleStarted { fault: None }))?;
         let phase_us = 2_000 + rng.below(18_000);
         let completions = phase_us / 30 + rng.below(50);
         t += phase_us * 1000;
-        log.event(&Event::CutIssued {
-            t_ns: t,
+        log.event(&Event::in_cycle(
+            t,
             cycle,
-            completions,
-            in_flight_ops: 32,
-            bytes_at_risk: 100_000 + rng.below(300_000),
-            phase_us,
-            planned_after_ms: Some(phase_us / 1000),
-            mate_step_ms: None,
-            command_us: Some(200 + rng.below(2_000)),
-        })?;
+            EventKind::CutIssued {
+                completions,
+                in_flight_ops: 32,
+                bytes_at_risk: 100_000 + rng.below(300_000),
+                phase_us,
+                planned_after_ms: Some(phase_us / 1000),
+                mate_step_ms: None,
+                command_us: Some(200 + rng.below(2_000)),
+            },
+        ))?;
         t += 1_000_000 + rng.below(2_000_000);
-        log.event(&Event::DeviceGone { t_ns: t, cycle })?;
+        log.event(&Event::in_cycle(t, cycle, EventKind::DeviceGone {}))?;
         t += 8_000_000;
-        log.event(&Event::PowerRestored { t_ns: t, cycle })?;
+        log.event(&Event::in_cycle(t, cycle, EventKind::PowerRestored {}))?;
         // Mostly a millisecond or two to enumerate; one cycle in 500 takes a second.
         let enumerate_us = if rng.below(500) == 0 { 900_000 + rng.below(200_000) } else { 1_000 + rng.below(1_500) };
         t += enumerate_us * 1000;
-        log.event(&Event::Ready {
-            t_ns: t,
-            cycle,
-            enumerate_us: Some(enumerate_us),
-            first_read_us: Some(enumerate_us + 40 + rng.below(100)),
-            port: Some(PortId::A),
-        })?;
+        log.event(
+            &Event::in_cycle(
+                t,
+                cycle,
+                EventKind::Ready { enumerate_us: Some(enumerate_us), first_read_us: Some(enumerate_us + 40 + rng.below(100)) },
+            )
+            .with_port(Some(PortId::A)),
+        )?;
         smart.power_cycles += 1;
         smart.unsafe_shutdowns += 1;
         smart.data_units_written += 2 + rng.below(3);
@@ -88,7 +93,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             });
         }
         t += 300_000;
-        log.event(&Event::Health { t_ns: t, cycle, smart: smart.clone(), anomalies, port: Some(PortId::A) })?;
+        log.event(&Event::in_cycle(t, cycle, EventKind::Health { smart: smart.clone(), anomalies }).with_port(Some(PortId::A)))?;
         // What this cycle finds: usually one lost write, sometimes more of other classes.
         let mut found: Vec<FindingClass> = Vec::new();
         if rng.below(10) < 8 {
@@ -108,29 +113,31 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             *counts.get_mut(c.name()).expect("every class") += 1;
         }
         t += 3_000_000;
-        log.event(&Event::Verified { t_ns: t, cycle, sectors: 11_000, bytes: 5_632_000, verify_ns: 2_800_000, counts })?;
+        log.event(&Event::in_cycle(t, cycle, EventKind::Verified { sectors: 11_000, bytes: 5_632_000, verify_ns: 2_800_000, counts }))?;
         let found_any = !found.is_empty();
         for class in found {
             let sectors = 1 + rng.below(64) as u32;
             let addr = rng.below(131_072) * 512;
             let id = write_id + rng.below(completions.max(1));
             findings += 1;
-            log.event(&Event::Finding {
-                t_ns: t,
+            log.event(&Event::in_cycle(
+                t,
                 cycle,
-                finding: Finding {
-                    class,
-                    offset: addr,
-                    length: u64::from(sectors) * 512,
-                    expected: Shown::Write { write_id: id, cycle, port: 0, addr, index: 0, count: sectors },
-                    found: if class == FindingClass::LostWrite { Shown::Zeros {} } else { Shown::Prefill {} },
-                    cycle,
-                    detail: format!(
-                        "durable write {id} [{addr}, {}): {sectors} of its {sectors} expected sectors hold older content",
-                        addr + u64::from(sectors) * 512
-                    ),
+                EventKind::Finding {
+                    finding: Finding {
+                        class,
+                        offset: addr,
+                        length: u64::from(sectors) * 512,
+                        expected: Shown::Write { write_id: id, cycle, port: 0, addr, index: 0, count: sectors },
+                        found: if class == FindingClass::LostWrite { Shown::Zeros {} } else { Shown::Prefill {} },
+                        cycle,
+                        detail: format!(
+                            "durable write {id} [{addr}, {}): {sectors} of its {sectors} expected sectors hold older content",
+                            addr + u64::from(sectors) * 512
+                        ),
+                    },
                 },
-            })?;
+            ))?;
         }
         write_id += completions + 32;
         // p50 near 0.8 ms, p99 near 5 ms, and a 50 ms stall one cycle in 300.
@@ -138,25 +145,26 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let p50 = 700_000 + rng.below(300_000);
         let p99 = if stall { 50_000_000 + rng.below(10_000_000) } else { 4_000_000 + rng.below(2_000_000) };
         t += 50_000;
-        log.event(&Event::CycleEnded {
-            t_ns: t,
+        log.event(&Event::in_cycle(
+            t,
             cycle,
-            verdict: if found_any { Verdict::Findings } else { Verdict::Clean },
-            writes_completed: completions,
-            bytes_written: completions * 8192,
-            write_ns: phase_us * 1000 + 1_000_000,
-            latency_p50_ns: Some(p50),
-            latency_p99_ns: Some(p99),
-            latency_max_ns: Some(p99 + rng.below(1_000_000)),
-            max_gap_ns: None,
-            harness_ns: Some(3_000_000 + rng.below(2_000_000)),
-        })?;
+            EventKind::CycleEnded {
+                verdict: if found_any { Verdict::Findings } else { Verdict::Clean },
+                writes_completed: completions,
+                bytes_written: completions * 8192,
+                write_ns: phase_us * 1000 + 1_000_000,
+                latency_p50_ns: Some(p50),
+                latency_p99_ns: Some(p99),
+                latency_max_ns: Some(p99 + rng.below(1_000_000)),
+                max_gap_ns: None,
+                harness_ns: Some(3_000_000 + rng.below(2_000_000)),
+            },
+        ))?;
     }
-    log.event(&Event::RunEnded {
-        t_ns: t + 1,
-        verdict: if findings > 0 { Verdict::Findings } else { Verdict::Clean },
-        exit_code: u8::from(findings > 0),
-    })?;
+    log.event(&Event::new(
+        t + 1,
+        EventKind::RunEnded { verdict: if findings > 0 { Verdict::Findings } else { Verdict::Clean }, exit_code: u8::from(findings > 0) },
+    ))?;
     println!("wrote {} ({cycles} cycles, {findings} findings)", path.display());
     Ok(())
 }

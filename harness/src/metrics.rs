@@ -12,7 +12,7 @@
 //! `A`, today: events carry no port yet). State is O(1) in cycles: counters, gauges and
 //! histograms with fixed buckets, plus the current cycle's flags.
 
-use crate::events::{Event, EventSink, SinkError, Verdict};
+use crate::events::{Event, EventKind, EventSink, SinkError, SmartFigures, Verdict};
 use crate::port::PortId;
 use crate::verify::FindingClass;
 use prometheus_client::encoding::prometheus_text;
@@ -66,6 +66,7 @@ struct Families {
 
 /// The last health reading, per port (`port`: the port's id letter, A for a one-port run):
 /// the two controllers of a dual-port drive each answer for themselves.
+#[derive(Default)]
 struct Smart {
     critical_warning: Family<Labels, Gauge>,
     temperature: Family<Labels, Gauge>,
@@ -76,6 +77,40 @@ struct Smart {
     media_errors: Family<Labels, Gauge>,
     error_log_entries: Family<Labels, Gauge>,
     data_written: Family<Labels, Gauge>,
+}
+
+impl Smart {
+    fn register(&self, r: &mut Registry) {
+        let s = self;
+        r.register(
+            "faultline_smart_critical_warning",
+            "SMART critical-warning bits at the last health reading",
+            s.critical_warning.clone(),
+        );
+        r.register_with_unit("faultline_smart_temperature", "SMART composite temperature", Unit::Celsius, s.temperature.clone());
+        r.register_with_unit(
+            "faultline_smart_available_spare",
+            "SMART available spare, 0 to 1",
+            Unit::Other("ratio".into()),
+            s.available_spare.clone(),
+        );
+        r.register_with_unit(
+            "faultline_smart_percentage_used",
+            "SMART endurance used, 0 to 1 (may pass 1)",
+            Unit::Other("ratio".into()),
+            s.percentage_used.clone(),
+        );
+        r.register("faultline_smart_power_cycles", "SMART power cycles (the device's counter)", s.power_cycles.clone());
+        r.register("faultline_smart_unsafe_shutdowns", "SMART unsafe shutdowns (the device's counter)", s.unsafe_shutdowns.clone());
+        r.register("faultline_smart_media_errors", "SMART media and data integrity errors (the device's counter)", s.media_errors.clone());
+        r.register("faultline_smart_error_log_entries", "SMART error-log entries (the device's counter)", s.error_log_entries.clone());
+        r.register_with_unit(
+            "faultline_smart_data_written",
+            "SMART data units written, in bytes (1 unit = 512,000 bytes)",
+            Unit::Bytes,
+            s.data_written.clone(),
+        );
+    }
 }
 
 impl Default for RunMetrics {
@@ -136,7 +171,7 @@ impl RunMetrics {
     }
 
     pub fn apply(&mut self, e: &Event) {
-        if let Event::RunStarted { run_id, scenario, target, cycles_planned, .. } = e {
+        if let EventKind::RunStarted { run_id, scenario, target, cycles_planned, .. } = &e.kind {
             let mut labels: Vec<(Cow<'static, str>, Cow<'static, str>)> = vec![
                 ("run_id".into(), run_id.clone().into()),
                 ("scenario".into(), scenario.clone().into()),
@@ -150,7 +185,7 @@ impl RunMetrics {
             return;
         }
         let Some(f) = &mut self.run else { return };
-        f.elapsed.set(secs(e.t_ns()).max(f.elapsed.get()));
+        f.elapsed.set(secs(e.t_ns).max(f.elapsed.get()));
         f.apply(e);
     }
 }
@@ -181,22 +216,21 @@ impl Families {
             written: Family::default(),
             writes: Family::default(),
             verified: Counter::default(),
-            smart: Smart {
-                critical_warning: Family::default(),
-                temperature: Family::default(),
-                available_spare: Family::default(),
-                percentage_used: Family::default(),
-                power_cycles: Family::default(),
-                unsafe_shutdowns: Family::default(),
-                media_errors: Family::default(),
-                error_log_entries: Family::default(),
-                data_written: Family::default(),
-            },
+            smart: Smart::default(),
             cycle_start_ns: None,
             cycle_found: false,
             cycle_errors: false,
             registry: Registry::default(),
         };
+        f.register(&mut r);
+        f.smart.register(&mut r);
+        f.seed();
+        Families { registry: r, ..f }
+    }
+
+    /// Registers the run's families in `r` (the health readings' are [`Smart::register`]).
+    fn register(&self, r: &mut Registry) {
+        let f = self;
         r.register("faultline_run_state", "The run's state: 1 for the current one (starting, running, suspended, ended)", f.state.clone());
         r.register("faultline_cycles_planned", "Cycles the scenario plans", f.cycles_planned.clone());
         r.register("faultline_last_cycle", "The number of the last cycle that ended", f.last_cycle.clone());
@@ -236,35 +270,12 @@ impl Families {
         r.register_with_unit("faultline_written", "Bytes of writes the device acknowledged, by port", Unit::Bytes, f.written.clone());
         r.register("faultline_writes_completed", "Writes the device acknowledged, by port", f.writes.clone());
         r.register_with_unit("faultline_verified", "Bytes read back and verified", Unit::Bytes, f.verified.clone());
-        let s = &f.smart;
-        r.register(
-            "faultline_smart_critical_warning",
-            "SMART critical-warning bits at the last health reading",
-            s.critical_warning.clone(),
-        );
-        r.register_with_unit("faultline_smart_temperature", "SMART composite temperature", Unit::Celsius, s.temperature.clone());
-        r.register_with_unit(
-            "faultline_smart_available_spare",
-            "SMART available spare, 0 to 1",
-            Unit::Other("ratio".into()),
-            s.available_spare.clone(),
-        );
-        r.register_with_unit(
-            "faultline_smart_percentage_used",
-            "SMART endurance used, 0 to 1 (may pass 1)",
-            Unit::Other("ratio".into()),
-            s.percentage_used.clone(),
-        );
-        r.register("faultline_smart_power_cycles", "SMART power cycles (the device's counter)", s.power_cycles.clone());
-        r.register("faultline_smart_unsafe_shutdowns", "SMART unsafe shutdowns (the device's counter)", s.unsafe_shutdowns.clone());
-        r.register("faultline_smart_media_errors", "SMART media and data integrity errors (the device's counter)", s.media_errors.clone());
-        r.register("faultline_smart_error_log_entries", "SMART error-log entries (the device's counter)", s.error_log_entries.clone());
-        r.register_with_unit(
-            "faultline_smart_data_written",
-            "SMART data units written, in bytes (1 unit = 512,000 bytes)",
-            Unit::Bytes,
-            s.data_written.clone(),
-        );
+    }
+
+    /// Creates the series that read 0 until something happens (every verdict, finding class
+    /// and state; port A's writes), so they are exposed from the start.
+    fn seed(&self) {
+        let f = self;
         for v in [Verdict::Clean, Verdict::Findings, Verdict::Error] {
             let _ = f.cycles.get_or_create(&vec![("verdict", v.name().to_string())]);
         }
@@ -276,7 +287,6 @@ impl Families {
         for s in STATES {
             let _ = f.state.get_or_create(&vec![("state", s.to_string())]);
         }
-        Families { registry: r, ..f }
     }
 
     fn set_state(&self, state: &str) {
@@ -286,86 +296,98 @@ impl Families {
     }
 
     fn apply(&mut self, e: &Event) {
-        match e {
-            Event::RunStarted { .. } => {}
-            Event::CycleStarted { t_ns, .. } => {
-                self.cycle_start_ns = Some(*t_ns);
+        match &e.kind {
+            EventKind::RunStarted { .. } => {}
+            EventKind::CycleStarted { .. } => {
+                self.cycle_start_ns = Some(e.t_ns);
                 self.cycle_found = false;
                 self.cycle_errors = false;
             }
-            Event::Ready { enumerate_us, first_read_us, .. } => {
+            EventKind::Ready { enumerate_us, first_read_us } => {
                 for (stage, us) in [("enumerate", enumerate_us), ("first_read", first_read_us)] {
                     if let Some(us) = us {
                         self.ready.get_or_create(&vec![("stage", stage.to_string())]).observe(*us as f64 / 1e6);
                     }
                 }
             }
-            Event::Health { smart, anomalies, port, .. } => {
-                let (s, p) = (&self.smart, &vec![("port", port.unwrap_or(PortId::A).default_name())]);
-                s.critical_warning.get_or_create(p).set(i64::from(smart.critical_warning));
-                s.temperature.get_or_create(p).set(i64::from(smart.temperature_k) - 273);
-                s.available_spare.get_or_create(p).set(f64::from(smart.available_spare_pct) / 100.0);
-                s.percentage_used.get_or_create(p).set(f64::from(smart.percentage_used) / 100.0);
-                s.power_cycles.get_or_create(p).set(int(smart.power_cycles));
-                s.unsafe_shutdowns.get_or_create(p).set(int(smart.unsafe_shutdowns));
-                s.media_errors.get_or_create(p).set(int(smart.media_errors));
-                s.error_log_entries.get_or_create(p).set(int(smart.error_log_entries));
-                s.data_written.get_or_create(p).set(int(smart.data_units_written.saturating_mul(512_000)));
+            EventKind::Health { smart, anomalies } => {
+                self.smart.set(smart, e.port.unwrap_or(PortId::A));
                 for a in anomalies {
                     self.anomalies.get_or_create(&vec![("kind", a.kind.clone())]).inc();
                 }
                 self.cycle_found |= !anomalies.is_empty();
             }
-            Event::Verified { bytes, .. } => {
+            EventKind::Verified { bytes, .. } => {
                 self.verified.inc_by(*bytes);
             }
-            Event::Finding { finding, .. } => {
+            EventKind::Finding { finding } => {
                 self.findings.get_or_create(&vec![("class", finding.class.name().to_string())]).inc();
                 self.cycle_found = true;
             }
-            Event::CycleEnded { t_ns, cycle, verdict, writes_completed, bytes_written, latency_max_ns, max_gap_ns, .. } => {
-                // The cycle's verdict as the reports tell it (`CycleRecord::verdict`).
-                let verdict = match verdict {
-                    _ if self.cycle_errors => Verdict::Error,
-                    Verdict::Clean if self.cycle_found => Verdict::Findings,
-                    v => *v,
-                };
-                self.cycles.get_or_create(&vec![("verdict", verdict.name().to_string())]).inc();
-                if let Some(start) = self.cycle_start_ns.take() {
-                    self.cycle_duration.observe(secs(t_ns.saturating_sub(start)));
-                }
-                // The longest gap between completions; logs from before it was kept give the
-                // slowest completion instead (a lower bound on the gap).
-                if let Some(max) = max_gap_ns.or(*latency_max_ns) {
-                    self.stall.get_or_create(&port_labels()).observe(secs(max));
-                }
-                self.written.get_or_create(&port_labels()).inc_by(*bytes_written);
-                self.writes.get_or_create(&port_labels()).inc_by(*writes_completed);
-                self.last_cycle.set(i64::from(*cycle));
-            }
-            Event::HarnessError { cycle, .. } => {
+            EventKind::CycleEnded { .. } => self.cycle_ended(e),
+            EventKind::HarnessError { .. } => {
                 self.harness_errors.inc();
-                self.cycle_errors |= cycle.is_some();
+                self.cycle_errors |= e.cycle.is_some();
             }
-            Event::RunResumed { .. } => {
+            EventKind::RunResumed { .. } => {
                 self.resumes.inc();
                 self.set_state("running");
             }
-            Event::RunSuspended { .. } => self.set_state("suspended"),
-            Event::RunEnded { .. } => self.set_state("ended"),
-            Event::CutIssued { .. }
-            | Event::DeviceGone { .. }
-            | Event::PowerRestored { .. }
-            | Event::LinkRestored { .. }
-            | Event::RunStopped { .. }
-            | Event::Note { .. }
-            | Event::ControllerLog { .. }
-            | Event::AgentLog { .. } => {}
-            Event::PortWindow { name, faulted: false, fault: Some(f), .. } => {
+            EventKind::RunSuspended { .. } => self.set_state("suspended"),
+            EventKind::RunEnded { .. } => self.set_state("ended"),
+            EventKind::CutIssued { .. }
+            | EventKind::DeviceGone {}
+            | EventKind::PowerRestored {}
+            | EventKind::LinkRestored {}
+            | EventKind::RunStopped { .. }
+            | EventKind::Note { .. }
+            | EventKind::ControllerLog { .. }
+            | EventKind::AgentLog { .. } => {}
+            EventKind::PortWindow { name, faulted: false, fault: Some(f), .. } => {
                 self.stall.get_or_create(&vec![("port", name.clone())]).observe(f.max_gap_us as f64 / 1e6);
             }
-            Event::PortWindow { .. } | Event::PortPerf { .. } => {}
+            EventKind::PortWindow { .. } | EventKind::PortPerf { .. } => {}
         }
+    }
+
+    fn cycle_ended(&mut self, e: &Event) {
+        let EventKind::CycleEnded { verdict, writes_completed, bytes_written, latency_max_ns, max_gap_ns, .. } = &e.kind else { return };
+        // The cycle's verdict as the reports tell it (`CycleRecord::verdict`).
+        let verdict = match verdict {
+            _ if self.cycle_errors => Verdict::Error,
+            Verdict::Clean if self.cycle_found => Verdict::Findings,
+            v => *v,
+        };
+        self.cycles.get_or_create(&vec![("verdict", verdict.name().to_string())]).inc();
+        if let Some(start) = self.cycle_start_ns.take() {
+            self.cycle_duration.observe(secs(e.t_ns.saturating_sub(start)));
+        }
+        // The longest gap between completions; logs from before it was kept give the
+        // slowest completion instead (a lower bound on the gap).
+        if let Some(max) = max_gap_ns.or(*latency_max_ns) {
+            self.stall.get_or_create(&port_labels()).observe(secs(max));
+        }
+        self.written.get_or_create(&port_labels()).inc_by(*bytes_written);
+        self.writes.get_or_create(&port_labels()).inc_by(*writes_completed);
+        if let Some(cycle) = e.cycle {
+            self.last_cycle.set(i64::from(cycle));
+        }
+    }
+}
+
+impl Smart {
+    /// The last health reading of `port`'s controller.
+    fn set(&self, smart: &SmartFigures, port: PortId) {
+        let (s, p) = (self, &vec![("port", port.default_name())]);
+        s.critical_warning.get_or_create(p).set(i64::from(smart.critical_warning));
+        s.temperature.get_or_create(p).set(i64::from(smart.temperature_k) - 273);
+        s.available_spare.get_or_create(p).set(f64::from(smart.available_spare_pct) / 100.0);
+        s.percentage_used.get_or_create(p).set(f64::from(smart.percentage_used) / 100.0);
+        s.power_cycles.get_or_create(p).set(int(smart.power_cycles));
+        s.unsafe_shutdowns.get_or_create(p).set(int(smart.unsafe_shutdowns));
+        s.media_errors.get_or_create(p).set(int(smart.media_errors));
+        s.error_log_entries.get_or_create(p).set(int(smart.error_log_entries));
+        s.data_written.get_or_create(p).set(int(smart.data_units_written.saturating_mul(512_000)));
     }
 }
 
@@ -378,23 +400,25 @@ mod tests {
 
     /// Three cycles: the second finds a lost write, the third a health anomaly.
     fn run() -> Vec<Event> {
-        let mut ev = vec![Event::RunStarted {
-            t_ns: 0,
-            run_id: "00000000000000ab".into(),
-            scenario: "demo \"q\"".into(),
-            target: "block:model=M1 serial=S1 size=1".into(),
-            contract: Contract::Plp,
-            cycles_planned: 3,
-            seed: 1,
-            started_at: "x".into(),
-        }];
+        let mut ev = vec![Event::new(
+            0,
+            EventKind::RunStarted {
+                run_id: "00000000000000ab".into(),
+                scenario: "demo \"q\"".into(),
+                target: "block:model=M1 serial=S1 size=1".into(),
+                contract: Contract::Plp,
+                cycles_planned: 3,
+                seed: 1,
+                started_at: "x".into(),
+            },
+        )];
         for c in 1..=3u32 {
             let t = u64::from(c) * 1_000_000_000;
-            ev.push(Event::CycleStarted { t_ns: t, cycle: c, fault: None });
-            ev.push(Event::Ready { t_ns: t + 10, cycle: c, enumerate_us: Some(1500), first_read_us: Some(3000), port: None });
+            ev.push(Event::in_cycle(t, c, EventKind::CycleStarted { fault: None }));
+            ev.push(Event::in_cycle(t + 10, c, EventKind::Ready { enumerate_us: Some(1500), first_read_us: Some(3000) }));
             let anomalies = if c == 3 { vec![HealthNote { kind: "media_errors_grew".into(), detail: "1 -> 2".into() }] } else { vec![] };
             let smart = crate::events::SmartFigures { temperature_k: 310, unsafe_shutdowns: u64::from(c), ..Default::default() };
-            ev.push(Event::Health { t_ns: t + 20, cycle: c, smart, anomalies, port: None });
+            ev.push(Event::in_cycle(t + 20, c, EventKind::Health { smart, anomalies }));
             if c == 2 {
                 let finding = Finding {
                     class: FindingClass::LostWrite,
@@ -405,23 +429,25 @@ mod tests {
                     cycle: c,
                     detail: "gone".into(),
                 };
-                ev.push(Event::Finding { t_ns: t + 30, cycle: c, finding });
+                ev.push(Event::in_cycle(t + 30, c, EventKind::Finding { finding }));
             }
-            ev.push(Event::CycleEnded {
-                t_ns: t + 500_000_000,
-                cycle: c,
-                verdict: if c == 2 { Verdict::Findings } else { Verdict::Clean },
-                writes_completed: 10,
-                bytes_written: 40960,
-                write_ns: 1000,
-                latency_p50_ns: Some(100),
-                latency_p99_ns: Some(200),
-                latency_max_ns: Some(300),
-                max_gap_ns: None,
-                harness_ns: None,
-            });
+            ev.push(Event::in_cycle(
+                t + 500_000_000,
+                c,
+                EventKind::CycleEnded {
+                    verdict: if c == 2 { Verdict::Findings } else { Verdict::Clean },
+                    writes_completed: 10,
+                    bytes_written: 40960,
+                    write_ns: 1000,
+                    latency_p50_ns: Some(100),
+                    latency_p99_ns: Some(200),
+                    latency_max_ns: Some(300),
+                    max_gap_ns: None,
+                    harness_ns: None,
+                },
+            ));
         }
-        ev.push(Event::RunEnded { t_ns: 4_000_000_000, verdict: Verdict::Findings, exit_code: 1 });
+        ev.push(Event::new(4_000_000_000, EventKind::RunEnded { verdict: Verdict::Findings, exit_code: 1 }));
         ev
     }
 
@@ -459,7 +485,7 @@ mod tests {
         events.truncate(events.len() - 1);
         for (port, unsafe_shutdowns) in [(PortId(0), 8), (PortId(1), 9)] {
             let smart = crate::events::SmartFigures { unsafe_shutdowns, ..Default::default() };
-            events.push(Event::Health { t_ns: 5_000_000_000, cycle: 3, smart, anomalies: vec![], port: Some(port) });
+            events.push(Event::in_cycle(5_000_000_000, 3, EventKind::Health { smart, anomalies: vec![] }).with_port(Some(port)));
         }
         for e in &events {
             m.apply(e);
@@ -482,9 +508,12 @@ mod tests {
         let mut m = RunMetrics::new();
         let ev = run();
         m.apply(&ev[0]);
-        m.apply(&Event::RunSuspended { t_ns: 5, reason: "short of space".into() });
+        m.apply(&Event::new(5, EventKind::RunSuspended { reason: "short of space".into() }));
         assert_eq!(m.state(), "suspended");
-        m.apply(&Event::RunResumed { t_ns: 6, resumed_at: "x".into(), cycles_ended: 0, interrupted_cycle: None, last_event: "x".into() });
+        m.apply(&Event::new(
+            6,
+            EventKind::RunResumed { resumed_at: "x".into(), cycles_ended: 0, interrupted_cycle: None, last_event: "x".into() },
+        ));
         assert_eq!(m.state(), "running");
         assert!(m.render().contains("faultline_resumes_total{"), "{}", m.render());
     }

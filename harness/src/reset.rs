@@ -5,8 +5,9 @@ use faultline_drivers::{PciResetMethod, ResetKind};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// One kind of link reset, as a scenario's `fault.reset` and the agents' wire name it; the
-/// drivers' [`ResetKind`] is the mechanism that runs it.
+// The one enum of reset kinds: a scenario's `fault.reset` and the agents' wire name it; the
+// drivers' `ResetKind` is the mechanism that runs it. (Its doc line is the scenario schema's.)
+/// One kind of link reset (`faultline_drivers::ResetKind`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum LinkReset {

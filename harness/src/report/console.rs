@@ -3,7 +3,7 @@
 //! running finding counts when stderr is a terminal, plain periodic lines (timed by the
 //! events' own clock, so they are deterministic) when it is not.
 
-use crate::events::{zero_counts, Event, EventSink, SinkError, Verdict};
+use crate::events::{zero_counts, Event, EventKind, EventSink, SinkError, Verdict};
 use crate::ledger::Contract;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::collections::BTreeMap;
@@ -151,119 +151,135 @@ impl<W: Write> Console<W> {
     }
 }
 
+impl<W: Write> Console<W> {
+    fn run_started(&mut self, cycles_planned: u32, contract: Contract) {
+        self.contract = Some(contract);
+        if matches!(self.progress, Progress::Bar) {
+            let bar = ProgressBar::with_draw_target(Some(u64::from(cycles_planned)), ProgressDrawTarget::stderr());
+            bar.set_style(
+                ProgressStyle::with_template("{elapsed_precise} [{wide_bar}] {pos}/{len} cycles, ETA {eta} | {msg}")
+                    .expect("a valid template")
+                    .progress_chars("=> "),
+            );
+            bar.set_message("no findings");
+            self.bar = Some(bar);
+        }
+    }
+
+    /// A cycle's line: its first new finding, the harness error that ended it, or (every
+    /// so often) that it found nothing new.
+    fn cycle_ended(&mut self, t_ns: u64, cycle: u32, verdict: Verdict) -> Result<(), SinkError> {
+        self.cycles_done += 1;
+        if self.new.is_empty() && verdict == Verdict::Error {
+            // Not "no new findings": the cycle tested less than it should have.
+            self.line(format!("cycle {cycle:>5}: ended by the harness error above; nothing found in what could be checked"))?;
+        } else if let Some(f) = self.new.first() {
+            self.bad_cycles += 1;
+            let mut cut = match self.cut {
+                Some((c, n)) => format!("cut after {c} completions with {n} in flight"),
+                None => "no cut recorded".to_string(),
+            };
+            if let Some(fault) = &self.fault {
+                cut = format!("{fault}, {cut}");
+            }
+            let text = format!(
+                "cycle {cycle:>5}: {cut}: {} new findings, first: {} at byte {} ({})",
+                self.new.len(),
+                f.class.name(),
+                f.offset,
+                f.detail
+            );
+            self.line(text)?;
+        } else if let Progress::Lines { every_ns } = self.progress {
+            if t_ns.saturating_sub(self.last_line_ns) >= every_ns {
+                let rate = cycle_rate(self.cycles_done, t_ns as f64 / 1e9);
+                let text = format!(
+                    "cycle {cycle:>5}: no new findings ({} cycles with findings so far, {rate}; {})",
+                    self.bad_cycles,
+                    self.counts_text()
+                );
+                self.line(text)?;
+                self.last_line_ns = t_ns;
+            }
+        }
+        if let Some(bar) = &self.bar {
+            bar.inc(1);
+            bar.set_message(self.counts_text());
+        }
+        Ok(())
+    }
+
+    fn run_resumed(&mut self, cycles_ended: u32, interrupted_cycle: Option<u32>, last_event: &str) -> Result<(), SinkError> {
+        if let Some(bar) = &self.bar {
+            bar.set_position(u64::from(cycles_ended));
+        }
+        let what = interrupted_cycle.map_or(String::new(), |c| format!("; finishing cycle {c}, interrupted after `{last_event}`"));
+        self.line(format!("resumed after {cycles_ended} cycles{what}"))
+    }
+
+    /// The run's closing lines: its pace, findings per class, and the verdict.
+    fn run_ended(&mut self, t_ns: u64, verdict: Verdict, exit_code: u8) -> Result<(), SinkError> {
+        if let Some(bar) = self.bar.take() {
+            bar.finish_and_clear();
+        }
+        let secs = (t_ns as f64 / 1e9).max(1e-9);
+        self.line(format!(
+            "{} cycles in {secs:.1} s ({}); {} cycles brought new findings",
+            self.cycles_done,
+            cycle_rate(self.cycles_done, secs),
+            self.bad_cycles
+        ))?;
+        let lines: Vec<String> = self.totals.iter().filter(|(_, n)| **n > 0).map(|(c, n)| format!("  {c:<20} {n}")).collect();
+        for l in lines {
+            self.line(l)?;
+        }
+        let n: u64 = self.totals.values().sum();
+        let line = verdict_line(verdict, n, self.anomalies, self.contract, &format!("exit {exit_code}"));
+        self.line(line)
+    }
+}
+
 impl<W: Write> EventSink for Console<W> {
     fn event(&mut self, e: &Event) -> Result<(), SinkError> {
-        match e {
-            Event::RunStarted { cycles_planned, contract, .. } => {
-                self.contract = Some(*contract);
-                if matches!(self.progress, Progress::Bar) {
-                    let bar = ProgressBar::with_draw_target(Some(u64::from(*cycles_planned)), ProgressDrawTarget::stderr());
-                    bar.set_style(
-                        ProgressStyle::with_template("{elapsed_precise} [{wide_bar}] {pos}/{len} cycles, ETA {eta} | {msg}")
-                            .expect("a valid template")
-                            .progress_chars("=> "),
-                    );
-                    bar.set_message("no findings");
-                    self.bar = Some(bar);
-                }
-            }
-            Event::CycleStarted { fault, .. } => {
+        match &e.kind {
+            EventKind::RunStarted { cycles_planned, contract, .. } => self.run_started(*cycles_planned, *contract),
+            EventKind::CycleStarted { fault } => {
                 self.cut = None;
                 self.new.clear();
                 self.fault.clone_from(fault);
             }
-            Event::CutIssued { completions, in_flight_ops, .. } => self.cut = Some((*completions, *in_flight_ops)),
-            Event::Finding { finding, .. } => {
+            EventKind::CutIssued { completions, in_flight_ops, .. } => self.cut = Some((*completions, *in_flight_ops)),
+            EventKind::Finding { finding } => {
                 *self.totals.entry(finding.class.name().to_string()).or_default() += 1;
                 self.new.push(finding.clone());
             }
-            Event::CycleEnded { t_ns, cycle, verdict, .. } => {
-                self.cycles_done += 1;
-                if self.new.is_empty() && *verdict == Verdict::Error {
-                    // Not "no new findings": the cycle tested less than it should have.
-                    self.line(format!("cycle {cycle:>5}: ended by the harness error above; nothing found in what could be checked"))?;
-                } else if let Some(f) = self.new.first() {
-                    self.bad_cycles += 1;
-                    let mut cut = match self.cut {
-                        Some((c, n)) => format!("cut after {c} completions with {n} in flight"),
-                        None => "no cut recorded".to_string(),
-                    };
-                    if let Some(fault) = &self.fault {
-                        cut = format!("{fault}, {cut}");
-                    }
-                    let text = format!(
-                        "cycle {cycle:>5}: {cut}: {} new findings, first: {} at byte {} ({})",
-                        self.new.len(),
-                        f.class.name(),
-                        f.offset,
-                        f.detail
-                    );
-                    self.line(text)?;
-                } else if let Progress::Lines { every_ns } = self.progress {
-                    if t_ns.saturating_sub(self.last_line_ns) >= every_ns {
-                        let rate = cycle_rate(self.cycles_done, *t_ns as f64 / 1e9);
-                        let text = format!(
-                            "cycle {cycle:>5}: no new findings ({} cycles with findings so far, {rate}; {})",
-                            self.bad_cycles,
-                            self.counts_text()
-                        );
-                        self.line(text)?;
-                        self.last_line_ns = *t_ns;
-                    }
-                }
-                if let Some(bar) = &self.bar {
-                    bar.inc(1);
-                    bar.set_message(self.counts_text());
-                }
+            EventKind::CycleEnded { verdict, .. } => self.cycle_ended(e.t_ns, e.cycle.unwrap_or_default(), *verdict)?,
+            EventKind::RunResumed { cycles_ended, interrupted_cycle, last_event, .. } => {
+                self.run_resumed(*cycles_ended, *interrupted_cycle, last_event)?
             }
-            Event::RunResumed { cycles_ended, interrupted_cycle, last_event, .. } => {
-                if let Some(bar) = &self.bar {
-                    bar.set_position(u64::from(*cycles_ended));
-                }
-                let what = interrupted_cycle.map_or(String::new(), |c| format!("; finishing cycle {c}, interrupted after `{last_event}`"));
-                self.line(format!("resumed after {cycles_ended} cycles{what}"))?;
-            }
-            Event::HarnessError { cycle, message, .. } => {
-                let at = cycle.map_or(String::new(), |c| format!(" in cycle {c}"));
+            EventKind::HarnessError { message } => {
+                let at = e.cycle.map_or(String::new(), |c| format!(" in cycle {c}"));
                 self.line(format!("harness error{at}: {message}"))?;
             }
-            Event::RunEnded { t_ns, verdict, exit_code } => {
-                if let Some(bar) = self.bar.take() {
-                    bar.finish_and_clear();
-                }
-                let secs = (*t_ns as f64 / 1e9).max(1e-9);
-                self.line(format!(
-                    "{} cycles in {secs:.1} s ({}); {} cycles brought new findings",
-                    self.cycles_done,
-                    cycle_rate(self.cycles_done, secs),
-                    self.bad_cycles
-                ))?;
-                let lines: Vec<String> = self.totals.iter().filter(|(_, n)| **n > 0).map(|(c, n)| format!("  {c:<20} {n}")).collect();
-                for l in lines {
-                    self.line(l)?;
-                }
-                let n: u64 = self.totals.values().sum();
-                let line = verdict_line(*verdict, n, self.anomalies, self.contract, &format!("exit {exit_code}"));
-                self.line(line)?;
-            }
+            EventKind::RunEnded { verdict, exit_code } => self.run_ended(e.t_ns, *verdict, *exit_code)?,
             // The binary prints why a run stopped or was suspended, and the notes, from the
             // run's summary; controller transcripts are for the log.
-            Event::RunStopped { .. }
-            | Event::RunSuspended { .. }
-            | Event::Note { .. }
-            | Event::ControllerLog { .. }
-            | Event::AgentLog { .. }
-            | Event::PortWindow { .. } => {}
-            Event::PortPerf { workload, phase, name, figures, .. } => {
+            EventKind::RunStopped { .. }
+            | EventKind::RunSuspended { .. }
+            | EventKind::Note { .. }
+            | EventKind::ControllerLog { .. }
+            | EventKind::AgentLog { .. }
+            | EventKind::PortWindow { .. } => {}
+            EventKind::PortPerf { workload, phase, name, figures } => {
                 let lat = figures.latency.map_or(String::new(), |l| format!(", p99 {:.0} µs", l.p99_us));
                 self.line(format!("performance {workload:<18} {phase:<7} port {name}: {:>8.1} MB/s{lat}", figures.throughput_bps / 1e6))?;
             }
-            Event::Health { anomalies, .. } => self.anomalies += anomalies.len() as u64,
-            Event::DeviceGone { .. }
-            | Event::PowerRestored { .. }
-            | Event::LinkRestored { .. }
-            | Event::Ready { .. }
-            | Event::Verified { .. } => {}
+            EventKind::Health { anomalies, .. } => self.anomalies += anomalies.len() as u64,
+            EventKind::DeviceGone {}
+            | EventKind::PowerRestored {}
+            | EventKind::LinkRestored {}
+            | EventKind::Ready { .. }
+            | EventKind::Verified { .. } => {}
         }
         Ok(())
     }
@@ -304,7 +320,7 @@ mod tests {
         let mut buf = Vec::new();
         let mut c = Console::new(&mut buf, Progress::Lines { every_ns: 0 });
         for mut e in testdata::run() {
-            if let Event::CycleEnded { cycle: 1, verdict, .. } = &mut e {
+            if let (EventKind::CycleEnded { verdict, .. }, Some(1)) = (&mut e.kind, e.cycle) {
                 *verdict = Verdict::Error;
             }
             c.event(&e).unwrap();
@@ -332,7 +348,7 @@ mod tests {
         let mut buf = Vec::new();
         let mut c = Console::new(&mut buf, Progress::Lines { every_ns: u64::MAX });
         for mut e in testdata::run() {
-            if let Event::CycleStarted { fault, .. } = &mut e {
+            if let EventKind::CycleStarted { fault } = &mut e.kind {
                 *fault = Some("port-pull".into());
             }
             c.event(&e).unwrap();

@@ -1,10 +1,11 @@
 //! `events.jsonl`: the event stream itself, one JSON object per line, appended.
 //!
-//! Each line is an envelope around one event: `v` (the events format, [`EVENTS_FORMAT`]),
-//! `host` (who recorded it: `local` until two hosts share a run), `port` where an event
-//! concerns one port of the device, then the event's own keys: its kind (`event`), `t_ns`,
-//! and `cycle` where it belongs to one. Lines without `v` are format 1 (written before the
-//! envelope) and read the same; a line of a newer format is refused, naming it.
+//! Each line is the event's envelope ([`Event`]) around its kind: `v` (the events format,
+//! [`EVENTS_FORMAT`]), `host` (who recorded it: `local` until two hosts share a run), then the
+//! event as one object ([`Event::to_json`]): its kind (`event`), `t_ns`, `cycle` where it
+//! belongs to one, `port` where it concerns one port of the device, and the kind's own keys.
+//! Lines without `v` are format 1 (written before the envelope) and read the same; a line of
+//! a newer format is refused, naming it.
 //!
 //! Each event is written and flushed to the kernel as it happens; the file is fsync'd at
 //! the end of every cycle, at a harness error and at the end of the run, so a crash of the
@@ -13,7 +14,8 @@
 //! anywhere else: a line in the middle that does not parse means the log is not ours.
 
 use super::error::ReportError;
-use crate::events::{Event, EventSink, SinkError};
+pub use crate::events::LOCAL_HOST;
+use crate::events::{Event, EventKind, EventSink, SinkError};
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -22,14 +24,12 @@ use std::path::{Path, PathBuf};
 /// envelope; 3: `link_restored` after a link fault, where 1 and 2 wrote `power_restored`).
 pub const EVENTS_FORMAT: u32 = 3;
 
-/// The host name this process records its events under.
-pub const LOCAL_HOST: &str = "local";
-
 /// Appends events to a log file.
 pub struct EventLog {
     path: PathBuf,
     out: BufWriter<File>,
-    /// The envelope's opening, `{"v":3,"host":"local",`, written before each event's keys.
+    /// The envelope's opening, `{"v":3,"host":"local",`, written before the keys of each
+    /// event of this process.
     prefix: String,
 }
 
@@ -38,8 +38,7 @@ impl EventLog {
     pub fn append(path: &Path) -> Result<Self, SinkError> {
         let file =
             OpenOptions::new().create(true).append(true).open(path).map_err(|e| SinkError::io("cannot open the event log", path, e))?;
-        let host = serde_json::to_string(LOCAL_HOST)?;
-        Ok(EventLog { path: path.to_path_buf(), out: BufWriter::new(file), prefix: format!("{{\"v\":{EVENTS_FORMAT},\"host\":{host},") })
+        Ok(EventLog { path: path.to_path_buf(), out: BufWriter::new(file), prefix: line_prefix(LOCAL_HOST)? })
     }
 
     fn sync(&mut self) -> Result<(), SinkError> {
@@ -49,13 +48,16 @@ impl EventLog {
 
 impl EventSink for EventLog {
     fn event(&mut self, e: &Event) -> Result<(), SinkError> {
-        let mut line = encode_line(e, &self.prefix)?;
+        let mut line = match &e.host {
+            None => encode_line(e, &self.prefix)?,
+            Some(host) => encode_line(e, &line_prefix(host)?)?,
+        };
         debug_assert!(!line.contains(&b'\n'), "serde_json escapes newlines inside strings");
         line.push(b'\n');
         let io = |err| SinkError::io("cannot write the event log", &self.path, err);
         self.out.write_all(&line).map_err(io)?;
         self.out.flush().map_err(io)?;
-        if matches!(e, Event::CycleEnded { .. } | Event::HarnessError { .. } | Event::RunEnded { .. }) {
+        if matches!(e.kind, EventKind::CycleEnded { .. } | EventKind::HarnessError { .. } | EventKind::RunEnded { .. }) {
             self.sync()?;
         }
         Ok(())
@@ -143,10 +145,15 @@ pub fn stream_events(
     Ok(stats)
 }
 
+/// The opening of a line of the current format recorded by `host`, up to the event's keys.
+fn line_prefix(host: &str) -> Result<String, SinkError> {
+    Ok(format!("{{\"v\":{EVENTS_FORMAT},\"host\":{},", serde_json::to_string(host)?))
+}
+
 /// One event in its envelope (`prefix` is the envelope's opening, up to the event's keys).
 fn encode_line(e: &Event, prefix: &str) -> Result<Vec<u8>, SinkError> {
-    let body = serde_json::to_vec(e)?;
-    // An internally tagged enum always serialises as a non-empty object: `{"event":...}`.
+    let body = e.to_json()?;
+    // An event always serialises as a non-empty object: `{"event":...}`.
     debug_assert!(body.starts_with(b"{\"event\":"));
     let mut line = Vec::with_capacity(prefix.len() + body.len());
     line.extend_from_slice(prefix.as_bytes());
@@ -154,7 +161,7 @@ fn encode_line(e: &Event, prefix: &str) -> Result<Vec<u8>, SinkError> {
     Ok(line)
 }
 
-/// What a line's envelope says besides the event.
+/// What a line's envelope says (the host and port are the event's too).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Envelope {
     /// The events format of the line (1 for a line without an envelope).
@@ -175,10 +182,8 @@ pub enum LineError {
     Envelope(String),
 }
 
-/// Event kinds with a `port` key of their own (the envelope's `port` is theirs too).
-const EVENTS_WITH_PORT: &[&str] = &["port_window", "port_perf"];
-
-/// Reads one line: the envelope, then the event.
+/// Reads one line: the envelope, then the event. The event's `host` is the line's unless
+/// that is [`LOCAL_HOST`] (this process's name for itself).
 pub fn decode_line(text: &[u8]) -> Result<(Envelope, Event), LineError> {
     let mut v: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(text)?;
     let mut env = Envelope { format: 1, ..Envelope::default() };
@@ -193,16 +198,10 @@ pub fn decode_line(text: &[u8]) -> Result<(Envelope, Event), LineError> {
             Some(serde_json::Value::String(h)) => Some(h),
             Some(other) => return Err(LineError::Envelope(format!("`host` must be a string (found {other})"))),
         };
-        // An event whose own keys hold `port` (`port_window`) shares the key with the
-        // envelope: the port it concerns is both.
-        let own = v.get("event").and_then(|k| k.as_str()).is_some_and(|k| EVENTS_WITH_PORT.contains(&k));
-        let port = if own { v.get("port").cloned() } else { v.remove("port") };
-        env.port = match port {
-            None | Some(serde_json::Value::Null) => None,
-            Some(p) => Some(serde_json::from_value(p).map_err(|e| LineError::Envelope(format!("`port`: {e}")))?),
-        };
     }
-    let e = serde_json::from_value(serde_json::Value::Object(v))?;
+    let mut e = Event::from_object(v)?;
+    env.port = e.port;
+    e.host = env.host.clone().filter(|h| h != LOCAL_HOST);
     Ok((env, e))
 }
 
@@ -271,13 +270,12 @@ mod tests {
 
     #[test]
     fn a_port_window_keeps_its_own_port_key_through_the_envelope() {
-        let windows: Vec<Event> = testdata::dual_run().into_iter().filter(|e| matches!(e, Event::PortWindow { .. })).collect();
+        let windows: Vec<Event> = testdata::dual_run().into_iter().filter(|e| matches!(e.kind, EventKind::PortWindow { .. })).collect();
         assert_eq!(windows.len(), 6);
         for e in &windows {
             let line = encode_line(e, "{\"v\":2,\"host\":\"local\",").unwrap();
             let (env, back) = decode_line(&line).unwrap_or_else(|err| panic!("{err}: {}", String::from_utf8_lossy(&line)));
-            let Event::PortWindow { port, .. } = e else { unreachable!() };
-            assert_eq!((env.port, &back), (Some(*port), e));
+            assert_eq!((env.port, &back), (e.port, e));
         }
     }
 
@@ -289,13 +287,13 @@ mod tests {
             let line = encode_line(e, prefix).unwrap();
             let v: serde_json::Value = serde_json::from_slice(&line).unwrap();
             assert_eq!((v["v"].as_u64(), v["host"].as_str()), (Some(3), Some("local")), "{v}");
-            assert_eq!(v["event"].as_str().unwrap(), e.kind());
-            assert_eq!(v["t_ns"].as_u64(), Some(e.t_ns()));
-            assert_eq!(v["cycle"].as_u64().map(|c| c as u32), e.cycle().filter(|_| v.get("cycle").is_some()));
+            assert_eq!(v["event"].as_str().unwrap(), e.kind_name());
+            assert_eq!(v["t_ns"].as_u64(), Some(e.t_ns));
+            assert_eq!(v["cycle"].as_u64().map(|c| c as u32), e.cycle.filter(|_| v.get("cycle").is_some()));
             let (env, back) = decode_line(&line).unwrap();
             assert_eq!((env.format, env.host.as_deref(), back), (3, Some("local"), e.clone()));
             // Format 1: the bare event, as faultline wrote it before the envelope.
-            let (env1, back1) = decode_line(&serde_json::to_vec(e).unwrap()).unwrap();
+            let (env1, back1) = decode_line(&e.to_json().unwrap()).unwrap();
             assert_eq!((env1.format, env1.host, back1), (1, None, e.clone()));
         }
         let newer = br#"{"v":4,"host":"local","event":"run_ended","t_ns":1,"verdict":"clean","exit_code":0}"#;
@@ -305,7 +303,14 @@ mod tests {
         let (env, e) = decode_line(with_port).unwrap();
         assert_eq!(
             (env.host.as_deref(), env.port, e),
-            (Some("b"), Some(crate::port::PortId(1)), Event::CycleStarted { t_ns: 1, cycle: 2, fault: None })
+            (
+                Some("b"),
+                Some(crate::port::PortId(1)),
+                Event {
+                    host: Some("b".into()),
+                    ..Event::in_cycle(1, 2, EventKind::CycleStarted { fault: None }).on_port(crate::port::PortId(1))
+                }
+            )
         );
     }
 
@@ -316,14 +321,14 @@ mod tests {
             &br#"{"v":2,"host":"local","event":"power_restored","t_ns":7,"cycle":1}"#[..],
             br#"{"event":"power_restored","t_ns":7,"cycle":1}"#,
         ] {
-            assert_eq!(decode_line(old).unwrap().1, Event::PowerRestored { t_ns: 7, cycle: 1 });
+            assert_eq!(decode_line(old).unwrap().1, Event::in_cycle(7, 1, EventKind::PowerRestored {}));
         }
-        let line = encode_line(&Event::LinkRestored { t_ns: 7, cycle: 1 }, "{\"v\":3,\"host\":\"local\",").unwrap();
+        let line = encode_line(&Event::in_cycle(7, 1, EventKind::LinkRestored {}), "{\"v\":3,\"host\":\"local\",").unwrap();
         let text = String::from_utf8(line.clone()).unwrap();
         assert!(text.contains(r#""event":"link_restored""#), "{text}");
         assert_eq!(
             decode_line(&line).unwrap(),
-            (Envelope { format: 3, host: Some("local".into()), port: None }, Event::LinkRestored { t_ns: 7, cycle: 1 })
+            (Envelope { format: 3, host: Some("local".into()), port: None }, Event::in_cycle(7, 1, EventKind::LinkRestored {}))
         );
     }
 }

@@ -227,6 +227,7 @@ fn non_success(kind: NonSuccessKind, message: String, ty: &str, text: String) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::events::EventKind;
     use crate::report::testdata;
     use quick_xml::events::Event as Xml;
 
@@ -326,7 +327,7 @@ mod tests {
             }
         }
         // The run died in cycle 1201: its case is an error, last.
-        all.push(crate::events::Event::CycleStarted { t_ns: 5_000_000_000, cycle: 1201, fault: None });
+        all.push(crate::events::Event::in_cycle(5_000_000_000, 1201, EventKind::CycleStarted { fault: None }));
         let x = render(&all);
         let el = elements(&x);
         let cases: Vec<&str> = el.iter().filter(|e| e.0 == "testcase").map(|e| attr(e, "name")).collect();
@@ -344,7 +345,7 @@ mod tests {
     #[test]
     fn errors_get_error_cases_and_unwritable_characters_are_dropped() {
         let mut ev = testdata::run();
-        ev.insert(1, crate::events::Event::HarnessError { t_ns: 1, cycle: None, message: "lost \u{1}the\u{1b}[31m controller".into() });
+        ev.insert(1, crate::events::Event::new(1, EventKind::HarnessError { message: "lost \u{1}the\u{1b}[31m controller".into() }));
         let x = render(&ev);
         let el = elements(&x);
         let errors: Vec<_> = el.iter().filter(|e| e.0 == "error").collect();

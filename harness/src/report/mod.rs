@@ -30,7 +30,7 @@ mod svg;
 mod testdata;
 pub mod ticks;
 
-use crate::events::{Event, EventSink, SinkError, Sinks, Verdict};
+use crate::events::{Event, EventKind, EventSink, SinkError, Sinks, Verdict};
 pub use error::ReportError;
 pub use model::{describe, Capped, ClassFindings, Cut, CycleEnd, CycleRecord, RunModel, RunStart, Totals, Verified};
 use std::path::{Path, PathBuf};
@@ -72,7 +72,7 @@ impl<'a> Recorder<'a> {
     /// and returns it, or the first consumer error.
     pub fn end(mut self, t_ns: u64) -> Result<Verdict, SinkError> {
         let verdict = if self.first_error.is_some() { Verdict::Error } else { self.model.implied_verdict() };
-        self.emit(&Event::RunEnded { t_ns, verdict, exit_code: verdict.exit_code() });
+        self.emit(&Event::new(t_ns, EventKind::RunEnded { verdict, exit_code: verdict.exit_code() }));
         match self.first_error {
             Some(e) => Err(e),
             None => Ok(verdict),
@@ -134,7 +134,7 @@ impl FileReport {
 impl EventSink for FileReport {
     fn event(&mut self, e: &Event) -> Result<(), SinkError> {
         self.fold(e);
-        if matches!(e, Event::RunEnded { .. }) {
+        if matches!(e.kind, EventKind::RunEnded { .. }) {
             self.write()?;
         }
         Ok(())
@@ -259,10 +259,10 @@ mod tests {
             rec.emit(e);
         }
         assert_eq!(rec.end(9).unwrap(), Verdict::Findings);
-        assert_eq!(seen.last(), Some(&Event::RunEnded { t_ns: 9, verdict: Verdict::Findings, exit_code: 1 }));
+        assert_eq!(seen.last(), Some(&Event::new(9, EventKind::RunEnded { verdict: Verdict::Findings, exit_code: 1 })));
         let mut rec = Recorder::new(Sinks::new());
         rec.emit(&ev[0]);
-        rec.emit(&Event::HarnessError { t_ns: 1, cycle: None, message: "ledger unreadable".into() });
+        rec.emit(&Event::new(1, EventKind::HarnessError { message: "ledger unreadable".into() }));
         assert_eq!(rec.end(2).unwrap(), Verdict::Error);
     }
 }

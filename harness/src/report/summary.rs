@@ -2,7 +2,7 @@
 //! class, cycles, timings and figures. Built from the events alone (see [`super::RunModel`]),
 //! so a regenerated summary is byte-identical to the one the run wrote.
 
-use super::model::RunModel;
+use super::model::{PortTotals, RunModel};
 use super::series::Dist;
 use crate::events::{zero_counts, Verdict};
 use crate::ledger::Contract;
@@ -216,7 +216,7 @@ pub fn summarize(m: &RunModel) -> Summary {
     // A run that did not end may leave cycles open: they count as they stand.
     let m = &*m.settled();
     let s = m.start.as_ref();
-    let (t, f) = (&m.totals, &m.figures);
+    let t = &m.totals;
     let mut per_class = zero_counts();
     for c in &m.classes {
         *per_class.get_mut(c.class.name()).expect("every class") = c.findings.total;
@@ -248,49 +248,62 @@ pub fn summarize(m: &RunModel) -> Summary {
         resumes: m.resumes.total as u32,
         stopped: m.stopped.clone(),
         notes,
-        timings: Timings {
-            run_ns: m.last_t_ns,
-            write_ns_total: t.write_ns,
-            verify_ns_total: t.verify_ns,
-            enumerate_us: Stats::of_dist(&f.enumerate_us),
-            first_read_us: Stats::of_dist(&f.first_read_us),
-            cut_to_gone_ns: Stats::of_dist(&f.cut_to_gone_ns),
-            harness_ns_per_cycle: Stats::of_dist(&f.harness_ns),
-        },
-        figures: Figures {
-            writes_completed: t.writes_completed,
-            bytes_written: t.bytes_written,
-            bytes_verified: t.bytes_verified,
-            write_mib_s: (t.write_ns > 0).then(|| t.bytes_written as f64 / 1_048_576.0 / (t.write_ns as f64 / 1e9)),
-            cut_completions: Stats::of_dist(&f.cut_completions),
-            cut_phase_us: Stats::of_dist(&f.cut_phase_us),
-            in_flight_ops_at_cut: Stats::of_dist(&f.in_flight_ops),
-            bytes_at_risk: Stats::of_dist(&f.bytes_at_risk),
-            latency_p50_ns: Stats::of_dist(&f.latency_p50_ns),
-            latency_p99_ns: Stats::of_dist(&f.latency_p99_ns),
-        },
-        ports: m
-            .ports
-            .iter()
-            .map(|(name, p)| PortSummary {
-                name: name.clone(),
-                cycles_faulted: p.cycles_faulted,
-                cycles_judged: p.cycles_judged,
-                io_errors: p.io_errors,
-                max_stall_ms: p.max_stall_us as f64 / 1000.0,
-                throughput_ratio: p.min_throughput_ratio,
-                p99_latency_ratio: p.max_p99_ratio,
-                baseline_mb_s: (p.baseline_us > 0).then(|| p.baseline_bytes as f64 / p.baseline_us as f64),
-                disturbed: p.cycles_disturbed > 0,
-                cycles_disturbed: p.cycles_disturbed,
-            })
-            .collect(),
+        timings: timings(m),
+        figures: figures(m),
+        ports: m.ports.iter().map(|(name, p)| port_summary(name, p)).collect(),
         performance: performance(m),
         faults: m
             .faults
             .iter()
             .map(|(k, f)| (k.clone(), FaultSummary { cycles: f.cycles, clean: f.clean, findings: f.findings, error: f.error }))
             .collect(),
+    }
+}
+
+/// How long the run, its writes, verifications and recoveries took.
+fn timings(m: &RunModel) -> Timings {
+    let (t, f) = (&m.totals, &m.figures);
+    Timings {
+        run_ns: m.last_t_ns,
+        write_ns_total: t.write_ns,
+        verify_ns_total: t.verify_ns,
+        enumerate_us: Stats::of_dist(&f.enumerate_us),
+        first_read_us: Stats::of_dist(&f.first_read_us),
+        cut_to_gone_ns: Stats::of_dist(&f.cut_to_gone_ns),
+        harness_ns_per_cycle: Stats::of_dist(&f.harness_ns),
+    }
+}
+
+/// What the run wrote and verified, and the queue at its cuts.
+fn figures(m: &RunModel) -> Figures {
+    let (t, f) = (&m.totals, &m.figures);
+    Figures {
+        writes_completed: t.writes_completed,
+        bytes_written: t.bytes_written,
+        bytes_verified: t.bytes_verified,
+        write_mib_s: (t.write_ns > 0).then(|| t.bytes_written as f64 / 1_048_576.0 / (t.write_ns as f64 / 1e9)),
+        cut_completions: Stats::of_dist(&f.cut_completions),
+        cut_phase_us: Stats::of_dist(&f.cut_phase_us),
+        in_flight_ops_at_cut: Stats::of_dist(&f.in_flight_ops),
+        bytes_at_risk: Stats::of_dist(&f.bytes_at_risk),
+        latency_p50_ns: Stats::of_dist(&f.latency_p50_ns),
+        latency_p99_ns: Stats::of_dist(&f.latency_p99_ns),
+    }
+}
+
+/// One port of a dual-port run, over its windows.
+fn port_summary(name: &str, p: &PortTotals) -> PortSummary {
+    PortSummary {
+        name: name.to_string(),
+        cycles_faulted: p.cycles_faulted,
+        cycles_judged: p.cycles_judged,
+        io_errors: p.io_errors,
+        max_stall_ms: p.max_stall_us as f64 / 1000.0,
+        throughput_ratio: p.min_throughput_ratio,
+        p99_latency_ratio: p.max_p99_ratio,
+        baseline_mb_s: (p.baseline_us > 0).then(|| p.baseline_bytes as f64 / p.baseline_us as f64),
+        disturbed: p.cycles_disturbed > 0,
+        cycles_disturbed: p.cycles_disturbed,
     }
 }
 

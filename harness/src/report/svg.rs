@@ -193,71 +193,87 @@ pub fn xy_chart_shaded(title: &str, x: Quantity, y: Quantity, series: &[Series],
     let mut svg = String::new();
     let f = frame(&mut svg, title, (x, xl, xh), (y, yl, yh));
     for s in shades.iter().filter(|s| s.from.is_finite() && s.to.is_finite()) {
-        let (a, b) = (f.px(s.from.min(s.to)), f.px(s.from.max(s.to)));
-        let _ = write!(
-            svg,
-            "<rect x=\"{a:.1}\" y=\"{TOP}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"#f0a30a\" fill-opacity=\"0.2\" class=\"shade\"><title>{l}</title></rect>\
-             <text x=\"{:.1}\" y=\"{:.1}\" fill=\"#9a6a00\" class=\"sl\">{l}</text>",
-            (b - a).max(1.0),
-            H - BOTTOM - TOP,
-            a + 3.0,
-            TOP + 11.0,
-            l = esc(s.label)
-        );
+        shade(&mut svg, &f, s);
     }
     for (k, s) in series.iter().enumerate() {
         let c = esc(s.color);
         match s.shape {
-            Shape::Dots(points) => {
-                // One group per series: its name is every dot's tooltip, written once.
-                let _ = write!(svg, "<g fill=\"{c}\" class=\"dots\"><title>{}</title>", esc(s.name));
-                for &(a, b) in points {
-                    let _ = write!(svg, "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"2.5\"/>", f.px(a), f.py(b));
-                }
-                svg.push_str("</g>");
-            }
-            Shape::Band(buckets) => {
-                let mid = |b: &Bucket| (b.x0 as f64 + b.x1 as f64) / 2.0;
-                if buckets.iter().any(|b| b.n > 1) {
-                    let top = buckets.iter().map(|b| format!("{:.1} {:.1}", f.px(mid(b)), f.py(b.max)));
-                    let bottom = buckets.iter().rev().map(|b| format!("{:.1} {:.1}", f.px(mid(b)), f.py(b.min)));
-                    let d: Vec<String> = top.chain(bottom).collect();
-                    let _ =
-                        write!(svg, "<path d=\"M{}Z\" fill=\"{c}\" fill-opacity=\"0.25\" stroke=\"none\" class=\"band\"/>", d.join("L"));
-                }
-                if buckets.len() > 1 {
-                    let d: Vec<String> = buckets.iter().map(|b| format!("{:.1} {:.1}", f.px(mid(b)), f.py(b.mean()))).collect();
-                    let _ = write!(svg, "<path d=\"M{}\" fill=\"none\" stroke=\"{c}\" stroke-width=\"1.5\" class=\"line\"/>", d.join("L"));
-                } else if let Some(b) = buckets.first() {
-                    let _ = write!(svg, "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"2.5\" fill=\"{c}\"/>", f.px(mid(b)), f.py(b.mean()));
-                }
-            }
-            Shape::Line(points) => {
-                for run in points.split(|(a, b)| !(a.is_finite() && b.is_finite())).filter(|r| !r.is_empty()) {
-                    if let [(a, b)] = run {
-                        let _ = write!(svg, "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"2\" fill=\"{c}\"/>", f.px(*a), f.py(*b));
-                    } else {
-                        let d: Vec<String> = run.iter().map(|&(a, b)| format!("{:.1} {:.1}", f.px(a), f.py(b))).collect();
-                        let _ =
-                            write!(svg, "<path d=\"M{}\" fill=\"none\" stroke=\"{c}\" stroke-width=\"1.5\" class=\"line\"/>", d.join("L"));
-                    }
-                }
-            }
+            Shape::Dots(points) => dots(&mut svg, &f, &c, s.name, points),
+            Shape::Band(buckets) => band(&mut svg, &f, &c, buckets),
+            Shape::Line(points) => line(&mut svg, &f, &c, points),
         }
-        let ly = TOP + 4.0 + 14.0 * k as f64;
-        let x1 = W - RIGHT;
-        let _ = write!(
-            svg,
-            "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"10\" height=\"10\" fill=\"{c}\"/><text x=\"{:.1}\" y=\"{:.1}\" class=\"legend\">{}</text>",
-            x1 - 150.0,
-            ly,
-            x1 - 136.0,
-            ly + 9.0,
-            esc(s.name),
-        );
+        legend(&mut svg, k, &c, s.name);
     }
     svg.push_str("</svg>");
     svg
+}
+
+/// A stretch of the x axis shaded, its label at its top.
+fn shade(svg: &mut String, f: &Frame, s: &Shade) {
+    let (a, b) = (f.px(s.from.min(s.to)), f.px(s.from.max(s.to)));
+    let _ = write!(
+        svg,
+        "<rect x=\"{a:.1}\" y=\"{TOP}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"#f0a30a\" fill-opacity=\"0.2\" class=\"shade\"><title>{l}</title></rect>\
+         <text x=\"{:.1}\" y=\"{:.1}\" fill=\"#9a6a00\" class=\"sl\">{l}</text>",
+        (b - a).max(1.0),
+        H - BOTTOM - TOP,
+        a + 3.0,
+        TOP + 11.0,
+        l = esc(s.label)
+    );
+}
+
+/// A scatter series: one group, its name every dot's tooltip (written once).
+fn dots(svg: &mut String, f: &Frame, c: &str, name: &str, points: &[(f64, f64)]) {
+    let _ = write!(svg, "<g fill=\"{c}\" class=\"dots\"><title>{}</title>", esc(name));
+    for &(a, b) in points {
+        let _ = write!(svg, "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"2.5\"/>", f.px(a), f.py(b));
+    }
+    svg.push_str("</g>");
+}
+
+/// A bucketed series: the band from each bucket's min to its max, and the line of its means.
+fn band(svg: &mut String, f: &Frame, c: &str, buckets: &[Bucket]) {
+    let mid = |b: &Bucket| (b.x0 as f64 + b.x1 as f64) / 2.0;
+    if buckets.iter().any(|b| b.n > 1) {
+        let top = buckets.iter().map(|b| format!("{:.1} {:.1}", f.px(mid(b)), f.py(b.max)));
+        let bottom = buckets.iter().rev().map(|b| format!("{:.1} {:.1}", f.px(mid(b)), f.py(b.min)));
+        let d: Vec<String> = top.chain(bottom).collect();
+        let _ = write!(svg, "<path d=\"M{}Z\" fill=\"{c}\" fill-opacity=\"0.25\" stroke=\"none\" class=\"band\"/>", d.join("L"));
+    }
+    if buckets.len() > 1 {
+        let d: Vec<String> = buckets.iter().map(|b| format!("{:.1} {:.1}", f.px(mid(b)), f.py(b.mean()))).collect();
+        let _ = write!(svg, "<path d=\"M{}\" fill=\"none\" stroke=\"{c}\" stroke-width=\"1.5\" class=\"line\"/>", d.join("L"));
+    } else if let Some(b) = buckets.first() {
+        let _ = write!(svg, "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"2.5\" fill=\"{c}\"/>", f.px(mid(b)), f.py(b.mean()));
+    }
+}
+
+/// A line series, broken where a point is not finite (a lone point is a dot).
+fn line(svg: &mut String, f: &Frame, c: &str, points: &[(f64, f64)]) {
+    for run in points.split(|(a, b)| !(a.is_finite() && b.is_finite())).filter(|r| !r.is_empty()) {
+        if let [(a, b)] = run {
+            let _ = write!(svg, "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"2\" fill=\"{c}\"/>", f.px(*a), f.py(*b));
+        } else {
+            let d: Vec<String> = run.iter().map(|&(a, b)| format!("{:.1} {:.1}", f.px(a), f.py(b))).collect();
+            let _ = write!(svg, "<path d=\"M{}\" fill=\"none\" stroke=\"{c}\" stroke-width=\"1.5\" class=\"line\"/>", d.join("L"));
+        }
+    }
+}
+
+/// The `k`th series' entry in the legend.
+fn legend(svg: &mut String, k: usize, c: &str, name: &str) {
+    let ly = TOP + 4.0 + 14.0 * k as f64;
+    let x1 = W - RIGHT;
+    let _ = write!(
+        svg,
+        "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"10\" height=\"10\" fill=\"{c}\"/><text x=\"{:.1}\" y=\"{:.1}\" class=\"legend\">{}</text>",
+        x1 - 150.0,
+        ly,
+        x1 - 136.0,
+        ly + 9.0,
+        esc(name),
+    );
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! A three-cycle run's events, shared by the reports' tests.
 
-use crate::events::{Event, HealthNote, SmartFigures, Verdict};
+use crate::events::{Event, EventKind, HealthNote, SmartFigures, Verdict};
 use crate::ledger::Contract;
 use crate::verify::{Finding, FindingClass, Shown};
 use std::collections::BTreeMap;
@@ -20,77 +20,82 @@ pub fn finding(cycle: u32, class: FindingClass, detail: &str) -> Finding {
 /// A three-cycle run: cycle 2 finds a lost write whose detail is hostile markup.
 pub fn run() -> Vec<Event> {
     let counts: BTreeMap<String, u64> = crate::events::zero_counts();
-    let mut ev = vec![Event::RunStarted {
-        t_ns: 0,
-        run_id: "00000000000000ab".into(),
-        scenario: "demo <sim> & \"quotes\"".into(),
-        target: "sim:8MiB".into(),
-        contract: Contract::Flush,
-        cycles_planned: 3,
-        seed: 4,
-        started_at: "2026-01-01T00:00:00+00:00".into(),
-    }];
+    let mut ev = vec![Event::new(
+        0,
+        EventKind::RunStarted {
+            run_id: "00000000000000ab".into(),
+            scenario: "demo <sim> & \"quotes\"".into(),
+            target: "sim:8MiB".into(),
+            contract: Contract::Flush,
+            cycles_planned: 3,
+            seed: 4,
+            started_at: "2026-01-01T00:00:00+00:00".into(),
+        },
+    )];
     for c in 1..=3u32 {
         let t = c as u64 * 1_000_000_000;
-        ev.push(Event::CycleStarted { t_ns: t, cycle: c, fault: None });
-        ev.push(Event::CutIssued {
-            t_ns: t + 1000,
-            cycle: c,
-            completions: 100 * c as u64,
-            in_flight_ops: 30,
-            bytes_at_risk: 65536,
-            phase_us: 1000 * c as u64,
-            planned_after_ms: None,
-            mate_step_ms: None,
-            command_us: None,
-        });
-        ev.push(Event::DeviceGone { t_ns: t + 2000, cycle: c });
-        ev.push(Event::PowerRestored { t_ns: t + 3000, cycle: c });
-        ev.push(Event::Ready {
-            t_ns: t + 4000,
-            cycle: c,
-            enumerate_us: Some(1500 * c as u64),
-            first_read_us: Some(2000 * c as u64),
-            port: None,
-        });
-        ev.push(Event::Health {
-            t_ns: t + 5000,
-            cycle: c,
-            smart: SmartFigures { unsafe_shutdowns: 10 + c as u64, power_cycles: 20 + c as u64, ..SmartFigures::default() },
-            anomalies: if c == 3 {
-                vec![HealthNote { kind: "media_errors_grew".into(), detail: "media errors 0 -> 1".into() }]
-            } else {
-                Vec::new()
+        ev.push(Event::in_cycle(t, c, EventKind::CycleStarted { fault: None }));
+        ev.push(Event::in_cycle(
+            t + 1000,
+            c,
+            EventKind::CutIssued {
+                completions: 100 * c as u64,
+                in_flight_ops: 30,
+                bytes_at_risk: 65536,
+                phase_us: 1000 * c as u64,
+                planned_after_ms: None,
+                mate_step_ms: None,
+                command_us: None,
             },
-            port: None,
-        });
+        ));
+        ev.push(Event::in_cycle(t + 2000, c, EventKind::DeviceGone {}));
+        ev.push(Event::in_cycle(t + 3000, c, EventKind::PowerRestored {}));
+        ev.push(Event::in_cycle(
+            t + 4000,
+            c,
+            EventKind::Ready { enumerate_us: Some(1500 * c as u64), first_read_us: Some(2000 * c as u64) },
+        ));
+        ev.push(Event::in_cycle(
+            t + 5000,
+            c,
+            EventKind::Health {
+                smart: SmartFigures { unsafe_shutdowns: 10 + c as u64, power_cycles: 20 + c as u64, ..SmartFigures::default() },
+                anomalies: if c == 3 {
+                    vec![HealthNote { kind: "media_errors_grew".into(), detail: "media errors 0 -> 1".into() }]
+                } else {
+                    Vec::new()
+                },
+            },
+        ));
         let mut cc = counts.clone();
         if c == 2 {
             *cc.get_mut("lost_write").unwrap() = 1;
         }
-        ev.push(Event::Verified { t_ns: t + 6000, cycle: c, sectors: 16384, bytes: 8 << 20, verify_ns: 3_000_000, counts: cc });
+        ev.push(Event::in_cycle(t + 6000, c, EventKind::Verified { sectors: 16384, bytes: 8 << 20, verify_ns: 3_000_000, counts: cc }));
         if c == 2 {
-            ev.push(Event::Finding {
-                t_ns: t + 6000,
-                cycle: c,
-                finding: finding(c, FindingClass::LostWrite, "<script>alert('x')</script> & gone"),
-            });
+            ev.push(Event::in_cycle(
+                t + 6000,
+                c,
+                EventKind::Finding { finding: finding(c, FindingClass::LostWrite, "<script>alert('x')</script> & gone") },
+            ));
         }
-        ev.push(Event::CycleEnded {
-            t_ns: t + 7000,
-            cycle: c,
-            verdict: if c == 1 { Verdict::Clean } else { Verdict::Findings },
-            writes_completed: 100 * c as u64,
-            bytes_written: 1 << 20,
-            write_ns: 5_000_000,
-            latency_p50_ns: Some(80_000),
-            latency_p99_ns: Some(900_000),
-            latency_max_ns: Some(2_500_000),
-            max_gap_ns: None,
-            harness_ns: Some(2_000_000),
-        });
+        ev.push(Event::in_cycle(
+            t + 7000,
+            c,
+            EventKind::CycleEnded {
+                verdict: if c == 1 { Verdict::Clean } else { Verdict::Findings },
+                writes_completed: 100 * c as u64,
+                bytes_written: 1 << 20,
+                write_ns: 5_000_000,
+                latency_p50_ns: Some(80_000),
+                latency_p99_ns: Some(900_000),
+                latency_max_ns: Some(2_500_000),
+                max_gap_ns: None,
+                harness_ns: Some(2_000_000),
+            },
+        ));
     }
-    ev.push(Event::RunEnded { t_ns: 4_000_000_000, verdict: Verdict::Findings, exit_code: 1 });
+    ev.push(Event::new(4_000_000_000, EventKind::RunEnded { verdict: Verdict::Findings, exit_code: 1 }));
     ev
 }
 
@@ -122,25 +127,27 @@ pub fn port_window(t: u64, cycle: u32, port: u8, faulted: bool, disturbed: bool)
         throughput_bps: bytes as f64 / (us as f64 / 1e6),
         ..WindowFigures::default()
     };
-    Event::PortWindow {
-        t_ns: t + 1_500_000_000,
+    Event::in_cycle(
+        t + 1_500_000_000,
         cycle,
-        port: crate::port::PortId(port),
-        name,
-        faulted,
-        baseline_t_ns: Some(t + 100_000_000),
-        fault_t_ns: Some(t + 500_000_000),
-        window_end_t_ns: Some(t + 1_100_000_000),
-        baseline: Some(window(80_000_000, 400_000)),
-        fault: Some(window(if faulted { 0 } else { 100_000_000 }, 600_000)),
-        throughput_ratio: (!faulted).then_some(if disturbed { 0.4 } else { 1.0 }),
-        p99_ratio: (!faulted).then_some(if disturbed { 150.0 } else { 1.0 }),
-        disturbed,
-        harness_late_us: None,
-        bucket_ms: 25,
-        series_bytes: bytes,
-        series_max_latency_us: lat,
-    }
+        EventKind::PortWindow {
+            name,
+            faulted,
+            baseline_t_ns: Some(t + 100_000_000),
+            fault_t_ns: Some(t + 500_000_000),
+            window_end_t_ns: Some(t + 1_100_000_000),
+            baseline: Some(window(80_000_000, 400_000)),
+            fault: Some(window(if faulted { 0 } else { 100_000_000 }, 600_000)),
+            throughput_ratio: (!faulted).then_some(if disturbed { 0.4 } else { 1.0 }),
+            p99_ratio: (!faulted).then_some(if disturbed { 150.0 } else { 1.0 }),
+            disturbed,
+            harness_late_us: None,
+            bucket_ms: 25,
+            series_bytes: bytes,
+            series_max_latency_us: lat,
+        },
+    )
+    .on_port(crate::port::PortId(port))
 }
 
 /// [`run`] as a dual-port run: before each cycle's end, a `port_window` of A and of B; the
@@ -148,7 +155,7 @@ pub fn port_window(t: u64, cycle: u32, port: u8, faulted: bool, disturbed: bool)
 pub fn dual_run() -> Vec<Event> {
     let mut out = Vec::new();
     for e in run() {
-        if let Event::CycleEnded { cycle, .. } = e {
+        if let (EventKind::CycleEnded { .. }, Some(cycle)) = (&e.kind, e.cycle) {
             let t = u64::from(cycle) * 1_000_000_000;
             let hit = if cycle % 2 == 1 { 0 } else { 1 };
             for port in 0..2u8 {

@@ -13,7 +13,7 @@ use super::options::RunnerOptions;
 use super::ports::{controller_log, PortSet};
 use super::stop::{self, ControllerStep, CycleEnd};
 use super::writers::{self, NoCut, WritePhase, Written};
-use crate::events::{Event, Verdict};
+use crate::events::{Event, EventKind, Verdict};
 use crate::scenario::RunPlan;
 use crate::verify::Finding;
 use crate::writer::{CutPlacement, CycleOutcome};
@@ -73,7 +73,7 @@ impl<'e> Cycles<'_, 'e> {
                 let message = "the power switch read back off between cycles (the harness died after it was turned back on, or \
                                something else turned it off): turned on before the next cycle"
                     .to_string();
-                self.em.emit(Event::Note { t_ns, cycle: None, message });
+                self.em.emit(Event::new(t_ns, EventKind::Note { message }));
             }
             Err(e) => self.em.error(None, format!("power on before the next cycle: {e}")),
         }
@@ -140,7 +140,7 @@ impl<'r, 'e> Cycles<'r, 'e> {
         let lines = self.ports.take_audit();
         if !lines.is_empty() {
             let t_ns = self.em.now();
-            self.em.emit(Event::AgentLog { t_ns, cycle, lines });
+            self.em.emit(Event::new(t_ns, EventKind::AgentLog { lines }).with_cycle(cycle));
         }
     }
 
@@ -154,14 +154,14 @@ impl<'r, 'e> Cycles<'r, 'e> {
         self.aim(cycle)?;
         self.align(cycle)?;
         let t_start = self.em.now();
-        self.em.emit(Event::CycleStarted { t_ns: t_start, cycle, fault: plan.faults.is_mixed().then(|| fault.label()) });
+        self.em.emit(Event::in_cycle(t_start, cycle, EventKind::CycleStarted { fault: plan.faults.is_mixed().then(|| fault.label()) }));
         let (place, planned) = cycle_placement(plan, cycle);
         (self.cycle_t0, self.waits) = (Instant::now(), Duration::ZERO);
         let phase = WritePhase { cycle, hit, every, power, place, windows: plan.dual.as_ref().map(|d| &d.spec), probe_at: self.probe_at() };
         let w = writers::write(plan, self.o, self.ports, self.lanes, self.cutter, &phase);
         for message in self.ports.notes() {
             let t_ns = self.em.now();
-            self.em.emit(Event::Note { t_ns, cycle: Some(cycle), message });
+            self.em.emit(Event::new(t_ns, EventKind::Note { message }).with_cycle(Some(cycle)));
         }
         let mut end = CycleEnd { cycle, ..CycleEnd::default() };
         let mut findings: Vec<Finding> = Vec::new();
@@ -308,7 +308,11 @@ impl<'r, 'e> Cycles<'r, 'e> {
             return Ok(false);
         }
         let t_ns = self.em.now();
-        self.em.emit(if self.cutter.is_link() { Event::LinkRestored { t_ns, cycle } } else { Event::PowerRestored { t_ns, cycle } });
+        self.em.emit(if self.cutter.is_link() {
+            Event::in_cycle(t_ns, cycle, EventKind::LinkRestored {})
+        } else {
+            Event::in_cycle(t_ns, cycle, EventKind::PowerRestored {})
+        });
         for (i, r) in answered {
             let prefix = self.ports.prefix(*i);
             self.ports.ready(*i, cycle, r.clone(), self.em, end, findings).map_err(|source| Fatal::Port { prefix, source })?;

@@ -1,7 +1,7 @@
 //! The runner's end of the event stream: the run clock (continued across a resume) and the
 //! findings seen so far, so that a finding seen again in a later cycle is recorded once.
 
-use crate::events::{Event, Verdict};
+use crate::events::{Event, EventKind, Verdict};
 use crate::report::Recorder;
 use crate::verify::{Finding, FindingClass, Shown};
 use crate::writer::CycleOutcome;
@@ -46,7 +46,7 @@ impl<'a> Emitter<'a> {
     pub fn error(&mut self, cycle: Option<u32>, message: String) {
         let t_ns = self.now();
         self.errors.push(message.clone());
-        self.emit(Event::HarnessError { t_ns, cycle, message });
+        self.emit(Event::new(t_ns, EventKind::HarnessError { message }).with_cycle(cycle));
     }
 
     pub fn is_new(&self, f: &Finding) -> bool {
@@ -60,7 +60,7 @@ impl<'a> Emitter<'a> {
         for f in findings {
             if self.seen.insert(key(f)) {
                 new += 1;
-                self.emit(Event::Finding { t_ns, cycle, finding: f.clone() });
+                self.emit(Event::in_cycle(t_ns, cycle, EventKind::Finding { finding: f.clone() }));
             }
         }
         new
@@ -80,7 +80,7 @@ impl<'a> Emitter<'a> {
     ) {
         let start = self.ns(started);
         for mut e in crate::events::cut_events(start, cycle, o, planned_after_ms) {
-            if let Event::CutIssued { mate_step_ms, command_us, .. } = &mut e {
+            if let EventKind::CutIssued { mate_step_ms, command_us, .. } = &mut e.kind {
                 *mate_step_ms = mate;
                 *command_us = command.map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
             }
@@ -104,19 +104,21 @@ impl<'a> Emitter<'a> {
         harness: Option<Duration>,
     ) {
         let t_ns = self.now();
-        self.emit(Event::CycleEnded {
+        self.emit(Event::in_cycle(
             t_ns,
             cycle,
-            verdict,
-            writes_completed: o.map_or(0, |o| o.completed),
-            bytes_written: o.map_or(0, |o| o.bytes_written),
-            write_ns: write.map_or(0, nanos),
-            latency_p50_ns: o.and_then(|o| o.write_latency).map(|l| l.p50_ns),
-            latency_p99_ns: o.and_then(|o| o.write_latency).map(|l| l.p99_ns),
-            latency_max_ns: o.and_then(|o| o.write_latency).map(|l| l.max_ns),
-            max_gap_ns: o.and_then(|o| o.max_completion_gap).map(nanos),
-            harness_ns: harness.map(nanos),
-        });
+            EventKind::CycleEnded {
+                verdict,
+                writes_completed: o.map_or(0, |o| o.completed),
+                bytes_written: o.map_or(0, |o| o.bytes_written),
+                write_ns: write.map_or(0, nanos),
+                latency_p50_ns: o.and_then(|o| o.write_latency).map(|l| l.p50_ns),
+                latency_p99_ns: o.and_then(|o| o.write_latency).map(|l| l.p99_ns),
+                latency_max_ns: o.and_then(|o| o.write_latency).map(|l| l.max_ns),
+                max_gap_ns: o.and_then(|o| o.max_completion_gap).map(nanos),
+                harness_ns: harness.map(nanos),
+            },
+        ));
     }
 }
 

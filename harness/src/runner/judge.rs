@@ -3,7 +3,7 @@
 //! `port_disturbance` finding whose detail names the port, the metric, the figure and the
 //! budget.
 
-use crate::events::Event;
+use crate::events::{Event, EventKind};
 use crate::port::PortId;
 use crate::runner::emit::Emitter;
 use crate::scenario::{Budget, PortRole, RunPlan};
@@ -167,7 +167,7 @@ pub(crate) fn judge_windows(
             judged = judge(&p.name, b, d, &spec.budget, &Starved { within: &within, longest });
             let mut note = |message: String| {
                 let t_ns = em.now();
-                em.emit(Event::Note { t_ns, cycle: Some(cycle), message });
+                em.emit(Event::new(t_ns, EventKind::Note { message }).with_cycle(Some(cycle)));
             };
             if void && !judged.breaches.is_empty() {
                 note(format!(
@@ -197,10 +197,7 @@ pub(crate) fn judge_windows(
         let kept = series.get(from.min(upto)..upto).unwrap_or_default();
         let t_of = |ph| windows.started(ph).map(|d| em.ns(windows.epoch() + d));
         let (baseline_t_ns, fault_t_ns, window_end_t_ns) = (t_of(Phase::Baseline), t_of(Phase::Fault), t_of(Phase::After));
-        em.emit(Event::PortWindow {
-            t_ns,
-            cycle,
-            port: PortId(i as u8),
+        let window = EventKind::PortWindow {
             name: p.name.clone(),
             faulted: is_hit,
             baseline_t_ns,
@@ -215,7 +212,8 @@ pub(crate) fn judge_windows(
             bucket_ms: crate::writer::windows::BUCKET.as_millis() as u32,
             series_bytes: kept.iter().map(|b| b.bytes).collect(),
             series_max_latency_us: kept.iter().map(|b| b.max_latency_us).collect(),
-        });
+        };
+        em.emit(Event::in_cycle(t_ns, cycle, window).on_port(PortId(i as u8)));
     }
 }
 

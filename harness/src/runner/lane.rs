@@ -8,7 +8,7 @@ use super::emit::{nanos, Emitter};
 use super::fault::{cycle_rng, SAMPLE_SALT};
 use super::regions::{sample_regions, union, written_regions};
 use super::stop::CycleEnd;
-use crate::events::{class_counts, Event};
+use crate::events::{class_counts, Event, EventKind};
 use crate::ledger::{Contract, EndKind, LedgerError, Record};
 use crate::port::PortId;
 use crate::run::{open_run, DeviceFacts, OpenRun, RunError};
@@ -252,7 +252,7 @@ pub(crate) fn verify_lanes(
     if any {
         let t_ns = em.now();
         let counts = class_counts(&findings[first_finding..]);
-        em.emit(Event::Verified { t_ns, cycle, sectors, bytes, verify_ns: ns, counts });
+        em.emit(Event::in_cycle(t_ns, cycle, EventKind::Verified { sectors, bytes, verify_ns: ns, counts }));
     }
     Ok(())
 }
@@ -504,8 +504,8 @@ mod tests {
         verify_lanes(&plan, &Readers::of(&plan), &of, &mut duts, &mut lanes, &mut em, &mut findings, &mut end).unwrap();
         drop(em);
         assert_eq!(findings, vec![earlier], "nothing found on an honest, unwritten drive");
-        let verified: Vec<&Event> = events.iter().filter(|e| matches!(e, Event::Verified { .. })).collect();
-        let [Event::Verified { sectors, counts, .. }] = verified[..] else { panic!("one verified event: {events:?}") };
+        let verified: Vec<&EventKind> = events.iter().map(|e| &e.kind).filter(|k| matches!(k, EventKind::Verified { .. })).collect();
+        let [EventKind::Verified { sectors, counts, .. }] = verified[..] else { panic!("one verified event: {events:?}") };
         assert_eq!(*sectors, SPAN / 512, "the whole span, the run's last cycle");
         assert!(counts.values().all(|&n| n == 0), "the dead port found before the verify is not the verify's: {counts:?}");
         assert_eq!((end.errors, end.dead_device), (0, false));

@@ -41,7 +41,7 @@ pub mod shared;
 pub mod stop;
 mod writers;
 
-use crate::events::{Event, Sinks, Verdict};
+use crate::events::{Event, EventKind, Sinks, Verdict};
 use crate::report::Recorder;
 use crate::scenario::RunPlan;
 use cycle::{Cycles, Ending};
@@ -149,7 +149,7 @@ pub fn run_observed(
     let notes = std::mem::take(&mut opened.notes);
     for message in &notes {
         let t_ns = em.now();
-        em.emit(Event::Note { t_ns, cycle: None, message: message.clone() });
+        em.emit(Event::new(t_ns, EventKind::Note { message: message.clone() }));
     }
     let mut cycles_run = 0;
     let stopped = match run_opened(plan, run_dir, o, &mut opened, &mut em, observer, prior, &mut cycles_run) {
@@ -178,8 +178,7 @@ fn run_started(plan: &RunPlan, o: &RunnerOptions, run_id: u64, target: String) -
         }
         _ => plan.cycles,
     };
-    Event::RunStarted {
-        t_ns: 0,
+    let kind = EventKind::RunStarted {
         run_id: format!("{run_id:016x}"),
         scenario: plan.name().to_string(),
         target,
@@ -187,7 +186,8 @@ fn run_started(plan: &RunPlan, o: &RunnerOptions, run_id: u64, target: String) -
         cycles_planned,
         seed: plan.seed,
         started_at: o.started_at.clone(),
-    }
+    };
+    Event::new(0, kind)
 }
 
 /// The cycles of an opened run (or a performance run's phases, then every share verified).
@@ -224,7 +224,7 @@ fn suspended(mut em: Emitter, cycles_run: u32, why: String, notes: Vec<String>) 
     // A resume refused at once (still short of space) records nothing: there is no room.
     if em.emitted > 0 {
         let t_ns = em.now();
-        em.emit(Event::RunSuspended { t_ns, reason: why.clone() });
+        em.emit(Event::new(t_ns, EventKind::RunSuspended { reason: why.clone() }));
     }
     let Emitter { errors, .. } = em;
     Ok(RunSummary { verdict: Verdict::Error, cycles_run, stopped: Some(why), errors, notes, suspended: true })
@@ -234,7 +234,7 @@ fn suspended(mut em: Emitter, cycles_run: u32, why: String, notes: Vec<String>) 
 fn end(mut em: Emitter, cycles_run: u32, stopped: Option<String>, notes: Vec<String>) -> Result<RunSummary, RunnerError> {
     if let Some(reason) = &stopped {
         let t_ns = em.now();
-        em.emit(Event::RunStopped { t_ns, reason: reason.clone() });
+        em.emit(Event::new(t_ns, EventKind::RunStopped { reason: reason.clone() }));
     }
     let t = em.now();
     let Emitter { rec, errors, .. } = em;

@@ -7,7 +7,7 @@
 
 use super::lane::Lane;
 use super::writers::WriterError;
-use crate::events::Event;
+use crate::events::{Event, EventKind};
 use crate::port::PortId;
 use crate::run::OpenRun;
 use crate::runner::dut::{Dut, DutError, Workload};
@@ -45,7 +45,7 @@ pub(super) fn run(
     for (phase, who) in phases(lanes, plan) {
         n += 1;
         let t_ns = em.now();
-        em.emit(Event::CycleStarted { t_ns, cycle: n, fault: None });
+        em.emit(Event::in_cycle(t_ns, n, EventKind::CycleStarted { fault: None }));
         let windows = Arc::new(Windows::new(devs.len()));
         let mut lane_of: Vec<Option<&mut Lane>> = (0..devs.len()).map(|_| None).collect();
         for (i, l) in lanes.iter_mut().enumerate() {
@@ -100,43 +100,43 @@ pub(super) fn run(
         for i in &ran {
             let f = windows.figures(*i, Phase::Baseline, end);
             let t_ns = em.now();
-            em.emit(Event::PortPerf {
-                t_ns,
+            let kind = EventKind::PortPerf {
                 workload: "write".into(),
                 phase: phase.clone(),
-                port: PortId(*i as u8),
                 name: plan.ports[*i].name.clone(),
                 figures: f.unwrap_or_default(),
-            });
+            };
+            em.emit(Event::new(t_ns, kind).on_port(PortId(*i as u8)));
         }
         // The same ports reading their shares, 128 KiB at a time.
         let reads =
             read_phase(devs, lanes, &who, warm, ms).map_err(|(i, source)| PerfError::Read { port: plan.ports[i].name.clone(), source })?;
         for (i, f) in reads {
             let t_ns = em.now();
-            em.emit(Event::PortPerf {
-                t_ns,
+            let kind = EventKind::PortPerf {
                 workload: "seq-read-128k-qd1".into(),
                 phase: phase.clone(),
-                port: PortId(i as u8),
                 name: plan.ports[i].name.clone(),
                 figures: f,
-            });
+            };
+            em.emit(Event::new(t_ns, kind).on_port(PortId(i as u8)));
         }
         let t_ns = em.now();
-        em.emit(Event::CycleEnded {
+        em.emit(Event::in_cycle(
             t_ns,
-            cycle: n,
-            verdict: crate::events::Verdict::Clean,
-            writes_completed: 0,
-            bytes_written: 0,
-            write_ns: 0,
-            latency_p50_ns: None,
-            latency_p99_ns: None,
-            latency_max_ns: None,
-            max_gap_ns: None,
-            harness_ns: None,
-        });
+            n,
+            EventKind::CycleEnded {
+                verdict: crate::events::Verdict::Clean,
+                writes_completed: 0,
+                bytes_written: 0,
+                write_ns: 0,
+                latency_p50_ns: None,
+                latency_p99_ns: None,
+                latency_max_ns: None,
+                max_gap_ns: None,
+                harness_ns: None,
+            },
+        ));
     }
     Ok(n)
 }

@@ -8,7 +8,7 @@ use super::dut::{Dut, DutError, GroundTruth, HealthLogs, Readiness};
 use super::emit::Emitter;
 use super::fault::Cutter;
 use super::stop::CycleEnd;
-use crate::events::{Event, HealthNote, SmartFigures};
+use crate::events::{Event, EventKind, HealthNote, SmartFigures};
 use crate::health::{judge, judge_ocp, HealthAnomaly, HealthCheck, HealthPolicy, Shutdown};
 use crate::port::PortId;
 use crate::scenario::RunPlan;
@@ -89,9 +89,7 @@ impl PortSet {
             n += anomalies.len();
             let prefix = self.prefix(i);
             let t_ns = em.now();
-            em.emit(Event::Health {
-                t_ns,
-                cycle,
+            let kind = EventKind::Health {
                 smart: SmartFigures::from(&after.smart),
                 anomalies: anomalies
                     .iter()
@@ -101,8 +99,8 @@ impl PortSet {
                         note
                     })
                     .collect(),
-                port: Some(self.id(i)),
-            });
+            };
+            em.emit(Event::in_cycle(t_ns, cycle, kind).on_port(self.id(i)));
             self.health[i] = Some(after);
         }
         n
@@ -126,7 +124,7 @@ impl PortSet {
                 let t_ns = em.now();
                 let us = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
                 let (enumerate_us, first_read_us) = (r.enumerate.map(us), Some(us(r.first_read)));
-                em.emit(Event::Ready { t_ns, cycle, enumerate_us, first_read_us, port: Some(self.id(i)) });
+                em.emit(Event::in_cycle(t_ns, cycle, EventKind::Ready { enumerate_us, first_read_us }).on_port(self.id(i)));
             }
             // A host whose power the fault cut, not back: the drive must let it boot and load
             // it (the dual-port test plan's "after the boot, the drive loads normally").
@@ -256,7 +254,7 @@ pub(crate) fn controller_log(cutter: &mut Cutter, em: &mut Emitter<'_>, cycle: O
     let lines = cutter.take_log();
     if !lines.is_empty() {
         let t_ns = em.now();
-        em.emit(Event::ControllerLog { t_ns, cycle, lines });
+        em.emit(Event::new(t_ns, EventKind::ControllerLog { lines }).with_cycle(cycle));
     }
 }
 

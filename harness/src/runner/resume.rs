@@ -3,7 +3,7 @@
 //! else needs saving.
 
 use super::emit::{key, FindingKey};
-use crate::events::{Event, Verdict};
+use crate::events::{Event, EventKind, Verdict};
 use crate::ledger::History;
 use crate::report::RunModel;
 use std::collections::HashSet;
@@ -40,24 +40,24 @@ impl Prior {
     pub fn fold(&mut self, e: &Event) {
         self.events += 1;
         self.model.apply(e);
-        self.max_t_ns = Some(self.max_t_ns.map_or(e.t_ns(), |t| t.max(e.t_ns())));
-        self.last_kind = e.kind();
-        match e {
-            Event::RunStarted { started_at, .. } => {
+        self.max_t_ns = Some(self.max_t_ns.map_or(e.t_ns, |t| t.max(e.t_ns)));
+        self.last_kind = e.kind_name().to_string();
+        match (&e.kind, e.cycle) {
+            (EventKind::RunStarted { started_at, .. }, _) => {
                 self.started = true;
                 self.started_at.get_or_insert_with(|| started_at.clone());
             }
-            Event::Finding { finding, .. } => {
+            (EventKind::Finding { finding }, _) => {
                 self.finding_keys.insert(key(finding));
             }
-            Event::HarnessError { message, .. } => self.errors.push(message.clone()),
+            (EventKind::HarnessError { message }, _) => self.errors.push(message.clone()),
             // Cycles end in order, each once; a repeat (none is written) is not counted twice.
-            Event::CycleEnded { cycle, .. } if self.last_ended.is_none_or(|l| *cycle > l) => {
+            (EventKind::CycleEnded { .. }, Some(cycle)) if self.last_ended.is_none_or(|l| cycle > l) => {
                 self.cycles_ended += 1;
-                self.last_ended = Some(*cycle);
+                self.last_ended = Some(cycle);
             }
-            Event::Verified { cycle, .. } => self.last_verified = Some(self.last_verified.map_or(*cycle, |v| v.max(*cycle))),
-            Event::RunEnded { verdict, exit_code, .. } => self.run_ended = Some((*verdict, *exit_code)),
+            (EventKind::Verified { .. }, Some(cycle)) => self.last_verified = Some(self.last_verified.map_or(cycle, |v| v.max(cycle))),
+            (EventKind::RunEnded { verdict, exit_code }, _) => self.run_ended = Some((*verdict, *exit_code)),
             _ => {}
         }
     }

@@ -8,7 +8,7 @@ use super::cycle::{Cycles, Ending, Fatal};
 use super::options::RunnerOptions;
 use super::resume::Prior;
 use super::stop::{decide, short_of_space, ControllerStep, CycleEnd, ErrorStreak, Next};
-use crate::events::Event;
+use crate::events::{Event, EventKind};
 use crate::scenario::RunPlan;
 use std::path::Path;
 
@@ -53,7 +53,10 @@ pub(super) fn run_cycles(
         let em = c.em();
         let t_ns = em.now();
         let (resumed_at, last_event) = ((o.clock)(), prior.last_kind.clone());
-        em.emit(Event::RunResumed { t_ns, resumed_at, cycles_ended: done, interrupted_cycle: from.interrupted, last_event });
+        em.emit(Event::new(
+            t_ns,
+            EventKind::RunResumed { resumed_at, cycles_ended: done, interrupted_cycle: from.interrupted, last_event },
+        ));
         if let Some(cycle) = from.interrupted {
             *cycles_run += 1;
             done += 1;

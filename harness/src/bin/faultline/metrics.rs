@@ -6,7 +6,7 @@
 //! directory, then a rename), so a reader never sees half of it.
 
 use anyhow::{Context, Result};
-use faultline::events::{Event, EventSink, SinkError};
+use faultline::events::{Event, EventKind, EventSink, SinkError};
 use faultline::metrics::{RunMetrics, CONTENT_TYPE};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -65,13 +65,13 @@ impl EventSink for MetricsFeed {
     fn event(&mut self, e: &Event) -> Result<(), SinkError> {
         self.metrics.lock().unwrap_or_else(PoisonError::into_inner).apply(e);
         if matches!(
-            e,
-            Event::RunStarted { .. }
-                | Event::CycleEnded { .. }
-                | Event::RunResumed { .. }
-                | Event::RunSuspended { .. }
-                | Event::RunStopped { .. }
-                | Event::RunEnded { .. }
+            e.kind,
+            EventKind::RunStarted { .. }
+                | EventKind::CycleEnded { .. }
+                | EventKind::RunResumed { .. }
+                | EventKind::RunSuspended { .. }
+                | EventKind::RunStopped { .. }
+                | EventKind::RunEnded { .. }
         ) {
             self.write_file();
         }

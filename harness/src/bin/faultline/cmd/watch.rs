@@ -12,7 +12,7 @@
 use crate::exit::Exit;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Parser;
-use faultline::events::{Event, EventSink};
+use faultline::events::{EventKind, EventSink};
 use faultline::report::console::Console;
 use faultline::report::jsonl::decode_line;
 use faultline::run_dir::EVENTS_FILE;
@@ -102,13 +102,13 @@ pub fn cmd_watch(a: WatchArgs) -> Result<Exit> {
             line_no += 1;
             let (_, e) = decode_line(line).map_err(|err| anyhow!("{}: line {line_no}: {err}", path.display()))?;
             tally.events += 1;
-            match &e {
-                Event::Finding { .. } => tally.findings += 1,
-                Event::HarnessError { .. } => tally.errors += 1,
+            match &e.kind {
+                EventKind::Finding { .. } => tally.findings += 1,
+                EventKind::HarnessError { .. } => tally.errors += 1,
                 _ => {}
             }
             console.event(&e)?;
-            if let Event::RunEnded { exit_code, .. } = e {
+            if let EventKind::RunEnded { exit_code, .. } = e.kind {
                 return Ok(Exit::from_code(exit_code));
             }
         }
