@@ -469,15 +469,7 @@ mod tests {
     }
 
     fn dead(detail: String) -> Finding {
-        Finding {
-            class: FindingClass::DeadDevice,
-            offset: 0,
-            length: 0,
-            expected: Shown::Prior {},
-            found: Shown::Prior {},
-            cycle: 5,
-            detail,
-        }
+        Finding::dead_device(5, &detail)
     }
 
     /// The dead device's detail is the drivers' own text for a path not found: the marker
