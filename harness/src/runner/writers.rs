@@ -102,123 +102,67 @@ pub(super) fn write(
     cutter: &mut Cutter,
     p: &WritePhase<'_>,
 ) -> Written {
-    let (cycle, hit, every, power) = (p.cycle, p.hit, p.every, p.power);
     let windows = p.windows.map(|_| Arc::new(Windows::new(ports.len())));
     let stop = StopToken::default();
-    let fault_lane = lanes.iter().position(|l| l.port == hit);
+    let fault_lane = lanes.iter().position(|l| l.port == p.hit);
     let started = Instant::now();
     let (landed_tx, landed_rx) = mpsc::channel::<Result<Duration, NoCut>>();
     let (ready_tx, ready_rx) = mpsc::channel::<Result<Readiness, DutError>>();
-    let readiness = plan.readiness_timeout;
-    let at0 = p.probe_at;
-    let ticking = std::sync::atomic::AtomicBool::new(true);
     let ids: Vec<_> = (0..ports.len()).map(|i| ports.id(i)).collect();
-    let lanes_n = lanes.len();
+    // One writer without windows writes on this thread: a real device's io_uring ring takes
+    // submissions only from the thread that made it (a single issuer).
+    let inline = windows.is_none() && lanes.len() == 1;
+    let ticking = std::sync::atomic::AtomicBool::new(true);
     // The fault's thread outlives the writers' (whose hooks fire it): an outer scope.
     std::thread::scope(|outer| {
         let fault = FaultThread::spawn(outer, cutter, plan.off_time);
         let fault = &fault;
         std::thread::scope(|sc| {
-            let mut handles = Vec::new();
+            let (mut handles, mut ends, mut idle) = (Vec::new(), Vec::new(), Vec::new());
             let mut lane_of: Vec<Option<&mut Lane>> = (0..ports.len()).map(|_| None).collect();
             for l in lanes.iter_mut() {
                 let i = l.port;
                 lane_of[i] = Some(l);
             }
-            let mut idle = Vec::new();
-            // One writer without windows writes on this thread: a real device's io_uring ring
-            // takes submissions only from the thread that made it (a single issuer).
-            let inline = windows.is_none() && lanes_n == 1;
-            let mut ends = Vec::new();
             for (i, (dev, lane)) in ports.duts.iter_mut().zip(lane_of).enumerate() {
                 let Some(lane) = lane else {
                     idle.push((i, dev));
                     continue;
                 };
-                let (landed_tx, ready_tx, windows, stop) = (landed_tx.clone(), ready_tx.clone(), windows.clone(), stop.clone());
                 // This writer's cycle ends at the cut; the port it writes through is hit.
-                let cuts = i == hit || every;
-                let (c, first_id) = lane.run.next_cycle();
-                debug_assert_eq!(c, cycle);
-                let copts = CycleOptions {
-                    cycle,
-                    first_id,
-                    started_at: (o.clock)(),
-                    port: ids[i],
-                    max_writes: None,
-                    duration: None,
-                    cut: cuts.then_some(p.place),
-                    checkpoint_every: dev.checkpoint_every(),
-                    drain_timeout: readiness.clamp(Duration::from_secs(1), Duration::from_secs(30)),
-                    stop: (!cuts).then_some(stop),
-                    samples: windows.as_ref().map(|w| PortSamples::slot(w, i)),
-                    fill: crate::writer::Fill::Auto,
-                    clock_from: windows.is_some().then_some(started),
-                    before_end: None,
-                };
-                let mut job = move || {
-                    let OpenRun { ledger, layout, format, .. } = &mut lane.run;
-                    let mut hook = || {
-                        if let Some(w) = &windows {
-                            w.enter(Phase::Fault);
-                        }
-                        let r = fault.fire();
-                        let _ = landed_tx.send(r.clone().map_err(NoCut::Controller));
-                        r.map(|_| ())
-                    };
-                    let w = Workload { layout, format, contract: plan.contract, opts: &copts };
-                    let outcome = match dev.run_cycle(&w, ledger, &mut hook) {
-                        Ok(out) => Ok(out),
-                        // A fault that failed may or may not have happened: the writer ended
-                        // the cycle as cut all the same, and what it wrote is settled
-                        // (verified, recorded) like any cycle's.
-                        Err(DutCycleError::Write(WriteError::Cut { outcome, .. })) => Ok(*outcome),
-                        // A host the cut took (its power), before or after its own writer
-                        // reached the placement: the cycle closed from what the coordinator held.
-                        Err(DutCycleError::HostLost { outcome, .. }) if fault.fired() => Ok(*outcome),
-                        Err(e) => Err(WriterError::from(e)),
-                    };
-                    if i == hit && outcome.is_err() && !fault.fired() {
-                        // The fault did not land: tell the main thread not to wait for it.
-                        let _ = landed_tx.send(Err(NoCut::WriterEnded));
-                    }
-                    // With windows, a link fault is back when the port it hit answers again:
-                    // waited for here, so that the others' fault window ends then. After a
-                    // power cut, every port waits for the power to come back on.
-                    let ready = (windows.is_some() && cuts && !power).then(|| dev.wait_ready(at0, readiness));
-                    if let (Some(r), true) = (&ready, i == hit) {
-                        let _ = ready_tx.send(r.clone());
-                    }
-                    (i, PortEnd { outcome, ready })
+                let cuts = i == p.hit || p.every;
+                let copts = cycle_options(o, p, lane, ids[i], dev.checkpoint_every(), cuts, (&stop, &windows, i), (started, plan));
+                let job = WriterJob {
+                    i,
+                    dev,
+                    lane,
+                    copts,
+                    windows: windows.clone(),
+                    fault,
+                    landed_tx: landed_tx.clone(),
+                    ready_tx: ready_tx.clone(),
+                    cuts,
+                    phase: p,
+                    plan,
                 };
                 if inline {
-                    ends.push(job());
+                    ends.push(job.run());
                 } else {
-                    handles.push(sc.spawn(job));
+                    handles.push(sc.spawn(move || job.run()));
                 }
             }
             drop((landed_tx, ready_tx));
             let landed = match (p.windows, &windows) {
                 (Some(spec), Some(windows)) => {
                     let ticker = ticker(sc, windows, &ticking);
-                    let drains = matches!(p.place, CutPlacement::Shutdown { .. });
-                    let landed = keep_windows(spec, windows, fault, fault_lane.is_some() || every, drains, &landed_rx, plan);
-                    let ready = match (&landed, fault_lane) {
-                        (Some(Ok(_)), _) if power => None,
-                        (Some(Ok(_)), Some(_)) => ready_rx.recv_timeout(readiness + Duration::from_secs(35)).ok(),
-                        (Some(Ok(_)), None) => idle.iter_mut().find(|(i, _)| *i == hit).map(|(_, d)| d.wait_ready(at0, readiness)),
-                        _ => None,
-                    };
-                    if matches!(ready, Some(Ok(_))) {
-                        std::thread::sleep(Duration::from_millis(spec.settle_ms));
-                    }
-                    windows.enter(Phase::After);
+                    let hit_idle = idle.iter_mut().find(|(i, _)| *i == p.hit).map(|(_, d)| &mut ***d as &mut dyn crate::runner::dut::Dut);
+                    let landed = through_windows(plan, p, spec, windows, fault, (fault_lane, hit_idle), (&landed_rx, &ready_rx));
                     stop.stop();
                     ticking.store(false, std::sync::atomic::Ordering::Release);
                     let _ = ticker.join();
                     landed
                 }
-                _ if fault_lane.is_none() && !every => Some(fault.fire().map_err(NoCut::Controller)),
+                _ if fault_lane.is_none() && !p.every => Some(fault.fire().map_err(NoCut::Controller)),
                 // Every writer cuts at the placement: the phase ends when they do.
                 _ => None,
             };
@@ -227,6 +171,123 @@ pub(super) fn write(
             Written { ends, landed, windows: windows.clone(), started, t_end: Instant::now() }
         })
     })
+}
+
+/// One writer's cycle options: it cuts at the placement when the fault hits its port, else
+/// it writes until `stop`; with windows, it samples into its slot on the phase's clock.
+#[expect(clippy::too_many_arguments, reason = "one writer's share of the phase, named where it is built")]
+fn cycle_options(
+    o: &RunnerOptions,
+    p: &WritePhase<'_>,
+    lane: &mut Lane,
+    port: crate::port::PortId,
+    checkpoint_every: Duration,
+    cuts: bool,
+    (stop, windows, i): (&StopToken, &Option<Arc<Windows>>, usize),
+    (started, plan): (Instant, &RunPlan),
+) -> CycleOptions {
+    let (c, first_id) = lane.run.next_cycle();
+    debug_assert_eq!(c, p.cycle);
+    CycleOptions {
+        cycle: p.cycle,
+        first_id,
+        started_at: (o.clock)(),
+        port,
+        max_writes: None,
+        duration: None,
+        cut: cuts.then_some(p.place),
+        checkpoint_every,
+        drain_timeout: plan.readiness_timeout.clamp(Duration::from_secs(1), Duration::from_secs(30)),
+        stop: (!cuts).then(|| stop.clone()),
+        samples: windows.as_ref().map(|w| PortSamples::slot(w, i)),
+        fill: crate::writer::Fill::Auto,
+        clock_from: windows.is_some().then_some(started),
+        before_end: None,
+    }
+}
+
+/// One writer port's share of the write phase, run on its own thread (or this one).
+struct WriterJob<'a, 'p> {
+    i: usize,
+    dev: &'a mut Box<dyn crate::runner::dut::Dut>,
+    lane: &'a mut Lane,
+    copts: CycleOptions,
+    windows: Option<Arc<Windows>>,
+    fault: &'a FaultThread,
+    landed_tx: mpsc::Sender<Result<Duration, NoCut>>,
+    ready_tx: mpsc::Sender<Result<Readiness, DutError>>,
+    cuts: bool,
+    phase: &'p WritePhase<'p>,
+    plan: &'a RunPlan,
+}
+
+impl WriterJob<'_, '_> {
+    /// Writes the cycle through the port, firing the fault from the hook at the placement;
+    /// with windows, a port a link fault hit is waited for here, so that the others' fault
+    /// window ends when it answers again.
+    fn run(self) -> (usize, PortEnd) {
+        let WriterJob { i, dev, lane, copts, windows, fault, landed_tx, ready_tx, cuts, phase: p, plan } = self;
+        let OpenRun { ledger, layout, format, .. } = &mut lane.run;
+        let mut hook = || {
+            if let Some(w) = &windows {
+                w.enter(Phase::Fault);
+            }
+            let r = fault.fire();
+            let _ = landed_tx.send(r.clone().map_err(NoCut::Controller));
+            r.map(|_| ())
+        };
+        let w = Workload { layout, format, contract: plan.contract, opts: &copts };
+        let outcome = match dev.run_cycle(&w, ledger, &mut hook) {
+            Ok(out) => Ok(out),
+            // A fault that failed may or may not have happened: the writer ended the cycle as
+            // cut all the same, and what it wrote is settled (verified, recorded) like any
+            // cycle's.
+            Err(DutCycleError::Write(WriteError::Cut { outcome, .. })) => Ok(*outcome),
+            // A host the cut took (its power), before or after its own writer reached the
+            // placement: the cycle closed from what the coordinator held.
+            Err(DutCycleError::HostLost { outcome, .. }) if fault.fired() => Ok(*outcome),
+            Err(e) => Err(WriterError::from(e)),
+        };
+        if i == p.hit && outcome.is_err() && !fault.fired() {
+            // The fault did not land: tell the main thread not to wait for it.
+            let _ = landed_tx.send(Err(NoCut::WriterEnded));
+        }
+        // After a power cut, every port waits for the power to come back on.
+        let ready = (windows.is_some() && cuts && !p.power).then(|| dev.wait_ready(p.probe_at, plan.readiness_timeout));
+        if let (Some(r), true) = (&ready, i == p.hit) {
+            let _ = ready_tx.send(r.clone());
+        }
+        (i, PortEnd { outcome, ready })
+    }
+}
+
+/// The windows around the fault, on the main thread: warm-up and baseline, the fault, the
+/// port it hit back and answering (told by its writer, or waited for here when it is idle),
+/// the settle time; then the after phase. What the fault came to, if it was fired.
+#[expect(clippy::type_complexity, reason = "the phase's two channels, named where they are made")]
+fn through_windows(
+    plan: &RunPlan,
+    p: &WritePhase<'_>,
+    spec: &DualSpec,
+    windows: &Windows,
+    fault: &FaultThread,
+    (fault_lane, hit_idle): (Option<usize>, Option<&mut dyn crate::runner::dut::Dut>),
+    (landed_rx, ready_rx): (&mpsc::Receiver<Result<Duration, NoCut>>, &mpsc::Receiver<Result<Readiness, DutError>>),
+) -> Option<Result<Duration, NoCut>> {
+    let readiness = plan.readiness_timeout;
+    let drains = matches!(p.place, CutPlacement::Shutdown { .. });
+    let landed = keep_windows(spec, windows, fault, fault_lane.is_some() || p.every, drains, landed_rx, plan);
+    let ready = match (&landed, fault_lane) {
+        (Some(Ok(_)), _) if p.power => None,
+        (Some(Ok(_)), Some(_)) => ready_rx.recv_timeout(readiness + Duration::from_secs(35)).ok(),
+        (Some(Ok(_)), None) => hit_idle.map(|d| d.wait_ready(p.probe_at, readiness)),
+        _ => None,
+    };
+    if matches!(ready, Some(Ok(_))) {
+        std::thread::sleep(Duration::from_millis(spec.settle_ms));
+    }
+    windows.enter(Phase::After);
+    landed
 }
 
 /// A thread that only sleeps: how late it wakes is how long the machine kept the harness from
