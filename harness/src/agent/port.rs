@@ -10,6 +10,18 @@ use super::proto::{self, Answer, TargetInfo};
 use faultline_drivers::{open_target, BlockTarget, OpenSpec};
 use std::time::Duration;
 
+/// What the agent says of itself, and what it may open.
+#[derive(Clone, Debug)]
+pub struct ServeOptions {
+    pub software: String,
+    pub host: String,
+    pub pid: u32,
+    pub allow_exec: bool,
+    /// The targets this agent may open (its own command line's `--target`s): a path or an
+    /// NBD URI each. An `open` naming anything else is refused.
+    pub targets: Vec<String>,
+}
+
 /// Writes the port's share with its prefill pattern and flushes; the coordinator records it.
 pub(crate) fn prefill(target: &mut Watched<'_>, h: &crate::ledger::RunHeader, port: crate::port::PortId) -> Answer {
     let (layout, format) = match checked::run(h, &target.geometry()) {
@@ -120,7 +132,7 @@ impl Port {
 
     pub fn open(
         &mut self,
-        o: &super::serve::ServeOptions,
+        o: &ServeOptions,
         target: &str,
         identity: Option<&str>,
         expect: &proto::Expect,

@@ -459,6 +459,45 @@ pub enum Answer {
     },
 }
 
+impl Frame {
+    /// The frame's name on the wire, for messages.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Frame::Hello { .. } => "hello",
+            Frame::Welcome { .. } => "welcome",
+            Frame::Refused { .. } => "refused",
+            Frame::Request { .. } => "request",
+            Frame::Reply { .. } => "reply",
+            Frame::Records { .. } => "records",
+            Frame::CutDue { .. } => "cut_due",
+            Frame::Sync { .. } => "sync",
+            Frame::Durable { .. } => "durable",
+            Frame::CutDone { .. } => "cut_done",
+            Frame::Stop { .. } => "stop",
+            Frame::Verified { .. } => "verified",
+            Frame::Samples { .. } => "samples",
+        }
+    }
+
+    /// The nonce a frame carries, for a peer's log.
+    pub fn run(&self) -> Option<&Nonce> {
+        match self {
+            Frame::Hello { run, .. }
+            | Frame::Request { run, .. }
+            | Frame::Reply { run, .. }
+            | Frame::Records { run, .. }
+            | Frame::CutDue { run, .. }
+            | Frame::Sync { run, .. }
+            | Frame::Durable { run, .. }
+            | Frame::CutDone { run, .. }
+            | Frame::Stop { run, .. }
+            | Frame::Verified { run, .. }
+            | Frame::Samples { run, .. } => Some(run),
+            _ => None,
+        }
+    }
+}
+
 /// Why a frame could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum FrameError {

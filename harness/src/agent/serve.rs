@@ -20,17 +20,7 @@ use std::cell::RefCell;
 use std::io::{Read, Write};
 use std::time::Duration;
 
-/// What the agent says of itself, and what it may open.
-#[derive(Clone, Debug)]
-pub struct ServeOptions {
-    pub software: String,
-    pub host: String,
-    pub pid: u32,
-    pub allow_exec: bool,
-    /// The targets this agent may open (its own command line's `--target`s): a path or an
-    /// NBD URI each. An `open` naming anything else is refused.
-    pub targets: Vec<String>,
-}
+pub use super::port::ServeOptions;
 
 /// How a session ended.
 #[derive(Debug, PartialEq, Eq)]
@@ -87,7 +77,7 @@ fn handshake(inbox: &Inbox, w: &mut impl Write, o: &ServeOptions) -> Result<Opti
                 Err(refuse(w, why, versions))
             }
         },
-        Ok(other) => Err(refuse(w, format!("the first frame must be a hello, not {}", kind(&other)), Vec::new())),
+        Ok(other) => Err(refuse(w, format!("the first frame must be a hello, not {}", other.kind()), Vec::new())),
         Err(FrameError::Closed) => Ok(None),
         Err(e) => Err(refuse(w, format!("before the hello: {e}"), Vec::new())),
     }
@@ -141,7 +131,7 @@ fn serve_inbox(inbox: Inbox, w: &mut impl Write, o: &ServeOptions) -> Result<End
                 let why = format!("a second hello (coordinator {c2}, run {r2}): this agent serves coordinator {coordinator}, run {run}");
                 return Err(refuse(s.w, why, Vec::new()));
             }
-            other => return Err(refuse(s.w, format!("a {} frame outside a cycle", kind(&other)), Vec::new())),
+            other => return Err(refuse(s.w, format!("a {} frame outside a cycle", other.kind()), Vec::new())),
         };
         last_seq = seq;
         let name = op_name(&op);
@@ -406,42 +396,6 @@ fn cycle(
     summary.reset = report;
     summary.late = late;
     Ok(Some(Answer::CycleDone { summary: Box::new(summary) }))
-}
-
-pub(crate) fn kind(f: &Frame) -> &'static str {
-    match f {
-        Frame::Hello { .. } => "hello",
-        Frame::Welcome { .. } => "welcome",
-        Frame::Refused { .. } => "refused",
-        Frame::Request { .. } => "request",
-        Frame::Reply { .. } => "reply",
-        Frame::Records { .. } => "records",
-        Frame::CutDue { .. } => "cut_due",
-        Frame::Sync { .. } => "sync",
-        Frame::Durable { .. } => "durable",
-        Frame::CutDone { .. } => "cut_done",
-        Frame::Stop { .. } => "stop",
-        Frame::Verified { .. } => "verified",
-        Frame::Samples { .. } => "samples",
-    }
-}
-
-/// The nonce a frame carries, for a peer's log.
-pub fn run_of(f: &Frame) -> Option<&Nonce> {
-    match f {
-        Frame::Hello { run, .. }
-        | Frame::Request { run, .. }
-        | Frame::Reply { run, .. }
-        | Frame::Records { run, .. }
-        | Frame::CutDue { run, .. }
-        | Frame::Sync { run, .. }
-        | Frame::Durable { run, .. }
-        | Frame::CutDone { run, .. }
-        | Frame::Stop { run, .. }
-        | Frame::Verified { run, .. }
-        | Frame::Samples { run, .. } => Some(run),
-        _ => None,
-    }
 }
 
 #[cfg(test)]

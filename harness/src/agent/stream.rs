@@ -11,7 +11,6 @@
 
 use super::peer::Frames as Inbox;
 use super::proto::{self, Frame, FrameError, Nonce};
-use super::serve::kind;
 use crate::ledger::{History, Ledger, LedgerError, Record, RunHeader};
 use crate::writer::{HookError, StopToken, WireSamples};
 use std::cell::RefCell;
@@ -115,9 +114,9 @@ impl<'a> Link<'a> {
             Frame::CutDone { run, seq, failed } if ok(&run, seq) => self.cut_done = Some(failed),
             Frame::Stop { run, seq } if ok(&run, seq) => self.stop.stop(),
             other => {
-                let why = match super::serve::run_of(&other) {
+                let why = match other.run() {
                     Some(r) if *r != self.run => format!("a frame of run {r}; this agent serves run {}, and no other", self.run),
-                    _ => format!("a {} frame while request {} (a cycle) runs", kind(&other), self.seq),
+                    _ => format!("a {} frame while request {} (a cycle) runs", other.kind(), self.seq),
                 };
                 self.fatal = Some(Fatal::Refused(why));
             }
