@@ -430,7 +430,7 @@ fn validate_sim_target(origin: &str, t: &Target, sim: &SimTarget, other_keys: bo
             format!("{}: expected a power of two, at least sector_bytes {}", sim.atomic_bytes, sim.sector_bytes),
         );
     }
-    if sim.capacity_bytes == 0 || sim.capacity_bytes % sim.sector_bytes as u64 != 0 {
+    if sim.capacity_bytes == 0 || !sim.capacity_bytes.is_multiple_of(sim.sector_bytes as u64) {
         return bad("target.sim.capacity_bytes", format!("{}: expected a positive multiple of sector_bytes", sim.capacity_bytes));
     }
     if sim.queue_depth == 0 {
