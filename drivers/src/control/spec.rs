@@ -245,72 +245,86 @@ pub fn parse(spec: &str) -> Result<ControllerSpec, SpecError> {
         None => (rest, None),
     };
     let q = Query::parse(query).map_err(err)?;
-    let out = match scheme {
-        "quarch+serial" | "quarch+tcp" | "quarch+usb" => {
-            let module = q.opt_num("module", 1, 255).map_err(err)?.map(|n| n as u8);
-            let transport = match scheme {
-                "quarch+serial" => QuarchTransport::Serial(device_path(target).map_err(err)?),
-                "quarch+tcp" => {
-                    let (host, port) = host_port(target).map_err(err)?;
-                    QuarchTransport::Tcp { host, port }
-                }
-                _ => QuarchTransport::Usb { serial: nonempty("USB serial number", target).map_err(err)? },
-            };
-            q.done(&["module"]).map_err(err)?;
-            ControllerSpec::Quarch { transport, module }
-        }
+    parse_scheme(scheme, target, &q).map_err(err)
+}
+
+/// A `scheme://target?query` spec, by its scheme.
+fn parse_scheme(scheme: &str, target: &str, q: &Query) -> Result<ControllerSpec, SpecProblem> {
+    Ok(match scheme {
+        "quarch+serial" | "quarch+tcp" | "quarch+usb" => parse_quarch(scheme, target, q)?,
         "hidrelay+usb" => {
-            let relay = q.num("relay", 1, 8).map_err(err)? as u8;
-            q.done(&["relay"]).map_err(err)?;
-            ControllerSpec::HidRelay { serial: nonempty("USB serial number", target).map_err(err)?, relay }
+            let relay = q.num("relay", 1, 8)? as u8;
+            q.done(&["relay"])?;
+            ControllerSpec::HidRelay { serial: nonempty("USB serial number", target)?, relay }
         }
         "lcus+serial" => {
-            let channel = q.num("channel", 1, 255).map_err(err)? as u8;
-            q.done(&["channel"]).map_err(err)?;
-            ControllerSpec::Lcus { path: device_path(target).map_err(err)?, channel }
+            let channel = q.num("channel", 1, 255)? as u8;
+            q.done(&["channel"])?;
+            ControllerSpec::Lcus { path: device_path(target)?, channel }
         }
         "numato+serial" => {
-            let relay = q.num("relay", 0, 63).map_err(err)? as u8;
-            q.done(&["relay"]).map_err(err)?;
-            ControllerSpec::Numato { path: device_path(target).map_err(err)?, relay }
+            let relay = q.num("relay", 0, 63)? as u8;
+            q.done(&["relay"])?;
+            ControllerSpec::Numato { path: device_path(target)?, relay }
         }
         "numato+usb" => {
-            let relay = q.num("relay", 0, 63).map_err(err)? as u8;
-            q.done(&["relay"]).map_err(err)?;
-            ControllerSpec::NumatoUsb { serial: nonempty("USB serial number", target).map_err(err)?, relay }
+            let relay = q.num("relay", 0, 63)? as u8;
+            q.done(&["relay"])?;
+            ControllerSpec::NumatoUsb { serial: nonempty("USB serial number", target)?, relay }
         }
         "nvme-reset" | "nvme-subsys-reset" => {
-            q.done(&[]).map_err(err)?;
-            let ctrl = nvme_ctrl(target).map_err(err)?;
+            q.done(&[])?;
+            let ctrl = nvme_ctrl(target)?;
             if scheme == "nvme-reset" {
                 ControllerSpec::NvmeReset { ctrl }
             } else {
                 ControllerSpec::NvmeSubsysReset { ctrl }
             }
         }
-        "pci-reset" => {
-            let method = match q.get("method") {
-                None => None,
-                Some(m) => Some(PciResetMethod::parse(m).ok_or_else(|| err(SpecProblem::PciMethod { method: m.to_string() }))?),
-            };
-            q.done(&["method"]).map_err(err)?;
-            ControllerSpec::PciReset { bdf: bdf(target).map_err(err)?, method }
-        }
+        "pci-reset" => parse_pci_reset(target, q)?,
         "pci-remove-rescan" => {
-            q.done(&[]).map_err(err)?;
-            ControllerSpec::PciRemoveRescan { bdf: bdf(target).map_err(err)? }
+            q.done(&[])?;
+            ControllerSpec::PciRemoveRescan { bdf: bdf(target)? }
         }
-        "pci-slot-power" => {
-            q.done(&[]).map_err(err)?;
-            let slot = nonempty("slot name", target).map_err(err)?;
-            if slot.contains('/') || slot == "." || slot == ".." {
-                return Err(err(SpecProblem::SlotIsPath { slot }));
-            }
-            ControllerSpec::PciSlotPower { slot }
+        "pci-slot-power" => parse_slot_power(target, q)?,
+        other => return Err(SpecProblem::UnknownScheme { scheme: other.to_string() }),
+    })
+}
+
+/// `quarch+serial://PATH`, `quarch+tcp://HOST[:PORT]` or `quarch+usb://SERIAL`, with an
+/// optional `module`.
+fn parse_quarch(scheme: &str, target: &str, q: &Query) -> Result<ControllerSpec, SpecProblem> {
+    let module = q.opt_num("module", 1, 255)?.map(|n| n as u8);
+    let transport = match scheme {
+        "quarch+serial" => QuarchTransport::Serial(device_path(target)?),
+        "quarch+tcp" => {
+            let (host, port) = host_port(target)?;
+            QuarchTransport::Tcp { host, port }
         }
-        other => return Err(err(SpecProblem::UnknownScheme { scheme: other.to_string() })),
+        _ => QuarchTransport::Usb { serial: nonempty("USB serial number", target)? },
     };
-    Ok(out)
+    q.done(&["module"])?;
+    Ok(ControllerSpec::Quarch { transport, module })
+}
+
+/// `pci-reset://BDF`, with an optional reset `method`.
+fn parse_pci_reset(target: &str, q: &Query) -> Result<ControllerSpec, SpecProblem> {
+    let method = match q.get("method") {
+        None => None,
+        Some(m) => Some(PciResetMethod::parse(m).ok_or_else(|| SpecProblem::PciMethod { method: m.to_string() })?),
+    };
+    q.done(&["method"])?;
+    Ok(ControllerSpec::PciReset { bdf: bdf(target)?, method })
+}
+
+/// `pci-slot-power://SLOT`: a slot's name, never a path.
+fn parse_slot_power(target: &str, q: &Query) -> Result<ControllerSpec, SpecProblem> {
+    q.done(&[])?;
+    let slot = nonempty("slot name", target)?;
+    if slot.contains('/') || slot == "." || slot == ".." {
+        return Err(SpecProblem::SlotIsPath { slot });
+    }
+    Ok(ControllerSpec::PciSlotPower { slot })
 }
 
 fn parse_exec(rest: &str) -> Result<ControllerSpec, SpecProblem> {

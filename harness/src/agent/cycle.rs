@@ -172,7 +172,15 @@ impl Session {
         let silence = policy.silence + Duration::from_millis(req.drain_timeout_ms);
         self.seq += 1;
         let seq = self.seq;
-        let mut s = Stream { cycle, held: Held { cycle, ..Held::default() }, checkpoint: None, written_at: Instant::now() };
+        let mut s = Stream {
+            cycle,
+            seq,
+            held: Held { cycle, ..Held::default() },
+            checkpoint: None,
+            written_at: Instant::now(),
+            acked: 0,
+            stop_sent: false,
+        };
         let mut heard = Instant::now();
         if let Err(e) = self.send(&Frame::Request { run: self.run.clone(), seq, op: Op::Cycle(Box::new(req)) }) {
             return Err(s.lose(e, ledger, heard));
@@ -180,104 +188,128 @@ impl Session {
         let what = format!("request {seq} (cycle {cycle})");
         let me = self.run.clone();
         let ours = |run: &super::proto::Nonce, q: u64| *run == me && q == seq;
-        let mut stop_sent = false;
-        // Records below this were said durable to the agent.
-        let mut acked = 0u64;
         loop {
-            if !stop_sent && stop.is_some_and(StopToken::is_stopped) {
-                stop_sent = true;
-                if let Err(e) = self.send(&Frame::Stop { run: self.run.clone(), seq }) {
-                    return Err(s.lose(e, ledger, heard));
-                }
-            }
-            let left = silence.saturating_sub(heard.elapsed());
-            if left.is_zero() {
-                let e = DialError::Timeout { host: self.host.clone(), what: what.clone(), timeout: silence };
-                return Err(s.lose(e, ledger, heard));
-            }
-            // In slices, to see the stop token.
-            let f = match self.poll(&what, left.min(STOP_POLL)) {
+            let f = match self.next_cycle_frame(&mut s, &what, stop, silence, heard) {
                 Ok(Some(f)) => f,
                 Ok(None) => continue,
                 Err(e) => return Err(s.lose(e, ledger, heard)),
             };
             heard = Instant::now();
-            match f {
-                Frame::Records { run, seq: q, first, records } if ours(&run, q) => {
-                    if first != s.held.records {
-                        let e = self.protocol(format!("records numbered from {first}, where {} was next", s.held.records));
-                        return Err(s.lose(e, ledger, heard));
-                    }
-                    match s.take(records, ledger, policy) {
-                        Ok(true) => {
-                            ledger.sync().map_err(|e| CycleError::from((cycle, e)))?;
-                            acked = s.held.records;
-                            if let Err(e) = self.send(&Frame::Durable { run: self.run.clone(), seq, upto: acked }) {
-                                return Err(s.lose(e, ledger, heard));
-                            }
-                        }
-                        Ok(false) => {}
-                        Err(Bad::Ledger(e)) => return Err(s.close_or(ledger, CycleError::from((cycle, e)))),
-                        Err(Bad::Protocol(why)) => {
-                            let e = self.protocol(why);
-                            return Err(s.lose(e, ledger, heard));
-                        }
-                    }
-                }
+            let step = match f {
+                Frame::Records { run, seq: q, first, records } if ours(&run, q) => self.on_records(&mut s, ledger, policy, first, records),
                 // Already said durable (the agent asked before that answer reached it): the
                 // answer on its way is the answer.
-                Frame::Sync { run, seq: q, upto } if ours(&run, q) && upto <= acked => {}
-                Frame::Sync { run, seq: q, upto } if ours(&run, q) => {
-                    if upto > s.held.records {
-                        let e = self.protocol(format!("a sync of records up to {upto}, where {} were sent", s.held.records));
-                        return Err(s.lose(e, ledger, heard));
-                    }
-                    let synced = s.write_checkpoint(ledger).and_then(|()| ledger.sync());
-                    if let Err(e) = synced {
-                        return Err(s.close_or(ledger, CycleError::from((cycle, e))));
-                    }
-                    acked = s.held.records;
-                    if let Err(e) = self.send(&Frame::Durable { run: self.run.clone(), seq, upto: acked }) {
-                        return Err(s.lose(e, ledger, heard));
-                    }
-                }
+                Frame::Sync { run, seq: q, upto } if ours(&run, q) && upto <= s.acked => Ok(()),
+                Frame::Sync { run, seq: q, upto } if ours(&run, q) => self.on_sync(&mut s, ledger, upto),
                 Frame::Samples { run, seq: q, samples: batch } if ours(&run, q) => match samples.as_mut() {
-                    Some(take) => take(&batch),
+                    Some(take) => {
+                        take(&batch);
+                        Ok(())
+                    }
                     None => {
-                        let e = self.protocol(format!("completions (samples) in cycle {cycle}, whose request asked for none"));
-                        return Err(s.lose(e, ledger, heard));
+                        Err(Ending::Lost(self.protocol(format!("completions (samples) in cycle {cycle}, whose request asked for none"))))
                     }
                 },
                 Frame::CutDue { run, seq: q } if ours(&run, q) => {
                     let failed = fault().err().map(|e| e.to_string());
-                    if let Err(e) = self.send(&Frame::CutDone { run: self.run.clone(), seq, failed }) {
-                        return Err(s.lose(e, ledger, heard));
-                    }
+                    self.send(&Frame::CutDone { run: self.run.clone(), seq, failed }).map_err(Ending::Lost)
                 }
                 Frame::Reply { run, seq: q, result } if ours(&run, q) => match result {
                     Answer::CycleDone { summary } => return Ok(*summary),
-                    Answer::Failed { why } => return Err(s.close_or(ledger, CycleError::Agent { host: self.host.clone(), cycle, why })),
-                    other => {
-                        let e = self.protocol(format!("{other:?} answered a cycle"));
-                        return Err(s.lose(e, ledger, heard));
-                    }
+                    Answer::Failed { why } => Err(Ending::Closed(CycleError::Agent { host: self.host.clone(), cycle, why })),
+                    other => Err(Ending::Lost(self.protocol(format!("{other:?} answered a cycle")))),
                 },
                 Frame::Refused { why, ours, theirs } => {
-                    let e = DialError::Refused { host: self.host.clone(), why, ours, theirs };
-                    return Err(s.lose(e, ledger, heard));
+                    Err(Ending::Lost(DialError::Refused { host: self.host.clone(), why, ours, theirs }))
                 }
-                other => {
-                    let e = self.protocol(format!("{other:?} while request {seq} (cycle {cycle}) runs"));
-                    return Err(s.lose(e, ledger, heard));
-                }
+                other => Err(Ending::Lost(self.protocol(format!("{other:?} while request {seq} (cycle {cycle}) runs")))),
+            };
+            if let Err(end) = step {
+                return Err(s.end(end, ledger, heard));
             }
         }
+    }
+
+    /// The next frame of `s`'s cycle, waiting a slice of what is left of `silence` since
+    /// `heard` (`Ok(None)`: nothing yet, look again), after telling the agent to stop once
+    /// `stop` is stopped. Nothing heard within the silence is a timeout.
+    fn next_cycle_frame(
+        &mut self,
+        s: &mut Stream,
+        what: &str,
+        stop: Option<&StopToken>,
+        silence: Duration,
+        heard: Instant,
+    ) -> Result<Option<Frame>, DialError> {
+        if !s.stop_sent && stop.is_some_and(StopToken::is_stopped) {
+            s.stop_sent = true;
+            self.send(&Frame::Stop { run: self.run.clone(), seq: s.seq })?;
+        }
+        let left = silence.saturating_sub(heard.elapsed());
+        if left.is_zero() {
+            return Err(DialError::Timeout { host: self.host.clone(), what: what.to_string(), timeout: silence });
+        }
+        // In slices, to see the stop token.
+        self.poll(what, left.min(STOP_POLL))
+    }
+
+    /// A frame of records: taken in order into the ledger, synced and said durable when one
+    /// needs to be.
+    fn on_records(
+        &mut self,
+        s: &mut Stream,
+        ledger: &mut dyn Ledger,
+        policy: &StreamPolicy,
+        first: u64,
+        records: Vec<Record>,
+    ) -> Result<(), Ending> {
+        if first != s.held.records {
+            return Err(Ending::Lost(self.protocol(format!("records numbered from {first}, where {} was next", s.held.records))));
+        }
+        match s.take(records, ledger, policy) {
+            Ok(true) => {
+                ledger.sync().map_err(|e| Ending::Failed(CycleError::from((s.cycle, e))))?;
+                self.say_durable(s)
+            }
+            Ok(false) => Ok(()),
+            Err(Bad::Ledger(e)) => Err(Ending::Closed(CycleError::from((s.cycle, e)))),
+            Err(Bad::Protocol(why)) => Err(Ending::Lost(self.protocol(why))),
+        }
+    }
+
+    /// The agent asks for the records up to `upto` to be durable (not yet said so): the held
+    /// checkpoint written, the ledger synced, then said durable.
+    fn on_sync(&mut self, s: &mut Stream, ledger: &mut dyn Ledger, upto: u64) -> Result<(), Ending> {
+        if upto > s.held.records {
+            return Err(Ending::Lost(self.protocol(format!("a sync of records up to {upto}, where {} were sent", s.held.records))));
+        }
+        let synced = s.write_checkpoint(ledger).and_then(|()| ledger.sync());
+        if let Err(e) = synced {
+            return Err(Ending::Closed(CycleError::from((s.cycle, e))));
+        }
+        self.say_durable(s)
+    }
+
+    /// Tells the agent that every record it sent is durable.
+    fn say_durable(&mut self, s: &mut Stream) -> Result<(), Ending> {
+        s.acked = s.held.records;
+        self.send(&Frame::Durable { run: self.run.clone(), seq: s.seq, upto: s.acked }).map_err(Ending::Lost)
     }
 }
 
 enum Bad {
     Ledger(LedgerError),
     Protocol(String),
+}
+
+/// How a cycle on the agent ends before its answer, and what closes it ([`Stream::end`]).
+enum Ending {
+    /// The host is lost (or broke the protocol): closed from what is held.
+    Lost(DialError),
+    /// The cycle failed: closed from what is held, the error kept unless the ledger fails too.
+    Closed(CycleError),
+    /// The ledger failed to sync: the error, as it is.
+    Failed(CycleError),
 }
 
 /// What the coordinator holds of one cycle's stream.
@@ -287,6 +319,12 @@ struct Stream {
     /// The newest checkpoint heard and not yet in the ledger.
     checkpoint: Option<Record>,
     written_at: Instant,
+    /// The request's number.
+    seq: u64,
+    /// Records below this were said durable to the agent.
+    acked: u64,
+    /// Whether the agent was told to stop.
+    stop_sent: bool,
 }
 
 impl Stream {
@@ -359,6 +397,15 @@ impl Stream {
         match self.close(ledger) {
             Ok(()) => CycleError::Lost { source: Box::new(source), held: self.held.clone() },
             Err(e) => CycleError::Unrecorded { source: Box::new(source), held: self.held.clone(), ledger: Box::new(e) },
+        }
+    }
+
+    /// The error a cycle ends with, closed as `end` says.
+    fn end(&mut self, end: Ending, ledger: &mut dyn Ledger, heard: Instant) -> CycleError {
+        match end {
+            Ending::Lost(e) => self.lose(e, ledger, heard),
+            Ending::Closed(e) => self.close_or(ledger, e),
+            Ending::Failed(e) => e,
         }
     }
 

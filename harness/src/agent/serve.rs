@@ -317,35 +317,16 @@ fn cycle(
         Ok(t) => t,
         Err(e) => return Ok(Some(refused(e))),
     };
-    let (duration, every, drain, hold) = (times.duration, times.stream_every, times.drain, times.hold);
     // The cycle's reset, found before the first write.
-    let mut reset = match req.reset {
-        Some(r) => match super::reset::Reset::open(listed, r.reset) {
-            Ok(x) => Some((x, hold)),
-            Err(why) => return Ok(Some(failed(format!("{listed}: cannot run the cycle's link reset: {why}")))),
-        },
-        None => None,
+    let mut reset = match open_reset(listed, req, times.hold) {
+        Ok(r) => r,
+        Err(answer) => return Ok(Some(answer)),
     };
     let mut report = None;
     let stop = StopToken::default();
     let wire = req.samples.then(|| crate::writer::WireSamples::new(faultline_drivers::monotonic_ns()));
-    let opts = CycleOptions {
-        cycle: req.cycle,
-        first_id: req.first_id,
-        started_at: req.started_at.clone(),
-        port: req.port,
-        max_writes: req.max_writes,
-        duration,
-        cut: req.cut,
-        checkpoint_every: every.max(Duration::from_millis(1)),
-        drain_timeout: drain.max(Duration::from_millis(1)),
-        stop: Some(stop.clone()),
-        samples: wire.clone().map(crate::writer::PortSamples::Wire),
-        fill: Fill::Auto,
-        clock_from: None,
-        before_end: None,
-    };
-    let mut link = Link::new(w, inbox, run.clone(), seq, stop, drain.max(Duration::from_secs(1)));
+    let opts = cycle_options(req, &times, stop.clone(), wire.clone());
+    let mut link = Link::new(w, inbox, run.clone(), seq, stop, times.drain.max(Duration::from_secs(1)));
     if let Some(ws) = wire {
         link = link.with_samples(ws);
     }
@@ -378,24 +359,78 @@ fn cycle(
     // The completions since the last record (those of the closing flush's wait).
     let _ = l.send_samples();
     if let Some(e) = l.fatal.take() {
-        // The coordinator went away, or broke the protocol: the writer stopped at its next
-        // record; nothing it did since is claimed anywhere.
-        return match e {
-            super::stream::Fatal::Closed => Ok(None),
-            super::stream::Fatal::Refused(why) => Err(refuse(l.w, why, Vec::new())),
-            super::stream::Fatal::Io(e) => Err(ServeError::Io(e)),
-        };
+        return coordinator_gone(l.w, e);
     }
+    Ok(Some(cycle_answer(r, req.cycle, started_ns, report, late)))
+}
+
+/// The cycle's own link reset when the request asks for one, opened before the first write,
+/// with its `hold`; `Err`: the answer saying why it cannot run.
+fn open_reset(listed: &str, req: &CycleRequest, hold: Duration) -> Result<Option<(super::reset::Reset, Duration)>, Answer> {
+    match req.reset {
+        Some(r) => match super::reset::Reset::open(listed, r.reset) {
+            Ok(x) => Ok(Some((x, hold))),
+            Err(why) => Err(failed(format!("{listed}: cannot run the cycle's link reset: {why}"))),
+        },
+        None => Ok(None),
+    }
+}
+
+/// The writer's options for cycle request `req`, with its checked `times`: `stop` ends the
+/// cycle, `wire` takes its completions when the request asks for them.
+fn cycle_options(
+    req: &CycleRequest,
+    times: &checked::CycleTimes,
+    stop: StopToken,
+    wire: Option<crate::writer::WireSamples>,
+) -> CycleOptions {
+    CycleOptions {
+        cycle: req.cycle,
+        first_id: req.first_id,
+        started_at: req.started_at.clone(),
+        port: req.port,
+        max_writes: req.max_writes,
+        duration: times.duration,
+        cut: req.cut,
+        checkpoint_every: times.stream_every.max(Duration::from_millis(1)),
+        drain_timeout: times.drain.max(Duration::from_millis(1)),
+        stop: Some(stop),
+        samples: wire.map(crate::writer::PortSamples::Wire),
+        fill: Fill::Auto,
+        clock_from: None,
+        before_end: None,
+    }
+}
+
+/// The coordinator went away, or broke the protocol (`fatal`): the writer stopped at its next
+/// record; nothing it did since is claimed anywhere.
+fn coordinator_gone(w: &mut dyn Write, fatal: super::stream::Fatal) -> Result<Option<Answer>, ServeError> {
+    match fatal {
+        super::stream::Fatal::Closed => Ok(None),
+        super::stream::Fatal::Refused(why) => Err(refuse(w, why, Vec::new())),
+        super::stream::Fatal::Io(e) => Err(ServeError::Io(e)),
+    }
+}
+
+/// The answer to cycle `cycle`, run from `started_ns`: its summary, with this host's `reset`
+/// and how `late` it let the agent run, or why it failed.
+fn cycle_answer(
+    r: Result<crate::writer::CycleOutcome, crate::writer::WriteError>,
+    cycle: u32,
+    started_ns: u64,
+    reset: Option<proto::ResetReport>,
+    late: Vec<[u64; 2]>,
+) -> Answer {
     let out = match r {
         Ok(out) => out,
         // The cut failed: the writer ended the cycle as a cut all the same and recorded it.
         Err(crate::writer::WriteError::Cut { outcome, .. }) => *outcome,
-        Err(e) => return Ok(Some(failed(format!("cycle {}: {e}", req.cycle)))),
+        Err(e) => return failed(format!("cycle {cycle}: {e}")),
     };
     let mut summary = CycleSummary::of(out, started_ns);
-    summary.reset = report;
+    summary.reset = reset;
     summary.late = late;
-    Ok(Some(Answer::CycleDone { summary: Box::new(summary) }))
+    Answer::CycleDone { summary: Box::new(summary) }
 }
 
 #[cfg(test)]

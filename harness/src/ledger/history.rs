@@ -4,7 +4,7 @@
 
 use super::frame::stream_ledger;
 use super::pins::{Pin, PinIndex};
-use super::{Applied, EndKind, LedgerError, Record, RunHeader, SeenWrite, LEDGER_FILE, LEDGER_FORMAT};
+use super::{Applied, EndKind, LedgerError, Record, RunHeader, SeenWrite, SeenWrites, LEDGER_FILE, LEDGER_FORMAT};
 use crate::port::PortId;
 use crate::workload::Layout;
 use std::path::Path;
@@ -23,6 +23,16 @@ pub struct CycleState {
     pub bytes_at_risk: u64,
     /// The port the cycle's writes went through (their sectors carry it).
     pub port: PortId,
+}
+
+impl CycleState {
+    /// What a checkpoint or the cycle's end says is durable (never below the cycle's first id),
+    /// and what failed.
+    fn set_durable(&mut self, durable_prefix: u64, durable_extras: Vec<u64>, failed: Vec<u64>) {
+        self.durable_prefix = durable_prefix.max(self.first_id);
+        self.durable_extras = IdRuns::from_ids(durable_extras);
+        self.failed = IdRuns::from_ids(failed);
+    }
 }
 
 /// Everything the ledger says, replayed.
@@ -131,93 +141,96 @@ impl History {
 
     /// Applies one record after the header; `Err` names what is inconsistent.
     pub fn apply(&mut self, rec: Record) -> Result<(), HistoryError> {
-        let h = self;
-        let open_cycle = |h: &mut History, cycle: u32| -> Result<usize, HistoryError> {
-            match h.cycles.last() {
-                Some(c) if c.cycle == cycle && c.end.is_none() => Ok(h.cycles.len() - 1),
-                _ => Err(HistoryError::CycleNotOpen { cycle }),
-            }
-        };
         match rec {
             Record::RunStart(_) => return Err(HistoryError::SecondRunStart),
             Record::PrefillDone { span_start, span_end } => {
-                if !h.cycles.is_empty() {
+                if !self.cycles.is_empty() {
                     return Err(HistoryError::LatePrefill);
                 }
-                h.prefill = Some((span_start, span_end));
+                self.prefill = Some((span_start, span_end));
             }
-            Record::CycleStart { cycle, first_id, port, .. } => {
-                if let Some(prev) = h.cycles.last() {
-                    if prev.end.is_none() || cycle != prev.cycle + 1 || first_id < prev.submitted_end {
-                        return Err(HistoryError::CycleOutOfOrder {
-                            cycle,
-                            first_id,
-                            prev: prev.cycle,
-                            prev_ended: prev.end.is_some(),
-                            prev_submitted_end: prev.submitted_end,
-                        });
-                    }
-                } else if cycle != 1 || first_id == 0 {
-                    return Err(HistoryError::FirstCycle { cycle, first_id });
-                }
-                h.cycles.push(CycleState {
-                    cycle,
-                    first_id,
-                    submitted_end: first_id,
-                    durable_prefix: first_id,
-                    durable_extras: IdRuns::default(),
-                    failed: IdRuns::default(),
-                    end: None,
-                    in_flight_at_end: 0,
-                    bytes_at_risk: 0,
-                    port,
-                });
-            }
+            Record::CycleStart { cycle, first_id, port, .. } => self.start_cycle(cycle, first_id, port)?,
             Record::Reserve { cycle, upto } => {
-                let c = open_cycle(h, cycle)?;
-                let c = &mut h.cycles[c];
+                let c = self.open_cycle(cycle)?;
                 c.submitted_end = c.submitted_end.max(upto);
             }
             Record::Checkpoint { cycle, durable_prefix, durable_extras, failed } => {
-                let c = open_cycle(h, cycle)?;
-                let c = &mut h.cycles[c];
-                c.durable_prefix = durable_prefix.max(c.first_id);
-                c.durable_extras = IdRuns::from_ids(durable_extras);
-                c.failed = IdRuns::from_ids(failed);
+                self.open_cycle(cycle)?.set_durable(durable_prefix, durable_extras, failed);
             }
             Record::WriteFailed { cycle, .. } => {
-                open_cycle(h, cycle)?;
+                self.open_cycle(cycle)?;
             }
             Record::CycleEnd { cycle, end, submitted_end, durable_prefix, durable_extras, failed, in_flight_at_end, bytes_at_risk } => {
-                let c = open_cycle(h, cycle)?;
-                let c = &mut h.cycles[c];
+                let c = self.open_cycle(cycle)?;
                 if submitted_end < c.first_id || durable_prefix > submitted_end {
                     return Err(HistoryError::CycleEnd { cycle, durable_prefix, submitted_end, first_id: c.first_id });
                 }
                 c.submitted_end = submitted_end;
-                c.durable_prefix = durable_prefix.max(c.first_id);
-                c.durable_extras = IdRuns::from_ids(durable_extras);
-                c.failed = IdRuns::from_ids(failed);
+                c.set_durable(durable_prefix, durable_extras, failed);
                 c.end = Some(end);
                 c.in_flight_at_end = in_flight_at_end;
                 c.bytes_at_risk = bytes_at_risk;
             }
-            Record::Seen { cycle, writes } => {
-                check_seen(h, cycle, &writes)?;
-                if h.seen_cycles.last() != Some(&cycle) {
-                    h.seen_cycles.push(cycle);
-                    h.pins.clear();
-                }
-                for write in writes.0.into_iter().filter(|w| w.applied != Applied::NotAtAll) {
-                    let pin = Pin { cycle, write };
-                    if let Some(l) = &h.layout {
-                        h.pin_index.add(l, h.header.sector_bytes, &pin);
-                    }
-                    h.pins.push(pin);
-                }
-            }
+            Record::Seen { cycle, writes } => self.apply_seen(cycle, writes)?,
         }
-        h.records += 1;
+        self.records += 1;
+        Ok(())
+    }
+
+    /// The last cycle, when it is `cycle` and has not ended.
+    fn open_cycle(&mut self, cycle: u32) -> Result<&mut CycleState, HistoryError> {
+        match self.cycles.last_mut() {
+            Some(c) if c.cycle == cycle && c.end.is_none() => Ok(c),
+            _ => Err(HistoryError::CycleNotOpen { cycle }),
+        }
+    }
+
+    /// Opens cycle `cycle`, its ids from `first_id`: the first cycle is 1, each next one follows
+    /// an ended cycle, its ids above all the previous one submitted.
+    fn start_cycle(&mut self, cycle: u32, first_id: u64, port: PortId) -> Result<(), HistoryError> {
+        if let Some(prev) = self.cycles.last() {
+            if prev.end.is_none() || cycle != prev.cycle + 1 || first_id < prev.submitted_end {
+                return Err(HistoryError::CycleOutOfOrder {
+                    cycle,
+                    first_id,
+                    prev: prev.cycle,
+                    prev_ended: prev.end.is_some(),
+                    prev_submitted_end: prev.submitted_end,
+                });
+            }
+        } else if cycle != 1 || first_id == 0 {
+            return Err(HistoryError::FirstCycle { cycle, first_id });
+        }
+        self.cycles.push(CycleState {
+            cycle,
+            first_id,
+            submitted_end: first_id,
+            durable_prefix: first_id,
+            durable_extras: IdRuns::default(),
+            failed: IdRuns::default(),
+            end: None,
+            in_flight_at_end: 0,
+            bytes_at_risk: 0,
+            port,
+        });
+        Ok(())
+    }
+
+    /// The writes seen on the drive after `cycle`: they replace the pins of an earlier cycle's
+    /// (a write not applied at all pins nothing).
+    fn apply_seen(&mut self, cycle: u32, writes: SeenWrites) -> Result<(), HistoryError> {
+        check_seen(self, cycle, &writes)?;
+        if self.seen_cycles.last() != Some(&cycle) {
+            self.seen_cycles.push(cycle);
+            self.pins.clear();
+        }
+        for write in writes.0.into_iter().filter(|w| w.applied != Applied::NotAtAll) {
+            let pin = Pin { cycle, write };
+            if let Some(l) = &self.layout {
+                self.pin_index.add(l, self.header.sector_bytes, &pin);
+            }
+            self.pins.push(pin);
+        }
         Ok(())
     }
 }

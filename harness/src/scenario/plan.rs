@@ -256,78 +256,10 @@ impl Scenario {
         let seed = self.seed.unwrap_or(seed);
         let mut scenario = self.clone();
         scenario.seed = Some(seed);
-        let bad =
-            |field: &str, message: &str| ScenarioError::Invalid { origin: origin.into(), field: field.into(), message: message.into() };
-        let switch = || -> Result<Switch, ScenarioError> {
-            let power = super::validate::parse_controller(origin, "controllers.power", self.controllers.power.as_deref())?;
-            match (&self.target.sim, power) {
-                (Some(sim), _) => Ok(Switch::Sim(sim.switch)),
-                (None, Some(spec)) => Ok(Switch::Controller(spec)),
-                (None, None) => Err(bad("controllers.power", "the fault needs a power switch")),
-            }
-        };
-        let plan_fault = |f: &Fault| -> Result<FaultPlan, ScenarioError> {
-            Ok(match f {
-                Fault::PowerCut { mate_steps_ms } => FaultPlan::PowerCut { switch: switch()?, mate_steps_ms: mate_steps_ms.clone() },
-                Fault::CleanShutdown => FaultPlan::CleanShutdown { switch: switch()? },
-                Fault::LinkReset { reset, port } => {
-                    let controller = super::validate::parse_controller(origin, "controllers.link", self.controllers.link.as_deref())?
-                        .ok_or_else(|| bad("controllers.link", "a link_reset fault needs a link controller"))?;
-                    FaultPlan::LinkReset { controller, port: port.clone(), kind: reset.reset_kind() }
-                }
-                Fault::HostPowerCut { all_hosts, stagger_ms } => {
-                    FaultPlan::HostPowerCut { all: *all_hosts, stagger_ms: *stagger_ms, clean: false }
-                }
-                Fault::HostShutdown => FaultPlan::HostPowerCut { all: false, stagger_ms: 0, clean: true },
-                Fault::HostLinkReset { reset } => FaultPlan::HostLinkReset { kind: reset.reset_kind() },
-                Fault::Mixed { .. } => return Err(bad("fault", "a mix inside a mix is not supported")),
-            })
-        };
-        let faults = match &self.fault {
-            Fault::Mixed { pick, faults } => FaultMix {
-                pick: Some(*pick),
-                entries: faults.iter().map(|m| Ok((plan_fault(&m.fault)?, m.weight))).collect::<Result<_, ScenarioError>>()?,
-            },
-            f => FaultMix::single(plan_fault(f)?),
-        };
-        if faults.all().any(FaultPlan::is_clean_shutdown) && matches!(self.cut, CutPlacement::UniformTime { .. }) {
-            return Err(bad(
-                "cut.kind",
-                "a clean_shutdown fault cuts a drained drive: give cut.kind = \"while_idle\" (or \"after_completions\"), not a time window",
-            ));
-        }
-        let target = match (&self.target.sim, &self.target.host) {
-            (Some(sim), _) => TargetPlan::Sim(sim.clone()),
-            (None, Some(host)) => TargetPlan::Remote {
-                host: host.clone(),
-                transport: self.target.transport.clone().unwrap_or_else(|| crate::transport::SSH.iter().map(|s| s.to_string()).collect()),
-                target: self.target.path.as_ref().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default(),
-                expect: self.expectation(),
-            },
-            (None, None) => TargetPlan::Device { path: self.target.path.clone(), expect: self.expectation(), via: self.path_selector() },
-        };
-        if let Some(f) = faults.all().find(|f| f.is_host_cut()).filter(|_| self.dual.is_none()) {
-            let what = if f.is_host_shutdown() { "host_shutdown shuts down" } else { "host_power_cut cuts" };
-            return Err(bad("fault.kind", &format!("{what} the host of one port of a dual-port run: give [dual] and [[ports]] with host")));
-        }
-        if self.dual.is_none() && faults.all().any(|f| matches!(f, FaultPlan::HostLinkReset { .. })) {
-            return Err(bad(
-                "fault.kind",
-                "host_link_reset is run by the agent of a dual-port run's port on its own host: give [dual] and [[ports]] with host",
-            ));
-        }
-        let (ports, fault_ports, dual) = match &self.dual {
-            None => (super::ports::single_port(self.target.path.clone()), vec![0], None),
-            Some(spec) => {
-                let mut ports = super::ports::plan_ports(origin, &self.ports, self.target.sim.is_some())?;
-                if ports.is_empty() {
-                    ports = super::ports::default_sim_ports();
-                }
-                let fault_ports = super::ports::plan_fault_ports(origin, spec, &ports)?;
-                self.check_hosts(origin, spec, &ports, &fault_ports, &faults)?;
-                (ports, fault_ports, Some(DualPlan { spec: spec.clone() }))
-            }
-        };
+        let faults = self.plan_faults(origin)?;
+        self.check_faults(origin, &faults)?;
+        let target = self.plan_target();
+        let (ports, fault_ports, dual) = self.plan_port_table(origin, &faults)?;
         Ok(RunPlan {
             dual,
             seed,
@@ -345,6 +277,115 @@ impl Scenario {
             scenario,
         })
     }
+
+    /// The run's faults: the one fault, or each fault of the mix with its weight.
+    fn plan_faults(&self, origin: &str) -> Result<FaultMix, ScenarioError> {
+        Ok(match &self.fault {
+            Fault::Mixed { pick, faults } => FaultMix {
+                pick: Some(*pick),
+                entries: faults.iter().map(|m| Ok((self.plan_fault(origin, &m.fault)?, m.weight))).collect::<Result<_, ScenarioError>>()?,
+            },
+            f => FaultMix::single(self.plan_fault(origin, f)?),
+        })
+    }
+
+    /// One fault, with the controller that runs it.
+    fn plan_fault(&self, origin: &str, f: &Fault) -> Result<FaultPlan, ScenarioError> {
+        Ok(match f {
+            Fault::PowerCut { mate_steps_ms } => {
+                FaultPlan::PowerCut { switch: self.power_switch(origin)?, mate_steps_ms: mate_steps_ms.clone() }
+            }
+            Fault::CleanShutdown => FaultPlan::CleanShutdown { switch: self.power_switch(origin)? },
+            Fault::LinkReset { reset, port } => {
+                let controller = super::validate::parse_controller(origin, "controllers.link", self.controllers.link.as_deref())?
+                    .ok_or_else(|| invalid(origin, "controllers.link", "a link_reset fault needs a link controller"))?;
+                FaultPlan::LinkReset { controller, port: port.clone(), kind: reset.reset_kind() }
+            }
+            Fault::HostPowerCut { all_hosts, stagger_ms } => {
+                FaultPlan::HostPowerCut { all: *all_hosts, stagger_ms: *stagger_ms, clean: false }
+            }
+            Fault::HostShutdown => FaultPlan::HostPowerCut { all: false, stagger_ms: 0, clean: true },
+            Fault::HostLinkReset { reset } => FaultPlan::HostLinkReset { kind: reset.reset_kind() },
+            Fault::Mixed { .. } => return Err(invalid(origin, "fault", "a mix inside a mix is not supported")),
+        })
+    }
+
+    /// What cuts the drive's power: the simulated drive's switch, else `controllers.power`.
+    fn power_switch(&self, origin: &str) -> Result<Switch, ScenarioError> {
+        let power = super::validate::parse_controller(origin, "controllers.power", self.controllers.power.as_deref())?;
+        match (&self.target.sim, power) {
+            (Some(sim), _) => Ok(Switch::Sim(sim.switch)),
+            (None, Some(spec)) => Ok(Switch::Controller(spec)),
+            (None, None) => Err(invalid(origin, "controllers.power", "the fault needs a power switch")),
+        }
+    }
+
+    /// The faults against the run's shape: a clean shutdown needs a cut placement other than a
+    /// time window; a host's power cut, shutdown or link reset needs a dual-port run.
+    fn check_faults(&self, origin: &str, faults: &FaultMix) -> Result<(), ScenarioError> {
+        if faults.all().any(FaultPlan::is_clean_shutdown) && matches!(self.cut, CutPlacement::UniformTime { .. }) {
+            return Err(invalid(
+                origin,
+                "cut.kind",
+                "a clean_shutdown fault cuts a drained drive: give cut.kind = \"while_idle\" (or \"after_completions\"), not a time window",
+            ));
+        }
+        if let Some(f) = faults.all().find(|f| f.is_host_cut()).filter(|_| self.dual.is_none()) {
+            let what = if f.is_host_shutdown() { "host_shutdown shuts down" } else { "host_power_cut cuts" };
+            return Err(invalid(
+                origin,
+                "fault.kind",
+                &format!("{what} the host of one port of a dual-port run: give [dual] and [[ports]] with host"),
+            ));
+        }
+        if self.dual.is_none() && faults.all().any(|f| matches!(f, FaultPlan::HostLinkReset { .. })) {
+            return Err(invalid(
+                origin,
+                "fault.kind",
+                "host_link_reset is run by the agent of a dual-port run's port on its own host: give [dual] and [[ports]] with host",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The target: the simulated drive, a target on another host, or a device on this one.
+    fn plan_target(&self) -> TargetPlan {
+        match (&self.target.sim, &self.target.host) {
+            (Some(sim), _) => TargetPlan::Sim(sim.clone()),
+            (None, Some(host)) => TargetPlan::Remote {
+                host: host.clone(),
+                transport: self.target.transport.clone().unwrap_or_else(|| crate::transport::SSH.iter().map(|s| s.to_string()).collect()),
+                target: self.target.path.as_ref().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default(),
+                expect: self.expectation(),
+            },
+            (None, None) => TargetPlan::Device { path: self.target.path.clone(), expect: self.expectation(), via: self.path_selector() },
+        }
+    }
+
+    /// The port table, the ports each cycle's fault hits, and what a dual-port run's windows
+    /// need: port A over the whole span for a one-port run.
+    fn plan_port_table(&self, origin: &str, faults: &FaultMix) -> Result<PortTable, ScenarioError> {
+        Ok(match &self.dual {
+            None => (super::ports::single_port(self.target.path.clone()), vec![0], None),
+            Some(spec) => {
+                let mut ports = super::ports::plan_ports(origin, &self.ports, self.target.sim.is_some())?;
+                if ports.is_empty() {
+                    ports = super::ports::default_sim_ports();
+                }
+                let fault_ports = super::ports::plan_fault_ports(origin, spec, &ports)?;
+                self.check_hosts(origin, spec, &ports, &fault_ports, faults)?;
+                (ports, fault_ports, Some(DualPlan { spec: spec.clone() }))
+            }
+        })
+    }
+}
+
+/// The port table, the ports each cycle's fault hits (indices into it), and the dual-port plan.
+type PortTable = (Vec<super::PortPlan>, Vec<usize>, Option<DualPlan>);
+
+/// A scenario error naming `field` of the scenario `origin`.
+fn invalid(origin: &str, field: &str, message: &str) -> ScenarioError {
+    ScenarioError::Invalid { origin: origin.into(), field: field.into(), message: message.into() }
 }
 
 impl Scenario {

@@ -270,80 +270,22 @@ pub(super) fn plan_ports(origin: &str, ports: &[PortSpec], sim: bool) -> Result<
     let mut out: Vec<PortPlan> = Vec::new();
     let mut next_even = 0u32;
     for (i, p) in ports.iter().enumerate() {
-        let f = |k: &str| format!("ports[{i}].{k}");
         let expected = crate::port::PortId(i as u8).default_name();
         if p.name != expected {
-            return Err(bad(
-                f("name"),
+            return Err(port_error(
+                origin,
+                i,
+                "name",
                 format!("{:?}: port {} must be named {expected:?} (ports are named A, B, ... in order)", p.name, i + 1),
             ));
         }
-        match (&p.path, sim) {
-            // A simulated port served to another host: the path is the drive as that host's
-            // agent lists it (a lab guest's /dev/nvme0n1), checked there.
-            (Some(_), true) if p.host.is_some() => {}
-            (Some(path), true) => {
-                return Err(bad(
-                    f("path"),
-                    format!("{}: the simulated drive's ports are reached in-process, not by a path", path.display()),
-                ))
-            }
-            (None, false) => return Err(bad(f("path"), "a real device's port needs the block device through it".into())),
-            (Some(path), false) => match path.to_str().filter(|s| faultline_drivers::nbd::looks_like_nbd(s)) {
-                Some(uri) => faultline_drivers::nbd::NbdUri::parse(uri).map(|_| ()).map_err(|e| bad(f("path"), e.to_string()))?,
-                None if !path.is_absolute() => return Err(bad(f("path"), format!("{}: must be absolute (or an NBD URI)", path.display()))),
-                None => {}
-            },
-            _ => {}
-        }
-        let share = match (p.share_percent, p.role) {
-            (Some([a, b]), PortRole::Writer) => {
-                if a >= b || b > 100 {
-                    return Err(bad(f("share_percent"), format!("[{a}, {b}]: expected [start, end) with start < end <= 100")));
-                }
-                [a, b]
-            }
-            (Some(s), _) => return Err(bad(f("share_percent"), format!("{s:?}: only a writer port has a share of the span"))),
-            (None, PortRole::Writer) => {
-                let (a, b) = (next_even * 100 / writers, (next_even + 1) * 100 / writers);
-                next_even += 1;
-                [a as u8, b as u8]
-            }
-            (None, _) => [0, 0],
-        };
-        if let Some(other) =
-            out.iter().find(|o| o.role == PortRole::Writer && share[0] < o.share_percent[1] && o.share_percent[0] < share[1])
-        {
-            return Err(bad(
-                f("share_percent"),
-                format!(
-                    "{share:?} overlaps port {}'s {:?}: two ports never write the same sectors (NVMe orders nothing across controllers)",
-                    other.name, other.share_percent
-                ),
-            ));
-        }
+        check_port_path(origin, i, p, sim)?;
+        let share = port_share(origin, i, p, writers, &mut next_even)?;
+        check_share_overlap(origin, i, share, &out)?;
         if p.fault_port.as_deref().is_some_and(|s| s.trim().is_empty()) {
-            return Err(bad(f("fault_port"), "must not be empty (leave it out to use the port's name)".into()));
+            return Err(port_error(origin, i, "fault_port", "must not be empty (leave it out to use the port's name)".into()));
         }
-        let remote = match (&p.host, &p.transport, &p.host_power) {
-            (None, None, None) => None,
-            (None, _, _) => return Err(bad(f("host"), "transport and host_power are a port on another host's: give its host too".into())),
-            (Some(h), _, _) if h.trim().is_empty() => {
-                return Err(bad(f("host"), "must not be empty (leave it out for a port on this host)".into()))
-            }
-            (Some(host), transport, power) => {
-                let transport = transport.clone().unwrap_or_else(|| crate::transport::SSH.iter().map(|s| s.to_string()).collect());
-                crate::transport::Transport::new(&transport, host).map_err(|e| bad(f("transport"), e.to_string()))?;
-                let power = match power.as_deref() {
-                    None => None,
-                    Some("kill") => Some(HostPower::Kill),
-                    Some(spec) => Some(HostPower::Controller(
-                        faultline_drivers::control::parse_spec(spec).map_err(|e| bad(f("host_power"), format!("{spec:?}: {e}")))?,
-                    )),
-                };
-                Some(RemotePortPlan { host: host.clone(), transport, power })
-            }
-        };
+        let remote = remote_port(origin, i, p)?;
         out.push(PortPlan {
             id: crate::port::PortId(i as u8),
             name: p.name.clone(),
@@ -355,6 +297,92 @@ pub(super) fn plan_ports(origin: &str, ports: &[PortSpec], sim: bool) -> Result<
         });
     }
     Ok(out)
+}
+
+/// A scenario error naming the field `key` of port `i` (`ports[i].key`).
+fn port_error(origin: &str, i: usize, key: &str, message: String) -> ScenarioError {
+    ScenarioError::Invalid { origin: origin.to_string(), field: format!("ports[{i}].{key}"), message }
+}
+
+/// Port `i`'s path: none for a simulated port in-process, the drive as its agent lists it for
+/// one served to another host, an absolute path or an NBD URI for a real device's.
+fn check_port_path(origin: &str, i: usize, p: &PortSpec, sim: bool) -> Result<(), ScenarioError> {
+    let bad = |message: String| port_error(origin, i, "path", message);
+    match (&p.path, sim) {
+        // A simulated port served to another host: the path is the drive as that host's
+        // agent lists it (a lab guest's /dev/nvme0n1), checked there.
+        (Some(_), true) if p.host.is_some() => {}
+        (Some(path), true) => {
+            return Err(bad(format!("{}: the simulated drive's ports are reached in-process, not by a path", path.display())))
+        }
+        (None, false) => return Err(bad("a real device's port needs the block device through it".into())),
+        (Some(path), false) => match path.to_str().filter(|s| faultline_drivers::nbd::looks_like_nbd(s)) {
+            Some(uri) => faultline_drivers::nbd::NbdUri::parse(uri).map(|_| ()).map_err(|e| bad(e.to_string()))?,
+            None if !path.is_absolute() => return Err(bad(format!("{}: must be absolute (or an NBD URI)", path.display()))),
+            None => {}
+        },
+        _ => {}
+    }
+    Ok(())
+}
+
+/// Port `i`'s share of the span, in percent: as given for a writer, else an even split among
+/// the `writers` (`next_even`: the writers given one so far); none for a port that only reads.
+fn port_share(origin: &str, i: usize, p: &PortSpec, writers: u32, next_even: &mut u32) -> Result<[u8; 2], ScenarioError> {
+    match (p.share_percent, p.role) {
+        (Some([a, b]), PortRole::Writer) => {
+            if a >= b || b > 100 {
+                return Err(port_error(origin, i, "share_percent", format!("[{a}, {b}]: expected [start, end) with start < end <= 100")));
+            }
+            Ok([a, b])
+        }
+        (Some(s), _) => Err(port_error(origin, i, "share_percent", format!("{s:?}: only a writer port has a share of the span"))),
+        (None, PortRole::Writer) => {
+            let (a, b) = (*next_even * 100 / writers, (*next_even + 1) * 100 / writers);
+            *next_even += 1;
+            Ok([a as u8, b as u8])
+        }
+        (None, _) => Ok([0, 0]),
+    }
+}
+
+/// Refuses port `i`'s `share` where it overlaps a writer's among the ports planned before it.
+fn check_share_overlap(origin: &str, i: usize, share: [u8; 2], planned: &[PortPlan]) -> Result<(), ScenarioError> {
+    match planned.iter().find(|o| o.role == PortRole::Writer && share[0] < o.share_percent[1] && o.share_percent[0] < share[1]) {
+        Some(other) => Err(port_error(
+            origin,
+            i,
+            "share_percent",
+            format!(
+                "{share:?} overlaps port {}'s {:?}: two ports never write the same sectors (NVMe orders nothing across controllers)",
+                other.name, other.share_percent
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Port `i` on another host, when it names one: its host, the transport to its agent (checked,
+/// ssh by default) and what cuts its power.
+fn remote_port(origin: &str, i: usize, p: &PortSpec) -> Result<Option<RemotePortPlan>, ScenarioError> {
+    let bad = |key: &str, message: String| port_error(origin, i, key, message);
+    match (&p.host, &p.transport, &p.host_power) {
+        (None, None, None) => Ok(None),
+        (None, _, _) => Err(bad("host", "transport and host_power are a port on another host's: give its host too".into())),
+        (Some(h), _, _) if h.trim().is_empty() => Err(bad("host", "must not be empty (leave it out for a port on this host)".into())),
+        (Some(host), transport, power) => {
+            let transport = transport.clone().unwrap_or_else(|| crate::transport::SSH.iter().map(|s| s.to_string()).collect());
+            crate::transport::Transport::new(&transport, host).map_err(|e| bad("transport", e.to_string()))?;
+            let power = match power.as_deref() {
+                None => None,
+                Some("kill") => Some(HostPower::Kill),
+                Some(spec) => Some(HostPower::Controller(
+                    faultline_drivers::control::parse_spec(spec).map_err(|e| bad("host_power", format!("{spec:?}: {e}")))?,
+                )),
+            };
+            Ok(Some(RemotePortPlan { host: host.clone(), transport, power }))
+        }
+    }
 }
 
 /// The ports each cycle's fault hits, in turn, as indices into `ports`.

@@ -276,141 +276,56 @@ impl Scenario {
         Ok(())
     }
 
+    /// The target: the simulated drive alone, a target on another host, or a device on this host.
     fn validate_target(&self, origin: &str) -> Result<(), ScenarioError> {
-        let bad =
-            |field: &str, message: String| Err(ScenarioError::Invalid { origin: origin.to_string(), field: field.to_string(), message });
         let t = &self.target;
         let identity = t.serial.is_some() || t.wwid.is_some() || t.model.is_some() || t.size_bytes.is_some();
         let selector = t.cntlid.is_some() || t.pci_address.is_some() || t.controller.is_some();
         if let Some(sim) = &t.sim {
-            if t.path.is_some() || identity || selector || t.atomic_bytes.is_some() || t.host.is_some() || t.transport.is_some() {
-                return bad(
-                    "target.sim",
-                    "the simulated drive takes no path, serial, wwid, model, size_bytes, host, transport or atomic_bytes fields (its own: sim.atomic_bytes)".into(),
-                );
-            }
-            if sim.sector_bytes != 512 && sim.sector_bytes != 4096 {
-                return bad("target.sim.sector_bytes", format!("{}: expected 512 or 4096", sim.sector_bytes));
-            }
-            if !sim.atomic_bytes.is_power_of_two() || sim.atomic_bytes < sim.sector_bytes {
-                return bad(
-                    "target.sim.atomic_bytes",
-                    format!("{}: expected a power of two, at least sector_bytes {}", sim.atomic_bytes, sim.sector_bytes),
-                );
-            }
-            if sim.capacity_bytes == 0 || sim.capacity_bytes % sim.sector_bytes as u64 != 0 {
-                return bad("target.sim.capacity_bytes", format!("{}: expected a positive multiple of sector_bytes", sim.capacity_bytes));
-            }
-            if sim.queue_depth == 0 {
-                return bad("target.sim.queue_depth", "must be at least 1".into());
-            }
-            return Ok(());
+            return validate_sim_target(origin, t, sim, identity || selector);
         }
         if t.transport.is_some() && t.host.is_none() {
-            return bad("target.transport", "a transport reaches another host: give target.host too".into());
+            return Err(invalid(origin, "target.transport", "a transport reaches another host: give target.host too".into()));
         }
         if let Some(host) = &t.host {
-            if host.trim().is_empty() {
-                return bad("target.host", "must not be empty (leave it out for a target on this host)".into());
-            }
-            if t.path.is_none() {
-                return bad("target.path", format!("the target on {host}, as its agent's --target lists it, is needed with target.host"));
-            }
-            if selector {
-                return bad(
-                    "target.host",
-                    "a target on another host is named by its path there (the agent's --target): give no cntlid, pci_address or controller"
-                        .into(),
-                );
-            }
-            if let Some(argv) = &t.transport {
-                if argv.first().is_none_or(|p| p.trim().is_empty()) {
-                    return bad("target.transport", "the transport command is empty: give its program first".into());
-                }
-            }
-            if self.workload.prefill {
-                return bad("workload.prefill", "the prefill of a target on another host is not carried by the agent protocol yet".into());
-            }
-            if self.dual.is_some() || !self.ports.is_empty() {
-                return bad(
-                    "target.host",
-                    "a dual-port run names each port's host in its [[ports]] table (host, transport, host_power), not in [target]: \
-                     leave target.host out"
-                        .into(),
-                );
-            }
-            return Ok(());
+            return self.validate_remote_target(origin, host, selector);
         }
-        if t.path.is_none() && !identity && !selector {
-            return bad("target", "no way to find the device: give path, or serial, wwid, model or size_bytes, or sim".into());
+        validate_local_target(origin, t, identity, selector)
+    }
+
+    /// A target on another host: named by its path there, reached by a transport, in no port table.
+    fn validate_remote_target(&self, origin: &str, host: &str, selector: bool) -> Result<(), ScenarioError> {
+        let bad =
+            |field: &str, message: String| Err(ScenarioError::Invalid { origin: origin.to_string(), field: field.to_string(), message });
+        let t = &self.target;
+        if host.trim().is_empty() {
+            return bad("target.host", "must not be empty (leave it out for a target on this host)".into());
         }
-        if selector && t.path.is_some() {
+        if t.path.is_none() {
+            return bad("target.path", format!("the target on {host}, as its agent's --target lists it, is needed with target.host"));
+        }
+        if selector {
             return bad(
-                "target",
-                "target.path names the path already: give it, or target.cntlid / pci_address / controller with the identity".into(),
+                "target.host",
+                "a target on another host is named by its path there (the agent's --target): give no cntlid, pci_address or controller"
+                    .into(),
             );
         }
-        if selector && !identity {
+        if let Some(argv) = &t.transport {
+            if argv.first().is_none_or(|p| p.trim().is_empty()) {
+                return bad("target.transport", "the transport command is empty: give its program first".into());
+            }
+        }
+        if self.workload.prefill {
+            return bad("workload.prefill", "the prefill of a target on another host is not carried by the agent protocol yet".into());
+        }
+        if self.dual.is_some() || !self.ports.is_empty() {
             return bad(
-                "target",
-                "target.cntlid / pci_address / controller pick one path of a namespace: give the namespace's identity too (serial, wwid, model or size_bytes)".into(),
+                "target.host",
+                "a dual-port run names each port's host in its [[ports]] table (host, transport, host_power), not in [target]: \
+                 leave target.host out"
+                    .into(),
             );
-        }
-        for (field, v) in [("target.pci_address", &t.pci_address), ("target.controller", &t.controller)] {
-            if v.as_deref().is_some_and(|s| s.trim().is_empty()) {
-                return bad(field, "must not be empty (leave it out instead)".into());
-            }
-        }
-        if let Some(a) = t.atomic_bytes {
-            if !a.is_power_of_two() || !(512..=1 << 20).contains(&a) {
-                return bad("target.atomic_bytes", format!("{a}: expected a power of two from 512 to 1048576"));
-            }
-        }
-        if let Some(p) = &t.path {
-            match p.to_str().filter(|s| faultline_drivers::nbd::looks_like_nbd(s)) {
-                Some(uri) => {
-                    if let Err(e) = faultline_drivers::nbd::NbdUri::parse(uri) {
-                        return bad("target.path", e.to_string());
-                    }
-                    let given: Vec<&str> = [
-                        ("serial", t.serial.is_some()),
-                        ("wwid", t.wwid.is_some()),
-                        ("model", t.model.is_some()),
-                        ("cntlid", t.cntlid.is_some()),
-                        ("pci_address", t.pci_address.is_some()),
-                        ("controller", t.controller.is_some()),
-                    ]
-                    .iter()
-                    .filter(|(_, g)| *g)
-                    .map(|(k, _)| *k)
-                    .collect();
-                    if let Some(k) = given.first() {
-                        return bad(
-                            &format!("target.{k}"),
-                            "an NBD export has no serial, WWID, model or controller: its URI names it (target.size_bytes checks its size)"
-                                .into(),
-                        );
-                    }
-                }
-                None if !p.is_absolute() => {
-                    return bad(
-                        "target.path",
-                        format!(
-                            "{}: expected an absolute path, or an NBD URI (nbd://HOST[:PORT]/EXPORT, nbd+unix:///EXPORT?socket=PATH)",
-                            p.display()
-                        ),
-                    )
-                }
-                None => {}
-            }
-        }
-        for (field, v) in [("target.serial", &t.serial), ("target.wwid", &t.wwid), ("target.model", &t.model)] {
-            if v.as_deref().is_some_and(|s| s.trim().is_empty()) {
-                return bad(field, "must not be empty (leave it out instead)".into());
-            }
-        }
-        if t.size_bytes == Some(0) {
-            return bad("target.size_bytes", "must be positive".into());
         }
         Ok(())
     }
@@ -488,6 +403,115 @@ impl Scenario {
             field: "workload".into(),
             message: e.to_string(),
         })
+    }
+}
+
+/// A scenario error naming `field` of the scenario `origin`.
+fn invalid(origin: &str, field: &str, message: String) -> ScenarioError {
+    ScenarioError::Invalid { origin: origin.to_string(), field: field.to_string(), message }
+}
+
+/// The simulated drive: no other target key (`other_keys`: an identity or a path selector), a
+/// sector of 512 or 4096, an atomic unit, a capacity and a queue depth that fit it.
+fn validate_sim_target(origin: &str, t: &Target, sim: &SimTarget, other_keys: bool) -> Result<(), ScenarioError> {
+    let bad = |field: &str, message: String| Err(invalid(origin, field, message));
+    if t.path.is_some() || other_keys || t.atomic_bytes.is_some() || t.host.is_some() || t.transport.is_some() {
+        return bad(
+            "target.sim",
+            "the simulated drive takes no path, serial, wwid, model, size_bytes, host, transport or atomic_bytes fields (its own: sim.atomic_bytes)".into(),
+        );
+    }
+    if sim.sector_bytes != 512 && sim.sector_bytes != 4096 {
+        return bad("target.sim.sector_bytes", format!("{}: expected 512 or 4096", sim.sector_bytes));
+    }
+    if !sim.atomic_bytes.is_power_of_two() || sim.atomic_bytes < sim.sector_bytes {
+        return bad(
+            "target.sim.atomic_bytes",
+            format!("{}: expected a power of two, at least sector_bytes {}", sim.atomic_bytes, sim.sector_bytes),
+        );
+    }
+    if sim.capacity_bytes == 0 || !sim.capacity_bytes.is_multiple_of(sim.sector_bytes as u64) {
+        return bad("target.sim.capacity_bytes", format!("{}: expected a positive multiple of sector_bytes", sim.capacity_bytes));
+    }
+    if sim.queue_depth == 0 {
+        return bad("target.sim.queue_depth", "must be at least 1".into());
+    }
+    Ok(())
+}
+
+/// A device on this host: found by its path, its identity, or an identity and a selector of
+/// one of its paths; each given field well-formed.
+fn validate_local_target(origin: &str, t: &Target, identity: bool, selector: bool) -> Result<(), ScenarioError> {
+    let bad = |field: &str, message: String| Err(invalid(origin, field, message));
+    if t.path.is_none() && !identity && !selector {
+        return bad("target", "no way to find the device: give path, or serial, wwid, model or size_bytes, or sim".into());
+    }
+    if selector && t.path.is_some() {
+        return bad(
+            "target",
+            "target.path names the path already: give it, or target.cntlid / pci_address / controller with the identity".into(),
+        );
+    }
+    if selector && !identity {
+        return bad(
+            "target",
+            "target.cntlid / pci_address / controller pick one path of a namespace: give the namespace's identity too (serial, wwid, model or size_bytes)".into(),
+        );
+    }
+    for (field, v) in [("target.pci_address", &t.pci_address), ("target.controller", &t.controller)] {
+        if v.as_deref().is_some_and(|s| s.trim().is_empty()) {
+            return bad(field, "must not be empty (leave it out instead)".into());
+        }
+    }
+    if let Some(a) = t.atomic_bytes {
+        if !a.is_power_of_two() || !(512..=1 << 20).contains(&a) {
+            return bad("target.atomic_bytes", format!("{a}: expected a power of two from 512 to 1048576"));
+        }
+    }
+    if let Some(p) = &t.path {
+        validate_target_path(origin, t, p)?;
+    }
+    for (field, v) in [("target.serial", &t.serial), ("target.wwid", &t.wwid), ("target.model", &t.model)] {
+        if v.as_deref().is_some_and(|s| s.trim().is_empty()) {
+            return bad(field, "must not be empty (leave it out instead)".into());
+        }
+    }
+    if t.size_bytes == Some(0) {
+        return bad("target.size_bytes", "must be positive".into());
+    }
+    Ok(())
+}
+
+/// `target.path`: an absolute path, or an NBD URI that parses and comes with no identity field
+/// but the size (an export has no serial, WWID, model or controller).
+fn validate_target_path(origin: &str, t: &Target, p: &std::path::Path) -> Result<(), ScenarioError> {
+    let bad = |field: &str, message: String| Err(invalid(origin, field, message));
+    match p.to_str().filter(|s| faultline_drivers::nbd::looks_like_nbd(s)) {
+        Some(uri) => {
+            if let Err(e) = faultline_drivers::nbd::NbdUri::parse(uri) {
+                return bad("target.path", e.to_string());
+            }
+            let given = [
+                ("serial", t.serial.is_some()),
+                ("wwid", t.wwid.is_some()),
+                ("model", t.model.is_some()),
+                ("cntlid", t.cntlid.is_some()),
+                ("pci_address", t.pci_address.is_some()),
+                ("controller", t.controller.is_some()),
+            ];
+            if let Some((k, _)) = given.iter().find(|(_, g)| *g) {
+                return bad(
+                    &format!("target.{k}"),
+                    "an NBD export has no serial, WWID, model or controller: its URI names it (target.size_bytes checks its size)".into(),
+                );
+            }
+            Ok(())
+        }
+        None if !p.is_absolute() => bad(
+            "target.path",
+            format!("{}: expected an absolute path, or an NBD URI (nbd://HOST[:PORT]/EXPORT, nbd+unix:///EXPORT?socket=PATH)", p.display()),
+        ),
+        None => Ok(()),
     }
 }
 

@@ -31,10 +31,31 @@ fn truth_class(c: TruthClass) -> FindingClass {
     }
 }
 
+/// The scores by class name.
+type Scores = BTreeMap<&'static str, ClassScore>;
+
 /// Scores one cycle into `scores`; returns a description of the first disagreement.
 pub fn score_cycle(r: &CycleCheck<'_>, sector: u64, scores: &mut BTreeMap<&'static str, ClassScore>) -> Option<String> {
     let (truth_extents, truth_dead) = r.truth.as_ref().map_or((&[][..], false), |t| (&t.extents[..], t.dead));
     let mut problem = None;
+    let found = found_by_sector(r, sector);
+    let truth = truth_by_sector(truth_extents, sector);
+    score_truth(r, sector, &truth, &found, scores, &mut problem);
+    score_false_findings(r, sector, &truth, &found, scores, &mut problem);
+    score_port_disturbances(r, scores, &mut problem);
+    score_dead_device(r, truth_dead, scores, &mut problem);
+    problem
+}
+
+/// Keeps `p` as the cycle's problem unless one came first.
+fn note(problem: &mut Option<String>, p: String) {
+    if problem.is_none() {
+        *problem = Some(p);
+    }
+}
+
+/// The classes the cycle's findings give each sector (by sector number), a dead device aside.
+fn found_by_sector(r: &CycleCheck<'_>, sector: u64) -> HashMap<u64, Vec<FindingClass>> {
     let mut found: HashMap<u64, Vec<FindingClass>> = HashMap::new();
     for f in r.findings {
         if f.class == FindingClass::DeadDevice {
@@ -44,18 +65,30 @@ pub fn score_cycle(r: &CycleCheck<'_>, sector: u64, scores: &mut BTreeMap<&'stat
             found.entry(s).or_default().push(f.class);
         }
     }
+    found
+}
+
+/// The class the ground truth gives each sector (by sector number).
+fn truth_by_sector(extents: &[faultline_fixtures::TruthExtent], sector: u64) -> HashMap<u64, FindingClass> {
     let mut truth: HashMap<u64, FindingClass> = HashMap::new();
-    for t in truth_extents {
+    for t in extents {
         for s in (t.offset / sector)..((t.offset + t.length) / sector) {
             truth.insert(s, truth_class(t.class));
         }
     }
-    let mut note = |p: String| {
-        if problem.is_none() {
-            problem = Some(p);
-        }
-    };
-    for (&s, &class) in &truth {
+    truth
+}
+
+/// Each sector the truth marks: injected, then detected, misclassified or missed.
+fn score_truth(
+    r: &CycleCheck<'_>,
+    sector: u64,
+    truth: &HashMap<u64, FindingClass>,
+    found: &HashMap<u64, Vec<FindingClass>>,
+    scores: &mut Scores,
+    problem: &mut Option<String>,
+) {
+    for (&s, &class) in truth {
         let e = scores.entry(class.name()).or_default();
         e.injected += 1;
         match found.get(&s) {
@@ -63,32 +96,43 @@ pub fn score_cycle(r: &CycleCheck<'_>, sector: u64, scores: &mut BTreeMap<&'stat
             Some(v) => {
                 e.misclassified += 1;
                 let names: Vec<&str> = v.iter().map(|c| c.name()).collect();
-                note(format!(
-                    "cycle {}: sector at byte {} is {} in truth, found as {}",
-                    r.cycle,
-                    s * sector,
-                    class.name(),
-                    names.join(", ")
-                ));
+                note(
+                    problem,
+                    format!("cycle {}: sector at byte {} is {} in truth, found as {}", r.cycle, s * sector, class.name(), names.join(", ")),
+                );
             }
             None => {
                 e.missed += 1;
-                note(format!("cycle {}: sector at byte {} is {} in truth, not found", r.cycle, s * sector, class.name()));
+                note(problem, format!("cycle {}: sector at byte {} is {} in truth, not found", r.cycle, s * sector, class.name()));
             }
         }
     }
-    for (&s, classes) in &found {
+}
+
+/// Each sector found where the truth marks none: a false finding of each class found there.
+fn score_false_findings(
+    r: &CycleCheck<'_>,
+    sector: u64,
+    truth: &HashMap<u64, FindingClass>,
+    found: &HashMap<u64, Vec<FindingClass>>,
+    scores: &mut Scores,
+    problem: &mut Option<String>,
+) {
+    for (&s, classes) in found {
         if !truth.contains_key(&s) {
             for c in classes {
                 scores.entry(c.name()).or_default().false_findings += 1;
             }
             let f = r.findings.iter().find(|f| f.offset / sector <= s && s < (f.offset + f.length) / sector);
             let f = f.map_or_else(String::new, |f| format!("{} at byte {} (+{}): {}", f.class.name(), f.offset, f.length, f.detail));
-            note(format!("cycle {}: false finding at byte {}: {f}", r.cycle, s * sector));
+            note(problem, format!("cycle {}: false finding at byte {}: {f}", r.cycle, s * sector));
         }
     }
-    // Port disturbances: the stalls the drive injected this cycle (one fault per cycle, so the
-    // drive's fault count is the cycle) against the ports `port_disturbance` findings name.
+}
+
+/// Port disturbances: the stalls the drive injected this cycle (one fault per cycle, so the
+/// drive's fault count is the cycle) against the ports `port_disturbance` findings name.
+fn score_port_disturbances(r: &CycleCheck<'_>, scores: &mut Scores, problem: &mut Option<String>) {
     let injected: Vec<String> = r
         .truth
         .as_ref()
@@ -102,40 +146,45 @@ pub fn score_cycle(r: &CycleCheck<'_>, sector: u64, scores: &mut BTreeMap<&'stat
         .filter(|f| f.class == FindingClass::PortDisturbance)
         .filter_map(|f| f.detail.strip_prefix("port ").and_then(|d| d.split(',').next()).map(str::to_string))
         .collect();
-    if !injected.is_empty() || !named.is_empty() {
-        let e = scores.entry(FindingClass::PortDisturbance.name()).or_default();
-        for p in &injected {
-            e.injected += 1;
-            if named.contains(p) {
-                e.detected += 1;
-            } else {
-                e.missed += 1;
-                note(format!("cycle {}: port {p} was stalled by the drive, no port_disturbance", r.cycle));
-            }
-        }
-        for p in named.iter().filter(|p| !injected.contains(p)).collect::<std::collections::BTreeSet<_>>() {
-            e.false_findings += 1;
-            note(format!("cycle {}: port_disturbance on port {p}, which the drive did not stall", r.cycle));
+    if injected.is_empty() && named.is_empty() {
+        return;
+    }
+    let e = scores.entry(FindingClass::PortDisturbance.name()).or_default();
+    for p in &injected {
+        e.injected += 1;
+        if named.contains(p) {
+            e.detected += 1;
+        } else {
+            e.missed += 1;
+            note(problem, format!("cycle {}: port {p} was stalled by the drive, no port_disturbance", r.cycle));
         }
     }
+    for p in named.iter().filter(|p| !injected.contains(p)).collect::<std::collections::BTreeSet<_>>() {
+        e.false_findings += 1;
+        note(problem, format!("cycle {}: port_disturbance on port {p}, which the drive did not stall", r.cycle));
+    }
+}
+
+/// A dead device: whether the truth's (`truth_dead`) was reported, or one reported for a live device.
+fn score_dead_device(r: &CycleCheck<'_>, truth_dead: bool, scores: &mut Scores, problem: &mut Option<String>) {
     let dead_found = r.findings.iter().any(|f| f.class == FindingClass::DeadDevice);
-    if truth_dead || dead_found {
-        let e = scores.entry(FindingClass::DeadDevice.name()).or_default();
-        match (truth_dead, dead_found) {
-            (true, true) => {
-                e.injected += 1;
-                e.detected += 1;
-            }
-            (true, false) => {
-                e.injected += 1;
-                e.missed += 1;
-                note(format!("cycle {}: device dead, not reported", r.cycle));
-            }
-            (false, _) => {
-                e.false_findings += 1;
-                note(format!("cycle {}: dead_device reported for a live device", r.cycle));
-            }
+    if !truth_dead && !dead_found {
+        return;
+    }
+    let e = scores.entry(FindingClass::DeadDevice.name()).or_default();
+    match (truth_dead, dead_found) {
+        (true, true) => {
+            e.injected += 1;
+            e.detected += 1;
+        }
+        (true, false) => {
+            e.injected += 1;
+            e.missed += 1;
+            note(problem, format!("cycle {}: device dead, not reported", r.cycle));
+        }
+        (false, _) => {
+            e.false_findings += 1;
+            note(problem, format!("cycle {}: dead_device reported for a live device", r.cycle));
         }
     }
-    problem
 }

@@ -72,47 +72,10 @@ impl<'a> Verifier<'a> {
     /// `last_plan` caches the previous sector's write (sectors of one write come in runs).
     /// `sum` is the checksum the sector's identity bytes call for (`Format::sums_of`).
     pub(super) fn classify(&self, addr: u64, bytes: &[u8], sum: &[u8; 16], d: &Durable, last_plan: &mut Option<WritePlan>) -> Verdict {
-        let decoded = self.format.decode_summed(bytes, sum);
-        let id = match decoded {
+        let id = match self.format.decode_summed(bytes, sum) {
             Decoded::Valid(id) => id,
-            Decoded::Damaged { id, magic_ok, version } => {
-                return Verdict::Finding {
-                    class: FindingClass::Corruption,
-                    found: Shown::Damaged { write_id: id.write_id, cycle: id.cycle, addr: id.addr, run_id: id.run_id },
-                    detail: format!("checksum mismatch (magic {}, version {version})", if magic_ok { "intact" } else { "damaged" }),
-                }
-            }
-            other => {
-                let found = match other {
-                    Decoded::Zeros => Shown::Zeros {},
-                    Decoded::ForeignRun(f) => Shown::ForeignRun { run_id: f.run_id, write_id: f.write_id },
-                    _ => Shown::Unrecognized {},
-                };
-                let Some(exp) = self.expected_id(d, addr) else {
-                    return Verdict::Ok { rank: 0, durable: true };
-                };
-                // Within 1/32 of the bits of what should be here: damaged in place, not lost.
-                let mut want = vec![0u8; bytes.len()];
-                self.format.encode(&exp, &mut want);
-                let dist = bit_distance(&want, bytes);
-                if dist <= (bytes.len() as u64 * 8) / 32 {
-                    return Verdict::Finding {
-                        class: FindingClass::Corruption,
-                        found,
-                        detail: format!("{dist} bits differ from the durable version"),
-                    };
-                }
-                // Bytes that are no version at all, where every version the sector ever held is
-                // known to be this run's: nothing older can explain them.
-                if matches!(found, Shown::Unrecognized {}) && self.only_own_versions_before(d, addr) {
-                    return Verdict::Finding {
-                        class: FindingClass::Corruption,
-                        found,
-                        detail: "matches no version of this run: neither the durable one nor any older one".into(),
-                    };
-                }
-                return Verdict::Old { found };
-            }
+            Decoded::Damaged { id, magic_ok, version } => return damaged(&id, magic_ok, version),
+            other => return self.classify_no_version(addr, bytes, d, other),
         };
         let found = shown_valid(&id);
         if id.addr != addr {
@@ -122,30 +85,77 @@ impl<'a> Verifier<'a> {
                 detail: format!("sector written for byte {} found at byte {addr}", id.addr),
             };
         }
-        let unexpected = |detail: String| Verdict::Finding { class: FindingClass::UnexpectedVersion, found: found.clone(), detail };
         if id.write_id == PREFILL_WRITE_ID {
-            if id.flags & FLAG_PREFILL == 0 || id.cycle != 0 || id.index != 0 || id.count != 1 {
-                return unexpected("write id 0 without the prefill identity".into());
-            }
-            if !self.history.prefill.is_some_and(|(s, e)| addr >= s && addr < e) {
-                return unexpected("prefill sector, but the ledger records no prefill here".into());
-            }
-            return match d {
-                Durable::Write(_) => Verdict::Old { found: Shown::Prefill {} },
-                Durable::Prefill | Durable::Prior => Verdict::Ok { rank: 1, durable: true },
+            return self.classify_prefill(addr, &id, d, found);
+        }
+        self.classify_write(addr, &id, d, found, last_plan)
+    }
+
+    /// A sector that holds no version of this run (zeros, another run's sector, or bytes of
+    /// no format): damaged in place when it is within 1/32 of the bits of the durable version,
+    /// corrupt when nothing older can explain it, else an old version.
+    fn classify_no_version(&self, addr: u64, bytes: &[u8], d: &Durable, decoded: Decoded) -> Verdict {
+        let found = match decoded {
+            Decoded::Zeros => Shown::Zeros {},
+            Decoded::ForeignRun(f) => Shown::ForeignRun { run_id: f.run_id, write_id: f.write_id },
+            _ => Shown::Unrecognized {},
+        };
+        let Some(exp) = self.expected_id(d, addr) else {
+            return Verdict::Ok { rank: 0, durable: true };
+        };
+        // Within 1/32 of the bits of what should be here: damaged in place, not lost.
+        let mut want = vec![0u8; bytes.len()];
+        self.format.encode(&exp, &mut want);
+        let dist = bit_distance(&want, bytes);
+        if dist <= (bytes.len() as u64 * 8) / 32 {
+            return Verdict::Finding {
+                class: FindingClass::Corruption,
+                found,
+                detail: format!("{dist} bits differ from the durable version"),
             };
         }
+        // Bytes that are no version at all, where every version the sector ever held is
+        // known to be this run's: nothing older can explain them.
+        if matches!(found, Shown::Unrecognized {}) && self.only_own_versions_before(d, addr) {
+            return Verdict::Finding {
+                class: FindingClass::Corruption,
+                found,
+                detail: "matches no version of this run: neither the durable one nor any older one".into(),
+            };
+        }
+        Verdict::Old { found }
+    }
+
+    /// A prefill sector (write id 0) at its own address: unexpected without the prefill's
+    /// identity or where the ledger records no prefill; old when a write is durable there.
+    fn classify_prefill(&self, addr: u64, id: &SectorId, d: &Durable, found: Shown) -> Verdict {
+        if id.flags & FLAG_PREFILL == 0 || id.cycle != 0 || id.index != 0 || id.count != 1 {
+            return unexpected(found, "write id 0 without the prefill identity".into());
+        }
+        if !self.history.prefill.is_some_and(|(s, e)| addr >= s && addr < e) {
+            return unexpected(found, "prefill sector, but the ledger records no prefill here".into());
+        }
+        match d {
+            Durable::Write(_) => Verdict::Old { found: Shown::Prefill {} },
+            Durable::Prefill | Durable::Prior => Verdict::Ok { rank: 1, durable: true },
+        }
+    }
+
+    /// A sector of one of the run's writes at its own address: its write checked against the
+    /// ledger (submitted, covering this sector, the same identity), then ranked against the
+    /// durable version. The common case: inlined, the write's plan cached in `last_plan`.
+    #[inline]
+    fn classify_write(&self, addr: u64, id: &SectorId, d: &Durable, found: Shown, last_plan: &mut Option<WritePlan>) -> Verdict {
         let Some(c) = self.history.cycle_of(id.write_id) else {
             if id.write_id >= self.history.submitted_end() {
                 // Our keyed checksum proves faultline wrote this sector, and every id is
                 // reserved in the ledger before it is submitted: the ledger lost records.
                 return Verdict::LedgerBehind { write_id: id.write_id, cycle: id.cycle };
             }
-            return unexpected(format!(
-                "write {} was never submitted (ids submitted end below {})",
-                id.write_id,
-                self.history.submitted_end()
-            ));
+            return unexpected(
+                found,
+                format!("write {} was never submitted (ids submitted end below {})", id.write_id, self.history.submitted_end()),
+            );
         };
         let plan = match *last_plan {
             Some(p) if p.id == id.write_id => p,
@@ -156,21 +166,24 @@ impl<'a> Verifier<'a> {
             }
         };
         if !plan.overlaps(addr, 1) {
-            return unexpected(format!("write {} covers [{}, {}), not this sector", id.write_id, plan.offset, plan.end()));
+            return unexpected(found, format!("write {} covers [{}, {}), not this sector", id.write_id, plan.offset, plan.end()));
         }
         let (index, count) = (((addr - plan.offset) / self.sector) as u32, (plan.len / self.sector) as u32);
         if id.index != index || id.count != count || id.cycle != c.cycle || id.port != c.port.0 || id.flags != 0 {
-            return unexpected(format!(
-                "identity disagrees with write {}: sector {}/{} cycle {} port {} flags {:#x}, expected {index}/{count} cycle {} port {} flags 0",
-                id.write_id,
-                id.index,
-                id.count,
-                id.cycle,
-                crate::port::PortId(id.port),
-                id.flags,
-                c.cycle,
-                c.port
-            ));
+            return unexpected(
+                found,
+                format!(
+                    "identity disagrees with write {}: sector {}/{} cycle {} port {} flags {:#x}, expected {index}/{count} cycle {} port {} flags 0",
+                    id.write_id,
+                    id.index,
+                    id.count,
+                    id.cycle,
+                    crate::port::PortId(id.port),
+                    id.flags,
+                    c.cycle,
+                    c.port
+                ),
+            );
         }
         let rank = id.write_id + 1;
         match d.rank().cmp(&rank) {
@@ -179,4 +192,18 @@ impl<'a> Verifier<'a> {
             std::cmp::Ordering::Greater => Verdict::Old { found },
         }
     }
+}
+
+/// A sector whose identity is ours but whose checksum fails: corrupted in place.
+fn damaged(id: &SectorId, magic_ok: bool, version: u16) -> Verdict {
+    Verdict::Finding {
+        class: FindingClass::Corruption,
+        found: Shown::Damaged { write_id: id.write_id, cycle: id.cycle, addr: id.addr, run_id: id.run_id },
+        detail: format!("checksum mismatch (magic {}, version {version})", if magic_ok { "intact" } else { "damaged" }),
+    }
+}
+
+/// A well-formed sector of this run that the ledger does not explain here.
+fn unexpected(found: Shown, detail: String) -> Verdict {
+    Verdict::Finding { class: FindingClass::UnexpectedVersion, found, detail }
 }

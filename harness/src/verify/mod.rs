@@ -68,6 +68,7 @@ mod readahead_tests;
 mod seen;
 #[cfg(test)]
 mod seen_tests;
+mod tally;
 mod taxonomy;
 #[cfg(test)]
 mod tests;
@@ -76,6 +77,7 @@ use crate::ledger::PinAt;
 pub use digest::{differing, Digest, Digests, MAX_DIGESTS};
 use seen::push_seen;
 pub use seen::{offline_seen_record, seen_record, SeenRun, MAX_SEEN_WRITES};
+use tally::unreadable;
 use taxonomy::push;
 pub use taxonomy::{prefill_id, Finding, FindingClass, Shown, VerifyError, VerifyReport};
 
@@ -375,105 +377,29 @@ impl<'a> Verifier<'a> {
 
     /// Classifies every sector of one chunk, in address order, into `scan`.
     fn check_chunk(&self, scan: &mut Scan, chunk: &Chunk) -> Result<(), VerifyError> {
-        let end = scan.end;
         // The checksums every sector should carry, computed for the whole chunk at once.
         scan.sums.clear();
         self.format.sums_of(&chunk.buf, &mut scan.sums);
-        let rep = &mut scan.rep;
         for (i, bytes) in chunk.buf.chunks(self.sector as usize).enumerate() {
             let addr = chunk.pos + i as u64 * self.sector;
             if addr >= scan.cached.1 {
                 scan.cached = self.durable(addr)?;
             }
             let d = scan.cached.0;
-            let mut verdict = match chunk.errors.get(i) {
-                Some(Some(e)) => Verdict::Finding {
-                    class: FindingClass::Unreadable,
-                    found: Shown::ReadError { errno: e.errno, detail: e.detail.clone() },
-                    detail: e.to_string(),
-                },
+            let verdict = match chunk.errors.get(i) {
+                Some(Some(e)) => unreadable(e),
                 _ => self.classify(addr, bytes, &scan.sums[i], &d, &mut scan.last_plan),
             };
-            if !self.pins.is_empty() {
-                if addr >= scan.pin.1 {
-                    scan.pin = self.pins.at(addr);
-                }
-                if let Some(pin) = scan.pin.0 {
-                    verdict = self.held(pin, &d, addr, bytes, verdict);
-                }
-            }
-            rep.sectors += 1;
-            let expected = || self.shown_of(&d, addr);
-            let mut unit_rank = None;
-            match verdict {
-                Verdict::LedgerBehind { write_id, cycle } => {
-                    return Err(VerifyError::LedgerBehind {
-                        addr,
-                        write_id,
-                        cycle,
-                        submitted_end: self.history.submitted_end(),
-                        last_cycle: self.history.last_cycle(),
-                    })
-                }
-                Verdict::Ok { rank, durable } => {
-                    if !durable && rank > self.track_from {
-                        push_seen(&mut rep.seen, rank - 1, addr, self.sector);
-                    }
-                    match (durable, rank) {
-                        (true, 0) => rep.prior_ok += 1,
-                        (true, _) => rep.durable_ok += 1,
-                        (false, _) => rep.newer_ok += 1,
-                    }
-                    if let Durable::Write(w) = d {
-                        scan.groups.entry(w.id).or_insert(Group { plan: w, shows: 0, old: vec![] }).shows += 1;
-                    }
-                    unit_rank = Some(rank);
-                }
-                Verdict::Old { found } => match d {
-                    Durable::Write(w) => {
-                        scan.groups.entry(w.id).or_insert(Group { plan: w, shows: 0, old: vec![] }).old.push((addr, found))
-                    }
-                    _ => push(
-                        &mut rep.findings,
-                        Finding {
-                            class: FindingClass::LostWrite,
-                            offset: addr,
-                            length: self.sector,
-                            expected: expected(),
-                            found,
-                            cycle: self.cycle,
-                            detail: "prefill version missing".into(),
-                        },
-                    ),
-                },
-                Verdict::Finding { class, found, detail } => push(
-                    &mut rep.findings,
-                    Finding { class, offset: addr, length: self.sector, expected: expected(), found, cycle: self.cycle, detail },
-                ),
-                Verdict::Stale { expected, found, detail } => push(
-                    &mut rep.findings,
-                    Finding {
-                        class: FindingClass::StaleVersion,
-                        offset: addr,
-                        length: self.sector,
-                        expected,
-                        found,
-                        cycle: self.cycle,
-                        detail,
-                    },
-                ),
-            }
+            let verdict = self.pinned(scan, addr, bytes, &d, verdict);
+            scan.rep.sectors += 1;
+            let unit_rank = self.tally(scan, addr, &d, verdict)?;
             if self.atomic > self.sector {
-                scan.unit.push(UnitSector { addr, shown: unit_rank.unwrap_or(u64::MAX), durable_rank: d.rank(), ok: unit_rank.is_some() });
-                if (addr + self.sector).is_multiple_of(self.atomic) || addr + self.sector == end {
-                    self.check_unit(&scan.unit, &mut rep.findings);
-                    scan.unit.clear();
-                }
+                self.track_unit(scan, addr, &d, unit_rank);
             }
         }
         let n = chunk.buf.len() as u64;
-        rep.bytes += n;
-        self.close_groups(&mut scan.groups, chunk.pos + n, &mut rep.findings);
+        scan.rep.bytes += n;
+        self.close_groups(&mut scan.groups, chunk.pos + n, &mut scan.rep.findings);
         Ok(())
     }
 
