@@ -240,6 +240,28 @@ pub fn critical_warning_meaning(bits: u8) -> String {
     names.join(", ")
 }
 
+/// The health logs as read after a cycle.
+#[derive(Clone, Debug)]
+pub struct HealthLogs {
+    pub smart: SmartLog,
+    pub ocp: Option<OcpSmartLog>,
+}
+
+/// The health logs could not be read: the admin command, or what it returned.
+#[derive(Debug, thiserror::Error)]
+pub enum HealthReadError {
+    #[error(transparent)]
+    Admin(#[from] faultline_drivers::nvme::NvmeError),
+    #[error(transparent)]
+    Parse(#[from] HealthError),
+    /// A port on another host: what its agent said.
+    #[error("{0}")]
+    Remote(String),
+    /// A port on another host: its agent sent a page that is not hex.
+    #[error("the agent sent a health page that is not hex")]
+    NotHex,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,7 +15,7 @@ use super::dial::{AgentFailed, DialError, Session};
 use super::proto::{Answer, CycleRequest, CycleSummary, Expect, Frame, LinkReset, Op, TargetInfo};
 use crate::ledger::{Ledger, LedgerError, Record};
 use crate::run::{close_interrupted, RunError};
-use crate::runner::fault::ControllerError;
+use crate::runner::controller_error::FaultHook;
 use crate::writer::{StopToken, WireSample};
 
 /// What takes a cycle's streamed write completions (on the agent's clock).
@@ -162,7 +162,7 @@ impl Session {
         &mut self,
         req: CycleRequest,
         ledger: &mut dyn Ledger,
-        fault: &mut dyn FnMut() -> Result<(), ControllerError>,
+        fault: &mut FaultHook<'_>,
         stop: Option<&StopToken>,
         policy: &StreamPolicy,
         mut samples: Option<&mut TakeSamples<'_>>,

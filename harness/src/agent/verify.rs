@@ -9,8 +9,8 @@
 
 use super::dial::{DialError, Session};
 use super::proto::{Answer, DigestWire, Frame, Op, VerifiedPart, VerifyCounts};
+use crate::health::{HealthLogs, HealthReadError};
 use crate::ledger::{History, LedgerError, Record};
-use crate::runner::dut::{HealthLogs, HealthReadError};
 use crate::verify::{Digest, Digests, SeenRun, Verifier, VerifyReport};
 use faultline_drivers::BlockTarget;
 use std::io::Write;

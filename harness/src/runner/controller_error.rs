@@ -112,6 +112,9 @@ pub enum Missing {
     SimSwitch,
 }
 
+/// What the writer calls at the cut placement: the cycle's fault, fired.
+pub type FaultHook<'a> = dyn FnMut() -> Result<(), ControllerError> + 'a;
+
 #[cfg(test)]
 mod tests {
     use super::*;

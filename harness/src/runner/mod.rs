@@ -23,7 +23,7 @@
 //! `judge` (a dual-port plan's windows judged), `perf` (its performance mode), `ports` (what
 //! every port goes through after a fault), `lane` (each share's run and its verification).
 
-mod controller_error;
+pub(crate) mod controller_error;
 mod cycle;
 pub mod dut;
 mod emit;

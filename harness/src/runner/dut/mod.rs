@@ -7,9 +7,8 @@
 //! same calls over the wire. So every call takes what it needs by value or by reference and
 //! returns plain data: nothing hands out the device itself.
 
-use super::fault::ControllerError;
 use crate::format::Format;
-use crate::health::{parse_ocp_smart, parse_smart, OcpSmartLog, SmartLog};
+use crate::health::{parse_ocp_smart, parse_smart};
 use crate::ledger::{Contract, Ledger};
 use crate::port::PortId;
 use crate::run::DeviceFacts;
@@ -69,13 +68,6 @@ pub struct GroundTruth {
     pub disturbed: Vec<(u8, u64)>,
 }
 
-/// The health logs as read after a cycle.
-#[derive(Clone, Debug)]
-pub struct HealthLogs {
-    pub smart: SmartLog,
-    pub ocp: Option<OcpSmartLog>,
-}
-
 /// What a port is asked to verify: regions (sorted, disjoint) and what the ledger allows
 /// there, as the verifier built from the run's layout, history and format holds it.
 pub struct VerifyRequest<'a> {
@@ -97,6 +89,9 @@ pub struct VerifyReply {
 pub type SectorHash = Option<[u8; 32]>;
 
 /// What the runner does to a device under test, or to one port of it.
+pub use crate::health::{HealthLogs, HealthReadError};
+pub use crate::runner::controller_error::FaultHook;
+
 pub trait Dut: Send {
     /// The device's identity (never a `/dev` name) and geometry, to bind the run directory to
     /// (`run::open_run`).
@@ -105,12 +100,7 @@ pub trait Dut: Send {
     /// Runs one cycle's workload; `fault` is called by the writer at the cut placement. The
     /// state the cut left is saved (the simulated drive) before the writer records what the cut
     /// left durable, and again before it records the cycle's end.
-    fn run_cycle(
-        &mut self,
-        w: &Workload<'_>,
-        ledger: &mut dyn Ledger,
-        fault: &mut dyn FnMut() -> Result<(), ControllerError>,
-    ) -> Result<CycleOutcome, DutCycleError>;
+    fn run_cycle(&mut self, w: &Workload<'_>, ledger: &mut dyn Ledger, fault: &mut FaultHook<'_>) -> Result<CycleOutcome, DutCycleError>;
 
     /// Writes the whole span once before cycle 1 and records it; returns the bytes written.
     fn prefill(&mut self, layout: &Layout, format: &Format, port: PortId, ledger: &mut dyn Ledger) -> Result<u64, DutCycleError>;
@@ -223,7 +213,7 @@ macro_rules! plain_writes {
             &mut self,
             w: &$crate::runner::dut::Workload<'_>,
             ledger: &mut dyn $crate::ledger::Ledger,
-            fault: &mut dyn FnMut() -> Result<(), $crate::runner::fault::ControllerError>,
+            fault: &mut $crate::runner::dut::FaultHook<'_>,
         ) -> Result<$crate::writer::CycleOutcome, $crate::runner::dut::DutCycleError> {
             let target = self.target()?;
             Ok($crate::writer::run_cycle(target, w.layout, w.format, ledger, w.contract, w.opts, &mut || Ok(fault()?))?)
@@ -312,21 +302,6 @@ pub(crate) fn read_load_on(t: &mut dyn BlockTarget, (a, b): (u64, u64), run_for:
     }
 }
 
-/// The health logs could not be read: the admin command, or what it returned.
-#[derive(Debug, thiserror::Error)]
-pub enum HealthReadError {
-    #[error(transparent)]
-    Admin(#[from] faultline_drivers::nvme::NvmeError),
-    #[error(transparent)]
-    Parse(#[from] crate::health::HealthError),
-    /// A port on another host: what its agent said.
-    #[error("{0}")]
-    Remote(String),
-    /// A port on another host: its agent sent a page that is not hex.
-    #[error("the agent sent a health page that is not hex")]
-    NotHex,
-}
-
 /// A cycle's workload failed: the writer's error, or the device was not open.
 #[derive(Debug, thiserror::Error)]
 pub enum DutCycleError {
@@ -388,12 +363,7 @@ impl SimDut {
 impl Dut for SimDut {
     local_calls!();
 
-    fn run_cycle(
-        &mut self,
-        w: &Workload<'_>,
-        ledger: &mut dyn Ledger,
-        fault: &mut dyn FnMut() -> Result<(), ControllerError>,
-    ) -> Result<CycleOutcome, DutCycleError> {
+    fn run_cycle(&mut self, w: &Workload<'_>, ledger: &mut dyn Ledger, fault: &mut FaultHook<'_>) -> Result<CycleOutcome, DutCycleError> {
         let saved = self.drive.clone();
         let mut hook = || -> Result<(), HookError> {
             let faulted = fault();

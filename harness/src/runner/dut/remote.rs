@@ -236,12 +236,7 @@ impl Dut for RemoteDut {
         Ok(self.facts.clone().expect("set when the session was dialled"))
     }
 
-    fn run_cycle(
-        &mut self,
-        w: &Workload<'_>,
-        ledger: &mut dyn Ledger,
-        fault: &mut dyn FnMut() -> Result<(), ControllerError>,
-    ) -> Result<CycleOutcome, DutCycleError> {
+    fn run_cycle(&mut self, w: &Workload<'_>, ledger: &mut dyn Ledger, fault: &mut FaultHook<'_>) -> Result<CycleOutcome, DutCycleError> {
         let o = w.opts;
         let ms = |d: Duration| d.as_millis().min(u64::MAX as u128) as u64;
         let req = CycleRequest {

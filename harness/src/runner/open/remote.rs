@@ -13,10 +13,10 @@ use crate::format::Format;
 use crate::ledger::Ledger;
 use crate::port::PortId;
 use crate::runner::dut::{
-    Dut, DutCycleError, DutError, DutVerifyError, GroundTruth, HealthLogs, HealthReadError, Readiness, RemoteDut, SectorHash, VerifyReply,
-    VerifyRequest, Workload,
+    Dut, DutCycleError, DutError, DutVerifyError, FaultHook, GroundTruth, HealthLogs, HealthReadError, Readiness, RemoteDut, SectorHash,
+    VerifyReply, VerifyRequest, Workload,
 };
-use crate::runner::fault::{ControllerError, Cutter};
+use crate::runner::fault::Cutter;
 use crate::runner::options::RunnerOptions;
 use crate::scenario::{HostPower, RunPlan, SimTarget};
 use crate::sim_nbd::{self, Export, Listen};
@@ -44,12 +44,7 @@ impl Dut for ServedPort {
         self.remote.facts()
     }
 
-    fn run_cycle(
-        &mut self,
-        w: &Workload<'_>,
-        ledger: &mut dyn Ledger,
-        fault: &mut dyn FnMut() -> Result<(), ControllerError>,
-    ) -> Result<CycleOutcome, DutCycleError> {
+    fn run_cycle(&mut self, w: &Workload<'_>, ledger: &mut dyn Ledger, fault: &mut FaultHook<'_>) -> Result<CycleOutcome, DutCycleError> {
         self.remote.run_cycle(w, ledger, fault)
     }
 

@@ -8,8 +8,10 @@ use super::Devices;
 use crate::format::Format;
 use crate::ledger::Ledger;
 use crate::port::PortId;
-use crate::runner::dut::{local_calls, Dut, DutCycleError, DutError, GroundTruth, HealthLogs, HealthReadError, Readiness, Workload};
-use crate::runner::fault::{sim_switch, ControllerError, Cutter};
+use crate::runner::dut::{
+    local_calls, Dut, DutCycleError, DutError, FaultHook, GroundTruth, HealthLogs, HealthReadError, Readiness, Workload,
+};
+use crate::runner::fault::{sim_switch, Cutter};
 use crate::runner::options::RunnerOptions;
 use crate::scenario::{DualSimModel, FaultPlan, RunPlan, SimSwitch, SimTarget, Switch};
 use crate::workload::Layout;
@@ -56,12 +58,7 @@ impl Dut for SimPortDut {
     /// writing after the fault), so that a harness killed after a record resumes on a drive
     /// that holds it. A save holds the drive only while it takes the changes
     /// (`DualSim::persist`).
-    fn run_cycle(
-        &mut self,
-        w: &Workload<'_>,
-        ledger: &mut dyn Ledger,
-        fault: &mut dyn FnMut() -> Result<(), ControllerError>,
-    ) -> Result<CycleOutcome, DutCycleError> {
+    fn run_cycle(&mut self, w: &Workload<'_>, ledger: &mut dyn Ledger, fault: &mut FaultHook<'_>) -> Result<CycleOutcome, DutCycleError> {
         let mut opts = w.opts.clone();
         let (drive, then) = (self.drive.clone(), opts.before_end.take());
         opts.before_end = Some(EndHook(std::sync::Arc::new(move || {
