@@ -38,10 +38,9 @@ type Scores = BTreeMap<&'static str, ClassScore>;
 pub fn score_cycle(r: &CycleCheck<'_>, sector: u64, scores: &mut BTreeMap<&'static str, ClassScore>) -> Option<String> {
     let (truth_extents, truth_dead) = r.truth.as_ref().map_or((&[][..], false), |t| (&t.extents[..], t.dead));
     let mut problem = None;
-    let found = found_by_sector(r, sector);
-    let truth = truth_by_sector(truth_extents, sector);
-    score_truth(r, sector, &truth, &found, scores, &mut problem);
-    score_false_findings(r, sector, &truth, &found, scores, &mut problem);
+    let by_sector = BySector::new(r, truth_extents, sector);
+    by_sector.score_truth(r, sector, scores, &mut problem);
+    by_sector.score_false_findings(r, sector, scores, &mut problem);
     score_port_disturbances(r, scores, &mut problem);
     score_dead_device(r, truth_dead, scores, &mut problem);
     problem
@@ -54,78 +53,74 @@ fn note(problem: &mut Option<String>, p: String) {
     }
 }
 
-/// The classes the cycle's findings give each sector (by sector number), a dead device aside.
-fn found_by_sector(r: &CycleCheck<'_>, sector: u64) -> HashMap<u64, Vec<FindingClass>> {
-    let mut found: HashMap<u64, Vec<FindingClass>> = HashMap::new();
-    for f in r.findings {
-        if f.class == FindingClass::DeadDevice {
-            continue;
-        }
-        for s in (f.offset / sector)..((f.offset + f.length) / sector) {
-            found.entry(s).or_default().push(f.class);
-        }
-    }
-    found
+/// One cycle's sectors, by sector number: the class the ground truth gives each, and the
+/// classes the cycle's findings give each (a dead device aside).
+struct BySector {
+    truth: HashMap<u64, FindingClass>,
+    found: HashMap<u64, Vec<FindingClass>>,
 }
 
-/// The class the ground truth gives each sector (by sector number).
-fn truth_by_sector(extents: &[faultline_fixtures::TruthExtent], sector: u64) -> HashMap<u64, FindingClass> {
-    let mut truth: HashMap<u64, FindingClass> = HashMap::new();
-    for t in extents {
-        for s in (t.offset / sector)..((t.offset + t.length) / sector) {
-            truth.insert(s, truth_class(t.class));
-        }
-    }
-    truth
-}
-
-/// Each sector the truth marks: injected, then detected, misclassified or missed.
-fn score_truth(
-    r: &CycleCheck<'_>,
-    sector: u64,
-    truth: &HashMap<u64, FindingClass>,
-    found: &HashMap<u64, Vec<FindingClass>>,
-    scores: &mut Scores,
-    problem: &mut Option<String>,
-) {
-    for (&s, &class) in truth {
-        let e = scores.entry(class.name()).or_default();
-        e.injected += 1;
-        match found.get(&s) {
-            Some(v) if v.contains(&class) => e.detected += 1,
-            Some(v) => {
-                e.misclassified += 1;
-                let names: Vec<&str> = v.iter().map(|c| c.name()).collect();
-                note(
-                    problem,
-                    format!("cycle {}: sector at byte {} is {} in truth, found as {}", r.cycle, s * sector, class.name(), names.join(", ")),
-                );
+impl BySector {
+    /// The sectors `r`'s findings and the truth's `extents` cover, `sector` bytes each.
+    fn new(r: &CycleCheck<'_>, extents: &[faultline_fixtures::TruthExtent], sector: u64) -> Self {
+        let mut found: HashMap<u64, Vec<FindingClass>> = HashMap::new();
+        for f in r.findings {
+            if f.class == FindingClass::DeadDevice {
+                continue;
             }
-            None => {
-                e.missed += 1;
-                note(problem, format!("cycle {}: sector at byte {} is {} in truth, not found", r.cycle, s * sector, class.name()));
+            for s in (f.offset / sector)..((f.offset + f.length) / sector) {
+                found.entry(s).or_default().push(f.class);
             }
         }
-    }
-}
-
-/// Each sector found where the truth marks none: a false finding of each class found there.
-fn score_false_findings(
-    r: &CycleCheck<'_>,
-    sector: u64,
-    truth: &HashMap<u64, FindingClass>,
-    found: &HashMap<u64, Vec<FindingClass>>,
-    scores: &mut Scores,
-    problem: &mut Option<String>,
-) {
-    for (&s, classes) in found {
-        if !truth.contains_key(&s) {
-            for c in classes {
-                scores.entry(c.name()).or_default().false_findings += 1;
+        let mut truth: HashMap<u64, FindingClass> = HashMap::new();
+        for t in extents {
+            for s in (t.offset / sector)..((t.offset + t.length) / sector) {
+                truth.insert(s, truth_class(t.class));
             }
-            let f = r.findings.iter().find(|f| f.offset / sector <= s && s < (f.offset + f.length) / sector);
-            let f = f.map_or_else(String::new, |f| format!("{} at byte {} (+{}): {}", f.class.name(), f.offset, f.length, f.detail));
-            note(problem, format!("cycle {}: false finding at byte {}: {f}", r.cycle, s * sector));
+        }
+        BySector { truth, found }
+    }
+
+    /// Each sector the truth marks: injected, then detected, misclassified or missed.
+    fn score_truth(&self, r: &CycleCheck<'_>, sector: u64, scores: &mut Scores, problem: &mut Option<String>) {
+        for (&s, &class) in &self.truth {
+            let e = scores.entry(class.name()).or_default();
+            e.injected += 1;
+            match self.found.get(&s) {
+                Some(v) if v.contains(&class) => e.detected += 1,
+                Some(v) => {
+                    e.misclassified += 1;
+                    let names: Vec<&str> = v.iter().map(|c| c.name()).collect();
+                    note(
+                        problem,
+                        format!(
+                            "cycle {}: sector at byte {} is {} in truth, found as {}",
+                            r.cycle,
+                            s * sector,
+                            class.name(),
+                            names.join(", ")
+                        ),
+                    );
+                }
+                None => {
+                    e.missed += 1;
+                    note(problem, format!("cycle {}: sector at byte {} is {} in truth, not found", r.cycle, s * sector, class.name()));
+                }
+            }
+        }
+    }
+
+    /// Each sector found where the truth marks none: a false finding of each class found there.
+    fn score_false_findings(&self, r: &CycleCheck<'_>, sector: u64, scores: &mut Scores, problem: &mut Option<String>) {
+        for (&s, classes) in &self.found {
+            if !self.truth.contains_key(&s) {
+                for c in classes {
+                    scores.entry(c.name()).or_default().false_findings += 1;
+                }
+                let f = r.findings.iter().find(|f| f.offset / sector <= s && s < (f.offset + f.length) / sector);
+                let f = f.map_or_else(String::new, |f| format!("{} at byte {} (+{}): {}", f.class.name(), f.offset, f.length, f.detail));
+                note(problem, format!("cycle {}: false finding at byte {}: {f}", r.cycle, s * sector));
+            }
         }
     }
 }
