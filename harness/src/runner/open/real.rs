@@ -1,5 +1,5 @@
-//! The ports of a real dual-port drive on this host: one block device per port (a per-path node, a loop
-//! device of a two-path rig), each followed by the path it was given across a fault, never
+//! The ports of a real dual-port drive on this host: one block device per port (a per-path
+//! node, a loop device of a two-path rig), each followed by the path it was given across a fault, never
 //! re-found by an identity two paths of one drive share: when the device at the path is gone
 //! or is another one (a re-plugged controller may come back as `nvme2`), the port is found
 //! again by the namespace's identity plus its path's (the PCI function, else the cntlid, else

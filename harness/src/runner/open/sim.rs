@@ -1,4 +1,4 @@
-//! The simulated dual-port drive's ports for the dual-port runner: two port handles on one
+//! The simulated dual-port drive's ports, as the opener hands them out: two port handles on one
 //! media and cache, its link controller (`controllers.link = "sim"`) for port pulls and
 //! controller resets, its power switch for cuts that hit both ports.
 
