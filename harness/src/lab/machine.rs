@@ -168,8 +168,23 @@ pub enum RigCall {
     Plug(Port),
 }
 
+/// Why the machine did not carry out a [`RigCall`].
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    /// The machine refused or failed it (its error and causes, in one line).
+    #[error("{}", chain(.0))]
+    Machine(MachineError),
+    #[error("the lab machine is gone")]
+    Gone,
+    #[error("the lab machine did not carry out {call:?} within {timeout:?}")]
+    Late { call: RigCall, timeout: Duration },
+}
+
 /// A [`RigCall`] and where its answer goes.
-pub type RigRequest = (RigCall, std::sync::mpsc::Sender<Result<Duration, String>>);
+pub type RigRequest = (RigCall, std::sync::mpsc::Sender<Result<Duration, CallError>>);
+
+/// Why a cycle's ground truth could not be taken (the simulated drive's own error).
+pub type TruthError = Box<dyn std::error::Error + Send + Sync>;
 
 /// What the host side does besides serving the guest's port requests.
 #[derive(Default)]
@@ -178,7 +193,7 @@ pub struct Hooks<'a> {
     pub rig: Option<std::sync::mpsc::Receiver<RigRequest>>,
     /// Called when the guest asks for the drive's ground truth after cycle N
     /// (`share/lab/truth-req`); its error is the guest's answer.
-    pub truth: Option<&'a mut dyn FnMut(u32) -> std::result::Result<(), String>>,
+    pub truth: Option<&'a mut dyn FnMut(u32) -> std::result::Result<(), TruthError>>,
 }
 
 impl Spec<'_> {
@@ -363,7 +378,7 @@ impl<'s> Running<'s> {
             (Some(rx), Some(q)) => {
                 if let Ok((call, answer)) = rx.recv_timeout(Duration::from_millis(50)) {
                     let t = Instant::now();
-                    let r = rig_call(q, call, &mut self.plugged).map(|()| t.elapsed()).map_err(|e| chain(&e));
+                    let r = rig_call(q, call, &mut self.plugged).map(|()| t.elapsed()).map_err(CallError::Machine);
                     let _ = answer.send(r);
                 }
             }
@@ -498,14 +513,14 @@ fn rig_call(q: &mut Qmp, call: RigCall, st: &mut Plugged) -> Result<()> {
 
 /// The guest's request for the drive's ground truth after a cycle (`share/lab/truth-req`:
 /// the cycle's number), answered in `share/lab/truth-rep` (`ok` or `error WHY`).
-fn serve_truth(labctl: &Path, f: &mut dyn FnMut(u32) -> std::result::Result<(), String>) -> Result<()> {
+fn serve_truth(labctl: &Path, f: &mut dyn FnMut(u32) -> std::result::Result<(), TruthError>) -> Result<()> {
     let req_path = labctl.join("truth-req");
     let Ok(req) = std::fs::read_to_string(&req_path) else { return Ok(()) };
     let _ = std::fs::remove_file(&req_path);
-    let r = req.trim().parse::<u32>().map_err(|_| chain(&MachineError::BadTruthRequest(req.clone()))).and_then(&mut *f);
+    let r = req.trim().parse::<u32>().map_err(|_| TruthError::from(MachineError::BadTruthRequest(req.clone()))).and_then(&mut *f);
     let rep = match r {
         Ok(()) => "ok\n".to_string(),
-        Err(e) => format!("error {e}\n"),
+        Err(e) => format!("error {}\n", chain(&*e)),
     };
     answer(labctl, "truth-rep", &rep)
 }

@@ -248,7 +248,7 @@ impl Prepared {
         let mut take_truth;
         if let Some(sim) = self.sim.as_mut() {
             hooks.rig = sim.take_rig();
-            take_truth = |cycle| sim.take_truth(cycle).map_err(|e| super::error::chain(&e));
+            take_truth = |cycle| sim.take_truth(cycle).map_err(super::machine::TruthError::from);
             hooks.truth = Some(&mut take_truth);
         }
         Ok(machine::run(&spec, m.boot_timeout, m.timeout, echo, hooks)?)

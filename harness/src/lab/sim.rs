@@ -35,7 +35,7 @@ use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::machine::{Port, RigCall, RigRequest};
+use super::machine::{CallError, Port, RigCall, RigRequest};
 use super::usb::Board;
 use crate::scenario::NamedModel;
 
@@ -291,10 +291,10 @@ struct LabRig {
 }
 
 impl LabRig {
-    fn call(&self, call: RigCall) -> Result<(), String> {
+    fn call(&self, call: RigCall) -> Result<(), CallError> {
         let (tx, rx) = mpsc::channel();
-        self.calls.send((call, tx)).map_err(|_| "the lab machine is gone".to_string())?;
-        let r = rx.recv_timeout(CALL_TIMEOUT).map_err(|_| format!("the lab machine did not carry out {call:?} within {CALL_TIMEOUT:?}"))?;
+        self.calls.send((call, tx)).map_err(|_| CallError::Gone)?;
+        let r = rx.recv_timeout(CALL_TIMEOUT).map_err(|_| CallError::Late { call, timeout: CALL_TIMEOUT })?;
         match &r {
             Ok(d) => self.log.line(&format!("{call:?}: done in {} ms", d.as_millis())),
             Err(e) => self.log.line(&format!("{call:?}: failed: {e}")),
