@@ -79,6 +79,10 @@ impl Port {
 
     /// Waits until the target answers a read at `at`, opening it again (the same listed
     /// target, held to the identity it had) whenever it is not open; stops when `peer` goes.
+    /// A target whose read failed is closed and opened again at the next poll: a handle may
+    /// have given the device up for good (a block device's file after the controller went, an
+    /// NBD connection after 8 EIO replies in a row), so keeping it would wait out the timeout
+    /// on a device that came back.
     pub fn wait_ready(&mut self, at: u64, timeout_ms: u64, peer: &Peer) -> Answer {
         let Some((listed, identity, qd)) = self.opened.clone() else { return failed("no target was opened") };
         let timeout = match checked::millis("timeout_ms", timeout_ms, checked::MAX_WAIT) {
@@ -101,7 +105,7 @@ impl Port {
                 match open_target(std::path::Path::new(&listed), &spec) {
                     Ok(o) if o.target.identity() == identity => {
                         self.target = Some(o.target);
-                        enumerate = Some(t0.elapsed());
+                        enumerate.get_or_insert(t0.elapsed());
                     }
                     Ok(o) => last = format!("{listed} is now {}, not {identity}", o.target.identity()),
                     Err(e) => last = format!("{listed}: {e}"),
@@ -117,7 +121,10 @@ impl Port {
                         let ns = |d: Duration| d.as_nanos().min(u64::MAX as u128) as u64;
                         return Answer::Ready { enumerate_ns: enumerate.map(ns), first_read_ns: ns(r0.elapsed()) };
                     }
-                    Err(e) => last = e.to_string(),
+                    Err(e) => {
+                        last = e.to_string();
+                        self.target = None;
+                    }
                 }
             }
             if let Some(why) = peer.gone() {
@@ -188,5 +195,51 @@ impl Port {
                 engine: opened.engine.to_string(),
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use faultline_fixtures::{DualConfig, DualModel, DualSim, FaultModel, SimConfig, TruthContract};
+
+    /// A port whose link stays down long enough for the agent's NBD connection to give the
+    /// export up (8 EIO replies in a row) is still found once its link comes back: the
+    /// failed handle is closed and the export opened again. Before, the agent kept the dead
+    /// connection and waited out the whole timeout (found as a `dead_device` for a live drive
+    /// in `dualport::every_host_cut_at_once_staggered_comes_back_and_verifies_clean`).
+    #[test]
+    fn a_port_back_after_its_handle_gave_up_is_opened_again_and_found_ready() {
+        let cfg = SimConfig {
+            capacity_bytes: 4 << 20,
+            sector_bytes: 512,
+            atomic_bytes: 512,
+            queue_depth: 4,
+            seed: 7,
+            model: FaultModel::HonestPlp,
+            contract: TruthContract::Plp,
+        };
+        let drive = DualSim::new(cfg, DualConfig { model: DualModel::Honest, ports: 2, port_mbps: None });
+        let dir = crate::ledger::tests::tempdir();
+        let sock = dir.join("a.sock");
+        let export = crate::sim_nbd::Export { name: "A".into(), description: "port A".into(), service_time: Duration::ZERO };
+        let served = crate::sim_nbd::serve(drive.port(0), export, crate::sim_nbd::Listen::Unix(&sock), None).unwrap();
+        let uri = served.uri();
+        let o = ServeOptions { software: "t".into(), host: "h".into(), pid: 1, allow_exec: false, targets: vec![uri.clone()] };
+        let mut port = Port::default();
+        let opened = port.open(&o, &uri, None, &proto::Expect::default(), 4, &[]);
+        assert!(matches!(opened, Answer::Opened { .. }), "{opened:?}");
+        let link = drive.link();
+        link.pull(0).unwrap();
+        // Down for 1 s: the agent's polls (every 50 ms) see far more than 8 EIO replies.
+        let plug = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_secs(1));
+            link.plug(0).unwrap();
+        });
+        let t0 = std::time::Instant::now();
+        let answer = port.wait_ready(0, 10_000, &Peer::default());
+        plug.join().unwrap();
+        assert!(matches!(answer, Answer::Ready { enumerate_ns: Some(_), .. }), "{answer:?}");
+        assert!(t0.elapsed() < Duration::from_secs(5), "ready {:?} after the plug, not at once", t0.elapsed());
     }
 }

@@ -385,6 +385,17 @@ impl FaultThread {
     pub fn fired(&self) -> bool {
         !matches!(*self.state.lock().unwrap_or_else(|e| e.into_inner()), Fired::No)
     }
+
+    /// Waits while a cut another writer fired is still landing (a host cut's whole sequence:
+    /// off, held off, on again); returns at once when none was fired. A port whose host the
+    /// cut took must not be dialled again before its power is back: an agent started while
+    /// its host is "off" would find its port's link down and give up on it.
+    pub fn settled(&self) {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        while matches!(*st, Fired::InFlight) {
+            st = self.done.wait(st).unwrap_or_else(|e| e.into_inner());
+        }
+    }
 }
 
 /// How long a device may go on answering after a cut by a switch that cannot read its state

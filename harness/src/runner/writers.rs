@@ -252,8 +252,13 @@ impl WriterJob<'_, '_> {
             // The fault did not land: tell the main thread not to wait for it.
             let _ = landed_tx.send(Err(NoCut::WriterEnded));
         }
-        // After a power cut, every port waits for the power to come back on.
-        let ready = (windows.is_some() && cuts && !p.power).then(|| dev.wait_ready(p.probe_at, plan.readiness_timeout));
+        // After a power cut, every port waits for the power to come back on: first for the
+        // whole cut to land (a host cut that took this port's host may still be holding it
+        // off), then for the port to answer.
+        let ready = (windows.is_some() && cuts && !p.power).then(|| {
+            fault.settled();
+            dev.wait_ready(p.probe_at, plan.readiness_timeout)
+        });
         if let (Some(r), true) = (&ready, i == p.hit) {
             let _ = ready_tx.send(r.clone());
         }
