@@ -137,11 +137,17 @@ fn lab_cmd(args: &[&str]) -> Output {
     let o = run();
     let err = String::from_utf8_lossy(&o.stderr);
     let lab_failed = o.status.code() == Some(2)
-        && (err.contains("so this run says nothing of the drive") || err.contains("the guest stopped: its heartbeat"));
+        && (err.contains("so this run says nothing of the drive")
+            || err.contains("the guest stopped: its heartbeat")
+            || err.contains("QEMU exited with signal: 11"));
     if !lab_failed {
         return o;
     }
-    let why = err.lines().find(|l| l.contains("the lab failed") || l.contains("the guest stopped")).unwrap_or_default().to_string();
+    let why = err
+        .lines()
+        .find(|l| l.contains("the lab failed") || l.contains("the guest stopped") || l.contains("QEMU exited"))
+        .unwrap_or_default()
+        .to_string();
     eprintln!("lab test: the lab failed ({why}); running `faultline lab {}` once more (docs/LAB.md)", args.join(" "));
     if let Some(i) = args.iter().position(|a| *a == "--run-dir") {
         let _ = std::fs::remove_dir_all(args[i + 1]);
