@@ -228,6 +228,24 @@ fn a_dual_port_run_killed_at_random_points_and_resumed_reaches_the_uninterrupted
     eprintln!("dual-port kills landed after {p1:?} and {p2:?}");
 }
 
+/// A run across hosts (the two-host demo: each port's writer is an agent, the simulated drive
+/// served to them over NBD by the coordinator) whose coordinator is SIGKILLed at random points
+/// and resumed: the agents go with it, the drive it served is the one saved before each record
+/// that promised something of it, the hosts are dialled afresh, and the honest drive shows no
+/// finding, as uninterrupted.
+#[test]
+fn a_run_across_hosts_killed_at_random_points_and_resumed_reaches_the_uninterrupted_verdict() {
+    let _busy = crate::common::shared();
+    let mut rng = Rng(SEED ^ 3);
+    let demo = include_str!("../scenarios/two-host-demo.toml");
+    assert!(demo.contains("count = 6") && demo.contains("host_power = \"kill\""), "two-host-demo.toml changed shape; update this test");
+    let (a, b, phases) = kill_and_compare_text("two-host", demo, 6, 3, (600, 2500), &mut rng);
+    assert_eq!(a["verdict"], "clean", "seed {SEED}: {a}");
+    assert_eq!(b["findings"], 0, "seed {SEED}: {b}");
+    assert_eq!(b["ports"].as_array().map(Vec::len), Some(2), "seed {SEED}: {b}");
+    eprintln!("two-host kills landed after {phases:?}");
+}
+
 #[test]
 fn a_run_in_progress_cannot_be_taken_up_by_a_second_process() {
     let d = scratch("locked");

@@ -31,7 +31,14 @@ pub struct LedgerWriter {
     thread: Option<JoinHandle<()>>,
     /// What replaying the ledger would give, kept current on every append.
     history: History,
+    /// Run before a record that promises something of the drive is appended.
+    before_promise: Option<BeforePromise>,
 }
+
+/// Saves what a record is about to promise (a drive this process serves, and keeps in
+/// memory, saved to the run directory), so that a harness killed after the record resumes
+/// on a drive that holds it.
+pub type BeforePromise = Arc<dyn Fn() -> std::io::Result<()> + Send + Sync>;
 
 impl LedgerWriter {
     /// Creates a new ledger with its run header. Fails if one exists.
@@ -68,7 +75,14 @@ impl LedgerWriter {
         let p2 = path.clone();
         let thread =
             std::thread::Builder::new().name("ledger".into()).spawn(move || writer_thread(p2, file, rx, s2)).expect("spawn ledger thread");
-        LedgerWriter { path, tx, next_seq, shared, thread: Some(thread), history }
+        LedgerWriter { path, tx, next_seq, shared, thread: Some(thread), history, before_promise: None }
+    }
+
+    /// Runs `hook` before every record that promises something of the drive (all but the
+    /// run's start, a cycle's start and a reservation of ids) is appended; a failed hook
+    /// fails the append, and nothing is recorded.
+    pub fn before_promises(&mut self, hook: BeforePromise) {
+        self.before_promise = Some(hook);
     }
 
     /// The run as the ledger records it so far (appended records included).
@@ -80,6 +94,9 @@ impl LedgerWriter {
     /// contradicts the ledger (a harness bug) is refused before it is written.
     pub fn append(&mut self, rec: &Record) -> Result<u64, LedgerError> {
         let index = self.next_seq;
+        if let Some(hook) = self.before_promise.as_ref().filter(|_| rec.promises()) {
+            hook().map_err(|source| LedgerError::NotSaved { path: self.path.clone(), index, source })?;
+        }
         self.history.apply(rec.clone()).map_err(|why| LedgerError::Invalid {
             path: self.path.clone(),
             index,

@@ -276,6 +276,15 @@ pub enum Record {
     },
 }
 
+impl Record {
+    /// Whether the record promises something of the drive's contents (what is durable, what
+    /// a write left, what a verify saw): every record but the run's start, a cycle's start and
+    /// a reservation of ids.
+    pub fn promises(&self) -> bool {
+        !matches!(self, Record::RunStart(_) | Record::CycleStart { .. } | Record::Reserve { .. })
+    }
+}
+
 /// At most this many writes in one `seen` record: the verifier resolves the newest this many
 /// uncertain writes of a cycle (a cycle under the flush contract with no flush before its cut
 /// leaves every write uncertain, and the record must stay bounded).
@@ -408,6 +417,8 @@ pub enum LedgerError {
     Empty { path: PathBuf },
     #[error("ledger writer failed earlier: {0}")]
     WriterFailed(String),
+    #[error("ledger {path}: record {index} not appended: what it promises could not be saved first: {source}")]
+    NotSaved { path: PathBuf, index: u64, source: std::io::Error },
 }
 
 /// Where a run's records go: the file in the run directory today ([`LedgerWriter`]), a ledger

@@ -137,7 +137,7 @@ pub(super) fn one_port(plan: &RunPlan, run_dir: &Path, o: &RunnerOptions, begun:
     };
     let mut devs = vec![dut];
     let identity = devs[0].facts()?.identity;
-    Ok(Devices { devs, cutter, identity, sector, capacity, atomic, notes: Vec::new(), _keep: keep })
+    Ok(Devices { devs, cutter, identity, sector, capacity, atomic, notes: Vec::new(), _keep: keep, saves: None })
 }
 
 /// A real device's sector and size, as it reports them, the atomic unit it is held to, and

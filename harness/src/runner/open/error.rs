@@ -86,11 +86,6 @@ pub enum OpenError {
          directory"
     )]
     PerformanceResume,
-    #[error(
-        "a run with ports on other hosts is not resumed yet: the simulated drive they reach over NBD is saved only at the run's end, \
-         so after the harness died its state may be older than the ledger (a false finding); start a new run"
-    )]
-    RemoteResume,
     #[error("the simulated drive: {0}")]
     Sim(std::io::Error),
     #[error(transparent)]

@@ -52,6 +52,10 @@ pub(crate) struct Devices {
     pub notes: Vec<String>,
     /// What must live as long as the run (an emulator, the NBD servers of served ports).
     pub _keep: Option<Box<dyn Any>>,
+    /// Saves a drive this process serves to other hosts before any port's ledger records
+    /// something of it (their writes reach it over NBD, and the ledger hears of them from the
+    /// agents, so no writer here knows when to save it).
+    pub saves: Option<crate::ledger::file::BeforePromise>,
 }
 
 /// A run, opened.
@@ -107,14 +111,11 @@ pub(crate) fn open(plan: &RunPlan, run_dir: &Path, o: &RunnerOptions, prior: Opt
         return Err(OpenError::Begun { dir: run_dir.to_path_buf(), run_dir: run_dir.to_path_buf() });
     }
     if let Some(dual) = &plan.dual {
-        if resuming && plan.ports.iter().any(|p| p.remote.is_some()) {
-            return Err(OpenError::RemoteResume);
-        }
         if resuming && performance(Some(dual)) {
             return Err(OpenError::PerformanceResume);
         }
     }
-    let Devices { mut devs, cutter, identity, sector, capacity, atomic, mut notes, _keep } = match &plan.dual {
+    let Devices { mut devs, cutter, identity, sector, capacity, atomic, mut notes, _keep, saves } = match &plan.dual {
         Some(_) => open_ports(plan, run_dir, o)?,
         None => devices::one_port(plan, run_dir, o, begun)?,
     };
@@ -128,6 +129,9 @@ pub(crate) fn open(plan: &RunPlan, run_dir: &Path, o: &RunnerOptions, prior: Opt
             return Err(OpenError::Begun { dir: share.dir, run_dir: run_dir.to_path_buf() });
         }
         let mut run = open_share(plan, o, &full, &share, dev.as_mut(), (sector, capacity, atomic), begun)?;
+        if let Some(save) = &saves {
+            run.ledger.before_promises(std::sync::Arc::clone(save));
+        }
         if run.created && plan.scenario.workload.prefill {
             let OpenRun { ledger, layout, format, .. } = &mut run;
             dev.prefill(layout, format, PortId(share.port as u8), ledger)

@@ -234,7 +234,7 @@ pub(super) fn open(plan: &RunPlan, expect: &Expectation, o: &RunnerOptions) -> R
     require_all(&cutter, plan)?;
     let port = plan.ports[0].name.clone();
     let identity = devs[0].facts().map_err(|source| OpenPortsError::NotOpen { port, source })?.identity;
-    Ok(Devices { devs, cutter, identity, sector, capacity: g.capacity_bytes, atomic, notes, _keep: None })
+    Ok(Devices { devs, cutter, identity, sector, capacity: g.capacity_bytes, atomic, notes, _keep: None, saves: None })
 }
 
 /// Checks that the link controller can do every link reset of the run on every port the

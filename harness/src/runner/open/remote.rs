@@ -163,6 +163,9 @@ pub(super) fn open(plan: &RunPlan, t: &SimTarget, drive: DualSim, run_dir: &Path
     for (i, p) in plan.ports.iter().enumerate() {
         let host = p.remote.as_ref().map_or("", |r| r.host.as_str());
         let fail = |why: String| OpenPortsError::Served { port: p.name.clone(), host: host.to_string(), why };
+        // A run that died during a host cut saved that host's port pulled. Every host is on
+        // when a run is opened (its agent is dialled afresh), so its link is up.
+        drive.link().plug(i as u8).map_err(|e| fail(format!("cannot bring the port's link up: {e}")))?;
         let sock = run_dir.join(format!("nbd-{}.sock", p.name));
         let sock_s = sock.to_str().filter(|s| s.bytes().all(|b| b.is_ascii_alphanumeric() || b"/._-+".contains(&b))).ok_or_else(|| {
             fail(format!("{}: the run directory's path must be plain (letters, digits, / . _ - +) to go in an NBD URI", sock.display()))
@@ -174,7 +177,8 @@ pub(super) fn open(plan: &RunPlan, t: &SimTarget, drive: DualSim, run_dir: &Path
         let _ = std::fs::remove_file(&sock);
         let export = Export {
             name: p.name.clone(),
-            description: format!("faultline simulated dual-port drive, port {} (run {:016x})", p.name, o.run_id),
+            // What the agent finds the port to be: the same when the run is resumed.
+            description: format!("faultline simulated dual-port drive {}, port {}", drive.identity(), p.name),
             service_time: Duration::ZERO,
         };
         let served = sim_nbd::serve(drive.port(i as u8), export, Listen::Unix(&sock), None)
@@ -197,6 +201,7 @@ pub(super) fn open(plan: &RunPlan, t: &SimTarget, drive: DualSim, run_dir: &Path
         atomic: atomic.max(sector),
         notes,
         _keep: Some(Box::new(servers)),
+        saves: Some(std::sync::Arc::new(move || drive.persist())),
     })
 }
 
@@ -233,7 +238,7 @@ pub(super) fn open_real(plan: &RunPlan, expect: &Expectation, run_dir: &Path, o:
     let f = first.ok_or(OpenPortsError::NoPorts)?;
     let sector = f.sector_bytes();
     let atomic = super::atomic_unit(plan.scenario.target.atomic_bytes, sector)?;
-    Ok(Devices { devs, cutter, identity: f.identity, sector, capacity: f.capacity_bytes, atomic, notes, _keep: None })
+    Ok(Devices { devs, cutter, identity: f.identity, sector, capacity: f.capacity_bytes, atomic, notes, _keep: None, saves: None })
 }
 
 /// How a port's host reaches it: the target its agent opens, and the export this machine
