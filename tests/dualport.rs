@@ -208,6 +208,66 @@ fn every_host_cut_at_once_staggered_comes_back_and_verifies_clean() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Every host shut down cleanly at once (`host_shutdown` with `all_hosts`): each cycle, both
+/// hosts' agents are asked for the `shutdown` placement (drain, flush, hand over what is
+/// durable), and only once both have drained does either host go down: each agent asks for
+/// the cut and hears it done, none is killed mid-drain by the other's cut. Both are
+/// dialled again, no port is judged (the fault hit every port), every share verifies clean,
+/// and the drive's ground truth agrees.
+#[test]
+fn every_host_shut_down_at_once_drains_both_before_either_goes_and_verifies_clean() {
+    let _one = one_at_a_time();
+    let demo = concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/two-host-demo.toml");
+    let dir = scratch("two-host-all-shutdown");
+    let o = run(&[
+        "run",
+        demo,
+        "--run-dir",
+        dir.to_str().unwrap(),
+        "--cycles",
+        "2",
+        "--set",
+        "fault.kind=host_shutdown",
+        "--set",
+        "fault.all_hosts=true",
+        "--check-truth",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "seed 20261205: {}", text(&o));
+    assert!(text(&o).contains("ground truth: faultline and the drive agree"), "{}", text(&o));
+    let ev = events(&dir);
+    let of = |kind: &str| ev.iter().filter(|e| e["event"] == kind).collect::<Vec<_>>();
+    let sent: Vec<String> = of("agent_log").iter().map(|e| e.to_string()).collect();
+    for cycle in [1, 2] {
+        for host in ["host-a", "host-b"] {
+            let asked =
+                sent.iter().any(|l| l.contains(host) && l.contains(&format!("cycle {cycle} first id")) && l.contains("cut Some(Shutdown"));
+            assert!(asked, "cycle {cycle}: {host} asked to shut down: {sent:?}");
+        }
+    }
+    for log in of("controller_log") {
+        let lines: Vec<&str> = log["lines"].as_array().unwrap().iter().map(|l| l.as_str().unwrap()).collect();
+        let kills: Vec<&str> = lines.iter().filter(|l| l.contains("SIGKILL")).map(|l| &l[..6]).collect();
+        assert_eq!(kills, ["host-a", "host-b"], "{lines:?}");
+    }
+    // Each host's agent drained, then asked for the cut and heard it done: a host killed by
+    // another's cut before its own drain ended would never ask.
+    for cycle in [1, 2] {
+        let logs: Vec<&str> = of("agent_log")
+            .iter()
+            .filter(|e| e["cycle"] == cycle)
+            .flat_map(|e| e["lines"].as_array().unwrap().iter().map(|l| l.as_str().unwrap()))
+            .collect();
+        for host in ["host-a", "host-b"] {
+            let done = logs.iter().any(|l| l.contains(&format!("{host} request")) && l.contains(": cut done"));
+            assert!(done, "cycle {cycle}: {host} drained and asked for the cut: {logs:?}");
+        }
+    }
+    let s: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+    assert_eq!((s["cycles_done"].as_u64(), s["findings"].as_u64()), (Some(2), Some(0)), "{s}");
+    assert!(s["ports"].as_array().unwrap().iter().all(|p| p["cycles_judged"] == 0), "{s}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A host that does not boot after its power cut (its agent cannot be dialled again: here its
 /// transport refuses every start after the first) is a `dead_host` finding within the readiness
 /// timeout, naming the host and the port, and `stop.on_dead_host = "stop"` (the default) ends

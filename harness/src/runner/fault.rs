@@ -325,12 +325,22 @@ fn only_port(ctl: &dyn LinkController) -> Result<String, ControllerError> {
 /// A fault that hits every port (a power cut of a dual-port drive) is fired by every writer
 /// it hits: the first caller cuts, and every caller (the first included) learns the one
 /// result when the cut has landed. One cut per cycle: a caller after the landing gets the
-/// same result again, without a second command.
+/// same result again, without a second command. A cut that must find every writer drained (a
+/// clean shutdown of every host) waits for all of them ([`FaultThread::gather`]).
 pub struct FaultThread {
     go: std::sync::mpsc::SyncSender<()>,
     landed: std::sync::Mutex<std::sync::mpsc::Receiver<Result<Duration, ControllerError>>>,
-    state: std::sync::Mutex<Fired>,
+    state: std::sync::Mutex<Gate>,
     done: std::sync::Condvar,
+}
+
+/// The cut, and the writers it waits for.
+struct Gate {
+    fired: Fired,
+    /// Writers that called [`FaultThread::fire`].
+    arrived: usize,
+    /// Writers the cut waits for (1: the first caller cuts).
+    wanted: usize,
 }
 
 /// Where the cycle's one cut is.
@@ -352,38 +362,56 @@ impl FaultThread {
                 let _ = landed_tx.send(cutter.cut(hold).map(|()| t.elapsed()));
             }
         });
-        FaultThread { go, landed: std::sync::Mutex::new(landed), state: std::sync::Mutex::new(Fired::No), done: std::sync::Condvar::new() }
+        let gate = Gate { fired: Fired::No, arrived: 0, wanted: 1 };
+        FaultThread { go, landed: std::sync::Mutex::new(landed), state: std::sync::Mutex::new(gate), done: std::sync::Condvar::new() }
+    }
+
+    fn gate(&self) -> std::sync::MutexGuard<'_, Gate> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The cut waits until `writers` writers fired it (each drained: a clean shutdown of every
+    /// host must find every host's writes complete), or ended without ([`FaultThread::leave`]).
+    pub fn gather(&self, writers: usize) {
+        self.gate().wanted = writers.max(1);
+    }
+
+    /// A writer ended its cycle without firing the cut (it failed first): the cut no longer
+    /// waits for it.
+    pub fn leave(&self) {
+        let mut g = self.gate();
+        g.wanted = g.wanted.saturating_sub(1).max(1);
+        drop(g);
+        self.done.notify_all();
     }
 
     /// Cuts now (or, when another writer already did, waits for that cut); returns once the
     /// cut command has landed, with how long it took.
     pub fn fire(&self) -> Result<Duration, ControllerError> {
-        fn lock(m: &std::sync::Mutex<Fired>) -> std::sync::MutexGuard<'_, Fired> {
-            m.lock().unwrap_or_else(|e| e.into_inner())
-        }
-        let mut st = lock(&self.state);
+        let mut st = self.gate();
+        st.arrived += 1;
         loop {
-            match &*st {
+            match &st.fired {
                 Fired::Landed(r) => return r.clone(),
-                Fired::InFlight => st = self.done.wait(st).unwrap_or_else(|e| e.into_inner()),
-                Fired::No => break,
+                Fired::No if st.arrived >= st.wanted => break,
+                Fired::InFlight | Fired::No => st = self.done.wait(st).unwrap_or_else(|e| e.into_inner()),
             }
         }
-        *st = Fired::InFlight;
+        st.fired = Fired::InFlight;
         drop(st);
         let gone = || ControllerError::ThreadGone;
         let r = match self.go.send(()) {
             Ok(()) => self.landed.lock().unwrap_or_else(|e| e.into_inner()).recv().unwrap_or_else(|_| Err(gone())),
             Err(_) => Err(gone()),
         };
-        *lock(&self.state) = Fired::Landed(r.clone());
+        self.gate().fired = Fired::Landed(r.clone());
         self.done.notify_all();
         r
     }
 
     /// Whether a writer fired the cut (it may still be landing).
     pub fn fired(&self) -> bool {
-        !matches!(*self.state.lock().unwrap_or_else(|e| e.into_inner()), Fired::No)
+        !matches!(self.gate().fired, Fired::No)
     }
 
     /// Waits while a cut another writer fired is still landing (a host cut's whole sequence:
@@ -391,8 +419,8 @@ impl FaultThread {
     /// cut took must not be dialled again before its power is back: an agent started while
     /// its host is "off" would find its port's link down and give up on it.
     pub fn settled(&self) {
-        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        while matches!(*st, Fired::InFlight) {
+        let mut st = self.gate();
+        while matches!(st.fired, Fired::InFlight) {
             st = self.done.wait(st).unwrap_or_else(|e| e.into_inner());
         }
     }
@@ -596,6 +624,31 @@ mod tests {
             assert!(ft.fired());
         });
         assert_eq!(cuts.load(std::sync::atomic::Ordering::SeqCst), 1, "one cut, however many writers fire it");
+    }
+
+    /// A cut that gathers its writers waits for each to fire or leave: the first of three
+    /// writers to fire is held until the second fires and the third leaves (it failed before
+    /// its placement), then the one cut lands for both.
+    #[test]
+    fn a_gathered_cut_waits_for_every_writer_to_fire_or_leave() {
+        let cuts = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let mut cutter = Cutter::power(Box::new(SlowSwitch(cuts.clone())));
+        std::thread::scope(|sc| {
+            let ft = FaultThread::spawn(sc, &mut cutter, Duration::ZERO);
+            ft.gather(3);
+            let (ft, counted) = (&ft, &cuts);
+            std::thread::scope(|inner| {
+                let first = inner.spawn(move || ft.fire());
+                std::thread::sleep(Duration::from_millis(50));
+                assert_eq!(counted.load(std::sync::atomic::Ordering::SeqCst), 0, "cut before the others drained");
+                let second = inner.spawn(move || ft.fire());
+                std::thread::sleep(Duration::from_millis(50));
+                assert_eq!(counted.load(std::sync::atomic::Ordering::SeqCst), 0, "cut before the third writer fired or left");
+                ft.leave();
+                assert!(first.join().unwrap().is_ok() && second.join().unwrap().is_ok());
+            });
+        });
+        assert_eq!(cuts.load(std::sync::atomic::Ordering::SeqCst), 1);
     }
 
     #[test]

@@ -116,6 +116,11 @@ pub(super) fn write(
     // The fault's thread outlives the writers' (whose hooks fire it): an outer scope.
     std::thread::scope(|outer| {
         let fault = FaultThread::spawn(outer, cutter, plan.off_time);
+        if p.every && matches!(p.place, CutPlacement::Shutdown { .. }) {
+            // A clean shutdown of every host: each writer drains, and the cut finds them all
+            // drained.
+            fault.gather(lanes.len());
+        }
         let fault = &fault;
         std::thread::scope(|sc| {
             let (mut handles, mut ends, mut idle) = (Vec::new(), Vec::new(), Vec::new());
@@ -228,10 +233,12 @@ impl WriterJob<'_, '_> {
     fn run(self) -> (usize, PortEnd) {
         let WriterJob { i, dev, lane, copts, windows, fault, landed_tx, ready_tx, cuts, phase: p, plan } = self;
         let OpenRun { ledger, layout, format, .. } = &mut lane.run;
+        let mut arrived = false;
         let mut hook = || {
             if let Some(w) = &windows {
                 w.enter(Phase::Fault);
             }
+            arrived = true;
             let r = fault.fire();
             let _ = landed_tx.send(r.clone().map_err(NoCut::Controller));
             r.map(|_| ())
@@ -248,6 +255,10 @@ impl WriterJob<'_, '_> {
             Err(DutCycleError::HostLost { outcome, .. }) if fault.fired() => Ok(*outcome),
             Err(e) => Err(WriterError::from(e)),
         };
+        if cuts && !arrived {
+            // A cut that waits for every writer no longer waits for this one.
+            fault.leave();
+        }
         if i == p.hit && outcome.is_err() && !fault.fired() {
             // The fault did not land: tell the main thread not to wait for it.
             let _ = landed_tx.send(Err(NoCut::WriterEnded));

@@ -497,7 +497,14 @@ pub enum Fault {
     /// `host_power` (a BMC's soft power-off is the operating system's own shutdown), stays off
     /// for `cycles.off_time_ms`, and comes back; the drive keeps its power and the other hosts
     /// keep writing and are judged against their baseline.
-    HostShutdown,
+    HostShutdown {
+        /// Shut every host down at once: each host's agent drains and flushes, and once every
+        /// one has, every host's power goes off (in the ports' order), stays off, and comes
+        /// back. No port is then judged against its baseline. Default: false (the faulted
+        /// port's host alone, `dual.fault_ports` in turn).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        all_hosts: bool,
+    },
     /// A dual-port run with ports on other hosts: the faulted port's host resets its own link
     /// with its I/O in flight (its agent runs the reset, of the NVMe controller or the PCI
     /// function behind the port's path there), while the other hosts keep writing. The host

@@ -191,7 +191,8 @@ impl FaultPlan {
             FaultPlan::PowerCut { .. } => "power-cut".into(),
             FaultPlan::CleanShutdown { .. } => "clean-shutdown".into(),
             FaultPlan::LinkReset { kind, .. } => kind.to_string(),
-            FaultPlan::HostPowerCut { clean: true, .. } => "host-shutdown".into(),
+            FaultPlan::HostPowerCut { clean: true, all: false, .. } => "host-shutdown".into(),
+            FaultPlan::HostPowerCut { clean: true, all: true, .. } => "all-hosts-shutdown".into(),
             FaultPlan::HostPowerCut { all: false, .. } => "host-power-cut".into(),
             FaultPlan::HostPowerCut { all: true, stagger_ms: 0, .. } => "all-hosts-power-cut".into(),
             FaultPlan::HostPowerCut { all: true, .. } => "staggered-hosts-power-cut".into(),
@@ -304,7 +305,7 @@ impl Scenario {
             Fault::HostPowerCut { all_hosts, stagger_ms } => {
                 FaultPlan::HostPowerCut { all: *all_hosts, stagger_ms: *stagger_ms, clean: false }
             }
-            Fault::HostShutdown => FaultPlan::HostPowerCut { all: false, stagger_ms: 0, clean: true },
+            Fault::HostShutdown { all_hosts } => FaultPlan::HostPowerCut { all: *all_hosts, stagger_ms: 0, clean: true },
             Fault::HostLinkReset { reset } => FaultPlan::HostLinkReset { kind: reset.reset_kind() },
             Fault::Mixed { .. } => return Err(invalid(origin, "fault", "a mix inside a mix is not supported")),
         })

@@ -152,7 +152,7 @@ impl Scenario {
                 }
             }
             // Its hosts are the ports' (`check_hosts`, once the ports are planned).
-            Fault::HostLinkReset { .. } | Fault::HostShutdown => {}
+            Fault::HostLinkReset { .. } | Fault::HostShutdown { .. } => {}
             Fault::CleanShutdown => {
                 if power.is_none() {
                     return bad(
