@@ -26,13 +26,13 @@ fn nonce() -> Nonce {
     Nonce::from_words(0x2026_1204, 24)
 }
 
-/// `agent --check` through a local child: what answered, protocol 5, and its clock.
+/// `agent --check` through a local child: what answered, protocol 6, and its clock.
 #[test]
 fn agent_check_through_a_local_child_names_the_agent_and_its_clock() {
     let o = Command::new(BIN).args(["agent", "--check", "here", "--transport", "local"]).output().unwrap();
     let out = text(&o);
     assert_eq!(o.status.code(), Some(0), "{out}");
-    assert!(out.contains("here: faultline ") && out.contains("protocol 5, exec faults not allowed"), "{out}");
+    assert!(out.contains("here: faultline ") && out.contains("protocol 6, exec faults not allowed"), "{out}");
     assert!(out.contains("here: clock: agent = coordinator ") && out.contains("the best of 16 round trips"), "{out}");
 }
 
@@ -41,7 +41,7 @@ fn agent_check_through_a_local_child_names_the_agent_and_its_clock() {
 #[test]
 fn an_agent_on_this_host_has_a_clock_offset_of_zero_within_its_uncertainty() {
     let mut s = dial::dial(&local(), "here", &nonce(), "test", Duration::from_secs(20)).unwrap();
-    assert_eq!(s.version, 5);
+    assert_eq!(s.version, 6);
     assert_eq!(s.agent.pid, s.pid(), "the agent is the transport's process here");
     let c = s.clock(32, Duration::from_secs(10)).unwrap();
     assert!(c.offset_ns.unsigned_abs() <= c.uncertainty_ns, "{c:?}");
@@ -76,13 +76,17 @@ fn the_agent_refuses_another_run_an_unknown_version_an_oversized_frame_and_a_sec
     let hello = |versions: Vec<u32>, run: &Nonce| Frame::Hello { versions, run: run.clone(), coordinator: "coordinator-1".into() };
     let cases: Vec<(Vec<Frame>, Option<u32>, &str)> = vec![
         (
-            vec![hello(vec![5], &run), Frame::Request { run: other.clone(), seq: 1, op: Op::Clock {} }],
+            vec![hello(vec![6], &run), Frame::Request { run: other.clone(), seq: 1, op: Op::Clock {} }],
             None,
             "a frame of run 0000000000000007",
         ),
-        (vec![hello(vec![1, 2, 3, 4, 6], &run)], None, "speaks protocol version(s) [5]; coordinator coordinator-1 offered [1, 2, 3, 4, 6]"),
-        (vec![hello(vec![5], &run)], Some(proto::MAX_FRAME + 1), "at most 1048576"),
-        (vec![hello(vec![5], &run), hello(vec![5], &other)], None, "a second hello (coordinator coordinator-1, run 0000000000000007"),
+        (
+            vec![hello(vec![1, 2, 3, 4, 5, 7], &run)],
+            None,
+            "speaks protocol version(s) [6]; coordinator coordinator-1 offered [1, 2, 3, 4, 5, 7]",
+        ),
+        (vec![hello(vec![6], &run)], Some(proto::MAX_FRAME + 1), "at most 1048576"),
+        (vec![hello(vec![6], &run), hello(vec![5], &other)], None, "a second hello (coordinator coordinator-1, run 0000000000000007"),
     ];
     for (frames, oversized, says) in cases {
         let mut child = Command::new(BIN)
@@ -107,7 +111,7 @@ fn the_agent_refuses_another_run_an_unknown_version_an_oversized_frame_and_a_sec
             last = Some(f);
         }
         match last {
-            Some(Frame::Refused { why, ours, .. }) => assert!(why.contains(says) && ours == vec![5], "{why}"),
+            Some(Frame::Refused { why, ours, .. }) => assert!(why.contains(says) && ours == vec![6], "{why}"),
             other => panic!("{says}: no refused frame last: {other:?}\n{}", text(&o)),
         }
         assert_eq!(o.status.code(), Some(2), "{}", text(&o));
@@ -219,7 +223,7 @@ fn over_real_ssh_the_agent_answers_and_unknown_host_keys_and_user_keys_are_refus
     let o = d.check("user_key", "known_hosts");
     let out = text(&o);
     assert_eq!(o.status.code(), Some(0), "{out}");
-    assert!(out.contains("127.0.0.1: faultline ") && out.contains("protocol 5"), "{out}");
+    assert!(out.contains("127.0.0.1: faultline ") && out.contains("protocol 6"), "{out}");
     // The same host's clock, through ssh: zero within the uncertainty, which ssh makes larger.
     let line = out.lines().find_map(|l| l.strip_prefix("127.0.0.1: clock: agent = coordinator ")).unwrap_or_else(|| panic!("{out}"));
     let num = |s: &str| s.trim().trim_end_matches(" us").parse::<f64>().unwrap_or_else(|_| panic!("{line}"));
@@ -670,9 +674,9 @@ fn a_verify_through_the_agent_agrees_with_a_local_one_finding_for_finding_and_di
     let ledger = d.join("host-a").join(faultline::ledger::LEDGER_FILE);
     let regions = [(0u64, 4u64 << 20), (8 << 20, 16 << 20)];
     let compare = |s: &mut dial::Session, a: &PortRun| {
-        let held = s.sync_history(&ledger, timeout).unwrap();
+        let held = s.sync_history((faultline::port::PortId(0), &ledger), timeout).unwrap();
         assert_eq!(held, a.run.history().records);
-        let (remote, rd) = s.verify(&regions, true, timeout).unwrap();
+        let (remote, rd) = s.verify((faultline::port::PortId(0), &regions), true, timeout).unwrap();
         let spec = faultline_drivers::OpenSpec {
             writable: false,
             queue_depth: 16,
@@ -745,7 +749,7 @@ fn a_verify_through_the_agent_agrees_with_a_local_one_finding_for_finding_and_di
         "2 cycle 1 first id 1 port A cut Some",
         "3 cycle 2 first id",
         "4 history",
-        "5 verify 2 regions digest true",
+        "5 verify 2 regions of share A digest true",
         "durable up to record",
     ];
     for want in want.into_iter().chain(["cut done", "release", "wait ready at 4096"]) {
@@ -783,7 +787,6 @@ fn a_remote_dut_runs_verifies_loses_its_host_and_dials_it_again() {
         target: drv.uri.clone(),
         expect: faultline_drivers::blockdev::Expectation { size_bytes: Some(64 << 20), ..Default::default() },
         queue_depth: 16,
-        ledger_file: d.join("host-a").join(faultline::ledger::LEDGER_FILE),
         timeout,
         stream_every: Duration::from_millis(STREAM_EVERY_MS),
         policy: policy(),
@@ -841,9 +844,11 @@ fn a_remote_dut_runs_verifies_loses_its_host_and_dials_it_again() {
     assert!(spanned <= windows.epoch().elapsed() + faultline::writer::windows::BUCKET, "{spanned:?}");
     a.run.ledger.sync().unwrap();
     let regions = [(0u64, 16u64 << 20)];
+    let ledger = d.join("host-a").join(faultline::ledger::LEDGER_FILE);
     let check = |dut: &mut RemoteDut, a: &PortRun| {
         let v = faultline::verify::Verifier::new(&a.run.layout, a.run.history(), &a.run.format);
-        let reply = dut.verify(&VerifyRequest { verifier: &v, regions: &regions, digest: true }).unwrap();
+        let share = (faultline::port::PortId(0), ledger.as_path());
+        let reply = dut.verify(&VerifyRequest { verifier: &v, regions: &regions, digest: true, share }).unwrap();
         assert!(reply.report.findings.is_empty() && reply.report.durable_ok > 0, "{:?}", reply.report.findings);
         assert_eq!(reply.report.seen, a.verify(&drv.uri).seen);
         assert!(reply.digests.is_some_and(|d| !d.is_empty()));

@@ -268,6 +268,43 @@ fn every_host_shut_down_at_once_drains_both_before_either_goes_and_verifies_clea
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Each share of a run across hosts verified and compared through the other host's port too
+/// (`dual.cross_verify`, `dual.compare_ports`; protocol version 6): each host's agent is sent
+/// both shares' histories and verifies both through its own port, so every cycle reads twice
+/// the sectors a run without them reads (the same seeded regions), and the honest drive is
+/// clean through both ports, the ground truth agreeing.
+#[test]
+fn two_hosts_each_share_verified_and_compared_through_the_other_hosts_port_too() {
+    let _one = one_at_a_time();
+    let demo = concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/two-host-demo.toml");
+    let sectors = |cross: bool| {
+        let dir = scratch(if cross { "two-host-cross" } else { "two-host-own" });
+        let mut args = vec!["run", demo, "--run-dir", dir.to_str().unwrap(), "--cycles", "2", "--check-truth"];
+        if cross {
+            args.extend(["--set", "dual.cross_verify=true", "--set", "dual.compare_ports=true"]);
+        }
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(0), "seed 20261205: cross {cross}: {}", text(&o));
+        assert!(text(&o).contains("ground truth: faultline and the drive agree"), "{}", text(&o));
+        let ev = events(&dir);
+        let lines: Vec<String> = ev
+            .iter()
+            .filter(|e| e["event"] == "agent_log")
+            .flat_map(|e| e["lines"].as_array().unwrap().iter().map(|l| l.as_str().unwrap().to_string()).collect::<Vec<_>>())
+            .collect();
+        for (host, other) in [("host-a", "B"), ("host-b", "A")] {
+            let read =
+                lines.iter().any(|l| l.contains(&format!("{host} request")) && l.contains(&format!("regions of share {other} digest")));
+            assert_eq!(read, cross, "{host} verified share {other}: {lines:#?}");
+        }
+        let n: u64 = ev.iter().filter(|e| e["event"] == "verified").map(|e| e["sectors"].as_u64().unwrap()).sum();
+        let _ = std::fs::remove_dir_all(&dir);
+        n
+    };
+    let (own, both) = (sectors(false), sectors(true));
+    assert!(own > 0 && both == 2 * own, "sectors read: each through its own port {own}, through both {both}");
+}
+
 /// A host that does not boot after its power cut (its agent cannot be dialled again: here its
 /// transport refuses every start after the first) is a `dead_host` finding within the readiness
 /// timeout, naming the host and the port, and `stop.on_dead_host = "stop"` (the default) ends
@@ -417,12 +454,13 @@ fn dual_port_scenarios_refuse_what_cannot_work() {
         &|s| once(s, "transport = [\"{faultline}\", \"agent\", \"--stdio\", \"--target\", \"{target}\"]", "transport = []"),
         "ports[0].transport: the transport command is empty",
     );
-    check(&|s| s.replace("cross_verify = false", "cross_verify = true"), "dual.cross_verify: a share verified through another host's port");
+    // Each share verified and compared through the other host's port too: carried (version 6).
+    let cross = base.replace("cross_verify = false", "cross_verify = true").replace("compare_ports = false", "compare_ports = true");
+    faultline::scenario::Scenario::from_toml(&cross, "t.toml").unwrap().plan("t.toml", 1).unwrap();
     check(
         &|s| s.replace("kind = \"host_power_cut\"", "kind = \"host_power_cut\"\nstagger_ms = 100"),
         "fault.stagger_ms: staggers the cuts of every host: give all_hosts = true too",
     );
-    check(&|s| s.replace("compare_ports = false", "compare_ports = true"), "dual.compare_ports");
     check(
         &|s| s.replace("[fault]\nkind = \"host_power_cut\"", "[controllers]\npower = \"sim\"\n\n[fault]\nkind = \"power_cut\""),
         "fault.kind: power-cut: a fault other than host_power_cut, host_shutdown and host_link_reset",
@@ -434,7 +472,6 @@ fn dual_port_scenarios_refuse_what_cannot_work() {
     faultline::scenario::Scenario::from_toml(&reset(&base, "nvme_controller"), "t.toml").unwrap().plan("t.toml", 1).unwrap();
     check(&|s| reset(s, "slot_power"), "fault.reset: pci-slot-power-cycle: not a reset a host runs on itself");
     check(&|s| reset(s, "port_pull"), "fault.reset: port-pull: not a reset a host runs on itself");
-    check(&|s| s.replace("[dual]\n", "[dual]\nmode = \"performance\"\n"), "dual.mode: the performance mode (its read load)");
     let dualport = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/dualport-demo.toml")).unwrap();
     let e = faultline::scenario::Scenario::from_toml(
         &dualport.replace("kind = \"link_reset\"\nreset = \"port_pull\"", "kind = \"host_power_cut\""),
@@ -531,6 +568,39 @@ fn performance_mode_measures_each_port_alone_and_both_and_verifies_what_it_wrote
     assert_eq!(again.status.code(), Some(0), "{}", text(&again));
     assert_eq!(std::fs::read_to_string(rd.join("summary.json")).unwrap(), before);
     let _ = std::fs::remove_dir_all(&d);
+}
+
+/// The performance mode across hosts (the two-host demo, `dual.mode = "performance"`): each
+/// host's agent writes through its port in turn and together, and runs the read load over the
+/// wire (`read_load`, protocol version 6), its completions put into the windows on this
+/// machine's clock; every phase measures a rate for each port it ran on.
+#[test]
+fn performance_mode_across_hosts_runs_each_phase_and_the_read_load_through_the_agents() {
+    let _one = one_at_a_time();
+    let demo = concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/two-host-demo.toml");
+    let dir = scratch("two-host-perf");
+    let o = run(&["run", demo, "--run-dir", dir.to_str().unwrap(), "--set", "dual.mode=performance", "--set", "dual.perf_ms=300"]);
+    assert_eq!(o.status.code(), Some(0), "seed 20261205: {}", text(&o));
+    let s: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+    let perf = s["performance"].as_array().unwrap_or_else(|| panic!("no performance: {s}"));
+    let workloads: Vec<&str> = perf.iter().map(|w| w["workload"].as_str().unwrap()).collect();
+    assert_eq!(workloads, ["seq-read-128k-qd1", "write"], "{s}");
+    for w in perf {
+        for (phase, ports) in [("A only", &["A"][..]), ("B only", &["B"][..]), ("A+B", &["A", "B"][..])] {
+            for p in ports {
+                assert!(w["mb_s"][phase][p].as_f64().is_some_and(|v| v > 0.0), "{phase} {p}: {w}");
+            }
+        }
+    }
+    let lines: Vec<String> = events(&dir)
+        .iter()
+        .filter(|e| e["event"] == "agent_log")
+        .flat_map(|e| e["lines"].as_array().unwrap().iter().map(|l| l.as_str().unwrap().to_string()).collect::<Vec<_>>())
+        .collect();
+    for host in ["host-a", "host-b"] {
+        assert!(lines.iter().any(|l| l.contains(&format!("{host} request")) && l.contains("read load over")), "{host}: {lines:#?}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

@@ -44,7 +44,7 @@ impl Agent {
         let (stdin, stdout) = (child.stdin.take(), child.stdout.take());
         let peak = Some(follow_peak(child.id()));
         let mut a = Agent { child, stdin, stdout, run: Nonce::from_words(3, 4), seq: 0, peak };
-        a.send(&Frame::Hello { versions: vec![5], run: a.run.clone(), coordinator: "hand".into() });
+        a.send(&Frame::Hello { versions: vec![6], run: a.run.clone(), coordinator: "hand".into() });
         assert!(matches!(a.next(), Frame::Welcome { .. }));
         a
     }
@@ -244,7 +244,11 @@ fn a_flood_of_frames_is_refused_and_the_agents_memory_stays_bounded() {
     let writer = std::thread::spawn(move || {
         for seq in first..first + 700 {
             flood.clear();
-            let f = Frame::Request { run: run.clone(), seq, op: Op::Verify { regions: regions.clone(), digest: false } };
+            let f = Frame::Request {
+                run: run.clone(),
+                seq,
+                op: Op::Verify { regions: regions.clone(), digest: false, share: Default::default() },
+            };
             proto::write_frame(&mut flood, &f).unwrap();
             assert!(flood.len() as u32 <= proto::MAX_FRAME + 4 && flood.len() > 1 << 19, "{}", flood.len());
             if stdin.write_all(&flood).is_err() {
@@ -333,7 +337,7 @@ fn a_lying_agents_answers_are_bounded_by_what_was_asked() {
     let run = Nonce::from_words(5, 6);
     let mut b = Vec::new();
     let welcome = proto::AgentInfo { software: "liar".into(), host: "h".into(), pid: 1, allow_exec: false };
-    proto::write_frame(&mut b, &Frame::Welcome { version: 5, agent: welcome }).unwrap();
+    proto::write_frame(&mut b, &Frame::Welcome { version: 6, agent: welcome }).unwrap();
     // Asked for 8 sectors' hashes, it sends parts without end.
     for _ in 0..64 {
         let part = proto::VerifiedPart::Hashes(vec![None; 1024]);

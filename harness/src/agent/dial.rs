@@ -88,13 +88,14 @@ fn describe(f: &Frame) -> (u64, String) {
                     format!("open {target} identity {identity:?} expecting {expect:?} queue depth {queue_depth} resets {resets:?}")
                 }
                 Op::Cycle(r) => format!("cycle {} first id {} port {} cut {:?} reset {:?}", r.cycle, r.first_id, r.port, r.cut, r.reset),
-                Op::History { first, records } => format!("history {} records from {first}", records.len()),
-                Op::Verify { regions, digest } => format!("verify {} regions digest {digest}", regions.len()),
+                Op::History { first, records, share } => format!("history of share {share} {} records from {first}", records.len()),
+                Op::Verify { regions, digest, share } => format!("verify {} regions of share {share} digest {digest}", regions.len()),
                 Op::Probe { at } => format!("probe at {at}"),
                 Op::WaitReady { at, timeout_ms } => format!("wait ready at {at} within {timeout_ms} ms"),
                 Op::Release {} => "release".into(),
                 Op::SectorHashes { ranges, sector } => format!("sector hashes of {} ranges, {sector}-byte sectors", ranges.len()),
                 Op::Health {} => "health".into(),
+                Op::ReadLoad { span, run_ms } => format!("read load over [{}, {}) for {run_ms} ms", span[0], span[1]),
                 Op::Prefill { header, port } => {
                     format!("prefill port {port} bytes {}..{}", header.workload.span_start, header.workload.span_end)
                 }
@@ -122,8 +123,8 @@ pub struct Session {
     stderr_done: Arc<AtomicBool>,
     pub(super) run: Nonce,
     pub(super) seq: u64,
-    /// History records the agent holds (`verify::Session::sync_history`).
-    pub(super) history_sent: u64,
+    /// History records the agent holds of each share (`verify::Session::sync_history`).
+    pub(super) history_sent: std::collections::BTreeMap<crate::port::PortId, u64>,
     /// The version the agent chose.
     pub version: u32,
     pub agent: AgentInfo,
@@ -178,7 +179,7 @@ pub fn dial(t: &Transport, host: &str, run: &Nonce, coordinator: &str, timeout: 
         stderr_done,
         run: run.clone(),
         seq: 0,
-        history_sent: 0,
+        history_sent: Default::default(),
         version: 0,
         agent: AgentInfo { software: String::new(), host: String::new(), pid: 0, allow_exec: false },
     };

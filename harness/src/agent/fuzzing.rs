@@ -103,7 +103,7 @@ mod tests {
             let t = scratch_target().unwrap();
             let every = crate::agent::proto::tests::every_frame();
             let mut b = Vec::new();
-            let hello = Frame::Hello { versions: vec![5], run: Nonce::from_words(1, 2), coordinator: "c".into() };
+            let hello = Frame::Hello { versions: vec![6], run: Nonce::from_words(1, 2), coordinator: "c".into() };
             proto::write_frame(&mut b, &hello).unwrap();
             for (i, seq) in picks {
                 let mut f = every[i % every.len()].clone();
@@ -129,7 +129,7 @@ mod tests {
         }
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus");
         let run = Nonce::from_words(1, 2);
-        let hello = Frame::Hello { versions: vec![5], run: run.clone(), coordinator: "c".into() };
+        let hello = Frame::Hello { versions: vec![6], run: run.clone(), coordinator: "c".into() };
         let bytes = |fs: &[Frame]| {
             let mut b = Vec::new();
             for f in fs {

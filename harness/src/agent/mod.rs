@@ -21,6 +21,7 @@ pub mod cycle;
 pub mod dial;
 #[doc(hidden)]
 pub mod fuzzing;
+mod load;
 pub mod peer;
 mod port;
 pub mod proto;

@@ -16,10 +16,12 @@ use std::time::Duration;
 /// operations (open, cycle) and the frames a cycle streams; version 3 a cycle's write
 /// completions (`samples`), which a dual-port run's windows need; version 4 the link resets
 /// an agent runs on its own host (`resets` in an open, `reset` in a cycle and its report);
-/// version 5 a host's clean shutdown (the `shutdown` cut placement) and the prefill.
+/// version 5 a host's clean shutdown (the `shutdown` cut placement) and the prefill; version 6
+/// the share a `history` and a `verify` are of (another host's share, verified through this
+/// host's port) and a performance run's read load (`read_load`).
 /// Older versions are no longer spoken: a peer offering only those is refused, naming both
 /// sides' versions.
-pub const VERSIONS: &[u32] = &[5];
+pub const VERSIONS: &[u32] = &[6];
 
 /// The largest frame either side accepts, in bytes (the length prefix excluded).
 pub const MAX_FRAME: u32 = 1 << 20;
@@ -94,6 +96,8 @@ pub enum VerifiedPart {
     Digests(Vec<DigestWire>),
     /// Sector hashes in hex, in order (`null`: the sector did not read).
     Hashes(Vec<Option<String>>),
+    /// A read load's completions: `[monotonic ns at completion, latency ns, bytes, ok]`.
+    Samples(Vec<[u64; 4]>),
 }
 
 /// A digest of what a verify read (`crate::verify::Digest`), its hash in hex.
@@ -165,11 +169,23 @@ pub enum Op {
     /// Runs one cycle's workload on the open target, streaming its ledger records.
     Cycle(Box<CycleRequest>),
     /// The coordinator's ledger records numbered from `first` (0: the run's header), for the
-    /// agent's copy of the run's history, which it verifies against.
-    History { first: u64, records: Vec<Record> },
-    /// Verifies `regions` (`[start, end)`, sorted, disjoint) on the open target against the
-    /// agent's copy of the history; digests of what it read when `digest`.
-    Verify { regions: Vec<[u64; 2]>, digest: bool },
+    /// agent's copy of the history of `share` (the share port `share` writes: this host's own,
+    /// or another host's, verified through this host's port), which it verifies against.
+    History {
+        first: u64,
+        records: Vec<Record>,
+        #[serde(default)]
+        share: PortId,
+    },
+    /// Verifies `regions` (`[start, end)`, sorted, disjoint) of `share` on the open target
+    /// against the agent's copy of that share's history; digests of what it read when
+    /// `digest`.
+    Verify {
+        regions: Vec<[u64; 2]>,
+        digest: bool,
+        #[serde(default)]
+        share: PortId,
+    },
     /// Whether the open target answers a read of one sector at byte `at` (within 2 s).
     Probe { at: u64 },
     /// Waits, at most `timeout_ms`, until the target answers a read at `at`, opening it again
@@ -183,6 +199,10 @@ pub enum Op {
     /// The target's health logs (NVMe SMART / health, and OCP's extended log where the drive
     /// has it), as raw pages in hex, which the coordinator parses.
     Health {},
+    /// A performance run's read load: sequential reads of at most 128 KiB, one in flight, over
+    /// `span` (`[start, end)`, block-aligned) of the open target for `run_ms`, each read's
+    /// completion sent back in `samples` parts once the load ends, then how many.
+    ReadLoad { span: [u64; 2], run_ms: u64 },
     /// Writes port `port`'s share of the run (`header`'s workload span) with its prefill
     /// pattern on the open target and flushes (version 5). Nothing is streamed: the
     /// coordinator records the prefill once the answer says it is on the drive.
@@ -440,6 +460,10 @@ pub enum Answer {
     Released {},
     /// How many hashes the `hashes` parts carried.
     Hashed {
+        count: u64,
+    },
+    /// How many completions the `samples` parts of a read load carried.
+    ReadLoaded {
         count: u64,
     },
     /// The health pages, hex; `none`: why the target has none (not NVMe, an NBD export).

@@ -107,14 +107,15 @@ pub(crate) fn every_frame() -> Vec<Frame> {
             resets: vec![LinkReset::NvmeController],
         },
         Op::Cycle(Box::new(cycle)),
-        Op::History { first: 0, records: crate::ledger::tests::sample_records() },
-        Op::Verify { regions: vec![[0, 512]], digest: true },
+        Op::History { first: 0, records: crate::ledger::tests::sample_records(), share: crate::port::PortId(1) },
+        Op::Verify { regions: vec![[0, 512]], digest: true, share: crate::port::PortId(1) },
         Op::Probe { at: 0 },
         Op::WaitReady { at: 0, timeout_ms: 10 },
         Op::Release {},
         Op::SectorHashes { ranges: vec![[0, 512]], sector: 512 },
         Op::Health {},
         Op::Prefill { header: Box::new(header), port: PortId(0) },
+        Op::ReadLoad { span: [0, 512], run_ms: 10 },
     ];
     let target =
         TargetInfo { identity: "i".into(), capacity_bytes: 1, logical_block_bytes: 512, physical_block_bytes: 512, engine: "e".into() };
@@ -135,6 +136,7 @@ pub(crate) fn every_frame() -> Vec<Frame> {
         Answer::Hashed { count: 1 },
         Answer::Health { smart: Some("00".into()), ocp: Some("00".into()), none: Some("n".into()) },
         Answer::Prefilled { span_start: 0, span_end: 1 },
+        Answer::ReadLoaded { count: 1 },
         Answer::Failed { why: "w".into() },
     ];
     let shown = [
@@ -164,11 +166,12 @@ pub(crate) fn every_frame() -> Vec<Frame> {
         VerifiedPart::Seen(vec![[1, 0, 512]]),
         VerifiedPart::Digests(vec![DigestWire { start: 0, end: 512, hash: "00".into(), unreadable: false }]),
         VerifiedPart::Hashes(vec![Some("00".into()), None]),
+        VerifiedPart::Samples(vec![[1, 2, 512, 1]]),
     ];
     let mut frames = vec![
-        Frame::Hello { versions: vec![5], run: run.clone(), coordinator: "c".into() },
-        Frame::Welcome { version: 5, agent: AgentInfo { software: "s".into(), host: "h".into(), pid: 1, allow_exec: false } },
-        Frame::Refused { why: "w".into(), ours: vec![5], theirs: vec![4] },
+        Frame::Hello { versions: vec![6], run: run.clone(), coordinator: "c".into() },
+        Frame::Welcome { version: 6, agent: AgentInfo { software: "s".into(), host: "h".into(), pid: 1, allow_exec: false } },
+        Frame::Refused { why: "w".into(), ours: vec![6], theirs: vec![5] },
         Frame::Records { run: run.clone(), seq: 1, first: 0, records: crate::ledger::tests::sample_records() },
         Frame::CutDue { run: run.clone(), seq: 1 },
         Frame::Sync { run: run.clone(), seq: 1, upto: 1 },
@@ -222,9 +225,9 @@ fn an_unknown_field_anywhere_in_any_frame_is_refused() {
 
 #[test]
 fn versions_are_chosen_newest_first() {
-    assert_eq!(choose(&[5]), Some(5));
-    assert_eq!(choose(&[0, 1, 2, 3, 4, 5, 7]), Some(5));
-    assert_eq!(choose(&[1, 2, 3, 4]), None, "versions this build no longer speaks");
+    assert_eq!(choose(&[6]), Some(6));
+    assert_eq!(choose(&[0, 1, 2, 3, 4, 5, 6, 7]), Some(6));
+    assert_eq!(choose(&[1, 2, 3, 4, 5]), None, "versions this build no longer speaks");
     assert_eq!(choose(&[]), None);
 }
 

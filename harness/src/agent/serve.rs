@@ -187,7 +187,7 @@ impl<W: Write> Served<'_, W> {
             Op::Open { target, identity, expect, queue_depth, resets } => {
                 self.port.open(self.o, &target, identity.as_deref(), &expect, queue_depth, &resets)
             }
-            Op::History { first, records } => self.mirror.apply(first, records),
+            Op::History { first, records, share } => self.mirror.apply(share, first, records),
             Op::Probe { at } => {
                 let Some(t) = self.port.target.as_mut() else { return Ok(no_target()) };
                 if let Err(e) = checked::offset("at", at, &t.geometry()) {
@@ -217,16 +217,22 @@ impl<W: Write> Served<'_, W> {
                 }));
             }
             Op::Health {} => self.port.health(),
+            Op::ReadLoad { span, run_ms } => {
+                let Some(t) = self.port.target.as_mut() else { return Ok(no_target()) };
+                let mut t = Watched::new(t.as_mut(), &peer);
+                let a = super::load::read_load(&mut t, &peer, (span, run_ms), &mut |part| send_part(w, &run, seq, part))?;
+                return Ok(Step::Stopped(if peer.gone().is_some() { Ok(None) } else { Err(a) }));
+            }
             Op::Prefill { header, port: which } => {
                 let Some(t) = self.port.target.as_mut() else { return Ok(no_target()) };
                 let mut t = Watched::new(t.as_mut(), &peer);
                 let a = prefill(&mut t, &header, which);
                 return Ok(Step::Stopped(if peer.gone().is_some() { Ok(t.submitted_after_gone()) } else { Err(a) }));
             }
-            Op::Verify { regions, digest } => {
+            Op::Verify { regions, digest, share } => {
                 let Some(t) = self.port.target.as_mut() else { return Ok(no_target()) };
                 let mut t = Watched::new(t.as_mut(), &peer);
-                let a = self.mirror.verify(&mut t, &regions, digest, &mut |part| send_part(w, &run, seq, part))?;
+                let a = self.mirror.verify(&mut t, (share, &regions), digest, &mut |part| send_part(w, &run, seq, part))?;
                 return Ok(Step::Stopped(if peer.gone().is_some() { Ok(None) } else { Err(a) }));
             }
             Op::Cycle(req) => {
@@ -293,6 +299,7 @@ fn op_name(op: &Op) -> &'static str {
         Op::Release {} => "release",
         Op::SectorHashes { .. } => "sector_hashes",
         Op::Health {} => "health",
+        Op::ReadLoad { .. } => "read_load",
         Op::Prefill { .. } => "prefill",
     }
 }
@@ -473,11 +480,11 @@ mod tests {
     #[test]
     fn a_session_answers_in_order_and_ends_at_bye() {
         let run = Nonce::from_words(1, 1);
-        let input = frames(&[hello(vec![5]), req(run.clone(), 1, Op::Clock {}), req(run.clone(), 2, Op::Bye {})]);
+        let input = frames(&[hello(vec![6]), req(run.clone(), 1, Op::Clock {}), req(run.clone(), 2, Op::Bye {})]);
         let mut out = Vec::new();
         assert_eq!(serve_bytes(input, &mut out, &opts()).unwrap(), Ended::Bye);
         let r = replies(&out);
-        assert!(matches!(&r[0], Frame::Welcome { version: 5, agent } if agent.host == "here"));
+        assert!(matches!(&r[0], Frame::Welcome { version: 6, agent } if agent.host == "here"));
         assert!(matches!(&r[1], Frame::Reply { seq: 1, result: Answer::Clock { monotonic_ns }, .. } if *monotonic_ns > 0));
         assert!(matches!(&r[2], Frame::Reply { seq: 2, result: Answer::Bye {}, .. }));
     }
@@ -487,20 +494,20 @@ mod tests {
         let run = Nonce::from_words(1, 1);
         let other = Nonce::from_words(2, 2);
         let cases: Vec<(Vec<u8>, &str)> = vec![
-            (frames(&[hello(vec![7, 8])]), "speaks protocol version(s) [5]; coordinator c1 offered [7, 8]"),
+            (frames(&[hello(vec![7, 8])]), "speaks protocol version(s) [6]; coordinator c1 offered [7, 8]"),
             (frames(&[req(run.clone(), 1, Op::Clock {})]), "the first frame must be a hello"),
-            (frames(&[hello(vec![5]), req(other.clone(), 1, Op::Clock {})]), "this agent serves run 00000000000000010000000000000001"),
-            (frames(&[hello(vec![5]), req(run.clone(), 2, Op::Clock {}), req(run.clone(), 2, Op::Clock {})]), "numbered upwards"),
-            (frames(&[hello(vec![5]), hello(vec![5])]), "a second hello"),
-            (frames(&[hello(vec![5]), Frame::Durable { run: run.clone(), seq: 1, upto: 3 }]), "a durable frame outside a cycle"),
-            ([frames(&[hello(vec![5])]), (proto::MAX_FRAME + 1).to_be_bytes().to_vec()].concat(), "at most"),
+            (frames(&[hello(vec![6]), req(other.clone(), 1, Op::Clock {})]), "this agent serves run 00000000000000010000000000000001"),
+            (frames(&[hello(vec![6]), req(run.clone(), 2, Op::Clock {}), req(run.clone(), 2, Op::Clock {})]), "numbered upwards"),
+            (frames(&[hello(vec![6]), hello(vec![6])]), "a second hello"),
+            (frames(&[hello(vec![6]), Frame::Durable { run: run.clone(), seq: 1, upto: 3 }]), "a durable frame outside a cycle"),
+            ([frames(&[hello(vec![6])]), (proto::MAX_FRAME + 1).to_be_bytes().to_vec()].concat(), "at most"),
         ];
         for (input, says) in cases {
             let mut out = Vec::new();
             let e = serve_bytes(input, &mut out, &opts()).unwrap_err().to_string();
             assert!(e.contains(says), "{e}");
             match replies(&out).last() {
-                Some(Frame::Refused { why, ours, .. }) => assert!(why.contains(says) && ours == &vec![5], "{why}"),
+                Some(Frame::Refused { why, ours, .. }) => assert!(why.contains(says) && ours == &vec![6], "{why}"),
                 other => panic!("no refused frame last: {other:?}"),
             }
         }
@@ -509,7 +516,7 @@ mod tests {
         let _ = serve_bytes(frames(&[hello(vec![7])]), &mut out, &opts());
         assert!(matches!(replies(&out).last(), Some(Frame::Refused { theirs, .. }) if theirs == &vec![7]));
         // A coordinator that goes away ends the session quietly.
-        assert_eq!(serve_bytes(frames(&[hello(vec![5])]), &mut Vec::new(), &opts()).unwrap(), Ended::Closed);
+        assert_eq!(serve_bytes(frames(&[hello(vec![6])]), &mut Vec::new(), &opts()).unwrap(), Ended::Closed);
     }
 
     /// A verify whose coordinator is gone (its bytes end with the request) stops at its
@@ -523,12 +530,16 @@ mod tests {
         let o = ServeOptions { targets: vec![listed.display().to_string()], ..opts() };
         let open =
             Op::Open { target: listed.display().to_string(), identity: None, expect: Default::default(), queue_depth: 4, resets: vec![] };
-        let history = Op::History { first: 0, records: vec![crate::ledger::Record::RunStart(crate::ledger::tests::header())] };
+        let history = Op::History {
+            first: 0,
+            records: vec![crate::ledger::Record::RunStart(crate::ledger::tests::header())],
+            share: Default::default(),
+        };
         let input = frames(&[
-            hello(vec![5]),
+            hello(vec![6]),
             req(run.clone(), 1, open),
             req(run.clone(), 2, history),
-            req(run.clone(), 3, Op::Verify { regions: vec![[0, 1 << 20]], digest: true }),
+            req(run.clone(), 3, Op::Verify { regions: vec![[0, 1 << 20]], digest: true, share: Default::default() }),
         ]);
         let mut out = Vec::new();
         // Served once the coordinator's side has ended.
@@ -557,7 +568,7 @@ mod tests {
             queue_depth: 4,
             resets: Vec::new(),
         };
-        let input = frames(&[hello(vec![5]), req(run.clone(), 1, open(&unlisted)), req(run.clone(), 2, open(&listed))]);
+        let input = frames(&[hello(vec![6]), req(run.clone(), 1, open(&unlisted)), req(run.clone(), 2, open(&listed))]);
         let mut out = Vec::new();
         assert_eq!(serve_bytes(input, &mut out, &o).unwrap(), Ended::Closed);
         let r = replies(&out);
@@ -570,7 +581,7 @@ mod tests {
         assert!(matches!(&r[2], Frame::Reply { result: Answer::Opened { target }, .. } if target.capacity_bytes == 1 << 20), "{:?}", r[2]);
         // A run's identity that the target does not have is refused.
         let input = frames(&[
-            hello(vec![5]),
+            hello(vec![6]),
             req(
                 run.clone(),
                 1,

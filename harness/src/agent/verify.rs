@@ -11,8 +11,10 @@ use super::dial::{DialError, Session};
 use super::proto::{Answer, DigestWire, Frame, Op, VerifiedPart, VerifyCounts};
 use crate::health::{HealthLogs, HealthReadError};
 use crate::ledger::{History, LedgerError, Record};
+use crate::port::PortId;
 use crate::verify::{Digest, Digests, SeenRun, Verifier, VerifyReport};
 use faultline_drivers::BlockTarget;
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
 use std::time::Duration;
@@ -24,22 +26,35 @@ pub const PART_ITEMS: usize = 1024;
 /// The most ledger bytes one `history` request carries.
 const HISTORY_BYTES: usize = 256 << 10;
 
-/// The agent's copy of the run's history, replayed from the coordinator's records.
+/// The agent's copy of the history of each share it verifies (its own port's, and, with
+/// cross-verification, the other ports'), replayed from the coordinator's records.
 #[derive(Default)]
 pub(crate) struct Mirror {
-    history: Option<History>,
+    histories: BTreeMap<PortId, History>,
 }
 
+/// The most shares an agent holds a history of: a run's port table is smaller.
+const MAX_SHARES: usize = 16;
+
 impl Mirror {
-    /// Applies records numbered from `first` (0 is the run's header).
-    pub fn apply(&mut self, first: u64, records: Vec<Record>) -> Answer {
-        let have = self.history.as_ref().map_or(0, |h| h.records);
+    /// Applies records of `share`'s history numbered from `first` (0 is its run's header,
+    /// which must name `share` in its port table).
+    pub fn apply(&mut self, share: PortId, first: u64, records: Vec<Record>) -> Answer {
+        let have = self.histories.get(&share).map_or(0, |h| h.records);
         if first != have {
-            return Answer::Failed { why: format!("history records from {first}, where this agent holds {have}") };
+            return Answer::Failed { why: format!("share {share}: history records from {first}, where this agent holds {have}") };
+        }
+        if have == 0 && self.histories.len() >= MAX_SHARES {
+            return Answer::Failed { why: format!("share {share}: this agent holds the histories of {MAX_SHARES} shares already") };
         }
         for rec in records {
-            match (&mut self.history, rec) {
-                (None, Record::RunStart(h)) => self.history = Some(History::new(h)),
+            match (self.histories.get_mut(&share), rec) {
+                (None, Record::RunStart(h)) if h.ports.iter().any(|p| p.id == share) => {
+                    self.histories.insert(share, History::new(h));
+                }
+                (None, Record::RunStart(_)) => {
+                    return Answer::Failed { why: format!("share {share}: its run's header has no port {share} in its port table") }
+                }
                 (None, other) => return Answer::Failed { why: format!("a history must begin with the run's header, not {other:?}") },
                 (Some(h), rec) => {
                     let n = h.records;
@@ -50,18 +65,20 @@ impl Mirror {
                 }
             }
         }
-        Answer::HistoryAt { records: self.history.as_ref().map_or(0, |h| h.records) }
+        Answer::HistoryAt { records: self.histories.get(&share).map_or(0, |h| h.records) }
     }
 
-    /// Verifies `regions` on `target`, streaming the parts of the answer to `send`.
+    /// Verifies `regions` of `share` on `target`, streaming the parts of the answer to `send`.
     pub fn verify(
         &self,
         target: &mut dyn BlockTarget,
-        regions: &[[u64; 2]],
+        (share, regions): (PortId, &[[u64; 2]]),
         digest: bool,
         send: &mut dyn FnMut(VerifiedPart) -> std::io::Result<()>,
     ) -> std::io::Result<Answer> {
-        let Some(h) = &self.history else { return Ok(Answer::Failed { why: "no history: send the run's records first".into() }) };
+        let Some(h) = self.histories.get(&share) else {
+            return Ok(Answer::Failed { why: format!("no history of share {share}: send its run's records first") });
+        };
         let checked = super::checked::run(&h.header, &target.geometry()).and_then(|(layout, format)| {
             let span = (h.header.workload.span_start, h.header.workload.span_end);
             Ok((layout, format, super::checked::regions(regions, h.header.sector_bytes, span)?))
@@ -131,10 +148,10 @@ pub(crate) fn unhex<const N: usize>(s: &str) -> Option<[u8; N]> {
 }
 
 impl Session {
-    /// Brings the agent's copy of the run's history up to the ledger file at `ledger_file`
+    /// Brings the agent's copy of `share`'s history up to the ledger file at `ledger_file`
     /// (the coordinator's, synced), sending only the records the agent lacks. Returns the
     /// records the agent holds.
-    pub fn sync_history(&mut self, ledger_file: &Path, timeout: Duration) -> Result<u64, DialError> {
+    pub fn sync_history(&mut self, (share, ledger_file): (PortId, &Path), timeout: Duration) -> Result<u64, DialError> {
         let host = self.host.clone();
         let mut records = Vec::new();
         crate::ledger::stream_ledger(ledger_file, &mut |_, _, rec| {
@@ -142,7 +159,7 @@ impl Session {
             Ok::<(), LedgerError>(())
         })
         .map_err(|e| DialError::Protocol { host: host.clone(), why: format!("the coordinator's ledger: {e}") })?;
-        let mut at = self.history_sent.min(records.len() as u64);
+        let mut at = self.history_sent.get(&share).copied().unwrap_or(0).min(records.len() as u64);
         while at < records.len() as u64 || at == 0 {
             let mut batch = Vec::new();
             let mut bytes = 0usize;
@@ -154,7 +171,7 @@ impl Session {
                 batch.push(rec.clone());
             }
             let n = batch.len() as u64;
-            match self.call(Op::History { first: at, records: batch }, timeout)? {
+            match self.call(Op::History { first: at, records: batch, share }, timeout)? {
                 Answer::HistoryAt { records } if records == at + n => at = records,
                 Answer::HistoryAt { records } => {
                     return Err(self.protocol(format!("the agent holds {records} history records after {n} from {at}")))
@@ -162,7 +179,7 @@ impl Session {
                 Answer::Failed { why } => return Err(DialError::Protocol { host, why }),
                 other => return Err(self.protocol(format!("{other:?} answered a history"))),
             }
-            self.history_sent = at;
+            self.history_sent.insert(share, at);
             if n == 0 {
                 break;
             }
@@ -172,7 +189,7 @@ impl Session {
 
     /// Sends `op` and hands each part of its answer to `part` (an `Err` is a protocol error,
     /// why), until the reply, which it returns.
-    fn parted(
+    pub(super) fn parted(
         &mut self,
         op: Op,
         name: &str,
@@ -193,15 +210,15 @@ impl Session {
         }
     }
 
-    /// Verifies `regions` on the agent's target against its copy of the history (see
-    /// [`Session::sync_history`]); the digests of what it read when `digest`.
+    /// Verifies `regions` of `share` on the agent's target against its copy of that share's
+    /// history (see [`Session::sync_history`]); the digests of what it read when `digest`.
     pub fn verify(
         &mut self,
-        regions: &[(u64, u64)],
+        (share, regions): (PortId, &[(u64, u64)]),
         digest: bool,
         timeout: Duration,
     ) -> Result<(VerifyReport, Option<Vec<Digest>>), DialError> {
-        let op = Op::Verify { regions: regions.iter().map(|&(a, b)| [a, b]).collect(), digest };
+        let op = Op::Verify { regions: regions.iter().map(|&(a, b)| [a, b]).collect(), digest, share };
         let (mut findings, mut seen, mut digests) = (Vec::new(), Vec::new(), Vec::new());
         // What a lying agent can make this side hold: no more findings or seen runs than the
         // regions have sectors, no more digests than a verify makes.
@@ -212,7 +229,7 @@ impl Session {
                 VerifiedPart::Findings(f) => over(findings.len(), f.len(), most),
                 VerifiedPart::Seen(s) => over(seen.len(), s.len(), most),
                 VerifiedPart::Digests(d) => over(digests.len(), d.len(), most_digests),
-                VerifiedPart::Hashes(_) => false,
+                VerifiedPart::Hashes(_) | VerifiedPart::Samples(_) => false,
             };
             if over {
                 return Err(BadPart(format!("more items in a verify's answer than its {} bytes of regions can give", most * 512)));
@@ -220,7 +237,9 @@ impl Session {
             match part {
                 VerifiedPart::Findings(f) => findings.extend(f),
                 VerifiedPart::Seen(s) => seen.extend(s.into_iter().map(|[id, start, end]| SeenRun { id, start, end })),
-                VerifiedPart::Hashes(_) => return Err(BadPart("sector hashes in a verify's answer".into())),
+                VerifiedPart::Hashes(_) | VerifiedPart::Samples(_) => {
+                    return Err(BadPart("sector hashes or read samples in a verify's answer".into()))
+                }
                 VerifiedPart::Digests(d) => {
                     for x in d {
                         let Some(hash) = unhex::<32>(&x.hash) else {
@@ -267,13 +286,13 @@ fn sectors_in(ranges: &[(u64, u64)], sector: u64) -> u64 {
 }
 
 /// Whether `more` items on top of `held` pass `most`.
-fn over(held: usize, more: usize, most: u64) -> bool {
+pub(super) fn over(held: usize, more: usize, most: u64) -> bool {
     (held as u64).saturating_add(more as u64) > most
 }
 
 /// A part of an answer that the operation does not give (a protocol error: why).
 #[derive(Debug)]
-struct BadPart(String);
+pub(super) struct BadPart(pub(super) String);
 
 impl Session {
     /// The hash of every sector of `ranges` as the agent's target reads it (`None`: the read

@@ -157,6 +157,8 @@ pub(crate) fn verify_lanes(
             )
         };
         let own = readers.names[lane.port].clone();
+        let ledger_file = lane.dir.join(crate::ledger::LEDGER_FILE);
+        let share = (PortId(lane.port as u8), ledger_file.as_path());
         let through: Vec<usize> =
             std::iter::once(lane.port).chain(readers.readers.iter().copied().filter(|&r| r != lane.port && readers.cross_verify)).collect();
         // What the port that wrote the share saw, and of which regions.
@@ -175,7 +177,7 @@ pub(crate) fn verify_lanes(
             let verifier = Verifier::new(&lane.run.layout, lane.run.ledger.history(), &lane.run.format);
             let t0 = Instant::now();
             let mut read = regions.clone();
-            let mut reply = match duts[r].verify(&VerifyRequest { verifier: &verifier, regions: &regions, digest: compare }) {
+            let mut reply = match duts[r].verify(&VerifyRequest { verifier: &verifier, regions: &regions, digest: compare, share }) {
                 Ok(reply) => reply,
                 Err(DutVerifyError::Dut(source)) => return Err(ShareCheckError::Target { port: via, source }),
                 Err(e) => {
@@ -187,7 +189,7 @@ pub(crate) fn verify_lanes(
             // Stopping on a finding: the whole share is read once before the run ends.
             if r == lane.port && stops && reply.report.findings.iter().any(|f| em.is_new(f)) {
                 let (s0, b0) = (reply.report.sectors, reply.report.bytes);
-                match duts[r].verify(&VerifyRequest { verifier: &verifier, regions: &[lane.span], digest: false }) {
+                match duts[r].verify(&VerifyRequest { verifier: &verifier, regions: &[lane.span], digest: false, share }) {
                     Ok(mut whole) => {
                         (whole.report.sectors, whole.report.bytes) = (whole.report.sectors + s0, whole.report.bytes + b0);
                         reply = whole;

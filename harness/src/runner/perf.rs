@@ -121,6 +121,7 @@ pub(super) fn run(
             };
             em.emit(Event::new(t_ns, kind).on_port(PortId(i as u8)));
         }
+        agent_log(devs, plan, em, n);
         let t_ns = em.now();
         em.emit(Event::in_cycle(
             t_ns,
@@ -139,6 +140,19 @@ pub(super) fn run(
         ));
     }
     Ok(n)
+}
+
+/// Records what each port's agent was sent during phase `n` (the audit of a port on another
+/// host), as a cycle does.
+fn agent_log(devs: &mut [Box<dyn Dut>], plan: &RunPlan, em: &mut Emitter<'_>, n: u32) {
+    let mut lines = Vec::new();
+    for (i, d) in devs.iter_mut().enumerate() {
+        lines.extend(d.take_audit().into_iter().map(|l| format!("port {}: {l}", plan.ports[i].name)));
+    }
+    if !lines.is_empty() {
+        let t_ns = em.now();
+        em.emit(Event::new(t_ns, EventKind::AgentLog { lines }).with_cycle(Some(n)));
+    }
 }
 
 /// Sequential 128 KiB reads through each port of `who` over its own share, one in flight per

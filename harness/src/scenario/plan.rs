@@ -374,7 +374,7 @@ impl Scenario {
                     ports = super::ports::default_sim_ports();
                 }
                 let fault_ports = super::ports::plan_fault_ports(origin, spec, &ports)?;
-                self.check_hosts(origin, spec, &ports, &fault_ports, faults)?;
+                self.check_hosts(origin, &ports, &fault_ports, faults)?;
                 (ports, fault_ports, Some(DualPlan { spec: spec.clone() }))
             }
         })
@@ -392,14 +392,7 @@ fn invalid(origin: &str, field: &str, message: &str) -> ScenarioError {
 impl Scenario {
     /// What a dual-port run with ports on other hosts can do yet, and what a host power cut
     /// needs: every faulted port on a host with a `host_power`.
-    fn check_hosts(
-        &self,
-        origin: &str,
-        spec: &super::DualSpec,
-        ports: &[super::PortPlan],
-        fault_ports: &[usize],
-        faults: &FaultMix,
-    ) -> Result<(), ScenarioError> {
+    fn check_hosts(&self, origin: &str, ports: &[super::PortPlan], fault_ports: &[usize], faults: &FaultMix) -> Result<(), ScenarioError> {
         let bad = |field: String, message: String| Err(ScenarioError::Invalid { origin: origin.into(), field, message });
         let remote: Vec<usize> = (0..ports.len()).filter(|&i| ports[i].remote.is_some()).collect();
         let host_cut = faults.all().any(FaultPlan::is_host_cut);
@@ -448,18 +441,6 @@ impl Scenario {
             return bad(
                 "fault.kind".into(),
                 format!("{}: {}", f.label(), not_yet("a fault other than host_power_cut, host_shutdown and host_link_reset")),
-            );
-        }
-        if spec.mode == super::DualMode::Performance {
-            return bad("dual.mode".into(), not_yet("the performance mode (its read load)"));
-        }
-        if spec.cross_verify || spec.compare_ports {
-            return bad(
-                if spec.cross_verify { "dual.cross_verify" } else { "dual.compare_ports" }.into(),
-                format!(
-                    "{}: set it to false (each share is verified through its own port)",
-                    not_yet("a share verified through another host's port")
-                ),
             );
         }
         if let Some(i) = (0..ports.len()).find(|&i| ports[i].remote.is_none() || ports[i].role == super::PortRole::Reader) {

@@ -76,6 +76,9 @@ pub struct VerifyRequest<'a> {
     /// Digest what is read too ([`Digests`]): ports are compared by their digests, so a port
     /// on another host does not send its data.
     pub digest: bool,
+    /// The share read: the port that writes it, and its ledger file (a port on another host
+    /// is sent the share's history from it; a port here reads the verifier's).
+    pub share: (crate::port::PortId, &'a std::path::Path),
 }
 
 /// What a verify found and saw, with the digests of what it read when they were asked for.
@@ -194,7 +197,7 @@ macro_rules! local_calls {
             run_for: std::time::Duration,
             samples: &$crate::writer::PortSamples,
         ) -> Result<(), $crate::runner::dut::DutError> {
-            $crate::runner::dut::read_load_on(self.target()?, span, run_for, samples);
+            $crate::runner::dut::read_load_on(self.target()?, span, run_for, samples, &|| false);
             Ok(())
         }
 
@@ -286,12 +289,12 @@ pub(crate) fn each_sector_hash<E>(
 }
 
 /// [`Dut::read_load`] on a local target: 128 KiB reads.
-pub(crate) fn read_load_on(t: &mut dyn BlockTarget, (a, b): (u64, u64), run_for: Duration, samples: &PortSamples) {
+pub(crate) fn read_load_on(t: &mut dyn BlockTarget, (a, b): (u64, u64), run_for: Duration, samples: &PortSamples, stop: &dyn Fn() -> bool) {
     const READ_BYTES: usize = 128 << 10;
     let stop_at = Instant::now() + run_for;
     let mut buf = AlignedBuf::zeroed(READ_BYTES);
     let mut at = a;
-    while Instant::now() < stop_at && a < b {
+    while Instant::now() < stop_at && a < b && !stop() {
         let len = (b - at).min(READ_BYTES as u64) as usize;
         buf.resize(len);
         let t0 = Instant::now();

@@ -33,9 +33,6 @@ pub struct RemotePort {
     /// What the scenario pins the device to (serial, WWID, model, size).
     pub expect: Expectation,
     pub queue_depth: u32,
-    /// The port's run's ledger file (the coordinator's), which the agent's copy of the
-    /// history is brought up to before a verify.
-    pub ledger_file: PathBuf,
     /// The handshake's and each answer's bound.
     pub timeout: Duration,
     /// How often the agent streams what is durable.
@@ -211,10 +208,6 @@ impl RemoteDut {
         self.pid.store(0, Ordering::Release);
         DutError::Lost { target: self.port.target.clone(), host: self.port.host.clone(), source: why.into() }
     }
-
-    fn unsupported(&self, what: &'static str) -> DutError {
-        DutError::Unsupported { what, host: self.port.host.clone() }
-    }
 }
 
 /// An agent's answer that breaks the protocol, after the host was lost before.
@@ -361,12 +354,12 @@ impl Dut for RemoteDut {
     /// Brings the agent's copy of the history up to the run's (the ledger file, which its
     /// writer thread may still be writing: waited for, at most [`LEDGER_LAG`]), then verifies.
     fn verify(&mut self, req: &VerifyRequest<'_>) -> Result<VerifyReply, DutVerifyError> {
-        let (file, timeout) = (self.port.ledger_file.clone(), self.port.timeout);
+        let (share, file, timeout) = (req.share.0, req.share.1.to_path_buf(), self.port.timeout);
         let want = req.verifier.history().records;
         let until = Instant::now() + LEDGER_LAG;
         let s = self.session()?;
         loop {
-            let held = match s.sync_history(&file, timeout) {
+            let held = match s.sync_history((share, &file), timeout) {
                 Ok(n) => n,
                 Err(e) => return Err(self.lost(e).into()),
             };
@@ -378,7 +371,7 @@ impl Dut for RemoteDut {
             }
             std::thread::sleep(Duration::from_millis(10));
         }
-        match s.verify(req.regions, req.digest, timeout) {
+        match s.verify((share, req.regions), req.digest, timeout) {
             Ok((report, digests)) => Ok(VerifyReply { report, digests }),
             Err(e) => Err(self.lost(e).into()),
         }
@@ -390,8 +383,18 @@ impl Dut for RemoteDut {
         r.map_err(|e| self.lost(e))
     }
 
-    fn read_load(&mut self, _: (u64, u64), _: Duration, _: &PortSamples) -> Result<(), DutError> {
-        Err(self.unsupported("the read load of a performance run"))
+    /// The agent runs the load and sends its completions when it ends; they join this port's
+    /// slot of the windows at their instants on this host's clock.
+    fn read_load(&mut self, span: (u64, u64), run_for: Duration, samples: &PortSamples) -> Result<(), DutError> {
+        let (offset, anchor, timeout) = (self.offset_ns, (Instant::now(), faultline_drivers::monotonic_ns()), self.port.timeout);
+        let got = self.session()?.read_load(span, run_for, timeout);
+        let batch = got.map_err(|e| self.lost(e))?;
+        match samples {
+            PortSamples::Windows { windows, slot } => crate::writer::record_remote(windows, *slot, &batch, offset, anchor),
+            // Only an agent's writer streams its completions; a coordinator's never does.
+            PortSamples::Wire(_) => {}
+        }
+        Ok(())
     }
 
     fn answers(&mut self, at: u64) -> bool {

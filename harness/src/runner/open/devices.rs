@@ -12,7 +12,7 @@ use crate::scenario::{FaultPlan, RunPlan, SimSwitch, SimTarget, Switch, TargetPl
 use faultline_drivers::blockdev::SysRoots;
 use faultline_fixtures::{SimConfig, SimDrive, TruthContract};
 use std::any::Any;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 /// The atomic write unit a real device is held to: the scenario's `target.atomic_bytes`, else
@@ -68,10 +68,9 @@ fn is_nbd(p: &Path) -> bool {
 }
 
 /// A target on another host, through its agent: dialled with the run's nonce (derived from
-/// the run id the binary drew), its ledger the run directory's.
+/// the run id the binary drew).
 fn remote_dut(
     plan: &RunPlan,
-    run_dir: &Path,
     o: &RunnerOptions,
     host: &str,
     transport: &[String],
@@ -79,10 +78,10 @@ fn remote_dut(
     expect: &faultline_drivers::blockdev::Expectation,
 ) -> Result<RemoteDut, OpenError> {
     let transport = crate::transport::Transport::new(transport, host).map_err(DutError::Transport)?;
-    Ok(RemoteDut::open(remote_port(plan, o, host, transport, target, expect, run_dir.join(crate::run_dir::LEDGER_FILE)))?)
+    Ok(RemoteDut::open(remote_port(plan, o, host, transport, target, expect))?)
 }
 
-/// How to reach a port on `host` for this run: its ledger is `ledger_file`.
+/// How to reach a port on `host` for this run.
 pub(crate) fn remote_port(
     plan: &RunPlan,
     o: &RunnerOptions,
@@ -90,7 +89,6 @@ pub(crate) fn remote_port(
     transport: crate::transport::Transport,
     target: &str,
     expect: &faultline_drivers::blockdev::Expectation,
-    ledger_file: PathBuf,
 ) -> RemotePort {
     RemotePort {
         host: host.to_string(),
@@ -100,7 +98,6 @@ pub(crate) fn remote_port(
         target: target.to_string(),
         expect: expect.clone(),
         queue_depth: plan.scenario.workload.queue_depth,
-        ledger_file,
         timeout: REMOTE_ANSWER,
         stream_every: Duration::from_millis(1),
         policy: crate::agent::cycle::StreamPolicy { ledger_checkpoint_every: Duration::from_millis(500), silence: REMOTE_ANSWER },
@@ -125,7 +122,7 @@ pub(super) fn one_port(plan: &RunPlan, run_dir: &Path, o: &RunnerOptions, begun:
             with_facts(plan, o, Box::new(dut))?
         }
         TargetPlan::Remote { host, transport, target, expect } => {
-            let dut = remote_dut(plan, run_dir, o, host, transport, target, expect)?;
+            let dut = remote_dut(plan, o, host, transport, target, expect)?;
             with_facts(plan, o, Box::new(dut))?
         }
         TargetPlan::Device { path, expect, via } => {

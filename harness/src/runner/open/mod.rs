@@ -197,7 +197,7 @@ fn open_share(
 /// Opens every port of a dual-port plan and the fault's controller.
 fn open_ports(plan: &RunPlan, run_dir: &Path, o: &RunnerOptions) -> Result<Devices, OpenPortsError> {
     match &plan.target {
-        TargetPlan::Device { expect, .. } if plan.ports.iter().any(|p| p.remote.is_some()) => remote::open_real(plan, expect, run_dir, o),
+        TargetPlan::Device { expect, .. } if plan.ports.iter().any(|p| p.remote.is_some()) => remote::open_real(plan, expect, o),
         TargetPlan::Sim(t) => sim::open(plan, t, run_dir, o),
         TargetPlan::Device { expect, .. } => real::open(plan, expect, o),
         // Refused when the scenario is validated; kept an error here all the same.

@@ -7,7 +7,6 @@
 
 use super::devices::remote_port;
 use super::error::OpenPortsError;
-use super::port_dir;
 use super::Devices;
 use crate::format::Format;
 use crate::ledger::Ledger;
@@ -189,7 +188,7 @@ pub(super) fn open(plan: &RunPlan, t: &SimTarget, drive: DualSim, run_dir: &Path
         targets.push(Reach { target: listed, export: Some(export) });
     }
     let expect = Expectation { size_bytes: Some(t.capacity_bytes), ..Expectation::default() };
-    let (devs, cutter, notes) = dial_hosts(plan, &targets, &expect, run_dir, o, Some(&drive))?;
+    let (devs, cutter, notes) = dial_hosts(plan, &targets, &expect, o, Some(&drive))?;
     let atomic = drive.port(0).geometry().physical_block_bytes as u64;
     let (sector, capacity) = (t.sector_bytes as u64, t.capacity_bytes);
     Ok(Devices {
@@ -209,13 +208,13 @@ pub(super) fn open(plan: &RunPlan, t: &SimTarget, drive: DualSim, run_dir: &Path
 /// drive as that host's agent lists it, held to the scenario's identity there (each port's run
 /// is bound to the identity seen through it, as a local port's is), and every port shows the
 /// same size and sectors.
-pub(super) fn open_real(plan: &RunPlan, expect: &Expectation, run_dir: &Path, o: &RunnerOptions) -> Result<Devices, OpenPortsError> {
+pub(super) fn open_real(plan: &RunPlan, expect: &Expectation, o: &RunnerOptions) -> Result<Devices, OpenPortsError> {
     let targets: Vec<Reach> = plan
         .ports
         .iter()
         .map(|p| Reach { target: p.path.as_ref().map(|x| x.to_string_lossy().into_owned()).unwrap_or_default(), export: None })
         .collect();
-    let (mut devs, cutter, notes) = dial_hosts(plan, &targets, expect, run_dir, o, None)?;
+    let (mut devs, cutter, notes) = dial_hosts(plan, &targets, expect, o, None)?;
     let mut first: Option<crate::run::DeviceFacts> = None;
     for (i, d) in devs.iter_mut().enumerate() {
         let p = &plan.ports[i];
@@ -258,7 +257,6 @@ fn dial_hosts(
     plan: &RunPlan,
     targets: &[Reach],
     expect: &Expectation,
-    run_dir: &Path,
     o: &RunnerOptions,
     drive: Option<&DualSim>,
 ) -> Result<Dialled, OpenPortsError> {
@@ -288,8 +286,7 @@ fn dial_hosts(
             });
         }
         let transport = crate::transport::Transport::new(&argv, &r.host).map_err(|e| fail(format!("transport: {e}")))?;
-        let ledger = port_dir(run_dir, &p.name).join(crate::run_dir::LEDGER_FILE);
-        let mut port = remote_port(plan, o, &r.host, transport, target, expect, ledger);
+        let mut port = remote_port(plan, o, &r.host, transport, target, expect);
         // A host whose port no fault hits is asked for no reset.
         if !plan.fault_ports.contains(&i) {
             port.resets.clear();
