@@ -169,6 +169,33 @@ fn a_host_shut_down_cleanly_then_one_whose_power_is_cut_each_come_back_and_the_o
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Runs the two-host demo for 2 cycles with `sets` (a fault of every host at once), with its
+/// ground truth; checks what every such run shows: exit 0, the truth agreeing, both hosts
+/// taken down in the ports' order each cycle, and no port judged (the fault hit every port).
+/// Returns the events.
+fn every_host_at_once(name: &str, sets: &[&str]) -> Vec<Value> {
+    let demo = concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/two-host-demo.toml");
+    let dir = scratch(name);
+    let mut args = vec!["run", demo, "--run-dir", dir.to_str().unwrap(), "--cycles", "2", "--check-truth"];
+    for set in sets {
+        args.extend(["--set", set]);
+    }
+    let o = run(&args);
+    assert_eq!(o.status.code(), Some(0), "seed 20261205: {}", text(&o));
+    assert!(text(&o).contains("ground truth: faultline and the drive agree"), "{}", text(&o));
+    let ev = events(&dir);
+    for log in ev.iter().filter(|e| e["event"] == "controller_log") {
+        let lines: Vec<&str> = log["lines"].as_array().unwrap().iter().map(|l| l.as_str().unwrap()).collect();
+        let kills: Vec<&str> = lines.iter().filter(|l| l.contains("SIGKILL")).map(|l| &l[..6]).collect();
+        assert_eq!(kills, ["host-a", "host-b"], "{lines:?}");
+    }
+    let s: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+    assert_eq!((s["cycles_done"].as_u64(), s["findings"].as_u64()), (Some(2), Some(0)), "{s}");
+    assert!(s["ports"].as_array().unwrap().iter().all(|p| p["cycles_judged"] == 0), "{s}");
+    let _ = std::fs::remove_dir_all(&dir);
+    ev
+}
+
 /// Both hosts at once, staggered (`all_hosts`, `stagger_ms`): each cycle cuts host A, then host B
 /// 150 ms later, holds both off, restores them in the same order; both are dialled again, no
 /// port is judged (the fault hit every port), every share verifies clean, and the drive's
@@ -176,36 +203,11 @@ fn a_host_shut_down_cleanly_then_one_whose_power_is_cut_each_come_back_and_the_o
 #[test]
 fn every_host_cut_at_once_staggered_comes_back_and_verifies_clean() {
     let _one = one_at_a_time();
-    let demo = concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/two-host-demo.toml");
-    let dir = scratch("two-host-all");
-    let o = run(&[
-        "run",
-        demo,
-        "--run-dir",
-        dir.to_str().unwrap(),
-        "--cycles",
-        "2",
-        "--set",
-        "fault.all_hosts=true",
-        "--set",
-        "fault.stagger_ms=150",
-        "--check-truth",
-    ]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    assert!(text(&o).contains("ground truth: faultline and the drive agree"), "{}", text(&o));
-    let ev = events(&dir);
+    let ev = every_host_at_once("two-host-all", &["fault.all_hosts=true", "fault.stagger_ms=150"]);
     let of = |kind: &str| ev.iter().filter(|e| e["event"] == kind).collect::<Vec<_>>();
-    assert_eq!((of("cut_issued").len(), of("ready").len(), of("cycle_ended").len()), (2, 4, 2), "{}", text(&o));
+    assert_eq!((of("cut_issued").len(), of("ready").len(), of("cycle_ended").len()), (2, 4, 2));
     // Off A, 150 ms, off B, the off time (300 ms), on A, 150 ms, on B.
     assert!(of("cut_issued").iter().all(|e| e["command_us"].as_u64().unwrap() >= 600_000), "{:?}", of("cut_issued"));
-    for log in of("controller_log") {
-        let lines: Vec<&str> = log["lines"].as_array().unwrap().iter().map(|l| l.as_str().unwrap()).collect();
-        let kills: Vec<&str> = lines.iter().filter(|l| l.contains("SIGKILL")).map(|l| &l[..6]).collect();
-        assert_eq!(kills, ["host-a", "host-b"], "{lines:?}");
-    }
-    let s: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
-    assert!(s["ports"].as_array().unwrap().iter().all(|p| p["cycles_judged"] == 0), "{s}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Every host shut down cleanly at once (`host_shutdown` with `all_hosts`): each cycle, both
@@ -217,55 +219,22 @@ fn every_host_cut_at_once_staggered_comes_back_and_verifies_clean() {
 #[test]
 fn every_host_shut_down_at_once_drains_both_before_either_goes_and_verifies_clean() {
     let _one = one_at_a_time();
-    let demo = concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/two-host-demo.toml");
-    let dir = scratch("two-host-all-shutdown");
-    let o = run(&[
-        "run",
-        demo,
-        "--run-dir",
-        dir.to_str().unwrap(),
-        "--cycles",
-        "2",
-        "--set",
-        "fault.kind=host_shutdown",
-        "--set",
-        "fault.all_hosts=true",
-        "--check-truth",
-    ]);
-    assert_eq!(o.status.code(), Some(0), "seed 20261205: {}", text(&o));
-    assert!(text(&o).contains("ground truth: faultline and the drive agree"), "{}", text(&o));
-    let ev = events(&dir);
-    let of = |kind: &str| ev.iter().filter(|e| e["event"] == kind).collect::<Vec<_>>();
-    let sent: Vec<String> = of("agent_log").iter().map(|e| e.to_string()).collect();
+    let ev = every_host_at_once("two-host-all-shutdown", &["fault.kind=host_shutdown", "fault.all_hosts=true"]);
     for cycle in [1, 2] {
-        for host in ["host-a", "host-b"] {
-            let asked =
-                sent.iter().any(|l| l.contains(host) && l.contains(&format!("cycle {cycle} first id")) && l.contains("cut Some(Shutdown"));
-            assert!(asked, "cycle {cycle}: {host} asked to shut down: {sent:?}");
-        }
-    }
-    for log in of("controller_log") {
-        let lines: Vec<&str> = log["lines"].as_array().unwrap().iter().map(|l| l.as_str().unwrap()).collect();
-        let kills: Vec<&str> = lines.iter().filter(|l| l.contains("SIGKILL")).map(|l| &l[..6]).collect();
-        assert_eq!(kills, ["host-a", "host-b"], "{lines:?}");
-    }
-    // Each host's agent drained, then asked for the cut and heard it done: a host killed by
-    // another's cut before its own drain ended would never ask.
-    for cycle in [1, 2] {
-        let logs: Vec<&str> = of("agent_log")
+        let lines: Vec<&str> = ev
             .iter()
-            .filter(|e| e["cycle"] == cycle)
+            .filter(|e| e["event"] == "agent_log" && e["cycle"] == cycle)
             .flat_map(|e| e["lines"].as_array().unwrap().iter().map(|l| l.as_str().unwrap()))
             .collect();
         for host in ["host-a", "host-b"] {
-            let done = logs.iter().any(|l| l.contains(&format!("{host} request")) && l.contains(": cut done"));
-            assert!(done, "cycle {cycle}: {host} drained and asked for the cut: {logs:?}");
+            let mine = |what: &[&str]| lines.iter().any(|l| l.contains(&format!("{host} request")) && what.iter().all(|w| l.contains(w)));
+            let asked = mine(&[&format!("cycle {cycle} first id"), "cut Some(Shutdown"]);
+            assert!(asked, "cycle {cycle}: {host} asked to shut down: {lines:?}");
+            // It drained, then asked for the cut and heard it done: a host killed by another's
+            // cut before its own drain ended would never ask.
+            assert!(mine(&[": cut done"]), "cycle {cycle}: {host} drained and asked for the cut: {lines:?}");
         }
     }
-    let s: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
-    assert_eq!((s["cycles_done"].as_u64(), s["findings"].as_u64()), (Some(2), Some(0)), "{s}");
-    assert!(s["ports"].as_array().unwrap().iter().all(|p| p["cycles_judged"] == 0), "{s}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Each share of a run across hosts verified and compared through the other host's port too
