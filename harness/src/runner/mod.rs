@@ -28,6 +28,7 @@ mod cycle;
 pub mod dut;
 mod emit;
 pub mod fault;
+mod fault_thread;
 mod judge;
 mod lane;
 mod open;

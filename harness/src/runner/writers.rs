@@ -12,7 +12,8 @@
 //! run) writes on the runner's own thread.
 
 use super::dut::{DutCycleError, DutError, Readiness, Workload};
-use super::fault::{ControllerError, Cutter, FaultThread};
+use super::fault::{ControllerError, Cutter};
+use super::fault_thread::FaultThread;
 use super::lane::Lane;
 use super::options::RunnerOptions;
 use super::ports::PortSet;
