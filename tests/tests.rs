@@ -92,5 +92,9 @@ mod seen;
 /// (musl-tools, buildah and debootstrap from Debian, installed by .ci/run).
 mod ship;
 
+/// Dual-port runs whose ports are on other hosts, each reached through its agent: host power
+/// cuts and shutdowns, cross-port verification and the performance mode over the wire.
+mod two_hosts;
+
 /// `faultline watch` following a live run, and one killed (SIGKILL) and resumed meanwhile.
 mod watch;

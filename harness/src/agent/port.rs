@@ -207,7 +207,7 @@ mod tests {
     /// export up (8 EIO replies in a row) is still found once its link comes back: the
     /// failed handle is closed and the export opened again. Before, the agent kept the dead
     /// connection and waited out the whole timeout (found as a `dead_device` for a live drive
-    /// in `dualport::every_host_cut_at_once_staggered_comes_back_and_verifies_clean`).
+    /// in `two_hosts::every_host_cut_at_once_staggered_comes_back_and_verifies_clean`).
     #[test]
     fn a_port_back_after_its_handle_gave_up_is_opened_again_and_found_ready() {
         let cfg = SimConfig {
