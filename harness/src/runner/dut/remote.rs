@@ -60,6 +60,10 @@ pub struct RemoteDut {
     pid: Arc<AtomicU32>,
     /// The reset the cutter aims at this host's next cut, and what the agent reported of it.
     reset: AgentReset,
+    /// The simulated drive this process serves to the agent, when this port answers for it
+    /// (port A of a run across hosts on the simulated drive): its ground truth, its growth,
+    /// its save.
+    served: Option<faultline_fixtures::DualSim>,
 }
 
 /// A link reset the agent runs on its own host, shared by the run's cutter (which aims it:
@@ -143,6 +147,7 @@ impl RemoteDut {
             offset_ns: 0,
             pid: Default::default(),
             reset: AgentReset::default(),
+            served: None,
         };
         d.reset.state().host = d.port.host.clone();
         d.session()?;
@@ -196,6 +201,13 @@ impl RemoteDut {
     /// when the agent runs on this machine (the demo, tests), as `host_power = "kill"` says.
     pub fn host_kill(&self) -> HostKill {
         HostKill { host: self.port.host.clone(), pid: Arc::clone(&self.pid), log: Vec::new() }
+    }
+
+    /// This port answers for `drive`, which this process serves to the agent: the run's
+    /// ground truth, growth and save are the drive's.
+    pub fn answering_for(mut self, drive: faultline_fixtures::DualSim) -> RemoteDut {
+        self.served = Some(drive);
+        self
     }
 
     /// The link reset its agent runs on this host, for the run's cutter to aim.
@@ -480,8 +492,20 @@ impl Dut for RemoteDut {
         self.port.stream_every
     }
 
+    fn ground_truth(&self) -> Option<GroundTruth> {
+        let d = self.served.as_ref()?;
+        Some(GroundTruth { extents: d.truth(), dead: false, disturbed: d.disturbances().iter().map(|x| (x.port, x.cut)).collect() })
+    }
+
     fn growth_bytes(&self) -> u64 {
-        0
+        self.served.as_ref().map_or(0, faultline_fixtures::DualSim::media_growth_bytes)
+    }
+
+    fn save(&mut self) -> Result<(), DutError> {
+        match &self.served {
+            Some(d) => d.persist().map_err(|e| DutError::Persist(Shared::new(e))),
+            None => Ok(()),
+        }
     }
 
     fn notes(&mut self) -> Vec<String> {

@@ -8,19 +8,11 @@
 use super::devices::remote_port;
 use super::error::OpenPortsError;
 use super::Devices;
-use crate::format::Format;
-use crate::ledger::Ledger;
-use crate::port::PortId;
-use crate::runner::dut::{
-    Dut, DutCycleError, DutError, DutVerifyError, FaultHook, GroundTruth, HealthLogs, HealthReadError, Readiness, RemoteDut, SectorHash,
-    VerifyReply, VerifyRequest, Workload,
-};
+use crate::runner::dut::{Dut, DutError, RemoteDut};
 use crate::runner::fault::Cutter;
 use crate::runner::options::RunnerOptions;
 use crate::scenario::{HostPower, RunPlan, SimTarget};
 use crate::sim_nbd::{self, Export, Listen};
-use crate::workload::Layout;
-use crate::writer::{CycleOutcome, PortSamples};
 use faultline_drivers::blockdev::Expectation;
 use faultline_drivers::control;
 use faultline_drivers::{BlockTarget, PowerSwitch};
@@ -30,87 +22,6 @@ use std::time::Duration;
 
 /// The longest Unix socket path (`sun_path` holds 108 bytes with its terminating NUL).
 const MAX_SOCKET_PATH: usize = 107;
-
-/// One port on another host: its agent's [`RemoteDut`], and (port A) the drive it answers for
-/// (the ground truth, the save).
-struct ServedPort {
-    remote: RemoteDut,
-    drive: Option<DualSim>,
-}
-
-impl Dut for ServedPort {
-    fn facts(&mut self) -> Result<crate::run::DeviceFacts, DutError> {
-        self.remote.facts()
-    }
-
-    fn run_cycle(&mut self, w: &Workload<'_>, ledger: &mut dyn Ledger, fault: &mut FaultHook<'_>) -> Result<CycleOutcome, DutCycleError> {
-        self.remote.run_cycle(w, ledger, fault)
-    }
-
-    fn prefill(&mut self, layout: &Layout, format: &Format, port: PortId, ledger: &mut dyn Ledger) -> Result<u64, DutCycleError> {
-        self.remote.prefill(layout, format, port, ledger)
-    }
-
-    fn ground_truth(&self) -> Option<crate::runner::dut::GroundTruth> {
-        let d = self.drive.as_ref()?;
-        Some(GroundTruth { extents: d.truth(), dead: false, disturbed: d.disturbances().iter().map(|x| (x.port, x.cut)).collect() })
-    }
-
-    fn verify(&mut self, req: &VerifyRequest<'_>) -> Result<VerifyReply, DutVerifyError> {
-        self.remote.verify(req)
-    }
-
-    fn sector_hashes(&mut self, ranges: &[(u64, u64)], sector: u64) -> Result<Vec<SectorHash>, DutError> {
-        self.remote.sector_hashes(ranges, sector)
-    }
-
-    fn read_load(&mut self, span: (u64, u64), run_for: Duration, samples: &PortSamples) -> Result<(), DutError> {
-        self.remote.read_load(span, run_for, samples)
-    }
-
-    fn answers(&mut self, at: u64) -> bool {
-        self.remote.answers(at)
-    }
-
-    fn wait_ready(&mut self, at: u64, timeout: Duration) -> Result<Readiness, DutError> {
-        self.remote.wait_ready(at, timeout)
-    }
-
-    fn release(&mut self) {
-        self.remote.release()
-    }
-
-    fn health(&mut self) -> Option<Result<HealthLogs, HealthReadError>> {
-        self.remote.health()
-    }
-
-    fn checkpoint_every(&self) -> Duration {
-        self.remote.checkpoint_every()
-    }
-
-    fn growth_bytes(&self) -> u64 {
-        self.drive.as_ref().map_or(0, DualSim::media_growth_bytes)
-    }
-
-    fn notes(&mut self) -> Vec<String> {
-        self.remote.notes()
-    }
-
-    fn take_audit(&mut self) -> Vec<String> {
-        self.remote.take_audit()
-    }
-
-    fn bind(&mut self, identity: String) {
-        self.remote.bind(identity)
-    }
-
-    fn save(&mut self) -> Result<(), DutError> {
-        match &self.drive {
-            Some(d) => d.persist().map_err(|e| DutError::Persist(crate::runner::dut::Shared::new(e))),
-            None => Ok(()),
-        }
-    }
-}
 
 /// A host's power with what it does to the drive: a host that loses power drops its PCIe link
 /// to the drive's port (refclk and PERST# go with it), which the drive sees as that port
@@ -322,7 +233,10 @@ fn dial_hosts(
             switches.push((p.fault_name().to_string(), switch));
         }
         agents.push((p.fault_name().to_string(), remote.agent_reset()));
-        devs.push(Box::new(ServedPort { remote, drive: drive.filter(|_| i == 0).cloned() }));
+        devs.push(Box::new(match drive.filter(|_| i == 0) {
+            Some(d) => remote.answering_for(d.clone()),
+            None => remote,
+        }));
     }
     Ok((devs, Cutter::hosts(switches).with_agents(agents, plan.off_time), notes))
 }
