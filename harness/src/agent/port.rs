@@ -203,8 +203,8 @@ mod tests {
     use super::*;
     use faultline_fixtures::{DualConfig, DualModel, DualSim, FaultModel, SimConfig, TruthContract};
 
-    /// A port whose link stays down long enough for the agent's NBD connection to give the
-    /// export up (8 EIO replies in a row) is still found once its link comes back: the
+    /// A port whose link stays down until the agent's NBD connection has given the export up
+    /// (8 EIO replies in a row) is still found once its link comes back: the
     /// failed handle is closed and the export opened again. Before, the agent kept the dead
     /// connection and waited out the whole timeout (found as a `dead_device` for a live drive
     /// in `two_hosts::every_host_cut_at_once_staggered_comes_back_and_verifies_clean`).
@@ -231,14 +231,20 @@ mod tests {
         assert!(matches!(opened, Answer::Opened { .. }), "{opened:?}");
         let link = drive.link();
         link.pull(0).unwrap();
-        // Down for 1 s: the agent's polls (every 50 ms) see far more than 8 EIO replies.
-        let plug = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_secs(1));
-            link.plug(0).unwrap();
-        });
+        // Down until the server has failed 8 reads of the agent's polls (every 50 ms): the
+        // NBD client has given the export up by then. Then up again.
         let t0 = std::time::Instant::now();
-        let answer = port.wait_ready(0, 10_000, &Peer::default());
-        plug.join().unwrap();
+        let answer = std::thread::scope(|sc| {
+            let server = &served.server;
+            sc.spawn(move || {
+                while server.stats().drive_errors < 8 && t0.elapsed() < Duration::from_secs(8) {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                link.plug(0).unwrap();
+            });
+            port.wait_ready(0, 10_000, &Peer::default())
+        });
+        assert!(served.server.stats().drive_errors >= 8, "the link came up before the client gave the export up");
         assert!(matches!(answer, Answer::Ready { enumerate_ns: Some(_), .. }), "{answer:?}");
         assert!(t0.elapsed() < Duration::from_secs(5), "ready {:?} after the plug, not at once", t0.elapsed());
     }
