@@ -116,13 +116,7 @@ pub(super) fn write(
     let ticking = std::sync::atomic::AtomicBool::new(true);
     // The fault's thread outlives the writers' (whose hooks fire it): an outer scope.
     std::thread::scope(|outer| {
-        let fault = FaultThread::spawn(outer, cutter, plan.off_time);
-        if p.every && matches!(p.place, CutPlacement::Shutdown { .. }) {
-            // A clean shutdown of every host: each writer drains, and the cut finds them all
-            // drained.
-            fault.gather(lanes.len());
-        }
-        let fault = &fault;
+        let fault = &fault_thread(outer, cutter, plan, p, lanes.len());
         std::thread::scope(|sc| {
             let (mut handles, mut ends, mut idle) = (Vec::new(), Vec::new(), Vec::new());
             let mut lane_of: Vec<Option<&mut Lane>> = (0..ports.len()).map(|_| None).collect();
@@ -177,6 +171,22 @@ pub(super) fn write(
             Written { ends, landed, windows: windows.clone(), started, t_end: Instant::now() }
         })
     })
+}
+
+/// The phase's fault thread: a clean shutdown of every host gathers all `writers` (each
+/// drains, and the cut finds them all drained); any other cut is fired by the first writer.
+fn fault_thread<'s, 'e>(
+    scope: &'s std::thread::Scope<'s, 'e>,
+    cutter: &'e mut Cutter,
+    plan: &RunPlan,
+    p: &WritePhase<'_>,
+    writers: usize,
+) -> FaultThread {
+    let fault = FaultThread::spawn(scope, cutter, plan.off_time);
+    if p.every && matches!(p.place, CutPlacement::Shutdown { .. }) {
+        fault.gather(writers);
+    }
+    fault
 }
 
 /// One writer's cycle options: it cuts at the placement when the fault hits its port, else
