@@ -16,15 +16,20 @@ pub(crate) fn scratch(name: &str) -> PathBuf {
 
 /// Dual-port runs measure the ports' figures: each runs [`crate::common::alone`], so that no
 /// other test's writers take the CPU from its judged port.
+/// The shipped simulated dual-port drives hold 64 MiB; the tests run them at 16 MiB, which
+/// quarters each full verify through both ports (these tests run alone).
+pub(crate) const SMALL: &str = "target.sim.capacity_bytes=16777216";
+
 pub(crate) fn one_at_a_time() -> std::sync::RwLockWriteGuard<'static, ()> {
     crate::common::alone()
 }
 
-/// The shipped demo, 4 of its 10 pulls (each port hit twice, judged twice): within the suite's
-/// time (the whole demo twice took 46 s of it).
+/// The shipped demo, 4 of its 10 pulls (each port hit twice, judged twice), on a 16 MiB drive
+/// instead of 64: within the suite's time (the whole demo twice took 46 s of it; 4 cycles at
+/// 64 MiB 10.6 s, at 16 MiB 6.2 s, most of it the full verify through both ports).
 fn run_demo(model: &str, dir: &std::path::Path) -> (i32, Value) {
     let demo = concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/dualport-demo.toml");
-    let o = run(&["run", demo, "--run-dir", dir.to_str().unwrap(), "--model", model, "--cycles", "4"]);
+    let o = run(&["run", demo, "--run-dir", dir.to_str().unwrap(), "--model", model, "--cycles", "4", "--set", SMALL]);
     let summary = std::fs::read_to_string(dir.join("summary.json")).unwrap_or_else(|e| panic!("{model}: no summary ({e}): {}", text(&o)));
     (o.status.code().unwrap_or(-1), serde_json::from_str(&summary).unwrap())
 }
@@ -239,7 +244,7 @@ fn a_dual_port_power_cut_comes_back_on_every_port_and_a_lost_shared_cache_is_fou
     let plp = concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/dualport-plp.toml");
     // Seed 20261202 (the scenario's). Each port prefills its own share first.
     let dir = scratch("plp-honest");
-    let o = run(&["run", plp, "--run-dir", dir.to_str().unwrap(), "--cycles", "3", "--set", "workload.prefill=true"]);
+    let o = run(&["run", plp, "--run-dir", dir.to_str().unwrap(), "--cycles", "3", "--set", "workload.prefill=true", "--set", SMALL]);
     assert_eq!(o.status.code(), Some(0), "seed 20261202: {}", text(&o));
     let n = kinds(&dir);
     assert_eq!(n.get("power_restored"), Some(&3), "power back on after every cut: {n:?}");
@@ -256,13 +261,13 @@ fn a_dual_port_power_cut_comes_back_on_every_port_and_a_lost_shared_cache_is_fou
     for port in ["A", "B"] {
         let ledger = String::from_utf8_lossy(&std::fs::read(dir.join(format!("ports/{port}/ledger.fl"))).unwrap()).into_owned();
         assert_eq!(ledger.matches("\"end\":\"cut\"").count(), 3, "port {port}'s cycles end at the cut");
-        let share = if port == "A" { "\"span_start\":0,\"span_end\":33554432" } else { "\"span_start\":33554432,\"span_end\":67108864" };
+        let share = if port == "A" { "\"span_start\":0,\"span_end\":8388608" } else { "\"span_start\":8388608,\"span_end\":16777216" };
         assert!(ledger.contains(&format!("\"type\":\"prefill_done\",{share}")), "port {port} prefilled its share {share}");
     }
     let _ = std::fs::remove_dir_all(&dir);
 
     let dir = scratch("plp-lossy");
-    let o = run(&["run", plp, "--run-dir", dir.to_str().unwrap(), "--cycles", "3", "--model", "dual-lose-cache-at-cut"]);
+    let o = run(&["run", plp, "--run-dir", dir.to_str().unwrap(), "--cycles", "3", "--model", "dual-lose-cache-at-cut", "--set", SMALL]);
     assert_eq!(o.status.code(), Some(1), "seed 20261202: {}", text(&o));
     let log = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
     let lost: Vec<&str> = log.lines().filter(|l| l.contains("\"event\":\"finding\"") && l.contains("\"lost_write\"")).collect();
@@ -290,7 +295,7 @@ fn a_soak_that_mixes_faults_judges_each_cycle_by_its_own_fault() {
     // Seed 20261203 (the scenario's), drawn by weight: 11 cycles give 6 pulls, 4 resets and a
     // power cut (cycle 11), the same in every run.
     let dir = scratch("soak-honest");
-    let o = run(&["run", soak, "--run-dir", dir.to_str().unwrap(), "--cycles", "11"]);
+    let o = run(&["run", soak, "--run-dir", dir.to_str().unwrap(), "--cycles", "11", "--set", SMALL]);
     assert_eq!(o.status.code(), Some(0), "seed 20261203: {}", text(&o));
     let ev = events(&dir);
     let fault_of: std::collections::BTreeMap<u64, String> = ev
@@ -330,7 +335,7 @@ fn a_soak_that_mixes_faults_judges_each_cycle_by_its_own_fault() {
 
     // In sequence: 3 pulls, a reset, 2 power cuts (cycles 5 and 6).
     let dir = scratch("soak-lossy");
-    let args = ["--cycles", "6", "--set", "fault.pick=\"sequence\"", "--model", "dual-lose-cache-at-cut"];
+    let args = ["--cycles", "6", "--set", "fault.pick=\"sequence\"", "--model", "dual-lose-cache-at-cut", "--set", SMALL];
     let o = run(&[&["run", soak, "--run-dir", dir.to_str().unwrap()][..], &args].concat());
     assert_eq!(o.status.code(), Some(1), "seed 20261203: {}", text(&o));
     let ev = events(&dir);
@@ -359,7 +364,7 @@ fn a_soak_that_mixes_faults_judges_each_cycle_by_its_own_fault() {
 pub(crate) fn emulated_dual(model: &str, truth: &std::path::Path) -> (std::process::Child, [String; 2], String) {
     use std::io::BufRead;
     let mut child = std::process::Command::new(crate::common::BIN)
-        .args(["emulate", "nbd", "--tcp", "127.0.0.1:0", "--model", model, "--seed", "20261204", "--quarch-pty", "--quiet"])
+        .args(["emulate", "nbd", "--tcp", "127.0.0.1:0", "--model", model, "--seed", "20261204", "--quarch-pty", "--quiet", "--capacity-bytes", "16777216"])
         .arg("--truth-out")
         .arg(truth)
         .stdout(std::process::Stdio::piped())
@@ -404,7 +409,7 @@ name = "B"
 path = "{b}"
 [workload]
 pattern = {{ kind = "random" }}
-span_end_bytes = 33554432
+span_end_bytes = 8388608
 min_write_bytes = 4096
 max_write_bytes = 65536
 mean_write_bytes = 16384

@@ -3,7 +3,7 @@
 //! one host or every host at once, a host that does not come back, a real drive's ports on
 //! two hosts, cross-port verification and the performance mode over the wire.
 
-use super::dualport::{emulated_dual, events, kinds, one_at_a_time, scratch};
+use super::dualport::{emulated_dual, events, kinds, one_at_a_time, scratch, SMALL};
 use crate::common::{run, text};
 use serde_json::Value;
 
@@ -20,7 +20,7 @@ fn two_hosts_one_drive_a_host_power_cut_is_clean_on_an_honest_drive_and_a_drive_
     let demo = concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/two-host-demo.toml");
     for (model, code) in [("dual-honest", 0), ("dual-freeze-on-pull", 1)] {
         let dir = scratch(&format!("two-host-{model}"));
-        let o = run(&["run", demo, "--run-dir", dir.to_str().unwrap(), "--model", model, "--cycles", "4"]);
+        let o = run(&["run", demo, "--run-dir", dir.to_str().unwrap(), "--model", model, "--cycles", "4", "--set", SMALL]);
         let summary =
             std::fs::read_to_string(dir.join("summary.json")).unwrap_or_else(|e| panic!("{model}: no summary ({e}): {}", text(&o)));
         let s: Value = serde_json::from_str(&summary).unwrap();
@@ -73,9 +73,9 @@ fn a_host_shut_down_cleanly_then_one_whose_power_is_cut_each_come_back_and_the_o
     let scenario = concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/two-host-shutdown.toml");
     let dir = scratch("two-host-shutdown");
     // Each host prefills its share first, through its agent.
-    let o = run(&["run", scenario, "--run-dir", dir.to_str().unwrap(), "--check-truth", "--set", "workload.prefill=true"]);
+    let o = run(&["run", scenario, "--run-dir", dir.to_str().unwrap(), "--check-truth", "--set", "workload.prefill=true", "--set", SMALL]);
     assert_eq!(o.status.code(), Some(0), "seed 20261206: {}", text(&o));
-    for (port, share) in [("A", "\"span_start\":0,\"span_end\":33554432"), ("B", "\"span_start\":33554432,\"span_end\":67108864")] {
+    for (port, share) in [("A", "\"span_start\":0,\"span_end\":8388608"), ("B", "\"span_start\":8388608,\"span_end\":16777216")] {
         let ledger = String::from_utf8_lossy(&std::fs::read(dir.join(format!("ports/{port}/ledger.fl"))).unwrap()).into_owned();
         assert!(ledger.contains(&format!("\"type\":\"prefill_done\",{share}")), "port {port} prefilled its share {share}");
     }
@@ -114,7 +114,7 @@ fn a_host_shut_down_cleanly_then_one_whose_power_is_cut_each_come_back_and_the_o
 fn every_host_at_once(name: &str, sets: &[&str]) -> Vec<Value> {
     let demo = concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/two-host-demo.toml");
     let dir = scratch(name);
-    let mut args = vec!["run", demo, "--run-dir", dir.to_str().unwrap(), "--cycles", "2", "--check-truth"];
+    let mut args = vec!["run", demo, "--run-dir", dir.to_str().unwrap(), "--cycles", "2", "--check-truth", "--set", SMALL];
     for set in sets {
         args.extend(["--set", set]);
     }
@@ -186,7 +186,7 @@ fn two_hosts_each_share_verified_and_compared_through_the_other_hosts_port_too()
     let demo = concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/two-host-demo.toml");
     let sectors = |cross: bool| {
         let dir = scratch(if cross { "two-host-cross" } else { "two-host-own" });
-        let mut args = vec!["run", demo, "--run-dir", dir.to_str().unwrap(), "--cycles", "2", "--check-truth"];
+        let mut args = vec!["run", demo, "--run-dir", dir.to_str().unwrap(), "--cycles", "2", "--check-truth", "--set", SMALL];
         if cross {
             args.extend(["--set", "dual.cross_verify=true", "--set", "dual.compare_ports=true"]);
         }
@@ -275,10 +275,10 @@ name = "two-host-real"
 seed = 20261205
 contract = "plp"
 [target]
-size_bytes = 67108864
+size_bytes = 16777216
 [workload]
 pattern = {{ kind = "random" }}
-span_end_bytes = 33554432
+span_end_bytes = 8388608
 min_write_bytes = 4096
 max_write_bytes = 65536
 mean_write_bytes = 16384
