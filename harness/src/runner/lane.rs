@@ -491,7 +491,7 @@ mod tests {
         let plan = crate::scenario::Scenario::from_toml(crate::scenario::REFERENCE_SCENARIO, "reference.toml")
             .and_then(|s| s.plan("reference.toml", 1))
             .unwrap();
-        let mut duts: Vec<Box<dyn Dut>> = vec![Box::new(super::super::dut::SimDut { drive: sim.clone() })];
+        let mut duts: Vec<Box<dyn Dut>> = vec![Box::new(super::super::dut::SimDut::one(sim.clone()))];
         // A finding the cycle made before its verify (a port's window, a dead port).
         let earlier = Finding::dead_device(1, "port B: gone");
         let mut findings = vec![earlier.clone()];

@@ -53,7 +53,7 @@ use std::path::Path;
 use stop::{short_of_space, CycleEnd};
 
 pub use cycle::{CycleCheck, CycleObserver};
-pub use open::error::{AtomicBelowSector, OpenError, OpenPortsError, ReopenPortError};
+pub use open::error::{AtomicBelowSector, OpenError, OpenPortsError};
 pub use open::port_dir;
 pub use options::RunnerOptions;
 pub use resume::Prior;

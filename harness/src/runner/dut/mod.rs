@@ -15,7 +15,7 @@ use crate::run::DeviceFacts;
 use crate::verify::{Digest, Digests, Verifier, VerifyError, VerifyReport};
 use crate::workload::Layout;
 use crate::writer::PortSamples;
-use crate::writer::{prefill_then, run_cycle, CycleOptions, CycleOutcome, HookError, WriteError};
+use crate::writer::{CycleOptions, CycleOutcome, WriteError};
 use faultline_drivers::blockdev::DeviceIdentity;
 use faultline_drivers::blockdev::{
     find_by_identity, find_namespace_paths, find_path, identify, Expectation, FindError, PathMatch, SysRoots,
@@ -24,17 +24,19 @@ use faultline_drivers::identity::PathId;
 use faultline_drivers::nvme::NvmeAdmin;
 use faultline_drivers::passthru::{controller_namespace, find_controller, ControllerNamespace};
 use faultline_drivers::{open_target, AlignedBuf, BlockTarget, OpenSpec};
-use faultline_fixtures::{SimDrive, TruthExtent};
+use faultline_fixtures::TruthExtent;
 
 mod error;
 mod nbd;
 mod real;
 mod remote;
+mod sim;
 pub use error::{Ambiguity, Cause, DutError, Shared};
 pub use nbd::NbdDut;
 pub(crate) use real::read_health;
 pub use real::RealDut;
 pub use remote::{AgentReset, RemoteDut, RemotePort};
+pub use sim::SimDut;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -336,83 +338,6 @@ pub(crate) fn probe(t: &mut dyn BlockTarget, at: u64, timeout: Duration) -> Resu
     t.read_at(at, &mut buf)
 }
 
-/// Waits until a simulated drive (or one port of it) answers a read of `at`: it never goes
-/// away, so it is never opened again.
-pub(crate) fn sim_wait_ready(t: &mut dyn BlockTarget, at: u64, timeout: Duration) -> Result<Readiness, DutError> {
-    let start = Instant::now();
-    loop {
-        match probe(t, at, timeout.saturating_sub(start.elapsed()).max(Duration::from_millis(100))) {
-            Ok(()) => return Ok(Readiness { enumerate: None, first_read: start.elapsed() }),
-            // A read that fails for one bad block still shows a device that answers; the
-            // verifier reports the block.
-            Err(e) if !e.device_gone() => return Ok(Readiness { enumerate: None, first_read: start.elapsed() }),
-            Err(e) if start.elapsed() >= timeout => return Err(DutError::NotReady { timeout_s: timeout.as_secs(), last: Cause::of(e) }),
-            Err(_) => std::thread::sleep(Duration::from_millis(2)),
-        }
-    }
-}
-
-/// The simulated drive, in this process; it keeps itself in the run directory.
-pub struct SimDut {
-    pub drive: SimDrive,
-}
-
-impl SimDut {
-    fn target(&mut self) -> Result<&mut dyn BlockTarget, DutError> {
-        Ok(&mut self.drive)
-    }
-}
-
-impl Dut for SimDut {
-    local_calls!();
-
-    fn run_cycle(&mut self, w: &Workload<'_>, ledger: &mut dyn Ledger, fault: &mut FaultHook<'_>) -> Result<CycleOutcome, DutCycleError> {
-        let saved = self.drive.clone();
-        let mut hook = || -> Result<(), HookError> {
-            let faulted = fault();
-            // Saved before the writer records what the cut left durable, whether or not the
-            // fault worked: a failed one still ends the cycle as a cut in the ledger.
-            saved.persist().map_err(|e| DutError::Persist(Shared::new(e)))?;
-            Ok(faulted?)
-        };
-        Ok(run_cycle(&mut self.drive, w.layout, w.format, ledger, w.contract, w.opts, &mut hook)?)
-    }
-
-    fn prefill(&mut self, layout: &Layout, format: &Format, port: PortId, ledger: &mut dyn Ledger) -> Result<u64, DutCycleError> {
-        let saved = self.drive.clone();
-        let mut persist = || -> Result<(), HookError> {
-            saved.persist().map_err(|e| HookError::from(format!("cannot save the simulated drive after the prefill: {e}")))
-        };
-        Ok(prefill_then(&mut self.drive, layout, format, port, ledger, &mut persist)?)
-    }
-
-    fn ground_truth(&self) -> Option<GroundTruth> {
-        Some(GroundTruth { extents: self.drive.truth(), dead: !self.drive.present(), disturbed: Vec::new() })
-    }
-
-    fn wait_ready(&mut self, at: u64, timeout: Duration) -> Result<Readiness, DutError> {
-        sim_wait_ready(&mut self.drive, at, timeout)
-    }
-
-    fn release(&mut self) {}
-
-    fn health(&mut self) -> Option<Result<HealthLogs, HealthReadError>> {
-        None
-    }
-
-    fn checkpoint_every(&self) -> Duration {
-        Duration::MAX
-    }
-
-    fn growth_bytes(&self) -> u64 {
-        self.drive.media_growth_bytes()
-    }
-
-    fn notes(&mut self) -> Vec<String> {
-        Vec::new()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -420,6 +345,7 @@ mod tests {
     #[test]
     fn sector_hashes_name_every_sector_in_order_and_none_where_the_read_failed() {
         use faultline_drivers::PowerSwitch;
+        use faultline_fixtures::SimDrive;
         let cfg = faultline_fixtures::SimConfig {
             capacity_bytes: 4 << 20,
             sector_bytes: 512,

@@ -28,6 +28,12 @@ pub struct RealDut {
     /// The reading taken when the device was opened, handed out by the first `health()`.
     first_health: Option<HealthLogs>,
     notes: Vec<String>,
+    /// The thread that opened `target`. An io_uring engine is built single-issuer (Linux 6.1+
+    /// answers a submission from any other thread with EEXIST), and a port of a run's table is
+    /// used by its writer's thread in a cycle and by the main thread's verify after it: the
+    /// target is opened again on the thread that uses it, between cycles, when nothing is in
+    /// flight.
+    owner: std::thread::ThreadId,
 }
 
 impl RealDut {
@@ -99,19 +105,57 @@ impl RealDut {
             has_health,
             first_health,
             notes,
+            owner: std::thread::current().id(),
         })
     }
 
+    /// One port of a drive the run reaches through several (a path of a dual-port drive, a
+    /// loop device of a two-path rig), opened by the opener: held to the identity it had then,
+    /// and followed by its path (`follow`: the namespace and the path's selector, `None` for a
+    /// device without a controller path, followed by its name).
+    pub(crate) fn port(
+        path: PathBuf,
+        spec: OpenSpec,
+        opened: Box<dyn BlockTarget>,
+        follow: Option<(Expectation, PathId)>,
+        first_health: Option<HealthLogs>,
+    ) -> RealDut {
+        let (find, via) = follow.map_or((None, None), |(e, p)| (Some(e), Some(p)));
+        RealDut {
+            path,
+            spec,
+            identity: Some(opened.identity()),
+            target: Some(opened),
+            find,
+            via,
+            roots: SysRoots::system(),
+            controller: false,
+            has_health: first_health.is_some(),
+            first_health,
+            notes: Vec::new(),
+            owner: std::thread::current().id(),
+        }
+    }
+
     fn target(&mut self) -> Result<&mut dyn BlockTarget, DutError> {
+        if self.owner != std::thread::current().id() && self.target.as_ref().is_some_and(|t| t.in_flight() == 0) {
+            self.target = None;
+            self.reopen().map_err(|e| match e {
+                Refind::NotYet(c) => DutError::NotBack(c),
+                Refind::Ambiguous(a) => DutError::Ambiguous(a),
+            })?;
+        }
         match &mut self.target {
             Some(t) => Ok(t.as_mut()),
             None => Err(DutError::NotOpen(self.path.clone())),
         }
     }
 
-    /// Finds the device again (by identity when it has one) and opens it, refusing anything
-    /// that is not the run's target.
+    /// Finds the device again (by identity when it has one) and opens it on this thread,
+    /// refusing anything that is not the run's target; a device found under another name is
+    /// noted.
     fn reopen(&mut self) -> Result<(), Refind> {
+        let was = self.path.clone();
         if let (true, Some(via)) = (self.controller, &self.via) {
             let expect = self.find.clone().unwrap_or_default();
             self.path = match find_controller(&expect, via, &self.roots) {
@@ -129,7 +173,12 @@ impl RealDut {
         if let Some(want) = self.identity.as_ref().filter(|want| **want != found) {
             return Err(Refind::NotYet(Cause::text(format!("{} is now {found}, not the run's target {want}", self.path.display()))));
         }
+        if self.path != was {
+            let via = self.via.as_ref().map_or_else(String::new, |v| format!(" ({v})"));
+            self.notes.push(format!("{} is back as {}{via}", was.display(), self.path.display()));
+        }
         self.target = Some(o.target);
+        self.owner = std::thread::current().id();
         Ok(())
     }
 }
@@ -138,7 +187,10 @@ impl Dut for RealDut {
     local_calls!();
     plain_writes!();
 
+    /// The target opened before the fault may be the device that went away (a removed disk
+    /// answers a read with 0 bytes, which is no error): opened again, whatever the old one says.
     fn wait_ready(&mut self, at: u64, timeout: Duration) -> Result<Readiness, DutError> {
+        self.target = None;
         wait_reopening(self, at, timeout)
     }
 
@@ -165,8 +217,9 @@ impl Dut for RealDut {
         std::mem::take(&mut self.notes)
     }
 
+    /// A port of a run's table holds the identity it was opened with already.
     fn bind(&mut self, identity: String) {
-        self.identity = Some(identity);
+        self.identity.get_or_insert(identity);
     }
 }
 

@@ -264,7 +264,7 @@ impl Dut for RemoteDut {
         // The agent's completions join this port's slot of the windows, each at its instant
         // on this host's clock (the offset measured when the session was dialled).
         let offset = self.offset_ns;
-        let anchor = (Instant::now(), faultline_drivers::monotonic_ns());
+        let anchor = crate::writer::windows::clock_anchor();
         let slot = match &o.samples {
             Some(PortSamples::Windows { windows, slot }) => Some((Arc::clone(windows), *slot)),
             // A coordinator's writer never streams its own completions.
@@ -398,7 +398,7 @@ impl Dut for RemoteDut {
     /// The agent runs the load and sends its completions when it ends; they join this port's
     /// slot of the windows at their instants on this host's clock.
     fn read_load(&mut self, span: (u64, u64), run_for: Duration, samples: &PortSamples) -> Result<(), DutError> {
-        let (offset, anchor, timeout) = (self.offset_ns, (Instant::now(), faultline_drivers::monotonic_ns()), self.port.timeout);
+        let (offset, anchor, timeout) = (self.offset_ns, crate::writer::windows::clock_anchor(), self.port.timeout);
         let got = self.session()?.read_load(span, run_for, timeout);
         let batch = got.map_err(|e| self.lost(e))?;
         match samples {

@@ -59,7 +59,7 @@ fn sim_dut(plan: &RunPlan, t: &SimTarget, run_dir: &Path, o: &RunnerOptions) -> 
         None => return Err(ControllerError::from(crate::runner::fault::Missing::SimSwitch).into()),
     };
     let (cutter, emu) = sim_switch(switch, drive.power(), plan.seed, &o.control_env)?;
-    Ok((SimDut { drive }, cutter, emu))
+    Ok((SimDut::one(drive), cutter, emu))
 }
 
 /// Whether a target path is an NBD URI (`nbd://`, `nbd+unix://`).

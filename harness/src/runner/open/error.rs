@@ -7,7 +7,6 @@ use crate::runner::dut::{DutCycleError, DutError};
 use crate::runner::fault::ControllerError;
 use crate::scenario::ScenarioError;
 use crate::workload::WorkloadError;
-use faultline_drivers::blockdev::FindError;
 use faultline_drivers::{LinkError, OpenError as DeviceOpenError};
 use std::path::PathBuf;
 
@@ -58,17 +57,6 @@ pub enum OpenPortsError {
     /// A port on another host could not be served or reached.
     #[error("port {port} (on {host}): {why}")]
     Served { port: String, host: String, why: String },
-}
-
-/// Why a dual-port port's device could not be opened again at its path, or found again.
-#[derive(Debug, thiserror::Error)]
-pub enum ReopenPortError {
-    #[error("{0}")]
-    Open(DeviceOpenError),
-    #[error("port {port}: {} is now {found}, not the run's {want}", path.display())]
-    Other { port: String, path: PathBuf, found: String, want: String },
-    #[error("{at_path}; port {port} not found again by its path ({want}): {source}")]
-    NotFound { at_path: Box<ReopenPortError>, port: String, want: String, source: Box<FindError> },
 }
 
 /// `port X: ` for a port of a dual-port run; nothing for a one-port run's port A.
