@@ -40,7 +40,7 @@ pub(crate) fn read_load(
         Ok(x) => x,
         Err(e) => return Ok(refused(e)),
     };
-    let kept = WireSamples::new(faultline_drivers::monotonic_ns());
+    let kept = WireSamples::new(crate::writer::windows::clock_anchor());
     crate::runner::dut::read_load_on(target, span, run_for, &PortSamples::Wire(kept.clone()), &|| peer.gone().is_some());
     let samples = kept.take();
     for c in samples.chunks(PART_ITEMS) {

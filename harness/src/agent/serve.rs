@@ -331,7 +331,7 @@ fn cycle(
     };
     let mut report = None;
     let stop = StopToken::default();
-    let wire = req.samples.then(|| crate::writer::WireSamples::new(faultline_drivers::monotonic_ns()));
+    let wire = req.samples.then(|| crate::writer::WireSamples::new(crate::writer::windows::clock_anchor()));
     let opts = cycle_options(req, &times, stop.clone(), wire.clone());
     let mut link = Link::new(w, inbox, run.clone(), seq, stop, times.drain.max(Duration::from_secs(1)));
     if let Some(ws) = wire {

@@ -356,9 +356,34 @@ pub struct WireSamples {
 /// The most completions kept between two takes.
 pub const WIRE_KEPT: usize = 1 << 20;
 
+/// An `Instant` and the monotonic clock's nanoseconds read together: the two reads of the
+/// clock around the `Instant` at most 20 us apart, and their midpoint taken. A thread
+/// preempted between two bare reads would skew every time put on the clock's axis by as long
+/// as it waited (seen once: a completion stamped before the cycle that made it began).
+pub fn clock_anchor() -> (Instant, u64) {
+    let read = || {
+        let a = faultline_drivers::monotonic_ns();
+        let i = Instant::now();
+        let gap = faultline_drivers::monotonic_ns().saturating_sub(a);
+        (gap, (i, a + gap / 2))
+    };
+    let mut best = read();
+    for _ in 0..16 {
+        if best.0 <= 20_000 {
+            break;
+        }
+        let again = read();
+        if again.0 < best.0 {
+            best = again;
+        }
+    }
+    best.1
+}
+
 impl WireSamples {
-    pub fn new(anchor_ns: u64) -> WireSamples {
-        WireSamples { kept: Default::default(), anchor: (Instant::now(), anchor_ns) }
+    /// Samples put on the monotonic clock's axis by `anchor` ([`clock_anchor`]).
+    pub fn new(anchor: (Instant, u64)) -> WireSamples {
+        WireSamples { kept: Default::default(), anchor }
     }
 
     fn record(&self, at: Instant, latency: Duration, bytes: u64, ok: bool) {
@@ -557,8 +582,8 @@ mod tests {
         let f = w.figures(0, Phase::Fault, end).unwrap();
         assert_eq!((f.completions, f.io_errors), (0, 1), "{f:?}");
         // The wire form of a local completion carries the instant back.
-        let ws = WireSamples::new(n0);
-        PortSamples::Wire(ws.clone()).record(ws.anchor.0 + ms(7), ms(1), 512, true);
+        let ws = WireSamples::new((t0, n0));
+        PortSamples::Wire(ws.clone()).record(t0 + ms(7), ms(1), 512, true);
         assert_eq!(ws.take(), vec![[n0 + 7_000_000, 1_000_000, 512, 1]]);
         assert!(ws.take().is_empty());
     }
