@@ -38,7 +38,7 @@ fn scratch(name: &str) -> Scratch {
 /// Boots at once: one per core of this 2-core machine (a guest under TCG keeps about one core
 /// busy: `lab run` of lab-power-cut-quarch-usb.toml, 21.7 s, used 17.7 s user and 2.0 s
 /// system). A test whose verdict rests on timing (an undisturbed port's latency, a multipath
-/// head's stall budget) or that rewrites the lab's cache boots alone: [`lab_alone`].
+/// head's stall budget) boots alone: [`lab_alone`].
 const SLOTS: u32 = 2;
 
 #[derive(Default)]
@@ -105,9 +105,14 @@ fn lab_alone(test: &str) -> Option<Boot> {
     lab_slots(test, SLOTS)
 }
 
-fn lab_slots(test: &str, slots: u32) -> Option<Boot> {
-    static SETUP: OnceLock<Result<(), String>> = OnceLock::new();
-    let r = SETUP.get_or_init(|| {
+/// `faultline lab setup`, twice, once per test process: `Err` (skip) only when this host has no
+/// apt to fetch the lab with; a first setup that fails fails the test. `Ok` holds the second
+/// setup's output, for [`setup_twice_does_nothing_the_second_time`] (run here, before any boot,
+/// so that it needs no boot slot and never waits for the machine: it rewrites the cache
+/// every guest boots from).
+fn setup() -> &'static Result<Output, String> {
+    static SETUP: OnceLock<Result<Output, String>> = OnceLock::new();
+    SETUP.get_or_init(|| {
         if !cfg!(all(target_os = "linux", target_arch = "x86_64")) {
             return Err("the lab runs on x86-64 Linux only".into());
         }
@@ -116,10 +121,13 @@ fn lab_slots(test: &str, slots: u32) -> Option<Boot> {
         }
         let o = Command::new(BIN).args(["lab", "setup"]).output().expect("run faultline lab setup");
         assert!(o.status.success(), "faultline lab setup failed:\n{}", text(&o));
-        Ok(())
-    });
-    match r {
-        Ok(()) => Some(take(slots)),
+        Ok(Command::new(BIN).args(["lab", "setup"]).output().expect("run faultline lab setup again"))
+    })
+}
+
+fn lab_slots(test: &str, slots: u32) -> Option<Boot> {
+    match setup() {
+        Ok(_) => Some(take(slots)),
         Err(why) => {
             skip(test, why);
             None
@@ -172,9 +180,11 @@ fn console(dir: &Path) -> String {
 
 #[test]
 fn setup_twice_does_nothing_the_second_time() {
-    let Some(_boot) = lab_alone("setup_twice_does_nothing_the_second_time") else { return };
-    let o = lab_cmd(&["setup"]);
-    let out = text(&o);
+    let o = match setup() {
+        Ok(o) => o,
+        Err(why) => return skip("setup_twice_does_nothing_the_second_time", why),
+    };
+    let out = text(o);
     assert!(o.status.success(), "{out}");
     // Debian's kernel is xz-compressed with CONFIG_PVH: with xz here, the guest boots it
     // unpacked (docs/LAB.md, setup); without, setup tries to unpack it every time.
