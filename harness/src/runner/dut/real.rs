@@ -155,27 +155,31 @@ impl RealDut {
     /// refusing anything that is not the run's target; a device found under another name is
     /// noted.
     fn reopen(&mut self) -> Result<(), Refind> {
-        let was = self.path.clone();
-        if let (true, Some(via)) = (self.controller, &self.via) {
+        let path = if let (true, Some(via)) = (self.controller, &self.via) {
             let expect = self.find.clone().unwrap_or_default();
-            self.path = match find_controller(&expect, via, &self.roots) {
+            match find_controller(&expect, via, &self.roots) {
                 Ok(Some(p)) => p,
                 Ok(None) => {
                     return Err(Refind::NotYet(Cause::text(format!("no NVMe controller is {via} with {} (yet)", expect.summary()))))
                 }
                 Err(e) => return Err(Refind::Ambiguous(Ambiguity::Controllers(Shared::new(e)))),
-            };
+            }
         } else if let Some(e) = &self.find {
-            self.path = refind(e, self.via.as_ref(), &self.roots)?;
-        }
-        let o = open_target(&self.path, &self.spec).map_err(|e| Refind::NotYet(Cause::of(e)))?;
+            refind(e, self.via.as_ref(), &self.roots)?
+        } else {
+            self.path.clone()
+        };
+        let o = open_target(&path, &self.spec).map_err(|e| Refind::NotYet(Cause::of(e)))?;
         let found = o.target.identity();
         if let Some(want) = self.identity.as_ref().filter(|want| **want != found) {
-            return Err(Refind::NotYet(Cause::text(format!("{} is now {found}, not the run's target {want}", self.path.display()))));
+            return Err(Refind::NotYet(Cause::text(format!("{} is now {found}, not the run's target {want}", path.display()))));
         }
-        if self.path != was {
+        // Where it was last opened, so that a name found but not yet openable is not taken
+        // for where the device is, and its move is noted once it opens there.
+        if path != self.path {
             let via = self.via.as_ref().map_or_else(String::new, |v| format!(" ({v})"));
-            self.notes.push(format!("{} is back as {}{via}", was.display(), self.path.display()));
+            self.notes.push(format!("{} is back as {}{via}", self.path.display(), path.display()));
+            self.path = path;
         }
         self.target = Some(o.target);
         self.owner = std::thread::current().id();
