@@ -1127,15 +1127,20 @@ fn a_numato_board_named_by_its_usb_serial_is_found_again_under_a_new_tty_name() 
     let test = "a_numato_board_named_by_its_usb_serial_is_found_again_under_a_new_tty_name";
     let Some(_boot) = lab(test) else { return };
     let dir = scratch(test);
+    // The replug lands in the cycle's off time: 0.2 s after the cycle says the relay is off
+    // (at most 10 s after it starts). A fixed delay from the start raced the guest's own
+    // speed: once, under load, the replug came before the `off` was sent.
     let script = r#"G=/sys/kernel/config/usb_gadget/numato
-replug() { ( sleep 0.8; echo "" > $G/UDC; sleep 0.3; ls /sys/class/udc > $G/UDC ) & }
+replug() { : > /tmp/c.out; ( n=0; until grep -q "^off after" /tmp/c.out || [ $n -ge 200 ]; do sleep 0.05; n=$((n+1)); done; sleep 0.2; echo "" > $G/UDC; sleep 0.3; ls /sys/class/udc > $G/UDC ) & R=$!; }
 exec 3</dev/ttyACM0
 replug
-faultline controller 'numato+usb://FLNUMATO0001?relay=0' cycle --off-ms 2500; echo "by serial: cycle rc=$?"
+faultline controller 'numato+usb://FLNUMATO0001?relay=0' cycle --off-ms 2500 > /tmp/c.out 2>&1; rc=$?; cat /tmp/c.out; echo "by serial: cycle rc=$rc"
+wait $R
 echo "ttys: $(ls /dev/ttyACM*)"
 exec 4</dev/ttyACM1
 replug
-faultline controller 'numato+serial:///dev/ttyACM1?relay=0' cycle --off-ms 2500; echo "by path: cycle rc=$?"
+faultline controller 'numato+serial:///dev/ttyACM1?relay=0' cycle --off-ms 2500 > /tmp/c.out 2>&1; rc=$?; cat /tmp/c.out; echo "by path: cycle rc=$rc"
+wait $R
 echo "ttys: $(ls /dev/ttyACM*)"
 exec 3<&- 4<&-
 faultline controller 'numato+usb://FLNUMATO0001?relay=0' on; echo "on rc=$?"
