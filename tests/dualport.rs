@@ -364,7 +364,8 @@ fn a_soak_that_mixes_faults_judges_each_cycle_by_its_own_fault() {
 pub(crate) fn emulated_dual(model: &str, truth: &std::path::Path) -> (std::process::Child, [String; 2], String) {
     use std::io::BufRead;
     let mut child = std::process::Command::new(crate::common::BIN)
-        .args(["emulate", "nbd", "--tcp", "127.0.0.1:0", "--model", model, "--seed", "20261204", "--quarch-pty", "--quiet", "--capacity-bytes", "16777216"])
+        .args(["emulate", "nbd", "--tcp", "127.0.0.1:0", "--model", model, "--seed", "20261204", "--quarch-pty", "--quiet"])
+        .args(["--capacity-bytes", "16777216"])
         .arg("--truth-out")
         .arg(truth)
         .stdout(std::process::Stdio::piped())

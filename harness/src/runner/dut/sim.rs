@@ -124,7 +124,9 @@ impl Dut for SimDut {
                 // A read that fails for one bad block still shows a device that answers; the
                 // verifier reports the block.
                 Err(e) if !e.device_gone() => return Ok(Readiness { enumerate: None, first_read: start.elapsed() }),
-                Err(e) if start.elapsed() >= timeout => return Err(DutError::NotReady { timeout_s: timeout.as_secs(), last: Cause::of(e) }),
+                Err(e) if start.elapsed() >= timeout => {
+                    return Err(DutError::NotReady { timeout_s: timeout.as_secs(), last: Cause::of(e) })
+                }
                 Err(_) => std::thread::sleep(Duration::from_millis(2)),
             }
         }
