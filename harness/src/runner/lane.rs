@@ -144,18 +144,8 @@ pub(crate) fn verify_lanes(
     let (mut sectors, mut bytes, mut ns, mut any) = (0u64, 0u64, 0u64, false);
     let first_finding = findings.len();
     for (li, lane) in lanes.iter_mut().enumerate() {
-        let h = lane.run.history();
-        let submitted_end = h.submitted_end();
-        let regions = if full {
-            vec![lane.span]
-        } else {
-            let mut rng = cycle_rng(plan.seed, SAMPLE_SALT ^ li as u64, cycle);
-            let sector = h.header.sector_bytes;
-            union(
-                &written_regions(&lane.run.layout, lane.checked_upto, submitted_end),
-                &sample_regions(&mut rng, lane.span.0, lane.span.1, sector, v.sample_bytes),
-            )
-        };
+        let submitted_end = lane.run.history().submitted_end();
+        let regions = if full { vec![lane.span] } else { regions_to_check(plan, lane, li, cycle) };
         let own = readers.names[lane.port].clone();
         let ledger_file = lane.dir.join(crate::ledger::LEDGER_FILE);
         let share = (PortId(lane.port as u8), ledger_file.as_path());
@@ -163,11 +153,7 @@ pub(crate) fn verify_lanes(
             std::iter::once(lane.port).chain(readers.readers.iter().copied().filter(|&r| r != lane.port && readers.cross_verify)).collect();
         // What the port that wrote the share saw, and of which regions.
         let mut seen_own = None;
-        let mut own_bad: Vec<(u64, u64)> = Vec::new();
-        // What the port that wrote the share found (before annotation), where it is in
-        // `findings`, and every port it was read through: the same damage read through another
-        // port is one finding naming both.
-        let mut own_found: Vec<(usize, Finding, Vec<String>)> = Vec::new();
+        let mut found = ShareFindings::default();
         // What each port read, digested, when the ports are compared: only what differs is
         // read again (`None`: that port's verify failed, so everything is).
         let compare = readers.compare && through.len() > 1;
@@ -206,37 +192,18 @@ pub(crate) fn verify_lanes(
             ns += nanos(t0.elapsed());
             sectors += rep.sectors;
             bytes += rep.bytes;
-            for mut f in rep.findings {
-                if !several {
+            for f in rep.findings {
+                if several {
+                    found.take(f, (r, &via), lane, readers, findings);
+                } else {
                     findings.push(f);
-                    continue;
                 }
-                // An older version read through another port, where the port that wrote the
-                // share reads it intact: the data is on the drive, that port serves a stale
-                // copy.
-                let older = matches!(f.class, FindingClass::LostWrite | FindingClass::TornWrite);
-                if r != lane.port && older && !own_bad.iter().any(|&(a, b)| a < f.offset + f.length.max(1) && f.offset < b) {
-                    f.class = FindingClass::StaleVersion;
-                    f.detail = format!("port {via} serves an older version than port {own} reads: {}", f.detail);
-                }
-                if r == lane.port {
-                    own_bad.push((f.offset, f.offset + f.length.max(1)));
-                    own_found.push((findings.len(), f.clone(), vec![via.clone()]));
-                } else if let Some((_, _, vias)) = own_found.iter_mut().find(|(_, g, _)| same_damage(g, &f)) {
-                    vias.push(via.clone());
-                    continue;
-                }
-                annotate(&mut f, lane, &own, &via, readers);
-                findings.push(f);
             }
             if r == lane.port {
                 seen_own = Some((rep.seen, read));
             }
         }
-        for (at, _, vias) in own_found.iter().filter(|(_, _, v)| v.len() > 1) {
-            let (one, all) = (format!("read through port {own}: "), format!("read through ports {}: ", vias.join(" and ")));
-            findings[*at].detail = findings[*at].detail.replacen(&one, &all, 1);
-        }
+        found.name_every_port(&own, findings);
         if let Some((seen, read)) = seen_own.as_ref().filter(|_| of.hold_seen) {
             let h = lane.run.history();
             if let Some(rec) = seen_record(h, &lane.run.layout, read, seen) {
@@ -257,6 +224,60 @@ pub(crate) fn verify_lanes(
         em.emit(Event::in_cycle(t_ns, cycle, EventKind::Verified { sectors, bytes, verify_ns: ns, counts }));
     }
     Ok(())
+}
+
+/// What a cycle checks of a lane's share short of all of it: everything written since the
+/// last check, and a seeded sample of the share.
+fn regions_to_check(plan: &RunPlan, lane: &Lane, li: usize, cycle: u32) -> Vec<(u64, u64)> {
+    let h = lane.run.history();
+    let mut rng = cycle_rng(plan.seed, SAMPLE_SALT ^ li as u64, cycle);
+    union(
+        &written_regions(&lane.run.layout, lane.checked_upto, h.submitted_end()),
+        &sample_regions(&mut rng, lane.span.0, lane.span.1, h.header.sector_bytes, plan.verify.sample_bytes),
+    )
+}
+
+/// The findings of one share read through several ports, as they come in `through` order
+/// (the port that wrote the share first).
+#[derive(Default)]
+struct ShareFindings {
+    /// What the port that wrote the share found bad.
+    own_bad: Vec<(u64, u64)>,
+    /// What the port that wrote the share found (before annotation), where it is in
+    /// `findings`, and every port it was read through: the same damage read through another
+    /// port is one finding naming both.
+    own_found: Vec<(usize, Finding, Vec<String>)>,
+}
+
+impl ShareFindings {
+    /// Takes finding `f`, read through port `r` (named `via`), into `findings`.
+    fn take(&mut self, mut f: Finding, (r, via): (usize, &str), lane: &Lane, readers: &Readers, findings: &mut Vec<Finding>) {
+        let own = &readers.names[lane.port];
+        // An older version read through another port, where the port that wrote the share
+        // reads it intact: the data is on the drive, that port serves a stale copy.
+        let older = matches!(f.class, FindingClass::LostWrite | FindingClass::TornWrite);
+        if r != lane.port && older && !self.own_bad.iter().any(|&(a, b)| a < f.offset + f.length.max(1) && f.offset < b) {
+            f.class = FindingClass::StaleVersion;
+            f.detail = format!("port {via} serves an older version than port {own} reads: {}", f.detail);
+        }
+        if r == lane.port {
+            self.own_bad.push((f.offset, f.offset + f.length.max(1)));
+            self.own_found.push((findings.len(), f.clone(), vec![via.to_string()]));
+        } else if let Some((_, _, vias)) = self.own_found.iter_mut().find(|(_, g, _)| same_damage(g, &f)) {
+            vias.push(via.to_string());
+            return;
+        }
+        annotate(&mut f, lane, own, via, readers);
+        findings.push(f);
+    }
+
+    /// A finding of the port that wrote the share that other ports read too names them all.
+    fn name_every_port(&self, own: &str, findings: &mut [Finding]) {
+        for (at, _, vias) in self.own_found.iter().filter(|(_, _, v)| v.len() > 1) {
+            let (one, all) = (format!("read through port {own}: "), format!("read through ports {}: ", vias.join(" and ")));
+            findings[*at].detail = findings[*at].detail.replacen(&one, &all, 1);
+        }
+    }
 }
 
 /// A verify that failed: a device gone mid-read is a `dead_device` finding; anything else a

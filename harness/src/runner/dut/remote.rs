@@ -10,7 +10,7 @@
 //! it).
 
 use super::*;
-use crate::agent::cycle::{CycleError, StreamPolicy};
+use crate::agent::cycle::{CycleError, Held, StreamPolicy};
 use crate::agent::dial::{self, Session, Transport};
 use crate::agent::proto::{CycleRequest, LinkReset, Nonce, ResetReport, ResetRequest};
 use faultline_drivers::{PowerCaps, PowerError, PowerState, PowerSwitch};
@@ -312,22 +312,7 @@ impl Dut for RemoteDut {
                     if cut_at.is_some() { "at" } else { "before its writer reached" }
                 );
                 self.lost(Cause::text(why.clone()));
-                let durable = held.durable_prefix.saturating_sub(first_id) + held.durable_extras;
-                let bytes: u64 = (first_id.max(1)..held.durable_prefix).map(|id| w.layout.plan(id).len).sum();
-                let elapsed = t0.elapsed();
-                let outcome = CycleOutcome {
-                    end: Some(crate::ledger::EndKind::Interrupted),
-                    submitted: durable,
-                    completed: durable,
-                    completed_at_cut: durable,
-                    bytes_written: bytes,
-                    submitted_end: held.reserved_upto,
-                    elapsed,
-                    cut_at: cut_at.or(Some(elapsed.saturating_sub(held.last_heard))),
-                    device_lost: Some(why.clone()),
-                    device_gone_at: Some(elapsed.saturating_sub(held.last_heard)),
-                    ..CycleOutcome::default()
-                };
+                let outcome = held_outcome(&held, first_id, w.layout, (t0.elapsed(), cut_at), &why);
                 Err(DutCycleError::HostLost { outcome: Box::new(outcome), why })
             }
             Err(e @ CycleError::Unrecorded { .. }) => Err(self.lost(e).into()),
@@ -591,5 +576,27 @@ impl PowerSwitch for HostKill {
 
     fn take_log(&mut self) -> Vec<String> {
         std::mem::take(&mut self.log)
+    }
+}
+
+/// The cycle of a host lost mid-cycle, closed from what the coordinator held: the writes never
+/// heard complete "may", the counts are what it heard durable (the newest checkpoint's prefix
+/// and extras; the bytes, the prefix's), and the host was gone from when it was last heard.
+/// `at`: how long the cycle ran here, and when its cut ran, if it did.
+fn held_outcome(held: &Held, first_id: u64, layout: &Layout, (elapsed, cut_at): (Duration, Option<Duration>), why: &str) -> CycleOutcome {
+    let durable = held.durable_prefix.saturating_sub(first_id) + held.durable_extras;
+    let bytes: u64 = (first_id.max(1)..held.durable_prefix).map(|id| layout.plan(id).len).sum();
+    CycleOutcome {
+        end: Some(crate::ledger::EndKind::Interrupted),
+        submitted: durable,
+        completed: durable,
+        completed_at_cut: durable,
+        bytes_written: bytes,
+        submitted_end: held.reserved_upto,
+        elapsed,
+        cut_at: cut_at.or(Some(elapsed.saturating_sub(held.last_heard))),
+        device_lost: Some(why.to_string()),
+        device_gone_at: Some(elapsed.saturating_sub(held.last_heard)),
+        ..CycleOutcome::default()
     }
 }
