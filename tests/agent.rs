@@ -10,8 +10,8 @@
 mod hostile;
 
 use crate::common::{scratch, skip, text, BIN};
-use faultline::agent::dial::{self, DialError, Transport};
-use faultline::agent::proto::{self, Frame, Nonce, Op};
+use faultline::remote::coordinator::session::{self as dial, DialError, Transport};
+use faultline::remote::proto::{self, Frame, Nonce, Op};
 use faultline::runner::{ControllerError, Missing};
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
@@ -393,8 +393,11 @@ fn one_agent(name: &str, seed: u64, run_word: u64) -> OneAgent {
     OneAgent { d, drv, s, a, timeout }
 }
 
-fn policy() -> faultline::agent::cycle::StreamPolicy {
-    faultline::agent::cycle::StreamPolicy { ledger_checkpoint_every: Duration::from_millis(500), silence: Duration::from_secs(10) }
+fn policy() -> faultline::remote::coordinator::cycle::StreamPolicy {
+    faultline::remote::coordinator::cycle::StreamPolicy {
+        ledger_checkpoint_every: Duration::from_millis(500),
+        silence: Duration::from_secs(10),
+    }
 }
 
 /// Whole-host power loss at seeded moments: host A's agent is SIGKILLed in every phase of its
@@ -408,7 +411,7 @@ fn policy() -> faultline::agent::cycle::StreamPolicy {
 #[test]
 fn agents_killed_at_seeded_moments_leave_the_coordinator_no_blind_window_and_no_false_finding() {
     let _alone = crate::common::alone(); // kill and cut timings within milliseconds
-    use faultline::agent::cycle::CycleError;
+    use faultline::remote::coordinator::cycle::CycleError;
     let seed: u64 = std::env::var("FAULTLINE_KILL_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(20261205);
     let d = scratch("kills");
     let drv = drive(seed);
@@ -543,7 +546,7 @@ fn agents_killed_at_seeded_moments_leave_the_coordinator_no_blind_window_and_no_
 #[test]
 fn a_host_clean_shutdown_leaves_the_coordinator_holding_every_acknowledged_write() {
     let _alone = crate::common::alone(); // kill and cut timings within milliseconds
-    use faultline::agent::cycle::CycleError;
+    use faultline::remote::coordinator::cycle::CycleError;
     let seed = 11;
     let OneAgent { d, drv, mut s, mut a, .. } = one_agent("shutdown", seed, 26);
     for k in 0..3u64 {
@@ -587,7 +590,7 @@ fn a_host_clean_shutdown_leaves_the_coordinator_holding_every_acknowledged_write
 #[test]
 fn a_partition_mid_cycle_is_a_bounded_inconclusive_close_and_a_stop_ends_a_cycle_gracefully() {
     let _alone = crate::common::alone(); // kill and cut timings within milliseconds
-    use faultline::agent::cycle::{CycleError, StreamPolicy};
+    use faultline::remote::coordinator::cycle::{CycleError, StreamPolicy};
     let seed = 7;
     let OneAgent { d, drv, mut s, mut a, .. } = one_agent("partition", seed, 25);
     // Stopped from outside after 200 ms of a 60 s cycle: it ends gracefully, all durable.
@@ -767,7 +770,8 @@ fn a_verify_through_the_agent_agrees_with_a_local_one_finding_for_finding_and_di
 /// (it has "booted"), opens the target held to the run's identity, and the run goes on clean.
 #[test]
 fn a_remote_dut_runs_verifies_loses_its_host_and_dials_it_again() {
-    use faultline::runner::dut::{Dut, DutCycleError, DutError, RemoteDut, RemotePort, VerifyRequest, Workload};
+    use faultline::remote::coordinator::dut::{RemoteDut, RemotePort};
+    use faultline::runner::dut::{Dut, DutCycleError, DutError, VerifyRequest, Workload};
     let seed = 13;
     let d = scratch("remote-dut");
     let drv = drive(seed);

@@ -5,4 +5,4 @@
 
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| faultline::agent::fuzzing::frames(data));
+fuzz_target!(|data: &[u8]| faultline::remote::fuzzing::frames(data));

@@ -10,11 +10,11 @@
 //! faultline --example remote-port-bench [-- --seconds S --rounds N --stream-every-ms M]`. The
 //! agent is the `faultline` binary beside this example's directory (target/release/).
 
-use faultline::agent::cycle::StreamPolicy;
-use faultline::agent::dial::{self, Transport};
-use faultline::agent::proto::{CycleRequest, Nonce};
 use faultline::ledger::{Contract, RunHeader, TargetFacts};
 use faultline::port::{PortEntry, PortId};
+use faultline::remote::coordinator::cycle::StreamPolicy;
+use faultline::remote::coordinator::session::{self as dial, Transport};
+use faultline::remote::proto::{CycleRequest, Nonce};
 use faultline::run::{open_run, DeviceFacts, OpenRun};
 use faultline::workload::{FlushPolicy, Pattern, WorkloadSpec};
 use faultline::writer::{run_cycle, CycleOptions, Fill};

@@ -11,7 +11,6 @@
 //!   test only through [`runner::dut::Dut`];
 //! - a finding is data, never an error; every fact a run reports is an [`events::Event`].
 
-pub mod agent;
 pub mod events;
 pub mod format;
 pub mod health;
@@ -19,6 +18,7 @@ pub mod lab;
 pub mod ledger;
 pub mod metrics;
 pub mod port;
+pub mod remote;
 pub mod report;
 pub mod reset;
 pub mod rng;

@@ -1,6 +1,6 @@
 //! How the coordinator reaches a host's agent: a transport command whose stdin and stdout
 //! carry the protocol, `ssh` by default. What a scenario names and checks, kept apart from the
-//! wire (`agent::dial` starts it), so that the scenario imports nothing of the wire.
+//! wire (`agent::coordinator::session` starts it), so that the scenario imports nothing of the wire.
 
 /// The default transport, `{host}` standing for the host's name.
 pub const SSH: &[&str] = &["ssh", "-o", "BatchMode=yes", "{host}", "faultline", "agent", "--stdio"];

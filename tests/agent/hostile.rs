@@ -3,8 +3,8 @@
 //! real coordinator (docs/PROTOCOL.md, "Limits").
 
 use crate::common::{scratch, text, BIN};
-use faultline::agent::dial::{self, DialError, Transport};
-use faultline::agent::proto::{self, Answer, Frame, Nonce, Op};
+use faultline::remote::coordinator::session::{self as dial, DialError, Transport};
+use faultline::remote::proto::{self, Answer, Frame, Nonce, Op};
 use std::io::{Read, Seek, Write};
 use std::path::Path;
 use std::process::{ChildStdin, ChildStdout, Command, Stdio};
@@ -169,7 +169,7 @@ fn a_coordinator_gone_mid_cycle_stops_the_agents_writer_at_its_next_submit() {
     let t = sparse(&d, size);
     let mut a = Agent::start(&t);
     a.open(&t);
-    let req = faultline::agent::proto::CycleRequest {
+    let req = faultline::remote::proto::CycleRequest {
         header: header(size, 512),
         cycle: 1,
         first_id: 1,

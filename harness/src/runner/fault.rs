@@ -71,9 +71,22 @@ pub struct Cutter {
     hosts: Vec<(String, Box<dyn PowerSwitch + Send>)>,
     /// The link reset each host's agent runs, by the port's fault name, and how long a reset
     /// with a down phase holds it.
-    agents: Vec<(String, super::dut::AgentReset)>,
+    agents: Vec<(String, Box<dyn HostReset>)>,
     agent_hold: Duration,
     aim: Aim,
+}
+
+/// A link reset a port's own host runs (its agent, over the wire), as the cutter sees it: aimed
+/// before the cycle, run by the port's host in the cycle that cuts, reported back after.
+pub trait HostReset: Send {
+    /// The host's next cut is this reset, held down this long (`None`: not a reset of this
+    /// host's); nothing reported yet.
+    fn aim(&self, want: Option<(crate::reset::LinkReset, Duration)>);
+    /// What the host reported of the reset aimed at it: `Ok` once it ran, the failure it
+    /// reported, or that no report came.
+    fn take_report(&self) -> Result<(), ControllerError>;
+    /// What the host's resets noted since the last call, for the event log.
+    fn take_log(&self) -> Vec<String>;
 }
 
 /// What the next cut does.
@@ -118,7 +131,7 @@ impl Cutter {
 
     /// With the link resets the ports' hosts' agents run (port fault name, its reset), a reset
     /// with a down phase holding it `hold`.
-    pub fn with_agents(mut self, agents: Vec<(String, super::dut::AgentReset)>, hold: Duration) -> Cutter {
+    pub fn with_agents(mut self, agents: Vec<(String, Box<dyn HostReset>)>, hold: Duration) -> Cutter {
         self.agents = agents;
         self.agent_hold = hold;
         self
@@ -181,8 +194,7 @@ impl Cutter {
                 let Some((_, a)) = self.agents.iter().find(|(p, _)| p == port) else {
                     return Err(Missing::Agent { port: port.to_string(), kind: *kind }.into());
                 };
-                let hold_ms = self.agent_hold.as_millis().min(u64::MAX as u128) as u64;
-                a.aim(Some(crate::agent::proto::ResetRequest { reset, hold_ms }));
+                a.aim(Some((reset, self.agent_hold)));
                 Aim::AgentLink { port: port.to_string(), kind: *kind }
             }
         };

@@ -5,9 +5,9 @@
 //! Each message says what it is about in full, its source's text included (the binary prints
 //! a cause once however many errors carry it).
 
-use crate::agent::cycle::CycleError;
-use crate::agent::dial::{DialError, TransportError};
-use crate::agent::verify::PrefillFailed;
+use crate::remote::coordinator::cycle::CycleError;
+use crate::remote::coordinator::session::{DialError, TransportError};
+use crate::remote::coordinator::verify::PrefillFailed;
 pub use crate::runner::shared::{Cause, Shared};
 use faultline_drivers::blockdev::{FindError, EXPECT_FLAGS};
 use faultline_drivers::passthru::SeveralControllers;

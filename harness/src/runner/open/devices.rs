@@ -5,7 +5,8 @@
 use super::error::{AtomicBelowSector, OpenError};
 use super::Devices;
 use crate::ledger::Contract;
-use crate::runner::dut::{Dut, DutError, NbdDut, RealDut, RemoteDut, RemotePort, SimDut};
+use crate::remote::coordinator::dut::{RemoteDut, RemotePort};
+use crate::runner::dut::{Dut, DutError, NbdDut, RealDut, SimDut};
 use crate::runner::fault::{real_cutter, sim_switch, ControllerError, Cutter};
 use crate::runner::options::RunnerOptions;
 use crate::scenario::{FaultPlan, RunPlan, SimSwitch, SimTarget, Switch, TargetPlan};
@@ -93,14 +94,17 @@ pub(crate) fn remote_port(
     RemotePort {
         host: host.to_string(),
         transport,
-        run: crate::agent::proto::Nonce::from_words(o.run_id, crate::rng::mix64(o.run_id)),
+        run: crate::remote::proto::Nonce::from_words(o.run_id, crate::rng::mix64(o.run_id)),
         coordinator: format!("faultline run (pid {})", std::process::id()),
         target: target.to_string(),
         expect: expect.clone(),
         queue_depth: plan.scenario.workload.queue_depth,
         timeout: REMOTE_ANSWER,
         stream_every: Duration::from_millis(1),
-        policy: crate::agent::cycle::StreamPolicy { ledger_checkpoint_every: Duration::from_millis(500), silence: REMOTE_ANSWER },
+        policy: crate::remote::coordinator::cycle::StreamPolicy {
+            ledger_checkpoint_every: Duration::from_millis(500),
+            silence: REMOTE_ANSWER,
+        },
         resets: plan.faults.all().filter_map(FaultPlan::host_reset).collect(),
     }
 }

@@ -8,7 +8,8 @@
 use super::devices::remote_port;
 use super::error::OpenPortsError;
 use super::Devices;
-use crate::runner::dut::{Dut, DutError, RemoteDut};
+use crate::remote::coordinator::dut::RemoteDut;
+use crate::runner::dut::{Dut, DutError};
 use crate::runner::fault::Cutter;
 use crate::runner::options::RunnerOptions;
 use crate::scenario::{HostPower, RunPlan, SimTarget};

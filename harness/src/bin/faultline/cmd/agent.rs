@@ -5,9 +5,9 @@
 
 use crate::exit::Exit;
 use anyhow::{bail, Result};
-use faultline::agent::dial::{self, Transport};
-use faultline::agent::proto::Nonce;
-use faultline::agent::serve::{self, Ended, ServeOptions};
+use faultline::remote::agent::serve::{self, Ended, ServeOptions};
+use faultline::remote::coordinator::session::{self as dial, Transport};
+use faultline::remote::proto::Nonce;
 use std::time::Duration;
 
 #[derive(clap::Args)]

@@ -10,8 +10,8 @@
 //! [`StreamLedger::history`] is the run's header alone.
 
 use super::peer::Frames as Inbox;
-use super::proto::{self, Frame, FrameError, Nonce};
 use crate::ledger::{History, Ledger, LedgerError, Record, RunHeader};
+use crate::remote::proto::{self, Frame, FrameError, Nonce};
 use crate::writer::{HookError, StopToken, WireSamples};
 use std::cell::RefCell;
 use std::io::Write;

@@ -1,151 +1,23 @@
-//! Verify over the wire. The verifier needs the run's history (what each id's cycle made
-//! durable, the pins of what earlier verifies saw), which lives in the coordinator's ledger: the
-//! coordinator sends the agent its ledger's records (`history`, in chunks, from where the
-//! agent's copy ends), and the agent replays them with [`History::apply`], the same code that
-//! replays a ledger file, so its copy is the coordinator's history and nothing else. Then
-//! `verify` reads the regions on the agent's target and streams back what it found in
-//! bounded parts (`verified` frames: findings, the uncertain writes it saw, the digests),
-//! then the counts.
+//! Verify over the wire, the coordinator's side. The verifier needs the run's history (what
+//! each id's cycle made durable, the pins of what earlier verifies saw), which lives in the
+//! coordinator's ledger: [`Session::sync_history`] sends the agent its ledger's records (in
+//! chunks, from where the agent's copy ends), which the agent replays
+//! ([`Mirror`](crate::remote::agent::mirror::Mirror)). Then [`Session::verify`] has it read the
+//! regions and takes back what it found in bounded parts, each held to what the regions can
+//! give; sector hashes, the prefill and the health logs travel the same way.
 
-use super::dial::{DialError, Session};
-use super::proto::{Answer, DigestWire, Frame, Op, VerifiedPart, VerifyCounts};
+use super::session::{DialError, Session};
 use crate::health::{HealthLogs, HealthReadError};
-use crate::ledger::{History, LedgerError, Record};
+use crate::ledger::LedgerError;
 use crate::port::PortId;
-use crate::verify::{Digest, Digests, SeenRun, Verifier, VerifyReport};
-use faultline_drivers::BlockTarget;
-use std::collections::BTreeMap;
-use std::io::Write;
+use crate::remote::parts::unhex;
+use crate::remote::proto::{Answer, Frame, Op, VerifiedPart};
+use crate::verify::{Digest, SeenRun, VerifyReport};
 use std::path::Path;
 use std::time::Duration;
 
-/// The most items one `verified` part carries (each a few hundred bytes of JSON at most, so a
-/// part stays far below the frame bound).
-pub const PART_ITEMS: usize = 1024;
-
 /// The most ledger bytes one `history` request carries.
 const HISTORY_BYTES: usize = 256 << 10;
-
-/// The agent's copy of the history of each share it verifies (its own port's, and, with
-/// cross-verification, the other ports'), replayed from the coordinator's records.
-#[derive(Default)]
-pub(crate) struct Mirror {
-    histories: BTreeMap<PortId, History>,
-}
-
-/// The most shares an agent holds a history of: a run's port table is smaller.
-const MAX_SHARES: usize = 16;
-
-impl Mirror {
-    /// Applies records of `share`'s history numbered from `first` (0 is its run's header,
-    /// which must name `share` in its port table).
-    pub fn apply(&mut self, share: PortId, first: u64, records: Vec<Record>) -> Answer {
-        let have = self.histories.get(&share).map_or(0, |h| h.records);
-        if first != have {
-            return Answer::Failed { why: format!("share {share}: history records from {first}, where this agent holds {have}") };
-        }
-        if have == 0 && self.histories.len() >= MAX_SHARES {
-            return Answer::Failed { why: format!("share {share}: this agent holds the histories of {MAX_SHARES} shares already") };
-        }
-        for rec in records {
-            match (self.histories.get_mut(&share), rec) {
-                (None, Record::RunStart(h)) if h.ports.iter().any(|p| p.id == share) => {
-                    self.histories.insert(share, History::new(h));
-                }
-                (None, Record::RunStart(_)) => {
-                    return Answer::Failed { why: format!("share {share}: its run's header has no port {share} in its port table") }
-                }
-                (None, other) => return Answer::Failed { why: format!("a history must begin with the run's header, not {other:?}") },
-                (Some(h), rec) => {
-                    let n = h.records;
-                    if let Err(e) = h.apply(rec) {
-                        // What was applied stays: the coordinator resends from here.
-                        return Answer::Failed { why: format!("history record {n}: {e}") };
-                    }
-                }
-            }
-        }
-        Answer::HistoryAt { records: self.histories.get(&share).map_or(0, |h| h.records) }
-    }
-
-    /// Verifies `regions` of `share` on `target`, streaming the parts of the answer to `send`.
-    pub fn verify(
-        &self,
-        target: &mut dyn BlockTarget,
-        (share, regions): (PortId, &[[u64; 2]]),
-        digest: bool,
-        send: &mut dyn FnMut(VerifiedPart) -> std::io::Result<()>,
-    ) -> std::io::Result<Answer> {
-        let Some(h) = self.histories.get(&share) else {
-            return Ok(Answer::Failed { why: format!("no history of share {share}: send its run's records first") });
-        };
-        let checked = super::checked::run(&h.header, &target.geometry()).and_then(|(layout, format)| {
-            let span = (h.header.workload.span_start, h.header.workload.span_end);
-            Ok((layout, format, super::checked::regions(regions, h.header.sector_bytes, span)?))
-        });
-        let (layout, format, regions) = match checked {
-            Ok(x) => x,
-            Err(e) => return Ok(Answer::Failed { why: format!("refused: {e}") }),
-        };
-        let v = Verifier::new(&layout, h, &format);
-        let (report, digests) = if digest {
-            let mut d = Digests::for_regions(&regions);
-            match v.verify_regions_digested(target, &regions, &mut d) {
-                Ok(r) => (r, Some(d.finish())),
-                Err(e) => return Ok(Answer::Failed { why: e.to_string() }),
-            }
-        } else {
-            match v.verify_regions(target, &regions) {
-                Ok(r) => (r, None),
-                Err(e) => return Ok(Answer::Failed { why: e.to_string() }),
-            }
-        };
-        let VerifyReport { sectors, bytes, durable_ok, newer_ok, prior_ok, findings, seen } = report;
-        let findings_n = findings.len() as u64;
-        for c in findings.chunks(PART_ITEMS) {
-            send(VerifiedPart::Findings(c.to_vec()))?;
-        }
-        let seen_n = seen.len() as u64;
-        for c in seen.chunks(PART_ITEMS) {
-            send(VerifiedPart::Seen(c.iter().map(|s| [s.id, s.start, s.end]).collect()))?;
-        }
-        let digests_n = digests.as_ref().map(|d| d.len() as u64);
-        for c in digests.iter().flat_map(|d| d.chunks(PART_ITEMS)) {
-            send(VerifiedPart::Digests(c.iter().map(DigestWire::from).collect()))?;
-        }
-        Ok(Answer::Verified {
-            counts: VerifyCounts { sectors, bytes, durable_ok, newer_ok, prior_ok, findings: findings_n, seen: seen_n, digests: digests_n },
-        })
-    }
-}
-
-/// Sends one part of a verify's answer.
-pub(crate) fn send_part(w: &mut dyn Write, run: &super::proto::Nonce, seq: u64, part: VerifiedPart) -> std::io::Result<()> {
-    let mut w = w;
-    super::proto::write_frame(&mut w, &Frame::Verified { run: run.clone(), seq, part })
-}
-
-impl From<&Digest> for DigestWire {
-    fn from(d: &Digest) -> Self {
-        DigestWire { start: d.start, end: d.end, hash: hex(&d.hash), unreadable: d.unreadable }
-    }
-}
-
-pub(crate) fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-/// Bytes from hex; `None` unless `s` is exactly `N` bytes of it.
-pub(crate) fn unhex<const N: usize>(s: &str) -> Option<[u8; N]> {
-    if s.len() != 2 * N || !s.is_ascii() {
-        return None;
-    }
-    let mut out = [0u8; N];
-    for (i, o) in out.iter_mut().enumerate() {
-        *o = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).ok()?;
-    }
-    Some(out)
-}
 
 impl Session {
     /// Brings the agent's copy of `share`'s history up to the ledger file at `ledger_file`
@@ -189,7 +61,7 @@ impl Session {
 
     /// Sends `op` and hands each part of its answer to `part` (an `Err` is a protocol error,
     /// why), until the reply, which it returns.
-    pub(super) fn parted(
+    pub(crate) fn parted(
         &mut self,
         op: Op,
         name: &str,
@@ -286,13 +158,13 @@ fn sectors_in(ranges: &[(u64, u64)], sector: u64) -> u64 {
 }
 
 /// Whether `more` items on top of `held` pass `most`.
-pub(super) fn over(held: usize, more: usize, most: u64) -> bool {
+pub(crate) fn over(held: usize, more: usize, most: u64) -> bool {
     (held as u64).saturating_add(more as u64) > most
 }
 
 /// A part of an answer that the operation does not give (a protocol error: why).
 #[derive(Debug)]
-pub(super) struct BadPart(pub(super) String);
+pub(crate) struct BadPart(pub(crate) String);
 
 impl Session {
     /// The hash of every sector of `ranges` as the agent's target reads it (`None`: the read

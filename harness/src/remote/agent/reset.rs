@@ -5,7 +5,7 @@
 //! so nothing from the wire picks what is reset. The reset itself is the Linux link
 //! controller `faultline run` uses on its own host (`faultline_drivers::control::linux`).
 
-use super::proto::{LinkReset, ResetReport};
+use crate::remote::proto::{LinkReset, ResetReport};
 use faultline_drivers::control::linux::LinuxLink;
 use faultline_drivers::control::{ControlEnv, ControllerSpec};
 use faultline_drivers::{LinkController, PciResetMethod};

@@ -52,7 +52,7 @@ pub struct CycleTimes {
 }
 
 /// The times of cycle request `req`, each at most its bound.
-pub fn cycle_times(req: &super::proto::CycleRequest) -> Result<CycleTimes, Bad> {
+pub fn cycle_times(req: &crate::remote::proto::CycleRequest) -> Result<CycleTimes, Bad> {
     Ok(CycleTimes {
         duration: req.duration_ms.map(|v| millis("duration_ms", v, MAX_CYCLE)).transpose()?,
         stream_every: millis("stream_every_ms", req.stream_every_ms, MAX_STREAM_EVERY)?,

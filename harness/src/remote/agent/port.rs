@@ -6,7 +6,7 @@
 
 use super::checked::{self, Bad};
 use super::peer::{Peer, Watched};
-use super::proto::{self, Answer, TargetInfo};
+use crate::remote::proto::{self, Answer, TargetInfo};
 use faultline_drivers::{open_target, BlockTarget, OpenSpec};
 use std::time::Duration;
 
@@ -68,11 +68,11 @@ impl Port {
                 Err(e) => return Answer::Health { smart: None, ocp: None, none: Some(format!("{listed}: {e}")) },
             };
         let smart = match admin.smart_log() {
-            Ok(b) => super::verify::hex(&b),
+            Ok(b) => crate::remote::parts::hex(&b),
             Err(e) => return failed(format!("{listed}: SMART / health log: {e}")),
         };
         match admin.ocp_smart_log() {
-            Ok(ocp) => Answer::Health { smart: Some(smart), ocp: ocp.map(|b| super::verify::hex(&b)), none: None },
+            Ok(ocp) => Answer::Health { smart: Some(smart), ocp: ocp.map(|b| crate::remote::parts::hex(&b)), none: None },
             Err(e) => failed(format!("{listed}: OCP SMART log: {e}")),
         }
     }

@@ -9,11 +9,12 @@
 //! own, so a host that loses power loses nothing the coordinator had not been told.
 
 use super::checked;
+use super::mirror::{send_part, Mirror};
 use super::peer::{Frames, Gone, Inbox, Watched};
 use super::port::{failed, prefill, refused, Port, PROBE_TIMEOUT};
-use super::proto::{self, Answer, CycleRequest, CycleSummary, Frame, FrameError, Nonce, Op};
 use super::stream::{Link, StreamLedger};
-use super::verify::{hex, send_part, Mirror, PART_ITEMS};
+use crate::remote::parts::{hex, PART_ITEMS};
+use crate::remote::proto::{self, Answer, CycleRequest, CycleSummary, Frame, FrameError, Nonce, Op};
 use crate::writer::{run_cycle, CycleOptions, Fill, StopToken};
 use faultline_drivers::BlockTarget;
 use std::cell::RefCell;
@@ -256,11 +257,11 @@ fn send_hashes(
     peer: &super::peer::Peer,
     ranges: &[(u64, u64)],
     sector: u64,
-    send: &mut dyn FnMut(super::proto::VerifiedPart) -> std::io::Result<()>,
+    send: &mut dyn FnMut(crate::remote::proto::VerifiedPart) -> std::io::Result<()>,
 ) -> std::io::Result<Option<u64>> {
     let mut held: Vec<Option<String>> = Vec::with_capacity(PART_ITEMS);
     let mut count = 0u64;
-    let mut flush = |held: &mut Vec<Option<String>>| send(super::proto::VerifiedPart::Hashes(std::mem::take(held)));
+    let mut flush = |held: &mut Vec<Option<String>>| send(crate::remote::proto::VerifiedPart::Hashes(std::mem::take(held)));
     let r = crate::runner::dut::each_sector_hash(t, ranges, sector, &mut |hashes| {
         if peer.gone().is_some() {
             return Err(None);

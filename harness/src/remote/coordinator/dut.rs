@@ -1,21 +1,30 @@
 //! A port on another host as the device under test ([`RemoteDut`]): every call is an
 //! operation of the agent protocol (docs/PROTOCOL.md) on a session with `faultline agent
 //! --stdio` there, dialled through the transport (ssh by default). The writer runs on the
-//! agent; its ledger is the caller's, streamed ([`crate::agent::cycle`]). A host that dies
+//! agent; its ledger is the caller's, streamed ([`super::cycle`]). A host that dies
 //! mid-cycle leaves the cycle closed from what the coordinator held, and the session is
 //! dropped: the next `wait_ready` dials again (the host has booted) and opens the target
-//! held to the run's identity.
-//!
-//! Not over the wire yet: the read load of a performance run (a [`DutError::Unsupported`] naming
-//! it).
+//! held to the run's identity. Only the runner's opener names this type: the cycle and the
+//! loop see a `Dut`, the cutter a [`HostReset`](crate::runner::fault::HostReset).
 
-use super::*;
-use crate::agent::cycle::{CycleError, Held, StreamPolicy};
-use crate::agent::dial::{self, Session, Transport};
-use crate::agent::proto::{CycleRequest, LinkReset, Nonce, ResetReport, ResetRequest};
+use super::cycle::{CycleError, Held, StreamPolicy};
+use super::reset::AgentReset;
+use super::session::{self, Session, Transport};
+use crate::format::Format;
+use crate::health::{HealthLogs, HealthReadError};
+use crate::ledger::Ledger;
+use crate::port::PortId;
+use crate::remote::proto::{CycleRequest, LinkReset, Nonce};
+use crate::run::DeviceFacts;
+use crate::runner::dut::*;
+use crate::runner::fault::HostReset;
+use crate::workload::Layout;
+use crate::writer::{CycleOutcome, PortSamples};
+use faultline_drivers::blockdev::Expectation;
 use faultline_drivers::{PowerCaps, PowerError, PowerState, PowerSwitch};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// How long a verify waits for the ledger file to hold every record of the run's history.
 const LEDGER_LAG: Duration = Duration::from_secs(5);
@@ -47,7 +56,7 @@ pub struct RemotePort {
 pub struct RemoteDut {
     port: RemotePort,
     /// Every frame sent to the agent, kept for the run's audit log (`take_audit`).
-    audit: std::sync::Arc<std::sync::Mutex<Vec<dial::Sent>>>,
+    audit: std::sync::Arc<std::sync::Mutex<Vec<session::Sent>>>,
     session: Option<Session>,
     facts: Option<DeviceFacts>,
     /// The run's target identity (the ledger header's): anything else is refused.
@@ -66,78 +75,11 @@ pub struct RemoteDut {
     served: Option<faultline_fixtures::DualSim>,
 }
 
-/// A link reset the agent runs on its own host, shared by the run's cutter (which aims it:
-/// [`AgentReset::aim`]) and the port (which asks the agent for it in the cycle that cuts, and
-/// keeps what the agent reported: [`AgentReset::take_report`]).
-#[derive(Clone, Default)]
-pub struct AgentReset(Arc<std::sync::Mutex<ResetState>>);
-
-#[derive(Default)]
-struct ResetState {
-    host: String,
-    want: Option<ResetRequest>,
-    ran: Option<ResetReport>,
-    log: Vec<String>,
-}
-
-impl AgentReset {
-    fn state(&self) -> std::sync::MutexGuard<'_, ResetState> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// The host's next cut is `want` (`None`: not a reset of this host's), nothing reported.
-    pub fn aim(&self, want: Option<ResetRequest>) {
-        let mut s = self.state();
-        s.want = want;
-        s.ran = None;
-    }
-
-    /// What the agent reported of the reset aimed at it: `Ok` once it ran, the failure it
-    /// reported, or that no report came (its cycle never reached the cut, or the host was
-    /// lost).
-    pub fn take_report(&self) -> Result<(), crate::runner::fault::ControllerError> {
-        use crate::runner::fault::ControllerError;
-        let mut s = self.state();
-        let reset = s.want.map(|w| w.reset.reset_kind());
-        match s.ran.take() {
-            Some(ResetReport { error: None, .. }) => Ok(()),
-            Some(ResetReport { error: Some(message), controller, .. }) => {
-                Err(ControllerError::Remote { host: s.host.clone(), reset, controller, message })
-            }
-            None => Err(ControllerError::NoReport { host: s.host.clone(), reset }),
-        }
-    }
-
-    /// What the agents' resets noted since the last call, for the event log.
-    pub fn take_log(&self) -> Vec<String> {
-        std::mem::take(&mut self.state().log)
-    }
-
-    fn want(&self) -> Option<ResetRequest> {
-        self.state().want
-    }
-
-    fn reported(&self, r: ResetReport) {
-        let mut s = self.state();
-        let line = format!(
-            "{}: {} of {} {} in {:.1} ms",
-            s.host,
-            s.want.map(|w| w.reset.reset_kind().to_string()).unwrap_or_else(|| "reset".into()),
-            r.controller,
-            if r.error.is_some() { "failed" } else { "done" },
-            r.took_ns as f64 / 1e6
-        );
-        s.log.push(line);
-        let host = s.host.clone();
-        s.log.extend(r.log.iter().map(|l| format!("{host}: {l}")));
-        s.ran = Some(r);
-    }
-}
-
 impl RemoteDut {
     /// Dials the agent and opens its target.
     pub fn open(port: RemotePort) -> Result<RemoteDut, DutError> {
         let mut d = RemoteDut {
+            reset: AgentReset::for_host(&port.host),
             port,
             audit: Default::default(),
             session: None,
@@ -146,10 +88,8 @@ impl RemoteDut {
             notes: Vec::new(),
             offset_ns: 0,
             pid: Default::default(),
-            reset: AgentReset::default(),
             served: None,
         };
-        d.reset.state().host = d.port.host.clone();
         d.session()?;
         Ok(d)
     }
@@ -158,7 +98,8 @@ impl RemoteDut {
     fn session(&mut self) -> Result<&mut Session, DutError> {
         if self.session.is_none() {
             let p = &self.port;
-            let mut s = dial::dial(&p.transport, &p.host, &p.run, &p.coordinator, p.timeout).map_err(|e| DutError::Dial(Shared::new(e)))?;
+            let mut s =
+                session::dial(&p.transport, &p.host, &p.run, &p.coordinator, p.timeout).map_err(|e| DutError::Dial(Shared::new(e)))?;
             let kept = std::sync::Arc::clone(&self.audit);
             s.set_audit(Box::new(move |e| {
                 // Bounded: a run drains it at every cycle's steps.
@@ -211,8 +152,8 @@ impl RemoteDut {
     }
 
     /// The link reset its agent runs on this host, for the run's cutter to aim.
-    pub fn agent_reset(&self) -> AgentReset {
-        self.reset.clone()
+    pub fn agent_reset(&self) -> Box<dyn HostReset> {
+        Box::new(self.reset.clone())
     }
 
     fn lost(&mut self, why: impl Into<Cause>) -> DutError {
@@ -227,7 +168,7 @@ impl RemoteDut {
 #[error("{error} (before: {before})")]
 struct After {
     #[source]
-    error: dial::DialError,
+    error: session::DialError,
     before: DutError,
 }
 
@@ -435,7 +376,7 @@ impl Dut for RemoteDut {
                     let enumerate = if redialled { Some(t0.elapsed().saturating_sub(first_read)) } else { enumerate };
                     return Ok(Readiness { enumerate, first_read });
                 }
-                Err(e @ dial::DialError::Protocol { .. }) => {
+                Err(e @ session::DialError::Protocol { .. }) => {
                     let last = match last.take() {
                         None => Cause::of(e),
                         Some(before) => Cause::of(After { error: e, before }),

@@ -1,17 +1,14 @@
-//! A performance run's read load over the wire (`read_load`, version 6). The agent reads its
+//! A performance run's read load, the agent's side (`read_load`, version 6): it reads its
 //! port's share sequentially, one read in flight, for the time asked, then sends each read's
 //! completion (its instant on the agent's monotonic clock, latency, bytes, success) in bounded
-//! parts; the coordinator puts them on its own clock (the session's measured offset) into the
-//! port's slot of the phase's windows, as it does a cycle's streamed completions.
+//! parts.
 
 use super::checked::{self, Bad};
-use super::dial::{DialError, Session};
 use super::peer::Peer;
 use super::port::refused;
-use super::proto::{Answer, Op, VerifiedPart};
-use super::verify::{over, BadPart, PART_ITEMS};
-use crate::writer::windows::WIRE_KEPT;
-use crate::writer::{PortSamples, WireSample, WireSamples};
+use crate::remote::parts::PART_ITEMS;
+use crate::remote::proto::{Answer, VerifiedPart};
+use crate::writer::{PortSamples, WireSamples};
 use faultline_drivers::BlockTarget;
 use std::time::Duration;
 
@@ -20,7 +17,7 @@ pub const MAX_LOAD: Duration = Duration::from_secs(600);
 
 /// Runs the read load on `target` over `span` for `run_ms` (stopping early once `peer` is
 /// gone), then sends its completions to `send` in parts of at most [`PART_ITEMS`]; the
-/// answer counts them. At most [`WIRE_KEPT`] completions are kept.
+/// answer counts them. At most [`WIRE_KEPT`](crate::writer::windows::WIRE_KEPT) completions are kept.
 pub(crate) fn read_load(
     target: &mut dyn BlockTarget,
     peer: &Peer,
@@ -49,35 +46,10 @@ pub(crate) fn read_load(
     Ok(Answer::ReadLoaded { count: samples.len() as u64 })
 }
 
-impl Session {
-    /// Has the agent run the read load over `span` for `run_for`; returns its completions, on
-    /// the agent's clock. `timeout` bounds each frame's wait after the load.
-    pub fn read_load(&mut self, span: (u64, u64), run_for: Duration, timeout: Duration) -> Result<Vec<WireSample>, DialError> {
-        let run_ms = run_for.as_millis().min(u64::MAX as u128) as u64;
-        let op = Op::ReadLoad { span: [span.0, span.1], run_ms };
-        let mut out: Vec<WireSample> = Vec::new();
-        let answer = self.parted(op, "read load", timeout + run_for, |part| {
-            let VerifiedPart::Samples(s) = part else {
-                return Err(BadPart("something other than read samples in the answer to a read load".into()));
-            };
-            if over(out.len(), s.len(), WIRE_KEPT as u64) {
-                return Err(BadPart(format!("more read samples than the {WIRE_KEPT} an agent keeps")));
-            }
-            out.extend(s);
-            Ok(())
-        })?;
-        match answer {
-            Answer::ReadLoaded { count } if count == out.len() as u64 => Ok(out),
-            Answer::ReadLoaded { count } => Err(self.protocol(format!("{count} read samples counted, {} sent", out.len()))),
-            Answer::Failed { why } => Err(DialError::Protocol { host: self.host.clone(), why }),
-            other => Err(self.protocol(format!("{other:?} answered a read load"))),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::writer::WireSample;
     use faultline_fixtures::{FaultModel, SimConfig, SimDrive, TruthContract};
 
     fn drive() -> SimDrive {
@@ -125,7 +97,7 @@ mod tests {
             }
         }
         let gone = Peer::default();
-        gone.mark(super::super::peer::Gone::Closed);
+        gone.mark(crate::remote::agent::peer::Gone::Closed);
         let t0 = std::time::Instant::now();
         let a = read_load(&mut d, &gone, ([0, 1 << 20], 10_000), &mut |_| Ok(())).unwrap();
         assert!(t0.elapsed() < Duration::from_secs(1) && matches!(a, Answer::ReadLoaded { count: 0 }), "{a:?}");

@@ -1,8 +1,8 @@
 //! The bodies of the protocol's fuzz targets (`fuzz/fuzz_targets/{frame,session}.rs`), here so
 //! that an ordinary test replays their corpus (`fuzz/corpus/`) through the same code.
 
+use super::agent::serve::{serve, Ended, ServeError, ServeOptions};
 use super::proto;
-use super::serve::{serve, Ended, ServeError, ServeOptions};
 use std::path::Path;
 
 /// Reads frames from `data` until it ends or one is bad. Reading never panics, and a frame
@@ -49,7 +49,7 @@ pub fn scratch_target() -> std::io::Result<std::path::PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::proto::{Frame, Nonce, Op};
+    use crate::remote::proto::{Frame, Nonce, Op};
 
     fn corpus(name: &str) -> Vec<(std::path::PathBuf, Vec<u8>)> {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus").join(name);
@@ -101,7 +101,7 @@ mod tests {
             tail in proptest::collection::vec(proptest::num::u8::ANY, 0..64),
         ) {
             let t = scratch_target().unwrap();
-            let every = crate::agent::proto::tests::every_frame();
+            let every = crate::remote::proto::tests::every_frame();
             let mut b = Vec::new();
             let hello = Frame::Hello { versions: vec![6], run: Nonce::from_words(1, 2), coordinator: "c".into() };
             proto::write_frame(&mut b, &hello).unwrap();
@@ -139,7 +139,7 @@ mod tests {
         };
         std::fs::create_dir_all(root.join("frame")).unwrap();
         std::fs::create_dir_all(root.join("session")).unwrap();
-        let every = crate::agent::proto::tests::every_frame();
+        let every = crate::remote::proto::tests::every_frame();
         for (i, f) in every.iter().enumerate() {
             std::fs::write(root.join("frame").join(format!("seed-{i:02}")), bytes(std::slice::from_ref(f))).unwrap();
         }

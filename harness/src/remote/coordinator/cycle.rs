@@ -11,9 +11,9 @@
 //! therefore "may", never "must": no false finding, and what was lost to the coordinator is
 //! at most what completed since the agent's last checkpoint, a few milliseconds of writes.
 
-use super::dial::{AgentFailed, DialError, Session};
-use super::proto::{Answer, CycleRequest, CycleSummary, Expect, Frame, LinkReset, Op, TargetInfo};
+use super::session::{AgentFailed, DialError, Session};
 use crate::ledger::{Ledger, LedgerError, Record};
+use crate::remote::proto::{Answer, CycleRequest, CycleSummary, Expect, Frame, LinkReset, Op, TargetInfo};
 use crate::run::{close_interrupted, RunError};
 use crate::runner::controller_error::FaultHook;
 use crate::writer::{StopToken, WireSample};
@@ -187,7 +187,7 @@ impl Session {
         }
         let what = format!("request {seq} (cycle {cycle})");
         let me = self.run.clone();
-        let ours = |run: &super::proto::Nonce, q: u64| *run == me && q == seq;
+        let ours = |run: &crate::remote::proto::Nonce, q: u64| *run == me && q == seq;
         loop {
             let f = match self.next_cycle_frame(&mut s, &what, stop, silence, heard) {
                 Ok(Some(f)) => f,

@@ -86,7 +86,7 @@ pub enum Frame {
     Verified { run: Nonce, seq: u64, part: VerifiedPart },
 }
 
-/// One part of a verify's answer (at most `agent::verify::PART_ITEMS` items).
+/// One part of a verify's answer (at most [`PART_ITEMS`](super::parts::PART_ITEMS) items).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "part", content = "items", rename_all = "snake_case", deny_unknown_fields)]
 pub enum VerifiedPart {

@@ -5,7 +5,7 @@
 //! `BatchMode` an unknown host key or a refused user key fails at once instead of prompting,
 //! and what ssh said is turned into what to do about it.
 
-use super::proto::{self, AgentInfo, Answer, Frame, FrameError, Nonce, Op};
+use crate::remote::proto::{self, AgentInfo, Answer, Frame, FrameError, Nonce, Op};
 use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -117,13 +117,13 @@ pub struct Session {
     pub(super) host: String,
     child: Child,
     stdin: Option<ChildStdin>,
-    frames: super::peer::AgentFrames,
+    frames: super::frames::AgentFrames,
     stderr: Arc<Mutex<String>>,
     /// Set when the transport's stderr has ended (all it said is in `stderr`).
     stderr_done: Arc<AtomicBool>,
     pub(super) run: Nonce,
     pub(super) seq: u64,
-    /// History records the agent holds of each share (`verify::Session::sync_history`).
+    /// History records the agent holds of each share ([`Session::sync_history`]).
     pub(super) history_sent: std::collections::BTreeMap<crate::port::PortId, u64>,
     /// The version the agent chose.
     pub version: u32,
@@ -146,7 +146,7 @@ pub fn dial(t: &Transport, host: &str, run: &Nonce, coordinator: &str, timeout: 
     let mut err = child.stderr.take().expect("piped");
     // At most `COORDINATOR_QUEUE_BYTES` of the agent's frames wait here; past that the
     // reader waits.
-    let frames = super::peer::AgentFrames::read(stdout);
+    let frames = super::frames::AgentFrames::read(stdout);
     let stderr = Arc::new(Mutex::new(String::new()));
     let kept = Arc::clone(&stderr);
     let stderr_done = Arc::new(AtomicBool::new(false));
