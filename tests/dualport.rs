@@ -20,7 +20,7 @@ pub(crate) fn scratch(name: &str) -> PathBuf {
 /// quarters each full verify through both ports (these tests run alone).
 pub(crate) const SMALL: &str = "target.sim.capacity_bytes=16777216";
 
-pub(crate) fn one_at_a_time() -> std::sync::RwLockWriteGuard<'static, ()> {
+pub(crate) fn one_at_a_time() -> crate::common::Machine {
     crate::common::alone()
 }
 

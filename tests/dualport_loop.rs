@@ -31,7 +31,7 @@ const SEED: u64 = 20261201;
 /// no other test holding loop devices (`crate::common::loop_nodes_alone`), or one test's detach
 /// frees a node another test's `losetup -f` takes (seen: both failed at once). A pulled port's
 /// cost to the other is measured: alone on the machine too.
-fn one_at_a_time() -> (std::sync::RwLockWriteGuard<'static, ()>, std::sync::RwLockWriteGuard<'static, ()>) {
+fn one_at_a_time() -> (crate::common::Machine, std::sync::RwLockWriteGuard<'static, ()>) {
     (crate::common::alone(), crate::common::loop_nodes_alone())
 }
 /// The corruption's seed (negative control).

@@ -53,12 +53,7 @@ static FREED: Condvar = Condvar::new();
 
 /// Held for as long as a test's boots run: gives its slots back on drop (and then its hold
 /// on the machine, which the other modules' tests share).
-struct Boot(u32, #[expect(dead_code, reason = "held, not read")] Machine);
-
-enum Machine {
-    Shared(#[expect(dead_code, reason = "held, not read")] std::sync::RwLockReadGuard<'static, ()>),
-    Alone(#[expect(dead_code, reason = "held, not read")] std::sync::RwLockWriteGuard<'static, ()>),
-}
+struct Boot(u32, #[expect(dead_code, reason = "held, not read")] crate::common::Machine);
 
 impl Drop for Boot {
     fn drop(&mut self) {
@@ -71,7 +66,7 @@ impl Drop for Boot {
 /// ([`crate::common::alone`]), one shares the machine with them.
 fn take(slots: u32) -> Boot {
     // The machine first, then the gate (the order every test takes its locks in).
-    let machine = if slots == SLOTS { Machine::Alone(crate::common::alone()) } else { Machine::Shared(crate::common::shared()) };
+    let machine = if slots == SLOTS { crate::common::alone() } else { crate::common::shared() };
     let mut g = GATE.lock().unwrap_or_else(|e| e.into_inner());
     if slots == SLOTS {
         g.alone_waiting += 1;

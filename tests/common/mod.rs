@@ -6,7 +6,7 @@ pub mod seeded;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Condvar, Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 /// The `faultline` binary this package builds.
 pub const BIN: &str = env!("CARGO_BIN_EXE_faultline");
@@ -79,21 +79,62 @@ pub fn sh(cmd: &str, args: &[&str]) -> Result<String, String> {
     }
 }
 
-/// The machine, as the tests share it. libtest runs two tests at a time (one a core here),
-/// from any modules: a test whose verdict rests on timing (a judged port's figures, a kill due
-/// within milliseconds, a benchmark, a lab guest's stall budget) takes [`alone`], so that no
-/// test that took [`shared`] (one that keeps a core busy: a lab guest, a run of many cycles, a
-/// build) runs beside it. Take it first, before any lock of a module's own.
-static MACHINE: RwLock<()> = RwLock::new(());
-
-/// No test that took [`shared`] runs while this is held.
-pub fn alone() -> RwLockWriteGuard<'static, ()> {
-    MACHINE.write().unwrap_or_else(PoisonError::into_inner)
+/// The machine, as the tests share it: one permit a core. libtest runs more tests at a time
+/// than there are cores (`RUST_TEST_THREADS` in `.cargo/config.toml`), so that a test that
+/// waits (on a guest's boot, a lock, an off time, a child process) leaves its core to
+/// another; a test that keeps a core busy (a lab guest, a run of many cycles, a build) takes
+/// [`shared`], one permit, so that no more of them run at once than there are cores. A test
+/// whose verdict rests on timing (a judged port's figures, a kill due within milliseconds, a
+/// benchmark, a lab guest's stall budget) takes [`alone`], every permit, so that no test that
+/// took [`shared`] runs beside it; once it waits, no new [`shared`] starts before it. Take it
+/// first, before any lock of a module's own.
+struct Permits {
+    held: usize,
+    alone_waiting: usize,
 }
 
-/// This test keeps a core busy: not beside one that took [`alone`].
-pub fn shared() -> RwLockReadGuard<'static, ()> {
-    MACHINE.read().unwrap_or_else(PoisonError::into_inner)
+static MACHINE: Mutex<Permits> = Mutex::new(Permits { held: 0, alone_waiting: 0 });
+static FREED: Condvar = Condvar::new();
+
+/// The permits: one a core of this machine.
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get())
+}
+
+/// Permits held for as long as this lives.
+#[must_use = "the permits go back when this is dropped"]
+pub struct Machine(usize);
+
+impl Drop for Machine {
+    fn drop(&mut self) {
+        MACHINE.lock().unwrap_or_else(PoisonError::into_inner).held -= self.0;
+        FREED.notify_all();
+    }
+}
+
+/// No test that took [`shared`] runs while this is held.
+pub fn alone() -> Machine {
+    let all = cores();
+    let mut m = MACHINE.lock().unwrap_or_else(PoisonError::into_inner);
+    m.alone_waiting += 1;
+    while m.held > 0 {
+        m = FREED.wait(m).unwrap_or_else(PoisonError::into_inner);
+    }
+    m.alone_waiting -= 1;
+    m.held = all;
+    Machine(all)
+}
+
+/// This test keeps a core busy: not beside one that took [`alone`], and at most one such test
+/// a core.
+pub fn shared() -> Machine {
+    let all = cores();
+    let mut m = MACHINE.lock().unwrap_or_else(PoisonError::into_inner);
+    while m.held + 1 > all || m.alone_waiting > 0 {
+        m = FREED.wait(m).unwrap_or_else(PoisonError::into_inner);
+    }
+    m.held += 1;
+    Machine(1)
 }
 
 /// Loop device nodes. A test that detaches a loop device and attaches a file to the same node
