@@ -101,19 +101,33 @@ fn cores() -> usize {
     std::thread::available_parallelism().map_or(2, |n| n.get())
 }
 
-/// Permits held for as long as this lives.
+/// Permits held for as long as this lives: how many, when they were asked for and when got.
 #[must_use = "the permits go back when this is dropped"]
-pub struct Machine(usize);
+pub struct Machine(usize, std::time::Instant, std::time::Instant);
 
 impl Drop for Machine {
     fn drop(&mut self) {
         MACHINE.lock().unwrap_or_else(PoisonError::into_inner).held -= self.0;
         FREED.notify_all();
+        log_permits(self);
+    }
+}
+
+/// With `FAULTLINE_TEST_PERMITS=FILE`, each test's wait for its permits and its hold of them,
+/// one line a test (`test permits waited_s held_s`), to see where the suite's time goes.
+fn log_permits(m: &Machine) {
+    use std::io::Write;
+    let Some(path) = std::env::var_os("FAULTLINE_TEST_PERMITS") else { return };
+    let name = std::thread::current().name().unwrap_or("?").to_string();
+    let line = format!("{name} {} {:.1} {:.1}\n", m.0, (m.2 - m.1).as_secs_f64(), m.2.elapsed().as_secs_f64());
+    if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
+        let _ = f.write_all(line.as_bytes());
     }
 }
 
 /// No test that took [`shared`] runs while this is held.
 pub fn alone() -> Machine {
+    let asked = std::time::Instant::now();
     let all = cores();
     let mut m = MACHINE.lock().unwrap_or_else(PoisonError::into_inner);
     m.alone_waiting += 1;
@@ -122,19 +136,20 @@ pub fn alone() -> Machine {
     }
     m.alone_waiting -= 1;
     m.held = all;
-    Machine(all)
+    Machine(all, asked, std::time::Instant::now())
 }
 
 /// This test keeps a core busy: not beside one that took [`alone`], and at most one such test
 /// a core.
 pub fn shared() -> Machine {
+    let asked = std::time::Instant::now();
     let all = cores();
     let mut m = MACHINE.lock().unwrap_or_else(PoisonError::into_inner);
     while m.held + 1 > all || m.alone_waiting > 0 {
         m = FREED.wait(m).unwrap_or_else(PoisonError::into_inner);
     }
     m.held += 1;
-    Machine(1)
+    Machine(1, asked, std::time::Instant::now())
 }
 
 /// Loop device nodes. A test that detaches a loop device and attaches a file to the same node
