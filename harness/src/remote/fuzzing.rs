@@ -52,7 +52,7 @@ mod tests {
     use crate::remote::proto::{Frame, Nonce, Op};
 
     fn corpus(name: &str) -> Vec<(std::path::PathBuf, Vec<u8>)> {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus").join(name);
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus").join(name);
         let mut out: Vec<_> = std::fs::read_dir(&dir)
             .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
             .map(|e| e.unwrap().path())
@@ -127,7 +127,7 @@ mod tests {
         if std::env::var_os("FAULTLINE_WRITE_SEEDS").is_none() {
             return;
         }
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus");
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus");
         let run = Nonce::from_words(1, 2);
         let hello = Frame::Hello { versions: vec![6], run: run.clone(), coordinator: "c".into() };
         let bytes = |fs: &[Frame]| {
