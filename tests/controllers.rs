@@ -293,6 +293,10 @@ fn numato_switches_confirms_and_recovers() {
     let emu = NumatoEmu::new(vec![(3, d.power())], SEED).unwrap();
     let spec = format!("numato+serial://{}?relay=3", emu.path());
     let mut p = control::open(&parse_spec(&spec).unwrap(), &env()).unwrap().power.unwrap();
+    // A process started meanwhile (as another test's, or a transport) inherits no fd of the
+    // pty: one that held the master kept it alive after the disconnect below, which then
+    // read as silence, not as a board that hung up (seen with 4 tests at a time).
+    let mut child = std::process::Command::new("sleep").arg("60").spawn().unwrap();
     assert!(p.capabilities().confirms_cut());
     assert!(p.identify().unwrap().contains("00000008"));
     p.power_off().unwrap();
@@ -324,6 +328,8 @@ fn numato_switches_confirms_and_recovers() {
     assert!(e.contains(&spec) && e.contains("relay off 3") && e.contains("the board is gone: its tty hung up"), "{e}");
     assert!(!e.contains("gave up after"), "no resend to a tty that hung up: {e}");
     assert!(d.present());
+    let _ = child.kill();
+    let _ = child.wait();
 }
 
 #[test]

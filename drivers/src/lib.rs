@@ -35,4 +35,4 @@ pub use latency::{LatencyHistogram, LatencySummary};
 pub use link::{LinkController, LinkError, PciResetMethod, PortCaps, ResetKind};
 pub use open::{open_target, Engine, OpenError, OpenSpec, Opened};
 pub use power::{PowerCaps, PowerError, PowerState, PowerSwitch};
-pub use sys::{available_bytes, kill_process_group, monotonic_ns};
+pub use sys::{available_bytes, kill_process_group, monotonic_ns, set_cloexec};

@@ -316,6 +316,25 @@ pub fn kill_process_group(pgid: u32) -> std::io::Result<()> {
     }
 }
 
+/// Marks `fd` close-on-exec, so that no process this one starts (a transport, an `exec:`
+/// switch, a test's child) holds it open. serialport opens its ttys and pty pairs without
+/// O_CLOEXEC: a child that inherited a pty's master kept it alive after the emulator let go,
+/// and the driver then saw silence, not the hang-up of a board that was gone.
+pub fn set_cloexec(owner: &impl AsRawFd) -> io::Result<()> {
+    let fd = owner.as_raw_fd();
+    // SAFETY: fcntl(2) F_GETFD/F_SETFD take and return plain integers; `owner` is borrowed,
+    // so its fd is open for the call.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+    if flags < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: as above.
+    if unsafe { libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

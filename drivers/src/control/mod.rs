@@ -210,10 +210,13 @@ pub fn open_serial(path: &std::path::Path, baud: u32, timeout: Duration) -> Resu
         .stop_bits(serialport::StopBits::One)
         .flow_control(serialport::FlowControl::None)
         .timeout(timeout)
-        .open()
+        .open_native()
         .map_err(|source| SerialError::Open { path: p.to_string(), source })?;
-    let _ = port.clear(serialport::ClearBuffer::All);
-    Ok(port)
+    // serialport opens without O_CLOEXEC; a transport or an `exec:` switch started later must
+    // not hold the board's tty.
+    crate::set_cloexec(&port).map_err(|e| SerialError::Open { path: p.to_string(), source: e.into() })?;
+    let _ = serialport::SerialPort::clear(&port, serialport::ClearBuffer::All);
+    Ok(Box::new(port))
 }
 
 /// Why reading a reply stopped short.
