@@ -509,8 +509,9 @@ fn a_multipath_write_survives_one_path_and_stops_when_the_last_goes() {
     assert_eq!(o.status.code(), Some(0), "{ctx}");
     assert_eq!(log.matches(": ok ").count(), 2, "both unplugs done:\n{ctx}");
     // The head fails I/O with EIO while it has no path ("no available path - failing I/O"),
-    // then is removed: ENOSPC and empty reads, as for a single path.
-    assert!(log.contains("write=errno 5"), "{ctx}");
+    // then is removed: ENOSPC and empty reads, as for a single path. That window lasts tens of
+    // milliseconds: the probe's write or its read lands in it, or only the writer's queue does.
+    assert!(log.contains("=errno 5 ") || log.contains("(os error 5)"), "no EIO while the head had no path:\n{ctx}");
     assert!(log.contains("write=errno 28"), "{ctx}");
     assert!(log.contains("write exit 2"), "{ctx}");
     assert!(log.contains("the target went away during cycle 1"), "{ctx}");
