@@ -90,14 +90,22 @@ pub(crate) fn boot_slot() -> impl Drop {
 
 /// `faultline lab setup`, once per test process: `Err` (skip) only when this host has no
 /// apt to fetch the lab with; a setup that fails otherwise fails the test. Then a boot slot
-/// (another test's guest may run beside this one's).
+/// (another test's guest may run beside this one's) for a guest of one virtual CPU: two
+/// guests of two vCPUs each on two cores cost twice the CPU (docs/LAB.md, "Figures").
 fn lab(test: &str) -> Option<Boot> {
-    lab_slots(test, 1)
+    lab_slots(test, 1, 1)
 }
 
-/// [`lab`], with no other guest running beside this test's.
+/// [`lab`], with no other guest running beside this test's, and two vCPUs: for a verdict
+/// that rests on timing, and for two ports writing at once.
 fn lab_alone(test: &str) -> Option<Boot> {
-    lab_slots(test, SLOTS)
+    lab_slots(test, SLOTS, 2)
+}
+
+thread_local! {
+    /// The vCPUs of the guests this test boots ([`lab_slots`]), which [`lab_cmd`] passes on
+    /// (as `$FAULTLINE_LAB_CPUS`, so that the guests a two-host run starts get them too).
+    static GUEST_CPUS: std::cell::Cell<u8> = const { std::cell::Cell::new(1) };
 }
 
 /// `faultline lab setup`, twice, once per test process: `Err` (skip) only when this host has no
@@ -120,9 +128,12 @@ fn setup() -> &'static Result<Output, String> {
     })
 }
 
-fn lab_slots(test: &str, slots: u32) -> Option<Boot> {
+fn lab_slots(test: &str, slots: u32, cpus: u8) -> Option<Boot> {
     match setup() {
-        Ok(_) => Some(take(slots)),
+        Ok(_) => {
+            GUEST_CPUS.set(cpus);
+            Some(take(slots))
+        }
         Err(why) => {
             skip(test, why);
             None
@@ -136,7 +147,8 @@ fn lab_slots(test: &str, slots: u32) -> Option<Boot> {
 /// in a fresh run directory, and says so on stderr. Any other outcome, and a second failure,
 /// stand.
 fn lab_cmd(args: &[&str]) -> Output {
-    let run = || Command::new(BIN).arg("lab").args(args).output().expect("run faultline lab");
+    let cpus = GUEST_CPUS.get().to_string();
+    let run = || Command::new(BIN).env("FAULTLINE_LAB_CPUS", &cpus).arg("lab").args(args).output().expect("run faultline lab");
     let o = run();
     let err = String::from_utf8_lossy(&o.stderr);
     let lab_failed = o.status.code() == Some(2)
@@ -346,7 +358,10 @@ fn link_faults_run_clean(test: &str, multipath: &str) {
     let file = dir.join("script.sh");
     std::fs::write(&file, script).unwrap();
     let run_dir = dir.join("run");
+    // A 32 MiB namespace: each verify reads the whole device, which at the default 256 MiB took
+    // 1.7-2.0 s of each cycle under TCG (docs/LAB.md, "Figures").
     args.extend([s(&file).to_string(), "--run-dir".into(), s(&run_dir).into(), "--multipath".into(), multipath.into()]);
+    args.extend(["--size-mib".into(), "32".into()]);
     let o = lab_cmd(&args.iter().map(String::as_str).collect::<Vec<_>>());
     let share = run_dir.join("lab/share");
     let log = std::fs::read_to_string(share.join("lab/guest.log")).unwrap_or_default();
@@ -1235,8 +1250,11 @@ fn a_boot_timeout_is_a_lab_failure_with_the_console_tail() {
 /// share verifies, the other guest is judged unaffected, and the truth agrees.
 #[test]
 fn two_guests_share_one_drive_each_loses_its_power_or_resets_its_controller_in_turn_and_the_other_is_judged_against_the_truth() {
-    let Some(_boot) = lab_alone(
+    // Two guests (each a host, `faultline lab host`), one vCPU each ($FAULTLINE_LAB_CPUS below).
+    let Some(_boot) = lab_slots(
         "two_guests_share_one_drive_each_loses_its_power_or_resets_its_controller_in_turn_and_the_other_is_judged_against_the_truth",
+        SLOTS,
+        1,
     ) else {
         return;
     };
@@ -1244,7 +1262,11 @@ fn two_guests_share_one_drive_each_loses_its_power_or_resets_its_controller_in_t
     let dir = scratch("two-guests-reset");
     let rd = dir.0.join("run");
     let reset = concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/lab-two-hosts-reset.toml");
-    let o = Command::new(BIN).args(["run", reset, "--check-truth", "--run-dir", s(&rd)]).output().expect("run faultline run");
+    let o = Command::new(BIN)
+        .env("FAULTLINE_LAB_CPUS", "1")
+        .args(["run", reset, "--check-truth", "--run-dir", s(&rd)])
+        .output()
+        .expect("run faultline run");
     let out = text(&o);
     assert_eq!(o.status.code(), Some(0), "{out}");
     assert!(out.contains("ground truth: faultline and the drive agree"), "{out}");
@@ -1276,6 +1298,7 @@ fn two_guests_share_one_drive_each_loses_its_power_or_resets_its_controller_in_t
         let rd = dir.0.join("run");
         let kind = fault;
         let o = Command::new(BIN)
+            .env("FAULTLINE_LAB_CPUS", "1")
             .args(["run", scenario, "--check-truth", "--model", model, "--set", kind, "--run-dir", s(&rd)])
             .output()
             .expect("run faultline run");

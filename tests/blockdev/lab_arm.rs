@@ -297,6 +297,9 @@ fn conformance_in_the_lab_guest() {
         "8",
         "--timeout-s",
         "900",
+        // One vCPU, as every guest that boots beside another (tests/lab.rs, `lab`).
+        "--cpus",
+        "1",
     ]);
     let wall = t.elapsed();
     let log = std::fs::read_to_string(rd.join("lab/share/lab/guest.log")).unwrap_or_default();

@@ -15,12 +15,13 @@ use std::process::Command;
 pub const AGENT_PORT: &str = "dev.faultline.agent";
 
 /// The QEMU command line of a host guest: its namespace the export `export` on the Unix socket
-/// `socket`, its console into `console`, its agent's port on QEMU's stdin and stdout.
-pub fn command(lab: &Lab, socket: &Path, export: &str, console: &Path) -> Command {
+/// `socket`, its console into `console`, its agent's port on QEMU's stdin and stdout, with
+/// `cpus` virtual CPUs.
+pub fn command(lab: &Lab, socket: &Path, export: &str, console: &Path, cpus: u8) -> Command {
     let mut c = Command::new(&lab.qemu);
     c.env("LD_LIBRARY_PATH", &lab.lib_path);
     c.arg("-L").arg(&lab.firmware);
-    c.args(["-machine", "q35", "-accel", "tcg,thread=multi", "-cpu", "max", "-m", "1024", "-smp", "2"]);
+    c.args(["-machine", "q35", "-accel", "tcg,thread=multi", "-cpu", "max", "-m", "1024", "-smp", &cpus.to_string()]);
     c.args(["-nodefaults", "-no-user-config", "-display", "none", "-no-reboot"]);
     c.args(["-chardev", &format!("file,id=con,path={}", qemu_escape(console)), "-serial", "chardev:con"]);
     c.args(["-chardev", "stdio,id=agent,signal=off"]);

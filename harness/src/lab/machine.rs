@@ -67,6 +67,15 @@ pub const SERIAL: &str = "FAULTLINELAB0001";
 /// The NVM subsystem's NQN.
 pub const NQN: &str = "nqn.2026-12.dev.faultline:lab";
 
+/// A guest's virtual CPUs when nothing says otherwise (`lab --cpus`, `$FAULTLINE_LAB_CPUS`).
+/// Under multi-threaded TCG each is a host thread: two let the guest's ports write at once,
+/// but two guests of two each on two host cores cost twice the CPU of two guests of one (two
+/// `lab run`s of lab-power-cut-fua.toml side by side: 62 core-seconds at 2 vCPUs, 31 at 1;
+/// one alone, 17), since a vCPU the host has descheduled holds up the other's spinning.
+pub const DEFAULT_CPUS: u8 = 2;
+/// The most vCPUs a guest gets: each is a host thread, and the lab's guests are small.
+pub const MAX_CPUS: u8 = 8;
+
 /// One port of the dual-port drive.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Port {
@@ -142,6 +151,8 @@ pub struct Spec<'a> {
     pub share: &'a Path,
     pub drive: Drive,
     pub multipath: bool,
+    /// Virtual CPUs (`-smp`), 1 to [`MAX_CPUS`].
+    pub cpus: u8,
     /// The guest's shell on this terminal instead of running `share/lab/cmd`.
     pub shell: bool,
     /// A host tty (the Quarch emulator's pty) on the guest's second UART, `/dev/ttyS1`.
@@ -219,7 +230,7 @@ impl Spec<'_> {
             format!("file,id=con,path={}", qemu_escape(&self.console()))
         };
         c.arg("-L").arg(&self.lab.firmware);
-        c.args(["-machine", "q35", "-accel", "tcg,thread=multi", "-cpu", "max", "-m", "1024", "-smp", "2"]);
+        c.args(["-machine", "q35", "-accel", "tcg,thread=multi", "-cpu", "max", "-m", "1024", "-smp", &self.cpus.to_string()]);
         c.args(["-nodefaults", "-no-user-config", "-display", "none", "-no-reboot"]);
         c.args(["-chardev", &console, "-serial", "chardev:con"]);
         if let Some(tty) = &self.uart {

@@ -75,6 +75,8 @@ pub struct MachineOpts {
     /// The faultline binary to put in the guest.
     pub faultline: PathBuf,
     pub multipath: bool,
+    /// The guest's virtual CPUs.
+    pub cpus: u8,
     pub run_dir: PathBuf,
     pub drive: DriveChoice,
     pub usb: Option<Board>,
@@ -239,6 +241,7 @@ impl Prepared {
             share: &self.share,
             drive: self.drive.clone(),
             multipath: m.multipath,
+            cpus: m.cpus,
             shell,
             uart: self.sim.as_ref().map(|s| s.uart().to_path_buf()),
             usb_uart: self.sim.as_ref().and_then(|s| s.usb_uart()).map(Path::to_path_buf),

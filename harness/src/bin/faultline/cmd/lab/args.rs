@@ -5,6 +5,7 @@
 use anyhow::{bail, Context, Result};
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Subcommand, ValueEnum};
+use faultline::lab::machine::{DEFAULT_CPUS, MAX_CPUS};
 use faultline::lab::session::{DriveChoice, MachineOpts};
 use faultline::lab::usb::{self, Board};
 use faultline::scenario::{NamedModel, OnOff, Override, Scenario};
@@ -59,6 +60,9 @@ pub(super) struct HostArgs {
     /// Cache directory (default: $FAULTLINE_LAB_CACHE, else ~/.cache/faultline/lab).
     #[arg(long)]
     pub(super) cache: Option<PathBuf>,
+    /// The guest's virtual CPUs, as for `lab run`.
+    #[arg(long, value_parser = clap::value_parser!(u8).range(1..=MAX_CPUS as i64))]
+    pub(super) cpus: Option<u8>,
 }
 
 #[derive(Args)]
@@ -84,6 +88,10 @@ pub(super) struct MachineArgs {
     /// scenario declares (`[lab] multipath`), else on.
     #[arg(long, value_parser = PossibleValuesParser::new(["on", "off"]).map(|v| if v == "on" { OnOff::On } else { OnOff::Off }))]
     pub(super) multipath: Option<OnOff>,
+    /// The guest's virtual CPUs (QEMU's -smp; default: $FAULTLINE_LAB_CPUS, else 2). Each is a
+    /// host thread under TCG: give two guests on a two-core host one each (docs/LAB.md).
+    #[arg(long, value_parser = clap::value_parser!(u8).range(1..=MAX_CPUS as i64))]
+    pub(super) cpus: Option<u8>,
     /// Run directory on the host (default: faultline-runs/lab-<timestamp>).
     #[arg(long)]
     pub(super) run_dir: Option<PathBuf>,
@@ -168,6 +176,7 @@ impl MachineArgs {
             cache: cache_dir(self.cache.as_deref())?,
             faultline: this_binary(&self.faultline)?,
             multipath: self.multipath_on(),
+            cpus: cpus(self.cpus)?,
             run_dir,
             drive,
             usb: self.usb.map(Board::from),
@@ -305,6 +314,20 @@ pub(super) fn cache_dir(given: Option<&Path>) -> Result<PathBuf> {
     }
     let home = std::env::var_os("HOME").filter(|h| !h.is_empty()).context("neither --cache, $FAULTLINE_LAB_CACHE nor $HOME is set")?;
     Ok(PathBuf::from(home).join(".cache/faultline/lab"))
+}
+
+/// The guest's vCPUs: `--cpus`, else `$FAULTLINE_LAB_CPUS`, else [`DEFAULT_CPUS`].
+pub(super) fn cpus(given: Option<u8>) -> Result<u8> {
+    if let Some(n) = given {
+        return Ok(n);
+    }
+    match std::env::var("FAULTLINE_LAB_CPUS") {
+        Ok(v) if !v.is_empty() => match v.trim().parse::<u8>() {
+            Ok(n) if (1..=MAX_CPUS).contains(&n) => Ok(n),
+            _ => bail!("$FAULTLINE_LAB_CPUS={v:?}: a guest's virtual CPUs, 1 to {MAX_CPUS}"),
+        },
+        _ => Ok(DEFAULT_CPUS),
+    }
 }
 
 pub(super) fn this_binary(given: &Option<PathBuf>) -> Result<PathBuf> {

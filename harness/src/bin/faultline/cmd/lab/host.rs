@@ -3,7 +3,7 @@
 //! (exec) with the machine `faultline::lab::host` describes, its agent's port on this process's
 //! stdin and stdout.
 
-use super::args::{cache_dir, HostArgs};
+use super::args::{cache_dir, cpus, HostArgs};
 use crate::Exit;
 use anyhow::{bail, Context, Result};
 use faultline::lab::{host, setup};
@@ -24,7 +24,7 @@ pub(super) fn cmd_host(a: HostArgs) -> Result<Exit> {
     // The guest runs this binary's agent (a no-op when `lab setup` put this binary there).
     setup::refresh_faultline(&cache, &lab, &me)?;
     let console = a.console.unwrap_or_else(|| socket.with_file_name(format!("lab-host-{}.console.log", a.name)));
-    let mut c = host::command(&lab, socket, &uri.export, &console);
+    let mut c = host::command(&lab, socket, &uri.export, &console, cpus(a.cpus)?);
     // This process becomes the machine: its stdin and stdout are the agent's port.
     let e = c.exec();
     Err(e).with_context(|| format!("cannot start {}", lab.qemu.display()))
