@@ -152,6 +152,35 @@ pub fn shared() -> Machine {
     Machine(1, asked, std::time::Instant::now())
 }
 
+/// Runs `work` on a thread of its own at the scheduler's idle priority (`SCHED_IDLE`, which
+/// the threads it starts inherit), holding no permit: it gets the CPU the tests that hold
+/// permits leave (a quarter of both cores, summed over a whole run, at 1e8011f: `vmstat`), and
+/// gives it back the moment one of them wakes. Only for work whose verdict rests on no
+/// timing and that no timeout of its own can fail when it waits for the CPU (the detection
+/// matrix's single-port rows, scored against ground truth). Where the policy cannot be set,
+/// `work` takes [`shared`] instead.
+pub fn background<T: Send>(work: impl FnOnce() -> T + Send) -> T {
+    std::thread::scope(|scope| {
+        std::thread::Builder::new()
+            .name(std::thread::current().name().unwrap_or("background").to_string())
+            .spawn_scoped(scope, || {
+                let _permit = (!this_thread_idle()).then(shared);
+                work()
+            })
+            .expect("start a background thread")
+            .join()
+            .unwrap_or_else(|e| std::panic::resume_unwind(e))
+    })
+}
+
+/// Puts the calling thread in `SCHED_IDLE` with util-linux's `chrt` (its thread id read from
+/// `/proc/thread-self`, so that no test needs unsafe code); whether that worked.
+fn this_thread_idle() -> bool {
+    let Ok(link) = std::fs::read_link("/proc/thread-self") else { return false };
+    let Some(tid) = link.file_name().and_then(|t| t.to_str()).map(str::to_string) else { return false };
+    Command::new("chrt").args(["--idle", "--pid", "0", &tid]).status().is_ok_and(|s| s.success())
+}
+
 /// Loop device nodes. A test that detaches a loop device and attaches a file to the same node
 /// again takes [`loop_nodes_alone`], or another test's `losetup -f` may take the node between
 /// the two (seen: both failed at once); a test holding loop devices of its own takes

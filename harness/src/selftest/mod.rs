@@ -223,6 +223,15 @@ struct Job {
 /// single-port rows (which keep every CPU busy), beside each other only: they spend their
 /// time in their ports' paced transfers and timed windows, not on a CPU.
 pub fn run_matrix(opts: &MatrixOptions, scratch: &Path, on_row: &mut dyn FnMut(&RowResult)) -> Result<Vec<RowResult>, MatrixError> {
+    let mut rows = run_single_matrix(opts, scratch, on_row)?;
+    rows.extend(run_dual_matrix(opts, scratch, on_row, rows.len() as u64)?);
+    Ok(rows)
+}
+
+/// The single-port rows of [`run_matrix`] (the first [`single_rows`] of it), on up to
+/// [`row_workers`] threads. Their verdicts rest on no timing: each is scored against its
+/// drive's ground truth, however slowly it runs.
+pub fn run_single_matrix(opts: &MatrixOptions, scratch: &Path, on_row: &mut dyn FnMut(&RowResult)) -> Result<Vec<RowResult>, MatrixError> {
     let mut jobs = Vec::new();
     let mut n = 0u64;
     for (model, contracts) in models() {
@@ -245,9 +254,7 @@ pub fn run_matrix(opts: &MatrixOptions, scratch: &Path, on_row: &mut dyn FnMut(&
             }
         }
     }
-    let mut rows = run_jobs(jobs, scratch, row_workers(), on_row)?;
-    rows.extend(run_dual_matrix(opts, scratch, on_row, n)?);
-    Ok(rows)
+    run_jobs(jobs, scratch, row_workers(), on_row)
 }
 
 /// How many single-port rows run at once: one per CPU, at most 4.
