@@ -193,7 +193,7 @@ fn sample_events() -> Vec<Event> {
                 started_at: "2026-01-01T00:00:00+00:00".into(),
             },
         ),
-        Event::in_cycle(10, 1, EventKind::CycleStarted { fault: None }),
+        Event::in_cycle(10, 1, EventKind::CycleStarted { fault: None, off_time_ms: None }),
         Event::in_cycle(
             20,
             1,
@@ -208,7 +208,7 @@ fn sample_events() -> Vec<Event> {
             },
         ),
         Event::in_cycle(30, 1, EventKind::DeviceGone {}),
-        Event::in_cycle(40, 1, EventKind::PowerRestored {}),
+        Event::in_cycle(40, 1, EventKind::PowerRestored { off_us: None }),
         Event::in_cycle(50, 1, EventKind::Ready { enumerate_us: Some(1500), first_read_us: None })
             .with_port(Some(faultline::port::PortId(1))),
         Event::in_cycle(

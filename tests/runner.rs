@@ -192,6 +192,53 @@ fn pin_mate_steps_are_swept_one_per_cycle_through_the_hotplug_emulator() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
+/// `cycles.off_time_ms` as a list: swept in order, round again, each cycle's in its
+/// `cycle_started`, held at least that long between the cut and the power coming back, and
+/// summary.json counts each off time's cycles by verdict. As a range: drawn per cycle from the
+/// seed, within its ends, the same again for the same seed (seed 2 of the demo).
+#[test]
+fn off_times_are_swept_in_order_or_drawn_from_the_seed_and_each_is_held_and_tallied() {
+    let d = scratch("off-times");
+    let s = demo(5, false, "quarch_serial").replace("off_time_ms = 5", "off_time_ms = [1, 10, 200]");
+    let (o, rd) = run(&d, "sweep", &s);
+    assert_eq!(o.status.code(), Some(1), "the demo drive loses acknowledged writes\n{}", text(&o));
+    let ev = events(&rd);
+    let off: Vec<u64> = of(&ev, "cycle_started").map(|c| c["off_time_ms"].as_u64().unwrap()).collect();
+    assert_eq!(off, [1, 10, 200, 1, 10]);
+    let cut: Vec<u64> = of(&ev, "cut_issued").map(|c| c["t_ns"].as_u64().unwrap()).collect();
+    let back: Vec<u64> = of(&ev, "power_restored").map(|c| c["t_ns"].as_u64().unwrap()).collect();
+    assert_eq!((cut.len(), back.len()), (5, 5), "{}", text(&o));
+    // Each held at least its off time, measured from the off command's return to the on
+    // command's start (`off_us`), within the cut's and the power's events.
+    let held: Vec<u64> = of(&ev, "power_restored").map(|c| c["off_us"].as_u64().unwrap()).collect();
+    for (((c, b), ms), us) in cut.iter().zip(&back).zip(&off).zip(&held) {
+        assert!(*us >= ms * 1000 && us * 1000 <= b - c, "off {ms} ms: held {us} µs, power back {} µs after the cut", (b - c) / 1000);
+    }
+    let summary: Value = serde_json::from_str(&std::fs::read_to_string(rd.join("summary.json")).unwrap()).unwrap();
+    let per = &summary["off_times"];
+    assert_eq!((per["1"]["cycles"].as_u64(), per["10"]["cycles"].as_u64(), per["200"]["cycles"].as_u64()), (Some(2), Some(2), Some(1)), "{summary}");
+    let counted: u64 = ["1", "10", "200"].iter().map(|k| ["clean", "findings", "error"].iter().map(|v| per[k][v].as_u64().unwrap()).sum::<u64>()).sum();
+    assert_eq!(counted, 5, "{summary}");
+    // The console names the off time of a cycle with findings.
+    assert!(["off 1 ms: ", "off 10 ms: ", "off 200 ms: "].iter().any(|s| text(&o).contains(s)), "{}", text(&o));
+    // A range, twice with the same seed.
+    let s = demo(6, true, "quarch_serial").replace("off_time_ms = 5", "off_time_ms = { min = 2, max = 40 }");
+    let drawn = |name: &str| {
+        let (o, rd) = run(&d, name, &s);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        of(&events(&rd), "cycle_started").map(|c| c["off_time_ms"].as_u64().unwrap()).collect::<Vec<u64>>()
+    };
+    let (a, b) = (drawn("range-a"), drawn("range-b"));
+    assert_eq!(a.len(), 6);
+    assert!(a.iter().all(|ms| (2..=40).contains(ms)), "{a:?}");
+    assert_eq!(a, b, "the same seed draws the same off times");
+    // A fixed off time is the scenario's, not each cycle's.
+    let (o, rd) = run(&d, "fixed", &demo(2, true, "quarch_serial"));
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(of(&events(&rd), "cycle_started").all(|c| c.get("off_time_ms").is_none()));
+    let _ = std::fs::remove_dir_all(&d);
+}
+
 #[test]
 fn a_run_directory_short_of_space_suspends_the_run_and_resume_finishes_it() {
     let test = "a_run_directory_short_of_space_suspends_the_run_and_resume_finishes_it";

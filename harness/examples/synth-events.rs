@@ -49,7 +49,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     ))?;
     for cycle in 1..=cycles {
         t += 2_000_000 + rng.below(2_000_000);
-        log.event(&Event::in_cycle(t, cycle, EventKind::CycleStarted { fault: None }))?;
+        log.event(&Event::in_cycle(t, cycle, EventKind::CycleStarted { fault: None, off_time_ms: None }))?;
         let phase_us = 2_000 + rng.below(18_000);
         let completions = phase_us / 30 + rng.below(50);
         t += phase_us * 1000;
@@ -69,7 +69,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         t += 1_000_000 + rng.below(2_000_000);
         log.event(&Event::in_cycle(t, cycle, EventKind::DeviceGone {}))?;
         t += 8_000_000;
-        log.event(&Event::in_cycle(t, cycle, EventKind::PowerRestored {}))?;
+        log.event(&Event::in_cycle(t, cycle, EventKind::PowerRestored { off_us: None }))?;
         // Mostly a millisecond or two to enumerate; one cycle in 500 takes a second.
         let enumerate_us = if rng.below(500) == 0 { 900_000 + rng.below(200_000) } else { 1_000 + rng.below(1_500) };
         t += enumerate_us * 1000;

@@ -337,7 +337,7 @@ impl Families {
             EventKind::RunEnded { .. } => self.set_state("ended"),
             EventKind::CutIssued { .. }
             | EventKind::DeviceGone {}
-            | EventKind::PowerRestored {}
+            | EventKind::PowerRestored { .. }
             | EventKind::LinkRestored {}
             | EventKind::RunStopped { .. }
             | EventKind::Note { .. }
@@ -414,7 +414,7 @@ mod tests {
         )];
         for c in 1..=3u32 {
             let t = u64::from(c) * 1_000_000_000;
-            ev.push(Event::in_cycle(t, c, EventKind::CycleStarted { fault: None }));
+            ev.push(Event::in_cycle(t, c, EventKind::CycleStarted { fault: None, off_time_ms: None }));
             ev.push(Event::in_cycle(t + 10, c, EventKind::Ready { enumerate_us: Some(1500), first_read_us: Some(3000) }));
             let anomalies = if c == 3 { vec![HealthNote { kind: "media_errors_grew".into(), detail: "1 -> 2".into() }] } else { vec![] };
             let smart = crate::events::SmartFigures { temperature_k: 310, unsafe_shutdowns: u64::from(c), ..Default::default() };

@@ -30,6 +30,10 @@ pub enum EventKind {
         /// port a one-port fault hits is the cycle's `port_window` with `faulted`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         fault: Option<String>,
+        /// How long this cycle's fault holds the power off or the link down, ms, in a run whose
+        /// off time changes from cycle to cycle (`cycles.off_time_ms` a list or a range).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        off_time_ms: Option<u64>,
     },
     /// The cut command was issued (`t_ns` is when), with the queue as it stood.
     CutIssued {
@@ -57,7 +61,15 @@ pub enum EventKind {
     DeviceGone {},
     /// The power is back on after a power cut or clean shutdown. (Format 2 and older logs also
     /// called the end of a link reset this: it read as `power_restored` there.)
-    PowerRestored {},
+    PowerRestored {
+        /// How long the power was off, µs: from the off command's return to the on command's
+        /// start. The cycle's off time counts from when the writers have ended after the cut
+        /// and their ports were let go, so this is the off time plus the writers' ending,
+        /// measured. The switch's own release and operate times are not in it. Absent for a
+        /// host's power, and in logs written before it was recorded.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        off_us: Option<u64>,
+    },
     /// The link fault is over (a controller, subsystem or PCI reset done, a removed function
     /// rescanned): the device was never powered off. Events format 3 and newer.
     LinkRestored {},
@@ -213,7 +225,7 @@ impl EventKind {
             EventKind::CycleStarted { .. } => "cycle_started",
             EventKind::CutIssued { .. } => "cut_issued",
             EventKind::DeviceGone {} => "device_gone",
-            EventKind::PowerRestored {} => "power_restored",
+            EventKind::PowerRestored { .. } => "power_restored",
             EventKind::LinkRestored {} => "link_restored",
             EventKind::Ready { .. } => "ready",
             EventKind::Health { .. } => "health",
@@ -248,7 +260,7 @@ impl EventKind {
             EventKind::CycleStarted { .. }
             | EventKind::CutIssued { .. }
             | EventKind::DeviceGone {}
-            | EventKind::PowerRestored {}
+            | EventKind::PowerRestored { .. }
             | EventKind::LinkRestored {}
             | EventKind::Ready { .. }
             | EventKind::Health { .. }

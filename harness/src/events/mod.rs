@@ -411,7 +411,7 @@ mod tests {
         {
             let mut s = Sinks::new();
             s.push(&mut a).push(Failing).push(&mut b);
-            let e = Event::in_cycle(1, 1, EventKind::CycleStarted { fault: None });
+            let e = Event::in_cycle(1, 1, EventKind::CycleStarted { fault: None, off_time_ms: None });
             assert!(s.event(&e).unwrap_err().to_string().contains("disk full"));
         }
         assert_eq!((a.len(), b.len()), (1, 1));

@@ -86,6 +86,8 @@ pub struct Console<W: Write> {
     new: Vec<crate::verify::Finding>,
     /// The current cycle's fault, in a run that mixes faults.
     fault: Option<String>,
+    /// The current cycle's off time, in a run whose off time changes.
+    off_time_ms: Option<u64>,
     /// Folding earlier events without printing them ([`Console::replay`]).
     quiet: bool,
 }
@@ -114,6 +116,7 @@ impl<W: Write> Console<W> {
             cut: None,
             new: Vec::new(),
             fault: None,
+            off_time_ms: None,
             quiet: false,
         }
     }
@@ -179,6 +182,9 @@ impl<W: Write> Console<W> {
                 Some((c, n)) => format!("cut after {c} completions with {n} in flight"),
                 None => "no cut recorded".to_string(),
             };
+            if let Some(ms) = self.off_time_ms {
+                cut = format!("{cut}, off {ms} ms");
+            }
             if let Some(fault) = &self.fault {
                 cut = format!("{fault}, {cut}");
             }
@@ -243,10 +249,11 @@ impl<W: Write> EventSink for Console<W> {
     fn event(&mut self, e: &Event) -> Result<(), SinkError> {
         match &e.kind {
             EventKind::RunStarted { cycles_planned, contract, .. } => self.run_started(*cycles_planned, *contract),
-            EventKind::CycleStarted { fault } => {
+            EventKind::CycleStarted { fault, off_time_ms } => {
                 self.cut = None;
                 self.new.clear();
                 self.fault.clone_from(fault);
+                self.off_time_ms = *off_time_ms;
             }
             EventKind::CutIssued { completions, in_flight_ops, .. } => self.cut = Some((*completions, *in_flight_ops)),
             EventKind::Finding { finding } => {
@@ -276,7 +283,7 @@ impl<W: Write> EventSink for Console<W> {
             }
             EventKind::Health { anomalies, .. } => self.anomalies += anomalies.len() as u64,
             EventKind::DeviceGone {}
-            | EventKind::PowerRestored {}
+            | EventKind::PowerRestored { .. }
             | EventKind::LinkRestored {}
             | EventKind::Ready { .. }
             | EventKind::Verified { .. } => {}
@@ -348,7 +355,7 @@ mod tests {
         let mut buf = Vec::new();
         let mut c = Console::new(&mut buf, Progress::Lines { every_ns: u64::MAX });
         for mut e in testdata::run() {
-            if let EventKind::CycleStarted { fault } = &mut e.kind {
+            if let EventKind::CycleStarted { fault, .. } = &mut e.kind {
                 *fault = Some("port-pull".into());
             }
             c.event(&e).unwrap();

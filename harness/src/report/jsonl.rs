@@ -308,7 +308,7 @@ mod tests {
                 Some(crate::port::PortId(1)),
                 Event {
                     host: Some("b".into()),
-                    ..Event::in_cycle(1, 2, EventKind::CycleStarted { fault: None }).on_port(crate::port::PortId(1))
+                    ..Event::in_cycle(1, 2, EventKind::CycleStarted { fault: None, off_time_ms: None }).on_port(crate::port::PortId(1))
                 }
             )
         );
@@ -321,7 +321,7 @@ mod tests {
             &br#"{"v":2,"host":"local","event":"power_restored","t_ns":7,"cycle":1}"#[..],
             br#"{"event":"power_restored","t_ns":7,"cycle":1}"#,
         ] {
-            assert_eq!(decode_line(old).unwrap().1, Event::in_cycle(7, 1, EventKind::PowerRestored {}));
+            assert_eq!(decode_line(old).unwrap().1, Event::in_cycle(7, 1, EventKind::PowerRestored { off_us: None }));
         }
         let line = encode_line(&Event::in_cycle(7, 1, EventKind::LinkRestored {}), "{\"v\":3,\"host\":\"local\",").unwrap();
         let text = String::from_utf8(line.clone()).unwrap();

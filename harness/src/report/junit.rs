@@ -327,7 +327,7 @@ mod tests {
             }
         }
         // The run died in cycle 1201: its case is an error, last.
-        all.push(crate::events::Event::in_cycle(5_000_000_000, 1201, EventKind::CycleStarted { fault: None }));
+        all.push(crate::events::Event::in_cycle(5_000_000_000, 1201, EventKind::CycleStarted { fault: None, off_time_ms: None }));
         let x = render(&all);
         let el = elements(&x);
         let cases: Vec<&str> = el.iter().filter(|e| e.0 == "testcase").map(|e| attr(e, "name")).collect();

@@ -63,6 +63,10 @@ pub struct Summary {
     /// verdict (absent for a run of one fault).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub faults: BTreeMap<String, FaultSummary>,
+    /// A run whose off time changes from cycle to cycle (`cycles.off_time_ms` a list or a
+    /// range): per off time, ms, its cycles by verdict (at most the first 256 off times drawn).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub off_times: BTreeMap<u64, FaultSummary>,
 }
 
 /// The cycles of one fault of a mix.
@@ -256,6 +260,11 @@ pub fn summarize(m: &RunModel) -> Summary {
             .faults
             .iter()
             .map(|(k, f)| (k.clone(), FaultSummary { cycles: f.cycles, clean: f.clean, findings: f.findings, error: f.error }))
+            .collect(),
+        off_times: m
+            .off_times
+            .iter()
+            .map(|(k, f)| (*k, FaultSummary { cycles: f.cycles, clean: f.clean, findings: f.findings, error: f.error }))
             .collect(),
     }
 }

@@ -34,7 +34,7 @@ pub fn run() -> Vec<Event> {
     )];
     for c in 1..=3u32 {
         let t = c as u64 * 1_000_000_000;
-        ev.push(Event::in_cycle(t, c, EventKind::CycleStarted { fault: None }));
+        ev.push(Event::in_cycle(t, c, EventKind::CycleStarted { fault: None, off_time_ms: None }));
         ev.push(Event::in_cycle(
             t + 1000,
             c,
@@ -49,7 +49,7 @@ pub fn run() -> Vec<Event> {
             },
         ));
         ev.push(Event::in_cycle(t + 2000, c, EventKind::DeviceGone {}));
-        ev.push(Event::in_cycle(t + 3000, c, EventKind::PowerRestored {}));
+        ev.push(Event::in_cycle(t + 3000, c, EventKind::PowerRestored { off_us: None }));
         ev.push(Event::in_cycle(
             t + 4000,
             c,

@@ -121,7 +121,7 @@ impl<'r, 'e> Cycles<'r, 'e> {
         let port = self.plan.ports[self.hit(cycle)].fault_port.as_deref();
         // Checked when the run opened: every fault of the run has its controller, and the
         // link controller can fault every port the scenario faults.
-        self.cutter.aim(self.plan.fault(cycle), port).map_err(Fatal::Aim)
+        self.cutter.aim(self.plan.fault(cycle), port, self.plan.off_time(cycle)).map_err(Fatal::Aim)
     }
 
     /// Brings every port's ledger level with the run: `cycle` is each one's next.
@@ -154,7 +154,11 @@ impl<'r, 'e> Cycles<'r, 'e> {
         self.aim(cycle)?;
         self.align(cycle)?;
         let t_start = self.em.now();
-        self.em.emit(Event::in_cycle(t_start, cycle, EventKind::CycleStarted { fault: plan.faults.is_mixed().then(|| fault.label()) }));
+        let started = EventKind::CycleStarted {
+            fault: plan.faults.is_mixed().then(|| fault.label()),
+            off_time_ms: plan.off_times.varies().then(|| u64::try_from(plan.off_time(cycle).as_millis()).unwrap_or(u64::MAX)),
+        };
+        self.em.emit(Event::in_cycle(t_start, cycle, started));
         let (place, planned) = cycle_placement(plan, cycle);
         (self.cycle_t0, self.waits) = (Instant::now(), Duration::ZERO);
         let phase = WritePhase { cycle, hit, every, power, place, windows: plan.dual.as_ref().map(|d| &d.spec), probe_at: self.probe_at() };
@@ -216,7 +220,7 @@ impl<'r, 'e> Cycles<'r, 'e> {
                 .filter(|i| !w.ends.iter().any(|(j, pe)| j == i && pe.ready.is_some()))
                 .collect();
             let answered: Vec<_> = w.ends.iter().filter_map(|(i, pe)| Some((*i, pe.ready.clone()?))).collect();
-            if !self.settle_ports(cycle, &answered, &waiting, plan.off_time, &mut end, &mut findings)? {
+            if !self.settle_ports(cycle, &answered, &waiting, plan.off_time(cycle), &mut end, &mut findings)? {
                 self.em.end_cycle(cycle, Verdict::Error, faulted.as_ref(), None);
                 return Ok(end);
             }
@@ -300,18 +304,22 @@ impl<'r, 'e> Cycles<'r, 'e> {
         let t_restore = Instant::now();
         let restored = self.cutter.restore(off);
         self.waits += t_restore.elapsed();
-        if let Err(e) = restored {
-            self.em.error(Some(cycle), format!("power on: {e}"));
-            self.controller_log(Some(cycle));
-            end.errors += 1;
-            end.controller_failure = Some(ControllerStep::PowerOn);
-            return Ok(false);
-        }
+        let held = match restored {
+            Ok(held) => held,
+            Err(e) => {
+                self.em.error(Some(cycle), format!("power on: {e}"));
+                self.controller_log(Some(cycle));
+                end.errors += 1;
+                end.controller_failure = Some(ControllerStep::PowerOn);
+                return Ok(false);
+            }
+        };
         let t_ns = self.em.now();
+        let off_us = held.map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
         self.em.emit(if self.cutter.is_link() {
             Event::in_cycle(t_ns, cycle, EventKind::LinkRestored {})
         } else {
-            Event::in_cycle(t_ns, cycle, EventKind::PowerRestored {})
+            Event::in_cycle(t_ns, cycle, EventKind::PowerRestored { off_us })
         });
         for (i, r) in answered {
             let prefix = self.ports.prefix(*i);

@@ -11,7 +11,7 @@ use faultline_drivers::{LinkController, PowerState, PowerSwitch, ResetKind};
 use faultline_fixtures::emu::{LcusEmu, NumatoEmu, QuarchEmu, QuarchKind, QuarchModule};
 use faultline_fixtures::SimPower;
 use std::any::Any;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 pub use super::controller_error::{ControllerError, Missing};
 
@@ -69,10 +69,10 @@ pub struct Cutter {
     link: Option<Box<dyn LinkController + Send>>,
     /// The power switch of each host a port is cabled to, by the port's fault name.
     hosts: Vec<(String, Box<dyn PowerSwitch + Send>)>,
-    /// The link reset each host's agent runs, by the port's fault name, and how long a reset
-    /// with a down phase holds it.
+    /// The link reset each host's agent runs, by the port's fault name.
     agents: Vec<(String, Box<dyn HostReset>)>,
-    agent_hold: Duration,
+    /// When the power switch's off command returned, until the power is on again.
+    off_at: Option<Instant>,
     aim: Aim,
 }
 
@@ -108,7 +108,7 @@ pub enum Aim {
 
 impl Cutter {
     pub fn power(p: Box<dyn PowerSwitch + Send>) -> Cutter {
-        Cutter { power: Some(p), link: None, hosts: Vec::new(), agents: Vec::new(), agent_hold: Duration::ZERO, aim: Aim::Power }
+        Cutter { power: Some(p), link: None, hosts: Vec::new(), agents: Vec::new(), off_at: None, aim: Aim::Power }
     }
 
     pub fn link(ctl: Box<dyn LinkController + Send>, port: String, kind: ResetKind) -> Cutter {
@@ -117,7 +117,7 @@ impl Cutter {
             link: Some(ctl),
             hosts: Vec::new(),
             agents: Vec::new(),
-            agent_hold: Duration::ZERO,
+            off_at: None,
             aim: Aim::Link { port, kind },
         }
     }
@@ -126,14 +126,12 @@ impl Cutter {
     /// aimed at the first.
     pub fn hosts(hosts: Vec<(String, Box<dyn PowerSwitch + Send>)>) -> Cutter {
         let port = hosts.first().map(|(p, _)| p.clone()).unwrap_or_default();
-        Cutter { power: None, link: None, hosts, agents: Vec::new(), agent_hold: Duration::ZERO, aim: Aim::Host { port } }
+        Cutter { power: None, link: None, hosts, agents: Vec::new(), off_at: None, aim: Aim::Host { port } }
     }
 
-    /// With the link resets the ports' hosts' agents run (port fault name, its reset), a reset
-    /// with a down phase holding it `hold`.
-    pub fn with_agents(mut self, agents: Vec<(String, Box<dyn HostReset>)>, hold: Duration) -> Cutter {
+    /// With the link resets the ports' hosts' agents run (port fault name, its reset).
+    pub fn with_agents(mut self, agents: Vec<(String, Box<dyn HostReset>)>) -> Cutter {
         self.agents = agents;
-        self.agent_hold = hold;
         self
     }
 
@@ -154,8 +152,9 @@ impl Cutter {
 
     /// Aims the next cut at `fault`: the power switch for a power cut or a clean shutdown;
     /// for a link reset, the link controller's `port` (else the fault's own port, else the
-    /// controller's only one).
-    pub fn aim(&mut self, fault: &FaultPlan, port: Option<&str>) -> Result<(), ControllerError> {
+    /// controller's only one). A host's own reset with a down phase holds it `hold` (the
+    /// cycle's off time; the cutter's other cuts are given theirs when they fire).
+    pub fn aim(&mut self, fault: &FaultPlan, port: Option<&str>, hold: Duration) -> Result<(), ControllerError> {
         // No agent resets unless this fault is one, and then only the faulted host's.
         for (_, a) in &self.agents {
             a.aim(None);
@@ -194,7 +193,7 @@ impl Cutter {
                 let Some((_, a)) = self.agents.iter().find(|(p, _)| p == port) else {
                     return Err(Missing::Agent { port: port.to_string(), kind: *kind }.into());
                 };
-                a.aim(Some((reset, self.agent_hold)));
+                a.aim(Some((reset, hold)));
                 Aim::AgentLink { port: port.to_string(), kind: *kind }
             }
         };
@@ -202,8 +201,13 @@ impl Cutter {
     }
 
     pub fn cut(&mut self, hold: Duration) -> Result<(), ControllerError> {
+        self.off_at = None;
         match (&self.aim, &mut self.power, &mut self.link) {
-            (Aim::Power, Some(p), _) => Ok(p.power_off()?),
+            (Aim::Power, Some(p), _) => {
+                p.power_off()?;
+                self.off_at = Some(Instant::now());
+                Ok(())
+            }
             (Aim::Link { port, kind }, _, Some(ctl)) => Ok(ctl.reset(port, *kind, hold)?),
             (Aim::Host { port }, _, _) => {
                 let Some((_, p)) = self.hosts.iter_mut().find(|(q, _)| q == port) else {
@@ -239,14 +243,18 @@ impl Cutter {
         }
     }
 
-    /// Power back on after the off time; a link reset has already come back up.
-    pub fn restore(&mut self, off: Duration) -> Result<(), ControllerError> {
+    /// Power back on after the off time; a link reset has already come back up. For a power
+    /// cut: how long the power was off, from the off command's return to the on command's
+    /// start (`None` when the off command did not return done).
+    pub fn restore(&mut self, off: Duration) -> Result<Option<Duration>, ControllerError> {
         match (&self.aim, &mut self.power) {
             (Aim::Power, Some(p)) => {
                 std::thread::sleep(off);
-                Ok(p.power_on()?)
+                let held = self.off_at.take().map(|t| t.elapsed());
+                p.power_on()?;
+                Ok(held)
             }
-            _ => Ok(()),
+            _ => Ok(None),
         }
     }
 
@@ -422,15 +430,15 @@ pub fn real_cutter(faults: &FaultMix, env: &ControlEnv) -> Result<Cutter, Contro
             _ => {}
         }
     }
-    let mut cutter = Cutter { power, link, hosts: Vec::new(), agents: Vec::new(), agent_hold: Duration::ZERO, aim: Aim::Power };
+    let mut cutter = Cutter { power, link, hosts: Vec::new(), agents: Vec::new(), off_at: None, aim: Aim::Power };
     for fault in faults.all() {
-        cutter.aim(fault, None)?;
+        cutter.aim(fault, None, Duration::ZERO)?;
         if let (Aim::Link { port, kind }, Some(ctl)) = (&cutter.aim, &cutter.link) {
             ctl.require(port, *kind)?;
         }
     }
     if let Some((first, _)) = faults.entries.first() {
-        cutter.aim(first, None)?;
+        cutter.aim(first, None, Duration::ZERO)?;
     }
     Ok(cutter)
 }

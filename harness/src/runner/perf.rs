@@ -45,7 +45,7 @@ pub(super) fn run(
     for (phase, who) in phases(lanes, plan) {
         n += 1;
         let t_ns = em.now();
-        em.emit(Event::in_cycle(t_ns, n, EventKind::CycleStarted { fault: None }));
+        em.emit(Event::in_cycle(t_ns, n, EventKind::CycleStarted { fault: None, off_time_ms: None }));
         let windows = Arc::new(Windows::new(devs.len()));
         let mut lane_of: Vec<Option<&mut Lane>> = (0..devs.len()).map(|_| None).collect();
         for (i, l) in lanes.iter_mut().enumerate() {

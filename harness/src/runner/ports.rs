@@ -195,8 +195,8 @@ impl PortSet {
         at: u64,
     ) -> Option<String> {
         self.release_all();
-        let hold = plan.off_time;
-        if let Err(e) = cutter.cut(hold).and_then(|()| cutter.restore(hold)) {
+        let hold = plan.off_time(cycle);
+        if let Err(e) = cutter.cut(hold).and_then(|()| cutter.restore(hold)).map(|_| ()) {
             em.error(Some(cycle), format!("power cycle of a dead device: {e}"));
             return Some(format!("cycle {cycle}: the device did not come back and could not be power-cycled"));
         }

@@ -182,7 +182,7 @@ fn fault_thread<'s, 'e>(
     p: &WritePhase<'_>,
     writers: usize,
 ) -> FaultThread {
-    let fault = FaultThread::spawn(scope, cutter, plan.off_time);
+    let fault = FaultThread::spawn(scope, cutter, plan.off_time(p.cycle));
     if p.every && matches!(p.place, CutPlacement::Shutdown { .. }) {
         fault.gather(writers);
     }
@@ -358,6 +358,6 @@ fn keep_windows(
         return Some(fault.fire().map_err(NoCut::Controller));
     }
     let fire_at = spec.warmup_ms + spec.baseline_ms;
-    let budget = Duration::from_millis(fire_at) + plan.off_time + plan.readiness_timeout + Duration::from_secs(30);
+    let budget = Duration::from_millis(fire_at) + plan.off_times.longest() + plan.readiness_timeout + Duration::from_secs(30);
     landed_rx.recv_timeout(budget).ok()
 }

@@ -33,6 +33,7 @@
 //! mistake gets an error that names what was expected.
 
 mod models;
+mod off_time;
 mod overrides;
 mod parse;
 mod plan;
@@ -44,6 +45,7 @@ mod validate;
 
 pub use crate::reset::LinkReset;
 pub use models::{ModelError, NamedModel, NAMED_MODELS};
+pub use off_time::{OffTime, MAX_OFF_TIME_MS};
 pub use overrides::{origin_with, Override, OverrideError};
 pub use plan::*;
 pub use ports::{Budget, DualMode, DualSimModel, DualSpec, HostPower, PortPlan, PortRole, PortSpec, RemotePortPlan, SimDual};
@@ -585,15 +587,18 @@ pub enum CutPlacement {
 }
 
 /// How many cycles, and their timing.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Cycles {
     /// Number of cut cycles, at least 1.
     pub count: u32,
     /// How long power stays off after a cut, or the link stays down for the resets that have a
-    /// down phase (port pull, PERST#, slot power, remove and rescan). Default: 3000.
-    #[serde(default = "default_off_time_ms")]
-    pub off_time_ms: u64,
+    /// down phase (port pull, PERST#, slot power, remove and rescan), in ms: one number for
+    /// every cycle, a list swept in order (`[1, 10, 100, 1000]`: cycle 1 the first, round
+    /// again after the last), or `{ min = 1, max = 500 }`, drawn per cycle from the run's
+    /// seed. Each from 1 to 3600000. Default: 3000.
+    #[serde(default)]
+    pub off_time_ms: OffTime,
     /// How long the device may take to come back and answer reads after power returns; past it
     /// the device is dead (see `stop.on_dead_device`). Default: 120.
     #[serde(default = "default_readiness_timeout_s")]
@@ -669,9 +674,6 @@ fn default_write_bytes() -> u64 {
 }
 fn default_queue_depth() -> u32 {
     32
-}
-fn default_off_time_ms() -> u64 {
-    3000
 }
 fn default_readiness_timeout_s() -> u64 {
     120

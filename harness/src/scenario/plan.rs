@@ -34,7 +34,8 @@ pub struct RunPlan {
     pub faults: FaultMix,
     pub cut: CutPlacement,
     pub cycles: u32,
-    pub off_time: Duration,
+    /// Each cycle's off time ([`RunPlan::off_time`]).
+    pub off_times: super::OffTime,
     pub readiness_timeout: Duration,
     pub verify: VerifyPolicy,
     pub stop: StopPolicy,
@@ -223,6 +224,11 @@ impl RunPlan {
         &self.faults.entries[self.faults.index(self.seed, cycle)].0
     }
 
+    /// How long cycle `cycle`'s (from 1) fault holds the power off, or the link down.
+    pub fn off_time(&self, cycle: u32) -> Duration {
+        self.off_times.at(self.seed, cycle)
+    }
+
     pub fn first_port(&self) -> PortId {
         self.ports.first().map_or(PortId::A, |p| p.id)
     }
@@ -271,7 +277,7 @@ impl Scenario {
             faults,
             cut: self.cut,
             cycles: self.cycles.count,
-            off_time: Duration::from_millis(self.cycles.off_time_ms),
+            off_times: self.cycles.off_time_ms.clone(),
             readiness_timeout: Duration::from_secs(self.cycles.readiness_timeout_s),
             verify: self.verify,
             stop: self.stop,

@@ -45,7 +45,7 @@ fn scenario_minimal_file_gets_the_documented_defaults() {
     assert_eq!(s.workload, Workload::default());
     assert_eq!(s.verify, VerifyPolicy::default());
     assert_eq!(s.stop, StopPolicy::default());
-    assert_eq!(s.cycles, Cycles { count: 10, off_time_ms: 3000, readiness_timeout_s: 120 });
+    assert_eq!(s.cycles, Cycles { count: 10, off_time_ms: OffTime::Fixed(3000), readiness_timeout_s: 120 });
     assert_eq!(s.workload.pattern, Pattern::Random {});
     assert_eq!(s.seed, None);
 }
@@ -116,6 +116,10 @@ fn scenario_semantic_errors_name_the_field() {
         ("path = \"/dev/nvme0n1\"", "path = \"nvme0n1\"", "target.path"),
         ("[cycles]\ncount = 10", "[cycles]\ncount = 0", "cycles.count"),
         ("count = 10", "count = 10\noff_time_ms = 0", "cycles.off_time_ms"),
+        ("count = 10", "count = 10\noff_time_ms = [1, 10, 0]", "cycles.off_time_ms[2]"),
+        ("count = 10", "count = 10\noff_time_ms = []", "cycles.off_time_ms"),
+        ("count = 10", "count = 10\noff_time_ms = { min = 5, max = 3600001 }", "cycles.off_time_ms.max"),
+        ("count = 10", "count = 10\noff_time_ms = { min = 50, max = 5 }", "cycles.off_time_ms"),
         ("window_end_ms = 2000", "window_end_ms = 50", "cut.window_end_ms"),
         ("[cycles]", "[workload]\nmin_write_bytes = 1000\n[cycles]", "workload.min_write_bytes"),
         ("[cycles]", "[workload]\nalign_bytes = 3000\n[cycles]", "workload.align_bytes"),
@@ -271,7 +275,11 @@ proptest! {
         (fault, link) in faults(),
         cut in placements(),
         count in 1u32..100_000,
-        off_time_ms in 1u64..3_600_000,
+        off_time_ms in prop_oneof![
+            (1u64..3_600_000).prop_map(OffTime::Fixed),
+            proptest::collection::vec(1u64..3_600_000, 1..8).prop_map(OffTime::Sweep),
+            (1u64..1_000, 0u64..1_000).prop_map(|(min, more)| OffTime::Range { min, max: min + more }),
+        ],
         fua_percent in 0u8..=100,
         every_writes in proptest::option::of(1u64..1 << 50),
         full_at_end in any::<bool>(),

@@ -261,8 +261,8 @@ impl Scenario {
         if c.count == 0 {
             return bad("cycles.count", "must be at least 1".into());
         }
-        if c.off_time_ms == 0 || c.off_time_ms > 3_600_000 {
-            return bad("cycles.off_time_ms", format!("{}: expected 1 to 3600000 (one hour)", c.off_time_ms));
+        if let Err((at, message)) = c.off_time_ms.check() {
+            return bad(&format!("cycles.off_time_ms{at}"), message);
         }
         if c.readiness_timeout_s == 0 || c.readiness_timeout_s > 86_400 {
             return bad("cycles.readiness_timeout_s", format!("{}: expected 1 to 86400 (one day)", c.readiness_timeout_s));

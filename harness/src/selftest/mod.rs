@@ -19,7 +19,7 @@ use crate::events::Sinks;
 use crate::ledger::Contract;
 use crate::runner::{run_observed, CycleCheck, CycleObserver, RunnerError, RunnerOptions};
 use crate::scenario::{
-    Budget, Controllers, CutPlacement, Cycles, DualMode, DualSimModel, DualSpec, Fault, Flush, LinkReset, OnEvent, Scenario, ScenarioError,
+    Budget, Controllers, CutPlacement, Cycles, OffTime, DualMode, DualSimModel, DualSpec, Fault, Flush, LinkReset, OnEvent, Scenario, ScenarioError,
     SimDual, SimModel, SimSwitch, SimTarget, StopPolicy, Target, VerifyPolicy, Workload, FORMAT_VERSION,
 };
 use crate::workload::Pattern;
@@ -150,7 +150,7 @@ pub fn row_scenario(model: SimModel, contract: Contract, workload: Workload, cyc
         controllers: Controllers { power: Some("sim".into()), link: None },
         fault: Fault::PowerCut { mate_steps_ms: Vec::new() },
         cut: CutPlacement::UniformCompletions { min_completions: 8, max_completions: 400 },
-        cycles: Cycles { count: cycles, off_time_ms: 1, readiness_timeout_s: 1 },
+        cycles: Cycles { count: cycles, off_time_ms: OffTime::Fixed(1), readiness_timeout_s: 1 },
         verify: VerifyPolicy { sample_bytes: 0, full_every_cycles: 1, full_at_end: true },
         // A dead device ends the row, as it would end a run; findings do not.
         stop: StopPolicy {
@@ -410,7 +410,7 @@ pub fn dual_row_scenario(model: DualSimModel, cycles: u32, seed: u64, span_bytes
     s.workload.queue_depth = s.workload.queue_depth.min(16);
     s.controllers = Controllers { power: None, link: Some("sim".into()) };
     s.fault = Fault::LinkReset { reset: LinkReset::PortPull, port: None };
-    s.cycles.off_time_ms = 20;
+    s.cycles.off_time_ms = OffTime::Fixed(20);
     s.dual = Some(DualSpec {
         mode: DualMode::Failover,
         fault_ports: vec!["A".into(), "B".into()],

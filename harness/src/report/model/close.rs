@@ -1,6 +1,6 @@
 //! Closing a cycle: its record folded into the run's totals, distributions and series.
 
-use super::{class_index, CycleRecord, RunModel};
+use super::{class_index, CycleRecord, RunModel, MAX_OFF_TIMES};
 use crate::events::Verdict;
 
 impl RunModel {
@@ -10,6 +10,7 @@ impl RunModel {
         on_close(&c);
         self.last_closed = Some(self.last_closed.map_or(cycle, |l| l.max(cycle)));
         self.fold_fault(&c);
+        self.fold_off_time(&c);
         self.count(&c);
         self.fold_recovery(&c);
         self.fold_cut(&c);
@@ -20,13 +21,13 @@ impl RunModel {
     /// The cycle's verdict under its fault, in a run that mixes faults.
     fn fold_fault(&mut self, c: &CycleRecord) {
         let Some(fault) = c.fault.as_ref().filter(|f| self.faults.len() < 64 || self.faults.contains_key(*f)) else { return };
-        let ft = self.faults.entry(fault.clone()).or_default();
-        ft.cycles += 1;
-        match c.verdict() {
-            Verdict::Clean => ft.clean += 1,
-            Verdict::Findings => ft.findings += 1,
-            Verdict::Error => ft.error += 1,
-        }
+        self.faults.entry(fault.clone()).or_default().add(c.verdict());
+    }
+
+    /// The cycle's verdict under its off time, in a run whose off time changes.
+    fn fold_off_time(&mut self, c: &CycleRecord) {
+        let Some(ms) = c.off_time_ms.filter(|ms| self.off_times.len() < MAX_OFF_TIMES || self.off_times.contains_key(ms)) else { return };
+        self.off_times.entry(ms).or_default().add(c.verdict());
     }
 
     /// The cycle counted: by verdict, with findings or anomalies, per finding class, verified.

@@ -97,7 +97,7 @@ impl RunModel {
             EventKind::CycleStarted { .. }
             | EventKind::CutIssued { .. }
             | EventKind::DeviceGone {}
-            | EventKind::PowerRestored {}
+            | EventKind::PowerRestored { .. }
             | EventKind::LinkRestored {}
             | EventKind::Ready { .. }
             | EventKind::CycleEnded { .. } => {}
@@ -179,9 +179,10 @@ impl CycleRecord {
     /// What `e`, an event of this cycle, says of it.
     fn record(&mut self, e: &Event) {
         match &e.kind {
-            EventKind::CycleStarted { fault } => {
+            EventKind::CycleStarted { fault, off_time_ms } => {
                 self.started_ns = Some(e.t_ns);
                 self.fault.clone_from(fault);
+                self.off_time_ms = *off_time_ms;
             }
             EventKind::CutIssued { completions, in_flight_ops, bytes_at_risk, phase_us, .. } => {
                 self.cut = Some(Cut {
@@ -193,7 +194,7 @@ impl CycleRecord {
                 })
             }
             EventKind::DeviceGone {} => self.device_gone_ns = Some(e.t_ns),
-            EventKind::PowerRestored {} | EventKind::LinkRestored {} => self.power_restored_ns = Some(e.t_ns),
+            EventKind::PowerRestored { .. } | EventKind::LinkRestored {} => self.power_restored_ns = Some(e.t_ns),
             EventKind::Ready { enumerate_us, first_read_us } => {
                 self.enumerate_us = *enumerate_us;
                 self.first_read_us = *first_read_us;

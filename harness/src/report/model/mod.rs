@@ -25,6 +25,9 @@ mod fold;
 #[cfg(test)]
 pub(crate) mod tests;
 
+/// Off times tallied apart ([`RunModel::off_times`]).
+pub const MAX_OFF_TIMES: usize = 256;
+
 /// Cycles held open at once; beyond that the oldest is closed as unfinished.
 pub const MAX_OPEN_CYCLES: usize = 16;
 /// Findings kept per class (the report lists these; the rest are counted).
@@ -113,6 +116,9 @@ pub struct RunModel {
     pub ports: BTreeMap<String, PortTotals>,
     /// Per fault of a run that mixes faults, by label (at most 64: a mix's limit).
     pub faults: BTreeMap<String, FaultTotals>,
+    /// Per off time (ms) of a run whose off time changes from cycle to cycle (at most
+    /// [`MAX_OFF_TIMES`]: the first so many off times the run drew).
+    pub off_times: BTreeMap<u64, FaultTotals>,
     /// `dual.mode = "performance"`: (workload, phase, port) -> MB/s and p99 µs (at most 256).
     pub perf: BTreeMap<(String, String, String), (f64, Option<f64>)>,
     /// The cycle the report charts per port ([`super::ports`]).
@@ -126,6 +132,18 @@ pub struct FaultTotals {
     pub clean: u32,
     pub findings: u32,
     pub error: u32,
+}
+
+impl FaultTotals {
+    /// One more cycle, of verdict `v`.
+    pub fn add(&mut self, v: Verdict) {
+        self.cycles += 1;
+        match v {
+            Verdict::Clean => self.clean += 1,
+            Verdict::Findings => self.findings += 1,
+            Verdict::Error => self.error += 1,
+        }
+    }
 }
 
 /// One port of a dual-port run, over every cycle's window.
@@ -253,6 +271,7 @@ impl Default for RunModel {
             charts: Charts::default(),
             ports: BTreeMap::new(),
             faults: BTreeMap::new(),
+            off_times: BTreeMap::new(),
             perf: BTreeMap::new(),
             port_charts: PortCharts::default(),
         }
@@ -309,6 +328,8 @@ pub struct CycleRecord {
     pub started_ns: Option<u64>,
     /// The cycle's fault, in a run that mixes faults.
     pub fault: Option<String>,
+    /// The cycle's off time, ms, in a run whose off time changes from cycle to cycle.
+    pub off_time_ms: Option<u64>,
     pub cut: Option<Cut>,
     pub device_gone_ns: Option<u64>,
     pub power_restored_ns: Option<u64>,

@@ -239,5 +239,5 @@ fn dial_hosts(
             None => remote,
         }));
     }
-    Ok((devs, Cutter::hosts(switches).with_agents(agents, plan.off_time), notes))
+    Ok((devs, Cutter::hosts(switches).with_agents(agents), notes))
 }
