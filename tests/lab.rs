@@ -4,7 +4,8 @@
 //!
 //! `.ci/run` runs `faultline lab setup` first (Debian's archive); each test runs it again (a
 //! no-op then, ~2 s) and skips with a printed reason only where there is no apt to get the
-//! lab from. The boots are serialised: two TCG guests on two cores only slow each other.
+//! lab from. Two guests of one vCPU each boot side by side ([`lab`]); a test judged on timing
+//! boots alone, with two ([`lab_alone`]).
 //! Seeds are fixed (the scenarios' and the scripts' `--seed`) and printed on failure.
 
 use crate::common::{s, skip, text, BIN};

@@ -63,10 +63,10 @@ pub enum EventKind {
     /// called the end of a link reset this: it read as `power_restored` there.)
     PowerRestored {
         /// How long the power was off, µs: from the off command's return to the on command's
-        /// start. The cycle's off time counts from when the writers have ended after the cut
-        /// and their ports were let go, so this is the off time plus the writers' ending,
-        /// measured. The switch's own release and operate times are not in it. Absent for a
-        /// host's power, and in logs written before it was recorded.
+        /// start. The cycle's off time, or longer when the writers took longer to end after
+        /// the cut (the power comes back only once their ports were let go). The switch's own
+        /// release and operate times are not in it. Absent for a host's power, and in logs
+        /// written before it was recorded.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         off_us: Option<u64>,
     },

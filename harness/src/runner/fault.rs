@@ -243,13 +243,15 @@ impl Cutter {
         }
     }
 
-    /// Power back on after the off time; a link reset has already come back up. For a power
-    /// cut: how long the power was off, from the off command's return to the on command's
-    /// start (`None` when the off command did not return done).
+    /// Power back on once it has been off for `off`, counted from the off command's return
+    /// (called when the writers have ended after the cut: at once, when that took longer);
+    /// a link reset has already come back up. For a power cut: how long the power was off,
+    /// from the off command's return to the on command's start (`None` when the off command
+    /// did not return done: then the whole `off` from now).
     pub fn restore(&mut self, off: Duration) -> Result<Option<Duration>, ControllerError> {
         match (&self.aim, &mut self.power) {
             (Aim::Power, Some(p)) => {
-                std::thread::sleep(off);
+                std::thread::sleep(self.off_at.map_or(off, |t| off.saturating_sub(t.elapsed())));
                 let held = self.off_at.take().map(|t| t.elapsed());
                 p.power_on()?;
                 Ok(held)
