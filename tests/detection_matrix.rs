@@ -19,8 +19,8 @@ fn detection_matrix_matches_ground_truth() {
     let dir = base.join(format!("faultline-matrix-test-{}", std::process::id()));
     // The single-port rows fill the CPU the other tests leave (their verdicts rest on no
     // timing); the dual-port rows, judged on stall budgets, hold a core as any busy test.
-    let mut rows = crate::common::background(|| run_single_matrix(&opts, &dir, &mut |_| {}))
-        .unwrap_or_else(|e| panic!("matrix seed {seed}: {e}"));
+    let mut rows =
+        crate::common::background(|| run_single_matrix(&opts, &dir, &mut |_| {})).unwrap_or_else(|e| panic!("matrix seed {seed}: {e}"));
     let busy = crate::common::shared();
     let dual = run_dual_matrix(&opts, &dir, &mut |_| {}, rows.len() as u64).unwrap_or_else(|e| panic!("matrix seed {seed}: {e}"));
     drop(busy);

@@ -216,8 +216,13 @@ fn off_times_are_swept_in_order_or_drawn_from_the_seed_and_each_is_held_and_tall
     }
     let summary: Value = serde_json::from_str(&std::fs::read_to_string(rd.join("summary.json")).unwrap()).unwrap();
     let per = &summary["off_times"];
-    assert_eq!((per["1"]["cycles"].as_u64(), per["10"]["cycles"].as_u64(), per["200"]["cycles"].as_u64()), (Some(2), Some(2), Some(1)), "{summary}");
-    let counted: u64 = ["1", "10", "200"].iter().map(|k| ["clean", "findings", "error"].iter().map(|v| per[k][v].as_u64().unwrap()).sum::<u64>()).sum();
+    assert_eq!(
+        (per["1"]["cycles"].as_u64(), per["10"]["cycles"].as_u64(), per["200"]["cycles"].as_u64()),
+        (Some(2), Some(2), Some(1)),
+        "{summary}"
+    );
+    let counted: u64 =
+        ["1", "10", "200"].iter().map(|k| ["clean", "findings", "error"].iter().map(|v| per[k][v].as_u64().unwrap()).sum::<u64>()).sum();
     assert_eq!(counted, 5, "{summary}");
     // The console names the off time of a cycle with findings.
     assert!(["off 1 ms: ", "off 10 ms: ", "off 200 ms: "].iter().any(|s| text(&o).contains(s)), "{}", text(&o));

@@ -134,7 +134,10 @@ fn hardware_templates_say_what_their_names_promise() {
     let sweep = load("hotplug-pin-sweep.toml");
     assert_eq!(sweep.fault, Fault::PowerCut { mate_steps_ms: vec![10, 25, 100, 500] });
     assert!(matches!(sweep.power_controller().unwrap(), Some(ControllerSpec::Quarch { .. })));
-    assert!(sweep.cycles.off_time_ms.shortest() >= std::time::Duration::from_secs(15), "surprise-removal guidance: 15 s between hot-plug operations");
+    assert!(
+        sweep.cycles.off_time_ms.shortest() >= std::time::Duration::from_secs(15),
+        "surprise-removal guidance: 15 s between hot-plug operations"
+    );
 }
 
 #[test]

@@ -112,14 +112,7 @@ impl Cutter {
     }
 
     pub fn link(ctl: Box<dyn LinkController + Send>, port: String, kind: ResetKind) -> Cutter {
-        Cutter {
-            power: None,
-            link: Some(ctl),
-            hosts: Vec::new(),
-            agents: Vec::new(),
-            off_at: None,
-            aim: Aim::Link { port, kind },
-        }
+        Cutter { power: None, link: Some(ctl), hosts: Vec::new(), agents: Vec::new(), off_at: None, aim: Aim::Link { port, kind } }
     }
 
     /// The power switches of the hosts the ports are cabled to (port fault name, switch),

@@ -189,7 +189,10 @@ mod tests {
     fn what_is_wrong_is_named_with_where() {
         assert_eq!(OffTime::Fixed(0).check().unwrap_err().0, "");
         assert_eq!(OffTime::Sweep(vec![]).check().unwrap_err().1, "an empty list: give at least one off time");
-        assert_eq!(OffTime::Sweep(vec![1, 3_600_001]).check().unwrap_err(), ("[1]".into(), "3600001: expected 1 to 3600000 (one hour)".into()));
+        assert_eq!(
+            OffTime::Sweep(vec![1, 3_600_001]).check().unwrap_err(),
+            ("[1]".into(), "3600001: expected 1 to 3600000 (one hour)".into())
+        );
         assert_eq!(OffTime::Range { min: 0, max: 5 }.check().unwrap_err().0, ".min");
         assert_eq!(OffTime::Range { min: 9, max: 5 }.check().unwrap_err().1, "min 9 is above max 5");
         assert!(OffTime::Range { min: 1, max: 1 }.check().is_ok());

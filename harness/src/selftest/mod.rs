@@ -19,8 +19,8 @@ use crate::events::Sinks;
 use crate::ledger::Contract;
 use crate::runner::{run_observed, CycleCheck, CycleObserver, RunnerError, RunnerOptions};
 use crate::scenario::{
-    Budget, Controllers, CutPlacement, Cycles, OffTime, DualMode, DualSimModel, DualSpec, Fault, Flush, LinkReset, OnEvent, Scenario, ScenarioError,
-    SimDual, SimModel, SimSwitch, SimTarget, StopPolicy, Target, VerifyPolicy, Workload, FORMAT_VERSION,
+    Budget, Controllers, CutPlacement, Cycles, DualMode, DualSimModel, DualSpec, Fault, Flush, LinkReset, OffTime, OnEvent, Scenario,
+    ScenarioError, SimDual, SimModel, SimSwitch, SimTarget, StopPolicy, Target, VerifyPolicy, Workload, FORMAT_VERSION,
 };
 use crate::workload::Pattern;
 use serde::Serialize;

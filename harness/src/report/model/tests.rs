@@ -76,7 +76,9 @@ fn too_many_open_cycles_close_the_oldest_as_unfinished() {
     let mut m = RunModel::default();
     let mut closed = Vec::new();
     for c in 1..=(MAX_OPEN_CYCLES as u32 + 2) {
-        m.fold(&Event::in_cycle(u64::from(c), c, EventKind::CycleStarted { fault: None, off_time_ms: None }), &mut |r| closed.push((r.cycle, r.verdict())));
+        m.fold(&Event::in_cycle(u64::from(c), c, EventKind::CycleStarted { fault: None, off_time_ms: None }), &mut |r| {
+            closed.push((r.cycle, r.verdict()))
+        });
     }
     assert_eq!(closed, [(1, Verdict::Error), (2, Verdict::Error)]);
     assert_eq!((m.open.len(), m.totals.cycles_error), (MAX_OPEN_CYCLES, 2));
