@@ -2,7 +2,7 @@
 //! class, cycles, timings and figures. Built from the events alone (see [`super::RunModel`]),
 //! so a regenerated summary is byte-identical to the one the run wrote.
 
-use super::model::{PortTotals, RunModel};
+use super::model::{FaultTotals, PortTotals, RunModel};
 use super::series::Dist;
 use crate::events::{zero_counts, Verdict};
 use crate::ledger::Contract;
@@ -76,6 +76,12 @@ pub struct FaultSummary {
     pub clean: u32,
     pub findings: u32,
     pub error: u32,
+}
+
+impl From<&FaultTotals> for FaultSummary {
+    fn from(f: &FaultTotals) -> Self {
+        FaultSummary { cycles: f.cycles, clean: f.clean, findings: f.findings, error: f.error }
+    }
 }
 
 /// One workload of a dual-port performance run.
@@ -256,16 +262,8 @@ pub fn summarize(m: &RunModel) -> Summary {
         figures: figures(m),
         ports: m.ports.iter().map(|(name, p)| port_summary(name, p)).collect(),
         performance: performance(m),
-        faults: m
-            .faults
-            .iter()
-            .map(|(k, f)| (k.clone(), FaultSummary { cycles: f.cycles, clean: f.clean, findings: f.findings, error: f.error }))
-            .collect(),
-        off_times: m
-            .off_times
-            .iter()
-            .map(|(k, f)| (*k, FaultSummary { cycles: f.cycles, clean: f.clean, findings: f.findings, error: f.error }))
-            .collect(),
+        faults: m.faults.iter().map(|(k, f)| (k.clone(), FaultSummary::from(f))).collect(),
+        off_times: m.off_times.iter().map(|(k, f)| (*k, FaultSummary::from(f))).collect(),
     }
 }
 

@@ -33,69 +33,73 @@ pub fn run() -> Vec<Event> {
         },
     )];
     for c in 1..=3u32 {
-        let t = c as u64 * 1_000_000_000;
-        ev.push(Event::in_cycle(t, c, EventKind::CycleStarted { fault: None, off_time_ms: None }));
-        ev.push(Event::in_cycle(
-            t + 1000,
-            c,
-            EventKind::CutIssued {
-                completions: 100 * c as u64,
-                in_flight_ops: 30,
-                bytes_at_risk: 65536,
-                phase_us: 1000 * c as u64,
-                planned_after_ms: None,
-                mate_step_ms: None,
-                command_us: None,
-            },
-        ));
-        ev.push(Event::in_cycle(t + 2000, c, EventKind::DeviceGone {}));
-        ev.push(Event::in_cycle(t + 3000, c, EventKind::PowerRestored { off_us: None }));
-        ev.push(Event::in_cycle(
-            t + 4000,
-            c,
-            EventKind::Ready { enumerate_us: Some(1500 * c as u64), first_read_us: Some(2000 * c as u64) },
-        ));
-        ev.push(Event::in_cycle(
-            t + 5000,
-            c,
-            EventKind::Health {
-                smart: SmartFigures { unsafe_shutdowns: 10 + c as u64, power_cycles: 20 + c as u64, ..SmartFigures::default() },
-                anomalies: if c == 3 {
-                    vec![HealthNote { kind: "media_errors_grew".into(), detail: "media errors 0 -> 1".into() }]
-                } else {
-                    Vec::new()
-                },
-            },
-        ));
-        let mut cc = counts.clone();
-        if c == 2 {
-            *cc.get_mut("lost_write").unwrap() = 1;
-        }
-        ev.push(Event::in_cycle(t + 6000, c, EventKind::Verified { sectors: 16384, bytes: 8 << 20, verify_ns: 3_000_000, counts: cc }));
-        if c == 2 {
-            ev.push(Event::in_cycle(
-                t + 6000,
-                c,
-                EventKind::Finding { finding: finding(c, FindingClass::LostWrite, "<script>alert('x')</script> & gone") },
-            ));
-        }
-        ev.push(Event::in_cycle(
-            t + 7000,
-            c,
-            EventKind::CycleEnded {
-                verdict: if c == 1 { Verdict::Clean } else { Verdict::Findings },
-                writes_completed: 100 * c as u64,
-                bytes_written: 1 << 20,
-                write_ns: 5_000_000,
-                latency_p50_ns: Some(80_000),
-                latency_p99_ns: Some(900_000),
-                latency_max_ns: Some(2_500_000),
-                max_gap_ns: None,
-                harness_ns: Some(2_000_000),
-            },
-        ));
+        ev.extend(cycle(c, &counts));
     }
     ev.push(Event::new(4_000_000_000, EventKind::RunEnded { verdict: Verdict::Findings, exit_code: 1 }));
+    ev
+}
+
+/// Cycle `c` of [`run`]: a cut, the drive back, its health, a verify (a lost write in cycle 2,
+/// a health anomaly in cycle 3), the end.
+fn cycle(c: u32, counts: &BTreeMap<String, u64>) -> Vec<Event> {
+    let mut ev = Vec::new();
+    let t = c as u64 * 1_000_000_000;
+    ev.push(Event::in_cycle(t, c, EventKind::CycleStarted { fault: None, off_time_ms: None }));
+    ev.push(Event::in_cycle(
+        t + 1000,
+        c,
+        EventKind::CutIssued {
+            completions: 100 * c as u64,
+            in_flight_ops: 30,
+            bytes_at_risk: 65536,
+            phase_us: 1000 * c as u64,
+            planned_after_ms: None,
+            mate_step_ms: None,
+            command_us: None,
+        },
+    ));
+    ev.push(Event::in_cycle(t + 2000, c, EventKind::DeviceGone {}));
+    ev.push(Event::in_cycle(t + 3000, c, EventKind::PowerRestored { off_us: None }));
+    ev.push(Event::in_cycle(t + 4000, c, EventKind::Ready { enumerate_us: Some(1500 * c as u64), first_read_us: Some(2000 * c as u64) }));
+    ev.push(Event::in_cycle(
+        t + 5000,
+        c,
+        EventKind::Health {
+            smart: SmartFigures { unsafe_shutdowns: 10 + c as u64, power_cycles: 20 + c as u64, ..SmartFigures::default() },
+            anomalies: if c == 3 {
+                vec![HealthNote { kind: "media_errors_grew".into(), detail: "media errors 0 -> 1".into() }]
+            } else {
+                Vec::new()
+            },
+        },
+    ));
+    let mut cc = counts.clone();
+    if c == 2 {
+        *cc.get_mut("lost_write").unwrap() = 1;
+    }
+    ev.push(Event::in_cycle(t + 6000, c, EventKind::Verified { sectors: 16384, bytes: 8 << 20, verify_ns: 3_000_000, counts: cc }));
+    if c == 2 {
+        ev.push(Event::in_cycle(
+            t + 6000,
+            c,
+            EventKind::Finding { finding: finding(c, FindingClass::LostWrite, "<script>alert('x')</script> & gone") },
+        ));
+    }
+    ev.push(Event::in_cycle(
+        t + 7000,
+        c,
+        EventKind::CycleEnded {
+            verdict: if c == 1 { Verdict::Clean } else { Verdict::Findings },
+            writes_completed: 100 * c as u64,
+            bytes_written: 1 << 20,
+            write_ns: 5_000_000,
+            latency_p50_ns: Some(80_000),
+            latency_p99_ns: Some(900_000),
+            latency_max_ns: Some(2_500_000),
+            max_gap_ns: None,
+            harness_ns: Some(2_000_000),
+        },
+    ));
     ev
 }
 

@@ -154,10 +154,8 @@ impl<'r, 'e> Cycles<'r, 'e> {
         self.aim(cycle)?;
         self.align(cycle)?;
         let t_start = self.em.now();
-        let started = EventKind::CycleStarted {
-            fault: plan.faults.is_mixed().then(|| fault.label()),
-            off_time_ms: plan.off_times.varies().then(|| u64::try_from(plan.off_time(cycle).as_millis()).unwrap_or(u64::MAX)),
-        };
+        let started =
+            EventKind::CycleStarted { fault: plan.faults.is_mixed().then(|| fault.label()), off_time_ms: plan.recorded_off_time_ms(cycle) };
         self.em.emit(Event::in_cycle(t_start, cycle, started));
         let (place, planned) = cycle_placement(plan, cycle);
         (self.cycle_t0, self.waits) = (Instant::now(), Duration::ZERO);
@@ -180,38 +178,7 @@ impl<'r, 'e> Cycles<'r, 'e> {
             (None, None, _) => w.t_end - w.started,
         };
         let cut = matches!(w.landed, Some(Ok(_) | Err(NoCut::Controller(_))));
-        match &w.landed {
-            Some(Ok(_)) => {
-                // A fault that cannot be confirmed is never a clean pass: the switch reads back
-                // `off`, or every port stopped answering.
-                let t_confirm = Instant::now();
-                let gone = w.ends.iter().any(|(_, pe)| pe.outcome.as_ref().is_ok_and(saw_device_go));
-                let at = self.probe_at();
-                let ports = &mut *self.ports;
-                if let Err(why) = confirm_cut(self.cutter, gone, &mut || ports.any_answers(at)) {
-                    self.em.error(Some(cycle), why.to_string());
-                    end.errors += 1;
-                    end.controller_failure = Some(ControllerStep::Unconfirmed);
-                }
-                self.waits += t_confirm.elapsed();
-            }
-            Some(Err(NoCut::Controller(e))) => {
-                self.em.error(Some(cycle), format!("the fault: {e}"));
-                end.errors += 1;
-                end.controller_failure = Some(ControllerStep::Cut);
-            }
-            // The faulted writer's own error is recorded.
-            Some(Err(NoCut::WriterEnded)) => {}
-            None => {
-                let why = match faulted.as_ref().and_then(|o| o.device_lost.as_ref()) {
-                    // No fault at all: the device went away while it was written.
-                    Some(lost) => format!("the device went away before its fault: {lost}"),
-                    None => "the fault never landed".to_string(),
-                };
-                self.em.error(Some(cycle), why);
-                end.errors += 1;
-            }
-        }
+        self.record_landing(cycle, &w, faulted.as_ref(), &mut end);
         if cut {
             // The ports the fault hit that have not answered yet: every port after a power
             // cut; the hit one after a link fault, unless its writer waited for it.
@@ -240,6 +207,43 @@ impl<'r, 'e> Cycles<'r, 'e> {
             self.verify(cycle, last, cut && end.controller_failure.is_none(), &mut end, &mut findings)?;
         }
         self.finish(cycle, findings, end, anomalies, faulted.as_ref())
+    }
+
+    /// How the cycle's fault landed, recorded: a cut confirmed (or not: an error), a fault
+    /// the controller failed, or none at all.
+    fn record_landing(&mut self, cycle: u32, w: &Written, faulted: Option<&CycleOutcome>, end: &mut CycleEnd) {
+        match &w.landed {
+            Some(Ok(_)) => {
+                // A fault that cannot be confirmed is never a clean pass: the switch reads back
+                // `off`, or every port stopped answering.
+                let t_confirm = Instant::now();
+                let gone = w.ends.iter().any(|(_, pe)| pe.outcome.as_ref().is_ok_and(saw_device_go));
+                let at = self.probe_at();
+                let ports = &mut *self.ports;
+                if let Err(why) = confirm_cut(self.cutter, gone, &mut || ports.any_answers(at)) {
+                    self.em.error(Some(cycle), why.to_string());
+                    end.errors += 1;
+                    end.controller_failure = Some(ControllerStep::Unconfirmed);
+                }
+                self.waits += t_confirm.elapsed();
+            }
+            Some(Err(NoCut::Controller(e))) => {
+                self.em.error(Some(cycle), format!("the fault: {e}"));
+                end.errors += 1;
+                end.controller_failure = Some(ControllerStep::Cut);
+            }
+            // The faulted writer's own error is recorded.
+            Some(Err(NoCut::WriterEnded)) => {}
+            None => {
+                let why = match faulted.and_then(|o| o.device_lost.as_ref()) {
+                    // No fault at all: the device went away while it was written.
+                    Some(lost) => format!("the device went away before its fault: {lost}"),
+                    None => "the fault never landed".to_string(),
+                };
+                self.em.error(Some(cycle), why);
+                end.errors += 1;
+            }
+        }
     }
 
     /// What each port's writer did: a writer that failed has its cycle closed in its ledger and

@@ -107,19 +107,29 @@ pub enum Aim {
 }
 
 impl Cutter {
+    /// A cutter of these switches, no agents, aimed at `aim`.
+    fn of(
+        power: Option<Box<dyn PowerSwitch + Send>>,
+        link: Option<Box<dyn LinkController + Send>>,
+        hosts: Vec<(String, Box<dyn PowerSwitch + Send>)>,
+        aim: Aim,
+    ) -> Cutter {
+        Cutter { power, link, hosts, agents: Vec::new(), off_at: None, aim }
+    }
+
     pub fn power(p: Box<dyn PowerSwitch + Send>) -> Cutter {
-        Cutter { power: Some(p), link: None, hosts: Vec::new(), agents: Vec::new(), off_at: None, aim: Aim::Power }
+        Cutter::of(Some(p), None, Vec::new(), Aim::Power)
     }
 
     pub fn link(ctl: Box<dyn LinkController + Send>, port: String, kind: ResetKind) -> Cutter {
-        Cutter { power: None, link: Some(ctl), hosts: Vec::new(), agents: Vec::new(), off_at: None, aim: Aim::Link { port, kind } }
+        Cutter::of(None, Some(ctl), Vec::new(), Aim::Link { port, kind })
     }
 
     /// The power switches of the hosts the ports are cabled to (port fault name, switch),
     /// aimed at the first.
     pub fn hosts(hosts: Vec<(String, Box<dyn PowerSwitch + Send>)>) -> Cutter {
         let port = hosts.first().map(|(p, _)| p.clone()).unwrap_or_default();
-        Cutter { power: None, link: None, hosts, agents: Vec::new(), off_at: None, aim: Aim::Host { port } }
+        Cutter::of(None, None, hosts, Aim::Host { port })
     }
 
     /// With the link resets the ports' hosts' agents run (port fault name, its reset).
@@ -425,7 +435,7 @@ pub fn real_cutter(faults: &FaultMix, env: &ControlEnv) -> Result<Cutter, Contro
             _ => {}
         }
     }
-    let mut cutter = Cutter { power, link, hosts: Vec::new(), agents: Vec::new(), off_at: None, aim: Aim::Power };
+    let mut cutter = Cutter::of(power, link, Vec::new(), Aim::Power);
     for fault in faults.all() {
         cutter.aim(fault, None, Duration::ZERO)?;
         if let (Aim::Link { port, kind }, Some(ctl)) = (&cutter.aim, &cutter.link) {

@@ -46,50 +46,7 @@ pub(super) fn run(
         n += 1;
         let t_ns = em.now();
         em.emit(Event::in_cycle(t_ns, n, EventKind::CycleStarted { fault: None, off_time_ms: None }));
-        let windows = Arc::new(Windows::new(devs.len()));
-        let mut lane_of: Vec<Option<&mut Lane>> = (0..devs.len()).map(|_| None).collect();
-        for (i, l) in lanes.iter_mut().enumerate() {
-            if who.contains(&i) {
-                let p = l.port;
-                lane_of[p] = Some(l);
-            }
-        }
-        let results: Vec<(usize, Result<(), WriterError>)> = std::thread::scope(|sc| {
-            let mut hs = Vec::new();
-            for (i, (dev, lane)) in devs.iter_mut().zip(lane_of).enumerate() {
-                let Some(lane) = lane else { continue };
-                let windows = Arc::clone(&windows);
-                let (c, first_id) = lane.run.next_cycle();
-                let copts = CycleOptions {
-                    cycle: c,
-                    first_id,
-                    started_at: (o.clock)(),
-                    port: PortId(i as u8),
-                    max_writes: None,
-                    duration: Some(warm + ms),
-                    cut: None,
-                    checkpoint_every: Duration::from_secs(3600),
-                    drain_timeout: Duration::from_secs(30),
-                    stop: None,
-                    samples: Some(PortSamples::Windows { windows, slot: i }),
-                    fill: crate::writer::Fill::Auto,
-                    clock_from: None,
-                    before_end: None,
-                };
-                hs.push(sc.spawn(move || {
-                    let OpenRun { ledger, layout, format, .. } = &mut lane.run;
-                    let w = Workload { layout, format, contract: plan.contract, opts: &copts };
-                    let r = dev.run_cycle(&w, ledger, &mut || Ok(())).map(|_| ()).map_err(WriterError::from);
-                    (i, r)
-                }));
-            }
-            std::thread::sleep(warm);
-            windows.enter(Phase::Baseline);
-            std::thread::sleep(ms);
-            windows.enter(Phase::After);
-            hs.into_iter().filter_map(|h| h.join().ok()).collect()
-        });
-        let end = Instant::now();
+        let (windows, results, end) = write_phase(plan, devs, lanes, &who, warm, ms, o);
         let mut ran = Vec::new();
         for (i, r) in results {
             if let Err(source) = r {
@@ -140,6 +97,65 @@ pub(super) fn run(
         ));
     }
     Ok(n)
+}
+
+/// One phase's writes: the ports in `who` writing their shares at once for `warm` then `ms`,
+/// sampled in windows on one clock; each port's result, and when the phase ended.
+#[expect(clippy::type_complexity, reason = "the phase's windows, each port's result, its end")]
+fn write_phase(
+    plan: &RunPlan,
+    devs: &mut [Box<dyn Dut>],
+    lanes: &mut [Lane],
+    who: &[usize],
+    warm: Duration,
+    ms: Duration,
+    o: &RunnerOptions,
+) -> (Arc<Windows>, Vec<(usize, Result<(), WriterError>)>, Instant) {
+    let windows = Arc::new(Windows::new(devs.len()));
+    let mut lane_of: Vec<Option<&mut Lane>> = (0..devs.len()).map(|_| None).collect();
+    for (i, l) in lanes.iter_mut().enumerate() {
+        if who.contains(&i) {
+            let p = l.port;
+            lane_of[p] = Some(l);
+        }
+    }
+    let results: Vec<(usize, Result<(), WriterError>)> = std::thread::scope(|sc| {
+        let mut hs = Vec::new();
+        for (i, (dev, lane)) in devs.iter_mut().zip(lane_of).enumerate() {
+            let Some(lane) = lane else { continue };
+            let windows = Arc::clone(&windows);
+            let (c, first_id) = lane.run.next_cycle();
+            let copts = CycleOptions {
+                cycle: c,
+                first_id,
+                started_at: (o.clock)(),
+                port: PortId(i as u8),
+                max_writes: None,
+                duration: Some(warm + ms),
+                cut: None,
+                checkpoint_every: Duration::from_secs(3600),
+                drain_timeout: Duration::from_secs(30),
+                stop: None,
+                samples: Some(PortSamples::Windows { windows, slot: i }),
+                fill: crate::writer::Fill::Auto,
+                clock_from: None,
+                before_end: None,
+            };
+            hs.push(sc.spawn(move || {
+                let OpenRun { ledger, layout, format, .. } = &mut lane.run;
+                let w = Workload { layout, format, contract: plan.contract, opts: &copts };
+                let r = dev.run_cycle(&w, ledger, &mut || Ok(())).map(|_| ()).map_err(WriterError::from);
+                (i, r)
+            }));
+        }
+        std::thread::sleep(warm);
+        windows.enter(Phase::Baseline);
+        std::thread::sleep(ms);
+        windows.enter(Phase::After);
+        hs.into_iter().filter_map(|h| h.join().ok()).collect()
+    });
+    let end = Instant::now();
+    (windows, results, end)
 }
 
 /// Records what each port's agent was sent during phase `n` (the audit of a port on another

@@ -229,6 +229,12 @@ impl RunPlan {
         self.off_times.at(self.seed, cycle)
     }
 
+    /// Cycle `cycle`'s off time in ms, as its `cycle_started` records it: only in a run whose
+    /// off time changes from cycle to cycle.
+    pub fn recorded_off_time_ms(&self, cycle: u32) -> Option<u64> {
+        self.off_times.varies().then(|| u64::try_from(self.off_time(cycle).as_millis()).unwrap_or(u64::MAX))
+    }
+
     pub fn first_port(&self) -> PortId {
         self.ports.first().map_or(PortId::A, |p| p.id)
     }
