@@ -35,9 +35,15 @@ fn scenario(count: u32, model: &str) -> String {
         .replace("count = 300", &format!("count = {count}"))
         .replace("capacity_bytes = 67108864", "capacity_bytes = 16777216")
         .replace("model = { kind = \"rollback\", writes_per_cut = 1 }", &format!("model = {model}"))
-        .replace("full_every_cycles = 50", "full_every_cycles = 10");
+        .replace("full_every_cycles = 50", "full_every_cycles = 10")
+        // Power off for 20 ms from the cut, so that kills land between the cut and power-on
+        // too (with the demo's 5 ms, that stretch is mostly the writers' ending, 2-37 ms).
+        .replace("off_time_ms = 5", "off_time_ms = 20");
     assert_eq!(s.matches(&format!("count = {count}")).count(), 1, "the demo scenario changed shape; update this test");
-    assert!(s.contains(model) && s.contains("16777216") && s.contains("full_every_cycles = 10"), "the demo changed shape");
+    assert!(
+        s.contains(model) && s.contains("16777216") && s.contains("full_every_cycles = 10") && s.contains("off_time_ms = 20"),
+        "the demo changed shape"
+    );
     s
 }
 
