@@ -411,3 +411,52 @@ fn a_cycle_whose_fault_failed_records_and_verifies_what_it_wrote() {
     assert!(summary["stopped"].as_str().is_some_and(|s| s.contains("controller failure")), "{summary}");
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// A power cut's `recovery`: in a mix, the plain cut's cycles have one `power_restored` and
+/// no `recovery_cut`; the shaped cycles cut twice more once the drive answered (each within
+/// its window of the `ready` before it, each followed by the power back and a `ready`), and
+/// verify once. A drive whose journal replay is not idempotent shows corruption in the shaped
+/// cycles only; the honest drive, cut before it is ready, stays clean. The summary tallies
+/// the cycles per shape.
+#[test]
+fn cuts_while_the_drive_recovers_land_in_their_window_before_one_verify_and_find_a_replay_that_is_not_idempotent() {
+    let d = scratch("recovery");
+    let mix = "[fault]\nkind = \"mixed\"\npick = \"sequence\"\nfaults = [\n  { fault = { kind = \"power_cut\" } },\n  \
+               { fault = { kind = \"power_cut\", recovery = { cuts = 2, at = \"after_ready\", within_ms = 10 } } },\n]\n";
+    let s = demo(4, false, "quarch_serial")
+        .replace("kind = \"rollback\", writes_per_cut = 1", "kind = \"replay_corrupts\", replay_ms = 10000, sectors_per_cut = 2")
+        .replace("[fault]\nkind = \"power_cut\"\n", mix);
+    let (o, rd) = run(&d, "replay", &s);
+    assert_eq!(o.status.code(), Some(1), "the replay corrupts\n{}", text(&o));
+    let ev = events(&rd);
+    let in_cycle = |kind: &str, c: u64| of(&ev, kind).filter(|e| e["cycle"] == c).count();
+    for c in 1..=4u64 {
+        let shaped = c % 2 == 0;
+        let want = if shaped { (2, 3, 3, 1) } else { (0, 1, 1, 1) };
+        let got = (in_cycle("recovery_cut", c), in_cycle("power_restored", c), in_cycle("ready", c), in_cycle("verified", c));
+        assert_eq!(got, want, "cycle {c}\n{}", text(&o));
+    }
+    for rc in of(&ev, "recovery_cut") {
+        assert_eq!(rc["ready"], true, "{rc}");
+        let after_us = rc["after_us"].as_u64().unwrap();
+        assert!(after_us < 10_000 + 500_000, "{rc}: drawn within 10 ms of ready");
+    }
+    assert!(of(&ev, "power_restored").all(|e| e["off_us"].as_u64().unwrap() >= 5000), "each cut held its 5 ms");
+    let found: Vec<(&Value, &Value)> = of(&ev, "finding").map(|f| (&f["finding"]["class"], &f["cycle"])).collect();
+    assert!(!found.is_empty(), "{}", text(&o));
+    assert!(found.iter().all(|(class, c)| *class == "corruption" && c.as_u64().unwrap() % 2 == 0), "{found:?}");
+    let summary: Value = serde_json::from_str(&std::fs::read_to_string(rd.join("summary.json")).unwrap()).unwrap();
+    let per = &summary["faults"];
+    assert_eq!((per["power-cut"]["cycles"].as_u64(), per["power-cut+2-after-ready"]["cycles"].as_u64()), (Some(2), Some(2)), "{summary}");
+    assert_eq!(per["power-cut"]["clean"].as_u64(), Some(2), "{summary}");
+
+    let s = demo(3, true, "quarch_serial").replace("kind = \"power_cut\"\n", "kind = \"power_cut\"\nrecovery = { cuts = 1 }\n");
+    let (o, rd) = run(&d, "honest", &s);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let ev = events(&rd);
+    let before: Vec<&Value> = of(&ev, "recovery_cut").collect();
+    assert_eq!(before.len(), 3, "{}", text(&o));
+    assert!(before.iter().all(|e| e["ready"] == false && e["n"] == 1), "{before:?}");
+    assert_eq!((of(&ev, "power_restored").count(), of(&ev, "ready").count()), (6, 3), "one ready per cycle: after the last cut");
+    let _ = std::fs::remove_dir_all(&d);
+}

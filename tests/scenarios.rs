@@ -132,7 +132,7 @@ fn hardware_templates_say_what_their_names_promise() {
     assert!(storm.link_controller().unwrap().is_some_and(|l| l.is_link()) && storm.controllers.power.is_none());
 
     let sweep = load("hotplug-pin-sweep.toml");
-    assert_eq!(sweep.fault, Fault::PowerCut { mate_steps_ms: vec![10, 25, 100, 500] });
+    assert_eq!(sweep.fault, Fault::PowerCut { mate_steps_ms: vec![10, 25, 100, 500], recovery: None });
     assert!(matches!(sweep.power_controller().unwrap(), Some(ControllerSpec::Quarch { .. })));
     assert!(
         sweep.cycles.off_time_ms.shortest() >= std::time::Duration::from_secs(15),
@@ -187,7 +187,7 @@ fn dual_port_templates_say_what_their_names_promise() {
 
     // A power cut of the whole simulated dual-port drive, both ports writing.
     let (s, d) = dual("dualport-plp.toml");
-    assert_eq!(s.fault, Fault::PowerCut { mate_steps_ms: Vec::new() });
+    assert_eq!(s.fault, Fault::PowerCut { mate_steps_ms: Vec::new(), recovery: None });
     assert_eq!(s.contract, Contract::Plp);
     assert!(d.ports.iter().all(|p| p.role == PortRole::Writer), "both ports write when the power goes");
 

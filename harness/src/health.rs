@@ -102,6 +102,10 @@ pub fn parse_ocp_smart(b: &[u8]) -> Result<OcpSmartLog, HealthError> {
 pub enum Shutdown {
     /// Power cut with I/O in flight: the drive must count one unsafe shutdown.
     Dirty,
+    /// The cycle's cut and more while the drive recovered, this many in all: the drive must
+    /// count at least one unsafe shutdown and at most one per cut (a cut before the drive
+    /// loaded its counters may go uncounted).
+    Repeated(u32),
     /// Clean shutdown through the controller (the control case): it must count none.
     Clean,
 }
@@ -110,8 +114,10 @@ pub enum Shutdown {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum HealthAnomaly {
-    /// The unsafe-shutdown count did not rise by exactly one across a dirty cut.
+    /// The unsafe-shutdown count did not rise by exactly one across a dirty cut (by 1 to
+    /// `cuts` across that many).
     UnsafeShutdownsAfterDirtyCut {
+        cuts: u32,
         before: u128,
         after: u128,
     },
@@ -196,7 +202,12 @@ pub fn judge(before: &SmartLog, after: &SmartLog, how: Shutdown, policy: HealthP
     let mut out = Vec::new();
     let (b, a) = (before.unsafe_shutdowns, after.unsafe_shutdowns);
     match how {
-        Shutdown::Dirty if a != b.saturating_add(1) => out.push(HealthAnomaly::UnsafeShutdownsAfterDirtyCut { before: b, after: a }),
+        Shutdown::Dirty if a != b.saturating_add(1) => {
+            out.push(HealthAnomaly::UnsafeShutdownsAfterDirtyCut { cuts: 1, before: b, after: a })
+        }
+        Shutdown::Repeated(cuts) if a <= b || a > b.saturating_add(u128::from(cuts)) => {
+            out.push(HealthAnomaly::UnsafeShutdownsAfterDirtyCut { cuts, before: b, after: a })
+        }
         Shutdown::Clean if a > b.saturating_add(u128::from(policy.allow_clean_bump)) || a < b => {
             out.push(HealthAnomaly::UnsafeShutdownsAfterCleanShutdown { before: b, after: a })
         }
@@ -219,7 +230,7 @@ pub fn judge(before: &SmartLog, after: &SmartLog, how: Shutdown, policy: HealthP
 /// power-loss protection.
 pub fn judge_ocp(before: &OcpSmartLog, after: &OcpSmartLog, how: Shutdown) -> Vec<HealthAnomaly> {
     match how {
-        Shutdown::Dirty if after.plp_start_count <= before.plp_start_count => {
+        Shutdown::Dirty | Shutdown::Repeated(_) if after.plp_start_count <= before.plp_start_count => {
             vec![HealthAnomaly::PlpNotStarted { before: before.plp_start_count, after: after.plp_start_count }]
         }
         _ => Vec::new(),
@@ -302,7 +313,22 @@ mod tests {
         assert!(judge(&b, &parse_smart(&page(0, 11, 0, 0)).unwrap(), Shutdown::Dirty, p).is_empty());
         for after in [10, 12] {
             let a = parse_smart(&page(0, after, 0, 0)).unwrap();
-            assert_eq!(judge(&b, &a, Shutdown::Dirty, p), vec![HealthAnomaly::UnsafeShutdownsAfterDirtyCut { before: 10, after }]);
+            assert_eq!(judge(&b, &a, Shutdown::Dirty, p), vec![HealthAnomaly::UnsafeShutdownsAfterDirtyCut { cuts: 1, before: 10, after }]);
+        }
+    }
+
+    #[test]
+    fn repeated_cuts_must_count_at_least_one_and_at_most_one_each() {
+        let p = HealthPolicy::default();
+        let b = parse_smart(&page(0, 10, 0, 0)).unwrap();
+        for after in [11, 12, 13] {
+            assert!(judge(&b, &parse_smart(&page(0, after, 0, 0)).unwrap(), Shutdown::Repeated(3), p).is_empty(), "+{}", after - 10);
+        }
+        for after in [10, 14] {
+            let a = parse_smart(&page(0, after, 0, 0)).unwrap();
+            let got = judge(&b, &a, Shutdown::Repeated(3), p);
+            assert_eq!(got, vec![HealthAnomaly::UnsafeShutdownsAfterDirtyCut { cuts: 3, before: 10, after }]);
+            assert!(crate::events::HealthNote::from(&got[0]).detail.contains("across 3 dirty cuts (must be +1 to +3)"));
         }
     }
 

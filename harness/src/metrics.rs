@@ -339,6 +339,7 @@ impl Families {
             | EventKind::DeviceGone {}
             | EventKind::PowerRestored { .. }
             | EventKind::LinkRestored {}
+            | EventKind::RecoveryCut { .. }
             | EventKind::RunStopped { .. }
             | EventKind::Note { .. }
             | EventKind::ControllerLog { .. }

@@ -73,6 +73,17 @@ pub enum EventKind {
     /// The link fault is over (a controller, subsystem or PCI reset done, a removed function
     /// rescanned): the device was never powered off. Events format 3 and newer.
     LinkRestored {},
+    /// The power was cut again while the drive recovered from the cycle's cut (the fault's
+    /// `recovery`); a `power_restored` follows each.
+    RecoveryCut {
+        /// Which of the cycle's recovery cuts, from 1.
+        n: u32,
+        /// How long after the power came back (`ready` false) or after every port answered
+        /// again (`ready` true) the off command was sent, µs.
+        after_us: u64,
+        /// Whether the drive had answered again before this cut (`at = "after_ready"`).
+        ready: bool,
+    },
     /// The device is back: time from power-on to enumeration and to the first good read.
     Ready {
         enumerate_us: Option<u64>,
@@ -227,6 +238,7 @@ impl EventKind {
             EventKind::DeviceGone {} => "device_gone",
             EventKind::PowerRestored { .. } => "power_restored",
             EventKind::LinkRestored {} => "link_restored",
+            EventKind::RecoveryCut { .. } => "recovery_cut",
             EventKind::Ready { .. } => "ready",
             EventKind::Health { .. } => "health",
             EventKind::Verified { .. } => "verified",
@@ -262,6 +274,7 @@ impl EventKind {
             | EventKind::DeviceGone {}
             | EventKind::PowerRestored { .. }
             | EventKind::LinkRestored {}
+            | EventKind::RecoveryCut { .. }
             | EventKind::Ready { .. }
             | EventKind::Health { .. }
             | EventKind::Verified { .. }

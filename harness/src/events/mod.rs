@@ -99,9 +99,13 @@ pub struct HealthNote {
 impl From<&HealthAnomaly> for HealthNote {
     fn from(a: &HealthAnomaly) -> Self {
         let (kind, detail) = match a {
-            HealthAnomaly::UnsafeShutdownsAfterDirtyCut { before, after } => {
+            HealthAnomaly::UnsafeShutdownsAfterDirtyCut { cuts: 1, before, after } => {
                 ("unsafe_shutdowns_after_dirty_cut", format!("unsafe shutdowns went {before} -> {after} across a dirty cut (must be +1)"))
             }
+            HealthAnomaly::UnsafeShutdownsAfterDirtyCut { cuts, before, after } => (
+                "unsafe_shutdowns_after_dirty_cut",
+                format!("unsafe shutdowns went {before} -> {after} across {cuts} dirty cuts (must be +1 to +{cuts})"),
+            ),
             HealthAnomaly::UnsafeShutdownsAfterCleanShutdown { before, after } => (
                 "unsafe_shutdowns_after_clean_shutdown",
                 format!("unsafe shutdowns went {before} -> {after} across a clean shutdown (must not change)"),
@@ -322,6 +326,7 @@ mod tests {
                 EventKind::Health {
                     smart: SmartFigures { unsafe_shutdowns: 7, ..SmartFigures::default() },
                     anomalies: vec![HealthNote::from(&HealthAnomaly::UnsafeShutdownsAfterDirtyCut {
+                        cuts: 1,
                         before: u128::MAX - 1,
                         after: u128::MAX,
                     })],

@@ -285,6 +285,7 @@ impl<W: Write> EventSink for Console<W> {
             EventKind::DeviceGone {}
             | EventKind::PowerRestored { .. }
             | EventKind::LinkRestored {}
+            | EventKind::RecoveryCut { .. }
             | EventKind::Ready { .. }
             | EventKind::Verified { .. } => {}
         }

@@ -14,7 +14,7 @@ use super::ports::{controller_log, PortSet};
 use super::stop::{self, ControllerStep, CycleEnd};
 use super::writers::{self, NoCut, WritePhase, Written};
 use crate::events::{Event, EventKind, Verdict};
-use crate::scenario::RunPlan;
+use crate::scenario::{RecoveryAt, RecoveryCuts, RunPlan};
 use crate::verify::Finding;
 use crate::writer::{CutPlacement, CycleOutcome};
 use std::path::PathBuf;
@@ -187,7 +187,9 @@ impl<'r, 'e> Cycles<'r, 'e> {
                 .filter(|i| !w.ends.iter().any(|(j, pe)| j == i && pe.ready.is_some()))
                 .collect();
             let answered: Vec<_> = w.ends.iter().filter_map(|(i, pe)| Some((*i, pe.ready.clone()?))).collect();
-            if !self.settle_ports(cycle, &answered, &waiting, plan.off_time(cycle), &mut end, &mut findings)? {
+            // Cut again while the drive recovers only after a cut that landed.
+            let hold = (plan.off_time(cycle), fault.recovery().filter(|_| matches!(w.landed, Some(Ok(_)))));
+            if !self.settle_ports(cycle, &answered, &waiting, hold, &mut end, &mut findings)? {
                 self.em.end_cycle(cycle, Verdict::Error, faulted.as_ref(), None);
                 return Ok(end);
             }
@@ -292,19 +294,44 @@ impl<'r, 'e> Cycles<'r, 'e> {
     }
 
     /// After a cut (or a cut the controller failed, which may still have happened): power on
-    /// after `off` (a link fault is back when its reset returned), say so, record the ports
-    /// whose writers waited for them (`answered`), and wait for the ports in `waiting`.
+    /// after `off` (a link fault is back when its reset returned), say so, cut again while the
+    /// drive recovers (`recovery`), record the ports whose writers waited for them
+    /// (`answered`), and wait for the ports in `waiting`.
     /// `false` when the power could not be turned on (recorded).
     fn settle_ports(
         &mut self,
         cycle: u32,
         answered: &[(usize, Result<Readiness, DutError>)],
         waiting: &[usize],
-        off: Duration,
+        (off, recovery): (Duration, Option<&RecoveryCuts>),
         end: &mut CycleEnd,
         findings: &mut Vec<Finding>,
     ) -> Result<bool, Fatal> {
         self.ports.release(waiting);
+        if !self.power_back(cycle, off, end) {
+            return Ok(false);
+        }
+        if let Some(rc) = recovery {
+            let t_recovery = Instant::now();
+            let back = self.recovery_cuts(cycle, rc, waiting, off, end, findings)?;
+            self.waits += t_recovery.elapsed();
+            if !back {
+                return Ok(false);
+            }
+        }
+        for (i, r) in answered {
+            let prefix = self.ports.prefix(*i);
+            self.ports.ready(*i, cycle, r.clone(), self.em, end, findings).map_err(|source| Fatal::Port { prefix, source })?;
+        }
+        let t_ready = Instant::now();
+        self.wait_for(cycle, waiting, end, findings)?;
+        self.waits += t_ready.elapsed();
+        Ok(true)
+    }
+
+    /// Power on once it has been off for `off` (a link fault is back when its reset returned),
+    /// and say so; `false` when the power could not be turned on (recorded).
+    fn power_back(&mut self, cycle: u32, off: Duration, end: &mut CycleEnd) -> bool {
         let t_restore = Instant::now();
         let restored = self.cutter.restore(off);
         self.waits += t_restore.elapsed();
@@ -315,23 +342,69 @@ impl<'r, 'e> Cycles<'r, 'e> {
                 self.controller_log(Some(cycle));
                 end.errors += 1;
                 end.controller_failure = Some(ControllerStep::PowerOn);
-                return Ok(false);
+                return false;
             }
         };
         let t_ns = self.em.now();
-        let off_us = held.map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
         self.em.emit(if self.cutter.is_link() {
             Event::in_cycle(t_ns, cycle, EventKind::LinkRestored {})
         } else {
-            Event::in_cycle(t_ns, cycle, EventKind::PowerRestored { off_us })
+            Event::in_cycle(t_ns, cycle, EventKind::PowerRestored { off_us: held.map(micros) })
         });
-        for (i, r) in answered {
-            let prefix = self.ports.prefix(*i);
-            self.ports.ready(*i, cycle, r.clone(), self.em, end, findings).map_err(|source| Fatal::Port { prefix, source })?;
+        true
+    }
+
+    /// The fault's cuts while the drive recovers: each at its moment drawn after the power
+    /// returned (`before_ready`), or after every port in `waiting` answered again
+    /// (`after_ready`: their `ready` events), held off for `off`, the drive saved after each
+    /// (a persistent simulated one). A cut the switch failed ends them: the power is turned
+    /// on and the cycle verifies what it can. `false` when the power could not be turned on
+    /// (recorded).
+    fn recovery_cuts(
+        &mut self,
+        cycle: u32,
+        rc: &RecoveryCuts,
+        waiting: &[usize],
+        off: Duration,
+        end: &mut CycleEnd,
+        findings: &mut Vec<Finding>,
+    ) -> Result<bool, Fatal> {
+        let ready = rc.at == RecoveryAt::AfterReady;
+        let mut since = Instant::now();
+        for n in 1..=rc.cuts {
+            if ready {
+                self.wait_for(cycle, waiting, end, findings)?;
+                if end.dead_device || end.dead_host {
+                    return Ok(true);
+                }
+                since = Instant::now();
+                self.ports.release(waiting);
+            }
+            std::thread::sleep(rc.delay(self.plan.seed, cycle, n).saturating_sub(since.elapsed()));
+            let after_us = micros(since.elapsed());
+            let cut = self.cutter.cut(off);
+            let t_ns = self.em.now();
+            self.em.emit(Event::in_cycle(t_ns, cycle, EventKind::RecoveryCut { n, after_us, ready }));
+            let cut = cut.and_then(|()| match self.cutter.confirm() {
+                Some(r) => r,
+                None => Ok(()),
+            });
+            for i in 0..self.ports.len() {
+                self.ports.duts[i].save().map_err(|source| Fatal::Save { prefix: self.ports.prefix(i), source })?;
+            }
+            if let Err(e) = &cut {
+                self.em.error(Some(cycle), format!("recovery cut {n}: {e}"));
+                end.errors += 1;
+                end.controller_failure = Some(ControllerStep::Cut);
+            }
+            if !self.power_back(cycle, off, end) {
+                return Ok(false);
+            }
+            if cut.is_err() {
+                break;
+            }
+            since = Instant::now();
         }
-        let t_ready = Instant::now();
-        self.wait_for(cycle, waiting, end, findings)?;
-        self.waits += t_ready.elapsed();
         Ok(true)
     }
 
@@ -370,7 +443,8 @@ impl<'r, 'e> Cycles<'r, 'e> {
         let mut findings: Vec<Finding> = Vec::new();
         self.aim(cycle)?;
         let every: Vec<usize> = (0..self.ports.len()).collect();
-        if !self.settle_ports(cycle, &[], &every, Duration::ZERO, &mut end, &mut findings)? {
+        // No cut during recovery: nobody knows whether the cycle's own cut came.
+        if !self.settle_ports(cycle, &[], &every, (Duration::ZERO, None), &mut end, &mut findings)? {
             self.em.end_cycle(cycle, Verdict::Error, None, None);
             return Ok(end);
         }
@@ -471,4 +545,9 @@ pub(super) enum Ending {
     Stopped(String),
     /// The run stopped without ending, to be resumed (the run directory ran short of space).
     Suspended(String),
+}
+
+/// A duration in whole µs, as the events record it.
+fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }

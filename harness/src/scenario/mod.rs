@@ -38,6 +38,7 @@ mod overrides;
 mod parse;
 mod plan;
 mod ports;
+mod recovery;
 mod schema;
 #[cfg(test)]
 mod tests;
@@ -49,6 +50,7 @@ pub use off_time::{OffTime, MAX_OFF_TIME_MS};
 pub use overrides::{origin_with, Override, OverrideError};
 pub use plan::*;
 pub use ports::{Budget, DualMode, DualSimModel, DualSpec, HostPower, PortPlan, PortRole, PortSpec, RemotePortPlan, SimDual};
+pub use recovery::{RecoveryAt, RecoveryCuts, MAX_RECOVERY_CUTS};
 pub use schema::{scenario_schema, scenario_schema_text};
 
 use crate::health::HealthCheck;
@@ -300,6 +302,14 @@ pub enum SimModel {
     /// PLP drive whose FTL journal brings back, `after_cuts` cuts later, the old content of
     /// every sector a write in flight at a cut landed on (a stale version once seen).
     Resurrect { after_cuts: u32 },
+    /// PLP drive whose journal replay after power-on (until the first write, at most
+    /// `replay_ms`) is not idempotent: a cut during it corrupts `sectors_per_cut` sectors of
+    /// the writes replayed (found by a fault's `recovery` cuts).
+    ReplayCorrupts { replay_ms: u32, sectors_per_cut: u32 },
+    /// PLP drive whose capacitors take `recharge_ms` after power-on to recharge: a cut before
+    /// then loses its cache, the power-fail dump restored at power-on included (honest under
+    /// the flush contract).
+    PlpRecharge { recharge_ms: u32 },
 }
 
 impl SimModel {
@@ -316,6 +326,8 @@ impl SimModel {
             SimModel::ReadHangs { sectors_per_cut } => FaultModel::ReadHangs { sectors_per_cut },
             SimModel::DiesAfterCuts { cuts } => FaultModel::DiesAfterCuts(cuts),
             SimModel::Resurrect { after_cuts } => FaultModel::Resurrect { after_cuts },
+            SimModel::ReplayCorrupts { replay_ms, sectors_per_cut } => FaultModel::ReplayCorrupts { replay_ms, sectors_per_cut },
+            SimModel::PlpRecharge { recharge_ms } => FaultModel::PlpRecharge { recharge_ms },
         }
     }
 }
@@ -323,23 +335,29 @@ impl SimModel {
 impl std::fmt::Display for SimModel {
     /// The scenario file's spelling: `rollback (writes_per_cut = 1)`.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let (name, param) = match *self {
-            SimModel::HonestPlp => ("honest_plp", None),
-            SimModel::HonestVolatile => ("honest_volatile", None),
-            SimModel::LiesAboutFlush => ("lies_about_flush", None),
-            SimModel::TornWrites => ("torn_writes", None),
-            SimModel::Misdirects { per_mille } => ("misdirects", Some(("per_mille", per_mille))),
-            SimModel::BitRot { flips_per_cut } => ("bit_rot", Some(("flips_per_cut", flips_per_cut))),
-            SimModel::Rollback { writes_per_cut } => ("rollback", Some(("writes_per_cut", writes_per_cut))),
-            SimModel::ReadErrors { sectors_per_cut } => ("read_errors", Some(("sectors_per_cut", sectors_per_cut))),
-            SimModel::ReadHangs { sectors_per_cut } => ("read_hangs", Some(("sectors_per_cut", sectors_per_cut))),
-            SimModel::DiesAfterCuts { cuts } => ("dies_after_cuts", Some(("cuts", cuts))),
-            SimModel::Resurrect { after_cuts } => ("resurrect", Some(("after_cuts", after_cuts))),
+        let (name, params): (&str, &[(&str, u32)]) = match *self {
+            SimModel::HonestPlp => ("honest_plp", &[]),
+            SimModel::HonestVolatile => ("honest_volatile", &[]),
+            SimModel::LiesAboutFlush => ("lies_about_flush", &[]),
+            SimModel::TornWrites => ("torn_writes", &[]),
+            SimModel::Misdirects { per_mille } => ("misdirects", &[("per_mille", per_mille)]),
+            SimModel::BitRot { flips_per_cut } => ("bit_rot", &[("flips_per_cut", flips_per_cut)]),
+            SimModel::Rollback { writes_per_cut } => ("rollback", &[("writes_per_cut", writes_per_cut)]),
+            SimModel::ReadErrors { sectors_per_cut } => ("read_errors", &[("sectors_per_cut", sectors_per_cut)]),
+            SimModel::ReadHangs { sectors_per_cut } => ("read_hangs", &[("sectors_per_cut", sectors_per_cut)]),
+            SimModel::DiesAfterCuts { cuts } => ("dies_after_cuts", &[("cuts", cuts)]),
+            SimModel::Resurrect { after_cuts } => ("resurrect", &[("after_cuts", after_cuts)]),
+            SimModel::ReplayCorrupts { replay_ms, sectors_per_cut } => {
+                ("replay_corrupts", &[("replay_ms", replay_ms), ("sectors_per_cut", sectors_per_cut)])
+            }
+            SimModel::PlpRecharge { recharge_ms } => ("plp_recharge", &[("recharge_ms", recharge_ms)]),
         };
-        match param {
-            None => f.write_str(name),
-            Some((k, v)) => write!(f, "{name} ({k} = {v})"),
+        f.write_str(name)?;
+        if !params.is_empty() {
+            let list: Vec<String> = params.iter().map(|(k, v)| format!("{k} = {v}")).collect();
+            write!(f, " ({})", list.join(", "))?;
         }
+        Ok(())
     }
 }
 
@@ -462,6 +480,12 @@ pub enum Fault {
         /// (the module's own setting).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         mate_steps_ms: Vec<u32>,
+        /// Cut again while the drive recovers, before the cycle's one verify:
+        /// `{ cuts = 1, at = "before_ready", within_ms = 20 }` (`at`: `before_ready`, a moment
+        /// drawn after the power returns; `after_ready`, after the drive answers again; `cuts`
+        /// above 1: N cuts before one verify). Power switches only. Default: none.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        recovery: Option<RecoveryCuts>,
     },
     /// The link is reset with I/O in flight (the drive keeps power).
     LinkReset {

@@ -26,6 +26,8 @@ pub const NAMED_MODELS: &[NamedModel] = &[
     NamedModel::Drive(SimModel::ReadHangs { sectors_per_cut: 1 }),
     NamedModel::Drive(SimModel::DiesAfterCuts { cuts: 50 }),
     NamedModel::Drive(SimModel::Resurrect { after_cuts: 1 }),
+    NamedModel::Drive(SimModel::ReplayCorrupts { replay_ms: 1000, sectors_per_cut: 2 }),
+    NamedModel::Drive(SimModel::PlpRecharge { recharge_ms: 50 }),
     NamedModel::Dual(DualSimModel::DualHonest),
     NamedModel::Dual(DualSimModel::DualFreezeOnPull { stall_ms: 800 }),
     NamedModel::Dual(DualSimModel::DualGhostWrites { after_writes: 20000 }),
@@ -84,6 +86,8 @@ impl NamedModel {
                 SimModel::ReadHangs { .. } => "makes a sector's reads hang (ETIMEDOUT) at each power-on",
                 SimModel::DiesAfterCuts { .. } => "never comes back after its 50th cut",
                 SimModel::Resurrect { .. } => "brings back, a cut later, what writes in flight at a cut landed over",
+                SimModel::ReplayCorrupts { .. } => "a cut while its journal replays after power-on corrupts 2 replayed sectors",
+                SimModel::PlpRecharge { .. } => "a cut within 50 ms of power-on, capacitors not recharged, loses the cache",
             },
             NamedModel::Dual(m) => match m {
                 DualSimModel::DualHonest => "dual-port drive, both ports honest",

@@ -4,7 +4,7 @@
 //! spec, resolves the ports and types the fault and the stop policy, so that the runner never
 //! looks at a string it could have refused before cycle 1.
 
-use super::{CutPlacement, Fault, FaultPick, Scenario, ScenarioError, SimSwitch, SimTarget, StopPolicy, VerifyPolicy};
+use super::{CutPlacement, Fault, FaultPick, RecoveryCuts, Scenario, ScenarioError, SimSwitch, SimTarget, StopPolicy, VerifyPolicy};
 use crate::health::Shutdown;
 use crate::ledger::Contract;
 use crate::port::{PortEntry, PortId};
@@ -121,8 +121,9 @@ pub enum Switch {
 /// The fault each cycle injects.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum FaultPlan {
-    /// Power cut with the queue full; `mate_steps_ms` sweeps pin-mate steps, one per cycle.
-    PowerCut { switch: Switch, mate_steps_ms: Vec<u32> },
+    /// Power cut with the queue full; `mate_steps_ms` sweeps pin-mate steps, one per cycle;
+    /// `recovery`: more cuts while the drive recovers, before the one verify.
+    PowerCut { switch: Switch, mate_steps_ms: Vec<u32>, recovery: Option<RecoveryCuts> },
     /// The control case: the writer drains, then power is cut.
     CleanShutdown { switch: Switch },
     /// A link reset through a link controller, on `port` (`None`: its only port).
@@ -140,6 +141,7 @@ impl FaultPlan {
     /// after which no shutdown count should move).
     pub fn shutdown(&self) -> Option<Shutdown> {
         match self {
+            FaultPlan::PowerCut { recovery: Some(r), .. } => Some(Shutdown::Repeated(r.cuts.saturating_add(1))),
             FaultPlan::PowerCut { .. } => Some(Shutdown::Dirty),
             FaultPlan::CleanShutdown { .. } => Some(Shutdown::Clean),
             FaultPlan::LinkReset { .. } | FaultPlan::HostPowerCut { .. } | FaultPlan::HostLinkReset { .. } => None,
@@ -189,6 +191,7 @@ impl FaultPlan {
     /// link reset's kind (`port-pull`, `nvme-controller-reset`, `pci-remove-rescan`, ...).
     pub fn label(&self) -> String {
         match self {
+            FaultPlan::PowerCut { recovery: Some(r), .. } => r.label(),
             FaultPlan::PowerCut { .. } => "power-cut".into(),
             FaultPlan::CleanShutdown { .. } => "clean-shutdown".into(),
             FaultPlan::LinkReset { kind, .. } => kind.to_string(),
@@ -198,6 +201,14 @@ impl FaultPlan {
             FaultPlan::HostPowerCut { all: true, stagger_ms: 0, .. } => "all-hosts-power-cut".into(),
             FaultPlan::HostPowerCut { all: true, .. } => "staggered-hosts-power-cut".into(),
             FaultPlan::HostLinkReset { kind } => format!("host-{kind}"),
+        }
+    }
+
+    /// The cuts while the drive recovers that follow this fault's, if any.
+    pub fn recovery(&self) -> Option<&RecoveryCuts> {
+        match self {
+            FaultPlan::PowerCut { recovery, .. } => recovery.as_ref(),
+            _ => None,
         }
     }
 
@@ -305,8 +316,8 @@ impl Scenario {
     /// One fault, with the controller that runs it.
     fn plan_fault(&self, origin: &str, f: &Fault) -> Result<FaultPlan, ScenarioError> {
         Ok(match f {
-            Fault::PowerCut { mate_steps_ms } => {
-                FaultPlan::PowerCut { switch: self.power_switch(origin)?, mate_steps_ms: mate_steps_ms.clone() }
+            Fault::PowerCut { mate_steps_ms, recovery } => {
+                FaultPlan::PowerCut { switch: self.power_switch(origin)?, mate_steps_ms: mate_steps_ms.clone(), recovery: *recovery }
             }
             Fault::CleanShutdown => FaultPlan::CleanShutdown { switch: self.power_switch(origin)? },
             Fault::LinkReset { reset, port } => {

@@ -142,6 +142,8 @@ fn scenario_semantic_errors_name_the_field() {
         ("power = \"quarch+serial:///dev/ttyUSB0\"", "power = \"nvme-reset://nvme0\"", "controllers.power"),
         ("power = \"quarch+serial:///dev/ttyUSB0\"", "power = \"sim\"", "controllers.power"),
         ("kind = \"power_cut\"", "kind = \"power_cut\"\nmate_steps_ms = [0]", "fault.mate_steps_ms"),
+        ("kind = \"power_cut\"", "kind = \"power_cut\"\nrecovery = { cuts = 0 }", "fault.recovery.cuts"),
+        ("kind = \"power_cut\"", "kind = \"power_cut\"\nrecovery = { within_ms = 600001 }", "fault.recovery.within_ms"),
         ("[cycles]", "[stop]\nmax_consecutive_harness_errors = 0\n[cycles]", "stop.max_consecutive_harness_errors"),
         ("[cycles]", "[verify]\nsample_bytes = 1000\n[cycles]", "verify.sample_bytes"),
         ("name = \"minimal\"", "name = \" \"", "name"),
@@ -152,6 +154,10 @@ fn scenario_semantic_errors_name_the_field() {
         let (field, msg) = invalid_field(&MINIMAL.replacen(from, to, 1));
         assert_eq!(&field, want, "{to}: {msg}");
     }
+    let manual =
+        MINIMAL.replace("quarch+serial:///dev/ttyUSB0", "manual").replace("kind = \"power_cut\"", "kind = \"power_cut\"\nrecovery = {}");
+    let (field, msg) = invalid_field(&manual);
+    assert_eq!((field.as_str(), msg.contains("a manual switch (a person) cannot")), ("fault.recovery", true), "{msg}");
 }
 
 #[test]
@@ -244,7 +250,7 @@ fn placements() -> impl Strategy<Value = CutPlacement> {
 
 fn faults() -> impl Strategy<Value = (Fault, Option<String>)> {
     prop_oneof![
-        proptest::collection::vec(1u32..=1000, 0..4).prop_map(|mate_steps_ms| (Fault::PowerCut { mate_steps_ms }, None)),
+        proptest::collection::vec(1u32..=1000, 0..4).prop_map(|mate_steps_ms| (Fault::PowerCut { mate_steps_ms, recovery: None }, None)),
         (0usize..10, proptest::option::of("[a-zA-Z0-9:. é\"\\\\]{1,12}")).prop_map(|(i, port)| {
             let resets = [
                 LinkReset::NvmeController,

@@ -108,9 +108,18 @@ impl Scenario {
         let bad =
             |field: &str, message: String| Err(ScenarioError::Invalid { origin: origin.to_string(), field: field.to_string(), message });
         match fault {
-            Fault::PowerCut { mate_steps_ms } => {
+            Fault::PowerCut { mate_steps_ms, recovery } => {
                 if power.is_none() {
                     return bad("controllers.power", "a power_cut fault needs a power switch".into());
+                }
+                if let Some(Err((at, what))) = recovery.map(|r| r.check()) {
+                    return bad(&format!("{field}.recovery.{at}"), what);
+                }
+                if recovery.is_some() && matches!(power, Some(ControllerSpec::Manual)) {
+                    return bad(
+                        &format!("{field}.recovery"),
+                        "cuts while the drive recovers come milliseconds apart: a manual switch (a person) cannot make them".into(),
+                    );
                 }
                 if let Some(&step) = mate_steps_ms.iter().find(|&&s| s == 0 || s > 1000) {
                     return bad(

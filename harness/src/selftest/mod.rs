@@ -19,8 +19,9 @@ use crate::events::Sinks;
 use crate::ledger::Contract;
 use crate::runner::{run_observed, CycleCheck, CycleObserver, RunnerError, RunnerOptions};
 use crate::scenario::{
-    Budget, Controllers, CutPlacement, Cycles, DualMode, DualSimModel, DualSpec, Fault, Flush, LinkReset, OffTime, OnEvent, Scenario,
-    ScenarioError, SimDual, SimModel, SimSwitch, SimTarget, StopPolicy, Target, VerifyPolicy, Workload, FORMAT_VERSION,
+    Budget, Controllers, CutPlacement, Cycles, DualMode, DualSimModel, DualSpec, Fault, Flush, LinkReset, OffTime, OnEvent, RecoveryAt,
+    RecoveryCuts, Scenario, ScenarioError, SimDual, SimModel, SimSwitch, SimTarget, StopPolicy, Target, VerifyPolicy, Workload,
+    FORMAT_VERSION,
 };
 use crate::workload::Pattern;
 use serde::Serialize;
@@ -33,6 +34,8 @@ pub struct RowResult {
     pub model: String,
     pub contract: Contract,
     pub workload: String,
+    /// The cut's shape: `single cut`, or the fault's recovery cuts (`power-cut+1-before-ready`).
+    pub shape: String,
     pub seed: u64,
     pub cycles: u32,
     pub honest: bool,
@@ -101,10 +104,66 @@ pub fn models() -> Vec<(SimModel, Vec<(Contract, bool)>)> {
     ]
 }
 
-/// How many single-port rows the matrix has (the dual-port rows are numbered after them).
+/// The models of the rows that cut again while the drive recovers, with the contracts each
+/// runs under and whether it is honest there: the honest models (which must stay clean under
+/// every shape), and the models a cut during recovery finds (run under a single cut too).
+pub fn shape_models() -> Vec<(SimModel, Vec<(Contract, bool)>)> {
+    use Contract::*;
+    vec![
+        (SimModel::HonestPlp, vec![(Plp, true), (Flush, true)]),
+        (SimModel::HonestVolatile, vec![(Flush, true)]),
+        (SimModel::ReplayCorrupts { replay_ms: 2000, sectors_per_cut: 2 }, vec![(Plp, false), (Flush, false)]),
+        (SimModel::PlpRecharge { recharge_ms: 50 }, vec![(Plp, false), (Flush, true)]),
+    ]
+}
+
+/// The shapes of the shape rows: a single cut (for the models not in [`models`]), one cut
+/// before the drive is ready, two after it answers; each within 5 ms.
+pub fn shapes() -> Vec<Option<RecoveryCuts>> {
+    vec![
+        None,
+        Some(RecoveryCuts { cuts: 1, at: RecoveryAt::BeforeReady, within_ms: 5 }),
+        Some(RecoveryCuts { cuts: 2, at: RecoveryAt::AfterReady, within_ms: 5 }),
+    ]
+}
+
+/// The shape as the table names it.
+fn shape_name(r: Option<&RecoveryCuts>) -> String {
+    r.map_or("single cut".into(), RecoveryCuts::label)
+}
+
+/// The (model, contract, honest, shape) of every shape row, in row order: each shape the
+/// model is not already run under in [`models`]' rows.
+fn shape_rows() -> Vec<(SimModel, Contract, bool, Option<RecoveryCuts>)> {
+    let plain: Vec<SimModel> = models().into_iter().map(|(m, _)| m).collect();
+    let mut out = Vec::new();
+    for (model, contracts) in shape_models() {
+        for (contract, honest) in contracts {
+            for shape in shapes() {
+                if shape.is_some() || !plain.contains(&model) {
+                    out.push((model, contract, honest, shape));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Cycles of a shape row: fewer than the plain rows' (a recovery cut costs little, and
+/// the plain rows already give the honest models their 10,000 cycles).
+fn shape_cycles(opts: &MatrixOptions, honest: bool) -> u32 {
+    if honest {
+        opts.honest_cycles.div_ceil(8)
+    } else {
+        opts.faulty_cycles
+    }
+}
+
+/// How many single-port rows the matrix has (the dual-port rows are numbered after them):
+/// the plain rows, then the shape rows.
 pub fn single_rows(span_bytes: u64) -> u64 {
     let per_model: usize = models().iter().map(|(_, cs)| cs.len()).sum();
-    (per_model * workloads(span_bytes).len()) as u64
+    (per_model * workloads(span_bytes).len() + shape_rows().len()) as u64
 }
 
 /// How many rows run an honest model (under a contract it keeps): the rows whose cycles
@@ -112,6 +171,12 @@ pub fn single_rows(span_bytes: u64) -> u64 {
 pub fn honest_rows(span_bytes: u64) -> u32 {
     let per_model: usize = models().iter().map(|(_, cs)| cs.iter().filter(|(_, honest)| *honest).count()).sum();
     (per_model * workloads(span_bytes).len()) as u32
+}
+
+/// The row scenario with the fault's recovery cuts (`None`: a single cut).
+fn shaped(mut s: Scenario, shape: Option<RecoveryCuts>) -> Scenario {
+    s.fault = Fault::PowerCut { mate_steps_ms: Vec::new(), recovery: shape };
+    s
 }
 
 /// How big the matrix is.
@@ -148,7 +213,7 @@ pub fn row_scenario(model: SimModel, contract: Contract, workload: Workload, cyc
         },
         workload,
         controllers: Controllers { power: Some("sim".into()), link: None },
-        fault: Fault::PowerCut { mate_steps_ms: Vec::new() },
+        fault: Fault::PowerCut { mate_steps_ms: Vec::new(), recovery: None },
         cut: CutPlacement::UniformCompletions { min_completions: 8, max_completions: 400 },
         cycles: Cycles { count: cycles, off_time_ms: OffTime::Fixed(1), readiness_timeout_s: 1 },
         verify: VerifyPolicy { sample_bytes: 0, full_every_cycles: 1, full_at_end: true },
@@ -212,6 +277,7 @@ struct Job {
     model: String,
     contract: Contract,
     workload: String,
+    shape: String,
     honest: bool,
     scenario: Scenario,
 }
@@ -248,11 +314,32 @@ pub fn run_single_matrix(opts: &MatrixOptions, scratch: &Path, on_row: &mut dyn 
                     model: model.to_string(),
                     contract,
                     workload: wname.to_string(),
+                    shape: shape_name(None),
                     honest,
                     scenario,
                 });
             }
         }
+    }
+    // The shape rows, on the mixed workload (writes of every size, straddling units).
+    let (wname, workload) = workloads(opts.span_bytes).remove(1);
+    for (model, contract, honest, shape) in shape_rows() {
+        n += 1;
+        let seed = crate::rng::hash_words(&[opts.seed, n]);
+        let mut workload = workload.clone();
+        workload.prefill = n.is_multiple_of(2);
+        let scenario = shaped(row_scenario(model, contract, workload, shape_cycles(opts, honest), seed, opts.span_bytes), shape);
+        let shape = shape_name(shape.as_ref());
+        jobs.push(Job {
+            n,
+            name: format!("{model} {contract} {wname} {shape}"),
+            model: model.to_string(),
+            contract,
+            workload: wname.to_string(),
+            shape,
+            honest,
+            scenario,
+        });
     }
     run_jobs(jobs, scratch, row_workers(), on_row)
 }
@@ -285,6 +372,7 @@ fn run_jobs(jobs: Vec<Job>, scratch: &Path, workers: usize, on_row: &mut dyn FnM
                     model: j.model.clone(),
                     contract: j.contract,
                     workload: j.workload.clone(),
+                    shape: j.shape.clone(),
                     seed: j.scenario.seed.unwrap_or_default(),
                     cycles: scored.cycles,
                     honest: j.honest,
@@ -348,6 +436,7 @@ pub fn run_dual_matrix(
             model: dual_name(model).to_string(),
             contract: Contract::Plp,
             workload: "dual-port pull".into(),
+            shape: shape_name(None),
             honest,
             scenario: dual_row_scenario(model, cycles, seed, span),
         });
@@ -363,6 +452,7 @@ pub fn run_dual_matrix(
             model: dual_name(model).to_string(),
             contract: Contract::Plp,
             workload: "dual-port power cut".into(),
+            shape: shape_name(None),
             honest,
             scenario: dual_cut_row_scenario(model, cycles, seed, opts.span_bytes),
         });
@@ -431,7 +521,7 @@ pub fn dual_row_scenario(model: DualSimModel, cycles: u32, seed: u64, span_bytes
 pub fn dual_cut_row_scenario(model: DualSimModel, cycles: u32, seed: u64, span_bytes: u64) -> Scenario {
     let mut s = dual_row_scenario(model, cycles, seed, span_bytes);
     s.controllers = Controllers { power: Some("sim".into()), link: None };
-    s.fault = Fault::PowerCut { mate_steps_ms: Vec::new() };
+    s.fault = Fault::PowerCut { mate_steps_ms: Vec::new(), recovery: None };
     if let Some(d) = s.dual.as_mut() {
         d.fault_ports = vec!["A".into()];
     }
@@ -440,23 +530,23 @@ pub fn dual_cut_row_scenario(model: DualSimModel, cycles: u32, seed: u64, span_b
 
 /// A plain-text table of the matrix, one line per row and class seen.
 pub fn table(rows: &[RowResult]) -> String {
-    let line = |model: &str, contract: &str, workload: &str, cycles: u32, class: &str, c: &ClassScore| {
+    let line = |r: &RowResult, class: &str, c: &ClassScore| {
+        let (model, contract, workload, shape, cycles) = (&r.model, r.contract.to_string(), &r.workload, &r.shape, r.cycles);
         format!(
-            "{model:<34} {contract:<8} {workload:<18} {cycles:>6} {class:<19} {:>9} {:>9} {:>9} {:>7} {:>7}\n",
+            "{model:<34} {contract:<8} {workload:<18} {shape:<24} {cycles:>6} {class:<19} {:>9} {:>9} {:>9} {:>7} {:>7}\n",
             c.injected, c.detected, c.misclassified, c.missed, c.false_findings
         )
     };
     let mut s = format!(
-        "{:<34} {:<8} {:<18} {:>6} {:<19} {:>9} {:>9} {:>9} {:>7} {:>7}\n",
-        "model", "contract", "workload", "cycles", "class", "injected", "detected", "misclass", "missed", "false"
+        "{:<34} {:<8} {:<18} {:<24} {:>6} {:<19} {:>9} {:>9} {:>9} {:>7} {:>7}\n",
+        "model", "contract", "workload", "shape", "cycles", "class", "injected", "detected", "misclass", "missed", "false"
     );
     for r in rows {
-        let contract = r.contract.to_string();
         if r.scores.is_empty() {
-            s += &line(&r.model, &contract, &r.workload, r.cycles, "(none)", &ClassScore::default());
+            s += &line(r, "(none)", &ClassScore::default());
         }
         for (class, c) in &r.scores {
-            s += &line(&r.model, &contract, &r.workload, r.cycles, class, c);
+            s += &line(r, class, c);
         }
     }
     s

@@ -99,6 +99,7 @@ impl RunModel {
             | EventKind::DeviceGone {}
             | EventKind::PowerRestored { .. }
             | EventKind::LinkRestored {}
+            | EventKind::RecoveryCut { .. }
             | EventKind::Ready { .. }
             | EventKind::CycleEnded { .. } => {}
         }
@@ -195,6 +196,7 @@ impl CycleRecord {
             }
             EventKind::DeviceGone {} => self.device_gone_ns = Some(e.t_ns),
             EventKind::PowerRestored { .. } | EventKind::LinkRestored {} => self.power_restored_ns = Some(e.t_ns),
+            EventKind::RecoveryCut { .. } => self.recovery_cuts = self.recovery_cuts.saturating_add(1),
             EventKind::Ready { enumerate_us, first_read_us } => {
                 self.enumerate_us = *enumerate_us;
                 self.first_read_us = *first_read_us;

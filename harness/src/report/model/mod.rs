@@ -332,7 +332,10 @@ pub struct CycleRecord {
     pub off_time_ms: Option<u64>,
     pub cut: Option<Cut>,
     pub device_gone_ns: Option<u64>,
+    /// When the power came back, the last time (after the last recovery cut, if any).
     pub power_restored_ns: Option<u64>,
+    /// Cuts while the drive recovered (`recovery_cut` events).
+    pub recovery_cuts: u32,
     pub enumerate_us: Option<u64>,
     pub first_read_us: Option<u64>,
     pub smart: Option<SmartFigures>,
