@@ -449,6 +449,11 @@ fn cuts_while_the_drive_recovers_land_in_their_window_before_one_verify_and_find
     let per = &summary["faults"];
     assert_eq!((per["power-cut"]["cycles"].as_u64(), per["power-cut+2-after-ready"]["cycles"].as_u64()), (Some(2), Some(2)), "{summary}");
     assert_eq!(per["power-cut"]["clean"].as_u64(), Some(2), "{summary}");
+    assert!(per["power-cut+2-after-ready"]["ready_max_us"].as_u64().is_some(), "time to ready per shape: {summary}");
+    // The report tells the shapes apart, with a bar each.
+    let html = std::fs::read_to_string(rd.join("report.html")).unwrap();
+    assert!(html.contains("Which shape loses data") && html.contains("<td>power-cut+2-after-ready</td>"), "report.html");
+    assert!(html.contains(">2 of 2</text>") && html.contains(">0 of 2</text>"), "report.html's bars");
 
     let s = demo(3, true, "quarch_serial").replace("kind = \"power_cut\"\n", "kind = \"power_cut\"\nrecovery = { cuts = 1 }\n");
     let (o, rd) = run(&d, "honest", &s);

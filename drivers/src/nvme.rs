@@ -32,6 +32,13 @@ pub const LID_SMART: u8 = 0x02;
 pub const LID_OCP_SMART: u8 = 0xC0;
 /// The namespace id meaning "the controller as a whole".
 pub const NSID_ALL: u32 = 0xFFFF_FFFF;
+/// Persistent Event Log.
+pub const LID_PEL: u8 = 0x0D;
+/// Get Log Page's log-specific field (CDW10 bits 11:8) for the Persistent Event Log: read with
+/// the context established, establish a context and read, release the context.
+pub const PEL_READ: u8 = 0;
+pub const PEL_ESTABLISH_AND_READ: u8 = 1;
+pub const PEL_RELEASE: u8 = 2;
 /// Size of the SMART / health log and of the OCP SMART extended log.
 pub const LOG_PAGE_BYTES: usize = 512;
 /// Size of every Identify data structure.
@@ -282,6 +289,56 @@ impl NvmeAdmin {
         let cmd = get_log_page_cmd(lid, nsid, len, 0)?;
         let mut buf = vec![0u8; len];
         self.admin(&format!("Get Log Page {lid:#04x}"), cmd, &mut buf)?;
+        Ok(buf)
+    }
+
+    /// The Persistent Event Log, whole: a context established with its 512-byte header read,
+    /// the rest read when the header's total length (TLL, bytes 8..16) is longer, the context
+    /// released whatever happened. `None` when the drive has no such log; a log longer than
+    /// `max` bytes is an error (its newest events are at its end).
+    pub fn persistent_event_log(&self, max: u64) -> Result<Option<Vec<u8>>, NvmeError> {
+        let lsp = |action: u8| -> Result<NvmeAdminCmd, NvmeError> {
+            let mut cmd = get_log_page_cmd(LID_PEL, NSID_ALL, LOG_PAGE_BYTES, 0)?;
+            cmd.cdw10 |= u32::from(action) << 8;
+            Ok(cmd)
+        };
+        let release = || self.admin("Get Log Page 0x0d (release context)", lsp(PEL_RELEASE)?, &mut [0u8; LOG_PAGE_BYTES]);
+        let mut head = vec![0u8; LOG_PAGE_BYTES];
+        match self.admin("Get Log Page 0x0d (establish context)", lsp(PEL_ESTABLISH_AND_READ)?, &mut head) {
+            Ok(_) => {}
+            Err(NvmeError::Refused { status, .. }) if status.log_page_unsupported() => return Ok(None),
+            // A context left established (a reader that died before releasing it): released,
+            // and established again.
+            Err(NvmeError::Refused { status, .. }) if (status.sct(), status.sc()) == (0, 0x0C) => {
+                release()?;
+                self.admin("Get Log Page 0x0d (establish context)", lsp(PEL_ESTABLISH_AND_READ)?, &mut head)?;
+            }
+            Err(e) => return Err(e),
+        }
+        let read = self.read_pel(&head, max);
+        let released = release();
+        let log = read?;
+        released?;
+        Ok(Some(log))
+    }
+
+    /// The whole log, given its header (read with the context established).
+    fn read_pel(&self, head: &[u8], max: u64) -> Result<Vec<u8>, NvmeError> {
+        let tll = u64::from_le_bytes(head[8..16].try_into().expect("8 bytes"));
+        if tll > max {
+            return Err(NvmeError::InvalidCommand(format!(
+                "the persistent event log holds {tll} bytes (its header's TLL), more than the {max} read"
+            )));
+        }
+        if tll <= LOG_PAGE_BYTES as u64 {
+            return Ok(head.to_vec());
+        }
+        // A multiple of 4, as Get Log Page transfers are; the tail past TLL is ignored.
+        let len = usize::try_from(tll.next_multiple_of(4)).unwrap_or(usize::MAX);
+        let mut cmd = get_log_page_cmd(LID_PEL, NSID_ALL, len, 0)?;
+        cmd.cdw10 |= u32::from(PEL_READ) << 8;
+        let mut buf = vec![0u8; len];
+        self.admin("Get Log Page 0x0d", cmd, &mut buf)?;
         Ok(buf)
     }
 

@@ -144,6 +144,15 @@ pub enum HealthAnomaly {
         before: u128,
         after: u128,
     },
+    /// The Persistent Event Log does not show the cycle's `cuts` power cycles: its power cycle
+    /// count did not advance by one per cut (by one to `cuts` with cuts while the drive
+    /// recovered), or not with as many new power-on events (`crate::pel`).
+    PowerCycleNotLogged {
+        cuts: u32,
+        power_cycles_before: u64,
+        power_cycles_after: u64,
+        new_power_on_events: u64,
+    },
 }
 
 /// One check of the health logs, as a scenario's `[health] off` names it.
@@ -160,6 +169,9 @@ pub enum HealthCheck {
     ErrorLog,
     /// The OCP log's PLP start count rises across a dirty cut.
     PlpStarted,
+    /// The Persistent Event Log records each power cut: one power-on event and the power cycle
+    /// count advanced.
+    PowerCycleLogged,
 }
 
 impl HealthCheck {
@@ -170,6 +182,7 @@ impl HealthCheck {
             HealthCheck::MediaErrors => "media_errors",
             HealthCheck::ErrorLog => "error_log",
             HealthCheck::PlpStarted => "plp_started",
+            HealthCheck::PowerCycleLogged => "power_cycle_logged",
         }
     }
 
@@ -183,6 +196,7 @@ impl HealthCheck {
             HealthAnomaly::MediaErrorsGrew { .. } => HealthCheck::MediaErrors,
             HealthAnomaly::ErrorLogGrew { .. } => HealthCheck::ErrorLog,
             HealthAnomaly::PlpNotStarted { .. } => HealthCheck::PlpStarted,
+            HealthAnomaly::PowerCycleNotLogged { .. } => HealthCheck::PowerCycleLogged,
         }
     }
 }
@@ -256,6 +270,8 @@ pub fn critical_warning_meaning(bits: u8) -> String {
 pub struct HealthLogs {
     pub smart: SmartLog,
     pub ocp: Option<OcpSmartLog>,
+    /// The Persistent Event Log's power cycles, where the drive has the log.
+    pub pel: Option<crate::pel::PelSummary>,
 }
 
 /// The health logs could not be read: the admin command, or what it returned.
@@ -265,6 +281,8 @@ pub enum HealthReadError {
     Admin(#[from] faultline_drivers::nvme::NvmeError),
     #[error(transparent)]
     Parse(#[from] HealthError),
+    #[error(transparent)]
+    Pel(#[from] crate::pel::PelError),
     /// A port on another host: what its agent said.
     #[error("{0}")]
     Remote(String),

@@ -118,6 +118,15 @@ impl From<&HealthAnomaly> for HealthNote {
             HealthAnomaly::PlpNotStarted { before, after } => {
                 ("plp_not_started", format!("OCP PLP start count {before} -> {after} across a dirty cut (must rise)"))
             }
+            HealthAnomaly::PowerCycleNotLogged { cuts, power_cycles_before, power_cycles_after, new_power_on_events } => (
+                "power_cycle_not_logged",
+                format!(
+                    "persistent event log: power cycle count {power_cycles_before} -> {power_cycles_after}, {new_power_on_events} new \
+                     power-on events, across {cuts} power cut{} (must be one each{})",
+                    if *cuts == 1 { "" } else { "s" },
+                    if *cuts == 1 { "" } else { ", or fewer for cuts before the drive was ready, at least one" }
+                ),
+            ),
         };
         HealthNote { kind: kind.to_string(), detail }
     }

@@ -1,5 +1,6 @@
 //! `report.html`: one self-contained page, bounded in size whatever the run's length. From
-//! the top: the verdict and the run; findings per class, one row each; the charts, drawn as
+//! the top: the verdict and the run; findings per class, one row each; which shape (fault,
+//! off time) loses data, where a run has several (`html_shapes`); the charts, drawn as
 //! inline SVG (time to ready, cut points against the workload phase, throughput and latency
 //! over the run, SMART counters over cycles), downsampled to a fixed number of points; then
 //! the findings grouped by class, the first [`SHOWN_PER_CLASS`] of each with their decoded
@@ -42,6 +43,7 @@ pub fn render(m: &RunModel) -> String {
     // A dual-port run's headline: each port's judgement and the charted fault.
     super::html_ports::section(&mut h, m);
     class_table(&mut h, m);
+    super::html_shapes::section(&mut h, m);
     ready_and_cut_charts(&mut h, m);
     run_charts(&mut h, m);
     findings(&mut h, m);

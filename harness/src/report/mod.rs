@@ -19,6 +19,7 @@ mod escape;
 pub mod fleet;
 pub mod html;
 mod html_ports;
+mod html_shapes;
 pub mod jsonl;
 pub mod junit;
 pub mod model;

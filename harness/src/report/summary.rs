@@ -69,18 +69,32 @@ pub struct Summary {
     pub off_times: BTreeMap<u64, FaultSummary>,
 }
 
-/// The cycles of one fault of a mix.
+/// The cycles of one fault of a mix (or of one off time), and their time to ready.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FaultSummary {
     pub cycles: u32,
     pub clean: u32,
     pub findings: u32,
     pub error: u32,
+    /// Mean and longest time from the power (or the link) back to the first good read, µs,
+    /// over the cycles whose device answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_mean_us: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_max_us: Option<u64>,
 }
 
 impl From<&FaultTotals> for FaultSummary {
     fn from(f: &FaultTotals) -> Self {
-        FaultSummary { cycles: f.cycles, clean: f.clean, findings: f.findings, error: f.error }
+        let ready_max_us = (f.ready_n > 0).then_some(f.ready_max_us);
+        FaultSummary {
+            cycles: f.cycles,
+            clean: f.clean,
+            findings: f.findings,
+            error: f.error,
+            ready_mean_us: f.ready_mean_us(),
+            ready_max_us,
+        }
     }
 }
 

@@ -272,6 +272,14 @@ fn judged_health(plan: &RunPlan, cycle: u32, before: &HealthLogs, after: &Health
     if let (Some(b), Some(a), Some(how)) = (&before.ocp, &after.ocp, how) {
         anomalies.extend(judge_ocp(b, a, how));
     }
+    // Every power cut, a clean shutdown's too, is a power cycle the drive's own log records.
+    if let (Some(b), Some(a), Some(how)) = (&before.pel, &after.pel, how) {
+        let cuts = match how {
+            Shutdown::Repeated(n) => n,
+            Shutdown::Dirty | Shutdown::Clean => 1,
+        };
+        anomalies.extend(crate::pel::judge_pel(b, a, cuts));
+    }
     // The checks the scenario switched off (named once, in the run's notes).
     anomalies.retain(|a| !plan.scenario.health.off.contains(&HealthCheck::of(a)));
     anomalies

@@ -229,7 +229,8 @@ impl Session {
                         Some(o) => Some(crate::health::parse_ocp_smart(&health_page(&o)?)?),
                         None => None,
                     };
-                    Ok(HealthLogs { smart, ocp })
+                    // An agent sends the SMART and OCP pages only: no persistent event log.
+                    Ok(HealthLogs { smart, ocp, pel: None })
                 };
                 Ok(Some(parse()))
             }

@@ -21,13 +21,13 @@ impl RunModel {
     /// The cycle's verdict under its fault, in a run that mixes faults.
     fn fold_fault(&mut self, c: &CycleRecord) {
         let Some(fault) = c.fault.as_ref().filter(|f| self.faults.len() < 64 || self.faults.contains_key(*f)) else { return };
-        self.faults.entry(fault.clone()).or_default().add(c.verdict());
+        self.faults.entry(fault.clone()).or_default().add(c.verdict(), c.first_read_us);
     }
 
     /// The cycle's verdict under its off time, in a run whose off time changes.
     fn fold_off_time(&mut self, c: &CycleRecord) {
         let Some(ms) = c.off_time_ms.filter(|ms| self.off_times.len() < MAX_OFF_TIMES || self.off_times.contains_key(ms)) else { return };
-        self.off_times.entry(ms).or_default().add(c.verdict());
+        self.off_times.entry(ms).or_default().add(c.verdict(), c.first_read_us);
     }
 
     /// The cycle counted: by verdict, with findings or anomalies, per finding class, verified.

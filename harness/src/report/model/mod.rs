@@ -125,24 +125,41 @@ pub struct RunModel {
     pub port_charts: PortCharts,
 }
 
-/// The cycles of one fault of a mix, by verdict.
+/// The cycles of one fault of a mix (or of one off time), by verdict, and how long the device
+/// took to answer again after them.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FaultTotals {
     pub cycles: u32,
     pub clean: u32,
     pub findings: u32,
     pub error: u32,
+    /// Cycles with a time to ready (a `ready` event's first good read), their sum and the
+    /// longest, µs.
+    pub ready_n: u32,
+    pub ready_sum_us: u64,
+    pub ready_max_us: u64,
 }
 
 impl FaultTotals {
-    /// One more cycle, of verdict `v`.
-    pub fn add(&mut self, v: Verdict) {
+    /// One more cycle, of verdict `v`, whose device answered `first_read_us` after the power
+    /// (or the link) came back, if it did.
+    pub fn add(&mut self, v: Verdict, first_read_us: Option<u64>) {
         self.cycles += 1;
         match v {
             Verdict::Clean => self.clean += 1,
             Verdict::Findings => self.findings += 1,
             Verdict::Error => self.error += 1,
         }
+        if let Some(us) = first_read_us {
+            self.ready_n += 1;
+            self.ready_sum_us = self.ready_sum_us.saturating_add(us);
+            self.ready_max_us = self.ready_max_us.max(us);
+        }
+    }
+
+    /// The mean time to ready, µs.
+    pub fn ready_mean_us(&self) -> Option<u64> {
+        (self.ready_n > 0).then(|| self.ready_sum_us / u64::from(self.ready_n))
     }
 }
 

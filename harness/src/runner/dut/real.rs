@@ -86,6 +86,7 @@ impl RealDut {
                 None
             }
         };
+        notes.extend(pel_note(first_health.as_ref()));
         let has_health = first_health.is_some();
         // A path found by a derived identity (the scenario gave only a path) is followed by it.
         let via = match (via, &find) {
@@ -131,8 +132,8 @@ impl RealDut {
             roots: SysRoots::system(),
             controller: false,
             has_health: first_health.is_some(),
+            notes: pel_note(first_health.as_ref()).into_iter().collect(),
             first_health,
-            notes: Vec::new(),
             owner: std::thread::current().id(),
         }
     }
@@ -369,6 +370,15 @@ fn classify(e: FindError) -> Refind {
 }
 
 /// Reads the SMART/health log and, where the drive has it, the OCP extended log.
+/// The run's note on a drive that has health logs but no Persistent Event Log.
+fn pel_note(first: Option<&HealthLogs>) -> Option<String> {
+    first.filter(|l| l.pel.is_none()).map(|_| {
+        "the drive has no persistent event log (log 0x0d): that each cut cycled its power rests on the switch's read-back \
+         and the device going away, not on the drive's own record"
+            .to_string()
+    })
+}
+
 pub(crate) fn read_health(path: &Path, roots: &SysRoots) -> Result<HealthLogs, HealthReadError> {
     let admin = NvmeAdmin::open_for_block_device_in(path, roots)?;
     let smart = parse_smart(&admin.smart_log()?)?;
@@ -376,7 +386,11 @@ pub(crate) fn read_health(path: &Path, roots: &SysRoots) -> Result<HealthLogs, H
         Some(b) => Some(parse_ocp_smart(&b)?),
         None => None,
     };
-    Ok(HealthLogs { smart, ocp })
+    let pel = match admin.persistent_event_log(crate::pel::MAX_LOG_BYTES)? {
+        Some(b) => Some(crate::pel::parse_pel(&b)?),
+        None => None,
+    };
+    Ok(HealthLogs { smart, ocp, pel })
 }
 
 /// The identity sysfs gives the block device at `path`, as an expectation to find it again by;
