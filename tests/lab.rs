@@ -382,6 +382,18 @@ fn link_faults_run_clean(test: &str, multipath: &str) {
         let summary: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(share.join(format!("run-{name}/summary.json"))).unwrap()).unwrap();
         assert_eq!(summary["verdict"], "clean", "{ctx}");
+        // The PCIe gates: the guest's sysfs gives the function's link, and BAR0 its CAP.TO
+        // (QEMU's: 7.5 s); read after every fault, judged against the reading before.
+        let health: Vec<serde_json::Value> =
+            events.lines().filter(|l| l.contains("\"event\":\"health\"")).map(|l| serde_json::from_str(l).unwrap()).collect();
+        assert_eq!(health.len(), cycles, "{ctx}");
+        for h in &health {
+            let p = &h["pcie"];
+            assert!(p["link_speed"].as_str().is_some_and(|s| s.contains("GT/s")) && p["link_width"].as_u64().is_some(), "{h}\n{ctx}");
+            assert_eq!(p["ready_timeout_ms"].as_u64(), Some(7500), "{h}\n{ctx}");
+            assert_eq!(h["anomalies"], serde_json::json!([]), "{ctx}");
+        }
+        eprintln!("{name}: the link after each fault: {}", health.iter().map(|h| h["pcie"].to_string()).collect::<Vec<_>>().join("; "));
     }
     assert_eq!(o.status.code(), Some(0), "{}\n{log}", text(&o));
 }

@@ -217,6 +217,12 @@ fn sample_events() -> Vec<Event> {
             EventKind::Health {
                 smart: SmartFigures { unsafe_shutdowns: 11, power_cycles: 21, ..SmartFigures::default() },
                 anomalies: vec![HealthNote { kind: "media_errors_grew".into(), detail: "media errors 0 -> 1".into() }],
+                pcie: Some(faultline::pcie::PcieHealth {
+                    link_speed: Some("8.0 GT/s PCIe".into()),
+                    link_width: Some(4),
+                    aer: [Some(0), None, Some(1)],
+                    ready_timeout_ms: Some(7500),
+                }),
             },
         ),
         Event::in_cycle(70, 1, EventKind::Verified { sectors: 16384, bytes: 8 << 20, verify_ns: 3_000_000, counts }),

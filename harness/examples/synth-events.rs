@@ -93,7 +93,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             });
         }
         t += 300_000;
-        log.event(&Event::in_cycle(t, cycle, EventKind::Health { smart: smart.clone(), anomalies }).with_port(Some(PortId::A)))?;
+        log.event(
+            &Event::in_cycle(t, cycle, EventKind::Health { smart: smart.clone(), anomalies, pcie: None }).with_port(Some(PortId::A)),
+        )?;
         // What this cycle finds: usually one lost write, sometimes more of other classes.
         let mut found: Vec<FindingClass> = Vec::new();
         if rng.below(10) < 8 {

@@ -153,6 +153,22 @@ pub enum HealthAnomaly {
         power_cycles_after: u64,
         new_power_on_events: u64,
     },
+    /// The PCIe link came back at another speed or width (`crate::pcie`).
+    LinkChanged {
+        before: String,
+        after: String,
+    },
+    /// An AER counter of the drive's PCI function grew across the fault.
+    AerErrors {
+        severity: String,
+        before: u64,
+        after: u64,
+    },
+    /// The device answered again later than its controller's CAP.TO allows.
+    ReadyBeyondTimeout {
+        ready_ms: u64,
+        cap_to_ms: u64,
+    },
 }
 
 /// One check of the health logs, as a scenario's `[health] off` names it.
@@ -172,6 +188,12 @@ pub enum HealthCheck {
     /// The Persistent Event Log records each power cut: one power-on event and the power cycle
     /// count advanced.
     PowerCycleLogged,
+    /// The PCIe link comes back at the speed and width it had.
+    LinkSpeedWidth,
+    /// No AER error is counted across a fault.
+    AerErrors,
+    /// The device answers again within its controller's CAP.TO.
+    ReadyWithinTimeout,
 }
 
 impl HealthCheck {
@@ -183,6 +205,9 @@ impl HealthCheck {
             HealthCheck::ErrorLog => "error_log",
             HealthCheck::PlpStarted => "plp_started",
             HealthCheck::PowerCycleLogged => "power_cycle_logged",
+            HealthCheck::LinkSpeedWidth => "link_speed_width",
+            HealthCheck::AerErrors => "aer_errors",
+            HealthCheck::ReadyWithinTimeout => "ready_within_timeout",
         }
     }
 
@@ -197,6 +222,9 @@ impl HealthCheck {
             HealthAnomaly::ErrorLogGrew { .. } => HealthCheck::ErrorLog,
             HealthAnomaly::PlpNotStarted { .. } => HealthCheck::PlpStarted,
             HealthAnomaly::PowerCycleNotLogged { .. } => HealthCheck::PowerCycleLogged,
+            HealthAnomaly::LinkChanged { .. } => HealthCheck::LinkSpeedWidth,
+            HealthAnomaly::AerErrors { .. } => HealthCheck::AerErrors,
+            HealthAnomaly::ReadyBeyondTimeout { .. } => HealthCheck::ReadyWithinTimeout,
         }
     }
 }
@@ -272,6 +300,8 @@ pub struct HealthLogs {
     pub ocp: Option<OcpSmartLog>,
     /// The Persistent Event Log's power cycles, where the drive has the log.
     pub pel: Option<crate::pel::PelSummary>,
+    /// The PCIe link and CAP.TO, for a controller on PCIe.
+    pub pcie: Option<crate::pcie::PcieHealth>,
 }
 
 /// The health logs could not be read: the admin command, or what it returned.

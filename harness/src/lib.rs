@@ -17,6 +17,7 @@ pub mod health;
 pub mod lab;
 pub mod ledger;
 pub mod metrics;
+pub mod pcie;
 pub mod pel;
 pub mod port;
 pub mod remote;

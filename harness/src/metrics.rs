@@ -310,7 +310,7 @@ impl Families {
                     }
                 }
             }
-            EventKind::Health { smart, anomalies } => {
+            EventKind::Health { smart, anomalies, .. } => {
                 self.smart.set(smart, e.port.unwrap_or(PortId::A));
                 for a in anomalies {
                     self.anomalies.get_or_create(&vec![("kind", a.kind.clone())]).inc();
@@ -419,7 +419,7 @@ mod tests {
             ev.push(Event::in_cycle(t + 10, c, EventKind::Ready { enumerate_us: Some(1500), first_read_us: Some(3000) }));
             let anomalies = if c == 3 { vec![HealthNote { kind: "media_errors_grew".into(), detail: "1 -> 2".into() }] } else { vec![] };
             let smart = crate::events::SmartFigures { temperature_k: 310, unsafe_shutdowns: u64::from(c), ..Default::default() };
-            ev.push(Event::in_cycle(t + 20, c, EventKind::Health { smart, anomalies }));
+            ev.push(Event::in_cycle(t + 20, c, EventKind::Health { smart, anomalies, pcie: None }));
             if c == 2 {
                 let finding = Finding {
                     class: FindingClass::LostWrite,
@@ -486,7 +486,8 @@ mod tests {
         events.truncate(events.len() - 1);
         for (port, unsafe_shutdowns) in [(PortId(0), 8), (PortId(1), 9)] {
             let smart = crate::events::SmartFigures { unsafe_shutdowns, ..Default::default() };
-            events.push(Event::in_cycle(5_000_000_000, 3, EventKind::Health { smart, anomalies: vec![] }).with_port(Some(port)));
+            events
+                .push(Event::in_cycle(5_000_000_000, 3, EventKind::Health { smart, anomalies: vec![], pcie: None }).with_port(Some(port)));
         }
         for e in &events {
             m.apply(e);

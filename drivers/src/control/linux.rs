@@ -53,6 +53,14 @@ pub struct LinuxLink {
     log: Vec<String>,
 }
 
+/// NVMe controller `ctrl`'s CAP register (offset 0 of BAR0), through its PCI function's
+/// `resource0` under the sysfs root `sys` (as `nvme show-regs` reads it). CAP.TO, bits 31:24,
+/// is the longest the controller may take to become ready, in 500 ms units.
+pub fn controller_cap(sys: &Path, ctrl: &str) -> std::io::Result<u64> {
+    let f = std::fs::File::open(sys.join("class/nvme").join(ctrl).join("device/resource0"))?;
+    super::sys::read_mapped_u64(&f, 0)
+}
+
 /// The NVMe CAP register's NSSRS bit: NVM Subsystem Reset Supported (bit 36).
 const CAP_NSSRS: u64 = 1 << 36;
 

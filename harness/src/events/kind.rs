@@ -93,6 +93,9 @@ pub enum EventKind {
     Health {
         smart: SmartFigures,
         anomalies: Vec<HealthNote>,
+        /// The PCIe link (speed, width, AER totals) and CAP.TO, for a controller on PCIe.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pcie: Option<crate::pcie::PcieHealth>,
     },
     Verified {
         sectors: u64,

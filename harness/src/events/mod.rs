@@ -118,6 +118,16 @@ impl From<&HealthAnomaly> for HealthNote {
             HealthAnomaly::PlpNotStarted { before, after } => {
                 ("plp_not_started", format!("OCP PLP start count {before} -> {after} across a dirty cut (must rise)"))
             }
+            HealthAnomaly::LinkChanged { before, after } => {
+                ("link_changed", format!("the PCIe link came back at {after}, not at {before} as before the fault"))
+            }
+            HealthAnomaly::AerErrors { severity, before, after } => {
+                ("aer_errors", format!("{severity} AER errors of the drive's PCI function {before} -> {after} across the fault"))
+            }
+            HealthAnomaly::ReadyBeyondTimeout { ready_ms, cap_to_ms } => (
+                "ready_beyond_timeout",
+                format!("the device answered {ready_ms} ms after the fault, past its controller's CAP.TO of {cap_to_ms} ms"),
+            ),
             HealthAnomaly::PowerCycleNotLogged { cuts, power_cycles_before, power_cycles_after, new_power_on_events } => (
                 "power_cycle_not_logged",
                 format!(
@@ -339,6 +349,7 @@ mod tests {
                         before: u128::MAX - 1,
                         after: u128::MAX,
                     })],
+                    pcie: None,
                 },
             )
             .with_port(Some(PortId(1))),

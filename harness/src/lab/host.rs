@@ -26,7 +26,8 @@ pub fn command(lab: &Lab, socket: &Path, export: &str, console: &Path, cpus: u8)
     c.args(["-chardev", &format!("file,id=con,path={}", qemu_escape(console)), "-serial", "chardev:con"]);
     c.args(["-chardev", "stdio,id=agent,signal=off"]);
     c.args(["-device", "virtio-serial-pci,id=vser", "-device", &format!("virtserialport,bus=vser.0,chardev=agent,name={AGENT_PORT}")]);
-    let append = "console=ttyS0 panic=-1 loglevel=4 faultline.multipath=N faultline.mode=agent";
+    // iomem=relaxed: as the lab machine's (`machine.rs`), so CAP reads through `resource0`.
+    let append = "console=ttyS0 panic=-1 loglevel=4 iomem=relaxed faultline.multipath=N faultline.mode=agent";
     c.arg("-kernel").arg(&lab.kernel).arg("-initrd").arg(&lab.initrd).args(["-append", append]);
     c.args(["-device", "pcie-root-port,id=rp-a,bus=pcie.0,chassis=1,slot=1,addr=0x10"]);
     c.args(["-device", &format!("nvme-subsys,id=subsys0,nqn={NQN}")]);

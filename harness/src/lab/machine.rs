@@ -219,8 +219,10 @@ impl Spec<'_> {
     pub fn command(&self) -> Command {
         let mut c = Command::new(&self.lab.qemu);
         c.env("LD_LIBRARY_PATH", &self.lab.lib_path);
+        // iomem=relaxed: Debian's kernel (CONFIG_IO_STRICT_DEVMEM) refuses to map a BAR its
+        // driver holds, so CAP (CAP.TO, CAP.NSSRS) is read through `resource0` only so.
         let append = format!(
-            "console=ttyS0 panic=-1 loglevel=4 faultline.multipath={} faultline.mode={}",
+            "console=ttyS0 panic=-1 loglevel=4 iomem=relaxed faultline.multipath={} faultline.mode={}",
             if self.multipath { "Y" } else { "N" },
             if self.shell { "shell" } else { "run" }
         );

@@ -71,6 +71,7 @@ fn cycle(c: u32, counts: &BTreeMap<String, u64>) -> Vec<Event> {
             } else {
                 Vec::new()
             },
+            pcie: None,
         },
     ));
     let mut cc = counts.clone();

@@ -25,6 +25,9 @@ pub(crate) struct PortSet {
     /// The run's faults cut hosts' power (`host_power_cut`): a host not back is a `dead_host`
     /// finding, not a harness error.
     host_cut: bool,
+    /// Each port's anomalies seen while it came back (answering past its CAP.TO), judged with
+    /// its health logs after the cycle.
+    late: Vec<Vec<HealthAnomaly>>,
 }
 
 impl PortSet {
@@ -33,7 +36,7 @@ impl PortSet {
         debug_assert_eq!(plan.ports.len(), duts.len());
         let names = plan.ports.iter().map(|p| (p.id, p.name.clone())).collect();
         let host_cut = plan.faults.all().any(crate::scenario::FaultPlan::is_host_cut);
-        PortSet { health: duts.iter().map(|_| None).collect(), duts, names, host_cut }
+        PortSet { health: duts.iter().map(|_| None).collect(), late: duts.iter().map(|_| Vec::new()).collect(), duts, names, host_cut }
     }
 
     pub fn len(&self) -> usize {
@@ -85,7 +88,9 @@ impl PortSet {
                 }
                 None => continue,
             };
-            let anomalies = judged_health(plan, cycle, &before, &after, faulted);
+            let mut anomalies = judged_health(plan, cycle, &before, &after, faulted);
+            anomalies.extend(std::mem::take(&mut self.late[i]));
+            anomalies.retain(|a| !plan.scenario.health.off.contains(&HealthCheck::of(a)));
             n += anomalies.len();
             let prefix = self.prefix(i);
             let t_ns = em.now();
@@ -99,6 +104,7 @@ impl PortSet {
                         note
                     })
                     .collect(),
+                pcie: after.pcie.clone(),
             };
             em.emit(Event::in_cycle(t_ns, cycle, kind).on_port(self.id(i)));
             self.health[i] = Some(after);
@@ -121,6 +127,9 @@ impl PortSet {
     ) -> Result<(), DutError> {
         match r {
             Ok(r) => {
+                // Within the controller's CAP.TO, where its last health reading knows it.
+                let pcie = self.health[i].as_ref().and_then(|h| h.pcie.as_ref());
+                self.late[i].extend(pcie.and_then(|p| crate::pcie::judge_ready(p, r.first_read)));
                 let t_ns = em.now();
                 let us = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
                 let (enumerate_us, first_read_us) = (r.enumerate.map(us), Some(us(r.first_read)));
@@ -279,6 +288,10 @@ fn judged_health(plan: &RunPlan, cycle: u32, before: &HealthLogs, after: &Health
             Shutdown::Dirty | Shutdown::Clean => 1,
         };
         anomalies.extend(crate::pel::judge_pel(b, a, cuts));
+    }
+    // After every fault, a power cut's or a link fault's: the link as it was, no AER error.
+    if let (Some(b), Some(a), true) = (&before.pcie, &after.pcie, faulted) {
+        anomalies.extend(crate::pcie::judge_link(b, a));
     }
     // The checks the scenario switched off (named once, in the run's notes).
     anomalies.retain(|a| !plan.scenario.health.off.contains(&HealthCheck::of(a)));

@@ -229,8 +229,8 @@ impl Session {
                         Some(o) => Some(crate::health::parse_ocp_smart(&health_page(&o)?)?),
                         None => None,
                     };
-                    // An agent sends the SMART and OCP pages only: no persistent event log.
-                    Ok(HealthLogs { smart, ocp, pel: None })
+                    // An agent sends the SMART and OCP pages only: no persistent event log, no link.
+                    Ok(HealthLogs { smart, ocp, pel: None, pcie: None })
                 };
                 Ok(Some(parse()))
             }

@@ -201,7 +201,7 @@ impl CycleRecord {
                 self.enumerate_us = *enumerate_us;
                 self.first_read_us = *first_read_us;
             }
-            EventKind::Health { smart, anomalies } => {
+            EventKind::Health { smart, anomalies, .. } => {
                 self.smart = Some(smart.clone());
                 for a in anomalies {
                     self.anomalies.push(a.clone());

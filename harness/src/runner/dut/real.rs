@@ -86,7 +86,7 @@ impl RealDut {
                 None
             }
         };
-        notes.extend(pel_note(first_health.as_ref()));
+        notes.extend(health_notes(first_health.as_ref()));
         let has_health = first_health.is_some();
         // A path found by a derived identity (the scenario gave only a path) is followed by it.
         let via = match (via, &find) {
@@ -132,7 +132,7 @@ impl RealDut {
             roots: SysRoots::system(),
             controller: false,
             has_health: first_health.is_some(),
-            notes: pel_note(first_health.as_ref()).into_iter().collect(),
+            notes: health_notes(first_health.as_ref()),
             first_health,
             owner: std::thread::current().id(),
         }
@@ -370,13 +370,27 @@ fn classify(e: FindError) -> Refind {
 }
 
 /// Reads the SMART/health log and, where the drive has it, the OCP extended log.
-/// The run's note on a drive that has health logs but no Persistent Event Log.
-fn pel_note(first: Option<&HealthLogs>) -> Option<String> {
-    first.filter(|l| l.pel.is_none()).map(|_| {
-        "the drive has no persistent event log (log 0x0d): that each cut cycled its power rests on the switch's read-back \
-         and the device going away, not on the drive's own record"
-            .to_string()
-    })
+/// The run's notes on what of a drive's health cannot be judged: no Persistent Event Log, a
+/// CAP register that cannot be read.
+fn health_notes(first: Option<&HealthLogs>) -> Vec<String> {
+    let Some(l) = first else { return Vec::new() };
+    let mut out = Vec::new();
+    if l.pel.is_none() {
+        out.push(
+            "the drive has no persistent event log (log 0x0d): that each cut cycled its power rests on the switch's read-back \
+             and the device going away, not on the drive's own record"
+                .to_string(),
+        );
+    }
+    if l.pcie.as_ref().is_some_and(|p| p.ready_timeout_ms.is_none()) {
+        out.push(
+            "the controller's CAP register could not be read through its PCI function's resource0 (a kernel built with \
+             CONFIG_IO_STRICT_DEVMEM refuses to map a BAR its driver holds unless booted with iomem=relaxed): readiness is \
+             not judged against CAP.TO"
+                .to_string(),
+        );
+    }
+    out
 }
 
 pub(crate) fn read_health(path: &Path, roots: &SysRoots) -> Result<HealthLogs, HealthReadError> {
@@ -390,7 +404,9 @@ pub(crate) fn read_health(path: &Path, roots: &SysRoots) -> Result<HealthLogs, H
         Some(b) => Some(crate::pel::parse_pel(&b)?),
         None => None,
     };
-    Ok(HealthLogs { smart, ocp, pel })
+    // A controller not on PCIe (fabrics) has none of it.
+    let pcie = Some(crate::pcie::read_pcie(&roots.sys, admin.controller_name())).filter(|p| *p != Default::default());
+    Ok(HealthLogs { smart, ocp, pel, pcie })
 }
 
 /// The identity sysfs gives the block device at `path`, as an expectation to find it again by;
