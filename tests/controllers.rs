@@ -241,8 +241,20 @@ fn quarch_hotplug_port_pull_perst_mate_speed_and_glitch() {
     assert_eq!(emu.perst(1), (Some(0), true));
     q.perst(false).unwrap();
     assert_eq!(emu.perst(1), (Some(1), true));
-    q.glitch_once("12V 0mV 10ms").unwrap();
+    let sent = emu.commands().len();
+    q.glitch(&["12V_POWER".to_string(), "12V_CHARGE".to_string()], std::time::Duration::from_millis(10)).unwrap();
     assert_eq!(emu.glitches(1), 1);
+    let said: Vec<String> = emu.commands()[sent..].to_vec();
+    assert_eq!(
+        said.iter().map(|c| c.to_ascii_uppercase()).collect::<Vec<_>>(),
+        ["SIGNAL:12V_POWER:GLITCH:ENABLE ON", "SIGNAL:12V_CHARGE:GLITCH:ENABLE ON", "GLITCH:SETUP 50US 200", "RUN:GLITCH ONCE"],
+        "{said:?}"
+    );
+    // Past what the engine can time: refused before anything is sent.
+    let sent = emu.commands().len();
+    let e = q.glitch(&["12V_POWER".to_string()], std::time::Duration::from_secs(200)).unwrap_err().to_string();
+    assert!(e.contains("50 ns to 127.5 s"), "{e}");
+    assert_eq!(emu.commands().len(), sent);
     let e = q.millivolts_12v().unwrap_err();
     assert!(matches!(e, PowerError::Unsupported { .. }), "{e}");
 }

@@ -465,3 +465,30 @@ fn cuts_while_the_drive_recovers_land_in_their_window_before_one_verify_and_find
     assert_eq!((of(&ev, "power_restored").count(), of(&ev, "ready").count()), (6, 3), "one ready per cycle: after the last cut");
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// A power glitch through the Quarch hot-plug module's emulator, driven by the real serial
+/// driver over a pty: each cycle the module's glitch engine takes the simulated drive's power
+/// for 2 ms and gives it back by itself (`power_restored` says 2,000 µs), the writes in flight
+/// fail, the drive answers again and is verified: clean on an honest drive, lost writes on one
+/// that rolls back. A relay board cannot glitch: refused before any cycle, naming the field.
+#[test]
+fn a_power_glitch_through_the_quarch_hot_plug_emulator_cuts_for_its_length_and_a_relay_is_refused() {
+    let d = scratch("glitch");
+    let glitch = "kind = \"power_glitch\"\nlength_us = 2000\n";
+    let s = demo(3, true, "quarch_hotplug_serial").replace("kind = \"power_cut\"\n", glitch);
+    let (o, rd) = run(&d, "honest", &s);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let ev = events(&rd);
+    assert_eq!((of(&ev, "cut_issued").count(), of(&ev, "ready").count(), of(&ev, "verified").count()), (3, 3, 3), "{}", text(&o));
+    let held: Vec<u64> = of(&ev, "power_restored").map(|e| e["off_us"].as_u64().unwrap()).collect();
+    assert_eq!(held, [2000, 2000, 2000]);
+    assert_eq!(of(&ev, "device_gone").count(), 3, "the glitch took the drive away each time:\n{}", text(&o));
+    let (o, _) = run(&d, "rollback", &demo(3, false, "quarch_hotplug_serial").replace("kind = \"power_cut\"\n", glitch));
+    assert_eq!(o.status.code(), Some(1), "a glitch is a cut to this drive\n{}", text(&o));
+    let (o, rd) = run(&d, "relay", &demo(3, true, "lcus_serial").replace("kind = \"power_cut\"\n", glitch));
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let e = text(&o);
+    assert!(e.contains("controllers.power") && e.contains("a power_glitch needs a Quarch hot-plug module's glitch engine"), "{e}");
+    assert!(!rd.join("events.jsonl").exists(), "refused before any cycle");
+    let _ = std::fs::remove_dir_all(&d);
+}

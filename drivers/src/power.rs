@@ -6,6 +6,7 @@
 //! (the device disappearing), because a cut that did not happen must never pass as one.
 
 use std::fmt;
+use std::time::Duration;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -76,6 +77,15 @@ pub trait PowerSwitch {
     fn set_mate_step(&mut self, step_ms: u32) -> Result<(), PowerError> {
         Err(PowerError::Unsupported { switch: self.name(), what: format!("sequence pin mating ({step_ms} ms steps)") })
     }
+    /// A glitch: the power of `signals` (the fixture's names for the drive's rails) goes for
+    /// `length`, timed by the fixture, and comes back by itself; returns once it is over. Only
+    /// a Quarch hot-plug module's glitch engine has it; the others answer `Unsupported`.
+    fn glitch(&mut self, _signals: &[String], length: Duration) -> Result<(), PowerError> {
+        Err(PowerError::Unsupported {
+            switch: self.name(),
+            what: format!("glitch a rail for {length:?} (only a Quarch hot-plug module's glitch engine can; a relay can cut, not glitch)"),
+        })
+    }
 }
 
 impl<T: PowerSwitch + ?Sized> PowerSwitch for Box<T> {
@@ -102,5 +112,8 @@ impl<T: PowerSwitch + ?Sized> PowerSwitch for Box<T> {
     }
     fn set_mate_step(&mut self, step_ms: u32) -> Result<(), PowerError> {
         (**self).set_mate_step(step_ms)
+    }
+    fn glitch(&mut self, signals: &[String], length: Duration) -> Result<(), PowerError> {
+        (**self).glitch(signals, length)
     }
 }

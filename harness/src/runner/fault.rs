@@ -94,6 +94,8 @@ pub trait HostReset: Send {
 pub enum Aim {
     /// Power off (and on again after the off time).
     Power,
+    /// A glitch of the power switch's `signals` for `length`: the power back by itself.
+    Glitch { signals: Vec<String>, length: Duration },
     /// Reset `port` of the link controller.
     Link { port: String, kind: ResetKind },
     /// Cut the power of the host `port` is cabled to, hold it off, restore it.
@@ -163,6 +165,12 @@ impl Cutter {
             a.aim(None);
         }
         self.aim = match fault {
+            FaultPlan::PowerCut { glitch: Some(g), .. } => {
+                if self.power.is_none() {
+                    return Err(Missing::PowerSwitch.into());
+                }
+                Aim::Glitch { signals: g.signals.clone(), length: g.length }
+            }
             FaultPlan::PowerCut { .. } | FaultPlan::CleanShutdown { .. } => {
                 if self.power.is_none() {
                     return Err(Missing::PowerSwitch.into());
@@ -211,6 +219,8 @@ impl Cutter {
                 self.off_at = Some(Instant::now());
                 Ok(())
             }
+            // Timed by the switch: over, and the power back, when the command returns.
+            (Aim::Glitch { signals, length }, Some(p), _) => Ok(p.glitch(signals, *length)?),
             (Aim::Link { port, kind }, _, Some(ctl)) => Ok(ctl.reset(port, *kind, hold)?),
             (Aim::Host { port }, _, _) => {
                 let Some((_, p)) = self.hosts.iter_mut().find(|(q, _)| q == port) else {
@@ -259,6 +269,8 @@ impl Cutter {
                 p.power_on()?;
                 Ok(held)
             }
+            // The switch's engine held it off for the glitch's length, and put it back.
+            (Aim::Glitch { length, .. }, Some(_)) => Ok(Some(*length)),
             _ => Ok(None),
         }
     }
@@ -289,6 +301,9 @@ impl Cutter {
                 let a = self.agents.iter().find(|(p, _)| p == port).map(|(_, a)| a)?;
                 Some(a.take_report())
             }
+            // The module answered OK once its glitch was over: the power already back, so
+            // nothing reads back off, and a drive that rode through never went away.
+            (Aim::Glitch { .. }, Some(_)) => Some(Ok(())),
             _ => None,
         }
     }

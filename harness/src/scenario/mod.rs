@@ -487,6 +487,19 @@ pub enum Fault {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         recovery: Option<RecoveryCuts>,
     },
+    /// A glitch with I/O in flight: the power of the drive's rails goes for `length_us` and
+    /// comes back by itself, timed by a Quarch hot-plug module's glitch engine (a relay board
+    /// cannot: it is refused). A glitch the drive rides through loses nothing and leaves it
+    /// answering; one it does not is a power cut, and the drive must act as under one.
+    PowerGlitch {
+        /// How long the rails are off, µs: 1 to 127500000 (the engine's 50 ns to 127.5 s, in
+        /// its steps).
+        length_us: u64,
+        /// The module's names of the rails glitched (`HELP NAMES` on the module). Default:
+        /// `["12V_POWER", "12V_CHARGE"]`, the 12 V rail of a U.2 hot-plug module.
+        #[serde(default = "default_glitch_signals")]
+        signals: Vec<String>,
+    },
     /// The link is reset with I/O in flight (the drive keeps power).
     LinkReset {
         /// Which reset.
@@ -570,6 +583,10 @@ pub struct MixedFault {
     #[serde(default = "one")]
     pub weight: u32,
     pub fault: Fault,
+}
+
+fn default_glitch_signals() -> Vec<String> {
+    vec!["12V_POWER".into(), "12V_CHARGE".into()]
 }
 
 fn is_zero(v: &u64) -> bool {

@@ -118,12 +118,20 @@ pub enum Switch {
     Controller(ControllerSpec),
 }
 
+/// A power glitch: the rails `signals` off for `length`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Glitch {
+    pub length: Duration,
+    pub signals: Vec<String>,
+}
+
 /// The fault each cycle injects.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum FaultPlan {
     /// Power cut with the queue full; `mate_steps_ms` sweeps pin-mate steps, one per cycle;
-    /// `recovery`: more cuts while the drive recovers, before the one verify.
-    PowerCut { switch: Switch, mate_steps_ms: Vec<u32>, recovery: Option<RecoveryCuts> },
+    /// `recovery`: more cuts while the drive recovers, before the one verify; `glitch`: the
+    /// cut is a glitch the switch times (the power back by itself), not an off and an on.
+    PowerCut { switch: Switch, mate_steps_ms: Vec<u32>, recovery: Option<RecoveryCuts>, glitch: Option<Glitch> },
     /// The control case: the writer drains, then power is cut.
     CleanShutdown { switch: Switch },
     /// A link reset through a link controller, on `port` (`None`: its only port).
@@ -141,6 +149,8 @@ impl FaultPlan {
     /// after which no shutdown count should move).
     pub fn shutdown(&self) -> Option<Shutdown> {
         match self {
+            // A glitch the drive rides through is no shutdown at all: nothing is expected.
+            FaultPlan::PowerCut { glitch: Some(_), .. } => None,
             FaultPlan::PowerCut { recovery: Some(r), .. } => Some(Shutdown::Repeated(r.cuts.saturating_add(1))),
             FaultPlan::PowerCut { .. } => Some(Shutdown::Dirty),
             FaultPlan::CleanShutdown { .. } => Some(Shutdown::Clean),
@@ -170,8 +180,17 @@ impl FaultPlan {
         }
     }
 
+    /// A power cut, or a glitch (both the power switch's).
     pub fn is_power_cut(&self) -> bool {
         matches!(self, FaultPlan::PowerCut { .. })
+    }
+
+    /// A glitch the switch times: the drive may ride through it, its volatile cache kept.
+    pub fn glitch(&self) -> Option<&Glitch> {
+        match self {
+            FaultPlan::PowerCut { glitch, .. } => glitch.as_ref(),
+            _ => None,
+        }
     }
 
     /// Whether the fault hits every port of the drive: a power cut, or an NVM subsystem reset.
@@ -191,6 +210,7 @@ impl FaultPlan {
     /// link reset's kind (`port-pull`, `nvme-controller-reset`, `pci-remove-rescan`, ...).
     pub fn label(&self) -> String {
         match self {
+            FaultPlan::PowerCut { glitch: Some(g), .. } => format!("power-glitch-{}us", g.length.as_micros()),
             FaultPlan::PowerCut { recovery: Some(r), .. } => r.label(),
             FaultPlan::PowerCut { .. } => "power-cut".into(),
             FaultPlan::CleanShutdown { .. } => "clean-shutdown".into(),
@@ -316,9 +336,18 @@ impl Scenario {
     /// One fault, with the controller that runs it.
     fn plan_fault(&self, origin: &str, f: &Fault) -> Result<FaultPlan, ScenarioError> {
         Ok(match f {
-            Fault::PowerCut { mate_steps_ms, recovery } => {
-                FaultPlan::PowerCut { switch: self.power_switch(origin)?, mate_steps_ms: mate_steps_ms.clone(), recovery: *recovery }
-            }
+            Fault::PowerCut { mate_steps_ms, recovery } => FaultPlan::PowerCut {
+                switch: self.power_switch(origin)?,
+                mate_steps_ms: mate_steps_ms.clone(),
+                recovery: *recovery,
+                glitch: None,
+            },
+            Fault::PowerGlitch { length_us, signals } => FaultPlan::PowerCut {
+                switch: self.power_switch(origin)?,
+                mate_steps_ms: Vec::new(),
+                recovery: None,
+                glitch: Some(Glitch { length: Duration::from_micros(*length_us), signals: signals.clone() }),
+            },
             Fault::CleanShutdown => FaultPlan::CleanShutdown { switch: self.power_switch(origin)? },
             Fault::LinkReset { reset, port } => {
                 let controller = super::validate::parse_controller(origin, "controllers.link", self.controllers.link.as_deref())?

@@ -140,6 +140,38 @@ impl Scenario {
                     );
                 }
             }
+            Fault::PowerGlitch { length_us, signals } => {
+                let glitcher = match &self.target.sim {
+                    Some(sim) => sim.switch == SimSwitch::QuarchHotplugSerial,
+                    None => matches!(power, Some(ControllerSpec::Quarch { .. })),
+                };
+                match power {
+                    None => return bad("controllers.power", "a power_glitch fault needs a power switch".into()),
+                    Some(p) if !glitcher => {
+                        return bad(
+                            "controllers.power",
+                            format!(
+                                "a power_glitch needs a Quarch hot-plug module's glitch engine (for the simulated drive: switch = \
+                                 \"quarch_hotplug_serial\"); {p} can cut the power, not glitch it"
+                            ),
+                        )
+                    }
+                    Some(_) => {}
+                }
+                if !(1..=127_500_000).contains(length_us) {
+                    return bad(
+                        &format!("{field}.length_us"),
+                        format!("{length_us}: expected 1 to 127500000 (the glitch engine's 127.5 s)"),
+                    );
+                }
+                let name_ok = |n: &String| (1..=32).contains(&n.len()) && n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+                if signals.is_empty() || signals.len() > 16 {
+                    return bad(&format!("{field}.signals"), format!("{} signals: expected 1 to 16", signals.len()));
+                }
+                if let Some((i, n)) = signals.iter().enumerate().find(|(_, n)| !name_ok(n)) {
+                    return bad(&format!("{field}.signals[{i}]"), format!("{n:?}: a module's signal name (letters, digits, _; 1 to 32)"));
+                }
+            }
             Fault::LinkReset { port, .. } => {
                 if link.is_none() {
                     return bad("controllers.link", "a link_reset fault needs a link controller".into());
