@@ -143,6 +143,9 @@ fn scenario_semantic_errors_name_the_field() {
         ("power = \"quarch+serial:///dev/ttyUSB0\"", "power = \"sim\"", "controllers.power"),
         ("kind = \"power_cut\"", "kind = \"power_cut\"\nmate_steps_ms = [0]", "fault.mate_steps_ms"),
         ("kind = \"power_cut\"", "kind = \"power_cut\"\nrecovery = { cuts = 0 }", "fault.recovery.cuts"),
+        ("kind = \"power_cut\"", "kind = \"power_glitch\"\nlength_us = 0", "fault.length_us"),
+        ("kind = \"power_cut\"", "kind = \"power_glitch\"\nlength_us = 5\nsignals = []", "fault.signals"),
+        ("kind = \"power_cut\"", "kind = \"power_glitch\"\nlength_us = 5\nsignals = [\"12V POWER\"]", "fault.signals[0]"),
         ("kind = \"power_cut\"", "kind = \"power_cut\"\nrecovery = { within_ms = 600001 }", "fault.recovery.within_ms"),
         ("[cycles]", "[stop]\nmax_consecutive_harness_errors = 0\n[cycles]", "stop.max_consecutive_harness_errors"),
         ("[cycles]", "[verify]\nsample_bytes = 1000\n[cycles]", "verify.sample_bytes"),
@@ -158,6 +161,11 @@ fn scenario_semantic_errors_name_the_field() {
         MINIMAL.replace("quarch+serial:///dev/ttyUSB0", "manual").replace("kind = \"power_cut\"", "kind = \"power_cut\"\nrecovery = {}");
     let (field, msg) = invalid_field(&manual);
     assert_eq!((field.as_str(), msg.contains("a manual switch (a person) cannot")), ("fault.recovery", true), "{msg}");
+    let relay = MINIMAL
+        .replace("quarch+serial:///dev/ttyUSB0", "lcus+serial:///dev/ttyUSB0?channel=1")
+        .replace("kind = \"power_cut\"", "kind = \"power_glitch\"\nlength_us = 5");
+    let (field, msg) = invalid_field(&relay);
+    assert_eq!((field.as_str(), msg.contains("can cut the power, not glitch it")), ("controllers.power", true), "{msg}");
 }
 
 #[test]

@@ -109,67 +109,13 @@ impl Scenario {
             |field: &str, message: String| Err(ScenarioError::Invalid { origin: origin.to_string(), field: field.to_string(), message });
         match fault {
             Fault::PowerCut { mate_steps_ms, recovery } => {
-                if power.is_none() {
-                    return bad("controllers.power", "a power_cut fault needs a power switch".into());
-                }
-                if let Some(Err((at, what))) = recovery.map(|r| r.check()) {
-                    return bad(&format!("{field}.recovery.{at}"), what);
-                }
-                if recovery.is_some() && matches!(power, Some(ControllerSpec::Manual)) {
-                    return bad(
-                        &format!("{field}.recovery"),
-                        "cuts while the drive recovers come milliseconds apart: a manual switch (a person) cannot make them".into(),
-                    );
-                }
-                if let Some(&step) = mate_steps_ms.iter().find(|&&s| s == 0 || s > 1000) {
-                    return bad(
-                        &format!("{field}.mate_steps_ms"),
-                        format!("step {step} ms: expected 1 to 1000 (fast 10, standard 25, slow 100, very slow 500)"),
-                    );
-                }
-                let hotplug = match &self.target.sim {
-                    Some(sim) => sim.switch == SimSwitch::QuarchHotplugSerial,
-                    None => matches!(power, Some(ControllerSpec::Quarch { .. })),
-                };
-                if !mate_steps_ms.is_empty() && !hotplug {
-                    return bad(
-                        &format!("{field}.mate_steps_ms"),
-                        "pin-mate sequencing needs a Quarch hot-plug module as the power switch (for the simulated drive: \
-                         switch = \"quarch_hotplug_serial\")"
-                            .into(),
-                    );
+                if let Err((at, message)) = self.check_power_cut(field, power, mate_steps_ms, recovery.as_ref()) {
+                    return bad(&at, message);
                 }
             }
             Fault::PowerGlitch { length_us, signals } => {
-                let glitcher = match &self.target.sim {
-                    Some(sim) => sim.switch == SimSwitch::QuarchHotplugSerial,
-                    None => matches!(power, Some(ControllerSpec::Quarch { .. })),
-                };
-                match power {
-                    None => return bad("controllers.power", "a power_glitch fault needs a power switch".into()),
-                    Some(p) if !glitcher => {
-                        return bad(
-                            "controllers.power",
-                            format!(
-                                "a power_glitch needs a Quarch hot-plug module's glitch engine (for the simulated drive: switch = \
-                                 \"quarch_hotplug_serial\"); {p} can cut the power, not glitch it"
-                            ),
-                        )
-                    }
-                    Some(_) => {}
-                }
-                if !(1..=127_500_000).contains(length_us) {
-                    return bad(
-                        &format!("{field}.length_us"),
-                        format!("{length_us}: expected 1 to 127500000 (the glitch engine's 127.5 s)"),
-                    );
-                }
-                let name_ok = |n: &String| (1..=32).contains(&n.len()) && n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
-                if signals.is_empty() || signals.len() > 16 {
-                    return bad(&format!("{field}.signals"), format!("{} signals: expected 1 to 16", signals.len()));
-                }
-                if let Some((i, n)) = signals.iter().enumerate().find(|(_, n)| !name_ok(n)) {
-                    return bad(&format!("{field}.signals[{i}]"), format!("{n:?}: a module's signal name (letters, digits, _; 1 to 32)"));
+                if let Err((at, message)) = self.check_glitch(field, power, *length_us, signals) {
+                    return bad(&at, message);
                 }
             }
             Fault::LinkReset { port, .. } => {
@@ -202,6 +148,86 @@ impl Scenario {
                     );
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// Whether the power switch is a Quarch hot-plug module (for the simulated drive, its
+    /// emulator): pin-mate sequencing and the glitch engine are its.
+    fn quarch_hotplug(&self, power: Option<&ControllerSpec>) -> bool {
+        match &self.target.sim {
+            Some(sim) => sim.switch == SimSwitch::QuarchHotplugSerial,
+            None => matches!(power, Some(ControllerSpec::Quarch { .. })),
+        }
+    }
+
+    /// A `power_cut` (at `field`) fits the power switch: `Err((where, what))`.
+    fn check_power_cut(
+        &self,
+        field: &str,
+        power: Option<&ControllerSpec>,
+        mate_steps_ms: &[u32],
+        recovery: Option<&super::RecoveryCuts>,
+    ) -> Result<(), (String, String)> {
+        if power.is_none() {
+            return Err(("controllers.power".into(), "a power_cut fault needs a power switch".into()));
+        }
+        if let Some(Err((at, what))) = recovery.map(|r| r.check()) {
+            return Err((format!("{field}.recovery.{at}"), what));
+        }
+        if recovery.is_some() && matches!(power, Some(ControllerSpec::Manual)) {
+            return Err((
+                format!("{field}.recovery"),
+                "cuts while the drive recovers come milliseconds apart: a manual switch (a person) cannot make them".into(),
+            ));
+        }
+        if let Some(&step) = mate_steps_ms.iter().find(|&&s| s == 0 || s > 1000) {
+            return Err((
+                format!("{field}.mate_steps_ms"),
+                format!("step {step} ms: expected 1 to 1000 (fast 10, standard 25, slow 100, very slow 500)"),
+            ));
+        }
+        if !mate_steps_ms.is_empty() && !self.quarch_hotplug(power) {
+            return Err((
+                format!("{field}.mate_steps_ms"),
+                "pin-mate sequencing needs a Quarch hot-plug module as the power switch (for the simulated drive: \
+                 switch = \"quarch_hotplug_serial\")"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// A `power_glitch` (at `field`) fits the power switch: `Err((where, what))`.
+    fn check_glitch(
+        &self,
+        field: &str,
+        power: Option<&ControllerSpec>,
+        length_us: u64,
+        signals: &[String],
+    ) -> Result<(), (String, String)> {
+        match power {
+            None => return Err(("controllers.power".into(), "a power_glitch fault needs a power switch".into())),
+            Some(p) if !self.quarch_hotplug(power) => {
+                return Err((
+                    "controllers.power".into(),
+                    format!(
+                        "a power_glitch needs a Quarch hot-plug module's glitch engine (for the simulated drive: switch = \
+                         \"quarch_hotplug_serial\"); {p} can cut the power, not glitch it"
+                    ),
+                ))
+            }
+            Some(_) => {}
+        }
+        if !(1..=127_500_000).contains(&length_us) {
+            return Err((format!("{field}.length_us"), format!("{length_us}: expected 1 to 127500000 (the glitch engine's 127.5 s)")));
+        }
+        let name_ok = |n: &String| (1..=32).contains(&n.len()) && n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+        if signals.is_empty() || signals.len() > 16 {
+            return Err((format!("{field}.signals"), format!("{} signals: expected 1 to 16", signals.len())));
+        }
+        if let Some((i, n)) = signals.iter().enumerate().find(|(_, n)| !name_ok(n)) {
+            return Err((format!("{field}.signals[{i}]"), format!("{n:?}: a module's signal name (letters, digits, _; 1 to 32)")));
         }
         Ok(())
     }
