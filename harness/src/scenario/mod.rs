@@ -307,8 +307,8 @@ pub enum SimModel {
     /// the writes replayed (found by a fault's `recovery` cuts).
     ReplayCorrupts { replay_ms: u32, sectors_per_cut: u32 },
     /// PLP drive whose capacitors take `recharge_ms` after power-on to recharge: a cut before
-    /// then loses its cache, the power-fail dump restored at power-on included (honest under
-    /// the flush contract).
+    /// then loses its cache, the power-fail dump restored at power-on included (under the
+    /// flush contract: versions the host saw after that power-on).
     PlpRecharge { recharge_ms: u32 },
 }
 

@@ -113,7 +113,7 @@ pub fn shape_models() -> Vec<(SimModel, Vec<(Contract, bool)>)> {
         (SimModel::HonestPlp, vec![(Plp, true), (Flush, true)]),
         (SimModel::HonestVolatile, vec![(Flush, true)]),
         (SimModel::ReplayCorrupts { replay_ms: 2000, sectors_per_cut: 2 }, vec![(Plp, false), (Flush, false)]),
-        (SimModel::PlpRecharge { recharge_ms: 50 }, vec![(Plp, false), (Flush, true)]),
+        (SimModel::PlpRecharge { recharge_ms: 50 }, vec![(Plp, false), (Flush, false)]),
     ]
 }
 
