@@ -300,6 +300,9 @@ pub struct HealthLogs {
     pub ocp: Option<OcpSmartLog>,
     /// The Persistent Event Log's power cycles, where the drive has the log.
     pub pel: Option<crate::pel::PelSummary>,
+    /// Why the drive's Persistent Event Log could not be read or parsed, where it has one (its
+    /// SMART checks go on without it).
+    pub pel_unread: Option<String>,
     /// The PCIe link and CAP.TO, for a controller on PCIe.
     pub pcie: Option<crate::pcie::PcieHealth>,
 }
@@ -311,8 +314,6 @@ pub enum HealthReadError {
     Admin(#[from] faultline_drivers::nvme::NvmeError),
     #[error(transparent)]
     Parse(#[from] HealthError),
-    #[error(transparent)]
-    Pel(#[from] crate::pel::PelError),
     /// A port on another host: what its agent said.
     #[error("{0}")]
     Remote(String),

@@ -318,6 +318,10 @@ impl<'r, 'e> Cycles<'r, 'e> {
             if !back {
                 return Ok(false);
             }
+            // A port that did not come back between the cuts is recorded already.
+            if end.dead_device || end.dead_host {
+                return Ok(true);
+            }
         }
         for (i, r) in answered {
             let prefix = self.ports.prefix(*i);

@@ -230,7 +230,7 @@ impl Session {
                         None => None,
                     };
                     // An agent sends the SMART and OCP pages only: no persistent event log, no link.
-                    Ok(HealthLogs { smart, ocp, pel: None, pcie: None })
+                    Ok(HealthLogs { smart, ocp, pel: None, pel_unread: None, pcie: None })
                 };
                 Ok(Some(parse()))
             }

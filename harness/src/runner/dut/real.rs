@@ -375,12 +375,17 @@ fn classify(e: FindError) -> Refind {
 fn health_notes(first: Option<&HealthLogs>) -> Vec<String> {
     let Some(l) = first else { return Vec::new() };
     let mut out = Vec::new();
-    if l.pel.is_none() {
-        out.push(
+    match (&l.pel, &l.pel_unread) {
+        (Some(_), _) => {}
+        (None, Some(why)) => out.push(format!(
+            "the drive's persistent event log (log 0x0d) could not be used: {why}; that each cut cycled its power rests on \
+             the switch's read-back and the device going away"
+        )),
+        (None, None) => out.push(
             "the drive has no persistent event log (log 0x0d): that each cut cycled its power rests on the switch's read-back \
              and the device going away, not on the drive's own record"
                 .to_string(),
-        );
+        ),
     }
     if l.pcie.as_ref().is_some_and(|p| p.ready_timeout_ms.is_none()) {
         out.push(
@@ -400,13 +405,18 @@ pub(crate) fn read_health(path: &Path, roots: &SysRoots) -> Result<HealthLogs, H
         Some(b) => Some(parse_ocp_smart(&b)?),
         None => None,
     };
-    let pel = match admin.persistent_event_log(crate::pel::MAX_LOG_BYTES)? {
-        Some(b) => Some(crate::pel::parse_pel(&b)?),
-        None => None,
+    // A log that cannot be read or parsed costs its own check only, not the SMART ones.
+    let (pel, pel_unread) = match admin.persistent_event_log(crate::pel::MAX_LOG_BYTES) {
+        Ok(Some(b)) => match crate::pel::parse_pel(&b) {
+            Ok(p) => (Some(p), None),
+            Err(e) => (None, Some(e.to_string())),
+        },
+        Ok(None) => (None, None),
+        Err(e) => (None, Some(e.to_string())),
     };
     // A controller not on PCIe (fabrics) has none of it.
     let pcie = Some(crate::pcie::read_pcie(&roots.sys, admin.controller_name())).filter(|p| *p != Default::default());
-    Ok(HealthLogs { smart, ocp, pel, pcie })
+    Ok(HealthLogs { smart, ocp, pel, pel_unread, pcie })
 }
 
 /// The identity sysfs gives the block device at `path`, as an expectation to find it again by;
