@@ -146,7 +146,8 @@ pub enum HealthAnomaly {
     },
     /// The Persistent Event Log does not show the cycle's `cuts` power cycles: its power cycle
     /// count did not advance by one per cut (by one to `cuts` with cuts while the drive
-    /// recovered), or not with as many new power-on events (`crate::pel`).
+    /// recovered), or its new power-on events do not record as many power cycles
+    /// (`new_power_on_events`: the distinct ones they record; `crate::pel`).
     PowerCycleNotLogged {
         cuts: u32,
         power_cycles_before: u64,

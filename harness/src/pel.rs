@@ -155,24 +155,33 @@ pub fn parse_pel(b: &[u8]) -> Result<PelSummary, PelError> {
 }
 
 /// Judges the log read after a cycle of `cuts` power cuts (1: a single cut, exactly one
-/// power-on recorded; more, with cuts while the drive recovered: from one to `cuts`, as a cut
-/// before the drive loaded its counters may go unrecorded) against the one read before: the
-/// header's power cycle count must advance by that much, and as many new power-on or reset
-/// events must be in the log. Nothing new at all is a cut the drive never saw (a relay that
-/// clicked but cut nothing).
+/// power cycle recorded; more, with cuts while the drive recovered: from one to `cuts`, as a
+/// cut before the drive loaded its counters may go unrecorded) against the one read before:
+/// the header's power cycle count must advance by that much, and the new power-on or reset
+/// events must record as many power cycles (the distinct controller power cycles their
+/// entries name past the count before: a controller reset the host's driver makes after
+/// power-on may add an event of the same power cycle). Nothing new at all is a cut the drive
+/// never saw (a relay that clicked but cut nothing).
 pub fn judge_pel(before: &PelSummary, after: &PelSummary, cuts: u32) -> Vec<HealthAnomaly> {
     let advanced = after.power_cycle_count.saturating_sub(before.power_cycle_count);
     let seen: std::collections::HashSet<&PowerOnReset> = before.power_on_resets.iter().collect();
-    let new = after.power_on_resets.iter().filter(|e| !seen.contains(e)).count() as u64;
+    let logged: std::collections::BTreeSet<u32> = after
+        .power_on_resets
+        .iter()
+        .filter(|e| !seen.contains(e))
+        .flat_map(|e| e.controllers.iter().map(|c| c.1))
+        .filter(|cpc| u64::from(*cpc) > before.power_cycle_count)
+        .collect();
+    let logged = logged.len() as u64;
     let want = if cuts <= 1 { 1..=1 } else { 1..=u64::from(cuts) };
-    if want.contains(&advanced) && new == advanced && after.power_cycle_count >= before.power_cycle_count {
+    if want.contains(&advanced) && logged == advanced {
         return Vec::new();
     }
     vec![HealthAnomaly::PowerCycleNotLogged {
         cuts,
         power_cycles_before: before.power_cycle_count,
         power_cycles_after: after.power_cycle_count,
-        new_power_on_events: new,
+        new_power_on_events: logged,
     }]
 }
 
@@ -295,5 +304,10 @@ mod tests {
         // The oldest events gone (the log wraps): only the new ones count.
         let wrapped = parse_pel(&log(11, &[(EVENT_POWER_ON_RESET, vec![], por(11, 2))])).unwrap();
         assert!(judge_pel(&before, &wrapped, 1).is_empty());
+        // The host's driver reset the controller after power-on: a second event of the same
+        // power cycle is still one power cycle.
+        let reset_too =
+            parse_pel(&log(11, &[(EVENT_POWER_ON_RESET, vec![], por(11, 2)), (EVENT_POWER_ON_RESET, vec![], por(11, 40))])).unwrap();
+        assert!(judge_pel(&before, &reset_too, 1).is_empty());
     }
 }

@@ -131,8 +131,8 @@ impl From<&HealthAnomaly> for HealthNote {
             HealthAnomaly::PowerCycleNotLogged { cuts, power_cycles_before, power_cycles_after, new_power_on_events } => (
                 "power_cycle_not_logged",
                 format!(
-                    "persistent event log: power cycle count {power_cycles_before} -> {power_cycles_after}, {new_power_on_events} new \
-                     power-on events, across {cuts} power cut{} (must be one each{})",
+                    "persistent event log: power cycle count {power_cycles_before} -> {power_cycles_after}, {new_power_on_events} \
+                     power cycles in new power-on events, across {cuts} power cut{} (must be one each{})",
                     if *cuts == 1 { "" } else { "s" },
                     if *cuts == 1 { "" } else { ", or fewer for cuts before the drive was ready, at least one" }
                 ),

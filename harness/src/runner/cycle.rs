@@ -312,9 +312,11 @@ impl<'r, 'e> Cycles<'r, 'e> {
             return Ok(false);
         }
         if let Some(rc) = recovery {
-            let t_recovery = Instant::now();
+            // All of it waits on the switch, the off times and the device: counted once (the
+            // power-ons inside count their own).
+            let (t_recovery, waited) = (Instant::now(), self.waits);
             let back = self.recovery_cuts(cycle, rc, waiting, off, end, findings)?;
-            self.waits += t_recovery.elapsed();
+            self.waits = waited + t_recovery.elapsed();
             if !back {
                 return Ok(false);
             }
