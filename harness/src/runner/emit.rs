@@ -137,3 +137,8 @@ pub(crate) fn key(f: &Finding) -> FindingKey {
 pub(crate) fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
+
+/// A duration in whole µs, as the events record it.
+pub(crate) fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}

@@ -96,6 +96,12 @@ impl Readers {
     fn several(&self) -> bool {
         self.names.len() > 1
     }
+
+    /// The ports a share written through `own` is read through: its own first, then, with
+    /// cross-verification, every other reading port.
+    fn through(&self, own: usize) -> Vec<usize> {
+        std::iter::once(own).chain(self.readers.iter().copied().filter(|&r| r != own && self.cross_verify)).collect()
+    }
 }
 
 /// Whether what a cycle's verify sees of its uncertain writes may be held against the drive
@@ -143,7 +149,7 @@ pub(crate) fn verify_lanes(
     let full = (v.full_every_cycles > 0 && cycle.is_multiple_of(v.full_every_cycles)) || (of.last && v.full_at_end);
     let stops = plan.stop.on_finding == OnEvent::Stop && !full && v.full_at_end;
     let several = readers.several();
-    let (mut sectors, mut bytes, mut ns, mut any) = (0u64, 0u64, 0u64, false);
+    let mut read_total = Tally::default();
     let first_finding = findings.len();
     for (li, lane) in lanes.iter_mut().enumerate() {
         let submitted_end = lane.run.history().submitted_end();
@@ -151,11 +157,9 @@ pub(crate) fn verify_lanes(
         let own = readers.names[lane.port].clone();
         let ledger_file = lane.dir.join(crate::ledger::LEDGER_FILE);
         let share = (PortId(lane.port as u8), ledger_file.as_path());
-        let through: Vec<usize> =
-            std::iter::once(lane.port).chain(readers.readers.iter().copied().filter(|&r| r != lane.port && readers.cross_verify)).collect();
-        // What the port that wrote the share saw, and of which regions.
-        let mut seen_own = None;
-        let mut found = ShareFindings::default();
+        let through = readers.through(lane.port);
+        // What the port that wrote the share saw, and of which regions; the findings.
+        let (mut seen_own, mut found) = (None, ShareFindings::default());
         // What each port read, digested, when the ports are compared: only what differs is
         // read again (`None`: that port's verify failed, so everything is).
         let compare = readers.compare && through.len() > 1;
@@ -176,13 +180,8 @@ pub(crate) fn verify_lanes(
             };
             // Stopping on a finding: the whole share is read once before the run ends.
             if r == lane.port && stops && reply.report.findings.iter().any(|f| em.is_new(f)) {
-                let (s0, b0) = (reply.report.sectors, reply.report.bytes);
-                match duts[r].verify(&VerifyRequest { verifier: &verifier, regions: &[lane.span], digest: false, share }) {
-                    Ok(mut whole) => {
-                        (whole.report.sectors, whole.report.bytes) = (whole.report.sectors + s0, whole.report.bytes + b0);
-                        reply = whole;
-                        read = vec![lane.span];
-                    }
+                match read_whole(duts[r].as_mut(), &verifier, lane.span, share, &mut reply) {
+                    Ok(()) => read = vec![lane.span],
                     Err(DutVerifyError::Dut(source)) => return Err(ShareCheckError::Target { port: via, source }),
                     Err(e) => failed(e, cycle, several.then_some((&own, &via)), em, findings, end),
                 }
@@ -190,16 +189,11 @@ pub(crate) fn verify_lanes(
             // One entry per port read through, in `through` order: `None` where it failed.
             digests.push(reply.digests.take());
             let rep = reply.report;
-            any = true;
-            ns += nanos(t0.elapsed());
-            sectors += rep.sectors;
-            bytes += rep.bytes;
-            for f in rep.findings {
-                if several {
-                    found.take(f, (r, &via), lane, readers, findings);
-                } else {
-                    findings.push(f);
-                }
+            read_total.add(rep.sectors, rep.bytes, t0);
+            if several {
+                rep.findings.into_iter().for_each(|f| found.take(f, (r, &via), lane, readers, findings));
+            } else {
+                findings.extend(rep.findings);
             }
             if r == lane.port {
                 seen_own = Some((rep.seen, read));
@@ -207,10 +201,7 @@ pub(crate) fn verify_lanes(
         }
         found.name_every_port(&own, findings);
         if let Some((seen, read)) = seen_own.as_ref().filter(|_| of.hold_seen) {
-            let h = lane.run.history();
-            if let Some(rec) = seen_record(h, &lane.run.layout, read, seen) {
-                lane.run.ledger.append(&rec).map_err(|source| ShareCheckError::Seen { dir: lane.dir.clone(), source })?;
-            }
+            hold_seen(lane, read, seen)?;
         }
         if compare {
             compare_ports(duts, &through, &digests, &regions, lane, readers, cycle, findings)?;
@@ -220,10 +211,59 @@ pub(crate) fn verify_lanes(
             lane.checked_upto = submitted_end;
         }
     }
-    if any {
-        let t_ns = em.now();
-        let counts = class_counts(&findings[first_finding..]);
-        em.emit(Event::in_cycle(t_ns, cycle, EventKind::Verified { sectors, bytes, verify_ns: ns, counts }));
+    read_total.emit(em, cycle, &findings[first_finding..]);
+    Ok(())
+}
+
+/// Stopping on a finding: the whole share (`span`) read once more through `dut` before the
+/// run ends, in place of `reply` (what that read first is added to its sectors and bytes).
+fn read_whole(
+    dut: &mut dyn Dut,
+    verifier: &Verifier,
+    span: (u64, u64),
+    share: (PortId, &std::path::Path),
+    reply: &mut super::dut::VerifyReply,
+) -> Result<(), DutVerifyError> {
+    let (s0, b0) = (reply.report.sectors, reply.report.bytes);
+    let mut whole = dut.verify(&VerifyRequest { verifier, regions: &[span], digest: false, share })?;
+    (whole.report.sectors, whole.report.bytes) = (whole.report.sectors + s0, whole.report.bytes + b0);
+    *reply = whole;
+    Ok(())
+}
+
+/// What a cycle's verify read, through every port: one `verified` event, when anything was.
+#[derive(Default)]
+struct Tally {
+    sectors: u64,
+    bytes: u64,
+    ns: u64,
+    any: bool,
+}
+
+impl Tally {
+    /// One port's read of one share, started at `t0`.
+    fn add(&mut self, sectors: u64, bytes: u64, t0: Instant) {
+        (self.sectors, self.bytes, self.ns, self.any) = (self.sectors + sectors, self.bytes + bytes, self.ns + nanos(t0.elapsed()), true);
+    }
+
+    /// The `verified` event, counting `found`, the cycle's findings.
+    fn emit(&self, em: &mut Emitter<'_>, cycle: u32, found: &[Finding]) {
+        if self.any {
+            let (t_ns, counts) = (em.now(), class_counts(found));
+            em.emit(Event::in_cycle(
+                t_ns,
+                cycle,
+                EventKind::Verified { sectors: self.sectors, bytes: self.bytes, verify_ns: self.ns, counts },
+            ));
+        }
+    }
+}
+
+/// Records in the share's ledger what its own port saw of its uncertain writes in `read`, to
+/// hold against the drive from now on.
+fn hold_seen(lane: &mut Lane, read: &[(u64, u64)], seen: &[crate::verify::SeenRun]) -> Result<(), ShareCheckError> {
+    if let Some(rec) = seen_record(lane.run.history(), &lane.run.layout, read, seen) {
+        lane.run.ledger.append(&rec).map_err(|source| ShareCheckError::Seen { dir: lane.dir.clone(), source })?;
     }
     Ok(())
 }

@@ -5,7 +5,7 @@
 //! each controller's health, power-cycle a dead device, gather the ports' notes.
 
 use super::dut::{Dut, DutError, GroundTruth, HealthLogs, Readiness};
-use super::emit::Emitter;
+use super::emit::{micros, Emitter};
 use super::fault::Cutter;
 use super::stop::CycleEnd;
 use crate::events::{Event, EventKind, HealthNote, SmartFigures};
@@ -131,8 +131,7 @@ impl PortSet {
                 let pcie = self.health[i].as_ref().and_then(|h| h.pcie.as_ref());
                 self.late[i].extend(pcie.and_then(|p| crate::pcie::judge_ready(p, r.first_read)));
                 let t_ns = em.now();
-                let us = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
-                let (enumerate_us, first_read_us) = (r.enumerate.map(us), Some(us(r.first_read)));
+                let (enumerate_us, first_read_us) = (r.enumerate.map(micros), Some(micros(r.first_read)));
                 em.emit(Event::in_cycle(t_ns, cycle, EventKind::Ready { enumerate_us, first_read_us }).on_port(self.id(i)));
             }
             // A host whose power the fault cut, not back: the drive must let it boot and load
