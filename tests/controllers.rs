@@ -9,7 +9,7 @@
 
 use faultline_drivers::control::quarch::{DrivePort, ModuleKind, Quarch};
 use faultline_drivers::control::{self, parse_spec, ControlEnv, ControllerSpec, QuarchTransport};
-use faultline_drivers::{LinkController, PowerError, PowerState, PowerSwitch, ResetKind};
+use faultline_drivers::{LinkController, PowerError, PowerShape, PowerState, PowerSwitch, ResetKind};
 use faultline_fixtures::emu::{LcusEmu, Misbehaviour, NumatoEmu, QuarchEmu, QuarchKind, QuarchModule};
 use faultline_fixtures::{FaultModel, SimConfig, SimDrive, TruthContract};
 use std::time::Duration;
@@ -244,6 +244,8 @@ fn quarch_hotplug_port_pull_perst_mate_speed_and_glitch() {
     let sent = emu.commands().len();
     q.glitch(&["12V_POWER".to_string(), "12V_CHARGE".to_string()], std::time::Duration::from_millis(10)).unwrap();
     assert_eq!(emu.glitches(1), 1);
+    // 10 ms is past the simulated drive's hold-up: it went, and came back.
+    assert_eq!((d.cuts(), d.present()), (1, true));
     let said: Vec<String> = emu.commands()[sent..].to_vec();
     assert_eq!(
         said.iter().map(|c| c.to_ascii_uppercase()).collect::<Vec<_>>(),
@@ -272,6 +274,60 @@ fn quarch_power_module_refuses_hotplug_functions_up_front() {
     let mut p: Box<dyn PowerSwitch> = Box::new(q.clone());
     let e = p.set_mate_step(25).unwrap_err().to_string();
     assert!(e.contains("hot-plug"), "{e}");
+}
+
+/// A power module's sag and ramp, through the emulator on a pty: the commands quarchpy's
+/// margining test sends (`SIGnal:12V:VOLTage <mV>`), the rail read back first and put back
+/// after, and the simulated drive feeling each step (an honest drive cut below its detector,
+/// back with the rail). A hot-plug module and a relay refuse them, before anything is sent.
+#[test]
+fn quarch_power_module_sags_and_ramps_its_rail_and_the_drive_feels_each_step() {
+    let d = drive(13);
+    let (emu, spec) = quarch_emu(Link::Serial, QuarchKind::Power, &d);
+    let mut p: Box<dyn PowerSwitch> = Box::new(open_quarch(&spec));
+    let sent = emu.commands().len();
+    let sag = PowerShape::Sag { rail: "12V".into(), to_mv: 11_000, length: Duration::from_millis(2) };
+    p.shape(&sag).unwrap();
+    let said: Vec<String> = emu.commands()[sent..].iter().map(|c| c.to_ascii_uppercase()).collect();
+    assert_eq!(said, ["SIGNAL:12V:VOLTAGE?", "SIGNAL:12V:VOLTAGE 11000", "SIGNAL:12V:VOLTAGE 12000"], "{said:?}");
+    assert_eq!(d.cuts(), 0, "11 V is above an honest drive's detector");
+    // Deeper: the drive's detector trips, and it is back with the rail.
+    p.shape(&PowerShape::Sag { rail: "12V".into(), to_mv: 9_000, length: Duration::from_millis(2) }).unwrap();
+    assert_eq!((d.cuts(), d.present()), (1, true));
+    assert_eq!(p.state().unwrap(), PowerState::On);
+    // A ramp to nothing over 50 ms: five steps down, held, and back.
+    let sent = emu.commands().len();
+    let ramp = PowerShape::Ramp { rail: "12V".into(), to_mv: 0, over: Duration::from_millis(50), hold: Duration::from_millis(5) };
+    p.shape(&ramp).unwrap();
+    let said: Vec<String> = emu.commands()[sent..].iter().map(|c| c.to_ascii_uppercase().replace("SIGNAL:12V:VOLTAGE", "")).collect();
+    assert_eq!(said, ["?", " 9600", " 7200", " 4800", " 2400", " 0", " 12000"], "{said:?}");
+    assert_eq!((d.cuts(), d.present()), (2, true));
+    // A step the module fails: the shape fails, and the rail is put back all the same.
+    emu.faults().inject("SIGnal:12V:VOLTage 7200", Misbehaviour::Fail, 1);
+    let e = p.shape(&ramp).unwrap_err().to_string();
+    assert!(e.contains("SIGnal:12V:VOLTage 7200") && e.contains("Emulated failure"), "{e}");
+    assert_eq!(emu.commands().last().map(|c| c.to_ascii_uppercase()), Some("SIGNAL:12V:VOLTAGE 12000".into()));
+    assert_eq!((d.cuts(), d.present()), (3, true), "9.6 V cut the drive; back with the rail");
+    // Past the rail's limit, or a rail the module does not have: refused, nothing set.
+    let sent = emu.commands().len();
+    let e = p.shape(&PowerShape::Sag { rail: "12V".into(), to_mv: 15_000, length: Duration::from_millis(1) }).unwrap_err().to_string();
+    assert!(e.contains("0 to 14400 mV"), "{e}");
+    let e = p.shape(&PowerShape::Sag { rail: "24V".into(), to_mv: 1_000, length: Duration::from_millis(1) }).unwrap_err().to_string();
+    assert!(e.contains("12V, 5V and 3V3"), "{e}");
+    assert_eq!(emu.commands().len(), sent, "refused before anything is sent");
+    // A hot-plug module cannot set a voltage; a relay cannot shape the power at all.
+    let d2 = drive(14);
+    let (emu2, spec2) = quarch_emu(Link::Serial, QuarchKind::HotPlug, &d2);
+    let mut hot: Box<dyn PowerSwitch> = Box::new(open_quarch(&spec2));
+    let sent = emu2.commands().len();
+    let e = hot.shape(&sag).unwrap_err();
+    assert!(matches!(e, PowerError::Unsupported { .. }) && e.to_string().contains("only a power module"), "{e}");
+    assert_eq!(emu2.commands().len(), sent);
+    let lcus = LcusEmu::new(vec![(1, drive(15).power())]).unwrap();
+    let mut relay =
+        control::open(&parse_spec(&format!("lcus+serial://{}?channel=1", lcus.path())).unwrap(), &env()).unwrap().power.unwrap();
+    let e = relay.shape(&sag).unwrap_err().to_string();
+    assert!(e.contains("cannot sag the 12V rail") && e.contains("not shape it"), "{e}");
 }
 
 #[test]

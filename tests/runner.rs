@@ -492,3 +492,43 @@ fn a_power_glitch_through_the_quarch_hot_plug_emulator_cuts_for_its_length_and_a
     assert!(!rd.join("events.jsonl").exists(), "refused before any cycle");
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// A sag and a ramp through the Quarch power module's emulator, driven by the real serial
+/// driver over a pty, mixed with a plain cut (`fault.kind = "mixed"`), on a drive whose
+/// power-fail detector trips at 9 V, under its electronics' brown-out at 10 V: the sag to
+/// 9.5 V and the ramp's first step (9.6 V) land the writes in flight with a bit flipped and
+/// nothing reports it; the plain cut finds nothing. An honest drive meets the same sag as a
+/// power loss (its detector trips at 10.8 V) and stays clean. A hot-plug module cannot set a
+/// voltage: refused before any cycle.
+#[test]
+fn a_sag_and_a_ramp_through_the_quarch_power_module_find_a_late_power_fail_detector() {
+    let d = scratch("sag");
+    let mixed = "kind = \"mixed\"\npick = \"sequence\"\nfaults = [\n  { fault = { kind = \"power_cut\" } },\n  \
+                 { fault = { kind = \"power_sag\", to_mv = 9500, length_ms = 5 } },\n  \
+                 { fault = { kind = \"power_ramp\", over_ms = 50 } },\n]\n";
+    let late = demo(6, false, "quarch_serial")
+        .replace("kind = \"power_cut\"\n", mixed)
+        .replace("kind = \"rollback\", writes_per_cut = 1", "kind = \"pfail_misses_sag\", detect_mv = 9000");
+    let (o, rd) = run(&d, "late", &late);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let ev = events(&rd);
+    let found: Vec<(&Value, u64)> = of(&ev, "finding").map(|f| (&f["finding"]["class"], f["cycle"].as_u64().unwrap())).collect();
+    assert!(found.iter().all(|(class, c)| *class == "corruption" && c % 3 != 1), "only the sag's and the ramp's cycles: {found:?}");
+    let cycles: std::collections::BTreeSet<u64> = found.iter().map(|(_, c)| c % 3).collect();
+    assert_eq!(cycles.into_iter().collect::<Vec<_>>(), [0, 2], "both shapes found it:\n{}", text(&o));
+    let summary: Value = serde_json::from_str(&std::fs::read_to_string(rd.join("summary.json")).unwrap()).unwrap();
+    let per = &summary["faults"];
+    assert_eq!(per["power-cut"]["clean"].as_u64(), Some(2), "{summary}");
+    assert_eq!(per["power-sag-9500mv-5ms"]["cycles"].as_u64(), Some(2), "{summary}");
+    assert_eq!(per["power-ramp-50ms-to-0mv"]["cycles"].as_u64(), Some(2), "{summary}");
+    let honest = demo(4, true, "quarch_serial").replace("kind = \"power_cut\"\n", "kind = \"power_sag\"\nto_mv = 9500\nlength_ms = 5\n");
+    let (o, rd) = run(&d, "honest", &honest);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(of(&events(&rd), "device_gone").count(), 4, "an honest drive's detector cut it each time:\n{}", text(&o));
+    let (o, rd) = run(&d, "hotplug", &honest.replace("switch = \"quarch_serial\"", "switch = \"quarch_hotplug_serial\""));
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let e = text(&o);
+    assert!(e.contains("controllers.power") && e.contains("a power_sag needs a Quarch power module's programmable rail"), "{e}");
+    assert!(!rd.join("events.jsonl").exists(), "refused before any cycle");
+    let _ = std::fs::remove_dir_all(&d);
+}

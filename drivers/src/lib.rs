@@ -34,5 +34,5 @@ pub use block::{AlignedBuf, BlockTarget, Completion, Geometry, IoFailure, Op, Re
 pub use latency::{LatencyHistogram, LatencySummary};
 pub use link::{LinkController, LinkError, PciResetMethod, PortCaps, ResetKind};
 pub use open::{open_target, Engine, OpenError, OpenSpec, Opened};
-pub use power::{PowerCaps, PowerError, PowerState, PowerSwitch};
+pub use power::{PowerCaps, PowerError, PowerShape, PowerState, PowerSwitch};
 pub use sys::{available_bytes, kill_process_group, monotonic_ns, set_cloexec};

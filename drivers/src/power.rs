@@ -77,14 +77,38 @@ pub trait PowerSwitch {
     fn set_mate_step(&mut self, step_ms: u32) -> Result<(), PowerError> {
         Err(PowerError::Unsupported { switch: self.name(), what: format!("sequence pin mating ({step_ms} ms steps)") })
     }
-    /// A glitch: the power of `signals` (the fixture's names for the drive's rails) goes for
-    /// `length`, timed by the fixture, and comes back by itself; returns once it is over. Only
-    /// a Quarch hot-plug module's glitch engine has it; the others answer `Unsupported`.
-    fn glitch(&mut self, _signals: &[String], length: Duration) -> Result<(), PowerError> {
-        Err(PowerError::Unsupported {
-            switch: self.name(),
-            what: format!("glitch a rail for {length:?} (only a Quarch hot-plug module's glitch engine can; a relay can cut, not glitch)"),
-        })
+    /// A shape of the drive's supply other than off and on (a glitch, a sag, a ramp down),
+    /// timed or stepped by the fixture; returns once it is over and the supply is back at
+    /// its setting. Only Quarch modules have them (a hot-plug module's glitch engine, a power
+    /// module's programmable rails); the others answer `Unsupported`.
+    fn shape(&mut self, shape: &PowerShape) -> Result<(), PowerError> {
+        Err(PowerError::Unsupported { switch: self.name(), what: format!("{shape} (a relay can cut the power, not shape it)") })
+    }
+}
+
+/// A shape of the drive's supply a fixture makes by itself, beyond off and on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PowerShape {
+    /// The power of `signals` (the fixture's names for the drive's rails) goes for `length`
+    /// and comes back: a hot-plug module's glitch engine times it.
+    Glitch { signals: Vec<String>, length: Duration },
+    /// The rail `rail` (`12V`, `5V`, `3V3`) drops to `to_mv` for `length`, then returns to its
+    /// setting: a power module's programmable output, stepped by the host.
+    Sag { rail: String, to_mv: u32, length: Duration },
+    /// The rail `rail` falls from its setting to `to_mv` over `over`, stays there for `hold`,
+    /// then returns to its setting: a power module's output, stepped by the host.
+    Ramp { rail: String, to_mv: u32, over: Duration, hold: Duration },
+}
+
+impl fmt::Display for PowerShape {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PowerShape::Glitch { signals, length } => write!(f, "glitch {} for {length:?}", signals.join("+")),
+            PowerShape::Sag { rail, to_mv, length } => write!(f, "sag the {rail} rail to {to_mv} mV for {length:?}"),
+            PowerShape::Ramp { rail, to_mv, over, hold } => {
+                write!(f, "ramp the {rail} rail down to {to_mv} mV over {over:?}, held {hold:?}")
+            }
+        }
     }
 }
 
@@ -113,7 +137,7 @@ impl<T: PowerSwitch + ?Sized> PowerSwitch for Box<T> {
     fn set_mate_step(&mut self, step_ms: u32) -> Result<(), PowerError> {
         (**self).set_mate_step(step_ms)
     }
-    fn glitch(&mut self, signals: &[String], length: Duration) -> Result<(), PowerError> {
-        (**self).glitch(signals, length)
+    fn shape(&mut self, shape: &PowerShape) -> Result<(), PowerError> {
+        (**self).shape(shape)
     }
 }

@@ -7,7 +7,7 @@ use crate::rng::WyRand;
 use crate::scenario::{self, FaultMix, FaultPlan, SimSwitch, Switch};
 use crate::writer::CutPlacement;
 use faultline_drivers::control::{self, parse_spec, ControlEnv, ControllerSpec};
-use faultline_drivers::{LinkController, PowerState, PowerSwitch, ResetKind};
+use faultline_drivers::{LinkController, PowerShape, PowerState, PowerSwitch, ResetKind};
 use faultline_fixtures::emu::{LcusEmu, NumatoEmu, QuarchEmu, QuarchKind, QuarchModule};
 use faultline_fixtures::SimPower;
 use std::any::Any;
@@ -94,8 +94,9 @@ pub trait HostReset: Send {
 pub enum Aim {
     /// Power off (and on again after the off time).
     Power,
-    /// A glitch of the power switch's `signals` for `length`: the power back by itself.
-    Glitch { signals: Vec<String>, length: Duration },
+    /// A shape the power switch makes (a glitch, a sag, a ramp down): the power back by
+    /// itself when it is over.
+    Shape(PowerShape),
     /// Reset `port` of the link controller.
     Link { port: String, kind: ResetKind },
     /// Cut the power of the host `port` is cabled to, hold it off, restore it.
@@ -165,11 +166,15 @@ impl Cutter {
             a.aim(None);
         }
         self.aim = match fault {
-            FaultPlan::PowerCut { glitch: Some(g), .. } => {
+            FaultPlan::PowerCut { shape: Some(s), .. } => {
                 if self.power.is_none() {
                     return Err(Missing::PowerSwitch.into());
                 }
-                Aim::Glitch { signals: g.signals.clone(), length: g.length }
+                Aim::Shape(match s {
+                    // A ramp is held down for the cycle's off time.
+                    PowerShape::Ramp { rail, to_mv, over, .. } => PowerShape::Ramp { rail: rail.clone(), to_mv: *to_mv, over: *over, hold },
+                    s => s.clone(),
+                })
             }
             FaultPlan::PowerCut { .. } | FaultPlan::CleanShutdown { .. } => {
                 if self.power.is_none() {
@@ -220,7 +225,7 @@ impl Cutter {
                 Ok(())
             }
             // Timed by the switch: over, and the power back, when the command returns.
-            (Aim::Glitch { signals, length }, Some(p), _) => Ok(p.glitch(signals, *length)?),
+            (Aim::Shape(s), Some(p), _) => Ok(p.shape(s)?),
             (Aim::Link { port, kind }, _, Some(ctl)) => Ok(ctl.reset(port, *kind, hold)?),
             (Aim::Host { port }, _, _) => {
                 let Some((_, p)) = self.hosts.iter_mut().find(|(q, _)| q == port) else {
@@ -269,8 +274,9 @@ impl Cutter {
                 p.power_on()?;
                 Ok(held)
             }
-            // The switch's engine held it off for the glitch's length, and put it back.
-            (Aim::Glitch { length, .. }, Some(_)) => Ok(Some(*length)),
+            // The switch held the shape for its length, and put the power back.
+            (Aim::Shape(PowerShape::Glitch { length, .. } | PowerShape::Sag { length, .. }), Some(_)) => Ok(Some(*length)),
+            (Aim::Shape(PowerShape::Ramp { hold, .. }), Some(_)) => Ok(Some(*hold)),
             _ => Ok(None),
         }
     }
@@ -301,9 +307,9 @@ impl Cutter {
                 let a = self.agents.iter().find(|(p, _)| p == port).map(|(_, a)| a)?;
                 Some(a.take_report())
             }
-            // The module answered OK once its glitch was over: the power already back, so
+            // The module answered OK once its shape was over: the power already back, so
             // nothing reads back off, and a drive that rode through never went away.
-            (Aim::Glitch { .. }, Some(_)) => Some(Ok(())),
+            (Aim::Shape(_), Some(_)) => Some(Ok(())),
             _ => None,
         }
     }

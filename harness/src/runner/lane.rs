@@ -107,7 +107,7 @@ impl Readers {
 /// Whether what a cycle's verify sees of its uncertain writes may be held against the drive
 /// from now on (recorded as `seen`): under the PLP contract always (the drive claims that
 /// whatever it holds survives a cut); under the flush contract only after a power cut that
-/// was confirmed (not a glitch, which the drive may ride through), which emptied the volatile
+/// was confirmed (not a glitch or a sag, which the drive may ride through), which emptied the volatile
 /// cache before the read (`cut_confirmed`: the
 /// cycle's fault ran, not one the harness died in, and no controller step failed). After a
 /// link reset, or a cut that may not have happened, a write seen may still sit in the cache,
@@ -115,8 +115,8 @@ impl Readers {
 pub(crate) fn may_hold(plan: &RunPlan, cycle: u32, cut_confirmed: bool) -> bool {
     match plan.contract {
         Contract::Plp => true,
-        // A glitch the drive rode through kept its cache: not an emptied one.
-        Contract::Flush => plan.fault(cycle).is_power_cut() && plan.fault(cycle).glitch().is_none() && cut_confirmed,
+        // A glitch or a sag the drive rode through kept its cache: not an emptied one.
+        Contract::Flush => plan.fault(cycle).is_power_cut() && plan.fault(cycle).shape().is_none() && cut_confirmed,
     }
 }
 

@@ -310,6 +310,11 @@ pub enum SimModel {
     /// then loses its cache, the power-fail dump restored at power-on included (under the
     /// flush contract: versions the host saw after that power-on).
     PlpRecharge { recharge_ms: u32 },
+    /// PLP drive whose power-fail detector trips below `detect_mv`, under its electronics'
+    /// brown-out at 10000 mV: a sag or a ramp into the band between lands the writes in flight
+    /// with a bit flipped, and nothing is reported (found by `power_sag`, `power_ramp` and a
+    /// glitch longer than the 200 µs hold-up).
+    PfailMissesSag { detect_mv: u32 },
 }
 
 impl SimModel {
@@ -328,6 +333,7 @@ impl SimModel {
             SimModel::Resurrect { after_cuts } => FaultModel::Resurrect { after_cuts },
             SimModel::ReplayCorrupts { replay_ms, sectors_per_cut } => FaultModel::ReplayCorrupts { replay_ms, sectors_per_cut },
             SimModel::PlpRecharge { recharge_ms } => FaultModel::PlpRecharge { recharge_ms },
+            SimModel::PfailMissesSag { detect_mv } => FaultModel::PfailMissesSag { detect_mv },
         }
     }
 }
@@ -351,6 +357,7 @@ impl std::fmt::Display for SimModel {
                 ("replay_corrupts", &[("replay_ms", replay_ms), ("sectors_per_cut", sectors_per_cut)])
             }
             SimModel::PlpRecharge { recharge_ms } => ("plp_recharge", &[("recharge_ms", recharge_ms)]),
+            SimModel::PfailMissesSag { detect_mv } => ("pfail_misses_sag", &[("detect_mv", detect_mv)]),
         };
         f.write_str(name)?;
         if !params.is_empty() {
@@ -500,6 +507,38 @@ pub enum Fault {
         #[serde(default = "default_glitch_signals")]
         signals: Vec<String>,
     },
+    /// A sag with I/O in flight: a programmable power module's rail drops to `to_mv` for
+    /// `length_ms`, then returns to its setting (stepped by the host: a command each way). A
+    /// drive must ride through a sag its electronics bear, and meet a deeper one as a power
+    /// loss; a drive whose power-fail detector trips too low goes on writing while its
+    /// electronics brown out, and nothing reports it. Needs a Quarch power module (for the
+    /// simulated drive: `switch = "quarch_serial"` or `"quarch_tcp"`); a relay board or a
+    /// hot-plug module is refused.
+    PowerSag {
+        /// The rail: `12V`, `5V` or `3V3`. Default: `12V`.
+        #[serde(default = "default_rail")]
+        rail: String,
+        /// The rail's voltage during the sag, mV: up to the rail's limit (12 V: 14400; 5 V:
+        /// 6000; 3V3: 3960).
+        to_mv: u32,
+        /// How long the rail stays there, ms: 1 to 600000.
+        length_ms: u32,
+    },
+    /// A ramp down with I/O in flight: a programmable power module's rail falls from its
+    /// setting to `to_mv` over `over_ms` (a step each 10 ms, at most 100, timed by the host),
+    /// stays there for the cycle's off time, then returns to its setting. A slow fall spends
+    /// time in the band a late power-fail detector misses. Needs a Quarch power module, as
+    /// `power_sag`.
+    PowerRamp {
+        /// The rail: `12V`, `5V` or `3V3`. Default: `12V`.
+        #[serde(default = "default_rail")]
+        rail: String,
+        /// Where the ramp ends, mV. Default: 0 (the rail off).
+        #[serde(default)]
+        to_mv: u32,
+        /// How long the fall takes, ms: 1 to 600000.
+        over_ms: u32,
+    },
     /// The link is reset with I/O in flight (the drive keeps power).
     LinkReset {
         /// Which reset.
@@ -583,6 +622,10 @@ pub struct MixedFault {
     #[serde(default = "one")]
     pub weight: u32,
     pub fault: Fault,
+}
+
+fn default_rail() -> String {
+    "12V".into()
 }
 
 fn default_glitch_signals() -> Vec<String> {

@@ -28,6 +28,7 @@ pub const NAMED_MODELS: &[NamedModel] = &[
     NamedModel::Drive(SimModel::Resurrect { after_cuts: 1 }),
     NamedModel::Drive(SimModel::ReplayCorrupts { replay_ms: 1000, sectors_per_cut: 2 }),
     NamedModel::Drive(SimModel::PlpRecharge { recharge_ms: 50 }),
+    NamedModel::Drive(SimModel::PfailMissesSag { detect_mv: 9_000 }),
     NamedModel::Dual(DualSimModel::DualHonest),
     NamedModel::Dual(DualSimModel::DualFreezeOnPull { stall_ms: 800 }),
     NamedModel::Dual(DualSimModel::DualGhostWrites { after_writes: 20000 }),
@@ -88,6 +89,9 @@ impl NamedModel {
                 SimModel::Resurrect { .. } => "brings back, a cut later, what writes in flight at a cut landed over",
                 SimModel::ReplayCorrupts { .. } => "a cut while its journal replays after power-on corrupts 2 replayed sectors",
                 SimModel::PlpRecharge { .. } => "a cut within 50 ms of power-on, capacitors not recharged, loses the cache",
+                SimModel::PfailMissesSag { .. } => {
+                    "its power-fail detector misses a sag to 9-10 V: writes in flight land corrupt, unreported"
+                }
             },
             NamedModel::Dual(m) => match m {
                 DualSimModel::DualHonest => "dual-port drive, both ports honest",

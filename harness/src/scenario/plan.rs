@@ -12,7 +12,7 @@ use crate::workload::Layout;
 use faultline_drivers::blockdev::Expectation;
 use faultline_drivers::control::ControllerSpec;
 use faultline_drivers::identity::PathId;
-use faultline_drivers::ResetKind;
+use faultline_drivers::{PowerShape, ResetKind};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -118,20 +118,14 @@ pub enum Switch {
     Controller(ControllerSpec),
 }
 
-/// A power glitch: the rails `signals` off for `length`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Glitch {
-    pub length: Duration,
-    pub signals: Vec<String>,
-}
-
 /// The fault each cycle injects.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum FaultPlan {
     /// Power cut with the queue full; `mate_steps_ms` sweeps pin-mate steps, one per cycle;
-    /// `recovery`: more cuts while the drive recovers, before the one verify; `glitch`: the
-    /// cut is a glitch the switch times (the power back by itself), not an off and an on.
-    PowerCut { switch: Switch, mate_steps_ms: Vec<u32>, recovery: Option<RecoveryCuts>, glitch: Option<Glitch> },
+    /// `recovery`: more cuts while the drive recovers, before the one verify; `shape`: the cut
+    /// is a shape the switch makes (a glitch, a sag, a ramp down; the power back by itself),
+    /// not an off and an on (a ramp's hold is the cycle's off time, set when aimed).
+    PowerCut { switch: Switch, mate_steps_ms: Vec<u32>, recovery: Option<RecoveryCuts>, shape: Option<PowerShape> },
     /// The control case: the writer drains, then power is cut.
     CleanShutdown { switch: Switch },
     /// A link reset through a link controller, on `port` (`None`: its only port).
@@ -149,8 +143,9 @@ impl FaultPlan {
     /// after which no shutdown count should move).
     pub fn shutdown(&self) -> Option<Shutdown> {
         match self {
-            // A glitch the drive rides through is no shutdown at all: nothing is expected.
-            FaultPlan::PowerCut { glitch: Some(_), .. } => None,
+            // A glitch or a sag the drive rides through is no shutdown at all, one it does not
+            // is: nothing is expected.
+            FaultPlan::PowerCut { shape: Some(_), .. } => None,
             FaultPlan::PowerCut { recovery: Some(r), .. } => Some(Shutdown::Repeated(r.cuts.saturating_add(1))),
             FaultPlan::PowerCut { .. } => Some(Shutdown::Dirty),
             FaultPlan::CleanShutdown { .. } => Some(Shutdown::Clean),
@@ -185,10 +180,11 @@ impl FaultPlan {
         matches!(self, FaultPlan::PowerCut { .. })
     }
 
-    /// A glitch the switch times: the drive may ride through it, its volatile cache kept.
-    pub fn glitch(&self) -> Option<&Glitch> {
+    /// A shape the switch makes (a glitch, a sag, a ramp): the drive may ride through it, its
+    /// volatile cache kept.
+    pub fn shape(&self) -> Option<&PowerShape> {
         match self {
-            FaultPlan::PowerCut { glitch, .. } => glitch.as_ref(),
+            FaultPlan::PowerCut { shape, .. } => shape.as_ref(),
             _ => None,
         }
     }
@@ -210,7 +206,7 @@ impl FaultPlan {
     /// link reset's kind (`port-pull`, `nvme-controller-reset`, `pci-remove-rescan`, ...).
     pub fn label(&self) -> String {
         match self {
-            FaultPlan::PowerCut { glitch: Some(g), .. } => format!("power-glitch-{}us", g.length.as_micros()),
+            FaultPlan::PowerCut { shape: Some(s), .. } => shape_label(s),
             FaultPlan::PowerCut { recovery: Some(r), .. } => r.label(),
             FaultPlan::PowerCut { .. } => "power-cut".into(),
             FaultPlan::CleanShutdown { .. } => "clean-shutdown".into(),
@@ -333,6 +329,11 @@ impl Scenario {
         })
     }
 
+    /// A power cut the switch makes as `shape`.
+    fn shaped(&self, origin: &str, shape: PowerShape) -> Result<FaultPlan, ScenarioError> {
+        Ok(FaultPlan::PowerCut { switch: self.power_switch(origin)?, mate_steps_ms: Vec::new(), recovery: None, shape: Some(shape) })
+    }
+
     /// One fault, with the controller that runs it.
     fn plan_fault(&self, origin: &str, f: &Fault) -> Result<FaultPlan, ScenarioError> {
         Ok(match f {
@@ -340,14 +341,24 @@ impl Scenario {
                 switch: self.power_switch(origin)?,
                 mate_steps_ms: mate_steps_ms.clone(),
                 recovery: *recovery,
-                glitch: None,
+                shape: None,
             },
-            Fault::PowerGlitch { length_us, signals } => FaultPlan::PowerCut {
-                switch: self.power_switch(origin)?,
-                mate_steps_ms: Vec::new(),
-                recovery: None,
-                glitch: Some(Glitch { length: Duration::from_micros(*length_us), signals: signals.clone() }),
-            },
+            Fault::PowerGlitch { length_us, signals } => {
+                self.shaped(origin, PowerShape::Glitch { length: Duration::from_micros(*length_us), signals: signals.clone() })?
+            }
+            Fault::PowerSag { rail, to_mv, length_ms } => self.shaped(
+                origin,
+                PowerShape::Sag { rail: rail.clone(), to_mv: *to_mv, length: Duration::from_millis((*length_ms).into()) },
+            )?,
+            Fault::PowerRamp { rail, to_mv, over_ms } => self.shaped(
+                origin,
+                PowerShape::Ramp {
+                    rail: rail.clone(),
+                    to_mv: *to_mv,
+                    over: Duration::from_millis((*over_ms).into()),
+                    hold: Duration::ZERO,
+                },
+            )?,
             Fault::CleanShutdown => FaultPlan::CleanShutdown { switch: self.power_switch(origin)? },
             Fault::LinkReset { reset, port } => {
                 let controller = super::validate::parse_controller(origin, "controllers.link", self.controllers.link.as_deref())?
@@ -499,5 +510,15 @@ impl Scenario {
             return bad(format!("ports[{i}]"), "every port of a run with ports on other hosts is on a host of its own, and writes (a reader verifies the other hosts' shares: not carried yet)".into());
         }
         Ok(())
+    }
+}
+
+/// How the events and reports name a power shape: `power-glitch-500us`,
+/// `power-sag-9500mv-20ms`, `power-ramp-50ms-to-0mv`.
+fn shape_label(s: &PowerShape) -> String {
+    match s {
+        PowerShape::Glitch { length, .. } => format!("power-glitch-{}us", length.as_micros()),
+        PowerShape::Sag { to_mv, length, .. } => format!("power-sag-{to_mv}mv-{}ms", length.as_millis()),
+        PowerShape::Ramp { to_mv, over, .. } => format!("power-ramp-{}ms-to-{to_mv}mv", over.as_millis()),
     }
 }

@@ -147,6 +147,11 @@ fn scenario_semantic_errors_name_the_field() {
         ("kind = \"power_cut\"", "kind = \"power_glitch\"\nlength_us = 5\nsignals = []", "fault.signals"),
         ("kind = \"power_cut\"", "kind = \"power_glitch\"\nlength_us = 5\nsignals = [\"12V POWER\"]", "fault.signals[0]"),
         ("kind = \"power_cut\"", "kind = \"power_cut\"\nrecovery = { within_ms = 600001 }", "fault.recovery.within_ms"),
+        ("kind = \"power_cut\"", "kind = \"power_sag\"\nto_mv = 14401\nlength_ms = 5", "fault.to_mv"),
+        ("kind = \"power_cut\"", "kind = \"power_sag\"\nrail = \"5V\"\nto_mv = 6001\nlength_ms = 5", "fault.to_mv"),
+        ("kind = \"power_cut\"", "kind = \"power_sag\"\nrail = \"24V\"\nto_mv = 9000\nlength_ms = 5", "fault.rail"),
+        ("kind = \"power_cut\"", "kind = \"power_sag\"\nto_mv = 9000\nlength_ms = 0", "fault.length_ms"),
+        ("kind = \"power_cut\"", "kind = \"power_ramp\"\nover_ms = 600001", "fault.over_ms"),
         ("[cycles]", "[stop]\nmax_consecutive_harness_errors = 0\n[cycles]", "stop.max_consecutive_harness_errors"),
         ("[cycles]", "[verify]\nsample_bytes = 1000\n[cycles]", "verify.sample_bytes"),
         ("name = \"minimal\"", "name = \" \"", "name"),
@@ -166,6 +171,8 @@ fn scenario_semantic_errors_name_the_field() {
         .replace("kind = \"power_cut\"", "kind = \"power_glitch\"\nlength_us = 5");
     let (field, msg) = invalid_field(&relay);
     assert_eq!((field.as_str(), msg.contains("can cut the power, not glitch it")), ("controllers.power", true), "{msg}");
+    let (field, msg) = invalid_field(&relay.replace("kind = \"power_glitch\"\nlength_us = 5", "kind = \"power_ramp\"\nover_ms = 50"));
+    assert_eq!((field.as_str(), msg.contains("can cut the power, not set its voltage")), ("controllers.power", true), "{msg}");
 }
 
 #[test]

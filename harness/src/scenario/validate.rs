@@ -118,6 +118,16 @@ impl Scenario {
                     return bad(&at, message);
                 }
             }
+            Fault::PowerSag { rail, to_mv, length_ms } => {
+                if let Err((at, message)) = self.check_rail_shape(field, power, "power_sag", rail, *to_mv, ("length_ms", *length_ms)) {
+                    return bad(&at, message);
+                }
+            }
+            Fault::PowerRamp { rail, to_mv, over_ms } => {
+                if let Err((at, message)) = self.check_rail_shape(field, power, "power_ramp", rail, *to_mv, ("over_ms", *over_ms)) {
+                    return bad(&at, message);
+                }
+            }
             Fault::LinkReset { port, .. } => {
                 if link.is_none() {
                     return bad("controllers.link", "a link_reset fault needs a link controller".into());
@@ -228,6 +238,47 @@ impl Scenario {
         }
         if let Some((i, n)) = signals.iter().enumerate().find(|(_, n)| !name_ok(n)) {
             return Err((format!("{field}.signals[{i}]"), format!("{n:?}: a module's signal name (letters, digits, _; 1 to 32)")));
+        }
+        Ok(())
+    }
+
+    /// A `power_sag` or `power_ramp` (`kind`, at `field`) fits the power switch: a Quarch
+    /// power module's programmable rail (for the simulated drive, its emulator; a real Quarch
+    /// module is known for one only once it answers, and a hot-plug module refuses then).
+    fn check_rail_shape(
+        &self,
+        field: &str,
+        power: Option<&ControllerSpec>,
+        kind: &str,
+        rail: &str,
+        to_mv: u32,
+        (time_field, ms): (&str, u32),
+    ) -> Result<(), (String, String)> {
+        let power_module = match &self.target.sim {
+            Some(sim) => matches!(sim.switch, SimSwitch::QuarchSerial | SimSwitch::QuarchTcp),
+            None => matches!(power, Some(ControllerSpec::Quarch { .. })),
+        };
+        match power {
+            None => return Err(("controllers.power".into(), format!("a {kind} fault needs a power switch"))),
+            Some(p) if !power_module => {
+                return Err((
+                    "controllers.power".into(),
+                    format!(
+                        "a {kind} needs a Quarch power module's programmable rail (for the simulated drive: switch = \
+                         \"quarch_serial\" or \"quarch_tcp\"); {p} can cut the power, not set its voltage"
+                    ),
+                ))
+            }
+            Some(_) => {}
+        }
+        let Some(max) = faultline_drivers::control::quarch::rail_limit_mv(rail) else {
+            return Err((format!("{field}.rail"), format!("{rail:?}: a power module's rails are \"12V\", \"5V\" and \"3V3\"")));
+        };
+        if to_mv > max {
+            return Err((format!("{field}.to_mv"), format!("{to_mv}: the {rail} rail takes 0 to {max} mV")));
+        }
+        if !(1..=600_000).contains(&ms) {
+            return Err((format!("{field}.{time_field}"), format!("{ms}: expected 1 to 600000 (ten minutes)")));
         }
         Ok(())
     }

@@ -12,16 +12,17 @@
 //! after every cut, cuts after a number of completions drawn per cycle from its seed.
 
 mod score;
+mod shapes;
 
 pub use score::{score_cycle, ClassScore};
+use shapes::{shape_cycles, shape_name, shape_rows, shaped, SINGLE_CUT};
 
 use crate::events::Sinks;
 use crate::ledger::Contract;
 use crate::runner::{run_observed, CycleCheck, CycleObserver, RunnerError, RunnerOptions};
 use crate::scenario::{
-    Budget, Controllers, CutPlacement, Cycles, DualMode, DualSimModel, DualSpec, Fault, Flush, LinkReset, OffTime, OnEvent, RecoveryAt,
-    RecoveryCuts, Scenario, ScenarioError, SimDual, SimModel, SimSwitch, SimTarget, StopPolicy, Target, VerifyPolicy, Workload,
-    FORMAT_VERSION,
+    Budget, Controllers, CutPlacement, Cycles, DualMode, DualSimModel, DualSpec, Fault, Flush, LinkReset, OffTime, OnEvent, Scenario,
+    ScenarioError, SimDual, SimModel, SimSwitch, SimTarget, StopPolicy, Target, VerifyPolicy, Workload, FORMAT_VERSION,
 };
 use crate::workload::Pattern;
 use serde::Serialize;
@@ -104,61 +105,6 @@ pub fn models() -> Vec<(SimModel, Vec<(Contract, bool)>)> {
     ]
 }
 
-/// The models of the rows that cut again while the drive recovers, with the contracts each
-/// runs under and whether it is honest there: the honest models (which must stay clean under
-/// every shape), and the models a cut during recovery finds (run under a single cut too).
-pub fn shape_models() -> Vec<(SimModel, Vec<(Contract, bool)>)> {
-    use Contract::*;
-    vec![
-        (SimModel::HonestPlp, vec![(Plp, true), (Flush, true)]),
-        (SimModel::HonestVolatile, vec![(Flush, true)]),
-        (SimModel::ReplayCorrupts { replay_ms: 2000, sectors_per_cut: 2 }, vec![(Plp, false), (Flush, false)]),
-        (SimModel::PlpRecharge { recharge_ms: 50 }, vec![(Plp, false), (Flush, false)]),
-    ]
-}
-
-/// The shapes of the shape rows: a single cut (for the models not in [`models`]), one cut
-/// before the drive is ready, two after it answers; each within 5 ms.
-pub fn shapes() -> Vec<Option<RecoveryCuts>> {
-    vec![
-        None,
-        Some(RecoveryCuts { cuts: 1, at: RecoveryAt::BeforeReady, within_ms: 5 }),
-        Some(RecoveryCuts { cuts: 2, at: RecoveryAt::AfterReady, within_ms: 5 }),
-    ]
-}
-
-/// The shape as the table names it.
-fn shape_name(r: Option<&RecoveryCuts>) -> String {
-    r.map_or("single cut".into(), RecoveryCuts::label)
-}
-
-/// The (model, contract, honest, shape) of every shape row, in row order: each shape the
-/// model is not already run under in [`models`]' rows.
-fn shape_rows() -> Vec<(SimModel, Contract, bool, Option<RecoveryCuts>)> {
-    let plain: Vec<SimModel> = models().into_iter().map(|(m, _)| m).collect();
-    let mut out = Vec::new();
-    for (model, contracts) in shape_models() {
-        for (contract, honest) in contracts {
-            for shape in shapes() {
-                if shape.is_some() || !plain.contains(&model) {
-                    out.push((model, contract, honest, shape));
-                }
-            }
-        }
-    }
-    out
-}
-
-/// Cycles of a shape row: fewer than the plain rows' (a recovery cut costs little, and
-/// the plain rows already give the honest models their 10,000 cycles).
-fn shape_cycles(opts: &MatrixOptions, honest: bool) -> u32 {
-    if honest {
-        opts.honest_cycles.div_ceil(8)
-    } else {
-        opts.faulty_cycles
-    }
-}
-
 /// How many single-port rows the matrix has (the dual-port rows are numbered after them):
 /// the plain rows, then the shape rows.
 pub fn single_rows(span_bytes: u64) -> u64 {
@@ -171,12 +117,6 @@ pub fn single_rows(span_bytes: u64) -> u64 {
 pub fn honest_rows(span_bytes: u64) -> u32 {
     let per_model: usize = models().iter().map(|(_, cs)| cs.iter().filter(|(_, honest)| *honest).count()).sum();
     (per_model * workloads(span_bytes).len()) as u32
-}
-
-/// The row scenario with the fault's recovery cuts (`None`: a single cut).
-fn shaped(mut s: Scenario, shape: Option<RecoveryCuts>) -> Scenario {
-    s.fault = Fault::PowerCut { mate_steps_ms: Vec::new(), recovery: shape };
-    s
 }
 
 /// How big the matrix is.
@@ -314,7 +254,7 @@ pub fn run_single_matrix(opts: &MatrixOptions, scratch: &Path, on_row: &mut dyn 
                     model: model.to_string(),
                     contract,
                     workload: wname.to_string(),
-                    shape: shape_name(None),
+                    shape: SINGLE_CUT.into(),
                     honest,
                     scenario,
                 });
@@ -328,8 +268,8 @@ pub fn run_single_matrix(opts: &MatrixOptions, scratch: &Path, on_row: &mut dyn 
         let seed = crate::rng::hash_words(&[opts.seed, n]);
         let mut workload = workload.clone();
         workload.prefill = n.is_multiple_of(2);
-        let scenario = shaped(row_scenario(model, contract, workload, shape_cycles(opts, honest), seed, opts.span_bytes), shape);
-        let shape = shape_name(shape.as_ref());
+        let scenario = shaped(row_scenario(model, contract, workload, shape_cycles(opts, honest), seed, opts.span_bytes), &shape);
+        let shape = shape_name(&shape);
         jobs.push(Job {
             n,
             name: format!("{model} {contract} {wname} {shape}"),
@@ -436,7 +376,7 @@ pub fn run_dual_matrix(
             model: dual_name(model).to_string(),
             contract: Contract::Plp,
             workload: "dual-port pull".into(),
-            shape: shape_name(None),
+            shape: SINGLE_CUT.into(),
             honest,
             scenario: dual_row_scenario(model, cycles, seed, span),
         });
@@ -452,7 +392,7 @@ pub fn run_dual_matrix(
             model: dual_name(model).to_string(),
             contract: Contract::Plp,
             workload: "dual-port power cut".into(),
-            shape: shape_name(None),
+            shape: SINGLE_CUT.into(),
             honest,
             scenario: dual_cut_row_scenario(model, cycles, seed, opts.span_bytes),
         });

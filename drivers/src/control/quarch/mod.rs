@@ -30,19 +30,23 @@
 //! module's technical manual before relying on them.
 
 //!
-//! Files: `mod.rs` (this: the module driver, power switch and link controller), `wire.rs` (the
+//! Files: `mod.rs` (this: the module driver, power switch and link controller), `shape.rs`
+//! (glitches, sags and ramps), `wire.rs` (the
 //! wire trait, its faults, serial and TCP framing), `usb.rs` (the USB framing over
 //! `control::usb::BulkPipe`).
 
+mod shape;
 pub mod usb;
 pub mod wire;
+
+pub use shape::{glitch_setup, rail_limit_mv, ramp_steps};
 
 pub use usb::QuarchUsbWire;
 pub use wire::{QuarchWire, SerialWire, TcpWire, WireError, WireFault};
 
 use crate::control::{ControlEnv, ControllerSpec, QuarchTransport};
 use crate::link::{LinkController, LinkError, PortCaps, ResetKind};
-use crate::power::{PowerCaps, PowerError, PowerState, PowerSwitch};
+use crate::power::{PowerCaps, PowerError, PowerShape, PowerState, PowerSwitch};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -196,48 +200,10 @@ impl Quarch {
         c.command_ok("RUN:POWer UP")
     }
 
-    /// Hot-plug modules: a glitch of `signals` for `length` (Quarch AN-002 and AN-011: each
-    /// signal enabled with `SIGnal:NAME:GLITch:ENAble ON`, the length set up as a time base
-    /// times a count with `GLITch:SETup BASE COUNT`, fired with `RUN:GLITch ONCE`). The
-    /// module's glitch engine times it: 50 ns to 127.5 s, in the steps [`glitch_setup`] gives.
-    pub fn glitch(&self, signals: &[String], length: Duration) -> Result<(), PowerError> {
-        let mut c = self.lock();
-        c.require_hotplug("glitch")?;
-        let (base, count) = glitch_setup(length).ok_or_else(|| {
-            c.err("GLITch:SETup", format!("a glitch of {length:?}: the glitch engine makes 50 ns to 127.5 s (a time base times 0 to 255)"))
-        })?;
-        for s in signals {
-            c.command_ok(&format!("SIGnal:{s}:GLITch:ENAble ON"))?;
-        }
-        c.command_ok(&format!("GLITch:SETup {base} {count}"))?;
-        c.command_ok("RUN:GLITch ONCE")
-    }
-
     /// Power modules: the 12 V rail in millivolts.
     pub fn millivolts_12v(&self) -> Result<u32, PowerError> {
         self.lock().millivolts("12V")
     }
-}
-
-/// The glitch engine's setup for `length`: the finest of its time bases (50 ns to 500 ms, in
-/// decades: 50, 500, 5 and 50 of each unit) whose count, at most 255, reaches it, the count
-/// rounded to the nearest; `None` outside 50 ns to 127.5 s.
-pub fn glitch_setup(length: Duration) -> Option<(&'static str, u32)> {
-    const BASES: [(&str, u64); 8] = [
-        ("50ns", 50),
-        ("500ns", 500),
-        ("5us", 5_000),
-        ("50us", 50_000),
-        ("500us", 500_000),
-        ("5ms", 5_000_000),
-        ("50ms", 50_000_000),
-        ("500ms", 500_000_000),
-    ];
-    let ns = u64::try_from(length.as_nanos()).ok()?;
-    if !(50..=255 * 500_000_000).contains(&ns) {
-        return None;
-    }
-    BASES.iter().find(|(_, b)| ns.div_ceil(*b) <= 255).map(|(name, b)| (*name, u32::try_from((ns + b / 2) / b).unwrap_or(255).max(1)))
 }
 
 impl Conn {
@@ -378,8 +344,8 @@ impl PowerSwitch for Quarch {
         Ok(format!("{} ({:?} module)\n{}", c.name, c.kind, idn.join("\n")))
     }
 
-    fn glitch(&mut self, signals: &[String], length: Duration) -> Result<(), PowerError> {
-        Quarch::glitch(self, signals, length)
+    fn shape(&mut self, shape: &PowerShape) -> Result<(), PowerError> {
+        Quarch::shape(self, shape)
     }
 
     fn set_mate_step(&mut self, step_ms: u32) -> Result<(), PowerError> {
@@ -418,25 +384,5 @@ impl LinkController for Quarch {
             std::thread::sleep(hold);
             self.perst(false).map_err(to_link)
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_glitch_length_is_the_finest_time_base_times_a_count_to_255() {
-        let us = Duration::from_micros;
-        assert_eq!(glitch_setup(Duration::from_nanos(100)), Some(("50ns", 2)));
-        assert_eq!(glitch_setup(us(1)), Some(("50ns", 20)));
-        assert_eq!(glitch_setup(us(100)), Some(("500ns", 200)));
-        assert_eq!(glitch_setup(Duration::from_millis(1)), Some(("5us", 200)));
-        assert_eq!(glitch_setup(Duration::from_millis(100)), Some(("500us", 200)));
-        assert_eq!(glitch_setup(Duration::from_millis(127_500)), Some(("500ms", 255)));
-        // Rounded to the nearest step of the finest base that reaches it.
-        assert_eq!(glitch_setup(us(1001)), Some(("5us", 200)));
-        assert_eq!(glitch_setup(Duration::from_nanos(49)), None);
-        assert_eq!(glitch_setup(Duration::from_millis(127_501)), None);
     }
 }
