@@ -294,8 +294,10 @@ fn a_soak_that_mixes_faults_judges_each_cycle_by_its_own_fault() {
     let soak = concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/dualport-soak.toml");
     // Seed 20261203 (the scenario's), drawn by weight: 11 cycles give 6 pulls, 4 resets and a
     // power cut (cycle 11), the same in every run.
+    // The off time swept (20 ms, then 200): a pull holds the port unplugged that long.
     let dir = scratch("soak-honest");
-    let o = run(&["run", soak, "--run-dir", dir.to_str().unwrap(), "--cycles", "11", "--set", SMALL]);
+    let sweep = "cycles.off_time_ms=[20, 200]";
+    let o = run(&["run", soak, "--run-dir", dir.to_str().unwrap(), "--cycles", "11", "--set", SMALL, "--set", sweep]);
     assert_eq!(o.status.code(), Some(0), "seed 20261203: {}", text(&o));
     let ev = events(&dir);
     let fault_of: std::collections::BTreeMap<u64, String> = ev
@@ -331,6 +333,29 @@ fn a_soak_that_mixes_faults_judges_each_cycle_by_its_own_fault() {
     assert_eq!(hit_one, turns, "one-port faults hit A and B in turn");
     let junit = std::fs::read_to_string(dir.join("junit.xml")).unwrap();
     assert!(fault_of.iter().all(|(c, f)| junit.contains(&format!("cycle {c} ({f})"))), "the JUnit cases name the faults");
+    // The hold sweep: each cycle's off time, each pull held that long (its command's round
+    // trip), and the cycles per fault and off time.
+    for e in ev.iter().filter(|e| e["event"] == "cycle_started") {
+        let c = e["cycle"].as_u64().unwrap();
+        assert_eq!(e["off_time_ms"].as_u64(), Some(if c % 2 == 1 { 20 } else { 200 }), "{e}");
+    }
+    for e in ev.iter().filter(|e| e["event"] == "cut_issued" && fault_of[&e["cycle"].as_u64().unwrap()] == "port-pull") {
+        let held_ms = e["command_us"].as_u64().unwrap() / 1000;
+        assert!(held_ms >= if e["cycle"].as_u64().unwrap() % 2 == 1 { 20 } else { 200 }, "{e}");
+    }
+    let per: Vec<(String, u64, u64)> = s["fault_off_times"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{s}"))
+        .iter()
+        .map(|r| (r["fault"].as_str().unwrap().to_string(), r["off_time_ms"].as_u64().unwrap(), r["cycles"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(per.iter().map(|r| r.2).sum::<u64>(), 11, "{per:?}");
+    for (f, ms, n) in &per {
+        let want = fault_of.iter().filter(|(c, g)| *g == f && (if *c % 2 == 1 { 20 } else { 200 }) == *ms).count() as u64;
+        assert_eq!(*n, want, "{f} at {ms} ms: {per:?}");
+    }
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(html.contains("<th>fault, off time</th>") && html.contains("<td>port-pull, 20 ms</td>"), "report.html");
     let _ = std::fs::remove_dir_all(&dir);
 
     // In sequence: 3 pulls, a reset, 2 power cuts (cycles 5 and 6).

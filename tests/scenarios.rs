@@ -23,7 +23,7 @@ fn load(name: &str) -> Scenario {
     Scenario::load(&dir().join(name)).unwrap_or_else(|e| panic!("{e}"))
 }
 
-const SHIPPED: [&str; 37] = [
+const SHIPPED: [&str; 38] = [
     "reference.toml",
     "demo.toml",
     "dualport-demo.toml",
@@ -36,6 +36,7 @@ const SHIPPED: [&str; 37] = [
     "lab-nvme-reset.toml",
     "lab-pci-flr.toml",
     "lab-power-cut.toml",
+    "lab-power-shapes.toml",
     "lab-power-cut-flush.toml",
     "lab-power-cut-fua.toml",
     "lab-power-cut-numato.toml",

@@ -358,4 +358,43 @@ impl QuarchRig for LabRig {
     fn plug(&mut self, p: u8) -> Result<(), RigError> {
         self.call(RigCall::Plug(if p == 0 { Port::A } else { Port::B })).map_err(RigError::other)
     }
+
+    /// A power module's 12 V rail, felt by the drive: where its power-fail detector trips it
+    /// goes dark and its controllers leave the bus; when the rail is back they return.
+    fn set_voltage(&mut self, rail: &str, mv: u32) -> Result<(), RigError> {
+        if rail != "12V" {
+            return Ok(());
+        }
+        let was = self.powered();
+        self.power.set_millivolts(mv);
+        match (was, self.powered()) {
+            (true, false) => {
+                self.log.line(&format!("12V rail at {mv} mV: its power-fail detector tripped: the drive is dark"));
+                self.call(RigCall::UnplugAll).map_err(RigError::other)
+            }
+            (false, true) => {
+                self.log.line(&format!("12V rail at {mv} mV: the drive is back from its media"));
+                self.call(RigCall::PlugAll).map_err(RigError::other)
+            }
+            (true, true) => {
+                self.log.line(&format!("12V rail at {mv} mV: the drive rides through"));
+                Ok(())
+            }
+            (false, false) => Ok(()),
+        }
+    }
+
+    /// A glitch shorter than the drive's hold-up is ridden through (its controllers stay);
+    /// a longer one takes the rail through every level (a drive whose detector trips late
+    /// browns out first), then the power goes and comes back as at a cut.
+    fn glitch(&mut self, length: Duration) -> Result<(), RigError> {
+        if length < faultline_fixtures::HOLDUP {
+            self.log.line(&format!("glitch of {length:?}: the drive rides through on its hold-up"));
+            return Ok(());
+        }
+        self.power.set_millivolts(faultline_fixtures::BROWNOUT_MV - 1);
+        QuarchRig::power_off(self)?;
+        std::thread::sleep(length);
+        QuarchRig::power_on(self)
+    }
 }

@@ -2,7 +2,8 @@
 //! with cuts while the drive recovers, a link reset...) or whose off time changes from cycle
 //! to cycle, a table per fault and per off time (cycles by verdict, the share with findings,
 //! the time to ready) and a bar chart of the share with findings, where a person would rather
-//! look than read. Off times past [`MAX_ROWS`] distinct values are grouped in powers of two.
+//! look than read; with both, a table per fault and off time (a link reset's hold time). Off
+//! times past [`MAX_ROWS`] distinct values are grouped in powers of two.
 
 use super::escape::esc;
 use super::model::{FaultTotals, RunModel};
@@ -27,6 +28,13 @@ pub fn section(h: &mut String, m: &RunModel) {
         let rows = off_time_rows(&m.off_times);
         table(h, "off time", &rows);
         h.push_str(&bars("Cycles with findings, per off time", &rows));
+    }
+    if !m.fault_off_times.is_empty() {
+        h.push_str("<p>A link reset's off time is how long it holds the link down (a port pull, PERST#, the wait between a remove and its rescan).</p>\n");
+        let rows: Vec<(String, FaultTotals)> =
+            m.fault_off_times.iter().map(|((fault, ms), t)| (format!("{fault}, {ms} ms"), t.clone())).collect();
+        table(h, "fault, off time", &rows);
+        h.push_str(&bars("Cycles with findings, per fault and off time", &rows));
     }
 }
 

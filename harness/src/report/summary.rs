@@ -67,6 +67,19 @@ pub struct Summary {
     /// range): per off time, ms, its cycles by verdict (at most the first 256 off times drawn).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub off_times: BTreeMap<u64, FaultSummary>,
+    /// A run that mixes faults and changes its off time: per fault and off time (for a link
+    /// reset, how long the link was held down), its cycles by verdict.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fault_off_times: Vec<FaultOffTime>,
+}
+
+/// The cycles of one fault at one off time.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FaultOffTime {
+    pub fault: String,
+    pub off_time_ms: u64,
+    #[serde(flatten)]
+    pub cycles: FaultSummary,
 }
 
 /// The cycles of one fault of a mix (or of one off time), and their time to ready.
@@ -278,6 +291,11 @@ pub fn summarize(m: &RunModel) -> Summary {
         performance: performance(m),
         faults: m.faults.iter().map(|(k, f)| (k.clone(), FaultSummary::from(f))).collect(),
         off_times: m.off_times.iter().map(|(k, f)| (*k, FaultSummary::from(f))).collect(),
+        fault_off_times: m
+            .fault_off_times
+            .iter()
+            .map(|((fault, ms), f)| FaultOffTime { fault: fault.clone(), off_time_ms: *ms, cycles: FaultSummary::from(f) })
+            .collect(),
     }
 }
 

@@ -24,10 +24,17 @@ impl RunModel {
         self.faults.entry(fault.clone()).or_default().add(c.verdict(), c.first_read_us);
     }
 
-    /// The cycle's verdict under its off time, in a run whose off time changes.
+    /// The cycle's verdict under its off time, in a run whose off time changes (and under its
+    /// fault and off time, in a run that mixes faults too).
     fn fold_off_time(&mut self, c: &CycleRecord) {
-        let Some(ms) = c.off_time_ms.filter(|ms| self.off_times.len() < MAX_OFF_TIMES || self.off_times.contains_key(ms)) else { return };
-        self.off_times.entry(ms).or_default().add(c.verdict(), c.first_read_us);
+        let Some(ms) = c.off_time_ms else { return };
+        if self.off_times.len() < MAX_OFF_TIMES || self.off_times.contains_key(&ms) {
+            self.off_times.entry(ms).or_default().add(c.verdict(), c.first_read_us);
+        }
+        let Some(key) = c.fault.clone().map(|f| (f, ms)) else { return };
+        if self.fault_off_times.len() < MAX_OFF_TIMES || self.fault_off_times.contains_key(&key) {
+            self.fault_off_times.entry(key).or_default().add(c.verdict(), c.first_read_us);
+        }
     }
 
     /// The cycle counted: by verdict, with findings or anomalies, per finding class, verified.

@@ -119,6 +119,9 @@ pub struct RunModel {
     /// Per off time (ms) of a run whose off time changes from cycle to cycle (at most
     /// [`MAX_OFF_TIMES`]: the first so many off times the run drew).
     pub off_times: BTreeMap<u64, FaultTotals>,
+    /// Per fault and off time of a run that mixes faults and changes its off time (a link
+    /// reset's off time is how long it holds the link down): at most [`MAX_OFF_TIMES`].
+    pub fault_off_times: BTreeMap<(String, u64), FaultTotals>,
     /// `dual.mode = "performance"`: (workload, phase, port) -> MB/s and p99 µs (at most 256).
     pub perf: BTreeMap<(String, String, String), (f64, Option<f64>)>,
     /// The cycle the report charts per port ([`super::ports`]).
@@ -289,6 +292,7 @@ impl Default for RunModel {
             ports: BTreeMap::new(),
             faults: BTreeMap::new(),
             off_times: BTreeMap::new(),
+            fault_off_times: BTreeMap::new(),
             perf: BTreeMap::new(),
             port_charts: PortCharts::default(),
         }
