@@ -953,6 +953,39 @@ fn power_cuts_through_a_quarch_module_on_the_guests_usb_bus_find_exactly_the_gro
     assert!(usb.contains("12V rail at 10800 mV: the drive rides through"), "{usb}");
 }
 
+/// The same module's sag and ramp on a drive whose power-fail detector trips late (`--sim
+/// pfail-misses-sag`: at 9 V, under its electronics' 10 V brown-out), through the real NVMe
+/// driver: the sag to 9.5 V never takes the drive away, yet the writes in flight land with a
+/// bit flipped and complete as good; the ramp browns any in flight on its way down (9.6 V)
+/// before the detector cuts (8.4 V). The plain cut finds nothing. Every corrupt sector the drive's
+/// ground truth holds is found as `corruption`, none missed, none false.
+#[test]
+fn a_sag_through_the_quarch_module_on_usb_finds_a_late_power_fail_detector_as_the_ground_truth_says() {
+    let test = "a_sag_through_the_quarch_module_on_usb_finds_a_late_power_fail_detector_as_the_ground_truth_says";
+    let Some(_boot) = lab(test) else { return };
+    let dir = scratch(test);
+    let (o, run_dir, rec, ctx) = sim_run(&dir, "lab-power-cut-quarch-usb.toml", "pfail-misses-sag", "");
+    assert_eq!(o.status.code(), Some(1), "{ctx}");
+    let rig = std::fs::read_to_string(run_dir.join("lab/rig.log")).unwrap_or_default();
+    assert!(rig.contains("12V rail at 9500 mV: the drive rides through"), "the sag never took it away:\n{ctx}");
+    assert!(rig.contains("12V rail at 8400 mV: its power-fail detector tripped: the drive is dark"), "{ctx}");
+    assert_eq!(rig.matches("the drive is dark").count(), 2, "the cut and the ramp:\n{ctx}");
+    let injected = score(&rec, "corruption", "injected");
+    assert!(injected > 0, "browned writes:\n{ctx}");
+    assert_eq!(score(&rec, "corruption", "detected"), injected, "{ctx}");
+    for k in ["misclassified", "missed", "false_findings"] {
+        assert_eq!(score(&rec, "corruption", k), 0, "{k}\n{ctx}");
+    }
+    assert_eq!(rec["disagreements"], serde_json::json!([]), "{ctx}");
+    let events = std::fs::read_to_string(run_dir.join("events.jsonl")).unwrap();
+    let found_in: std::collections::BTreeSet<u64> = events
+        .lines()
+        .filter(|l| l.contains("\"event\":\"finding\""))
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["cycle"].as_u64().unwrap())
+        .collect();
+    assert!(!found_in.contains(&1), "the plain cut finds nothing: {found_in:?}\n{ctx}");
+}
+
 /// A USB HID relay board (`[lab] usb = "hidrelay"`: 16C0:05DF made with FunctionFS, one HID
 /// interface), bound first by the guest's usbhid as on a desk (hid-generic, hidraw0), which
 /// faultline's driver detaches through libusb; relay 1 switched with SET_REPORT and read back
