@@ -267,6 +267,7 @@ for p in A B; do
     echo "nvme-cli $p $(nvme smart-log -o json "/dev/$ctrl" | tr -d '\n ')"
     echo "faultline-id $p $(faultline lab guest identify "$dev")"
     echo "nvme-cli-id $p $(nvme id-ctrl -o json "/dev/$ctrl" | tr -d '\n')"
+    echo "nvme-cli-ns $p $(nvme id-ns -o json "$dev" | tr -d '\n')"
 done
 "#;
     let (o, log) = exec(&dir, script, "off");
@@ -302,9 +303,18 @@ done
         let theirs = json_lines(&log, &format!("nvme-cli-id {port} "));
         assert_eq!((ours.len(), theirs.len()), (1, 1), "{ctx}");
         let trim = |v: &serde_json::Value| v.as_str().map(|s| s.trim().to_string()).unwrap_or_else(|| v.to_string());
-        for key in ["vid", "sn", "mn", "fr", "lpa"] {
+        for key in ["vid", "sn", "mn", "fr", "lpa", "oncs", "awun", "awupf"] {
             assert_eq!(trim(&ours[0][key]), trim(&theirs[0][key]), "port {port}, identify {key}\n{ctx}");
         }
+        // Identify Namespace: the atomicity and deallocate fields, and the formatted block.
+        let ns = json_lines(&log, &format!("nvme-cli-ns {port} "));
+        assert_eq!(ns.len(), 1, "{ctx}");
+        for key in ["nsfeat", "flbas", "dlfeat", "nawun", "nawupf", "nabsn", "nabo", "nabspf"] {
+            assert_eq!(trim(&ours[0]["ns"][key]), trim(&ns[0][key]), "port {port}, id-ns {key}\n{ctx}");
+        }
+        let flbas = ns[0]["flbas"].as_u64().unwrap() as usize;
+        let lbads = ns[0]["lbafs"][flbas & 0x0F]["ds"].as_u64().unwrap();
+        assert_eq!(ours[0]["ns"]["block_bytes"].as_u64(), Some(1 << lbads), "{ctx}");
         assert_eq!(trim(&ours[0]["sn"]), "FAULTLINELAB0001", "{ctx}");
     }
 }
@@ -382,6 +392,10 @@ fn link_faults_run_clean(test: &str, multipath: &str) {
         let summary: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(share.join(format!("run-{name}/summary.json"))).unwrap()).unwrap();
         assert_eq!(summary["verdict"], "clean", "{ctx}");
+        // The atomic unit: the scenario declares none, and QEMU 7.2's namespace declares no
+        // NAWUPF (NSFEAT.NATOMIC clear): one 512-byte block, said so in the run's notes.
+        let unit = "atomic unit 512 bytes, one logical block: the namespace declares no NAWUPF (Identify: NSFEAT.NATOMIC 0, NAWUPF 0";
+        assert!(events.contains(unit), "{ctx}");
         // The PCIe gates: the guest's sysfs gives the function's link, and BAR0 its CAP.TO
         // (QEMU's: 7.5 s); read after every fault, judged against the reading before.
         let health: Vec<serde_json::Value> =

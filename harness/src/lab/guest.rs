@@ -157,11 +157,21 @@ pub fn smart_json(dev: &Path) -> Result<String> {
 }
 
 /// The Identify Controller fields faultline reads through its admin passthrough, under
-/// nvme-cli's `id-ctrl -o json` names.
+/// nvme-cli's `id-ctrl -o json` names, and under `ns` the namespace's (`id-ns -o json`).
 pub fn identify_json(dev: &Path) -> Result<String> {
     let admin = NvmeAdmin::open_for_block_device(dev).map_err(|source| GuestError::Controller { dev: dev.to_path_buf(), source })?;
     let id = admin.identify()?;
-    let v = serde_json::json!({ "vid": id.vendor_id, "sn": id.serial, "mn": id.model, "fr": id.firmware, "lpa": id.lpa });
+    let nsid = faultline_drivers::nvme::namespace_id(dev, &faultline_drivers::blockdev::SysRoots::system())
+        .map_err(|source| GuestError::Controller { dev: dev.to_path_buf(), source })?;
+    let n = admin.identify_namespace(nsid)?;
+    let ns = serde_json::json!({
+        "nsfeat": n.nsfeat, "flbas": n.flbas, "dlfeat": n.dlfeat, "nawun": n.nawun, "nawupf": n.nawupf,
+        "nabsn": n.nabsn, "nabo": n.nabo, "nabspf": n.nabspf, "block_bytes": n.block_bytes,
+    });
+    let v = serde_json::json!({
+        "vid": id.vendor_id, "sn": id.serial, "mn": id.model, "fr": id.firmware, "lpa": id.lpa,
+        "oncs": id.oncs, "awun": id.awun, "awupf": id.awupf, "ns": ns,
+    });
     Ok(v.to_string())
 }
 

@@ -225,10 +225,12 @@ pub struct Target {
     pub controller: Option<String>,
     /// The power-fail atomic write unit the drive promises, in bytes: a power of two, at least
     /// its logical sector. Within each aligned unit of this size a write in flight at a cut
-    /// lands whole or not at all, and `torn_write` is what breaks that. NVMe drives advertise it
-    /// as AWUPF / NAWUPF + 1 blocks (`nvme id-ctrl`, `nvme id-ns`); datasheets state it. Default:
-    /// one logical sector, all a block device says for certain (a larger unit nobody promised
-    /// would make false findings). Not with `sim` (give `sim.atomic_bytes`).
+    /// lands whole or not at all, and `torn_write` is what breaks that. Default: for an NVMe
+    /// namespace, the unit it declares (NAWUPF + 1 blocks where Identify Namespace's NSFEAT
+    /// NATOMIC bit is set, within its NABSPF boundaries; AWUPF is not used, as Linux no longer
+    /// uses it), else one logical sector, all a block device says for certain (a larger unit
+    /// nobody promised would make false findings); the run's notes say which. Not with `sim`
+    /// (give `sim.atomic_bytes`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub atomic_bytes: Option<u32>,
     /// The simulated drive, run in-process: no hardware needed. Excludes every other key.

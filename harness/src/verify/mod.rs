@@ -445,8 +445,12 @@ impl<'a> Verifier<'a> {
                     r => self.shown_of(&Durable::Write(self.layout.plan(r - 1)), u.addr),
                 };
                 let expected = self.shown_of(&Durable::Write(w), u.addr);
-                let detail =
-                    format!("write {} is partly applied inside the atomic unit at byte {}", w.id, u.addr / self.atomic * self.atomic);
+                let detail = format!(
+                    "write {} is partly applied inside the {}-byte atomic unit at byte {}",
+                    w.id,
+                    self.atomic,
+                    u.addr / self.atomic * self.atomic
+                );
                 push(
                     out,
                     Finding {

@@ -110,6 +110,11 @@ impl RealDut {
         })
     }
 
+    /// Where the device was last found.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
     /// One port of a drive the run reaches through several (a path of a dual-port drive, a
     /// loop device of a two-path rig), opened by the opener: held to the identity it had then,
     /// and followed by its path (`follow`: the namespace and the path's selector, `None` for a

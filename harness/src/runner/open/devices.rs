@@ -2,7 +2,8 @@
 //! on another host through its agent) and the fault's controller, with an emulator for a
 //! simulated drive's switch.
 
-use super::error::{AtomicBelowSector, OpenError};
+use super::atomic::{atomic_unit, declared, Declared};
+use super::error::OpenError;
 use super::Devices;
 use crate::ledger::Contract;
 use crate::remote::coordinator::dut::{RemoteDut, RemotePort};
@@ -15,16 +16,6 @@ use faultline_fixtures::{SimConfig, SimDrive, TruthContract};
 use std::any::Any;
 use std::path::Path;
 use std::time::Duration;
-
-/// The atomic write unit a real device is held to: the scenario's `target.atomic_bytes`, else
-/// one logical sector.
-pub(crate) fn atomic_unit(declared: Option<u32>, sector: u64) -> Result<u64, AtomicBelowSector> {
-    match declared.map(u64::from) {
-        None => Ok(sector),
-        Some(d) if d < sector => Err(AtomicBelowSector { declared: d, sector }),
-        Some(d) => Ok(d),
-    }
-}
 
 /// An emulator kept alive for the run (dropped, it stops serving).
 type Emulator = Option<Box<dyn Any>>;
@@ -115,6 +106,7 @@ const REMOTE_ANSWER: Duration = Duration::from_secs(20);
 /// Opens the one port of a one-port target and the fault's controller. `begun`: the run
 /// directory holds the run (a device that carries a signature may then be opened).
 pub(super) fn one_port(plan: &RunPlan, run_dir: &Path, o: &RunnerOptions, begun: bool) -> Result<Devices, OpenError> {
+    let mut notes = Vec::new();
     let (dut, cutter, keep, sector, atomic, capacity): (Box<dyn Dut>, _, _, u64, u64, u64) = match &plan.target {
         TargetPlan::Sim(t) => {
             let (dut, cutter, emu) = sim_dut(plan, t, run_dir, o)?;
@@ -123,35 +115,48 @@ pub(super) fn one_port(plan: &RunPlan, run_dir: &Path, o: &RunnerOptions, begun:
         TargetPlan::Device { path: Some(uri), expect, .. } if is_nbd(uri) => {
             let queue_depth = plan.scenario.workload.queue_depth as usize;
             let dut = NbdDut::open(&uri.to_string_lossy(), expect, queue_depth, begun)?;
-            with_facts(plan, o, Box::new(dut))?
+            with_facts(plan, o, Box::new(dut), None, &mut notes)?
         }
         TargetPlan::Remote { host, transport, target, expect } => {
             let dut = remote_dut(plan, o, host, transport, target, expect)?;
-            with_facts(plan, o, Box::new(dut))?
+            with_facts(plan, o, Box::new(dut), None, &mut notes)?
         }
         TargetPlan::Device { path, expect, via } => {
             let roots = SysRoots { sys: o.control_env.sysfs_root.join("sys"), dev: o.control_env.dev_root.join("dev") };
             let queue_depth = plan.scenario.workload.queue_depth as usize;
-            let dut = RealDut::open(path.as_deref(), expect, via.as_ref(), queue_depth, begun, roots)?;
-            with_facts(plan, o, Box::new(dut))?
+            let dut = RealDut::open(path.as_deref(), expect, via.as_ref(), queue_depth, begun, roots.clone())?;
+            let drive = drive_declares(dut.path(), &roots, &mut notes);
+            with_facts(plan, o, Box::new(dut), drive.as_ref(), &mut notes)?
         }
     };
     let mut devs = vec![dut];
     let identity = devs[0].facts()?.identity;
-    Ok(Devices { devs, cutter, identity, sector, capacity, atomic, notes: Vec::new(), _keep: keep, saves: None })
+    Ok(Devices { devs, cutter, identity, sector, capacity, atomic, notes, _keep: keep, saves: None })
 }
 
-/// A real device's sector and size, as it reports them, the atomic unit it is held to, and
-/// the fault's controller.
+/// What the NVMe namespace at `path` declares of its atomicity (`None`: not NVMe, or not
+/// readable, which `notes` then says).
+pub(super) fn drive_declares(path: &Path, roots: &SysRoots, notes: &mut Vec<String>) -> Option<Declared> {
+    declared(path, roots).unwrap_or_else(|e| {
+        notes.push(format!("atomic unit: the namespace's Identify could not be read ({e}): held to the scenario's or one sector"));
+        None
+    })
+}
+
+/// A real device's sector and size, as it reports them, the atomic unit it is held to (the
+/// note saying why in `notes`), and the fault's controller.
 #[expect(clippy::type_complexity, reason = "one_port's tuple, built once a target kind")]
 fn with_facts(
     plan: &RunPlan,
     o: &RunnerOptions,
     mut dut: Box<dyn Dut>,
+    drive: Option<&Declared>,
+    notes: &mut Vec<String>,
 ) -> Result<(Box<dyn Dut>, Cutter, Emulator, u64, u64, u64), OpenError> {
     let facts = dut.facts()?;
     let sector = facts.sector_bytes();
-    let atomic = atomic_unit(plan.scenario.target.atomic_bytes, sector)?;
+    let (atomic, why) = atomic_unit(plan.scenario.target.atomic_bytes, sector, drive)?;
+    notes.extend(why);
     let cutter = real_cutter(&plan.faults, &o.control_env)?;
     Ok((dut, cutter, None, sector, atomic, facts.capacity_bytes))
 }

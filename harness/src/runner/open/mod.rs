@@ -1,6 +1,6 @@
 //! Opening a run, of one port or many: every port of the plan's target (`devices` for a one-port
 //! target, `real` the ports of a real drive, `sim` the simulated dual-port drive's, `remote`
-//! ports on other hosts), the fault's controller, and each writer port's run over its share of
+//! ports on other hosts; `atomic` the atomic unit a device is held to), the fault's controller, and each writer port's run over its share of
 //! the span (its ledger and layout, bound to the identity of the device seen through that
 //! port). The only place that names concrete Duts.
 //!
@@ -9,13 +9,15 @@
 //! never share a write id space, and `faultline verify` works on one share. `faultline resume`
 //! opens the same runs again from their ledgers and the saved drive.
 
+mod atomic;
 pub(super) mod devices;
 pub mod error;
 mod real;
 mod remote;
 mod sim;
 
-pub(crate) use devices::{atomic_unit, sim_config};
+pub(crate) use atomic::atomic_unit;
+pub(crate) use devices::sim_config;
 pub(crate) use error::{OpenError, OpenPortsError};
 
 use super::dut::Dut;

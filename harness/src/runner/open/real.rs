@@ -71,8 +71,16 @@ pub(super) fn open(plan: &RunPlan, expect: &Expectation, o: &RunnerOptions) -> R
     }
     let g = geometry.ok_or(OpenPortsError::NoPorts)?;
     let sector = (g.logical_block_bytes as u64).max(512);
-    // As the single-port runner: the unit the scenario declares, else one sector.
-    let atomic = atomic_unit(plan.scenario.target.atomic_bytes, sector)?;
+    // As the single-port runner: the unit the scenario declares, else the namespace's own
+    // (read through the first port), else one sector.
+    let drive = match &plan.ports[0].path {
+        Some(p) if !p.to_str().is_some_and(faultline_drivers::nbd::looks_like_nbd) => {
+            super::devices::drive_declares(p, &SysRoots::system(), &mut notes)
+        }
+        _ => None,
+    };
+    let (atomic, why) = atomic_unit(plan.scenario.target.atomic_bytes, sector, drive.as_ref())?;
+    notes.extend(why);
     // A link reset hits the port the cycle faults: opened aimed at the first faulted port.
     let mut faults = plan.faults.clone();
     for (f, _) in faults.entries.iter_mut() {

@@ -148,7 +148,8 @@ pub(super) fn open_real(plan: &RunPlan, expect: &Expectation, o: &RunnerOptions)
     }
     let f = first.ok_or(OpenPortsError::NoPorts)?;
     let sector = f.sector_bytes();
-    let atomic = super::atomic_unit(plan.scenario.target.atomic_bytes, sector)?;
+    // The drive's Identify is the agent's host's to read: the scenario's unit, else a sector.
+    let (atomic, _) = super::atomic_unit(plan.scenario.target.atomic_bytes, sector, None)?;
     Ok(Devices { devs, cutter, identity: f.identity, sector, capacity: f.capacity_bytes, atomic, notes, _keep: None, saves: None })
 }
 

@@ -16,9 +16,14 @@
 //! Testing: the pure parts (command encoding, Identify parsing, sysfs resolution) are tested
 //! here; the ioctl is exercised only on things that are not NVMe (the kernel's ENOTTY). The
 //! machine the tests were written on has no `/dev/nvme*`, so no test reads a real drive.
+//!
+//! Files: `mod.rs` (this: the controller, its commands and logs), `namespace.rs` (Identify
+//! Namespace: the block size, atomicity and deallocate fields).
 
+mod namespace;
 use crate::sys::nvme_admin;
 pub use crate::sys::{NvmeAdminCmd, NvmeStatus};
+pub use namespace::{identify_namespace_cmd, DeallocatedReads, NamespaceDataError, NamespaceIdentity};
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
@@ -63,6 +68,9 @@ pub enum NvmeError {
     Refused { path: PathBuf, what: String, status: NvmeStatus },
     #[error("invalid NVMe command: {0}")]
     InvalidCommand(String),
+    /// The drive answered with data that cannot be what the command returns.
+    #[error("{}: {what}: the drive's data is malformed: {why}", .path.display())]
+    BadData { path: PathBuf, what: String, why: String },
 }
 
 fn privilege_hint(e: &io::Error) -> &'static str {
@@ -119,6 +127,14 @@ pub struct ControllerIdentity {
     /// Log Page Attributes (byte 261). Bit 0: SMART log per namespace; bit 1: commands
     /// supported and effects log; bit 2: extended data for Get Log Page; bit 3: telemetry.
     pub lpa: u8,
+    /// Optional NVM Command Support (bytes 520-521): bit 2 Dataset Management, bit 3 Write
+    /// Zeroes.
+    pub oncs: u16,
+    /// Atomic Write Unit Normal and Power Fail (bytes 526-527, 528-529), 0's based, in
+    /// logical blocks, controller-wide (Linux uses neither since "nvme: stop using AWUPF";
+    /// recorded, not held to).
+    pub awun: u16,
+    pub awupf: u16,
 }
 
 impl ControllerIdentity {
@@ -130,6 +146,9 @@ impl ControllerIdentity {
             model: text(24..64),
             firmware: text(64..72),
             lpa: b[261],
+            oncs: u16::from_le_bytes([b[520], b[521]]),
+            awun: u16::from_le_bytes([b[526], b[527]]),
+            awupf: u16::from_le_bytes([b[528], b[529]]),
         }
     }
 
@@ -181,6 +200,30 @@ fn controller_of_block(sys: &Path, rdev: u64) -> Result<String, Unresolved> {
         return live_controller(sys, &parent);
     }
     Err(Unresolved::NotNvme(format!("{} is not an NVMe namespace (sysfs: {})", file_name(disk), disk.display())))
+}
+
+/// The namespace id of a namespace block device (or a partition of it), from its sysfs
+/// `nsid` (under `roots`).
+pub fn namespace_id(block_dev_path: &Path, roots: &SysRoots) -> Result<u32, NvmeError> {
+    let path = std::fs::canonicalize(block_dev_path).unwrap_or_else(|_| block_dev_path.to_path_buf());
+    let meta = std::fs::metadata(&path).map_err(|source| NvmeError::Io { path: path.clone(), what: "stat".into(), source })?;
+    let r = if meta.file_type().is_block_device() { nsid_of_block(&roots.sys, meta.rdev()) } else { Err("not a block device".into()) };
+    r.map_err(|why| NvmeError::NotNvme { path, why })
+}
+
+/// [`namespace_id`] of block device `rdev`: its disk's `nsid`.
+fn nsid_of_block(sys: &Path, rdev: u64) -> Result<u32, String> {
+    let dir = sysfs_dir(sys, "block", rdev).map_err(|u| match u {
+        Unresolved::NotNvme(why) | Unresolved::NoController(why) => why,
+    })?;
+    let disk: &Path = if dir.join("partition").exists() { dir.parent().unwrap_or(&dir) } else { &dir };
+    let file = disk.join("nsid");
+    let text = std::fs::read_to_string(&file).map_err(|e| format!("no namespace id ({}: {e})", file.display()))?;
+    text.trim()
+        .parse::<u32>()
+        .ok()
+        .filter(|n| *n != 0 && *n != NSID_ALL)
+        .ok_or_else(|| format!("{} holds {:?}, not a namespace id", file.display(), text.trim()))
 }
 
 /// The controller behind a controller character device (`/dev/nvmeN`).
@@ -363,6 +406,14 @@ impl NvmeAdmin {
         self.admin("Identify Controller", identify_controller_cmd(), &mut buf)?;
         Ok(ControllerIdentity::parse(&buf))
     }
+
+    /// Identify Namespace of namespace `nsid`.
+    pub fn identify_namespace(&self, nsid: u32) -> Result<NamespaceIdentity, NvmeError> {
+        let mut buf = Box::new([0u8; IDENTIFY_BYTES]);
+        let what = format!("Identify Namespace {nsid}");
+        self.admin(&what, identify_namespace_cmd(nsid), &mut buf[..])?;
+        NamespaceIdentity::parse(&buf).map_err(|e| NvmeError::BadData { path: self.path.clone(), what, why: e.to_string() })
+    }
 }
 
 #[cfg(test)]
@@ -402,6 +453,8 @@ mod tests {
         b[24..64].copy_from_slice(format!("{:<40}", "SAMSUNG MZQL21T9HCJR-00A07").as_bytes());
         b[64..72].copy_from_slice(b"GDC5602Q");
         b[261] = 0b0000_1110;
+        b[520..522].copy_from_slice(&0x005Fu16.to_le_bytes());
+        b[528..530].copy_from_slice(&7u16.to_le_bytes());
         let id = ControllerIdentity::parse(&b);
         assert_eq!(
             id,
@@ -411,6 +464,9 @@ mod tests {
                 model: "SAMSUNG MZQL21T9HCJR-00A07".into(),
                 firmware: "GDC5602Q".into(),
                 lpa: 0x0E,
+                oncs: 0x5F,
+                awun: 0,
+                awupf: 7,
             }
         );
         assert!(id.extended_log_data());
@@ -456,6 +512,12 @@ mod tests {
         assert_eq!(controller_of_block(&root.sys(), dev(259, 0)), Ok("nvme0".into()));
         assert_eq!(controller_of_block(&root.sys(), dev(259, 2)), Ok("nvme0".into()));
         assert_eq!(controller_of_char(&root.sys(), dev(240, 0)), Ok("nvme0".into()));
+        // The namespace id, of the disk or of its partition's disk.
+        root.file(&format!("{ctrl}/nvme0n1/nsid"), "1\n");
+        assert_eq!((nsid_of_block(&root.sys(), dev(259, 0)), nsid_of_block(&root.sys(), dev(259, 2))), (Ok(1), Ok(1)));
+        root.file(&format!("{ctrl}/nvme0n1/nsid"), "4294967295\n");
+        let e = nsid_of_block(&root.sys(), dev(259, 0)).unwrap_err();
+        assert!(e.ends_with("holds \"4294967295\", not a namespace id"), "{e}");
     }
 
     #[test]
