@@ -550,7 +550,10 @@ fn a_host_clean_shutdown_leaves_the_coordinator_holding_every_acknowledged_write
     let seed = 11;
     let OneAgent { d, drv, mut s, mut a, .. } = one_agent("shutdown", seed, 26);
     for k in 0..3u64 {
-        let req = a.request(Some(faultline::writer::CutPlacement::Shutdown { after_ms: 100 + 40 * k, after_completions: 0 }), 60_000);
+        let req = a.request(
+            Some(faultline::writer::CutPlacement::Shutdown { after_ms: 100 + 40 * k, after_completions: 0, controller: false }),
+            60_000,
+        );
         let cycle = req.cycle;
         let pid = s.pid().to_string();
         let r = s.run_cycle(

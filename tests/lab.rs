@@ -754,6 +754,41 @@ fn power_shapes_of_an_honest_plp_drive_are_clean_and_agree_with_its_ground_truth
     assert_eq!(summary["off_times"]["200"]["cycles"].as_u64(), Some(1), "{summary}");
 }
 
+/// OCP PLP-1 on the real NVMe driver (scenarios/lab-plp-1.toml): a normal shutdown unbinds
+/// both controllers from the guest's nvme driver (CC.SHN, CSTS.SHST complete), and QEMU's
+/// flush at that shutdown reaches the drive over NBD before the power goes; the writer sent
+/// no flush, so the run is clean, and the drive's ground truth agrees, only if it did. The
+/// abrupt cuts in between owe nothing. Each handshake's time is in its cycle's log.
+#[test]
+fn plp_1_normal_shutdowns_flush_the_drive_through_the_kernels_cc_shn_and_agree_with_its_ground_truth() {
+    let Some(_boot) = lab("plp_1_normal_shutdowns_flush_the_drive_through_the_kernels_cc_shn_and_agree_with_its_ground_truth") else {
+        return;
+    };
+    let dir = scratch("plp-1");
+    let (o, run_dir, rec, ctx) = sim_run(&dir, "lab-plp-1.toml", "", "on");
+    assert_eq!(o.status.code(), Some(0), "{ctx}");
+    assert_power_cycles(&run_dir, &rec, 4, &ctx);
+    let events = std::fs::read_to_string(run_dir.join("events.jsonl")).unwrap();
+    let shut: Vec<serde_json::Value> = events
+        .lines()
+        .filter(|l| l.contains("\"event\":\"controller_log\"") && l.contains("normal shutdown: "))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(shut.iter().map(|e| e["cycle"].as_u64().unwrap()).collect::<Vec<_>>(), [1, 3], "{ctx}");
+    for e in &shut {
+        let line = e["lines"].as_array().unwrap().iter().filter_map(|l| l.as_str()).find(|l| l.starts_with("normal shutdown: ")).unwrap();
+        // Both controllers of the subsystem (two PCI functions), each unbound in turn.
+        assert!(line.contains(" and ") && line.contains("shut down (CC.SHN, CSTS.SHST complete) in "), "{line}\n{ctx}");
+        eprintln!("cycle {}: {line}", e["cycle"]);
+    }
+    // The writer sent no flush: those the drive received are the controllers' shutdowns'.
+    let traffic = text(&o);
+    let flushes = traffic.split(" flushes,").next().and_then(|t| t.rsplit(' ').next()).and_then(|n| n.parse::<u64>().ok());
+    assert!(flushes.is_some_and(|n| n >= 2), "{flushes:?}\n{ctx}");
+    assert!(traffic.contains("agree, sector by sector, in every one of 4 cycles"), "{ctx}");
+    assert!(rec["truth_extents"].as_u64().is_some(), "{ctx}");
+}
+
 /// A faulty drive's power cuts: findings (exit 1), and every sector of `class` the drive's
 /// ground truth holds is found as that class, none missed, none false.
 fn power_cuts_find_exactly(test: &str, model: &str, multipath: &str, class: &str, why: &str) {

@@ -532,3 +532,36 @@ fn a_sag_and_a_ramp_through_the_quarch_power_module_find_a_late_power_fail_detec
     assert!(!rd.join("events.jsonl").exists(), "refused before any cycle");
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// OCP PLP-1 (scenarios/plp-1.toml, shortened): normal shutdowns (CC.SHN, no flush from the
+/// writer) and abrupt cuts alternating, under the flush contract. A drive that makes its
+/// cache durable at the shutdown is clean, and each normal shutdown's handshake is in its
+/// cycle's `controller_log`; a drive that drops its cache whatever it was told loses, at the
+/// normal shutdowns, writes the shutdown made owed.
+#[test]
+fn plp_1_normal_shutdowns_owe_every_acknowledged_write_and_find_a_drive_that_drops_its_cache() {
+    let d = scratch("plp1");
+    let plp1 = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/plp-1.toml")).unwrap();
+    let short = plp1.replace("count = 20", "count = 4").replace("every_writes = 256", "every_writes = 100000");
+    assert_ne!(short, plp1);
+    let (o, rd) = run(&d, "honest", &short);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let ev = events(&rd);
+    let shut: Vec<&Value> = of(&ev, "controller_log")
+        .filter(|e| e["lines"].as_array().unwrap().iter().any(|l| l.as_str().unwrap().starts_with("normal shutdown: ")))
+        .collect();
+    assert_eq!(shut.iter().map(|e| e["cycle"].as_u64().unwrap()).collect::<Vec<_>>(), [1, 3], "{}", text(&o));
+    let line = shut[0]["lines"][0].as_str().unwrap();
+    assert!(line.contains("the simulated drive's controller shut down (CC.SHN, CSTS.SHST complete) in "), "{line}");
+    let summary: Value = serde_json::from_str(&std::fs::read_to_string(rd.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["faults"]["normal-shutdown"]["clean"].as_u64(), Some(2), "{summary}");
+    // No flush all cycle long: the drive's own shutdown made the cycle's writes durable, so a
+    // drive that drops its cache loses writes it owes, in the normal shutdowns' cycles.
+    let lossy = short.replace("kind = \"honest_volatile\"", "kind = \"lies_about_flush\"");
+    let (o, rd) = run(&d, "lossy", &lossy);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let ev = events(&rd);
+    let found: Vec<(&Value, u64)> = of(&ev, "finding").map(|f| (&f["finding"]["class"], f["cycle"].as_u64().unwrap())).collect();
+    assert!(found.iter().any(|(c, n)| *c == "lost_write" && n % 2 == 1), "{found:?}");
+    let _ = std::fs::remove_dir_all(&d);
+}

@@ -23,13 +23,14 @@ fn load(name: &str) -> Scenario {
     Scenario::load(&dir().join(name)).unwrap_or_else(|e| panic!("{e}"))
 }
 
-const SHIPPED: [&str; 38] = [
+const SHIPPED: [&str; 40] = [
     "reference.toml",
     "demo.toml",
     "dualport-demo.toml",
     "plp-validation.toml",
     "volatile-flush.toml",
     "clean-shutdown-control.toml",
+    "plp-1.toml",
     "misaligned-torture.toml",
     "link-reset-storm.toml",
     "hotplug-pin-sweep.toml",
@@ -38,6 +39,7 @@ const SHIPPED: [&str; 38] = [
     "lab-power-cut.toml",
     "lab-power-shapes.toml",
     "lab-power-cut-flush.toml",
+    "lab-plp-1.toml",
     "lab-power-cut-fua.toml",
     "lab-power-cut-numato.toml",
     "lab-power-cut-lcus.toml",

@@ -279,7 +279,17 @@ pub fn bring_back(from: &Path, dir: &Path) -> Result<()> {
 /// out: a power fault without the simulated drive (`sim`), the lab's Quarch module without it,
 /// a power switch that is neither the module nor the USB `board`'s.
 pub fn check_rig(s: &Scenario, origin: &str, sim: bool, board: Option<Board>) -> Result<()> {
-    let powered = s.fault.each().iter().any(|f| matches!(f, Fault::PowerCut { .. } | Fault::CleanShutdown));
+    let powered = s.fault.each().iter().any(|f| {
+        matches!(
+            f,
+            Fault::PowerCut { .. }
+                | Fault::PowerGlitch { .. }
+                | Fault::PowerSag { .. }
+                | Fault::PowerRamp { .. }
+                | Fault::CleanShutdown
+                | Fault::NormalShutdown
+        )
+    });
     if powered && !sim {
         return Err(SessionError::PowerWithoutSim(origin.to_string()));
     }

@@ -57,6 +57,9 @@ pub enum ControllerError {
     /// agent reset, and the agent's reason (text: it comes over the wire).
     #[error("{host}: {} of {controller}: {message}", reset_name(.reset))]
     Remote { host: String, reset: Option<ResetKind>, controller: String, message: String },
+    /// A normal shutdown's host side failed: what it shut down, and why.
+    #[error("the normal shutdown of {what}: {why}")]
+    Shutdown { what: String, why: String },
     /// An agent sent no report of the reset aimed at it.
     #[error(
         "{host}: its agent did not report its {} (its cycle ended before the reset, or the host was lost)",
@@ -75,6 +78,8 @@ fn reset_name(reset: &Option<ResetKind>) -> String {
 pub enum Missing {
     #[error("controllers.power: the fault needs a power switch, and the run has none")]
     PowerSwitch,
+    #[error("a normal shutdown needs the drive's controllers (the simulated drive's, or an NVMe namespace's), and the run has none")]
+    ControllerShutdown,
     #[error("controllers.link: the run has no link controller")]
     LinkController,
     #[error("no host power switch (the ports' host_power)")]

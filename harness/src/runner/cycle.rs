@@ -493,13 +493,16 @@ fn cycle_placement(plan: &RunPlan, cycle: u32) -> (CutPlacement, Option<u64>) {
         Some(d) => {
             let fire_at = d.spec.warmup_ms + d.spec.baseline_ms;
             let place = if fault.is_host_shutdown() {
-                CutPlacement::Shutdown { after_ms: fire_at, after_completions: 0 }
+                CutPlacement::Shutdown { after_ms: fire_at, after_completions: 0, controller: false }
             } else {
                 CutPlacement::AfterTime { after_ms: fire_at }
             };
             (place, Some(fire_at))
         }
-        None => placement(&plan.cut, fault.is_clean_shutdown(), &mut cycle_rng(plan.seed, PLACE_SALT, cycle)),
+        None => {
+            let shutdown = fault.is_clean_shutdown().then(|| fault.is_normal_shutdown());
+            placement(&plan.cut, shutdown, &mut cycle_rng(plan.seed, PLACE_SALT, cycle))
+        }
     }
 }
 

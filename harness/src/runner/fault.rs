@@ -3,6 +3,7 @@
 //! with state readback must read back `off` after the cut; otherwise the device must have
 //! stopped answering (the runner checks that).
 
+use super::shutdown::ControllerShutdown;
 use crate::rng::WyRand;
 use crate::scenario::{self, FaultMix, FaultPlan, SimSwitch, Switch};
 use crate::writer::CutPlacement;
@@ -18,10 +19,11 @@ pub use super::controller_error::{ControllerError, Missing};
 /// The writer's placement for one cycle, and the `after_ms` drawn for `uniform_time`.
 ///
 /// A clean shutdown cuts a drained and flushed drive: it takes the `Shutdown` placement after
-/// the scenario's completion count (the plan refuses a time window for it).
-pub fn placement(cut: &scenario::CutPlacement, clean_shutdown: bool, rng: &mut WyRand) -> (CutPlacement, Option<u64>) {
+/// the scenario's completion count (the plan refuses a time window for it); a normal one
+/// (`Some(true)`) a drained drive whose controller shuts down at the cut.
+pub fn placement(cut: &scenario::CutPlacement, shutdown: Option<bool>, rng: &mut WyRand) -> (CutPlacement, Option<u64>) {
     use scenario::CutPlacement as S;
-    if clean_shutdown {
+    if let Some(controller) = shutdown {
         let after = match *cut {
             S::WhileIdle { after_completions } | S::WhileFlushOutstanding { after_completions } => after_completions,
             S::AfterCompletions { completions } => completions,
@@ -31,7 +33,7 @@ pub fn placement(cut: &scenario::CutPlacement, clean_shutdown: bool, rng: &mut W
             // Refused by `Scenario::plan`; the first completion is the only sensible reading.
             S::UniformTime { .. } => 1,
         };
-        return (CutPlacement::Shutdown { after_ms: 0, after_completions: after.max(1) }, None);
+        return (CutPlacement::Shutdown { after_ms: 0, after_completions: after.max(1), controller }, None);
     }
     match *cut {
         S::UniformTime { window_start_ms, window_end_ms } => {
@@ -74,6 +76,10 @@ pub struct Cutter {
     /// When the power switch's off command returned, until the power is on again.
     off_at: Option<Instant>,
     aim: Aim,
+    /// A normal shutdown's host side: the drive's controllers shut down before the cut.
+    shutdown: Option<Box<dyn ControllerShutdown>>,
+    /// What the shutdowns did since the last [`Cutter::take_log`].
+    said: Vec<String>,
 }
 
 /// A link reset a port's own host runs (its agent, over the wire), as the cutter sees it: aimed
@@ -94,6 +100,9 @@ pub trait HostReset: Send {
 pub enum Aim {
     /// Power off (and on again after the off time).
     Power,
+    /// The drive's controllers shut down (CC.SHN), then power off (and on again after the
+    /// off time, the controllers taken up again).
+    NormalShutdown,
     /// A shape the power switch makes (a glitch, a sag, a ramp down): the power back by
     /// itself when it is over.
     Shape(PowerShape),
@@ -117,7 +126,13 @@ impl Cutter {
         hosts: Vec<(String, Box<dyn PowerSwitch + Send>)>,
         aim: Aim,
     ) -> Cutter {
-        Cutter { power, link, hosts, agents: Vec::new(), off_at: None, aim }
+        Cutter { power, link, hosts, agents: Vec::new(), off_at: None, aim, shutdown: None, said: Vec::new() }
+    }
+
+    /// With the host side of a normal shutdown: what shuts the drive's controllers down.
+    pub fn with_shutdown(mut self, s: Box<dyn ControllerShutdown>) -> Cutter {
+        self.shutdown = Some(s);
+        self
     }
 
     pub fn power(p: Box<dyn PowerSwitch + Send>) -> Cutter {
@@ -176,6 +191,12 @@ impl Cutter {
                     s => s.clone(),
                 })
             }
+            FaultPlan::CleanShutdown { normal: true, .. } => {
+                if self.power.is_none() {
+                    return Err(Missing::PowerSwitch.into());
+                }
+                Aim::NormalShutdown
+            }
             FaultPlan::PowerCut { .. } | FaultPlan::CleanShutdown { .. } => {
                 if self.power.is_none() {
                     return Err(Missing::PowerSwitch.into());
@@ -224,6 +245,14 @@ impl Cutter {
                 self.off_at = Some(Instant::now());
                 Ok(())
             }
+            (Aim::NormalShutdown, Some(p), _) => {
+                let s = self.shutdown.as_mut().ok_or(Missing::ControllerShutdown)?;
+                let took = s.shutdown().map_err(|why| ControllerError::Shutdown { what: s.name(), why })?;
+                self.said.push(format!("normal shutdown: {} shut down (CC.SHN, CSTS.SHST complete) in {} us", s.name(), took.as_micros()));
+                p.power_off()?;
+                self.off_at = Some(Instant::now());
+                Ok(())
+            }
             // Timed by the switch: over, and the power back, when the command returns.
             (Aim::Shape(s), Some(p), _) => Ok(p.shape(s)?),
             (Aim::Link { port, kind }, _, Some(ctl)) => Ok(ctl.reset(port, *kind, hold)?),
@@ -268,10 +297,13 @@ impl Cutter {
     /// did not return done: then the whole `off` from now).
     pub fn restore(&mut self, off: Duration) -> Result<Option<Duration>, ControllerError> {
         match (&self.aim, &mut self.power) {
-            (Aim::Power, Some(p)) => {
+            (Aim::Power | Aim::NormalShutdown, Some(p)) => {
                 std::thread::sleep(self.off_at.map_or(off, |t| off.saturating_sub(t.elapsed())));
                 let held = self.off_at.take().map(|t| t.elapsed());
                 p.power_on()?;
+                if let (Aim::NormalShutdown, Some(s)) = (&self.aim, self.shutdown.as_mut()) {
+                    s.resume().map_err(|why| ControllerError::Shutdown { what: s.name(), why })?;
+                }
                 Ok(held)
             }
             // The switch held the shape for its length, and put the power back.
@@ -298,7 +330,7 @@ impl Cutter {
     /// the reset it reports done).
     pub fn confirm(&mut self) -> Option<Result<(), ControllerError>> {
         match (&self.aim, &mut self.power) {
-            (Aim::Power, Some(p)) if p.capabilities().state_readback => Some(match p.state() {
+            (Aim::Power | Aim::NormalShutdown, Some(p)) if p.capabilities().state_readback => Some(match p.state() {
                 Ok(PowerState::Off) => Ok(()),
                 Ok(PowerState::On) => Err(ControllerError::StillOn { switch: p.name() }),
                 Err(e) => Err(ControllerError::Readback(e)),
@@ -326,7 +358,8 @@ impl Cutter {
     /// The transcript of what the controllers exchanged since the last call (an `exec:`
     /// switch's commands and their output), for the event log.
     pub fn take_log(&mut self) -> Vec<String> {
-        let mut lines = self.power.as_mut().map(|p| p.take_log()).unwrap_or_default();
+        let mut lines = std::mem::take(&mut self.said);
+        lines.extend(self.power.as_mut().map(|p| p.take_log()).unwrap_or_default());
         lines.extend(self.link.as_mut().map(|l| l.take_log()).unwrap_or_default());
         for (_, h) in &mut self.hosts {
             lines.extend(h.take_log());
@@ -442,7 +475,7 @@ pub fn real_cutter(faults: &FaultMix, env: &ControlEnv) -> Result<Cutter, Contro
     let mut link = None;
     for fault in faults.all() {
         match fault {
-            FaultPlan::PowerCut { switch, .. } | FaultPlan::CleanShutdown { switch } if power.is_none() => {
+            FaultPlan::PowerCut { switch, .. } | FaultPlan::CleanShutdown { switch, .. } if power.is_none() => {
                 let Switch::Controller(spec) = switch else {
                     return Err(Missing::RealPower.into());
                 };
@@ -478,7 +511,7 @@ mod tests {
         let cut = scenario::CutPlacement::UniformTime { window_start_ms: 5, window_end_ms: 9 };
         let draws = |seed| {
             let mut rng = WyRand::new(seed);
-            (0..200).map(|_| placement(&cut, false, &mut rng)).collect::<Vec<_>>()
+            (0..200).map(|_| placement(&cut, None, &mut rng)).collect::<Vec<_>>()
         };
         let a = draws(11);
         assert_eq!(a, draws(11));
@@ -494,24 +527,24 @@ mod tests {
         let mut rng = WyRand::new(1);
         use scenario::CutPlacement as S;
         assert_eq!(
-            placement(&S::AfterCompletions { completions: 7 }, false, &mut rng),
+            placement(&S::AfterCompletions { completions: 7 }, None, &mut rng),
             (CutPlacement::AfterCompletions { completions: 7 }, None)
         );
         assert_eq!(
-            placement(&S::WhileFlushOutstanding { after_completions: 3 }, false, &mut rng),
+            placement(&S::WhileFlushOutstanding { after_completions: 3 }, None, &mut rng),
             (CutPlacement::WhileFlushOutstanding { after_completions: 3 }, None)
         );
         let drawn: std::collections::BTreeSet<u64> = (0..400)
-            .map(|_| match placement(&S::UniformCompletions { min_completions: 8, max_completions: 12 }, false, &mut rng).0 {
+            .map(|_| match placement(&S::UniformCompletions { min_completions: 8, max_completions: 12 }, None, &mut rng).0 {
                 CutPlacement::AfterCompletions { completions } => completions,
                 other => panic!("{other:?}"),
             })
             .collect();
         assert_eq!(drawn, (8..=12).collect(), "every count of the inclusive range is drawn");
-        assert_eq!(placement(&S::WhileIdle { after_completions: 4 }, false, &mut rng), (CutPlacement::Idle { after_completions: 4 }, None));
+        assert_eq!(placement(&S::WhileIdle { after_completions: 4 }, None, &mut rng), (CutPlacement::Idle { after_completions: 4 }, None));
         assert_eq!(
-            placement(&S::AfterCompletions { completions: 7 }, true, &mut rng),
-            (CutPlacement::Shutdown { after_ms: 0, after_completions: 7 }, None),
+            placement(&S::AfterCompletions { completions: 7 }, Some(false), &mut rng),
+            (CutPlacement::Shutdown { after_ms: 0, after_completions: 7, controller: false }, None),
             "a clean shutdown cuts a drained, flushed drive"
         );
     }

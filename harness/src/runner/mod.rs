@@ -39,6 +39,7 @@ pub mod regions;
 mod resume;
 mod run_loop;
 pub mod shared;
+pub mod shutdown;
 pub mod stop;
 mod writers;
 

@@ -553,6 +553,14 @@ pub enum Fault {
     /// The control case: the writer drains and flushes, then power is cut through the
     /// controller. Nothing may be lost, and the unsafe-shutdown count must not grow.
     CleanShutdown,
+    /// A normal shutdown (OCP PLP-1's other half): the writer drains but does not flush; the
+    /// host shuts the drive's controllers down (CC.SHN, waiting for CSTS.SHST complete: on
+    /// Linux, the nvme driver's own shutdown when the PCI function is unbound from it), then
+    /// power is cut, held off, restored, and the functions bound again where they came back
+    /// unbound. Every write the drive acknowledged is owed, whatever the contract, and the
+    /// unsafe-shutdown count must not grow. The handshake's time is in the cycle's
+    /// `controller_log`. One-port targets: the simulated drive, or an NVMe namespace.
+    NormalShutdown,
     /// A dual-port run with ports on other hosts (`[[ports]] host`): the power of the host
     /// cabled to the faulted port is cut with its I/O in flight (through the port's
     /// `host_power`), held off for `cycles.off_time_ms`, and restored; the drive keeps its
@@ -649,6 +657,11 @@ impl Fault {
             Fault::Mixed { faults, .. } => faults.iter().map(|m| &m.fault).collect(),
             f => vec![f],
         }
+    }
+
+    /// The fault's `kind` as a scenario file spells it (`normal_shutdown`).
+    pub fn kind_name(&self) -> String {
+        serde_json::to_value(self).ok().and_then(|v| v["kind"].as_str().map(str::to_string)).unwrap_or_default()
     }
 }
 

@@ -126,8 +126,9 @@ pub enum FaultPlan {
     /// is a shape the switch makes (a glitch, a sag, a ramp down; the power back by itself),
     /// not an off and an on (a ramp's hold is the cycle's off time, set when aimed).
     PowerCut { switch: Switch, mate_steps_ms: Vec<u32>, recovery: Option<RecoveryCuts>, shape: Option<PowerShape> },
-    /// The control case: the writer drains, then power is cut.
-    CleanShutdown { switch: Switch },
+    /// The control case: the writer drains (and flushes), then power is cut; `normal`: no
+    /// flush, the drive's controllers shut down (CC.SHN) before the cut.
+    CleanShutdown { switch: Switch, normal: bool },
     /// A link reset through a link controller, on `port` (`None`: its only port).
     LinkReset { controller: ControllerSpec, port: Option<String>, kind: ResetKind },
     /// The power of the faulted port's host (`all`: of every host, `stagger_ms` apart), through
@@ -155,6 +156,11 @@ impl FaultPlan {
 
     pub fn is_clean_shutdown(&self) -> bool {
         matches!(self, FaultPlan::CleanShutdown { .. })
+    }
+
+    /// A normal shutdown: the controllers shut down (CC.SHN) before the cut, no flush.
+    pub fn is_normal_shutdown(&self) -> bool {
+        matches!(self, FaultPlan::CleanShutdown { normal: true, .. })
     }
 
     /// A host power cut, of one host or of every host, or a host's clean shutdown.
@@ -209,7 +215,8 @@ impl FaultPlan {
             FaultPlan::PowerCut { shape: Some(s), .. } => shape_label(s),
             FaultPlan::PowerCut { recovery: Some(r), .. } => r.label(),
             FaultPlan::PowerCut { .. } => "power-cut".into(),
-            FaultPlan::CleanShutdown { .. } => "clean-shutdown".into(),
+            FaultPlan::CleanShutdown { normal: false, .. } => "clean-shutdown".into(),
+            FaultPlan::CleanShutdown { normal: true, .. } => "normal-shutdown".into(),
             FaultPlan::LinkReset { kind, .. } => kind.to_string(),
             FaultPlan::HostPowerCut { clean: true, all: false, .. } => "host-shutdown".into(),
             FaultPlan::HostPowerCut { clean: true, all: true, .. } => "all-hosts-shutdown".into(),
@@ -359,7 +366,8 @@ impl Scenario {
                     hold: Duration::ZERO,
                 },
             )?,
-            Fault::CleanShutdown => FaultPlan::CleanShutdown { switch: self.power_switch(origin)? },
+            Fault::CleanShutdown => FaultPlan::CleanShutdown { switch: self.power_switch(origin)?, normal: false },
+            Fault::NormalShutdown => FaultPlan::CleanShutdown { switch: self.power_switch(origin)?, normal: true },
             Fault::LinkReset { reset, port } => {
                 let controller = super::validate::parse_controller(origin, "controllers.link", self.controllers.link.as_deref())?
                     .ok_or_else(|| invalid(origin, "controllers.link", "a link_reset fault needs a link controller"))?;

@@ -150,11 +150,11 @@ impl Scenario {
             }
             // Its hosts are the ports' (`check_hosts`, once the ports are planned).
             Fault::HostLinkReset { .. } | Fault::HostShutdown { .. } => {}
-            Fault::CleanShutdown => {
+            Fault::CleanShutdown | Fault::NormalShutdown => {
                 if power.is_none() {
                     return bad(
                         "controllers.power",
-                        "a clean_shutdown fault cuts power through the controller: it needs a power switch".into(),
+                        format!("a {} fault cuts power through the controller: it needs a power switch", fault.kind_name()),
                     );
                 }
             }
@@ -321,10 +321,10 @@ impl Scenario {
                             "a dual-port run names the faulted ports in dual.fault_ports (and each port's fault_port)".into(),
                         );
                     }
-                    if matches!(f, Fault::CleanShutdown) {
+                    if matches!(f, Fault::CleanShutdown | Fault::NormalShutdown) {
                         return bad(
                             &format!("{at}.kind"),
-                            "clean_shutdown is a single-port control case; a dual-port run faults one port under load".into(),
+                            format!("{} is a single-port case; a dual-port run faults one port under load", f.kind_name()),
                         );
                     }
                 }

@@ -140,11 +140,15 @@ pub enum CutPlacement {
     /// A clean shutdown: once this long after the workload started and this many writes
     /// completed, stop submitting, let everything complete, flush, record what is durable (a
     /// checkpoint, synced to the ledger), then cut. Every write acknowledged before it is then
-    /// owed, whatever the contract.
+    /// owed, whatever the contract. `controller`: a normal shutdown, no flush; the cut shuts
+    /// the drive's controller down (CC.SHN) before the power goes, and once it returned done,
+    /// every write completed before it is owed (the drive's shutdown made them durable).
     Shutdown {
         after_ms: u64,
         #[serde(default)]
         after_completions: u64,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        controller: bool,
     },
 }
 
@@ -304,7 +308,7 @@ fn run_cycle_inner(
             Some(CutPlacement::WhileFlushOutstanding { after_completions: k }) | Some(CutPlacement::Idle { after_completions: k }) => {
                 !c.cut_done && c.out.completed >= k
             }
-            Some(CutPlacement::Shutdown { after_ms, after_completions }) => {
+            Some(CutPlacement::Shutdown { after_ms, after_completions, .. }) => {
                 !c.cut_done && c.out.completed >= after_completions && c.since_clock() >= Duration::from_millis(after_ms)
             }
             _ => false,
@@ -313,8 +317,16 @@ fn run_cycle_inner(
         c.submit(placement_ready, quiescing)?;
         if quiescing && matches!(opts.cut, Some(CutPlacement::Shutdown { .. })) && c.inflight.is_empty() && c.flushes_inflight == 0 {
             if !c.shutdown_flushed {
-                // Drained: the shutdown's flush, once.
-                c.submit_flush()?;
+                // Drained: the shutdown's flush, once; a normal shutdown's is the drive's own
+                // (the controller's shutdown, at the cut): what it covers is taken now, and it
+                // counts once the cut returns done.
+                if matches!(opts.cut, Some(CutPlacement::Shutdown { controller: true, .. })) {
+                    c.flush_no += 1;
+                    c.t.flush_submitted(c.flush_no);
+                    c.controller_flush = Some(c.flush_no);
+                } else {
+                    c.submit_flush()?;
+                }
                 c.shutdown_flushed = true;
             } else if !c.cut_done {
                 // Flushed: what is durable goes to the ledger (and, for an agent, to the
@@ -389,6 +401,9 @@ struct CycleLoop<'a, 'f> {
     cut_done: bool,
     /// The `Shutdown` placement's flush was submitted.
     shutdown_flushed: bool,
+    /// A normal shutdown: the flush number standing for the controller's shutdown, which
+    /// covers what had completed when the writer drained, once the cut returned done.
+    controller_flush: Option<u64>,
     /// The cut hook failed with this: the cycle ends as after a cut, and says so.
     cut_failed: Option<HookError>,
     cut_instant: Option<Instant>,
@@ -445,6 +460,7 @@ impl<'a, 'f> CycleLoop<'a, 'f> {
             eio_run: 0,
             cut_done: false,
             shutdown_flushed: false,
+            controller_flush: None,
             cut_failed: None,
             cut_instant: None,
         })
@@ -555,8 +571,14 @@ impl<'a, 'f> CycleLoop<'a, 'f> {
         let tail = now.saturating_duration_since(self.last_completion.unwrap_or(self.start));
         self.out.max_completion_gap = Some(self.out.max_completion_gap.map_or(tail, |m| m.max(tail)));
         self.out.cut_at = Some(self.start.elapsed());
-        if let Err(e) = cut() {
-            self.cut_failed = Some(e);
+        match cut() {
+            Err(e) => self.cut_failed = Some(e),
+            // The controller shut down before the power went: what it covers is durable.
+            Ok(()) => {
+                if let Some(no) = self.controller_flush.take() {
+                    self.t.flush_done(no, true);
+                }
+            }
         }
         self.cut_done = true;
         self.stopping = true;

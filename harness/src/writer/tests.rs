@@ -156,7 +156,7 @@ fn cut_placements_land_where_asked_and_are_timed() {
 /// queue full and no flush, the same liar owes nothing and is not found.
 #[test]
 fn a_clean_shutdown_drains_flushes_and_owes_every_acknowledged_write() {
-    let place = CutPlacement::Shutdown { after_ms: 30, after_completions: 0 };
+    let place = CutPlacement::Shutdown { after_ms: 30, after_completions: 0, controller: false };
     let (o, rep) = sim_cycle(FaultModel::HonestVolatile, Contract::Flush, place);
     assert_eq!((o.in_flight_at_cut, o.bytes_at_risk, o.flush_outstanding_at_cut), (0, 0, false), "a quiet, flushed drive: {o:?}");
     assert!(o.cut_at.unwrap() >= Duration::from_millis(30) && o.flushes >= 1 && o.completed_at_cut > 0, "{o:?}");

@@ -10,6 +10,7 @@ use crate::remote::coordinator::dut::{RemoteDut, RemotePort};
 use crate::runner::dut::{Dut, DutError, NbdDut, RealDut, SimDut};
 use crate::runner::fault::{real_cutter, sim_switch, ControllerError, Cutter};
 use crate::runner::options::RunnerOptions;
+use crate::runner::shutdown::{NvmeShutdown, SimShutdown};
 use crate::scenario::{FaultPlan, RunPlan, SimSwitch, SimTarget, Switch, TargetPlan};
 use faultline_drivers::blockdev::SysRoots;
 use faultline_fixtures::{SimConfig, SimDrive, TruthContract};
@@ -43,15 +44,32 @@ fn sim_dut(plan: &RunPlan, t: &SimTarget, run_dir: &Path, o: &RunnerOptions) -> 
     let drive = SimDrive::persistent(cfg, run_dir).map_err(OpenError::Sim)?;
     // Every fault of the simulated one-port drive goes through its one switch.
     let switch = plan.faults.all().map(|f| match f {
-        FaultPlan::PowerCut { switch: Switch::Sim(s), .. } | FaultPlan::CleanShutdown { switch: Switch::Sim(s) } => Some(*s),
+        FaultPlan::PowerCut { switch: Switch::Sim(s), .. } | FaultPlan::CleanShutdown { switch: Switch::Sim(s), .. } => Some(*s),
         _ => None,
     });
     let switch = match switch.collect::<Option<Vec<SimSwitch>>>().and_then(|s| s.first().copied()) {
         Some(s) => s,
         None => return Err(ControllerError::from(crate::runner::fault::Missing::SimSwitch).into()),
     };
-    let (cutter, emu) = sim_switch(switch, drive.power(), plan.seed, &o.control_env)?;
+    let (mut cutter, emu) = sim_switch(switch, drive.power(), plan.seed, &o.control_env)?;
+    if normal_shutdowns(plan) {
+        cutter = cutter.with_shutdown(Box::new(SimShutdown(drive.power())));
+    }
     Ok((SimDut::one(drive), cutter, emu))
+}
+
+/// Whether any fault of the run is a normal shutdown (its controllers shut down first).
+fn normal_shutdowns(plan: &RunPlan) -> bool {
+    plan.faults.all().any(FaultPlan::is_normal_shutdown)
+}
+
+/// A normal shutdown of a target whose controllers are not this host's.
+fn not_here(target: &str) -> OpenError {
+    ControllerError::Shutdown {
+        what: target.to_string(),
+        why: "a normal_shutdown shuts an NVMe controller of this host down: not an NBD export's or a drive's on another host".into(),
+    }
+    .into()
 }
 
 /// Whether a target path is an NBD URI (`nbd://`, `nbd+unix://`).
@@ -112,6 +130,10 @@ pub(super) fn one_port(plan: &RunPlan, run_dir: &Path, o: &RunnerOptions, begun:
             let (dut, cutter, emu) = sim_dut(plan, t, run_dir, o)?;
             (Box::new(dut), cutter, emu, t.sector_bytes as u64, t.atomic_bytes as u64, t.capacity_bytes)
         }
+        TargetPlan::Device { path: Some(uri), .. } if normal_shutdowns(plan) && is_nbd(uri) => {
+            return Err(not_here(&uri.to_string_lossy()));
+        }
+        TargetPlan::Remote { target, .. } if normal_shutdowns(plan) => return Err(not_here(target)),
         TargetPlan::Device { path: Some(uri), expect, .. } if is_nbd(uri) => {
             let queue_depth = plan.scenario.workload.queue_depth as usize;
             let dut = NbdDut::open(&uri.to_string_lossy(), expect, queue_depth, begun)?;
@@ -126,9 +148,21 @@ pub(super) fn one_port(plan: &RunPlan, run_dir: &Path, o: &RunnerOptions, begun:
             let queue_depth = plan.scenario.workload.queue_depth as usize;
             let dut = RealDut::open(path.as_deref(), expect, via.as_ref(), queue_depth, begun, roots.clone())?;
             let drive = drive_declares(dut.path(), &roots, &mut notes);
-            with_facts(plan, o, Box::new(dut), drive.as_ref(), &mut notes)?
+            let shutdown = match normal_shutdowns(plan) {
+                true => Some(NvmeShutdown::of_namespace(dut.path(), &roots).map_err(|why| ControllerError::Shutdown {
+                    what: dut.path().display().to_string(),
+                    why: format!("a normal_shutdown needs an NVMe namespace on PCIe: {why}"),
+                })?),
+                false => None,
+            };
+            let mut opened = with_facts(plan, o, Box::new(dut), drive.as_ref(), &mut notes)?;
+            if let Some(s) = shutdown {
+                opened.1 = opened.1.with_shutdown(Box::new(s));
+            }
+            opened
         }
     };
+
     let mut devs = vec![dut];
     let identity = devs[0].facts()?.identity;
     Ok(Devices { devs, cutter, identity, sector, capacity, atomic, notes, _keep: keep, saves: None })
