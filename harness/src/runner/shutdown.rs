@@ -57,6 +57,9 @@ pub struct NvmeShutdown {
     sys: PathBuf,
     /// The controllers' PCI functions (`0000:01:00.0`), in name order.
     functions: Vec<String>,
+    /// After the power is back: how long a function may stay unbound before it is bound by
+    /// hand, and how long it may take to be bound again.
+    waits: (Duration, Duration),
 }
 
 impl NvmeShutdown {
@@ -78,7 +81,7 @@ impl NvmeShutdown {
         if functions.is_empty() {
             return Err(format!("{}: not an NVMe namespace (no controller found in sysfs under {})", dev.display(), parent.display()));
         }
-        Ok(NvmeShutdown { sys: roots.sys.clone(), functions })
+        Ok(NvmeShutdown { sys: roots.sys.clone(), functions, waits: (BIND_AFTER, RESUME_WAIT) })
     }
 
     fn driver_file(&self, what: &str) -> PathBuf {
@@ -140,15 +143,33 @@ impl ControllerShutdown for NvmeShutdown {
         let bind = self.driver_file("bind");
         for f in &self.functions {
             let dev = self.sys.join("bus/pci/devices").join(f);
-            // Gone (to be re-enumerated) or probed again already: nothing to do.
-            if !dev.exists() || dev.join("driver").exists() {
-                continue;
+            let settled = || !dev.exists() || dev.join("driver").exists();
+            // Gone (to be re-enumerated) or probed again by the kernel (a hot-plug brings the
+            // function back and probes it): nothing to do. A function the kernel has just
+            // added may not be probed yet, and a write to `bind` then races the probe (the
+            // lab saw ENODEV): it is asked to bind only once it stayed unbound a while, and
+            // again each time after, until it is bound or the time is up.
+            let start = Instant::now();
+            let mut last = None;
+            while !settled() {
+                if start.elapsed() >= self.waits.1 {
+                    let why = last.map_or_else(|| "it stayed unbound".to_string(), |e: std::io::Error| e.to_string());
+                    return Err(format!("binding {f} to the nvme driver again ({}): {why}", bind.display()));
+                }
+                if start.elapsed() >= self.waits.0 {
+                    last = std::fs::write(&bind, f).err();
+                }
+                std::thread::sleep(Duration::from_millis(50));
             }
-            std::fs::write(&bind, f).map_err(|e| format!("binding {f} to the nvme driver again ({}): {e}", bind.display()))?;
         }
         Ok(())
     }
 }
+
+/// How long a function may stay unbound after the power is back before it is bound by hand.
+const BIND_AFTER: Duration = Duration::from_millis(500);
+/// How long a function may take to be bound again, by the kernel's probe or by hand.
+const RESUME_WAIT: Duration = Duration::from_secs(10);
 
 #[cfg(test)]
 mod tests {
@@ -194,10 +215,31 @@ mod tests {
         // The fake driver file keeps the last address written: each was, in turn.
         let drv = roots.sys.join("bus/pci/drivers/nvme");
         assert_eq!(std::fs::read_to_string(drv.join("unbind")).unwrap(), "0000:02:00.0");
-        // Back unbound: bound again; one still bound (probed again) is left alone.
+        // Back: one probed again by the kernel is left alone; one that stays unbound is bound
+        // by hand (here the fake driver binds what is written to its `bind`).
         std::fs::create_dir_all(roots.sys.join("devices/pci0000:00/0000:02:00.0/driver")).unwrap();
+        s.waits = (Duration::from_millis(20), Duration::from_secs(5));
+        let bind = drv.join("bind");
+        let sys = roots.sys.clone();
+        let driver = std::thread::spawn(move || {
+            let t = Instant::now();
+            while t.elapsed() < Duration::from_secs(5) {
+                if let Ok(f) = std::fs::read_to_string(&bind) {
+                    std::fs::create_dir_all(sys.join(format!("bus/pci/devices/{f}/driver"))).unwrap();
+                    return f;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            String::new()
+        });
         s.resume().unwrap();
-        assert_eq!(std::fs::read_to_string(drv.join("bind")).unwrap(), "0000:01:00.0");
+        assert_eq!(driver.join().unwrap(), "0000:01:00.0");
+        // One that nothing binds: the time runs out, named.
+        std::fs::remove_dir_all(roots.sys.join("devices/pci0000:00/0000:01:00.0/driver")).unwrap();
+        std::fs::remove_file(drv.join("bind")).unwrap();
+        s.waits = (Duration::from_millis(20), Duration::from_millis(200));
+        let e = s.resume().unwrap_err();
+        assert!(e.starts_with("binding 0000:01:00.0 to the nvme driver again"), "{e}");
         // A function still bound after its unbind did not shut down.
         let e = s.shutdown().unwrap_err();
         assert!(e.contains("0000:02:00.0 is still bound"), "{e}");
