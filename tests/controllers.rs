@@ -287,6 +287,9 @@ fn quarch_power_module_sags_and_ramps_its_rail_and_the_drive_feels_each_step() {
     let mut p: Box<dyn PowerSwitch> = Box::new(open_quarch(&spec));
     let sent = emu.commands().len();
     let sag = PowerShape::Sag { rail: "12V".into(), to_mv: 11_000, length: Duration::from_millis(2) };
+    let glitch = PowerShape::Glitch { signals: vec!["12V_POWER".into()], length: Duration::from_millis(1) };
+    // Declared up front: a power module sets its rails and has no glitch engine.
+    assert!(p.capabilities().makes(&sag) && !p.capabilities().makes(&glitch));
     p.shape(&sag).unwrap();
     let said: Vec<String> = emu.commands()[sent..].iter().map(|c| c.to_ascii_uppercase()).collect();
     assert_eq!(said, ["SIGNAL:12V:VOLTAGE?", "SIGNAL:12V:VOLTAGE 11000", "SIGNAL:12V:VOLTAGE 12000"], "{said:?}");
@@ -319,6 +322,7 @@ fn quarch_power_module_sags_and_ramps_its_rail_and_the_drive_feels_each_step() {
     let d2 = drive(14);
     let (emu2, spec2) = quarch_emu(Link::Serial, QuarchKind::HotPlug, &d2);
     let mut hot: Box<dyn PowerSwitch> = Box::new(open_quarch(&spec2));
+    assert!(hot.capabilities().makes(&glitch) && !hot.capabilities().makes(&sag));
     let sent = emu2.commands().len();
     let e = hot.shape(&sag).unwrap_err();
     assert!(matches!(e, PowerError::Unsupported { .. }) && e.to_string().contains("only a power module"), "{e}");
@@ -326,6 +330,7 @@ fn quarch_power_module_sags_and_ramps_its_rail_and_the_drive_feels_each_step() {
     let lcus = LcusEmu::new(vec![(1, drive(15).power())]).unwrap();
     let mut relay =
         control::open(&parse_spec(&format!("lcus+serial://{}?channel=1", lcus.path())).unwrap(), &env()).unwrap().power.unwrap();
+    assert!(!relay.capabilities().makes(&sag) && !relay.capabilities().makes(&glitch));
     let e = relay.shape(&sag).unwrap_err().to_string();
     assert!(e.contains("cannot sag the 12V rail") && e.contains("not shape it"), "{e}");
 }

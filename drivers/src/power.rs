@@ -34,9 +34,22 @@ pub struct PowerCaps {
     /// The switch acknowledges each command (a reply, an exit status). A switch that does not
     /// (CH340 "LCUS" relays) cannot even tell that a command arrived.
     pub acknowledges: bool,
+    /// It times a glitch itself ([`PowerShape::Glitch`]: a Quarch hot-plug module).
+    pub glitch_engine: bool,
+    /// It sets its rails' voltage ([`PowerShape::Sag`], [`PowerShape::Ramp`]: a Quarch power
+    /// module).
+    pub programmable_rails: bool,
 }
 
 impl PowerCaps {
+    /// Whether the switch can make `shape`.
+    pub fn makes(&self, shape: &PowerShape) -> bool {
+        match shape {
+            PowerShape::Glitch { .. } => self.glitch_engine,
+            PowerShape::Sag { .. } | PowerShape::Ramp { .. } => self.programmable_rails,
+        }
+    }
+
     /// True when the switch itself can confirm that a cut happened (state or voltage readback).
     /// When false, the caller must confirm the cut by the device disappearing.
     pub fn confirms_cut(&self) -> bool {

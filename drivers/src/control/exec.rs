@@ -155,7 +155,7 @@ impl PowerSwitch for ExecSwitch {
         .to_string()
     }
     fn capabilities(&self) -> PowerCaps {
-        PowerCaps { state_readback: self.state.is_some(), voltage_readback: false, acknowledges: true }
+        PowerCaps { state_readback: self.state.is_some(), voltage_readback: false, acknowledges: true, ..PowerCaps::default() }
     }
     fn power_off(&mut self) -> Result<(), PowerError> {
         let c = self.off.clone();

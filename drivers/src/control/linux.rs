@@ -430,7 +430,7 @@ impl PowerSwitch for SlotPower {
         self.link.name.clone()
     }
     fn capabilities(&self) -> PowerCaps {
-        PowerCaps { state_readback: true, voltage_readback: false, acknowledges: true }
+        PowerCaps { state_readback: true, voltage_readback: false, acknowledges: true, ..PowerCaps::default() }
     }
     fn power_off(&mut self) -> Result<(), PowerError> {
         self.set(false)

@@ -63,7 +63,7 @@ impl PowerSwitch for ManualSwitch {
     }
     fn capabilities(&self) -> PowerCaps {
         // A person's word is an acknowledgement, not a measurement.
-        PowerCaps { state_readback: false, voltage_readback: false, acknowledges: true }
+        PowerCaps { state_readback: false, voltage_readback: false, acknowledges: true, ..PowerCaps::default() }
     }
     fn power_off(&mut self) -> Result<(), PowerError> {
         self.ask("cut the drive's power")

@@ -89,7 +89,7 @@ impl<H: HidReports> PowerSwitch for HidRelay<H> {
         self.name.clone()
     }
     fn capabilities(&self) -> PowerCaps {
-        PowerCaps { state_readback: true, voltage_readback: false, acknowledges: true }
+        PowerCaps { state_readback: true, voltage_readback: false, acknowledges: true, ..PowerCaps::default() }
     }
     fn power_off(&mut self) -> Result<(), PowerError> {
         self.set(false)
@@ -150,7 +150,7 @@ impl PowerSwitch for Lcus {
         self.name.clone()
     }
     fn capabilities(&self) -> PowerCaps {
-        PowerCaps { state_readback: false, voltage_readback: false, acknowledges: false }
+        PowerCaps { state_readback: false, voltage_readback: false, acknowledges: false, ..PowerCaps::default() }
     }
     fn power_off(&mut self) -> Result<(), PowerError> {
         self.send(false)
@@ -402,7 +402,7 @@ impl PowerSwitch for Numato {
         self.name.clone()
     }
     fn capabilities(&self) -> PowerCaps {
-        PowerCaps { state_readback: true, voltage_readback: false, acknowledges: true }
+        PowerCaps { state_readback: true, voltage_readback: false, acknowledges: true, ..PowerCaps::default() }
     }
     fn power_off(&mut self) -> Result<(), PowerError> {
         self.set(false)

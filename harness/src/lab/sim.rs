@@ -309,7 +309,7 @@ impl PowerSwitch for LabRig {
     }
 
     fn capabilities(&self) -> PowerCaps {
-        PowerCaps { state_readback: true, voltage_readback: false, acknowledges: true }
+        PowerCaps { state_readback: true, voltage_readback: false, acknowledges: true, ..PowerCaps::default() }
     }
 
     fn power_off(&mut self) -> Result<(), PowerError> {

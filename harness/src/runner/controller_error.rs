@@ -78,6 +78,8 @@ fn reset_name(reset: &Option<ResetKind>) -> String {
 pub enum Missing {
     #[error("controllers.power: the fault needs a power switch, and the run has none")]
     PowerSwitch,
+    #[error("controllers.power: {switch} cannot {shape} (a Quarch hot-plug module glitches, a Quarch power module sets its rails; a relay only switches)")]
+    CannotShape { switch: String, shape: String },
     #[error("a normal shutdown needs the drive's controllers (the simulated drive's, or an NVMe namespace's), and the run has none")]
     ControllerShutdown,
     #[error("controllers.link: the run has no link controller")]

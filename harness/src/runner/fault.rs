@@ -467,6 +467,17 @@ pub fn sim_switch(
     Ok((Cutter::power(p), Some(emu)))
 }
 
+/// Every shape of the run's faults is one the power switch declares it makes: refused when the
+/// run opens, before any cycle, not at the first cut.
+pub fn require_shapes(cutter: &Cutter, faults: &FaultMix) -> Result<(), ControllerError> {
+    let Some(p) = cutter.power.as_deref() else { return Ok(()) };
+    let caps = p.capabilities();
+    match faults.all().filter_map(FaultPlan::shape).find(|s| !caps.makes(s)) {
+        Some(s) => Err(Missing::CannotShape { switch: p.name(), shape: s.to_string() }.into()),
+        None => Ok(()),
+    }
+}
+
 /// Opens the controllers a real target's faults need (each spec once) and aims at the
 /// first; every link reset's port must support its kind.
 pub fn real_cutter(faults: &FaultMix, env: &ControlEnv) -> Result<Cutter, ControllerError> {
@@ -499,12 +510,35 @@ pub fn real_cutter(faults: &FaultMix, env: &ControlEnv) -> Result<Cutter, Contro
     if let Some((first, _)) = faults.entries.first() {
         cutter.aim(first, None, Duration::ZERO)?;
     }
+    require_shapes(&cutter, faults)?;
     Ok(cutter)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_shape_the_power_switch_does_not_declare_is_refused_when_the_run_opens() {
+        let drive = faultline_fixtures::SimDrive::new(faultline_fixtures::SimConfig {
+            capacity_bytes: 1 << 20,
+            sector_bytes: 512,
+            atomic_bytes: 4096,
+            queue_depth: 4,
+            seed: 1,
+            model: faultline_fixtures::FaultModel::HonestPlp,
+            contract: faultline_fixtures::TruthContract::Plp,
+        });
+        let cutter = Cutter::power(Box::new(drive.power()));
+        let sag = PowerShape::Sag { rail: "12V".into(), to_mv: 9_500, length: Duration::from_millis(5) };
+        let shaped = |shape| {
+            let switch = Switch::Sim(SimSwitch::Direct);
+            FaultMix::single(FaultPlan::PowerCut { switch, mate_steps_ms: Vec::new(), recovery: None, shape })
+        };
+        let e = require_shapes(&cutter, &shaped(Some(sag))).unwrap_err().to_string();
+        assert!(e.starts_with("controllers.power: sim cannot sag the 12V rail to 9500 mV for 5ms"), "{e}");
+        assert!(require_shapes(&cutter, &shaped(None)).is_ok());
+    }
 
     #[test]
     fn runner_uniform_time_draw_is_deterministic_and_inside_the_window() {

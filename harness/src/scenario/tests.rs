@@ -190,6 +190,12 @@ fn scenario_sim_target_rules() {
     assert_eq!(field, "controllers.link");
     let (field, _) = invalid_field(&sim.replace("[target]", "[target]\nserial = \"X\""));
     assert_eq!(field, "target.sim");
+    for mv in [0, 10_000] {
+        let late = sim.replace("kind = \"honest_plp\"", &format!("kind = \"pfail_misses_sag\", detect_mv = {mv}"));
+        assert_ne!(late, sim);
+        let (field, msg) = invalid_field(&late);
+        assert_eq!(field, "target.sim.model.detect_mv", "{msg}");
+    }
     let (field, _) = invalid_field(&sim.replace("capacity_bytes = 67108864", "capacity_bytes = 67108864, sector_bytes = 1024"));
     assert_eq!(field, "target.sim.sector_bytes");
     let (field, _) = invalid_field(&sim.replace("capacity_bytes = 67108864", "capacity_bytes = 67108864, queue_depth = 8"));

@@ -554,6 +554,14 @@ fn validate_sim_target(origin: &str, t: &Target, sim: &SimTarget, other_keys: bo
     if sim.queue_depth == 0 {
         return bad("target.sim.queue_depth", "must be at least 1".into());
     }
+    // A detector below the drive's brown-out (10 000 mV) is the fault; at or above it the
+    // drive is honest, and at 0 it never trips (the drive would run on no power at all).
+    if let SimModel::PfailMissesSag { detect_mv } = sim.model {
+        if !(1..faultline_fixtures::BROWNOUT_MV).contains(&detect_mv) {
+            let max = faultline_fixtures::BROWNOUT_MV - 1;
+            return bad("target.sim.model.detect_mv", format!("{detect_mv}: expected 1 to {max}, under the drive's 10000 mV brown-out"));
+        }
+    }
     Ok(())
 }
 

@@ -322,7 +322,8 @@ impl PowerSwitch for Quarch {
     }
 
     fn capabilities(&self) -> PowerCaps {
-        PowerCaps { state_readback: true, voltage_readback: self.kind() == ModuleKind::Power, acknowledges: true }
+        let (power, hot) = (self.kind() == ModuleKind::Power, self.kind() == ModuleKind::HotPlug);
+        PowerCaps { state_readback: true, voltage_readback: power, acknowledges: true, glitch_engine: hot, programmable_rails: power }
     }
 
     fn power_off(&mut self) -> Result<(), PowerError> {

@@ -480,7 +480,7 @@ impl PowerSwitch for HostKill {
     }
 
     fn capabilities(&self) -> PowerCaps {
-        PowerCaps { state_readback: true, voltage_readback: false, acknowledges: true }
+        PowerCaps { state_readback: true, voltage_readback: false, acknowledges: true, ..PowerCaps::default() }
     }
 
     fn power_off(&mut self) -> Result<(), PowerError> {

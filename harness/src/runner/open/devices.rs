@@ -8,7 +8,7 @@ use super::Devices;
 use crate::ledger::Contract;
 use crate::remote::coordinator::dut::{RemoteDut, RemotePort};
 use crate::runner::dut::{Dut, DutError, NbdDut, RealDut, SimDut};
-use crate::runner::fault::{real_cutter, sim_switch, ControllerError, Cutter};
+use crate::runner::fault::{real_cutter, require_shapes, sim_switch, ControllerError, Cutter};
 use crate::runner::options::RunnerOptions;
 use crate::runner::shutdown::{NvmeShutdown, SimShutdown};
 use crate::scenario::{FaultPlan, RunPlan, SimSwitch, SimTarget, Switch, TargetPlan};
@@ -52,6 +52,7 @@ fn sim_dut(plan: &RunPlan, t: &SimTarget, run_dir: &Path, o: &RunnerOptions) -> 
         None => return Err(ControllerError::from(crate::runner::fault::Missing::SimSwitch).into()),
     };
     let (mut cutter, emu) = sim_switch(switch, drive.power(), plan.seed, &o.control_env)?;
+    require_shapes(&cutter, &plan.faults)?;
     if normal_shutdowns(plan) {
         cutter = cutter.with_shutdown(Box::new(SimShutdown(drive.power())));
     }
