@@ -58,8 +58,15 @@ pub enum ControllerError {
     #[error("{host}: {} of {controller}: {message}", reset_name(.reset))]
     Remote { host: String, reset: Option<ResetKind>, controller: String, message: String },
     /// A normal shutdown's host side failed: what it shut down, and why.
-    #[error("the normal shutdown of {what}: {why}")]
-    Shutdown { what: String, why: String },
+    #[error("the normal shutdown of {what}: {source}")]
+    Shutdown {
+        what: String,
+        #[source]
+        source: crate::runner::shutdown::ShutdownError,
+    },
+    /// A target whose controllers a normal shutdown cannot reach from this host.
+    #[error("the normal shutdown of {target}: {why}")]
+    NotShutdownable { target: String, why: &'static str },
     /// An agent sent no report of the reset aimed at it.
     #[error(
         "{host}: its agent did not report its {} (its cycle ended before the reset, or the host was lost)",

@@ -247,7 +247,7 @@ impl Cutter {
             }
             (Aim::NormalShutdown, Some(p), _) => {
                 let s = self.shutdown.as_mut().ok_or(Missing::ControllerShutdown)?;
-                let took = s.shutdown().map_err(|why| ControllerError::Shutdown { what: s.name(), why })?;
+                let took = s.shutdown().map_err(|source| ControllerError::Shutdown { what: s.name(), source })?;
                 self.said.push(format!("normal shutdown: {} shut down (CC.SHN, CSTS.SHST complete) in {} us", s.name(), took.as_micros()));
                 p.power_off()?;
                 self.off_at = Some(Instant::now());
@@ -302,7 +302,7 @@ impl Cutter {
                 let held = self.off_at.take().map(|t| t.elapsed());
                 p.power_on()?;
                 if let (Aim::NormalShutdown, Some(s)) = (&self.aim, self.shutdown.as_mut()) {
-                    s.resume().map_err(|why| ControllerError::Shutdown { what: s.name(), why })?;
+                    s.resume().map_err(|source| ControllerError::Shutdown { what: s.name(), source })?;
                 }
                 Ok(held)
             }

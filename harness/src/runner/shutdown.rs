@@ -14,19 +14,67 @@
 //!
 //! The simulated drive's controller shuts down in-process ([`SimShutdown`]).
 
+use super::shared::Shared;
 use faultline_drivers::blockdev::SysRoots;
 use faultline_fixtures::SimPower;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+
+/// Why a normal shutdown's host side could not be found, or did not happen.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum ShutdownError {
+    /// The simulated drive is off or gone.
+    #[error("the drive is off or gone: its controller did not answer CC.SHN")]
+    DriveAbsent,
+    /// A sysfs entry the search needs could not be read.
+    #[error("{}: {what}: {source}", .path.display())]
+    Sysfs {
+        path: PathBuf,
+        what: &'static str,
+        #[source]
+        source: Shared<std::io::Error>,
+    },
+    /// A controller on another transport than PCIe has no function to unbind.
+    #[error("{controller} is on the {transport:?} transport: only a PCIe function is unbound from the nvme driver")]
+    NotPcie { controller: String, transport: String },
+    /// A controller's `device` is not a PCI address.
+    #[error("{controller}: its device {device:?} is not a PCI address")]
+    NotPciAddress { controller: String, device: String },
+    /// The namespace's parent names no NVMe controller.
+    #[error("{}: not an NVMe namespace (no controller found in sysfs under {})", .dev.display(), .parent.display())]
+    NoController { dev: PathBuf, parent: PathBuf },
+    /// Writing a function's address to the nvme driver's `unbind` or `bind` failed.
+    #[error("{action} {function} (the nvme driver's {}): {source}", .file.display())]
+    Write {
+        action: &'static str,
+        function: String,
+        file: PathBuf,
+        #[source]
+        source: Shared<std::io::Error>,
+    },
+    /// A function still bound after its unbind: its controller did not shut down.
+    #[error("{function} is still bound after its unbind: its controller did not shut down")]
+    StillBound { function: String },
+    /// A function that came back unbound, bound by neither the kernel nor the bind write in
+    /// time (the last write's failure, if one failed).
+    #[error("binding {function} to the nvme driver again: it stayed unbound for {} s{}", .waited.as_secs(), .last.as_ref().map(|e| format!(" (the last bind: {e})")).unwrap_or_default())]
+    Unbound { function: String, waited: Duration, last: Option<Shared<std::io::Error>> },
+}
+
+impl ShutdownError {
+    fn sysfs(path: &Path, what: &'static str, e: std::io::Error) -> ShutdownError {
+        ShutdownError::Sysfs { path: path.to_path_buf(), what, source: Shared::new(e) }
+    }
+}
 
 /// Shuts a drive's controllers down before a cut, and takes them up again after.
 pub trait ControllerShutdown: Send {
     /// What is shut down, for the log (`sim`, `0000:01:00.0`).
     fn name(&self) -> String;
     /// Shuts the controllers down; how long the handshake took.
-    fn shutdown(&mut self) -> Result<Duration, String>;
+    fn shutdown(&mut self) -> Result<Duration, ShutdownError>;
     /// After the power is back: binds again what came back unbound.
-    fn resume(&mut self) -> Result<(), String>;
+    fn resume(&mut self) -> Result<(), ShutdownError>;
 }
 
 /// The simulated drive's controller.
@@ -37,16 +85,16 @@ impl ControllerShutdown for SimShutdown {
         "the simulated drive's controller".into()
     }
 
-    fn shutdown(&mut self) -> Result<Duration, String> {
+    fn shutdown(&mut self) -> Result<Duration, ShutdownError> {
         let t = Instant::now();
         if self.0.shutdown_controller() {
             Ok(t.elapsed())
         } else {
-            Err("the drive is off or gone: its controller did not answer CC.SHN".into())
+            Err(ShutdownError::DriveAbsent)
         }
     }
 
-    fn resume(&mut self) -> Result<(), String> {
+    fn resume(&mut self) -> Result<(), ShutdownError> {
         Ok(())
     }
 }
@@ -64,22 +112,20 @@ pub struct NvmeShutdown {
 
 impl NvmeShutdown {
     /// The controllers of the namespace block device at `dev` (under `roots`).
-    pub fn of_namespace(dev: &Path, roots: &SysRoots) -> Result<NvmeShutdown, String> {
+    pub fn of_namespace(dev: &Path, roots: &SysRoots) -> Result<NvmeShutdown, ShutdownError> {
         let canon = std::fs::canonicalize(dev).unwrap_or_else(|_| dev.to_path_buf());
         let name = canon.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let block = roots.sys.join("class/block").join(&name);
-        let disk = std::fs::canonicalize(&block).map_err(|e| format!("{}: not a block device in sysfs ({e})", dev.display()))?;
+        let disk = std::fs::canonicalize(&block).map_err(|e| ShutdownError::sysfs(&block, "not a block device in sysfs", e))?;
         let disk = if disk.join("partition").exists() { disk.parent().map(Path::to_path_buf).unwrap_or(disk) } else { disk };
         // The disk's parent: its controller (one path), or its subsystem (native multipath).
-        let parent = disk.parent().ok_or_else(|| format!("{}: no parent in sysfs", disk.display()))?;
-        let controllers = controllers_under(parent, &roots.sys)?;
-        let functions = controllers
+        let parent = disk.parent().unwrap_or(&disk).to_path_buf();
+        let functions = controllers_under(&parent, &roots.sys)?
             .iter()
             .map(|c| pci_function(&roots.sys, c))
-            .collect::<Result<Vec<String>, String>>()
-            .map_err(|e| format!("{}: {e}", dev.display()))?;
+            .collect::<Result<Vec<String>, ShutdownError>>()?;
         if functions.is_empty() {
-            return Err(format!("{}: not an NVMe namespace (no controller found in sysfs under {})", dev.display(), parent.display()));
+            return Err(ShutdownError::NoController { dev: dev.to_path_buf(), parent });
         }
         Ok(NvmeShutdown { sys: roots.sys.clone(), functions, waits: (BIND_AFTER, RESUME_WAIT) })
     }
@@ -91,13 +137,13 @@ impl NvmeShutdown {
 
 /// The controllers (`nvmeN`) a namespace's parent names: itself when it is one, else the
 /// subsystem's members.
-fn controllers_under(parent: &Path, sys: &Path) -> Result<Vec<String>, String> {
+fn controllers_under(parent: &Path, sys: &Path) -> Result<Vec<String>, ShutdownError> {
     let name = parent.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let is_ctrl = |n: &str| n.strip_prefix("nvme").is_some_and(|k| !k.is_empty() && k.bytes().all(|b| b.is_ascii_digit()));
     if is_ctrl(&name) && sys.join("class/nvme").join(&name).exists() {
         return Ok(vec![name]);
     }
-    let entries = std::fs::read_dir(parent).map_err(|e| format!("cannot list {} ({e})", parent.display()))?;
+    let entries = std::fs::read_dir(parent).map_err(|e| ShutdownError::sysfs(parent, "cannot list it", e))?;
     let mut ctrls: Vec<String> = entries
         .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
         .filter(|n| is_ctrl(n) && sys.join("class/nvme").join(n).exists())
@@ -107,17 +153,18 @@ fn controllers_under(parent: &Path, sys: &Path) -> Result<Vec<String>, String> {
 }
 
 /// The PCI function of controller `ctrl`: its `device` link's target, on the PCIe transport.
-fn pci_function(sys: &Path, ctrl: &str) -> Result<String, String> {
+fn pci_function(sys: &Path, ctrl: &str) -> Result<String, ShutdownError> {
     let dir = sys.join("class/nvme").join(ctrl);
-    let transport = std::fs::read_to_string(dir.join("transport")).unwrap_or_default();
-    if transport.trim() != "pcie" {
-        return Err(format!("{ctrl} is on the {:?} transport: only a PCIe function is unbound from the nvme driver", transport.trim()));
+    let transport = std::fs::read_to_string(dir.join("transport")).unwrap_or_default().trim().to_string();
+    if transport != "pcie" {
+        return Err(ShutdownError::NotPcie { controller: ctrl.to_string(), transport });
     }
-    let dev = std::fs::canonicalize(dir.join("device")).map_err(|e| format!("{ctrl}: no PCI device in sysfs ({e})"))?;
+    let link = dir.join("device");
+    let dev = std::fs::canonicalize(&link).map_err(|e| ShutdownError::sysfs(&link, "no PCI device", e))?;
     let bdf = dev.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let ok = bdf.len() == 12 && bdf.as_bytes()[4] == b':' && bdf.as_bytes()[7] == b':' && bdf.as_bytes()[10] == b'.';
     if !ok {
-        return Err(format!("{ctrl}: its device {bdf:?} is not a PCI address"));
+        return Err(ShutdownError::NotPciAddress { controller: ctrl.to_string(), device: bdf });
     }
     Ok(bdf)
 }
@@ -127,19 +174,24 @@ impl ControllerShutdown for NvmeShutdown {
         self.functions.join(" and ")
     }
 
-    fn shutdown(&mut self) -> Result<Duration, String> {
+    fn shutdown(&mut self) -> Result<Duration, ShutdownError> {
         let t = Instant::now();
         let unbind = self.driver_file("unbind");
         for f in &self.functions {
-            std::fs::write(&unbind, f).map_err(|e| format!("unbinding {f} from the nvme driver ({}): {e}", unbind.display()))?;
+            std::fs::write(&unbind, f).map_err(|e| ShutdownError::Write {
+                action: "unbinding",
+                function: f.clone(),
+                file: unbind.clone(),
+                source: Shared::new(e),
+            })?;
             if self.sys.join("bus/pci/devices").join(f).join("driver").exists() {
-                return Err(format!("{f} is still bound after its unbind: its controller did not shut down"));
+                return Err(ShutdownError::StillBound { function: f.clone() });
             }
         }
         Ok(t.elapsed())
     }
 
-    fn resume(&mut self) -> Result<(), String> {
+    fn resume(&mut self) -> Result<(), ShutdownError> {
         let bind = self.driver_file("bind");
         for f in &self.functions {
             let dev = self.sys.join("bus/pci/devices").join(f);
@@ -153,8 +205,7 @@ impl ControllerShutdown for NvmeShutdown {
             let mut last = None;
             while !settled() {
                 if start.elapsed() >= self.waits.1 {
-                    let why = last.map_or_else(|| "it stayed unbound".to_string(), |e: std::io::Error| e.to_string());
-                    return Err(format!("binding {f} to the nvme driver again ({}): {why}", bind.display()));
+                    return Err(ShutdownError::Unbound { function: f.clone(), waited: self.waits.1, last: last.map(Shared::new) });
                 }
                 if start.elapsed() >= self.waits.0 {
                     last = std::fs::write(&bind, f).err();
@@ -238,14 +289,14 @@ mod tests {
         std::fs::remove_dir_all(roots.sys.join("devices/pci0000:00/0000:01:00.0/driver")).unwrap();
         std::fs::remove_file(drv.join("bind")).unwrap();
         s.waits = (Duration::from_millis(20), Duration::from_millis(200));
-        let e = s.resume().unwrap_err();
+        let e = s.resume().unwrap_err().to_string();
         assert!(e.starts_with("binding 0000:01:00.0 to the nvme driver again"), "{e}");
         // A function still bound after its unbind did not shut down.
-        let e = s.shutdown().unwrap_err();
+        let e = s.shutdown().unwrap_err().to_string();
         assert!(e.contains("0000:02:00.0 is still bound"), "{e}");
         // Not on PCIe: refused by name.
         std::fs::write(roots.sys.join("devices/pci0000:00/0000:01:00.0/nvme/nvme0/transport"), "tcp\n").unwrap();
-        let e = NvmeShutdown::of_namespace(&root.join("dev/nvme0n1"), &roots).err().unwrap();
+        let e = NvmeShutdown::of_namespace(&root.join("dev/nvme0n1"), &roots).err().unwrap().to_string();
         assert!(e.contains("nvme0 is on the \"tcp\" transport"), "{e}");
         let _ = std::fs::remove_dir_all(&root);
     }

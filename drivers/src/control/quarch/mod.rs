@@ -284,18 +284,13 @@ impl Conn {
         }
         let cmd = format!("Measure:Voltage {rail}?");
         let r = self.command(&cmd)?;
+        // A measurement a hair below zero (an idle rail's noise, at most a volt) reads as 0.
         let t = r.trim();
-        let (num, scale) = if let Some(n) = t.strip_suffix("mV") {
-            (n, 1.0)
-        } else if let Some(n) = t.strip_suffix('V') {
-            (n, 1000.0)
-        } else {
-            (t, 1.0)
+        let measured = match t.strip_prefix('-') {
+            Some(neg) => shape::parse_millivolts(neg).filter(|mv| *mv <= 1000).map(|_| 0),
+            None => shape::parse_millivolts(t),
         };
-        match num.trim().parse::<f64>() {
-            Ok(v) if v.is_finite() && v >= -1000.0 => Ok((v * scale).max(0.0).round() as u32),
-            _ => Err(self.err(&cmd, format!("expected a voltage such as 12000mV, module answered {r:?}"))),
-        }
+        measured.ok_or_else(|| self.err(&cmd, format!("expected a voltage such as 12000mV, module answered {r:?}")))
     }
 
     fn set_power(&mut self, want: PowerState) -> Result<(), PowerError> {

@@ -112,7 +112,7 @@ impl Conn {
 }
 
 /// A reply such as `12000mV`, `12000 mV`, `12.0V` or `12000`, in millivolts.
-fn parse_millivolts(reply: &str) -> Option<u32> {
+pub(super) fn parse_millivolts(reply: &str) -> Option<u32> {
     let t = reply.trim();
     let (num, scale) = match (t.strip_suffix("mV").or_else(|| t.strip_suffix("MV")), t.strip_suffix(['V', 'v'])) {
         (Some(n), _) => (n, 1.0),

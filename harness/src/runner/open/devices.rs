@@ -66,9 +66,9 @@ fn normal_shutdowns(plan: &RunPlan) -> bool {
 
 /// A normal shutdown of a target whose controllers are not this host's.
 fn not_here(target: &str) -> OpenError {
-    ControllerError::Shutdown {
-        what: target.to_string(),
-        why: "a normal_shutdown shuts an NVMe controller of this host down: not an NBD export's or a drive's on another host".into(),
+    ControllerError::NotShutdownable {
+        target: target.to_string(),
+        why: "a normal_shutdown shuts an NVMe controller of this host down: not an NBD export's or a drive's on another host",
     }
     .into()
 }
@@ -150,9 +150,9 @@ pub(super) fn one_port(plan: &RunPlan, run_dir: &Path, o: &RunnerOptions, begun:
             let dut = RealDut::open(path.as_deref(), expect, via.as_ref(), queue_depth, begun, roots.clone())?;
             let drive = drive_declares(dut.path(), &roots, &mut notes);
             let shutdown = match normal_shutdowns(plan) {
-                true => Some(NvmeShutdown::of_namespace(dut.path(), &roots).map_err(|why| ControllerError::Shutdown {
-                    what: dut.path().display().to_string(),
-                    why: format!("a normal_shutdown needs an NVMe namespace on PCIe: {why}"),
+                true => Some(NvmeShutdown::of_namespace(dut.path(), &roots).map_err(|source| ControllerError::Shutdown {
+                    what: format!("{} (a normal_shutdown needs an NVMe namespace on PCIe)", dut.path().display()),
+                    source,
                 })?),
                 false => None,
             };
