@@ -388,11 +388,10 @@ impl QuarchRig for LabRig {
     /// a longer one takes the rail through every level (a drive whose detector trips late
     /// browns out first), then the power goes and comes back as at a cut.
     fn glitch(&mut self, length: Duration) -> Result<(), RigError> {
-        if length < faultline_fixtures::HOLDUP {
+        if !self.power.glitch_falls(length) {
             self.log.line(&format!("glitch of {length:?}: the drive rides through on its hold-up"));
             return Ok(());
         }
-        self.power.set_millivolts(faultline_fixtures::BROWNOUT_MV - 1);
         QuarchRig::power_off(self)?;
         std::thread::sleep(length);
         QuarchRig::power_on(self)
