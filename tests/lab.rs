@@ -1013,7 +1013,13 @@ fn a_sag_through_the_quarch_module_on_usb_finds_a_late_power_fail_detector_as_th
     let test = "a_sag_through_the_quarch_module_on_usb_finds_a_late_power_fail_detector_as_the_ground_truth_says";
     let Some(_boot) = lab(test) else { return };
     let dir = scratch(test);
-    let (o, run_dir, rec, ctx) = sim_run(&dir, "lab-power-cut-quarch-usb.toml", "pfail-misses-sag", "");
+    // The writer stops submitting when the fault fires, so the sag browns what is still in
+    // flight when the rail gets there: the module's read-back and set, two USB round trips
+    // of ~17 ms, must come before the drive's queue drains. At the lab drive's default 500 µs
+    // an operation its 32 writes drain in 16 ms, and one CI run's sag found none in flight
+    // (clean, and the truth agreed): a drive of 2 ms an operation holds them 64 ms.
+    let slower = ["--sim-service-us", "2000"];
+    let (o, run_dir, rec, ctx) = sim_run_with(&dir, "lab-power-cut-quarch-usb.toml", "pfail-misses-sag", "", &slower);
     assert_eq!(o.status.code(), Some(1), "{ctx}");
     let rig = std::fs::read_to_string(run_dir.join("lab/rig.log")).unwrap_or_default();
     assert!(rig.contains("12V rail at 9500 mV: the drive rides through"), "the sag never took it away:\n{ctx}");
