@@ -182,12 +182,69 @@ pub enum Op {
     Write { token: u64, offset: u64, buf: AlignedBuf, fua: bool, write_id: u64 },
     /// Flush the device's volatile cache.
     Flush { token: u64 },
+    /// Change what `len` bytes at `offset` read without sending data: deallocate them, or
+    /// write zeroes (see [`Zeroing`]). Durable by the same rules as a write. Submitted only
+    /// to a target whose [`BlockTarget::zeroing`] carries `kind`.
+    Zero { token: u64, offset: u64, len: u64, kind: Zeroing, write_id: u64 },
 }
 
 impl Op {
     pub fn token(&self) -> u64 {
         match self {
-            Op::Write { token, .. } | Op::Flush { token } => *token,
+            Op::Write { token, .. } | Op::Flush { token } | Op::Zero { token, .. } => *token,
+        }
+    }
+}
+
+/// An operation that changes what sectors read without carrying data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Zeroing {
+    /// NVMe Dataset Management with the deallocate attribute, a block device's discard, a
+    /// file's punched hole, NBD's TRIM. What the range reads afterwards is the target's
+    /// [`DeallocReads`].
+    Deallocate,
+    /// NVMe Write Zeroes (without the deallocate bit), a block device's zero-out, a file's
+    /// zeroed range, NBD's WRITE_ZEROES: a write of zeros.
+    WriteZeroes,
+}
+
+impl Zeroing {
+    /// The name scenarios and reports use (`deallocate`, `write_zeroes`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Zeroing::Deallocate => "deallocate",
+            Zeroing::WriteZeroes => "write_zeroes",
+        }
+    }
+}
+
+/// What a deallocated sector reads back, as the target declares it (NVMe: DLFEAT bits 2:0 in
+/// Identify Namespace).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum DeallocReads {
+    /// All bytes 00h.
+    Zeros,
+    /// All bytes FFh.
+    Ones,
+    /// Not reported: zeros, FFh, or the data last written there (never anything older).
+    #[default]
+    Unreported,
+}
+
+/// Which [`Zeroing`] operations a target carries, and what a deallocated range reads.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ZeroingSupport {
+    pub deallocate: bool,
+    pub write_zeroes: bool,
+    pub dealloc_reads: DeallocReads,
+}
+
+impl ZeroingSupport {
+    /// Whether `kind` is carried.
+    pub fn carries(&self, kind: Zeroing) -> bool {
+        match kind {
+            Zeroing::Deallocate => self.deallocate,
+            Zeroing::WriteZeroes => self.write_zeroes,
         }
     }
 }
@@ -288,6 +345,12 @@ pub trait BlockTarget: Send {
 
     /// Operations submitted and not yet reaped.
     fn in_flight(&self) -> usize;
+
+    /// The [`Op::Zero`] kinds this target carries (none unless the engine says so). A run
+    /// whose workload needs one the target lacks is refused when it opens.
+    fn zeroing(&self) -> ZeroingSupport {
+        ZeroingSupport::default()
+    }
 
     /// Hands every queued operation to the device now. An engine that batches submissions
     /// holds a few back until it reaps; the writer calls this just before a cut, so that what

@@ -30,7 +30,9 @@ pub mod sync;
 mod sys;
 pub mod uring;
 
-pub use block::{AlignedBuf, BlockTarget, Completion, Geometry, IoFailure, Op, ReadTicket, TargetError};
+pub use block::{
+    AlignedBuf, BlockTarget, Completion, DeallocReads, Geometry, IoFailure, Op, ReadTicket, TargetError, Zeroing, ZeroingSupport,
+};
 pub use latency::{LatencyHistogram, LatencySummary};
 pub use link::{LinkController, LinkError, PciResetMethod, PortCaps, ResetKind};
 pub use open::{open_target, Engine, OpenError, OpenSpec, Opened};

@@ -400,6 +400,11 @@ impl Shared {
                 };
                 Completion::new(token, r, None)
             }
+            Op::Zero { token, kind, .. } => Completion::new(
+                token,
+                Err(IoFailure::new(libc::EOPNOTSUPP, format!("{}: not carried by this engine", kind.name()))),
+                None,
+            ),
         }
     }
 }

@@ -122,6 +122,11 @@ impl BlockTarget for SyncTarget {
                 };
                 Completion::new(token, result, None)
             }
+            Op::Zero { token, kind, .. } => Completion::new(
+                token,
+                Err(IoFailure::new(libc::EOPNOTSUPP, format!("{}: not carried by this engine", kind.name()))),
+                None,
+            ),
         };
         self.done.push_back(c);
         Ok(())

@@ -532,6 +532,10 @@ impl BlockTarget for NbdTarget {
                 self.ops += 1;
                 self.request(0, proto::CMD_FLUSH, 0, 0, &[], Pending::Flush { token, started });
             }
+            Op::Zero { token, kind, .. } => {
+                let f = self.failure(libc::EOPNOTSUPP, format!("{}: not carried by this engine", kind.name()));
+                self.done.push_back(Completion::new(token, Err(f), None));
+            }
         }
         Ok(())
     }

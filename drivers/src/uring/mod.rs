@@ -498,7 +498,7 @@ impl BlockTarget for UringTarget {
             let token = op.token();
             let buf = match op {
                 Op::Write { buf, .. } => Some(buf),
-                Op::Flush { .. } => None,
+                Op::Flush { .. } | Op::Zero { .. } => None,
             };
             self.refuse(token, buf, self.failure(libc::EBADF, "opened read-only".into()));
             return Ok(());
@@ -507,7 +507,7 @@ impl BlockTarget for UringTarget {
             let token = op.token();
             let buf = match op {
                 Op::Write { buf, .. } => Some(buf),
-                Op::Flush { .. } => None,
+                Op::Flush { .. } | Op::Zero { .. } => None,
             };
             self.refuse(token, buf, IoFailure::new(g.errno, format!("not submitted: the device is gone ({})", g.detail)));
             return Ok(());
@@ -547,6 +547,11 @@ impl BlockTarget for UringTarget {
                 let e = sqe!(self, Fsync::new().flags(types::FsyncFlags::DATASYNC)).user_data(i as u64);
                 self.user += 1;
                 self.push(e, 0)
+            }
+            Op::Zero { token, kind, .. } => {
+                let f = self.failure(libc::EOPNOTSUPP, format!("{}: not carried by this engine", kind.name()));
+                self.refuse(token, None, f);
+                Ok(())
             }
         }
     }
