@@ -25,6 +25,7 @@ pub const FLAG_HAS_FLAGS: u16 = 1 << 0;
 pub const FLAG_READ_ONLY: u16 = 1 << 1;
 pub const FLAG_SEND_FLUSH: u16 = 1 << 2;
 pub const FLAG_SEND_FUA: u16 = 1 << 3;
+pub const FLAG_SEND_TRIM: u16 = 1 << 5;
 pub const FLAG_SEND_WRITE_ZEROES: u16 = 1 << 6;
 pub const FLAG_CAN_MULTI_CONN: u16 = 1 << 8;
 
@@ -55,6 +56,7 @@ pub const CMD_READ: u16 = 0;
 pub const CMD_WRITE: u16 = 1;
 pub const CMD_DISC: u16 = 2;
 pub const CMD_FLUSH: u16 = 3;
+pub const CMD_TRIM: u16 = 4;
 pub const CMD_WRITE_ZEROES: u16 = 6;
 pub const CMD_FLAG_FUA: u16 = 1 << 0;
 pub const CMD_FLAG_NO_HOLE: u16 = 1 << 1;
@@ -97,6 +99,14 @@ impl Export {
     }
     pub fn fua(&self) -> bool {
         self.flags & FLAG_SEND_FUA != 0
+    }
+    /// `NBD_FLAG_SEND_TRIM`: the export takes `NBD_CMD_TRIM`.
+    pub fn trim(&self) -> bool {
+        self.flags & FLAG_SEND_TRIM != 0
+    }
+    /// `NBD_FLAG_SEND_WRITE_ZEROES`: the export takes `NBD_CMD_WRITE_ZEROES`.
+    pub fn write_zeroes(&self) -> bool {
+        self.flags & FLAG_SEND_WRITE_ZEROES != 0
     }
     /// The most bytes one request may carry.
     pub fn max_payload(&self) -> u32 {
