@@ -321,6 +321,7 @@ fn port_run(d: &Path, name: &str, facts: &faultline::run::DeviceFacts, span: (u6
         align_bytes: 4096,
         queue_depth: 16,
         flush: FlushPolicy { every_writes: None, every_ms: None, fua_percent: 0 },
+        ops: Default::default(),
     };
     let header = || {
         let t = TargetFacts { identity: facts.identity.clone(), capacity: facts.capacity_bytes, sector_bytes: 512, atomic_bytes: 4096 };

@@ -540,6 +540,7 @@ fn body_cut_cycles_verify_clean(s: &mut Subject) {
         align_bytes: 512,
         queue_depth: 16,
         flush: FlushPolicy { every_writes: Some(32), every_ms: None, fua_percent: 5 },
+        ops: Default::default(),
     };
     let header = RunHeader {
         ledger_format: LEDGER_FORMAT,

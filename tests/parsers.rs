@@ -361,6 +361,7 @@ fn header() -> RunHeader {
             align_bytes: 4096,
             queue_depth: 4,
             flush: FlushPolicy { every_writes: Some(16), every_ms: None, fua_percent: 5 },
+            ops: Default::default(),
         },
     }
 }

@@ -14,10 +14,15 @@
 //! every sector keeps receiving new versions. Hot/cold skew splits the span into two streams,
 //! each with its own passes, interleaved by integer weights.
 //!
+//! Not every id writes: a seeded share of them deallocate or write zeroes over their extent
+//! instead (`WorkloadSpec::ops`), drawn from (seed, id) too. They are ordered, made durable
+//! and kept apart in flight exactly as writes are; only what their sectors read differs.
+//!
 //! Concurrency: slots within a pass never overlap, but the end of one pass and the start of
 //! the next can; the writer refuses to have two overlapping writes in flight.
 
 use crate::rng::{hash_words, mix64};
+pub use faultline_drivers::Zeroing;
 use serde::{Deserialize, Serialize};
 
 /// Address pattern.
@@ -60,6 +65,64 @@ pub struct WorkloadSpec {
     pub align_bytes: u64,
     pub queue_depth: u32,
     pub flush: FlushPolicy,
+    /// Which ids deallocate or write zeroes instead of writing (none: writes only).
+    #[serde(default, skip_serializing_if = "OpMix::writes_only")]
+    pub ops: OpMix,
+}
+
+/// The share of ids that are not writes, in parts per million, each id's kind drawn by a hash
+/// of (seed, id): a pure function of the id, like its extent and its FUA.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OpMix {
+    #[serde(default)]
+    pub deallocate_ppm: u32,
+    #[serde(default)]
+    pub write_zeroes_ppm: u32,
+}
+
+impl OpMix {
+    pub const WHOLE: u32 = 1_000_000;
+
+    pub fn writes_only(&self) -> bool {
+        self.deallocate_ppm == 0 && self.write_zeroes_ppm == 0
+    }
+
+    /// The kinds of zeroing the mix issues.
+    pub fn zeroings(&self) -> Vec<Zeroing> {
+        let mut out = Vec::new();
+        if self.deallocate_ppm > 0 {
+            out.push(Zeroing::Deallocate);
+        }
+        if self.write_zeroes_ppm > 0 {
+            out.push(Zeroing::WriteZeroes);
+        }
+        out
+    }
+
+    fn kind(&self, seed: u64, id: u64) -> OpKind {
+        if self.writes_only() {
+            return OpKind::Write;
+        }
+        let draw = hash_words(&[seed, id, 0x0b5]) % Self::WHOLE as u64;
+        if draw < self.deallocate_ppm as u64 {
+            OpKind::Zero(Zeroing::Deallocate)
+        } else if draw < self.deallocate_ppm as u64 + self.write_zeroes_ppm as u64 {
+            OpKind::Zero(Zeroing::WriteZeroes)
+        } else {
+            OpKind::Write
+        }
+    }
+}
+
+/// What an id does to its extent.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OpKind {
+    /// Writes self-identifying sectors.
+    #[default]
+    Write,
+    /// Deallocates or writes zeroes: its sectors carry no identity afterwards.
+    Zero(Zeroing),
 }
 
 /// One write, as the mapping defines it.
@@ -68,7 +131,9 @@ pub struct WritePlan {
     pub id: u64,
     pub offset: u64,
     pub len: u64,
+    /// Never set on a zeroing op.
     pub fua: bool,
+    pub op: OpKind,
 }
 
 impl WritePlan {
@@ -77,6 +142,13 @@ impl WritePlan {
     }
     pub fn overlaps(&self, offset: u64, len: u64) -> bool {
         self.offset < offset + len && offset < self.end()
+    }
+    /// The zeroing this id does, if it is not a write.
+    pub fn zeroing(&self) -> Option<Zeroing> {
+        match self.op {
+            OpKind::Write => None,
+            OpKind::Zero(z) => Some(z),
+        }
     }
 }
 
@@ -151,6 +223,14 @@ impl Layout {
         if s.flush.fua_percent > 100 {
             return bad(format!("fua_percent {} is above 100", s.flush.fua_percent));
         }
+        if s.ops.deallocate_ppm as u64 + s.ops.write_zeroes_ppm as u64 > OpMix::WHOLE as u64 {
+            return bad(format!(
+                "ops: deallocate ({} ppm) and write_zeroes ({} ppm) add up past the whole ({} ppm)",
+                s.ops.deallocate_ppm,
+                s.ops.write_zeroes_ppm,
+                OpMix::WHOLE
+            ));
+        }
         if s.flush.every_writes == Some(0) || s.flush.every_ms == Some(0) {
             return bad("flush intervals must be positive".into());
         }
@@ -220,8 +300,11 @@ impl Layout {
         let j = self.permute(k, pass, slots, i, false);
         let (chunk, piece) = (j / self.pieces, j % self.pieces);
         let (start_u, len_u) = self.piece_extent(k, pass, st.first_chunk + chunk, piece);
-        let fua = self.spec.flush.fua_percent > 0 && hash_words(&[self.spec.seed, id, 0xf0a]) % 100 < self.spec.flush.fua_percent as u64;
-        WritePlan { id, offset: self.chunk_offset(st.first_chunk + chunk) + start_u * self.unit, len: len_u * self.unit, fua }
+        let op = self.spec.ops.kind(self.spec.seed, id);
+        let fua = op == OpKind::Write
+            && self.spec.flush.fua_percent > 0
+            && hash_words(&[self.spec.seed, id, 0xf0a]) % 100 < self.spec.flush.fua_percent as u64;
+        WritePlan { id, offset: self.chunk_offset(st.first_chunk + chunk) + start_u * self.unit, len: len_u * self.unit, fua, op }
     }
 
     /// The newest write with id below `bound` covering byte `addr`, if any.
@@ -400,6 +483,7 @@ mod tests {
             align_bytes: align,
             queue_depth: 8,
             flush: FlushPolicy::default(),
+            ops: Default::default(),
         }
     }
 

@@ -500,6 +500,7 @@ pub(crate) mod tests {
                 align_bytes: 4096,
                 queue_depth: 4,
                 flush: Default::default(),
+                ops: Default::default(),
             },
         }
     }

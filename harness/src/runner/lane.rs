@@ -518,6 +518,7 @@ mod tests {
             align_bytes: 4096,
             queue_depth: 8,
             flush: FlushPolicy::default(),
+            ops: Default::default(),
         };
         let header = RunHeader::new(5, String::new(), TargetFacts::of(&sim), Contract::Plp, crate::port::PortEntry::single(), spec);
         (sim, header, tempdir())

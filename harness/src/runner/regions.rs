@@ -85,6 +85,7 @@ mod tests {
             align_bytes: 512,
             queue_depth: 32,
             flush: FlushPolicy { every_writes: None, every_ms: None, fua_percent: 0 },
+            ops: Default::default(),
         };
         Layout::new(spec, 512).unwrap()
     }

@@ -34,6 +34,7 @@
 
 mod models;
 mod off_time;
+mod ops;
 mod overrides;
 mod parse;
 mod plan;
@@ -47,6 +48,7 @@ mod validate;
 pub use crate::reset::LinkReset;
 pub use models::{ModelError, NamedModel, NAMED_MODELS};
 pub use off_time::{OffTime, MAX_OFF_TIME_MS};
+pub use ops::{Ops, Share};
 pub use overrides::{origin_with, Override, OverrideError};
 pub use plan::*;
 pub use ports::{Budget, DualMode, DualSimModel, DualSpec, HostPower, PortPlan, PortRole, PortSpec, RemotePortPlan, SimDual};
@@ -441,6 +443,10 @@ pub struct Workload {
     /// Flushes and FUA. Default: no flushes, no FUA.
     #[serde(default)]
     pub flush: Flush,
+    /// The shares of ids that write, deallocate and write zeroes, e.g.
+    /// `{ write = 0.9, deallocate = 0.05, write_zeroes = 0.05 }`. Default: writes only.
+    #[serde(default, skip_serializing_if = "ops_default")]
+    pub ops: Ops,
     /// Write the whole span once before the first cycle, so that data at rest is checked too
     /// (every sector then holds a version of this run). Default: false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -805,6 +811,7 @@ impl Default for Workload {
             align_bytes: default_write_bytes(),
             queue_depth: default_queue_depth(),
             flush: Flush::default(),
+            ops: Ops::default(),
             prefill: false,
         }
     }
@@ -861,6 +868,8 @@ impl Scenario {
             align_bytes: w.align_bytes,
             queue_depth: w.queue_depth,
             flush: FlushPolicy { every_writes: w.flush.every_writes, every_ms: w.flush.every_ms, fua_percent: w.flush.fua_percent },
+            // Validated with the scenario: a mix that does not add up never reaches here.
+            ops: w.ops.mix().unwrap_or_default(),
         }
     }
 
@@ -922,4 +931,8 @@ fn pattern_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
             }
         ]
     })
+}
+
+fn ops_default(o: &Ops) -> bool {
+    *o == Ops::default()
 }

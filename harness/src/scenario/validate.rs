@@ -488,6 +488,9 @@ impl Scenario {
         if w.flush.fua_percent > 100 {
             return bad("workload.flush.fua_percent", format!("{}: expected 0 to 100", w.flush.fua_percent));
         }
+        if let Err((field, message)) = w.ops.mix() {
+            return bad(field, message);
+        }
         if w.flush.every_writes == Some(0) {
             return bad("workload.flush.every_writes", "must be positive (leave it out for no flushes)".into());
         }

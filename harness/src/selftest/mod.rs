@@ -77,6 +77,7 @@ pub fn workloads(span_bytes: u64) -> Vec<(&'static str, Workload)> {
         align_bytes: align,
         queue_depth: qd,
         flush: Flush { every_writes: Some(every), every_ms: None, fua_percent: 5 },
+        ops: Default::default(),
         prefill: false,
     };
     vec![

@@ -56,6 +56,7 @@ fn damaged() -> Damaged {
         align_bytes: 4096,
         queue_depth: 8,
         flush: FlushPolicy::default(),
+        ops: Default::default(),
     };
     let header = RunHeader {
         ledger_format: LEDGER_FORMAT,

@@ -42,6 +42,7 @@ fn run() -> Run {
         align_bytes: 4096,
         queue_depth: 8,
         flush: FlushPolicy::default(),
+        ops: Default::default(),
     };
     let header = RunHeader {
         ledger_format: LEDGER_FORMAT,

@@ -31,6 +31,7 @@ fn setup() -> (SimDrive, Layout, Format, LedgerWriter) {
         align_bytes: 4096,
         queue_depth: 8,
         flush: FlushPolicy::default(),
+        ops: Default::default(),
     };
     let header = RunHeader {
         ledger_format: LEDGER_FORMAT,

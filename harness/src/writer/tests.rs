@@ -72,6 +72,7 @@ fn rig(model: FaultModel, contract: Contract, placement: CutPlacement, seed: u64
         align_bytes: 4096,
         queue_depth: 16,
         flush: FlushPolicy::default(),
+        ops: Default::default(),
     };
     let header = RunHeader {
         ledger_format: LEDGER_FORMAT,

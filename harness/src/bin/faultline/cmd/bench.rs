@@ -159,6 +159,7 @@ fn spec(seed: u64, capacity: u64, bs: u64, pattern: Pattern, qd: u32) -> Workloa
         align_bytes: 4096.min(bs),
         queue_depth: qd,
         flush: FlushPolicy::default(),
+        ops: Default::default(),
     }
 }
 

@@ -209,6 +209,7 @@ fn workload_spec(a: &WriteArgs, geo: &Geometry, qd: u32) -> Result<WorkloadSpec>
         align_bytes: 0,
         queue_depth: qd,
         flush: FlushPolicy { every_writes: a.flush_every, every_ms: a.flush_every_ms, fua_percent: a.fua_percent.unwrap_or(0) },
+        ops: Default::default(),
     };
     spec.mean_write_bytes = a.mean_write.unwrap_or((spec.min_write_bytes + spec.max_write_bytes) / 2);
     spec.align_bytes = a.align.unwrap_or_else(|| if spec.min_write_bytes.is_multiple_of(4096) && !a.misaligned { 4096 } else { sector });
