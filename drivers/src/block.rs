@@ -216,6 +216,20 @@ impl Zeroing {
             Zeroing::WriteZeroes => "write_zeroes",
         }
     }
+
+    /// Why `len` bytes at `offset` cannot be zeroed on a target of `lbs`-byte logical blocks and
+    /// `capacity` bytes, if they cannot: no bytes, not whole blocks, or past the end. What every
+    /// engine refuses with `EINVAL` before anything is sent.
+    pub fn range_fault(self, offset: u64, len: u64, lbs: u64, capacity: u64) -> Option<String> {
+        let what = self.name();
+        if len == 0 || !offset.is_multiple_of(lbs) || !len.is_multiple_of(lbs) {
+            return Some(format!("{what} of {len} bytes at {offset} is not aligned to the {lbs}-byte logical block"));
+        }
+        match offset.checked_add(len) {
+            Some(end) if end <= capacity => None,
+            _ => Some(format!("{what} of {len} bytes at {offset} passes the end ({capacity})")),
+        }
+    }
 }
 
 /// What a deallocated sector reads back, as the target declares it (NVMe: DLFEAT bits 2:0 in
@@ -414,8 +428,8 @@ pub trait BlockTarget: Send {
         None
     }
 
-    /// Latency histograms per operation type (`write`, `write_fua`, `flush`, `read`), for
-    /// engines that measure them.
+    /// Latency histograms per operation type (`write`, `write_fua`, `flush`, `read`,
+    /// `deallocate`, `write_zeroes`), for engines that measure them.
     fn latencies(&self) -> Vec<(&'static str, LatencyHistogram)> {
         Vec::new()
     }

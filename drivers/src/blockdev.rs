@@ -16,7 +16,7 @@
 //! controller name, see [`PathId`]) across re-enumeration. The namespace/path split itself is
 //! in [`crate::identity`].
 
-use crate::block::{Geometry, TargetError};
+use crate::block::{Geometry, TargetError, ZeroingSupport};
 use crate::identity::{disk_dir, namespace_id_sysfs, path_id_sysfs, read_trim, NamespaceId, PathId};
 use crate::sys;
 use std::fs::{File, OpenOptions};
@@ -167,6 +167,10 @@ pub struct Discovered {
     /// Opened with O_DIRECT (false only for files on filesystems without it, e.g. tmpfs).
     pub direct: bool,
     pub writable: bool,
+    /// What it carries of deallocate and write zeroes ([`zeroing`]), and why not where that
+    /// could not be learnt (a line for its opener).
+    pub zeroing: ZeroingSupport,
+    pub zeroing_note: Option<String>,
 }
 
 impl Discovered {
@@ -180,6 +184,8 @@ impl Discovered {
             geometry: self.geometry,
             direct: self.direct,
             writable: self.writable,
+            zeroing: self.zeroing,
+            zeroing_note: self.zeroing_note.clone(),
         })
     }
 
@@ -665,6 +671,8 @@ pub fn discover(path: &Path, writable: bool) -> Result<Discovered, TargetError> 
         let pbs = sys::physical_block_size(&file).map_err(io("BLKPBSZGET"))?;
         let cap = sys::device_size_bytes(&file).map_err(io("BLKGETSIZE64"))?;
         let identity = identify(meta.rdev(), cap, lbs);
+        let (zeroing, zeroing_note) = zeroing::discovered(path, Some(meta.rdev()), writable)
+            .map_err(|e| TargetError::Unsupported { path: shown.clone(), reason: format!("its request queue's zeroing limits: {e}") })?;
         return Ok(Discovered {
             path: path.to_path_buf(),
             file,
@@ -672,6 +680,8 @@ pub fn discover(path: &Path, writable: bool) -> Result<Discovered, TargetError> 
             geometry: Geometry { logical_block_bytes: lbs, physical_block_bytes: pbs.max(lbs), capacity_bytes: cap },
             direct: true,
             writable,
+            zeroing,
+            zeroing_note,
         });
     }
     if !ft.is_file() {
@@ -682,6 +692,8 @@ pub fn discover(path: &Path, writable: bool) -> Result<Discovered, TargetError> 
         Err(e) if e.raw_os_error() == Some(libc::EINVAL) => (open(false, false).map_err(open_err(path))?, false),
         Err(e) => return Err(open_err(path)(e)),
     };
+    let (zeroing, zeroing_note) =
+        zeroing::discovered(path, None, writable).map_err(|e| TargetError::Unsupported { path: shown.clone(), reason: e.to_string() })?;
     Ok(Discovered {
         path: path.to_path_buf(),
         file,
@@ -689,8 +701,11 @@ pub fn discover(path: &Path, writable: bool) -> Result<Discovered, TargetError> 
         geometry: Geometry { logical_block_bytes: FILE_SECTOR_BYTES, physical_block_bytes: 4096, capacity_bytes: meta.len() },
         direct,
         writable,
+        zeroing,
+        zeroing_note,
     })
 }
 
 #[cfg(test)]
 mod tests;
+pub mod zeroing;

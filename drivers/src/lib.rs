@@ -29,6 +29,8 @@ pub mod sharded;
 pub mod sync;
 mod sys;
 pub mod uring;
+#[cfg(test)]
+mod zero_check;
 
 pub use block::{
     AlignedBuf, BlockTarget, Completion, DeallocReads, Geometry, IoFailure, Op, ReadTicket, TargetError, Zeroing, ZeroingSupport,

@@ -114,7 +114,7 @@ pub fn open_target(path: &Path, spec: &OpenSpec) -> Result<Opened, OpenError> {
             }
         }
     }
-    let mut notes = Vec::new();
+    let mut notes: Vec<String> = d.zeroing_note.iter().cloned().collect();
     let direct = d.direct;
     if !direct {
         notes.push(format!("{shown} does not support O_DIRECT (tmpfs?); using buffered I/O"));

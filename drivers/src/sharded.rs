@@ -9,9 +9,11 @@
 //! Ownership is the workers' engines' rule: a buffer stays with the worker's engine until
 //! its completion has been seen, and a worker that is shut down with operations still in
 //! the kernel leaks their buffers (see `uring/`). A flush may travel on any ring:
-//! fdatasync acts on the file (or the device's cache), whichever ring carries it.
+//! fdatasync acts on the file (or the device's cache), whichever ring carries it. A
+//! deallocate or write zeroes goes to a worker as a write does; every ring is on the same
+//! target, so each carries what the read ring says it carries ([`BlockTarget::zeroing`]).
 
-use crate::block::{AlignedBuf, BlockTarget, Completion, Geometry, IoFailure, Op, ReadTicket, TargetError};
+use crate::block::{AlignedBuf, BlockTarget, Completion, Geometry, IoFailure, Op, ReadTicket, TargetError, ZeroingSupport};
 use crate::blockdev::Discovered;
 use crate::latency::LatencyHistogram;
 use crate::uring::UringTarget;
@@ -200,6 +202,10 @@ impl BlockTarget for ShardedTarget {
 
     fn in_flight(&self) -> usize {
         self.in_flight
+    }
+
+    fn zeroing(&self) -> ZeroingSupport {
+        self.reader.zeroing()
     }
 
     fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), IoFailure> {

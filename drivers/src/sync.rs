@@ -4,17 +4,22 @@
 //! in one line; it is never chosen silently.
 //!
 //! Operations execute at submission, one at a time; FUA is `RWF_DSYNC` on the write itself,
-//! a flush is `fdatasync`. After the device is gone (ENODEV, ENXIO, ESHUTDOWN, or several EIOs
+//! a flush is `fdatasync`. Deallocate and write zeroes are the `BLKDISCARD` and `BLKZEROOUT`
+//! ioctls on a block device (zero-out writes zeroes without unmapping), `fallocate` on a
+//! regular file (a punched hole, a zeroed range, the file's size kept). After the device is gone (ENODEV, ENXIO, ESHUTDOWN, or several EIOs
 //! in a row) nothing more is sent: new operations fail at once with that failure.
 
-use crate::block::{AlignedBuf, BlockTarget, Completion, Geometry, IoFailure, Op, TargetError};
-use crate::blockdev::Discovered;
+use crate::block::{AlignedBuf, BlockTarget, Completion, Geometry, IoFailure, Op, TargetError, Zeroing, ZeroingSupport};
+use crate::blockdev::zeroing::{FILE_DEALLOCATE, FILE_WRITE_ZEROES};
+use crate::blockdev::{Discovered, TargetKind};
 use crate::latency::LatencyHistogram;
 use crate::sys;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 const EIO_GONE_AFTER: u32 = 8;
+/// Latency histograms, by operation.
+const LAT_NAMES: [&str; 5] = ["write", "write_fua", "flush", "deallocate", "write_zeroes"];
 
 pub struct SyncTarget {
     d: Discovered,
@@ -22,7 +27,7 @@ pub struct SyncTarget {
     done: VecDeque<Completion>,
     gone: Option<IoFailure>,
     eio_run: u32,
-    lat: [LatencyHistogram; 3],
+    lat: [LatencyHistogram; 5],
 }
 
 impl SyncTarget {
@@ -76,6 +81,28 @@ impl SyncTarget {
         }
         Ok(())
     }
+
+    /// A deallocate or write zeroes of `len` bytes at `offset`, refusing (EINVAL) one that is
+    /// not whole logical blocks inside the target and (EOPNOTSUPP) a kind it does not carry.
+    fn zero(&mut self, offset: u64, len: u64, kind: Zeroing) -> Result<(), IoFailure> {
+        let g = self.d.geometry;
+        if let Some(why) = kind.range_fault(offset, len, u64::from(g.logical_block_bytes), g.capacity_bytes) {
+            return Err(IoFailure::new(libc::EINVAL, format!("{} {why}", self.d.path.display())));
+        }
+        let what = format!("{} of {len} bytes at {offset}", kind.name());
+        if !self.d.zeroing.carries(kind) {
+            return Err(IoFailure::new(libc::EOPNOTSUPP, format!("{} {what}: not carried by this target", self.d.path.display())));
+        }
+        let start = Instant::now();
+        let r = match (&self.d.kind, kind) {
+            (TargetKind::Block { .. }, Zeroing::Deallocate) => sys::blk_discard(&self.d.file, offset, len),
+            (TargetKind::Block { .. }, Zeroing::WriteZeroes) => sys::blk_zeroout(&self.d.file, offset, len),
+            (TargetKind::File, Zeroing::Deallocate) => sys::fallocate(&self.d.file, FILE_DEALLOCATE, offset, len),
+            (TargetKind::File, Zeroing::WriteZeroes) => sys::fallocate(&self.d.file, FILE_WRITE_ZEROES, offset, len),
+        };
+        self.lat[if kind == Zeroing::Deallocate { 3 } else { 4 }].record(start.elapsed().as_nanos() as u64);
+        r.map_err(|e| self.failure(e, what))
+    }
 }
 
 impl BlockTarget for SyncTarget {
@@ -122,11 +149,18 @@ impl BlockTarget for SyncTarget {
                 };
                 Completion::new(token, result, None)
             }
-            Op::Zero { token, kind, .. } => Completion::new(
-                token,
-                Err(IoFailure::new(libc::EOPNOTSUPP, format!("{}: not carried by this engine", kind.name()))),
-                None,
-            ),
+            Op::Zero { token, offset, len, kind, .. } => {
+                let result = match &self.gone {
+                    Some(g) => Err(IoFailure::new(g.errno, format!("not submitted: the device is gone ({})", g.detail))),
+                    None if !self.d.writable => Err(IoFailure::new(libc::EBADF, format!("{} opened read-only", self.d.path.display()))),
+                    None => {
+                        let r = self.zero(offset, len, kind);
+                        self.note(&r);
+                        r
+                    }
+                };
+                Completion::new(token, result, None)
+            }
         };
         self.done.push_back(c);
         Ok(())
@@ -141,6 +175,10 @@ impl BlockTarget for SyncTarget {
 
     fn in_flight(&self) -> usize {
         self.done.len()
+    }
+
+    fn zeroing(&self) -> ZeroingSupport {
+        self.d.zeroing
     }
 
     fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), IoFailure> {
@@ -166,6 +204,31 @@ impl BlockTarget for SyncTarget {
     }
 
     fn latencies(&self) -> Vec<(&'static str, LatencyHistogram)> {
-        ["write", "write_fua", "flush"].iter().zip(&self.lat).filter(|(_, h)| !h.is_empty()).map(|(n, h)| (*n, h.clone())).collect()
+        LAT_NAMES.iter().zip(&self.lat).filter(|(_, h)| !h.is_empty()).map(|(n, h)| (*n, h.clone())).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::block::{DeallocReads, Zeroing};
+    use crate::zero_check::{bad_zero_ranges_are_refused, three_blocks_zeroed};
+
+    #[test]
+    fn a_file_deallocates_and_writes_zeroes_with_fallocate() {
+        let path = std::env::temp_dir().join(format!("faultline-sync-zero-{}", std::process::id()));
+        std::fs::File::create(&path).and_then(|f| f.set_len(1 << 20)).unwrap();
+        let mut t = SyncTarget::new(crate::blockdev::discover(&path, true).unwrap(), 4);
+        assert_eq!(t.zeroing().dealloc_reads, DeallocReads::Zeros);
+        three_blocks_zeroed(&mut t, 8 * 4096, 4096, 0x5eed_5a0c);
+        bad_zero_ranges_are_refused(&mut t, 512);
+        drop(t);
+        let mut ro = SyncTarget::new(crate::blockdev::discover(&path, false).unwrap(), 4);
+        assert_eq!(ro.zeroing(), ZeroingSupport::default());
+        ro.submit(Op::Zero { token: 1, offset: 0, len: 512, kind: Zeroing::Deallocate, write_id: 1 }).unwrap();
+        let mut out = Vec::new();
+        ro.reap(&mut out, 1, Duration::ZERO).unwrap();
+        assert_eq!(out[0].result.as_ref().unwrap_err().errno, libc::EBADF);
+        let _ = std::fs::remove_file(path);
     }
 }

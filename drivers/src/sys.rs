@@ -1,14 +1,15 @@
-//! Direct system calls that std does not wrap: block-device ioctls, the `pwritev2` /
-//! `preadv2` pair with per-call flags (`RWF_DSYNC` gives a write FUA semantics on an
-//! O_DIRECT block device), the NVMe admin passthrough ioctl and the NVMe I/O passthrough ioctl
-//! (`NVME_IOCTL_IO_CMD`, the passthrough engine's read, write and flush).
+//! Direct system calls that std does not wrap: block-device ioctls (sizes, discard, zero-out),
+//! `fallocate`, the `pwritev2` / `preadv2` pair with per-call flags (`RWF_DSYNC` gives a write
+//! FUA semantics on an O_DIRECT block device), the NVMe admin passthrough ioctl and the NVMe I/O
+//! passthrough ioctl (`NVME_IOCTL_IO_CMD`, the passthrough engine's read, write, flush, write
+//! zeroes and deallocate).
 //!
 //! Invariant: together with `uring/`, this is the only module with `unsafe`. Every call
 //! here borrows its buffer for the duration of the call only; nothing outlives the syscall.
 
 #![expect(
     unsafe_code,
-    reason = "block-device and NVMe ioctls, pwritev2/preadv2 and statvfs have no safe std wrapper; each unsafe block states why its call is sound"
+    reason = "block-device and NVMe ioctls, fallocate, pwritev2/preadv2 and statvfs have no safe std wrapper; each unsafe block states why its call is sound"
 )]
 
 use std::fs::File;
@@ -50,6 +51,48 @@ pub fn device_size_bytes(file: &File) -> io::Result<u64> {
         return Err(io::Error::last_os_error());
     }
     Ok(v)
+}
+
+/// `BLKDISCARD` = `_IO(0x12, 119)` (linux/fs.h): discards a byte range of a block device.
+const BLKDISCARD: u32 = ioc(0, 0x12, 119, 0);
+/// `BLKZEROOUT` = `_IO(0x12, 127)` (linux/fs.h): zeroes a byte range of a block device, as
+/// REQ_OP_WRITE_ZEROES without unmapping (the kernel writes zero pages where the device
+/// lacks the command).
+const BLKZEROOUT: u32 = ioc(0, 0x12, 127, 0);
+
+/// A block-device ioctl that takes a byte range, `uint64_t range[2]` (start, length).
+fn ioctl_range(file: &File, req: u32, offset: u64, len: u64) -> io::Result<()> {
+    let range: [u64; 2] = [offset, len];
+    // SAFETY: BLKDISCARD and BLKZEROOUT read two u64 (start, length) through the pointer, which
+    // points at a live local array of exactly that; the call is synchronous and keeps nothing.
+    let r = unsafe { libc::ioctl(file.as_raw_fd(), req as _, range.as_ptr()) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Discards `len` bytes at `offset` of a block device (BLKDISCARD), synchronously.
+pub fn blk_discard(file: &File, offset: u64, len: u64) -> io::Result<()> {
+    ioctl_range(file, BLKDISCARD, offset, len)
+}
+
+/// Zeroes `len` bytes at `offset` of a block device (BLKZEROOUT), synchronously.
+pub fn blk_zeroout(file: &File, offset: u64, len: u64) -> io::Result<()> {
+    ioctl_range(file, BLKZEROOUT, offset, len)
+}
+
+/// `fallocate(2)` with `mode` (`FALLOC_FL_*`) over `len` bytes at `offset`.
+pub fn fallocate(file: &File, mode: i32, offset: u64, len: u64) -> io::Result<()> {
+    let (Ok(off), Ok(n)) = (libc::off_t::try_from(offset), libc::off_t::try_from(len)) else {
+        return Err(io::Error::from_raw_os_error(libc::EFBIG));
+    };
+    // SAFETY: fallocate(2) takes plain integers; `file` is borrowed, so its fd is open for the
+    // call, and the kernel is handed no memory of ours.
+    if unsafe { libc::fallocate(file.as_raw_fd(), mode, off, n) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// One positioned write with `RWF_*` flags. Returns the bytes written (may be short).
@@ -169,25 +212,37 @@ pub enum IoData<'a> {
     FromDevice(&'a mut [u8]),
 }
 
-/// Issues one NVM command set I/O command (Flush 0x00, Write 0x01, Read 0x02) through
-/// `NVME_IOCTL_IO_CMD` on a controller character device and returns the completion's dword 0.
-/// `addr`/`data_len` are set from `data`, which must hold exactly the command's transfer,
-/// (NLB + 1) logical blocks of `lbs` bytes (a flush: none); anything else is refused
-/// (`InvalidInput`) before the ioctl. Errors as [`nvme_admin`]'s (the kernel refuses the ioctl
-/// with EINVAL on a controller with more than one namespace).
+/// Bytes the data of NVM I/O command `cmd` holds: (NLB + 1) logical blocks of `lbs` bytes for
+/// a Write (0x01) or Read (0x02), NR + 1 16-byte ranges for a Dataset Management (0x09), none
+/// for a Flush (0x00) or Write Zeroes (0x08); `None` for an opcode not known here.
+fn io_data_bytes(cmd: &NvmeAdminCmd, lbs: u32) -> Option<u64> {
+    match cmd.opcode {
+        0x00 | 0x08 => Some(0),
+        0x01 | 0x02 => Some((u64::from(cmd.cdw12 & 0xFFFF) + 1) * u64::from(lbs)),
+        0x09 => Some((u64::from(cmd.cdw10 & 0xFF) + 1) * 16),
+        _ => None,
+    }
+}
+
+/// Issues one NVM command set I/O command (Flush 0x00, Write 0x01, Read 0x02, Write Zeroes
+/// 0x08, Dataset Management 0x09) through `NVME_IOCTL_IO_CMD` on a controller character device
+/// and returns the completion's dword 0. `addr`/`data_len` are set from `data`, which must go
+/// the command's way (to the device for a Write or Dataset Management, from it for a Read, none
+/// for a Flush or Write Zeroes) and hold exactly its transfer ([`io_data_bytes`]); anything
+/// else is refused (`InvalidInput`) before the ioctl. Errors as [`nvme_admin`]'s (the kernel
+/// refuses the ioctl with EINVAL on a controller with more than one namespace).
 pub fn nvme_io(file: &File, cmd: &mut NvmeAdminCmd, data: IoData<'_>, lbs: u32) -> io::Result<u32> {
-    let blocks = u64::from(cmd.cdw12 & 0xFFFF) + 1;
-    let (want, ptr, len) = match data {
-        IoData::None => (0, 0u64, 0usize),
-        IoData::ToDevice(b) => (blocks * u64::from(lbs), b.as_ptr() as u64, b.len()),
-        IoData::FromDevice(b) => (blocks * u64::from(lbs), b.as_mut_ptr() as u64, b.len()),
+    let (way_ok, ptr, len) = match data {
+        IoData::None => (matches!(cmd.opcode, 0x00 | 0x08), 0u64, 0usize),
+        IoData::ToDevice(b) => (matches!(cmd.opcode, 0x01 | 0x09), b.as_ptr() as u64, b.len()),
+        IoData::FromDevice(b) => (cmd.opcode == 0x02, b.as_mut_ptr() as u64, b.len()),
     };
-    let ok_dir = matches!((cmd.opcode, want), (0x00, 0) | (0x01, 1..) | (0x02, 1..));
-    if !ok_dir || want != len as u64 {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("I/O opcode {:#04x} transfers {want} bytes, with a {len}-byte buffer: refused", cmd.opcode),
-        ));
+    let refused = |why: String| Err(io::Error::new(io::ErrorKind::InvalidInput, format!("I/O opcode {:#04x} {why}: refused", cmd.opcode)));
+    match io_data_bytes(cmd, lbs) {
+        None => return refused("is not one this engine sends".into()),
+        Some(_) if !way_ok => return refused(format!("moves no data that way (a {len}-byte buffer)")),
+        Some(want) if want != len as u64 => return refused(format!("transfers {want} bytes, with a {len}-byte buffer")),
+        Some(_) => {}
     }
     cmd.addr = ptr;
     cmd.data_len = u32::try_from(len).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, format!("{len} bytes in one command")))?;
@@ -196,8 +251,8 @@ pub fn nvme_io(file: &File, cmd: &mut NvmeAdminCmd, data: IoData<'_>, lbs: u32) 
     // SAFETY: `cmd` is a live, exclusively borrowed `struct nvme_passthru_cmd` (layout checked
     // above); the kernel reads it and writes back `result`. `addr`/`data_len` describe exactly
     // the buffer in `data`, borrowed (mutably, for a read) for the whole call, and the check
-    // above makes the command's transfer exactly that long; a flush has none. Metadata is null.
-    // The ioctl is synchronous: nothing touches the buffer after it returns.
+    // above makes the command's transfer exactly that long (a flush or write zeroes has none).
+    // Metadata is null. The ioctl is synchronous: nothing touches the buffer after it returns.
     let r = unsafe { libc::ioctl(file.as_raw_fd(), NVME_IOCTL_IO_CMD as _, cmd as *mut NvmeAdminCmd) };
     match r {
         0 => Ok(cmd.result),
@@ -346,6 +401,11 @@ mod tests {
         assert_eq!(NVME_IOCTL_ADMIN_CMD, 0xC048_4E41);
         assert_eq!([offset_of!(NvmeAdminCmd, nsid), offset_of!(NvmeAdminCmd, metadata), offset_of!(NvmeAdminCmd, addr)], [4, 16, 24]);
         assert_eq!([offset_of!(NvmeAdminCmd, data_len), offset_of!(NvmeAdminCmd, cdw10), offset_of!(NvmeAdminCmd, result)], [36, 40, 68]);
+    }
+
+    #[test]
+    fn block_range_ioctls_are_linux_fs_h_numbers() {
+        assert_eq!((BLKDISCARD, BLKZEROOUT), (0x1277, 0x127F));
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //! entry (entering the kernel once a batch has built up), `reap` enters the kernel once to
 //! submit the rest and wait, with a timeout, for completions. The file is registered with the
 //! ring (fixed file 0) when the kernel allows it. FUA writes carry `RWF_DSYNC`; flushes are
-//! `IORING_OP_FSYNC` with `DATASYNC` (on a block device, a cache flush).
+//! `IORING_OP_FSYNC` with `DATASYNC` (on a block device, a cache flush). Deallocate and write
+//! zeroes are `IORING_OP_FALLOCATE`, or the block layer's discard command (`zero.rs`).
 //!
 //! Ownership, the rule everything else follows: the kernel holds a raw pointer to every
 //! in-flight buffer, so an operation's buffer stays in its slot until the operation's
@@ -31,7 +32,7 @@
     reason = "pushing an io_uring submission entry is unsafe: the buffers it names must outlive the operation, as the SAFETY comment at the push explains"
 )]
 
-use crate::block::{AlignedBuf, BlockTarget, Completion, Geometry, IoFailure, Op, ReadTicket, TargetError, TicketState};
+use crate::block::{AlignedBuf, BlockTarget, Completion, Geometry, IoFailure, Op, ReadTicket, TargetError, TicketState, ZeroingSupport};
 use crate::blockdev::{Discovered, TargetKind};
 use crate::latency::LatencyHistogram;
 use io_uring::{opcode, types, IoUring};
@@ -55,14 +56,19 @@ const HUNG_READ_WAIT: Duration = Duration::from_secs(1);
 /// How long `drop` waits for in-flight operations before leaking their buffers.
 const DROP_WAIT: Duration = Duration::from_secs(2);
 
+mod complete;
 mod registry;
 mod wait;
+
+use wait::{Spin, WaitKind};
 
 const LAT_WRITE: usize = 0;
 const LAT_FUA: usize = 1;
 const LAT_FLUSH: usize = 2;
 const LAT_READ: usize = 3;
-const LAT_NAMES: [&str; 4] = ["write", "write_fua", "flush", "read"];
+const LAT_DEALLOCATE: usize = 4;
+const LAT_WRITE_ZEROES: usize = 5;
+const LAT_NAMES: [&str; 6] = ["write", "write_fua", "flush", "read", "deallocate", "write_zeroes"];
 
 #[derive(Debug)]
 enum Kind {
@@ -76,6 +82,8 @@ enum Kind {
     Flush {
         token: u64,
     },
+    /// A deallocate or write zeroes (`zero.rs`).
+    Zero(zero::ZeroOp),
     /// A synchronous read; `result` is set when its completion arrives.
     Read {
         result: Option<i32>,
@@ -128,7 +136,7 @@ pub struct UringTarget {
     read_timeout: Duration,
     hung_reads: usize,
     read_bufs: Vec<AlignedBuf>,
-    lat: [LatencyHistogram; 4],
+    lat: [LatencyHistogram; 6],
     /// Completions gathered by `harvest`, kept to reuse its allocation.
     cqes: Vec<(u64, i32)>,
     /// Slots pushed since the kernel was last entered, to stamp with the submission time.
@@ -141,24 +149,9 @@ pub struct UringTarget {
     id: u64,
     /// Whether a reap of writes (0) and a read (1) spin before they sleep (`wait.rs`).
     learned: [wait::Learned; 2],
-}
-
-/// Which kind of wait, for its learned mode.
-#[derive(Clone, Copy)]
-enum WaitKind {
-    Reap = 0,
-    Read = 1,
-}
-
-/// What a wait's spin came to.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Spin {
-    /// The completion came while it spun.
-    Found,
-    /// It spun its window and the completion did not come.
-    Missed,
-    /// It did not spin (the kind's learned mode is to sleep).
-    Skipped,
+    /// The kernel refused the block layer's io_uring discard command where the `BLKDISCARD`
+    /// ioctl worked: discards take the ioctl (`zero.rs`).
+    discard_by_ioctl: bool,
 }
 
 /// Ids of engines, so a read ticket is finished only by the engine that started it.
@@ -214,6 +207,7 @@ impl UringTarget {
             reg: Registry::default(),
             id: ENGINE_IDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             learned: Default::default(),
+            discard_by_ioctl: false,
         })
     }
 
@@ -236,6 +230,12 @@ impl UringTarget {
     /// See [`Registry::fixed_index`].
     fn fixed_index(&self, buf: &AlignedBuf, len: usize) -> Option<u16> {
         self.reg.fixed_index(buf, len)
+    }
+
+    /// True once the kernel refused the block layer's io_uring discard command where the
+    /// `BLKDISCARD` ioctl worked: discards then take the ioctl, synchronously (`zero.rs`).
+    pub fn discards_by_ioctl(&self) -> bool {
+        self.discard_by_ioctl
     }
 
     /// The failure that marked the device gone, if any.
@@ -337,130 +337,8 @@ impl UringTarget {
         }
     }
 
-    /// Spins on the ring until `done`, for up to [`wait::POLL_WINDOW`] and at most `left`,
-    /// when the wait's learned mode is to spin (`wait.rs`: only where spinning has paid). With
-    /// deferred task work a completion reaches the queue only when this task enters the kernel
-    /// to get events, so each spin is an `io_uring_enter` that waits for none.
-    ///
-    /// A spin submits nothing, so what is still queued goes to the kernel first, spinning or
-    /// not: a read left queued by `read_submit` would otherwise wait out the whole spin before
-    /// it even started (`read_at` of 4 KiB ran at about 8,000 reads/s on tmpfs and on a loop
-    /// device alike, and at 37,000 to 60,000 once submitted first).
-    fn poll_until(&mut self, kind: WaitKind, left: Duration, done: impl Fn(&Self) -> bool) -> Spin {
-        // Should entering fail, the entries stay queued and the sleeping entry after the poll
-        // submits them and reports what the kernel answers.
-        if self.queued > 0 && self.enter(0, None).is_err() {
-            return Spin::Skipped;
-        }
-        if !self.learned[kind as usize].spins() {
-            return Spin::Skipped;
-        }
-        let (t, limit) = (Instant::now(), left.min(wait::POLL_WINDOW));
-        while t.elapsed() < limit {
-            // SAFETY: entering with nothing to submit and no argument hands the kernel no
-            // memory of ours; it only runs completions into the rings it already maps.
-            let r = unsafe { self.ring.submitter().enter::<libc::sigset_t>(0, 0, IORING_ENTER_GETEVENTS, None) };
-            if r.is_err() {
-                return Spin::Skipped;
-            }
-            self.harvest();
-            if done(self) {
-                self.learned[kind as usize].spun(Some(t.elapsed()));
-                return Spin::Found;
-            }
-            std::hint::spin_loop();
-        }
-        self.learned[kind as usize].spun(None);
-        Spin::Missed
-    }
-
-    /// What each kind of wait settled on, for a bench's report.
-    pub fn wait_modes(&self) -> String {
-        format!("reaps {}; reads {}", self.learned[0].describe(), self.learned[1].describe())
-    }
-
     fn failure(&self, errno: i32, what: String) -> IoFailure {
         IoFailure::new(errno, format!("{} {what}", self.d.path.display()))
-    }
-
-    fn note_result(&mut self, err: Option<&IoFailure>) {
-        match err {
-            None => self.eio_run = 0,
-            Some(f) => {
-                if f.errno == libc::EIO {
-                    self.eio_run += 1;
-                }
-                if self.gone.is_none() && (f.device_gone() || self.eio_run >= EIO_GONE_AFTER) {
-                    self.gone = Some(f.clone());
-                }
-            }
-        }
-    }
-
-    /// Processes every available completion: harness operations go to `ready`, reads
-    /// update their slots.
-    fn harvest(&mut self) {
-        let mut cqes = std::mem::take(&mut self.cqes);
-        {
-            let mut cq = self.ring.completion();
-            cq.sync();
-            for c in &mut cq {
-                cqes.push((c.user_data(), c.result()));
-            }
-        }
-        if cqes.is_empty() {
-            self.cqes = cqes;
-            return;
-        }
-        let now = Instant::now();
-        for (ud, res) in cqes.drain(..) {
-            let i = ud as usize;
-            let Some(slot) = self.slots.get_mut(i) else { continue };
-            let kind = std::mem::replace(&mut slot.kind, Kind::Free);
-            let ns = now.duration_since(slot.at).as_nanos() as u64;
-            self.kernel -= 1;
-            match kind {
-                Kind::Write { token, offset, len, fua } => {
-                    self.lat[if fua { LAT_FUA } else { LAT_WRITE }].record(ns);
-                    let buf = self.slots[i].buf.take();
-                    self.free.push(i as u32);
-                    let result = if res < 0 {
-                        Err(self.failure(-res, format!("write of {len} bytes at {offset}{}", if fua { " (FUA)" } else { "" })))
-                    } else if res as usize != len {
-                        Err(self.failure(libc::EIO, format!("short write at {offset}: {res} of {len} bytes")))
-                    } else {
-                        Ok(())
-                    };
-                    self.note_result(result.as_ref().err());
-                    self.ready.push_back(Completion { token, result, buf, at: now });
-                }
-                Kind::Flush { token } => {
-                    self.lat[LAT_FLUSH].record(ns);
-                    self.free.push(i as u32);
-                    let result = if res < 0 { Err(self.failure(-res, "flush".into())) } else { Ok(()) };
-                    self.note_result(result.as_ref().err());
-                    self.ready.push_back(Completion { token, result, buf: None, at: now });
-                }
-                Kind::Read { .. } => {
-                    self.lat[LAT_READ].record(ns);
-                    self.slots[i].kind = Kind::Read { result: Some(res) };
-                }
-                Kind::AbandonedRead => {
-                    if let Some(b) = self.slots[i].buf.take() {
-                        self.read_bufs.push(b);
-                    }
-                    self.hung_reads -= 1;
-                    self.free.push(i as u32);
-                }
-                Kind::Free => {}
-            }
-        }
-        self.cqes = cqes;
-    }
-
-    fn refuse(&mut self, token: u64, buf: Option<AlignedBuf>, failure: IoFailure) {
-        self.user += 1;
-        self.ready.push_back(Completion::new(token, Err(failure), buf));
     }
 }
 
@@ -474,8 +352,9 @@ macro_rules! sqe {
     };
 }
 
-// After `sqe!`, which the read path uses too.
+// After `sqe!`, which the read and zeroing paths use too.
 mod read;
+mod zero;
 
 impl BlockTarget for UringTarget {
     fn geometry(&self) -> Geometry {
@@ -548,11 +427,7 @@ impl BlockTarget for UringTarget {
                 self.user += 1;
                 self.push(e, 0)
             }
-            Op::Zero { token, kind, .. } => {
-                let f = self.failure(libc::EOPNOTSUPP, format!("{}: not carried by this engine", kind.name()));
-                self.refuse(token, None, f);
-                Ok(())
-            }
+            Op::Zero { token, offset, len, kind, .. } => self.submit_zero(token, offset, len, kind),
         }
     }
 
@@ -608,6 +483,10 @@ impl BlockTarget for UringTarget {
 
     fn in_flight(&self) -> usize {
         self.user
+    }
+
+    fn zeroing(&self) -> ZeroingSupport {
+        self.d.zeroing
     }
 
     fn submit_queued(&mut self) -> Result<(), TargetError> {
@@ -729,166 +608,4 @@ impl Drop for UringTarget {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const SEED: u64 = 0x5eed_f1ed;
-
-    /// A pattern that differs per block and per seed, so a read served from the wrong buffer
-    /// or offset cannot match.
-    fn pattern(seed: u64, block: u64, out: &mut [u8]) {
-        let mut x = seed ^ block.wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        for w in out.chunks_exact_mut(8) {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            w.copy_from_slice(&x.to_le_bytes());
-        }
-    }
-
-    fn engine(name: &str, bytes: u64) -> (UringTarget, std::path::PathBuf) {
-        let path = std::env::temp_dir().join(format!("faultline-uring-{name}-{}", std::process::id()));
-        std::fs::File::create(&path).and_then(|f| f.set_len(bytes)).expect("scratch file");
-        let d = crate::blockdev::discover(&path, true).expect("discover the scratch file");
-        (UringTarget::new(d, 8).map_err(|e| e.1).expect("io_uring on this kernel"), path)
-    }
-
-    #[test]
-    fn pooled_buffers_are_registered_written_read_and_reused() {
-        let (mut t, path) = engine("pool", 1 << 20);
-        let mut bufs = t.buffers(4, 4096);
-        assert_eq!(t.registered_buffers(), 4, "seed {SEED:#x}: the kernel refused to register 4 buffers");
-        let addrs: Vec<usize> = bufs.iter().map(|b| b.as_ptr() as usize).collect();
-        for (k, b) in bufs.iter_mut().enumerate() {
-            assert!(t.fixed_index(b, 4096).is_some());
-            pattern(SEED, k as u64, b);
-        }
-        for (k, b) in bufs.drain(..).enumerate() {
-            t.submit(Op::Write { token: k as u64, offset: k as u64 * 4096, buf: b, fua: false, write_id: k as u64 }).unwrap();
-        }
-        let done = reap_n(&mut t, 4);
-        assert!(done.iter().all(|c| c.result.is_ok()), "seed {SEED:#x}: {done:?}");
-        // Back into the pool: the next request gets the same registered memory, no new slots.
-        drop(done);
-        let again = t.buffers(4, 4096);
-        assert_eq!(t.registered_buffers(), 4);
-        let mut again_addrs: Vec<usize> = again.iter().map(|b| b.as_ptr() as usize).collect();
-        again_addrs.sort_unstable();
-        let mut want = addrs.clone();
-        want.sort_unstable();
-        assert_eq!(again_addrs, want);
-        // Fixed reads into pooled buffers, and plain reads into foreign ones, see what was written.
-        let mut expect = vec![0u8; 4096];
-        for (k, b) in again.into_iter().enumerate() {
-            pattern(SEED, k as u64, &mut expect);
-            let (b, r) = t.read_owned(k as u64 * 4096, b);
-            r.unwrap();
-            assert!(b[..] == expect[..], "seed {SEED:#x}: fixed read of block {k} differs");
-            let (plain, r) = t.read_owned(k as u64 * 4096, AlignedBuf::zeroed(4096));
-            r.unwrap();
-            assert!(plain[..] == expect[..], "seed {SEED:#x}: plain read of block {k} differs");
-        }
-        drop(t);
-        let _ = std::fs::remove_file(path);
-    }
-
-    /// Reaps until `n` completions are back.
-    fn reap_n(t: &mut UringTarget, n: usize) -> Vec<Completion> {
-        let mut done = Vec::new();
-        while done.len() < n {
-            let want = n - done.len();
-            t.reap(&mut done, want, Duration::from_secs(10)).unwrap();
-        }
-        done
-    }
-
-    /// Writes fewer than a batch wait in the submission queue until something enters the
-    /// kernel; `submit_queued` (the writer's call just before a cut) hands them over at once.
-    #[test]
-    fn queued_writes_reach_the_kernel_when_asked_not_only_at_the_next_reap() {
-        let (mut t, path) = engine("kick", 1 << 20);
-        for k in 0..3u64 {
-            let mut b = AlignedBuf::zeroed(4096);
-            pattern(SEED, k, &mut b);
-            t.submit(Op::Write { token: k, offset: k * 4096, buf: b, fua: false, write_id: k }).unwrap();
-        }
-        assert_eq!((t.queued, t.ring.submission().len()), (3, 3), "fewer than a batch stay queued");
-        t.submit_queued().unwrap();
-        assert_eq!((t.queued, t.ring.submission().len()), (0, 0), "handed to the kernel");
-        let done = reap_n(&mut t, 3);
-        assert!(done.iter().all(|c| c.result.is_ok()), "seed {SEED:#x}: {done:?}");
-        drop(t);
-        let _ = std::fs::remove_file(path);
-    }
-
-    #[test]
-    fn reads_started_together_finish_in_any_order_with_their_own_bytes() {
-        let (mut t, path) = engine("ahead", 1 << 20);
-        let mut expect = vec![0u8; 4096];
-        for k in 0..8u64 {
-            pattern(SEED, k, &mut expect);
-            let mut b = AlignedBuf::zeroed(4096);
-            b.copy_from_slice(&expect);
-            t.submit(Op::Write { token: k, offset: k * 4096, buf: b, fua: false, write_id: k }).unwrap();
-        }
-        let mut done = Vec::new();
-        while done.len() < 8 {
-            let want = 8 - done.len();
-            t.reap(&mut done, want, Duration::from_secs(10)).unwrap();
-        }
-        // Six reads in flight at once, pooled and plain buffers mixed, finished last first.
-        let mut bufs = t.buffers(3, 4096);
-        bufs.extend((0..3).map(|_| AlignedBuf::zeroed(4096)));
-        let tickets: Vec<(u64, ReadTicket)> =
-            bufs.into_iter().enumerate().map(|(k, b)| (k as u64, t.read_start(k as u64 * 4096, b))).collect();
-        assert!(tickets.iter().all(|(_, tk)| matches!(tk.0, TicketState::Pending { .. })), "seed {SEED:#x}");
-        for (k, tk) in tickets.into_iter().rev() {
-            let (b, r) = t.read_finish(tk);
-            r.unwrap();
-            pattern(SEED, k, &mut expect);
-            assert!(b[..] == expect[..], "seed {SEED:#x}: read-ahead of block {k} differs");
-        }
-        assert_eq!(t.kernel, 0);
-        // Refused at once: past the end. Refused when finished: another engine's ticket.
-        let past_end = t.read_start(1 << 20, AlignedBuf::zeroed(4096));
-        let (b, r) = t.read_finish(past_end);
-        assert_eq!((b.len(), r.unwrap_err().errno), (4096, libc::EINVAL));
-        let (mut other, po) = engine("ahead-other", 1 << 16);
-        let tk = other.read_start(0, AlignedBuf::zeroed(4096));
-        let (_, r) = t.read_finish(tk);
-        assert!(r.unwrap_err().detail.contains("another engine"));
-        drop((t, other));
-        let _ = std::fs::remove_file(path);
-        let _ = std::fs::remove_file(po);
-    }
-
-    #[test]
-    fn a_buffer_of_another_engine_or_grown_past_its_window_is_not_used_as_fixed() {
-        let (mut a, pa) = engine("pool-a", 1 << 16);
-        let (mut b, pb) = engine("pool-b", 1 << 16);
-        let mut from_a = a.buffers(1, 4096).pop().unwrap();
-        assert!(a.fixed_index(&from_a, 4096).is_some());
-        assert!(b.fixed_index(&from_a, 4096).is_none(), "another ring's buffer must take the plain path");
-        assert!(a.fixed_index(&AlignedBuf::zeroed(4096), 4096).is_none());
-        // Growing past the window reallocates: the new memory is not registered anywhere.
-        from_a.resize(from_a.capacity() + 1);
-        assert!(a.fixed_index(&from_a, from_a.len()).is_none());
-        // The old window went back to a's pool and is handed out again.
-        assert_eq!(a.buffers(1, 4096).len(), 1);
-        assert_eq!(a.registered_buffers(), 1);
-        // A write with b's plain path over a's buffer still lands.
-        pattern(SEED, 7, &mut from_a[..4096]);
-        from_a.resize(4096);
-        let want = from_a.to_vec();
-        b.submit(Op::Write { token: 1, offset: 0, buf: from_a, fua: false, write_id: 1 }).unwrap();
-        let mut done = Vec::new();
-        b.reap(&mut done, 1, Duration::from_secs(10)).unwrap();
-        assert!(done[0].result.is_ok(), "seed {SEED:#x}: {:?}", done[0].result);
-        let mut back = vec![0u8; 4096];
-        b.read_at(0, &mut back).unwrap();
-        assert_eq!(back, want, "seed {SEED:#x}");
-        drop((a, b));
-        let _ = std::fs::remove_file(pa);
-        let _ = std::fs::remove_file(pb);
-    }
-}
+mod tests;

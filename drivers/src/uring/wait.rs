@@ -16,8 +16,12 @@
 //! tell by itself: it measures its own wake-up too, which on a VM takes longer than the
 //! completion it waited for: 4 KiB reads on tmpfs complete within a few µs, a sleeping
 //! reader is woken tens of µs later.)
+//!
+//! The spin itself is here too ([`UringTarget::poll_until`]), which the reap and the reads
+//! call before they sleep.
 
-use std::time::Duration;
+use super::{UringTarget, IORING_ENTER_GETEVENTS};
+use std::time::{Duration, Instant};
 
 /// The longest one spin lasts before the wait sleeps.
 pub(super) const POLL_WINDOW: Duration = Duration::from_micros(50);
@@ -105,6 +109,68 @@ impl Learned {
             pct(self.spins, waits),
             pct(self.paid, self.spins)
         )
+    }
+}
+
+/// Which kind of wait, for its learned mode.
+#[derive(Clone, Copy)]
+pub(super) enum WaitKind {
+    Reap = 0,
+    Read = 1,
+}
+
+/// What a wait's spin came to.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Spin {
+    /// The completion came while it spun.
+    Found,
+    /// It spun its window and the completion did not come.
+    Missed,
+    /// It did not spin (the kind's learned mode is to sleep).
+    Skipped,
+}
+
+impl UringTarget {
+    /// Spins on the ring until `done`, for up to [`POLL_WINDOW`] and at most `left`,
+    /// when the wait's learned mode is to spin (above: only where spinning has paid). With
+    /// deferred task work a completion reaches the queue only when this task enters the kernel
+    /// to get events, so each spin is an `io_uring_enter` that waits for none.
+    ///
+    /// A spin submits nothing, so what is still queued goes to the kernel first, spinning or
+    /// not: a read left queued by `read_submit` would otherwise wait out the whole spin before
+    /// it even started (`read_at` of 4 KiB ran at about 8,000 reads/s on tmpfs and on a loop
+    /// device alike, and at 37,000 to 60,000 once submitted first).
+    pub(super) fn poll_until(&mut self, kind: WaitKind, left: Duration, done: impl Fn(&Self) -> bool) -> Spin {
+        // Should entering fail, the entries stay queued and the sleeping entry after the poll
+        // submits them and reports what the kernel answers.
+        if self.queued > 0 && self.enter(0, None).is_err() {
+            return Spin::Skipped;
+        }
+        if !self.learned[kind as usize].spins() {
+            return Spin::Skipped;
+        }
+        let (t, limit) = (Instant::now(), left.min(POLL_WINDOW));
+        while t.elapsed() < limit {
+            // SAFETY: entering with nothing to submit and no argument hands the kernel no
+            // memory of ours; it only runs completions into the rings it already maps.
+            let r = unsafe { self.ring.submitter().enter::<libc::sigset_t>(0, 0, IORING_ENTER_GETEVENTS, None) };
+            if r.is_err() {
+                return Spin::Skipped;
+            }
+            self.harvest();
+            if done(self) {
+                self.learned[kind as usize].spun(Some(t.elapsed()));
+                return Spin::Found;
+            }
+            std::hint::spin_loop();
+        }
+        self.learned[kind as usize].spun(None);
+        Spin::Missed
+    }
+
+    /// What each kind of wait settled on, for a bench's report.
+    pub fn wait_modes(&self) -> String {
+        format!("reaps {}; reads {}", self.learned[0].describe(), self.learned[1].describe())
     }
 }
 
