@@ -27,6 +27,7 @@ fn drive(seed: u64) -> SimDrive {
         seed,
         model: FaultModel::HonestPlp,
         contract: TruthContract::Plp,
+        dealloc_reads: Default::default(),
     })
 }
 

@@ -39,6 +39,7 @@ fn drive(model: FaultModel, contract: TruthContract) -> SimDrive {
         seed: SEED,
         model,
         contract,
+        dealloc_reads: Default::default(),
     })
 }
 

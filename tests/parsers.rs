@@ -348,6 +348,7 @@ fn header() -> RunHeader {
         target_capacity: 1 << 20,
         sector_bytes: 512,
         atomic_bytes: 4096,
+        dealloc_reads: Default::default(),
         contract: Contract::Flush,
         ports: faultline::port::PortEntry::single(),
         workload: WorkloadSpec {

@@ -41,8 +41,9 @@ fn run(dir: &Path, facts: &DeviceFacts, span: u64) -> OpenRun {
         align_bytes: 4096,
         queue_depth: 32,
         flush: FlushPolicy { every_writes: None, every_ms: None, fua_percent: 0 },
+        ops: Default::default(),
     };
-    let t = TargetFacts { identity: facts.identity.clone(), capacity: facts.capacity_bytes, sector_bytes: 512, atomic_bytes: 4096 };
+    let t = TargetFacts { identity: facts.identity.clone(), capacity: facts.capacity_bytes, sector_bytes: 512, atomic_bytes: 4096, dealloc_reads: Default::default() };
     open_run(dir, facts, || RunHeader::new(1, "bench".into(), t, Contract::Plp, PortEntry::single(), spec)).expect("open the run")
 }
 
@@ -66,6 +67,7 @@ fn main() {
         seed: 1,
         model: faultline::scenario::SimModel::HonestPlp.fault_model(),
         contract: TruthContract::Plp,
+        dealloc_reads: Default::default(),
     };
     let nbd = NbdConfig { export_name: "sim".into(), description: "bench".into(), service_time: Duration::from_micros(service_us) };
     let mut server = NbdServer::start(SimDrive::new(cfg), Box::new(faultline::format::claimed_write_id), nbd);

@@ -81,6 +81,40 @@ pub struct DeviceFacts {
     pub capacity_bytes: u64,
     pub logical_block_bytes: u64,
     pub physical_block_bytes: u64,
+    /// The deallocate and Write Zeroes it carries (absent: none).
+    #[serde(default, skip_serializing_if = "ZeroingFacts::none")]
+    pub zeroing: ZeroingFacts,
+}
+
+/// Which zeroing operations a device carries, and what a deallocated sector reads: a
+/// [`faultline_drivers::ZeroingSupport`] as plain data, so that an agent can send it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ZeroingFacts {
+    #[serde(default)]
+    pub deallocate: bool,
+    #[serde(default)]
+    pub write_zeroes: bool,
+    #[serde(default)]
+    pub dealloc_reads: crate::ledger::DeallocRead,
+}
+
+impl ZeroingFacts {
+    pub fn of(s: faultline_drivers::ZeroingSupport) -> ZeroingFacts {
+        ZeroingFacts { deallocate: s.deallocate, write_zeroes: s.write_zeroes, dealloc_reads: s.dealloc_reads.into() }
+    }
+
+    pub fn none(&self) -> bool {
+        !self.deallocate && !self.write_zeroes
+    }
+
+    /// Whether `kind` is carried.
+    pub fn carries(&self, kind: faultline_drivers::Zeroing) -> bool {
+        match kind {
+            faultline_drivers::Zeroing::Deallocate => self.deallocate,
+            faultline_drivers::Zeroing::WriteZeroes => self.write_zeroes,
+        }
+    }
 }
 
 impl DeviceFacts {
@@ -91,6 +125,7 @@ impl DeviceFacts {
             capacity_bytes: g.capacity_bytes,
             logical_block_bytes: g.logical_block_bytes as u64,
             physical_block_bytes: g.physical_block_bytes as u64,
+            zeroing: ZeroingFacts::of(target.zeroing()),
         }
     }
 

@@ -125,6 +125,7 @@ mod tests {
             seed: 1,
             model: FaultModel::HonestPlp,
             contract: TruthContract::Plp,
+            dealloc_reads: Default::default(),
         };
         SimDrive::persistent(cfg, &dir).unwrap().persist().unwrap();
         let mut names: Vec<String> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();

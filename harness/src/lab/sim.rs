@@ -133,6 +133,7 @@ impl SimLab {
             seed,
             model: sim_model.fault_model(),
             contract,
+            dealloc_reads: Default::default(),
         };
         let drive = SimDrive::new(cfg);
         let export = Export {

@@ -85,6 +85,35 @@ impl std::fmt::Display for Contract {
     }
 }
 
+/// What a deallocated sector must read, as the run holds the drive to it: the drive's own
+/// declaration (NVMe DLFEAT bits 2:0), else what its engine guarantees (a punched hole reads
+/// zeros), else nothing (docs/DOMAIN.md, "Deallocate and Write Zeroes").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeallocRead {
+    Zeros,
+    Ones,
+    /// Zeros, all FFh, or the data last written there; never anything older.
+    #[default]
+    Unreported,
+}
+
+impl DeallocRead {
+    fn is_unreported(&self) -> bool {
+        *self == DeallocRead::Unreported
+    }
+}
+
+impl From<faultline_drivers::DeallocReads> for DeallocRead {
+    fn from(r: faultline_drivers::DeallocReads) -> Self {
+        match r {
+            faultline_drivers::DeallocReads::Zeros => DeallocRead::Zeros,
+            faultline_drivers::DeallocReads::Ones => DeallocRead::Ones,
+            faultline_drivers::DeallocReads::Unreported => DeallocRead::Unreported,
+        }
+    }
+}
+
 /// The first record of every ledger: what the run is.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, try_from = "RawHeader")]
@@ -97,6 +126,9 @@ pub struct RunHeader {
     pub sector_bytes: u64,
     /// Atomic write unit the drive claims (writes are all-or-nothing inside each aligned unit).
     pub atomic_bytes: u64,
+    /// What a deallocated sector must read (absent: unreported).
+    #[serde(default, skip_serializing_if = "DeallocRead::is_unreported")]
+    pub dealloc_reads: DeallocRead,
     pub contract: Contract,
     /// The ports of the device under test, each with the id its sectors carry (one, `A`,
     /// until dual-port runs).
@@ -112,6 +144,8 @@ pub struct TargetFacts {
     pub sector_bytes: u64,
     /// The atomic write unit the drive is held to (one sector unless declared).
     pub atomic_bytes: u64,
+    /// What a deallocated sector must read.
+    pub dealloc_reads: DeallocRead,
 }
 
 impl TargetFacts {
@@ -120,7 +154,13 @@ impl TargetFacts {
     pub fn of(target: &dyn faultline_drivers::BlockTarget) -> TargetFacts {
         let g = target.geometry();
         let sector = (g.logical_block_bytes as u64).max(512);
-        TargetFacts { identity: target.identity(), capacity: g.capacity_bytes, sector_bytes: sector, atomic_bytes: sector }
+        TargetFacts {
+            identity: target.identity(),
+            capacity: g.capacity_bytes,
+            sector_bytes: sector,
+            atomic_bytes: sector,
+            dealloc_reads: target.zeroing().dealloc_reads.into(),
+        }
     }
 }
 
@@ -134,7 +174,7 @@ impl RunHeader {
         ports: Vec<PortEntry>,
         workload: WorkloadSpec,
     ) -> RunHeader {
-        let TargetFacts { identity, capacity, sector_bytes, atomic_bytes } = target;
+        let TargetFacts { identity, capacity, sector_bytes, atomic_bytes, dealloc_reads } = target;
         RunHeader {
             ledger_format: LEDGER_FORMAT,
             run_id,
@@ -143,6 +183,7 @@ impl RunHeader {
             target_capacity: capacity,
             sector_bytes,
             atomic_bytes,
+            dealloc_reads,
             contract,
             ports,
             workload,
@@ -166,6 +207,8 @@ struct RawHeader {
     target_capacity: u64,
     sector_bytes: u64,
     atomic_bytes: u64,
+    #[serde(default)]
+    dealloc_reads: DeallocRead,
     contract: Contract,
     #[serde(default)]
     ports: Option<Vec<PortEntry>>,
@@ -199,6 +242,7 @@ impl TryFrom<RawHeader> for RunHeader {
             target_capacity: r.target_capacity,
             sector_bytes: r.sector_bytes,
             atomic_bytes: r.atomic_bytes,
+            dealloc_reads: r.dealloc_reads,
             contract: r.contract,
             ports,
             workload: r.workload,
@@ -487,6 +531,7 @@ pub(crate) mod tests {
             target_capacity: 1 << 20,
             sector_bytes: 512,
             atomic_bytes: 512,
+            dealloc_reads: Default::default(),
             contract: Contract::Plp,
             ports: crate::port::PortEntry::single(),
             workload: crate::workload::WorkloadSpec {

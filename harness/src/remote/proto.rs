@@ -249,6 +249,7 @@ impl TargetInfo {
             capacity_bytes: self.capacity_bytes,
             logical_block_bytes: self.logical_block_bytes,
             physical_block_bytes: self.physical_block_bytes,
+            zeroing: self.zeroing,
         }
     }
 }
@@ -421,6 +422,9 @@ pub struct TargetInfo {
     pub logical_block_bytes: u64,
     pub physical_block_bytes: u64,
     pub engine: String,
+    /// The deallocate and Write Zeroes the target carries (absent: none).
+    #[serde(default, skip_serializing_if = "crate::run::ZeroingFacts::none")]
+    pub zeroing: crate::run::ZeroingFacts,
 }
 
 /// An operation's answer.

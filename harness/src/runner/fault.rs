@@ -528,6 +528,7 @@ mod tests {
             seed: 1,
             model: faultline_fixtures::FaultModel::HonestPlp,
             contract: faultline_fixtures::TruthContract::Plp,
+            dealloc_reads: Default::default(),
         });
         let cutter = Cutter::power(Box::new(drive.power()));
         let sag = PowerShape::Sag { rail: "12V".into(), to_mv: 9_500, length: Duration::from_millis(5) };

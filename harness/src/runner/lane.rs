@@ -506,6 +506,7 @@ mod tests {
             seed: 1,
             model: FaultModel::HonestPlp,
             contract: TruthContract::Plp,
+            dealloc_reads: Default::default(),
         });
         let spec = WorkloadSpec {
             seed: 9,

@@ -24,6 +24,7 @@ fn truth_class(c: TruthClass) -> FindingClass {
         TruthClass::Corruption => FindingClass::Corruption,
         TruthClass::Unreadable => FindingClass::Unreadable,
         TruthClass::StaleVersion => FindingClass::StaleVersion,
+        TruthClass::Resurrection => FindingClass::Resurrection,
         // A read through one port that missed a write through the other: an older version
         // than the drive holds. Scored as stale until the harness has a class of its own for
         // a port serving stale data (issue #10).

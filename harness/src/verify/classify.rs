@@ -2,21 +2,27 @@
 //! and the verdict.
 
 use super::taxonomy::shown_valid;
+use super::zeroed::{Fill, Zeroings};
 use super::*;
 
 impl<'a> Verifier<'a> {
-    /// D for `addr`, and the end of the run of addresses from `addr` that share it.
-    pub(super) fn durable(&self, addr: u64) -> Result<(Durable, u64), VerifyError> {
+    /// D for `addr`, the zeroing ops newer than D covering it, and the end of the run of
+    /// addresses from `addr` that share both.
+    pub(super) fn durable(&self, addr: u64) -> Result<(Durable, Zeroings, u64), VerifyError> {
         let mut bound = self.history.submitted_end();
         let mut end = u64::MAX;
         let mut steps = 0u32;
+        let mut z = Zeroings::default();
         loop {
             let (w, e) = self.layout.latest_covering_span(addr, bound);
             end = end.min(e);
             match w {
                 None => break,
-                Some(w) if self.history.is_durable(w.id) => return Ok((Durable::Write(w), end)),
-                Some(w) => bound = w.id,
+                Some(w) if self.history.is_durable(w.id) => return Ok((Durable::Write(w), z, end)),
+                Some(w) => {
+                    self.note_uncertain(&mut z, &w);
+                    bound = w.id;
+                }
             }
             steps += 1;
             if steps >= MAX_STEPS_BACK {
@@ -24,9 +30,9 @@ impl<'a> Verifier<'a> {
             }
         }
         Ok(match self.history.prefill {
-            Some((s, e)) if addr >= s && addr < e => (Durable::Prefill, end.min(e)),
-            Some((s, _)) if addr < s => (Durable::Prior, end.min(s)),
-            _ => (Durable::Prior, end),
+            Some((s, e)) if addr >= s && addr < e => (Durable::Prefill, z, end.min(e)),
+            Some((s, _)) if addr < s => (Durable::Prior, z, end.min(s)),
+            _ => (Durable::Prior, z, end),
         })
     }
 
@@ -36,6 +42,7 @@ impl<'a> Verifier<'a> {
         match d {
             Durable::Prior => None,
             Durable::Prefill => Some(prefill_id(h.run_id, addr, h.first_port().0)),
+            Durable::Write(w) if w.zeroing().is_some() => None,
             Durable::Write(w) => Some(SectorId {
                 run_id: h.run_id,
                 addr,
@@ -50,6 +57,12 @@ impl<'a> Verifier<'a> {
     }
 
     pub(super) fn shown_of(&self, d: &Durable, addr: u64) -> Shown {
+        if let Some(z) = match d {
+            Durable::Write(w) => self.shown_zeroed(w),
+            _ => None,
+        } {
+            return z;
+        }
         match (d, self.expected_id(d, addr)) {
             (Durable::Prior, _) | (_, None) => Shown::Prior {},
             (Durable::Prefill, _) => Shown::Prefill {},
@@ -71,11 +84,18 @@ impl<'a> Verifier<'a> {
 
     /// `last_plan` caches the previous sector's write (sectors of one write come in runs).
     /// `sum` is the checksum the sector's identity bytes call for (`Format::sums_of`).
-    pub(super) fn classify(&self, addr: u64, bytes: &[u8], sum: &[u8; 16], d: &Durable, last_plan: &mut Option<WritePlan>) -> Verdict {
+    pub(super) fn classify(
+        &self,
+        addr: u64,
+        bytes: &[u8],
+        sum: &[u8; 16],
+        (d, z): (&Durable, &Zeroings),
+        last_plan: &mut Option<WritePlan>,
+    ) -> Verdict {
         let id = match self.format.decode_summed(bytes, sum) {
             Decoded::Valid(id) => id,
             Decoded::Damaged { id, magic_ok, version } => return damaged(&id, magic_ok, version),
-            other => return self.classify_no_version(addr, bytes, d, other),
+            other => return self.classify_no_version(addr, bytes, (d, z), other),
         };
         let found = shown_valid(&id);
         if id.addr != addr {
@@ -94,29 +114,47 @@ impl<'a> Verifier<'a> {
     /// A sector that holds no version of this run (zeros, another run's sector, or bytes of
     /// no format): damaged in place when it is within 1/32 of the bits of the durable version,
     /// corrupt when nothing older can explain it, else an old version.
-    fn classify_no_version(&self, addr: u64, bytes: &[u8], d: &Durable, decoded: Decoded) -> Verdict {
+    fn classify_no_version(&self, addr: u64, bytes: &[u8], (d, z): (&Durable, &Zeroings), decoded: Decoded) -> Verdict {
+        let fill = Fill::of(bytes);
+        if let Some(v) = fill.and_then(|f| self.classify_fill(f, d, z)) {
+            return v;
+        }
         let found = match decoded {
             Decoded::Zeros => Shown::Zeros {},
             Decoded::ForeignRun(f) => Shown::ForeignRun { run_id: f.run_id, write_id: f.write_id },
+            _ if fill == Some(Fill::Ones) => Shown::Ones {},
             _ => Shown::Unrecognized {},
         };
-        let Some(exp) = self.expected_id(d, addr) else {
-            return Verdict::Ok { rank: 0, durable: true };
-        };
-        // Within 1/32 of the bits of what should be here: damaged in place, not lost.
-        let mut want = vec![0u8; bytes.len()];
-        self.format.encode(&exp, &mut want);
-        let dist = bit_distance(&want, bytes);
-        if dist <= (bytes.len() as u64 * 8) / 32 {
-            return Verdict::Finding {
-                class: FindingClass::Corruption,
-                found,
-                detail: format!("{dist} bits differ from the durable version"),
-            };
+        match d {
+            Durable::Write(w) if w.zeroing().is_some() => {
+                // What the sector held before the run, kept by a deallocate over it.
+                if self.kept_by_deallocate(d, addr, 0) {
+                    return Verdict::Ok { rank: d.rank(), durable: true };
+                }
+                if let v @ Verdict::Finding { .. } = self.classify_near_fill(w, bytes, found.clone()) {
+                    return v;
+                }
+            }
+            _ => {
+                let Some(exp) = self.expected_id(d, addr) else {
+                    return Verdict::Ok { rank: 0, durable: true };
+                };
+                // Within 1/32 of the bits of what should be here: damaged in place, not lost.
+                let mut want = vec![0u8; bytes.len()];
+                self.format.encode(&exp, &mut want);
+                let dist = bit_distance(&want, bytes);
+                if dist <= (bytes.len() as u64 * 8) / 32 {
+                    return Verdict::Finding {
+                        class: FindingClass::Corruption,
+                        found,
+                        detail: format!("{dist} bits differ from the durable version"),
+                    };
+                }
+            }
         }
         // Bytes that are no version at all, where every version the sector ever held is
         // known to be this run's: nothing older can explain them.
-        if matches!(found, Shown::Unrecognized {}) && self.only_own_versions_before(d, addr) {
+        if matches!(found, Shown::Unrecognized {} | Shown::Ones {}) && self.only_own_versions_before(d, addr) {
             return Verdict::Finding {
                 class: FindingClass::Corruption,
                 found,
@@ -136,6 +174,7 @@ impl<'a> Verifier<'a> {
             return unexpected(found, "prefill sector, but the ledger records no prefill here".into());
         }
         match d {
+            Durable::Write(_) if self.kept_by_deallocate(d, addr, 1) => Verdict::Ok { rank: d.rank(), durable: true },
             Durable::Write(_) => Verdict::Old { found: Shown::Prefill {} },
             Durable::Prefill | Durable::Prior => Verdict::Ok { rank: 1, durable: true },
         }
@@ -168,6 +207,9 @@ impl<'a> Verifier<'a> {
         if !plan.overlaps(addr, 1) {
             return unexpected(found, format!("write {} covers [{}, {}), not this sector", id.write_id, plan.offset, plan.end()));
         }
+        if let Some(z) = plan.zeroing() {
+            return unexpected(found, format!("id {} is a {}, which writes no data", id.write_id, z.name()));
+        }
         let (index, count) = (((addr - plan.offset) / self.sector) as u32, (plan.len / self.sector) as u32);
         if id.index != index || id.count != count || id.cycle != c.cycle || id.port != c.port.0 || id.flags != 0 {
             return unexpected(
@@ -189,6 +231,7 @@ impl<'a> Verifier<'a> {
         match d.rank().cmp(&rank) {
             std::cmp::Ordering::Equal => Verdict::Ok { rank, durable: true },
             std::cmp::Ordering::Less => Verdict::Ok { rank, durable: false },
+            std::cmp::Ordering::Greater if self.kept_by_deallocate(d, addr, rank) => Verdict::Ok { rank: d.rank(), durable: true },
             std::cmp::Ordering::Greater => Verdict::Old { found },
         }
     }

@@ -72,6 +72,9 @@ mod tally;
 mod taxonomy;
 #[cfg(test)]
 mod tests;
+mod zeroed;
+#[cfg(test)]
+mod zeroed_tests;
 
 use crate::ledger::PinAt;
 pub use digest::{differing, Digest, Digests, MAX_DIGESTS};
@@ -111,6 +114,13 @@ enum Verdict {
     Ok {
         rank: u64,
         durable: bool,
+    },
+    /// Acceptable: all 00h or FFh as a zeroing op ranked `rank` leaves it (`exact`: the one
+    /// explanation, and not a deallocate, so that the sector counts in its atomic unit).
+    Zeroed {
+        rank: u64,
+        durable: bool,
+        exact: bool,
     },
     Old {
         found: Shown,
@@ -382,13 +392,13 @@ impl<'a> Verifier<'a> {
         self.format.sums_of(&chunk.buf, &mut scan.sums);
         for (i, bytes) in chunk.buf.chunks(self.sector as usize).enumerate() {
             let addr = chunk.pos + i as u64 * self.sector;
-            if addr >= scan.cached.1 {
+            if addr >= scan.cached.2 {
                 scan.cached = self.durable(addr)?;
             }
-            let d = scan.cached.0;
+            let (d, z) = (scan.cached.0, scan.cached.1);
             let verdict = match chunk.errors.get(i) {
                 Some(Some(e)) => unreadable(e),
-                _ => self.classify(addr, bytes, &scan.sums[i], &d, &mut scan.last_plan),
+                _ => self.classify(addr, bytes, &scan.sums[i], (&d, &z), &mut scan.last_plan),
             };
             let verdict = self.pinned(scan, addr, bytes, &d, verdict);
             scan.rep.sectors += 1;
@@ -407,12 +417,17 @@ impl<'a> Verifier<'a> {
     /// expected sectors show them, torn when some do.
     fn close_groups(&self, groups: &mut HashMap<u64, Group>, upto: u64, out: &mut Vec<Finding>) {
         for (_, g) in groups.extract_if(|_, g| g.plan.end() <= upto) {
-            let class = if g.shows == 0 { FindingClass::LostWrite } else { FindingClass::TornWrite };
+            let class = match g.plan.zeroing() {
+                Some(crate::workload::Zeroing::Deallocate) => FindingClass::Resurrection,
+                _ if g.shows == 0 => FindingClass::LostWrite,
+                _ => FindingClass::TornWrite,
+            };
+            let what = g.plan.zeroing().map_or("write", |z| z.name());
             let total = g.shows + g.old.len() as u64;
             for (addr, found) in g.old {
                 let expected = self.shown_of(&Durable::Write(g.plan), addr);
                 let detail = format!(
-                    "durable write {} [{}, {}): {} of its {total} expected sectors hold older content",
+                    "durable {what} {} [{}, {}): {} of its {total} expected sectors hold older content",
                     g.plan.id,
                     g.plan.offset,
                     g.plan.end(),
@@ -510,8 +525,9 @@ struct Scan {
     rep: VerifyReport,
     groups: HashMap<u64, Group>,
     unit: Vec<UnitSector>,
-    /// D and the end of the run of sectors sharing it (computed once per piece).
-    cached: (Durable, u64),
+    /// D, the zeroing ops newer than it, and the end of the run of sectors sharing both
+    /// (computed once per piece).
+    cached: (Durable, zeroed::Zeroings, u64),
     last_plan: Option<WritePlan>,
     /// The pin covering the sector and the end of the run of sectors sharing it.
     pin: (Option<PinAt>, u64),
@@ -526,7 +542,7 @@ impl Scan {
             rep: VerifyReport::default(),
             groups: HashMap::new(),
             unit: Vec::new(),
-            cached: (Durable::Prior, 0),
+            cached: (Durable::Prior, zeroed::Zeroings::default(), 0),
             last_plan: None,
             pin: (None, 0),
             sums: Vec::new(),

@@ -66,6 +66,7 @@ fn damaged() -> Damaged {
         target_capacity: SPAN,
         sector_bytes: 512,
         atomic_bytes: 512,
+        dealloc_reads: Default::default(),
         contract: Contract::Plp,
         ports: crate::port::PortEntry::single(),
         workload: spec.clone(),

@@ -61,6 +61,10 @@ pub fn seen_record(history: &History, layout: &Layout, regions: &[(u64, u64)], r
     let mut writes = Vec::new();
     for id in (first..end).filter(|&id| !history.is_durable(id)) {
         let w = layout.plan(id);
+        if w.zeroing().is_some() {
+            // A deallocate or Write Zeroes leaves nothing that names it: never pinned.
+            continue;
+        }
         let n = (w.len / sector) as usize;
         // Per sector of the write: 0 not read, 1 older, 2 shows it, 3 shows a newer write.
         let mut st = vec![0u8; n];
@@ -113,7 +117,7 @@ impl super::Verifier<'_> {
             return verdict;
         }
         let found = match verdict {
-            Verdict::Ok { rank, .. } if rank < pinned => self.shown_bytes(bytes),
+            Verdict::Ok { rank, .. } | Verdict::Zeroed { rank, .. } if rank < pinned => self.shown_bytes(bytes),
             Verdict::Old { found } => found,
             v => return v,
         };

@@ -30,6 +30,7 @@ fn run() -> Run {
         seed: 1,
         model: FaultModel::HonestPlp,
         contract: TruthContract::Plp,
+        dealloc_reads: Default::default(),
     });
     let spec = WorkloadSpec {
         seed: 9,
@@ -52,6 +53,7 @@ fn run() -> Run {
         target_capacity: SPAN,
         sector_bytes: 512,
         atomic_bytes: 512,
+        dealloc_reads: Default::default(),
         contract: Contract::Plp,
         ports: crate::port::PortEntry::single(),
         workload: spec.clone(),

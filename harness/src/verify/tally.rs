@@ -37,8 +37,13 @@ impl Verifier<'_> {
                 })
             }
             Verdict::Ok { rank, durable } => {
-                self.tally_ok(scan, addr, d, rank, durable);
+                self.tally_ok(scan, addr, d, rank, durable, true);
                 return Ok(Some(rank));
+            }
+            Verdict::Zeroed { rank, durable, exact } => {
+                // Zeroing ops are never pinned: what they leave names no write.
+                self.tally_ok(scan, addr, d, rank, durable, false);
+                return Ok(exact.then_some(rank));
             }
             Verdict::Old { found } => match d {
                 Durable::Write(w) => scan.groups.entry(w.id).or_insert(Group { plan: *w, shows: 0, old: vec![] }).old.push((addr, found)),
@@ -78,9 +83,9 @@ impl Verifier<'_> {
     /// An acceptable sector: a newer version than the durable one remembered as seen, counted
     /// by kind, and counted as showing its durable write.
     #[inline]
-    fn tally_ok(&self, scan: &mut Scan, addr: u64, d: &Durable, rank: u64, durable: bool) {
+    fn tally_ok(&self, scan: &mut Scan, addr: u64, d: &Durable, rank: u64, durable: bool, seen: bool) {
         let rep = &mut scan.rep;
-        if !durable && rank > self.track_from {
+        if seen && !durable && rank > self.track_from {
             push_seen(&mut rep.seen, rank - 1, addr, self.sector);
         }
         match (durable, rank) {

@@ -25,10 +25,14 @@ pub enum FindingClass {
     /// dialled) within the readiness timeout: the drive must let both hosts boot and load it.
     /// The detail names the host, the port and what the last attempt said.
     DeadHost,
+    /// Older data back where a deallocate was durable: the drive's mapping forgot the
+    /// deallocate (or applied it elsewhere). Under an unreported DLFEAT the data last written
+    /// before the deallocate is allowed; anything older is this.
+    Resurrection,
 }
 
 impl FindingClass {
-    pub const ALL: [FindingClass; 10] = [
+    pub const ALL: [FindingClass; 11] = [
         FindingClass::LostWrite,
         FindingClass::TornWrite,
         FindingClass::MisdirectedWrite,
@@ -39,6 +43,7 @@ impl FindingClass {
         FindingClass::StaleVersion,
         FindingClass::PortDisturbance,
         FindingClass::DeadHost,
+        FindingClass::Resurrection,
     ];
 
     pub fn name(self) -> &'static str {
@@ -53,6 +58,7 @@ impl FindingClass {
             FindingClass::StaleVersion => "stale_version",
             FindingClass::PortDisturbance => "port_disturbance",
             FindingClass::DeadHost => "dead_host",
+            FindingClass::Resurrection => "resurrection",
         }
     }
 }
@@ -87,6 +93,14 @@ pub enum Shown {
         write_id: u64,
     },
     Zeros {},
+    /// All bytes FFh (what some drives read from a deallocated sector).
+    Ones {},
+    /// What deallocate or Write Zeroes `write_id` leaves (`op` names which): zeros, or for a
+    /// deallocate what the run holds the drive to (`DeallocRead`).
+    Zeroed {
+        write_id: u64,
+        op: String,
+    },
     Unrecognized {},
     ReadError {
         errno: i32,
@@ -203,7 +217,8 @@ pub(super) fn shown_valid(id: &SectorId) -> Shown {
 pub(super) fn push(out: &mut Vec<Finding>, f: Finding) {
     if let Some(last) = out.last_mut() {
         let same_write = match (&last.expected, &f.expected) {
-            (Shown::Write { write_id: a, .. }, Shown::Write { write_id: b, .. }) => a == b,
+            (Shown::Write { write_id: a, .. }, Shown::Write { write_id: b, .. })
+            | (Shown::Zeroed { write_id: a, .. }, Shown::Zeroed { write_id: b, .. }) => a == b,
             (a, b) => std::mem::discriminant(a) == std::mem::discriminant(b),
         };
         if last.class == f.class

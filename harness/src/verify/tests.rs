@@ -19,6 +19,7 @@ fn setup() -> (SimDrive, Layout, Format, LedgerWriter) {
         seed: 1,
         model: FaultModel::HonestPlp,
         contract: TruthContract::Plp,
+        dealloc_reads: Default::default(),
     });
     let spec = WorkloadSpec {
         seed: 9,
@@ -41,6 +42,7 @@ fn setup() -> (SimDrive, Layout, Format, LedgerWriter) {
         target_capacity: SPAN,
         sector_bytes: 512,
         atomic_bytes: 4096,
+        dealloc_reads: Default::default(),
         contract: Contract::Plp,
         ports: crate::port::PortEntry::single(),
         workload: spec.clone(),

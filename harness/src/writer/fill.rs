@@ -90,8 +90,14 @@ impl<'a> Maker<'a> {
         for _ in 0..self.batch {
             let w = self.layout.plan(self.id);
             let mut buf = returned().or_else(|| self.pool.pop()).unwrap_or_else(|| AlignedBuf::zeroed(self.max_bytes));
-            buf.resize(w.len as usize);
-            fill_write_with(self.format, &w, self.cycle, self.port, &mut buf, &mut self.sums);
+            if w.zeroing().is_none() {
+                buf.resize(w.len as usize);
+                fill_write_with(self.format, &w, self.cycle, self.port, &mut buf, &mut self.sums);
+            } else {
+                // A deallocate or Write Zeroes sends no data: its slot's buffer goes straight
+                // back to the pool when it is submitted.
+                buf.resize(0);
+            }
             out.extend([(w, buf)]);
             self.id += 1;
         }

@@ -371,7 +371,14 @@ impl<'a, 'f> CycleLoop<'a, 'f> {
                 now = None; // time passed while the filler caught up
             }
             let submitted_at = *now.get_or_insert_with(Instant::now);
-            self.target.submit(Op::Write { token: w.id, offset: w.offset, buf, fua: w.fua, write_id: w.id })?;
+            let op = match w.zeroing() {
+                None => Op::Write { token: w.id, offset: w.offset, buf, fua: w.fua, write_id: w.id },
+                Some(kind) => {
+                    self.filler.give_back(buf);
+                    Op::Zero { token: w.id, offset: w.offset, len: w.len, kind, write_id: w.id }
+                }
+            };
+            self.target.submit(op)?;
             self.inflight.insert(w.id, (w, submitted_at));
             self.next_id += 1;
             self.since_flush += 1;

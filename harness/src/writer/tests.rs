@@ -60,6 +60,7 @@ fn rig(model: FaultModel, contract: Contract, placement: CutPlacement, seed: u64
         seed,
         model,
         contract: truth,
+        dealloc_reads: Default::default(),
     });
     let spec = WorkloadSpec {
         seed,
@@ -82,6 +83,7 @@ fn rig(model: FaultModel, contract: Contract, placement: CutPlacement, seed: u64
         target_capacity: 1 << 20,
         sector_bytes: 512,
         atomic_bytes: 512,
+        dealloc_reads: Default::default(),
         contract,
         ports: crate::port::PortEntry::single(),
         workload: spec.clone(),

@@ -61,6 +61,7 @@ mod tests {
             seed: 3,
             model: FaultModel::HonestPlp,
             contract: TruthContract::Plp,
+            dealloc_reads: Default::default(),
         })
     }
 

@@ -184,6 +184,7 @@ impl Port {
             return failed(format!("{target} is {found}, not the run's target {want}: refusing to write to it"));
         }
         let g = opened.target.geometry();
+        let zeroing = crate::run::ZeroingFacts::of(opened.target.zeroing());
         self.target = Some(opened.target);
         self.opened = Some((target.to_string(), found.clone(), queue_depth));
         Answer::Opened {
@@ -193,6 +194,7 @@ impl Port {
                 logical_block_bytes: g.logical_block_bytes as u64,
                 physical_block_bytes: g.physical_block_bytes as u64,
                 engine: opened.engine.to_string(),
+                zeroing,
             },
         }
     }
@@ -218,6 +220,7 @@ mod tests {
             seed: 7,
             model: FaultModel::HonestPlp,
             contract: TruthContract::Plp,
+            dealloc_reads: Default::default(),
         };
         let drive = DualSim::new(cfg, DualConfig { model: DualModel::Honest, ports: 2, port_mbps: None });
         let dir = crate::ledger::tests::tempdir();

@@ -463,6 +463,8 @@ pub fn describe(s: &Shown) -> String {
         }
         Shown::ForeignRun { run_id, write_id } => format!("a sector of another run ({run_id:016x}, write {write_id})"),
         Shown::Zeros {} => "zeros".to_string(),
+        Shown::Ones {} => "all bytes FFh".to_string(),
+        Shown::Zeroed { write_id, op } => format!("what {op} {write_id} leaves"),
         Shown::Unrecognized {} => "bytes of no faultline sector".to_string(),
         Shown::ReadError { errno, detail } => format!("read error (errno {errno}: {detail})"),
     }

@@ -352,6 +352,7 @@ mod tests {
             seed: 1,
             model: faultline_fixtures::FaultModel::HonestPlp,
             contract: faultline_fixtures::TruthContract::Plp,
+            dealloc_reads: Default::default(),
         };
         let mut drive = SimDrive::new(cfg);
         // Two ranges, the second longer than one read chunk (1 MiB) and not a multiple of it.

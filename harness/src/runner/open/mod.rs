@@ -186,7 +186,9 @@ fn open_share(
         source,
     })?;
     let seen = dev.facts().map_err(|source| OpenError::Target { port: port(), source })?;
-    let facts = TargetFacts { identity: seen.identity.clone(), capacity, sector_bytes: sector, atomic_bytes: atomic };
+    require_zeroing(&layout, &seen, port())?;
+    let dealloc_reads = seen.zeroing.dealloc_reads;
+    let facts = TargetFacts { identity: seen.identity.clone(), capacity, sector_bytes: sector, atomic_bytes: atomic, dealloc_reads };
     let header = RunHeader::new(o.run_id, o.started_at.clone(), facts, plan.contract, plan.port_entries(), layout.spec().clone());
     let run = open_run(&share.dir, &seen, move || header).map_err(|source| OpenError::Run { port: port(), source })?;
     if begun && run.layout.spec() != layout.spec() {
@@ -213,4 +215,13 @@ fn share_span(start: u64, end: u64, pct: [u8; 2]) -> (u64, u64) {
     let len = end - start;
     let at = |p: u8| start + (len / 100 * p as u64 + (len % 100) * p as u64 / 100) / MIB * MIB;
     (at(pct[0]), if pct[1] == 100 { end } else { at(pct[1]) })
+}
+
+/// Refuses a workload that deallocates or writes zeroes through a device that does not carry
+/// them, before anything is written.
+fn require_zeroing(layout: &Layout, seen: &crate::run::DeviceFacts, port: Option<String>) -> Result<(), OpenError> {
+    match layout.spec().ops.zeroings().into_iter().find(|&k| !seen.zeroing.carries(k)) {
+        None => Ok(()),
+        Some(kind) => Err(OpenError::Zeroing { port, identity: seen.identity.clone(), op: kind.name() }),
+    }
 }

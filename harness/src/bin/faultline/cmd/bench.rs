@@ -168,7 +168,7 @@ fn new_run(c: &mut Ctx, t: &dyn BlockTarget, w: WorkloadSpec) -> Result<(LedgerW
     c.runs += 1;
     let dir = c.scratch.join(format!("run{}", c.runs));
     let run_id = 0xbe_0000 + c.runs as u64;
-    let facts = TargetFacts { identity: t.identity(), capacity: c.capacity, sector_bytes: 512, atomic_bytes: 512 };
+    let facts = TargetFacts { identity: t.identity(), capacity: c.capacity, sector_bytes: 512, atomic_bytes: 512, dealloc_reads: t.zeroing().dealloc_reads.into() };
     let header = RunHeader::new(run_id, String::new(), facts, Contract::Plp, faultline::port::PortEntry::single(), w.clone());
     std::fs::create_dir_all(&dir)?;
     let ledger = LedgerWriter::create(&dir, header)?;

@@ -62,6 +62,7 @@ pub fn cmd_controller(a: ControllerArgs) -> Result<Exit> {
             seed: 0,
             model: FaultModel::HonestPlp,
             contract: TruthContract::Plp,
+            dealloc_reads: Default::default(),
         });
         control::Controller { power: Some(Box::new(drive.power())), link: None }
     } else {

@@ -47,6 +47,7 @@ fn drive_config(a: &EmulateArgs) -> Result<(SimConfig, Duration)> {
         seed,
         model: a.model.sim_model().fault_model(),
         contract,
+        dealloc_reads: Default::default(),
     };
     Ok((cfg, Duration::from_micros(n.service_us.unwrap_or(100))))
 }

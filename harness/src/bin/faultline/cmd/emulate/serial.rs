@@ -70,6 +70,7 @@ pub(super) fn cmd_emulate_serial(a: EmulateArgs) -> Result<Exit> {
         seed,
         model: model.fault_model(),
         contract: TruthContract::Plp,
+        dealloc_reads: Default::default(),
     });
     let power = drive.power();
     let Started { serving, what, endpoint, spec, client } = start(&a, power.clone(), seed)?;
