@@ -12,13 +12,15 @@
 //! `reap` collects completions from another. A write longer than the namespace's largest
 //! transfer (`queue/max_hw_sectors_kb`) is sent as several commands in order, as the block layer
 //! would split it; FUA is the command's FUA bit, a flush the Flush command for the namespace.
+//! Deallocate and write zeroes are Dataset Management and Write Zeroes, carried as the
+//! controller's Identify says (`zero.rs`).
 //!
 //! The namespace the controller serves is found in sysfs, under the controller: `nvmeXnY` with
 //! multipath off, the hidden per-path node `nvmeScXnY` with it on. Its block device (the node
 //! itself, or the multipath head `nvmeSnY`) is what the safety guards look at, and is held open
 //! exclusively while the engine runs, so nobody mounts it under the writes.
 
-use crate::block::{AlignedBuf, BlockTarget, Completion, Geometry, IoFailure, Op, TargetError};
+use crate::block::{AlignedBuf, BlockTarget, Completion, Geometry, IoFailure, Op, TargetError, ZeroingSupport};
 use crate::blockdev::{identify_sysfs, DeviceIdentity, Expectation, SysRoots};
 use crate::guard::{check_no_signature, check_not_in_use, GuardError};
 use crate::identity::{read_trim, PathId};
@@ -30,6 +32,12 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+mod zero;
+pub use zero::{
+    deallocate_commands, identify_zeroing, write_zeroes_commands, zeroing_from_identify, MAX_DSM_RANGES, MAX_RANGE_BLOCKS,
+    OPC_DATASET_MANAGEMENT, OPC_WRITE_ZEROES,
+};
 
 /// NVM command set opcodes.
 pub const OPC_FLUSH: u8 = 0x00;
@@ -277,13 +285,25 @@ pub fn open_controller_target(path: &Path, spec: &OpenSpec, roots: &SysRoots) ->
         .custom_flags(libc::O_CLOEXEC)
         .open(path)
         .map_err(|source| TargetError::Open { path: shown.clone(), source })?;
-    let t = PassthruTarget::new(file, path, &ns, spec.queue_depth, spec.writable, hold);
-    let notes = vec![format!(
-        "{shown}: NVMe I/O passthrough to controller {ctrl}, namespace {}: synchronous NVME_IOCTL_IO_CMD on {} threads \
+    let mut notes = Vec::new();
+    let zeroing = match spec.writable.then(|| identify_zeroing(path, ns.nsid)) {
+        None => ZeroingSupport::default(),
+        Some(Ok(z)) => z,
+        Some(Err(why)) => {
+            notes.push(format!("{shown}: deallocate and write zeroes not carried: {why}"));
+            ZeroingSupport::default()
+        }
+    };
+    let t = PassthruTarget::new(file, path, &ns, spec.queue_depth, spec.writable, hold, zeroing);
+    notes.insert(
+        0,
+        format!(
+            "{shown}: NVMe I/O passthrough to controller {ctrl}, namespace {}: synchronous NVME_IOCTL_IO_CMD on {} threads \
          (one per queue slot), slower than a block device, and the kernel may log a warning per command",
-        ns.nsid,
-        t.threads()
-    )];
+            ns.nsid,
+            t.threads()
+        ),
+    );
     Ok(Opened { target: Box::new(t), engine: Engine::NvmePassthru, block_device: false, direct: true, notes })
 }
 
@@ -301,6 +321,8 @@ struct Shared {
     capacity: u64,
     max_transfer: u64,
     writable: bool,
+    /// What Identify said the controller carries (`zero.rs`).
+    zeroing: ZeroingSupport,
     gone: Mutex<(Option<IoFailure>, u32)>,
 }
 
@@ -400,11 +422,18 @@ impl Shared {
                 };
                 Completion::new(token, r, None)
             }
-            Op::Zero { token, kind, .. } => Completion::new(
-                token,
-                Err(IoFailure::new(libc::EOPNOTSUPP, format!("{}: not carried by this engine", kind.name()))),
-                None,
-            ),
+            Op::Zero { token, offset, len, kind, .. } => {
+                let r = match self.gone() {
+                    Some(g) => Err(g),
+                    None if !self.writable => Err(IoFailure::new(libc::EBADF, format!("{} opened read-only", self.shown))),
+                    None => {
+                        let r = self.zero(offset, len, kind);
+                        self.note(&r);
+                        r
+                    }
+                };
+                Completion::new(token, r, None)
+            }
         }
     }
 }
@@ -426,8 +455,17 @@ pub struct PassthruTarget {
 impl PassthruTarget {
     /// The engine over `file` (the controller, opened read-write) serving `ns`, with `depth`
     /// operations in flight at most (and as many worker threads, up to 256). `hold`: the
-    /// namespace's block device, kept open (exclusively) while the engine runs.
-    pub fn new(file: File, shown: &Path, ns: &ControllerNamespace, depth: usize, writable: bool, hold: Option<File>) -> PassthruTarget {
+    /// namespace's block device, kept open (exclusively) while the engine runs. `zeroing`: what
+    /// the controller's Identify says it carries ([`identify_zeroing`]).
+    pub fn new(
+        file: File,
+        shown: &Path,
+        ns: &ControllerNamespace,
+        depth: usize,
+        writable: bool,
+        hold: Option<File>,
+        zeroing: ZeroingSupport,
+    ) -> PassthruTarget {
         let depth = depth.max(1);
         let shared = Arc::new(Shared {
             file,
@@ -437,6 +475,7 @@ impl PassthruTarget {
             capacity: ns.geometry.capacity_bytes,
             max_transfer: ns.max_transfer,
             writable,
+            zeroing,
             gone: Mutex::new((None, 0)),
         });
         let (jobs, rx) = channel::<Job>();
@@ -530,6 +569,14 @@ impl BlockTarget for PassthruTarget {
 
     fn in_flight(&self) -> usize {
         self.in_flight
+    }
+
+    fn zeroing(&self) -> ZeroingSupport {
+        if self.shared.writable {
+            self.shared.zeroing
+        } else {
+            ZeroingSupport::default()
+        }
     }
 
     fn buffers(&mut self, count: usize, len: usize) -> Vec<AlignedBuf> {

@@ -435,6 +435,26 @@ mod tests {
     }
 
     #[test]
+    fn io_commands_whose_data_is_not_their_transfer_are_refused_before_the_ioctl() {
+        let f = File::open("/dev/null").unwrap();
+        let refused = |mut cmd: NvmeAdminCmd, data: IoData<'_>| nvme_io(&f, &mut cmd, data, 512).unwrap_err();
+        // Dataset Management with two ranges (NR 1) and the data of one.
+        let e = refused(NvmeAdminCmd { opcode: 0x09, cdw10: 1, ..Default::default() }, IoData::ToDevice(&[0u8; 16]));
+        assert!(e.kind() == io::ErrorKind::InvalidInput && e.to_string().contains("transfers 32 bytes"), "{e}");
+        let e = refused(NvmeAdminCmd { opcode: 0x09, ..Default::default() }, IoData::FromDevice(&mut [0u8; 16]));
+        assert!(e.to_string().contains("no data that way"), "{e}");
+        let e = refused(NvmeAdminCmd { opcode: 0x08, ..Default::default() }, IoData::ToDevice(&[0u8; 512]));
+        assert!(e.to_string().contains("no data that way"), "{e}");
+        let e = refused(NvmeAdminCmd { opcode: 0x05, ..Default::default() }, IoData::None);
+        assert!(e.to_string().contains("not one this engine sends"), "{e}");
+        // Each with its own transfer reaches the kernel (ENOTTY: /dev/null is no controller).
+        let mut dsm = NvmeAdminCmd { opcode: 0x09, ..Default::default() };
+        assert_eq!(nvme_io(&f, &mut dsm, IoData::ToDevice(&[0u8; 16]), 512).unwrap_err().raw_os_error(), Some(libc::ENOTTY));
+        let mut wz = NvmeAdminCmd { opcode: 0x08, cdw12: 7, ..Default::default() };
+        assert_eq!(nvme_io(&f, &mut wz, IoData::None, 512).unwrap_err().raw_os_error(), Some(libc::ENOTTY));
+    }
+
+    #[test]
     fn admin_ioctl_on_something_not_nvme_is_an_os_error_not_a_status() {
         // /dev/null is a character device without this ioctl: the kernel answers ENOTTY.
         let f = File::open("/dev/null").unwrap();

@@ -1,4 +1,5 @@
 use super::*;
+use crate::block::Zeroing;
 use crate::fake_root::FakeRoot;
 use crate::sys::NVME_IOCTL_IO_CMD;
 use std::mem::offset_of;
@@ -70,6 +71,117 @@ int main(void) {
     ];
     assert_eq!(got, ours.map(|v| v as u64), "size, request, then field offsets");
     assert_eq!(NVME_IOCTL_IO_CMD, 0xC048_4E43);
+}
+
+#[test]
+fn deallocate_is_dataset_management_with_its_ranges_little_endian() {
+    let cmds = deallocate_commands(1, 0x1_0000_0010, 8);
+    assert_eq!(cmds.len(), 1);
+    let (c, data) = &cmds[0];
+    assert_eq!((c.opcode, c.nsid, c.cdw10, c.cdw11, c.cdw12), (0x09, 1, 0, 1 << 2, 0), "NR 0 (one range), AD set");
+    assert_eq!(data, &[0, 0, 0, 0, 8, 0, 0, 0, 0x10, 0, 0, 0, 1, 0, 0, 0], "attributes, length, starting LBA");
+    // Longer than a range holds: several ranges in one command, in order.
+    let cmds = deallocate_commands(2, 100, 2 * MAX_RANGE_BLOCKS + 5);
+    assert_eq!((cmds.len(), cmds[0].0.cdw10, cmds[0].1.len()), (1, 2, 48));
+    let range = |d: &[u8], k: usize| {
+        let r = &d[16 * k..16 * (k + 1)];
+        (u32::from_le_bytes(r[4..8].try_into().unwrap()), u64::from_le_bytes(r[8..16].try_into().unwrap()))
+    };
+    let d = &cmds[0].1;
+    assert_eq!(
+        [range(d, 0), range(d, 1), range(d, 2)],
+        [(u32::MAX, 100), (u32::MAX, 100 + MAX_RANGE_BLOCKS), (5, 100 + 2 * MAX_RANGE_BLOCKS)]
+    );
+    // More ranges than a command carries: a second command.
+    let cmds = deallocate_commands(1, 0, (MAX_DSM_RANGES as u64 + 1) * MAX_RANGE_BLOCKS);
+    assert_eq!(cmds.iter().map(|(c, d)| (c.cdw10, d.len())).collect::<Vec<_>>(), [(255, 4096), (0, 16)]);
+    assert_eq!(range(&cmds[1].1, 0), (u32::MAX, MAX_DSM_RANGES as u64 * MAX_RANGE_BLOCKS));
+}
+
+#[test]
+fn write_zeroes_writes_without_deallocating_in_commands_of_at_most_65536_blocks() {
+    let cmds = write_zeroes_commands(2, 0x1_0000_0000, u64::from(MAX_BLOCKS_PER_COMMAND) + 1);
+    let got: Vec<_> = cmds.iter().map(|c| (c.opcode, c.nsid, c.cdw10, c.cdw11, c.cdw12)).collect();
+    assert_eq!(got, [(0x08, 2, 0, 1, 0xFFFF), (0x08, 2, 0x1_0000, 1, 0)]);
+    assert!(cmds.iter().all(|c| c.cdw12 & (1 << 25 | 1 << 30) == 0), "DEAC and FUA clear");
+    assert!(cmds.iter().all(|c| (c.addr, c.data_len, c.cdw13) == (0, 0, 0)));
+    assert_eq!(write_zeroes_commands(1, 7, 1)[0].cdw12, 0, "NLB is 0's based");
+}
+
+#[test]
+fn what_a_controller_carries_is_oncs_and_what_a_deallocated_block_reads_is_dlfeat() {
+    use crate::block::DeallocReads;
+    use crate::nvme::{ControllerIdentity, NamespaceIdentity};
+    let ctrl = |oncs| ControllerIdentity {
+        vendor_id: 0,
+        serial: String::new(),
+        model: String::new(),
+        firmware: String::new(),
+        lpa: 0,
+        oncs,
+        awun: 0,
+        awupf: 0,
+    };
+    let ns = |dlfeat| NamespaceIdentity {
+        block_bytes: 4096,
+        metadata_bytes: 0,
+        nsfeat: 0,
+        flbas: 0,
+        dlfeat,
+        nawun: 0,
+        nawupf: 0,
+        nabsn: 0,
+        nabo: 0,
+        nabspf: 0,
+    };
+    let z = |oncs, dlfeat| {
+        let s = zeroing_from_identify(&ctrl(oncs), &ns(dlfeat));
+        (s.deallocate, s.write_zeroes, s.dealloc_reads)
+    };
+    assert_eq!(z(0x0C, 0x09), (true, true, DeallocReads::Zeros), "DSM and Write Zeroes; DLFEAT 001b (bit 3 aside)");
+    assert_eq!(z(0x04, 0x02), (true, false, DeallocReads::Ones));
+    assert_eq!(z(0x08, 0x00), (false, true, DeallocReads::Unreported));
+    assert_eq!(z(0xF3, 0x07), (false, false, DeallocReads::Unreported), "other ONCS bits; a reserved DLFEAT");
+}
+
+/// Zeroing through the pool against `/dev/null` (ENOTTY from the kernel: the commands passed
+/// the ioctl's own checks of their data), refused before the kernel when a range is bad or the
+/// controller lacks the kind.
+#[test]
+fn the_pool_sends_zeroing_to_the_kernel_and_refuses_what_it_cannot_carry() {
+    let file = std::fs::OpenOptions::new().read(true).write(true).open("/dev/null").unwrap();
+    let only_dsm = ZeroingSupport { deallocate: true, write_zeroes: false, dealloc_reads: crate::block::DeallocReads::Zeros };
+    let mut t = PassthruTarget::new(file, Path::new("/dev/null"), &namespace(512, 1 << 20, 4096), 8, true, None, only_dsm);
+    assert_eq!(t.zeroing(), only_dsm);
+    let ops = [
+        (0, 4096, Zeroing::Deallocate),
+        (100, 512, Zeroing::Deallocate),
+        ((1 << 20) - 512, 1024, Zeroing::Deallocate),
+        (0, 512, Zeroing::WriteZeroes),
+    ];
+    for (k, (offset, len, kind)) in ops.into_iter().enumerate() {
+        t.submit(Op::Zero { token: k as u64, offset, len, kind, write_id: k as u64 }).unwrap();
+    }
+    let mut out = Vec::new();
+    while out.len() < ops.len() {
+        let more = ops.len() - out.len();
+        assert!(t.reap(&mut out, more, Duration::from_secs(5)).unwrap() > 0);
+    }
+    out.sort_by_key(|c| c.token);
+    let errno = |i: usize| out[i].result.as_ref().unwrap_err().errno;
+    assert_eq!([errno(0), errno(1), errno(2), errno(3)], [libc::ENOTTY, libc::EINVAL, libc::EINVAL, libc::EOPNOTSUPP], "{out:?}");
+    assert!(out[1].result.as_ref().unwrap_err().detail.contains("deallocate of 512 bytes at 100"), "{:?}", out[1].result);
+    assert!(out[3].result.as_ref().unwrap_err().detail.contains("ONCS lacks Write Zeroes"), "{:?}", out[3].result);
+    // Write Zeroes where carried: to the kernel too.
+    let file = std::fs::OpenOptions::new().read(true).write(true).open("/dev/null").unwrap();
+    let both = ZeroingSupport { write_zeroes: true, ..only_dsm };
+    let mut t = PassthruTarget::new(file, Path::new("/dev/null"), &namespace(512, 1 << 20, 4096), 1, true, None, both);
+    t.submit(Op::Zero { token: 9, offset: 512, len: 1024, kind: Zeroing::WriteZeroes, write_id: 9 }).unwrap();
+    t.reap(&mut out, 1, Duration::from_secs(5)).unwrap();
+    assert_eq!(out[4].result.as_ref().unwrap_err().errno, libc::ENOTTY, "{:?}", out[4].result);
+    let file = std::fs::OpenOptions::new().read(true).open("/dev/null").unwrap();
+    let ro = PassthruTarget::new(file, Path::new("/dev/null"), &namespace(512, 1 << 20, 4096), 1, false, None, only_dsm);
+    assert_eq!(ro.zeroing(), ZeroingSupport::default(), "read-only carries nothing");
 }
 
 /// A controller directory with `name`'s namespaces: each `(dir name, nsid)`.
@@ -174,7 +286,7 @@ fn namespace(lbs: u32, capacity: u64, max_transfer: u64) -> ControllerNamespace 
 #[test]
 fn the_pool_runs_each_operation_through_the_kernel_and_reports_what_it_said() {
     let file = std::fs::OpenOptions::new().read(true).write(true).open("/dev/null").unwrap();
-    let mut t = PassthruTarget::new(file, Path::new("/dev/null"), &namespace(512, 1 << 20, 4096), 4, true, None);
+    let mut t = PassthruTarget::new(file, Path::new("/dev/null"), &namespace(512, 1 << 20, 4096), 4, true, None, ZeroingSupport::default());
     assert_eq!((t.threads(), t.queue_depth(), t.identity()), (4, 4, "block:serial=S size=1048576 lbs=512".to_string()));
     let buf = |n| AlignedBuf::zeroed(n);
     t.submit(Op::Write { token: 1, offset: 0, buf: buf(8192), fua: false, write_id: 1 }).unwrap();
@@ -207,7 +319,7 @@ fn the_pool_runs_each_operation_through_the_kernel_and_reports_what_it_said() {
 #[test]
 fn a_device_that_keeps_failing_with_eio_is_gone_and_nothing_more_is_sent() {
     let file = std::fs::OpenOptions::new().read(true).write(true).open("/dev/null").unwrap();
-    let t = PassthruTarget::new(file, Path::new("/dev/null"), &namespace(512, 1 << 20, 4096), 1, true, None);
+    let t = PassthruTarget::new(file, Path::new("/dev/null"), &namespace(512, 1 << 20, 4096), 1, true, None, ZeroingSupport::default());
     for _ in 0..EIO_GONE_AFTER {
         t.shared.note(&Err(IoFailure::new(libc::EIO, "x")));
     }
@@ -233,6 +345,9 @@ fn opening_a_controller_checks_its_namespace_and_guards_its_block_device() {
     assert_eq!((o.engine, o.block_device, o.target.queue_depth()), (Engine::NvmePassthru, false, 8));
     assert!(o.notes[0].contains("controller nvme1, namespace 1") && o.notes[0].contains("8 threads"), "{:?}", o.notes);
     assert_eq!(o.target.geometry().logical_block_bytes, 4096);
+    // Not a controller (a plain file here): Identify fails, and nothing is carried, saying why.
+    assert_eq!(o.target.zeroing(), ZeroingSupport::default());
+    assert!(o.notes[1].contains("deallocate and write zeroes not carried") && o.notes[1].contains("Identify"), "{:?}", o.notes);
     drop(o);
     let e = open_controller_target(&dev, &spec("OTHER"), &r).err().unwrap().to_string();
     assert!(e.contains("serial is 'D1DUAL', expected 'OTHER'"), "{e}");
@@ -259,7 +374,15 @@ fn opening_a_controller_checks_its_namespace_and_guards_its_block_device() {
 fn measure_the_pools_own_turnover() {
     for depth in [1usize, 8, 32] {
         let file = std::fs::OpenOptions::new().read(true).write(true).open("/dev/null").unwrap();
-        let mut t = PassthruTarget::new(file, Path::new("/dev/null"), &namespace(512, 1 << 30, 1 << 20), depth, true, None);
+        let mut t = PassthruTarget::new(
+            file,
+            Path::new("/dev/null"),
+            &namespace(512, 1 << 30, 1 << 20),
+            depth,
+            true,
+            None,
+            ZeroingSupport::default(),
+        );
         let mut bufs: Vec<AlignedBuf> = (0..depth).map(|_| AlignedBuf::zeroed(4096)).collect();
         let mut out = Vec::new();
         let (n, t0) = (200_000u64, Instant::now());
