@@ -9,8 +9,9 @@
 //! not FUA, it is sent as a write and a flush, and completes when both have (a flush makes
 //! every completed write durable, so the promise holds, at a flush's cost). An export that
 //! takes neither makes nothing durable on demand: a FUA write or a flush fails `EOPNOTSUPP`,
-//! saying so, so that no run counts such a write durable. Verification reads are synchronous,
-//! split at the export's largest payload.
+//! saying so, so that no run counts such a write durable. Deallocate and write zeroes are
+//! `NBD_CMD_TRIM` and `NBD_CMD_WRITE_ZEROES`, where the export offers them (`zero.rs`).
+//! Verification reads are synchronous, split at the export's largest payload.
 //!
 //! The connection is the device: when it ends (the server went away, or the power of the drive
 //! behind it was cut and the server dropped its clients) every operation in flight fails
@@ -18,11 +19,14 @@
 //! target is opened again by connecting again. A reply that breaks the protocol ends the
 //! connection the same way, with `EPROTO` and what was wrong.
 
+mod conn;
 pub mod proto;
 pub mod uri;
+mod zero;
 
-use crate::block::{AlignedBuf, BlockTarget, Completion, Geometry, IoFailure, Op, TargetError};
+use crate::block::{AlignedBuf, BlockTarget, Completion, Geometry, IoFailure, Op, TargetError, Zeroing, ZeroingSupport};
 use crate::latency::LatencyHistogram;
+use conn::Conn;
 use proto::{Export, HandshakeError};
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read, Write};
@@ -39,54 +43,8 @@ const SEND_TIMEOUT: Duration = Duration::from_secs(30);
 const READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// Consecutive EIO replies after which the export is taken as gone, as the local engines do.
 const EIO_GONE_AFTER: u32 = 8;
-
-/// One connection, over TCP or a Unix socket.
-enum Conn {
-    Unix(UnixStream),
-    Tcp(TcpStream),
-}
-
-impl Conn {
-    fn set_read_timeout(&self, d: Option<Duration>) -> io::Result<()> {
-        match self {
-            Conn::Unix(s) => s.set_read_timeout(d),
-            Conn::Tcp(s) => s.set_read_timeout(d),
-        }
-    }
-    fn set_write_timeout(&self, d: Option<Duration>) -> io::Result<()> {
-        match self {
-            Conn::Unix(s) => s.set_write_timeout(d),
-            Conn::Tcp(s) => s.set_write_timeout(d),
-        }
-    }
-}
-
-impl Read for Conn {
-    fn read(&mut self, b: &mut [u8]) -> io::Result<usize> {
-        match self {
-            Conn::Unix(s) => s.read(b),
-            Conn::Tcp(s) => s.read(b),
-        }
-    }
-}
-
-impl Write for Conn {
-    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
-        match self {
-            Conn::Unix(s) => s.write(b),
-            Conn::Tcp(s) => s.write(b),
-        }
-    }
-    fn write_vectored(&mut self, b: &[io::IoSlice<'_>]) -> io::Result<usize> {
-        match self {
-            Conn::Unix(s) => s.write_vectored(b),
-            Conn::Tcp(s) => s.write_vectored(b),
-        }
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
+/// Latency histograms, by operation.
+const LAT_NAMES: [&str; 6] = ["write", "write_fua", "flush", "read", "deallocate", "write_zeroes"];
 
 /// A reply that breaks the protocol.
 #[derive(Debug, thiserror::Error)]
@@ -125,6 +83,12 @@ enum Pending {
         token: u64,
         started: Instant,
     },
+    /// A trim or write zeroes (`zero.rs`).
+    Zero {
+        token: u64,
+        kind: Zeroing,
+        started: Instant,
+    },
     /// The flush that makes a completed write durable (a FUA write on an export without FUA).
     FuaFlush {
         token: u64,
@@ -159,7 +123,7 @@ pub struct NbdTarget {
     read_timeout: Duration,
     /// Replies to reads, by cookie, that arrived while another wait was reading.
     read_data: HashMap<u64, Result<Vec<u8>, IoFailure>>,
-    lat: [LatencyHistogram; 4],
+    lat: [LatencyHistogram; 6],
 }
 
 impl NbdTarget {
@@ -272,7 +236,7 @@ impl NbdTarget {
         for (cookie, p) in std::mem::take(&mut self.pending) {
             match p {
                 Pending::Write { token, buf, .. } | Pending::FuaFlush { token, buf, .. } => self.complete(token, Err(f.clone()), Some(buf)),
-                Pending::Flush { token, .. } => self.complete(token, Err(f.clone()), None),
+                Pending::Flush { token, .. } | Pending::Zero { token, .. } => self.complete(token, Err(f.clone()), None),
                 Pending::Read { abandoned: false, .. } => {
                     self.read_data.insert(cookie, Err(f.clone()));
                 }
@@ -422,6 +386,10 @@ impl NbdTarget {
                 self.lat[2].record(started.elapsed().as_nanos() as u64);
                 self.complete(token, result, None);
             }
+            Pending::Zero { token, kind, started } => {
+                self.lat[if kind == Zeroing::Deallocate { 4 } else { 5 }].record(started.elapsed().as_nanos() as u64);
+                self.complete(token, result, None);
+            }
             Pending::Read { abandoned: false, .. } => {
                 self.read_data.insert(head.cookie, result.map(|()| data));
             }
@@ -460,6 +428,8 @@ fn describe(p: &Pending) -> &'static str {
         Pending::Write { .. } => "write",
         Pending::FuaFlush { .. } => "flush after a FUA write",
         Pending::Flush { .. } => "flush",
+        Pending::Zero { kind: Zeroing::Deallocate, .. } => "deallocate (NBD_CMD_TRIM)",
+        Pending::Zero { kind: Zeroing::WriteZeroes, .. } => "write zeroes (NBD_CMD_WRITE_ZEROES)",
         Pending::Read { .. } => "read",
     }
 }
@@ -532,10 +502,7 @@ impl BlockTarget for NbdTarget {
                 self.ops += 1;
                 self.request(0, proto::CMD_FLUSH, 0, 0, &[], Pending::Flush { token, started });
             }
-            Op::Zero { token, kind, .. } => {
-                let f = self.failure(libc::EOPNOTSUPP, format!("{}: not carried by this engine", kind.name()));
-                self.done.push_back(Completion::new(token, Err(f), None));
-            }
+            Op::Zero { token, offset, len, kind, .. } => self.submit_zero(token, offset, len, kind, started),
         }
         Ok(())
     }
@@ -556,6 +523,10 @@ impl BlockTarget for NbdTarget {
 
     fn in_flight(&self) -> usize {
         self.ops + self.done.len()
+    }
+
+    fn zeroing(&self) -> ZeroingSupport {
+        self.zeroing_carried()
     }
 
     fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), IoFailure> {
@@ -585,7 +556,7 @@ impl BlockTarget for NbdTarget {
     }
 
     fn latencies(&self) -> Vec<(&'static str, LatencyHistogram)> {
-        ["write", "write_fua", "flush", "read"].iter().zip(&self.lat).filter(|(_, h)| !h.is_empty()).map(|(n, h)| (*n, h.clone())).collect()
+        LAT_NAMES.iter().zip(&self.lat).filter(|(_, h)| !h.is_empty()).map(|(n, h)| (*n, h.clone())).collect()
     }
 }
 
@@ -600,140 +571,4 @@ impl Drop for NbdTarget {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use proto::*;
-
-    /// A scripted server on one end of a socket pair: the handshake offering `flags`, then
-    /// `serve` with the requests.
-    fn scripted(flags: u16, serve: impl FnOnce(&mut UnixStream) + Send + 'static) -> (NbdTarget, std::thread::JoinHandle<()>) {
-        let (client, mut server) = UnixStream::pair().unwrap();
-        let h = std::thread::spawn(move || {
-            let mut hello = NBDMAGIC.to_be_bytes().to_vec();
-            hello.extend_from_slice(&IHAVEOPT.to_be_bytes());
-            hello.extend_from_slice(&(FLAG_FIXED_NEWSTYLE | FLAG_NO_ZEROES).to_be_bytes());
-            server.write_all(&hello).unwrap();
-            let mut b = [0u8; 4 + 16];
-            server.read_exact(&mut b).unwrap();
-            let mut opt = vec![0u8; u32::from_be_bytes(b[16..20].try_into().unwrap()) as usize];
-            server.read_exact(&mut opt).unwrap();
-            for (kind, data) in [
-                (REP_INFO, [&INFO_EXPORT.to_be_bytes()[..], &(1u64 << 20).to_be_bytes(), &flags.to_be_bytes()].concat()),
-                (REP_ACK, Vec::new()),
-            ] {
-                let mut r = REPLY_MAGIC.to_be_bytes().to_vec();
-                r.extend_from_slice(&OPT_GO.to_be_bytes());
-                r.extend_from_slice(&kind.to_be_bytes());
-                r.extend_from_slice(&(data.len() as u32).to_be_bytes());
-                r.extend_from_slice(&data);
-                server.write_all(&r).unwrap();
-            }
-            serve(&mut server);
-        });
-        let uri = NbdUri::parse("nbd+unix:///x?socket=/scripted").unwrap();
-        (NbdTarget::over(&uri, Conn::Unix(client), true, 8).unwrap(), h)
-    }
-
-    /// The next request: (flags, type, cookie), its payload read and dropped.
-    fn next(s: &mut UnixStream) -> (u16, u16, u64) {
-        let mut h = [0u8; 28];
-        s.read_exact(&mut h).unwrap();
-        let (flags, kind, cookie, len) = (
-            u16::from_be_bytes([h[4], h[5]]),
-            u16::from_be_bytes([h[6], h[7]]),
-            u64::from_be_bytes(h[8..16].try_into().unwrap()),
-            u32::from_be_bytes(h[24..28].try_into().unwrap()),
-        );
-        if kind == CMD_WRITE {
-            let mut p = vec![0u8; len as usize];
-            s.read_exact(&mut p).unwrap();
-        }
-        (flags, kind, cookie)
-    }
-
-    fn ok(s: &mut UnixStream, cookie: u64) {
-        let mut r = SIMPLE_REPLY_MAGIC.to_be_bytes().to_vec();
-        r.extend_from_slice(&0u32.to_be_bytes());
-        r.extend_from_slice(&cookie.to_be_bytes());
-        s.write_all(&r).unwrap();
-    }
-
-    fn write(token: u64, fua: bool) -> Op {
-        Op::Write { token, offset: 4096, buf: AlignedBuf::zeroed(4096), fua, write_id: token }
-    }
-
-    #[test]
-    fn a_fua_write_on_an_export_without_fua_completes_after_its_flush_which_goes_after_its_write_completed() {
-        let (tx, rx) = std::sync::mpsc::channel();
-        let (mut t, h) = scripted(FLAG_HAS_FLAGS | FLAG_SEND_FLUSH, move |s| {
-            let (flags, kind, cookie) = next(s);
-            tx.send((flags, kind)).unwrap();
-            // Nothing else may arrive before the write has completed.
-            s.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
-            let mut probe = [0u8; 1];
-            assert!(s.read(&mut probe).is_err(), "a request came before the write completed");
-            s.set_read_timeout(None).unwrap();
-            ok(s, cookie);
-            let (flags, kind, cookie) = next(s);
-            tx.send((flags, kind)).unwrap();
-            ok(s, cookie);
-        });
-        assert!(t.notes()[0].contains("does not take FUA"), "{:?}", t.notes());
-        t.submit(write(7, true)).unwrap();
-        let mut out = Vec::new();
-        t.reap(&mut out, 1, Duration::from_secs(5)).unwrap();
-        assert_eq!(out.len(), 1);
-        assert!(out[0].result.is_ok() && out[0].token == 7 && out[0].buf.is_some());
-        assert_eq!(rx.recv().unwrap(), (0, CMD_WRITE), "sent without the FUA flag the export does not take");
-        assert_eq!(rx.recv().unwrap(), (0, CMD_FLUSH));
-        assert_eq!(t.in_flight(), 0);
-        h.join().unwrap();
-    }
-
-    #[test]
-    fn a_connection_that_ends_fails_everything_in_flight_as_the_device_gone_and_hands_the_buffers_back() {
-        let (mut t, h) = scripted(FLAG_HAS_FLAGS | FLAG_SEND_FLUSH | FLAG_SEND_FUA, |s| {
-            let (flags, kind, cookie) = next(s);
-            assert_eq!((flags, kind), (CMD_FLAG_FUA, CMD_WRITE));
-            ok(s, cookie);
-            next(s);
-            next(s);
-            // Hangs up with two requests unanswered.
-        });
-        for token in 1..=3 {
-            t.submit(write(token, token == 1)).unwrap();
-        }
-        let mut out = Vec::new();
-        while out.len() < 3 {
-            t.reap(&mut out, 3, Duration::from_secs(5)).unwrap();
-        }
-        h.join().unwrap();
-        out.sort_by_key(|c| c.token);
-        assert!(out[0].result.is_ok());
-        for c in &out[1..] {
-            let f = c.result.as_ref().unwrap_err();
-            assert!(f.device_gone() && f.detail.contains("closed the connection"), "{f}");
-            assert!(c.buf.is_some());
-        }
-        // Later ones fail at once; a read too.
-        t.submit(write(4, false)).unwrap();
-        t.reap(&mut out, 1, Duration::from_secs(1)).unwrap();
-        assert!(out[3].result.as_ref().unwrap_err().device_gone());
-        assert!(t.read_at(0, &mut [0u8; 512]).unwrap_err().device_gone());
-        assert_eq!(t.in_flight(), 0);
-    }
-
-    #[test]
-    fn a_reply_that_breaks_the_protocol_ends_the_connection_saying_what_was_wrong() {
-        let (mut t, h) = scripted(FLAG_HAS_FLAGS | FLAG_SEND_FLUSH | FLAG_SEND_FUA, |s| {
-            let (_, _, cookie) = next(s);
-            ok(s, cookie + 100);
-        });
-        t.submit(write(1, false)).unwrap();
-        let mut out = Vec::new();
-        t.reap(&mut out, 1, Duration::from_secs(5)).unwrap();
-        h.join().unwrap();
-        let f = out[0].result.as_ref().unwrap_err();
-        assert!(f.errno == libc::EPROTO && f.detail.contains("no request in flight has"), "{f}");
-    }
-}
+mod tests;

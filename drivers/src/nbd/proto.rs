@@ -483,6 +483,16 @@ mod tests {
         );
     }
 
+    #[test]
+    fn trim_and_write_zeroes_are_the_protocols_numbers() {
+        assert_eq!((FLAG_SEND_TRIM, FLAG_SEND_WRITE_ZEROES, CMD_TRIM, CMD_WRITE_ZEROES, CMD_FLAG_NO_HOLE), (32, 64, 4, 6, 2));
+        let ex = |flags| Export { size: 0, flags, min_block: None, preferred_block: None, max_payload: None, description: None, via: "" };
+        assert!(ex(FLAG_HAS_FLAGS | FLAG_SEND_TRIM).trim() && !ex(FLAG_HAS_FLAGS | FLAG_SEND_TRIM).write_zeroes());
+        assert!(ex(FLAG_SEND_WRITE_ZEROES).write_zeroes() && !ex(FLAG_SEND_WRITE_ZEROES).trim());
+        let r = request(CMD_FLAG_NO_HOLE, CMD_WRITE_ZEROES, 3, 8192, 4096);
+        assert_eq!((be16(&r[4..]), be16(&r[6..]), be64(&r[16..]), be32(&r[24..])), (2, 6, 8192, 4096));
+    }
+
     proptest::proptest! {
         /// Whatever a server sends, the handshake ends (no panic, nothing unbounded).
         #[test]
