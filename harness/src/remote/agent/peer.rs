@@ -12,7 +12,9 @@
 //! so nothing is written for a coordinator that is not there to record it.
 
 use crate::remote::proto::{self, Frame, FrameError};
-use faultline_drivers::{AlignedBuf, BlockTarget, Completion, Geometry, IoFailure, LatencyHistogram, Op, ReadTicket, TargetError};
+use faultline_drivers::{
+    AlignedBuf, BlockTarget, Completion, Geometry, IoFailure, LatencyHistogram, Op, ReadTicket, TargetError, ZeroingSupport,
+};
 use std::io::Read;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::mpsc::{self, Receiver, TrySendError};
@@ -112,13 +114,14 @@ pub fn inbox(mut r: impl Read + Send + 'static) -> Inbox {
 }
 
 /// A target that refuses new I/O once its peer is gone: a long operation's (the prefill, a
-/// verify, sector hashes, a probe) stops at its next submit or read, with `ESHUTDOWN` (which
+/// verify, sector hashes, a probe) stops at its next submit (a write, flush, deallocate or
+/// write zeroes) or read, with `ESHUTDOWN` (which
 /// the writer and the verifier take as the device gone: they stop, they do not go on to the
 /// next block). What was in flight before is reaped and finished as usual.
 pub struct Watched<'a> {
     inner: &'a mut dyn BlockTarget,
     peer: &'a Peer,
-    /// When the last write or flush was handed on (monotonic ns; 0: none was).
+    /// When the last write, flush or zeroing was handed on (monotonic ns; 0: none was).
     last_submit_ns: u64,
 }
 
@@ -127,7 +130,7 @@ impl<'a> Watched<'a> {
         Watched { inner, peer, last_submit_ns: 0 }
     }
 
-    /// How long after its peer went this target still handed a write or flush on (`None`: the
+    /// How long after its peer went this target still handed an operation on (`None`: the
     /// peer is there, or nothing was handed on after it went). At most one submit's race:
     /// the peer can go between the check and the submit.
     pub fn submitted_after_gone(&self) -> Option<Duration> {
@@ -169,6 +172,10 @@ impl BlockTarget for Watched<'_> {
 
     fn in_flight(&self) -> usize {
         self.inner.in_flight()
+    }
+
+    fn zeroing(&self) -> ZeroingSupport {
+        self.inner.zeroing()
     }
 
     fn submit_queued(&mut self) -> Result<(), TargetError> {
@@ -270,11 +277,21 @@ mod tests {
         let mut w = Watched::new(t.as_mut(), &peer);
         let mut buf = vec![0u8; 4096];
         w.read_at(0, &mut buf).unwrap();
+        // While the peer is there a zeroing goes through, as a write does.
+        assert!(w.zeroing().deallocate, "forwarded: a file's filesystem punches holes");
+        let zero = Op::Zero { token: 0, offset: 0, len: 4096, kind: faultline_drivers::Zeroing::Deallocate, write_id: 0 };
+        w.submit(zero).unwrap();
+        let mut done = Vec::new();
+        w.reap(&mut done, 1, Duration::from_secs(5)).unwrap();
+        assert!(done[0].result.is_ok(), "{:?}", done[0].result);
         peer.mark(Gone::Closed);
         let e = w.read_at(0, &mut buf).unwrap_err();
         assert!(e.device_gone() && e.detail.contains("coordinator is gone"), "{e}");
         let write = Op::Write { token: 1, offset: 0, buf: AlignedBuf::zeroed(4096), fua: false, write_id: 1 };
         assert!(w.submit(write).is_err());
+        let zero = Op::Zero { token: 2, offset: 0, len: 4096, kind: faultline_drivers::Zeroing::WriteZeroes, write_id: 2 };
+        let e = w.submit(zero).unwrap_err().to_string();
+        assert!(e.contains("coordinator is gone"), "{e}");
         assert_eq!(w.in_flight(), 0);
     }
 }
