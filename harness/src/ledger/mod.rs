@@ -88,7 +88,7 @@ impl std::fmt::Display for Contract {
 /// What a deallocated sector must read, as the run holds the drive to it: the drive's own
 /// declaration (NVMe DLFEAT bits 2:0), else what its engine guarantees (a punched hole reads
 /// zeros), else nothing (docs/DOMAIN.md, "Deallocate and Write Zeroes").
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum DeallocRead {
     Zeros,
@@ -101,6 +101,16 @@ pub enum DeallocRead {
 impl DeallocRead {
     fn is_unreported(&self) -> bool {
         *self == DeallocRead::Unreported
+    }
+}
+
+impl From<DeallocRead> for faultline_drivers::DeallocReads {
+    fn from(r: DeallocRead) -> Self {
+        match r {
+            DeallocRead::Zeros => faultline_drivers::DeallocReads::Zeros,
+            DeallocRead::Ones => faultline_drivers::DeallocReads::Ones,
+            DeallocRead::Unreported => faultline_drivers::DeallocReads::Unreported,
+        }
     }
 }
 

@@ -270,6 +270,11 @@ pub struct SimTarget {
     pub queue_depth: u32,
     /// How the drive misbehaves (the fault models are written out in the fixtures crate doc).
     pub model: SimModel,
+    /// What a deallocated sector reads, as the drive declares it: `zeros`, `ones` (all FFh)
+    /// or `unreported` (the drive keeps the data last written or reads zeros, as its seed
+    /// draws). Default: `zeros`.
+    #[serde(default = "default_sim_dealloc_reads", skip_serializing_if = "is_zeros")]
+    pub dealloc_reads: crate::ledger::DeallocRead,
     /// How the power controller reaches the drive's switch. Default: `direct`.
     #[serde(default)]
     pub switch: SimSwitch,
@@ -319,6 +324,16 @@ pub enum SimModel {
     /// with a bit flipped, and nothing is reported (found by `power_sag`, `power_ramp` and a
     /// glitch longer than the 200 µs hold-up).
     PfailMissesSag { detect_mv: u32 },
+    /// PLP drive that, at each cut, undoes up to `per_cut` of its most recent durable
+    /// deallocates: their sectors read the data from before them again (a resurrection). Needs
+    /// a workload with deallocates, and `dealloc_reads` zeros or ones.
+    LosesDeallocate { per_cut: u32 },
+    /// PLP drive that applies every deallocate `shift_sectors` further on than asked: the
+    /// sectors named keep their data, the next ones lose theirs.
+    DeallocatesWrongRange { shift_sectors: u32 },
+    /// PLP drive that, at a cut, keeps only the first atomic unit of each durable Write Zeroes
+    /// of the cycle that spans several.
+    TearsWriteZeroes,
 }
 
 impl SimModel {
@@ -338,6 +353,9 @@ impl SimModel {
             SimModel::ReplayCorrupts { replay_ms, sectors_per_cut } => FaultModel::ReplayCorrupts { replay_ms, sectors_per_cut },
             SimModel::PlpRecharge { recharge_ms } => FaultModel::PlpRecharge { recharge_ms },
             SimModel::PfailMissesSag { detect_mv } => FaultModel::PfailMissesSag { detect_mv },
+            SimModel::LosesDeallocate { per_cut } => FaultModel::LosesDeallocate { per_cut },
+            SimModel::DeallocatesWrongRange { shift_sectors } => FaultModel::DeallocatesWrongRange { shift_sectors },
+            SimModel::TearsWriteZeroes => FaultModel::TearsWriteZeroes,
         }
     }
 }
@@ -362,6 +380,9 @@ impl std::fmt::Display for SimModel {
             }
             SimModel::PlpRecharge { recharge_ms } => ("plp_recharge", &[("recharge_ms", recharge_ms)]),
             SimModel::PfailMissesSag { detect_mv } => ("pfail_misses_sag", &[("detect_mv", detect_mv)]),
+            SimModel::LosesDeallocate { per_cut } => ("loses_deallocate", &[("per_cut", per_cut)]),
+            SimModel::DeallocatesWrongRange { shift_sectors } => ("deallocates_wrong_range", &[("shift_sectors", shift_sectors)]),
+            SimModel::TearsWriteZeroes => ("tears_write_zeroes", &[]),
         };
         f.write_str(name)?;
         if !params.is_empty() {
@@ -935,4 +956,12 @@ fn pattern_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
 
 fn ops_default(o: &Ops) -> bool {
     *o == Ops::default()
+}
+
+fn default_sim_dealloc_reads() -> crate::ledger::DeallocRead {
+    crate::ledger::DeallocRead::Zeros
+}
+
+fn is_zeros(r: &crate::ledger::DeallocRead) -> bool {
+    *r == crate::ledger::DeallocRead::Zeros
 }

@@ -29,6 +29,9 @@ pub const NAMED_MODELS: &[NamedModel] = &[
     NamedModel::Drive(SimModel::ReplayCorrupts { replay_ms: 1000, sectors_per_cut: 2 }),
     NamedModel::Drive(SimModel::PlpRecharge { recharge_ms: 50 }),
     NamedModel::Drive(SimModel::PfailMissesSag { detect_mv: 9_000 }),
+    NamedModel::Drive(SimModel::LosesDeallocate { per_cut: 1 }),
+    NamedModel::Drive(SimModel::DeallocatesWrongRange { shift_sectors: 8 }),
+    NamedModel::Drive(SimModel::TearsWriteZeroes),
     NamedModel::Dual(DualSimModel::DualHonest),
     NamedModel::Dual(DualSimModel::DualFreezeOnPull { stall_ms: 800 }),
     NamedModel::Dual(DualSimModel::DualGhostWrites { after_writes: 20000 }),
@@ -92,6 +95,9 @@ impl NamedModel {
                 SimModel::PfailMissesSag { .. } => {
                     "its power-fail detector misses a sag to 9-10 V: writes in flight land corrupt, unreported"
                 }
+                SimModel::LosesDeallocate { .. } => "undoes its most recent durable deallocate at each cut (old data back)",
+                SimModel::DeallocatesWrongRange { .. } => "applies every deallocate 8 sectors further on than asked",
+                SimModel::TearsWriteZeroes => "keeps only the first atomic unit of a durable Write Zeroes at a cut",
             },
             NamedModel::Dual(m) => match m {
                 DualSimModel::DualHonest => "dual-port drive, both ports honest",

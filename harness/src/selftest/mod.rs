@@ -11,10 +11,12 @@
 //! Every row is a scenario: the simulated drive (in-process switch), the whole span verified
 //! after every cut, cuts after a number of completions drawn per cycle from its seed.
 
+mod ops;
 mod score;
 mod shapes;
 
 pub use score::{score_cycle, ClassScore};
+use ops::{ops_rows, ops_workload_name, with_ops};
 use shapes::{shape_cycles, shape_name, shape_rows, shaped, SINGLE_CUT};
 
 use crate::events::Sinks;
@@ -107,10 +109,10 @@ pub fn models() -> Vec<(SimModel, Vec<(Contract, bool)>)> {
 }
 
 /// How many single-port rows the matrix has (the dual-port rows are numbered after them):
-/// the plain rows, then the shape rows.
+/// the plain rows, then the shape rows, then the ops rows.
 pub fn single_rows(span_bytes: u64) -> u64 {
     let per_model: usize = models().iter().map(|(_, cs)| cs.len()).sum();
-    (per_model * workloads(span_bytes).len() + shape_rows().len()) as u64
+    (per_model * workloads(span_bytes).len() + shape_rows().len() + ops_rows().len()) as u64
 }
 
 /// How many rows run an honest model (under a contract it keeps): the rows whose cycles
@@ -147,6 +149,7 @@ pub fn row_scenario(model: SimModel, contract: Contract, workload: Workload, cyc
                 atomic_bytes: 4096,
                 queue_depth: workload.queue_depth,
                 model,
+                dealloc_reads: crate::ledger::DeallocRead::Zeros,
                 switch: SimSwitch::Direct,
                 dual: None,
             }),
@@ -278,6 +281,26 @@ pub fn run_single_matrix(opts: &MatrixOptions, scratch: &Path, on_row: &mut dyn 
             contract,
             workload: wname.to_string(),
             shape,
+            honest,
+            scenario,
+        });
+    }
+    // The ops rows, on the mixed workload with deallocates and Write Zeroes.
+    for (model, reads, contract, honest) in ops_rows() {
+        n += 1;
+        let seed = crate::rng::hash_words(&[opts.seed, n]);
+        let mut workload = workload.clone();
+        workload.prefill = n.is_multiple_of(2);
+        let cycles = shape_cycles(opts, honest);
+        let scenario = with_ops(row_scenario(model, contract, workload, cycles, seed, opts.span_bytes), reads);
+        let wname = ops_workload_name(reads);
+        jobs.push(Job {
+            n,
+            name: format!("{model} {contract} {wname}"),
+            model: model.to_string(),
+            contract,
+            workload: wname,
+            shape: SINGLE_CUT.into(),
             honest,
             scenario,
         });

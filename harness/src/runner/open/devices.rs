@@ -34,7 +34,7 @@ pub(crate) fn sim_config(plan: &RunPlan, t: &SimTarget) -> SimConfig {
             Contract::Plp => TruthContract::Plp,
             Contract::Flush => TruthContract::Flush,
         },
-        dealloc_reads: Default::default(),
+        dealloc_reads: t.dealloc_reads.into(),
     }
 }
 
