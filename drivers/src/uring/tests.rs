@@ -192,3 +192,25 @@ fn the_block_discard_command_carries_its_length_where_the_kernel_reads_it() {
     assert_eq!(u64::from_ne_bytes(c[..8].try_into().unwrap()), 0x0102_0304_0506_0708);
     assert_eq!(&c[8..], &[0u8; 8]);
 }
+
+/// The fallback's wiring, on a regular file taken for a block device: the kernel refuses the
+/// discard command (a file has no `uring_cmd`: EOPNOTSUPP), the engine tries `BLKDISCARD`,
+/// which a file refuses too (ENOTTY), and the failure names both; discards keep the command.
+#[test]
+fn a_discard_command_the_kernel_refuses_is_tried_with_the_ioctl_and_both_answers_are_named() {
+    let (t, path) = engine("discard-fallback", 1 << 20);
+    let mut d = crate::blockdev::discover(&path, true).unwrap();
+    drop(t);
+    d.kind = TargetKind::Block { rdev: 0, identity: Default::default() };
+    d.zeroing.deallocate = true;
+    let mut t = UringTarget::new(d, 2).map_err(|e| e.1).unwrap();
+    t.submit(Op::Zero { token: 1, offset: 4096, len: 4096, kind: crate::block::Zeroing::Deallocate, write_id: 1 }).unwrap();
+    let done = reap_n(&mut t, 1);
+    let f = done[0].result.as_ref().unwrap_err();
+    assert_eq!(f.errno, libc::ENOTTY, "{f}");
+    assert!(f.detail.contains("deallocate of 4096 bytes at 4096 (BLKDISCARD)") && f.detail.contains("discard command too"), "{f}");
+    assert!(!t.discards_by_ioctl(), "the ioctl did not work: the command stays");
+    assert_eq!(t.latencies().iter().find(|(n, _)| *n == "deallocate").map(|(_, h)| h.count()), Some(1));
+    drop(t);
+    let _ = std::fs::remove_file(path);
+}

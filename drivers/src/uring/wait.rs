@@ -17,10 +17,12 @@
 //! completion it waited for: 4 KiB reads on tmpfs complete within a few µs, a sleeping
 //! reader is woken tens of µs later.)
 //!
-//! The spin itself is here too ([`UringTarget::poll_until`]), which the reap and the reads
-//! call before they sleep.
+//! The entry into the kernel that submits and sleeps ([`UringTarget::enter`]) and the spin
+//! ([`UringTarget::poll_until`]) that the reap and the reads try before they sleep are here too.
 
 use super::{UringTarget, IORING_ENTER_GETEVENTS};
+use crate::block::TargetError;
+use io_uring::types;
 use std::time::{Duration, Instant};
 
 /// The longest one spin lasts before the wait sleeps.
@@ -131,6 +133,55 @@ pub(super) enum Spin {
 }
 
 impl UringTarget {
+    /// Submits queued entries and waits for `want` completions (or `timeout`).
+    /// Returns false when the wait timed out.
+    pub(super) fn enter(&mut self, want: usize, timeout: Option<Duration>) -> Result<bool, TargetError> {
+        if !self.unstamped.is_empty() {
+            // The queued entries reach the kernel now: their latency counts from here.
+            let now = Instant::now();
+            for i in self.unstamped.drain(..) {
+                if let Some(s) = self.slots.get_mut(i as usize) {
+                    s.at = now;
+                }
+            }
+        }
+        let r = match timeout {
+            Some(t) if want > 0 => {
+                let ts = types::Timespec::from(t);
+                let args = types::SubmitArgs::new().timespec(&ts);
+                self.ring.submitter().submit_with_args(want, &args)
+            }
+            _ if want > 0 => self.ring.submitter().submit_and_wait(want),
+            // Submitting without waiting still asks for events: with deferred task work the
+            // completions the kernel has made since the last entry reach the queue only when
+            // this task enters with GETEVENTS, so submitting and collecting take one system
+            // call instead of two (4 KiB random writes on tmpfs: 1.2 entries per write instead
+            // of 1.9, counted with `perf stat`; the rate did not change measurably).
+            _ => {
+                let len = self.ring.submission().len() as u32;
+                // SAFETY: the entries handed over are the ones `push` queued (see its SAFETY
+                // comment); no argument is passed, so the kernel is given no memory of ours.
+                unsafe { self.ring.submitter().enter::<libc::sigset_t>(len, 0, IORING_ENTER_GETEVENTS, None) }
+            }
+        };
+        match r {
+            Ok(_) => {
+                self.queued = self.ring.submission().len();
+                if self.queued == 0 {
+                    self.queued_bytes = 0;
+                }
+                Ok(true)
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ETIME) => {
+                self.queued = self.ring.submission().len();
+                Ok(false)
+            }
+            // Interrupted, or the completion queue is backed up: harvest and come back.
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EINTR) | Some(libc::EBUSY) | Some(libc::EAGAIN)) => Ok(true),
+            Err(e) => Err(TargetError::Io { path: self.path(), what: "io_uring_enter".into(), source: e }),
+        }
+    }
+
     /// Spins on the ring until `done`, for up to [`POLL_WINDOW`] and at most `left`,
     /// when the wait's learned mode is to spin (above: only where spinning has paid). With
     /// deferred task work a completion reaches the queue only when this task enters the kernel

@@ -86,20 +86,22 @@ impl UringTarget {
         self.push(e.user_data(u64::from(i)), 0)
     }
 
-    /// A zeroing operation's completion (`res`: the kernel's result, `ns` its latency).
+    /// A zeroing operation's completion (`res`: the kernel's result, `ns` its latency, `now`
+    /// when it was seen). A discard command the kernel refused is done again with the ioctl,
+    /// its time counted in the latency and the completion seen when it returns.
     pub(super) fn zero_done(&mut self, z: ZeroOp, res: i32, ns: u64, now: Instant) {
-        let what = || format!("{} of {} bytes at {}", z.kind.name(), z.len, z.offset);
-        let result = match res {
-            0.. => Ok(()),
+        let (result, ns, at) = match res {
+            0.. => (Ok(()), ns, now),
             _ if z.via == ZeroVia::DiscardCmd && matches!(-res, libc::EINVAL | libc::EOPNOTSUPP) => {
-                self.blkdiscard(z.offset, z.len, Some(-res))
+                let r = self.blkdiscard(z.offset, z.len, Some(-res));
+                let at = Instant::now();
+                (r, ns + at.duration_since(now).as_nanos() as u64, at)
             }
-            _ => Err(self.failure(-res, what())),
+            _ => (Err(self.failure(-res, format!("{} of {} bytes at {}", z.kind.name(), z.len, z.offset))), ns, now),
         };
-        let lat = if z.kind == Zeroing::Deallocate { LAT_DEALLOCATE } else { LAT_WRITE_ZEROES };
-        self.lat[lat].record(ns.max(now.elapsed().as_nanos() as u64));
+        self.lat[if z.kind == Zeroing::Deallocate { LAT_DEALLOCATE } else { LAT_WRITE_ZEROES }].record(ns);
         self.note_result(result.as_ref().err());
-        self.ready.push_back(Completion { token: z.token, result, buf: None, at: Instant::now() });
+        self.ready.push_back(Completion { token: z.token, result, buf: None, at });
     }
 
     /// A discard through the `BLKDISCARD` ioctl, synchronously; `refused`: the errno the
