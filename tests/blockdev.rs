@@ -10,6 +10,7 @@
 
 mod bench;
 mod lab_arm;
+mod zeroing;
 
 use crate::common::{ok, run, s, sh, skip, text, BIN};
 use faultline::ledger::{Contract, LedgerWriter, RunHeader, LEDGER_FORMAT};
@@ -480,6 +481,7 @@ fn sim_subject(depth: usize) -> Subject {
         seed: 3,
         model: FaultModel::HonestPlp,
         contract: TruthContract::Plp,
+        dealloc_reads: Default::default(),
     });
     let mut p1 = sim.power();
     let mut p2 = sim.power();
@@ -550,6 +552,7 @@ fn body_cut_cycles_verify_clean(s: &mut Subject) {
         target_capacity: CAP,
         sector_bytes: 512,
         atomic_bytes: 512,
+        dealloc_reads: Default::default(),
         contract: Contract::Plp,
         ports: faultline::port::PortEntry::single(),
         workload: spec.clone(),
