@@ -266,3 +266,25 @@ impl Drop for ShardedTarget {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::zero_check::{bad_zero_ranges_are_refused, three_blocks_zeroed};
+
+    /// A deallocate and a write zeroes go to the workers as writes do, and the target says
+    /// what its rings carry.
+    #[test]
+    fn zeroing_goes_to_the_workers_and_what_they_carry_is_the_targets() {
+        let path = std::env::temp_dir().join(format!("faultline-sharded-zero-{}", std::process::id()));
+        std::fs::File::create(&path).and_then(|f| f.set_len(1 << 20)).unwrap();
+        let d = crate::blockdev::discover(&path, true).unwrap();
+        let carried = d.zeroing;
+        let mut t = ShardedTarget::new(d, 8, 2).unwrap();
+        assert_eq!((t.workers(), t.zeroing()), (2, carried));
+        three_blocks_zeroed(&mut t, 16 * 4096, 4096, 0x5eed_54a2);
+        bad_zero_ranges_are_refused(&mut t, 512);
+        drop(t);
+        let _ = std::fs::remove_file(path);
+    }
+}
