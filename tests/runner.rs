@@ -565,3 +565,27 @@ fn plp_1_normal_shutdowns_owe_every_acknowledged_write_and_find_a_drive_that_dro
     assert!(found.iter().any(|(c, n)| *c == "lost_write" && n % 2 == 1), "{found:?}");
     let _ = std::fs::remove_dir_all(&d);
 }
+
+#[test]
+fn deallocates_and_write_zeroes_under_cuts_verify_clean_and_each_zeroing_fault_is_found() {
+    let d = scratch("trim");
+    let trim = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/trim-power-cut.toml")).unwrap();
+    let short = trim.replace("count = 20", "count = 4");
+    assert_ne!(short, trim);
+    let (o, rd) = run(&d, "honest", &short);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let ledger = String::from_utf8_lossy(&std::fs::read(rd.join("ledger.fl")).unwrap()).into_owned();
+    assert!(ledger.contains("\"deallocate_ppm\":100000"), "the run's header records its mix");
+    for (model, class) in
+        [("loses_deallocate\", per_cut = 2 ", "resurrection"), ("deallocates_wrong_range\", shift_sectors = 8 ", "lost_write"), ("tears_write_zeroes\" ", "torn_write")]
+    {
+        let faulty = short.replace("honest_plp\" ", model);
+        assert_ne!(faulty, short);
+        let (o, rd) = run(&d, class, &faulty);
+        assert_eq!(o.status.code(), Some(1), "{model}: {}", text(&o));
+        let ev = events(&rd);
+        let found: Vec<&Value> = of(&ev, "finding").map(|f| &f["finding"]["class"]).collect();
+        assert!(found.iter().any(|c| *c == class), "{model}: {found:?}");
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}

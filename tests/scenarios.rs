@@ -23,7 +23,7 @@ fn load(name: &str) -> Scenario {
     Scenario::load(&dir().join(name)).unwrap_or_else(|e| panic!("{e}"))
 }
 
-const SHIPPED: [&str; 40] = [
+const SHIPPED: [&str; 41] = [
     "reference.toml",
     "demo.toml",
     "dualport-demo.toml",
@@ -31,6 +31,7 @@ const SHIPPED: [&str; 40] = [
     "volatile-flush.toml",
     "clean-shutdown-control.toml",
     "plp-1.toml",
+    "trim-power-cut.toml",
     "misaligned-torture.toml",
     "link-reset-storm.toml",
     "hotplug-pin-sweep.toml",

@@ -93,7 +93,13 @@ impl Verifier<'_> {
     /// nothing zeroing explains it, and it is judged as any content older than `d`.
     pub(super) fn classify_fill(&self, fill: Fill, d: &Durable, z: &Zeroings) -> Option<Verdict> {
         let e = z.of(fill);
-        let durable_leaves = matches!(d, Durable::Write(w) if self.leaves(w, fill));
+        // Where nothing of the run is durable, the sector may still hold whatever it held
+        // before the run: zeros too, so they prove no uncertain op landed.
+        let durable_leaves = match d {
+            Durable::Write(w) => self.leaves(w, fill),
+            Durable::Prior => true,
+            Durable::Prefill => false,
+        };
         if e.count > 0 {
             let exact = e.count == 1 && !e.dealloc && !durable_leaves;
             return Some(Verdict::Zeroed { rank: e.newest, durable: false, exact });
