@@ -529,7 +529,13 @@ fn conformance(test: &str, depth: usize, body: fn(&mut Subject)) {
 }
 
 fn body_cut_cycles_verify_clean(s: &mut Subject) {
-    let seed = 8;
+    cut_cycles_verify_clean(s, 8, Default::default());
+}
+
+/// Three cycles of the mixed workload (with `ops`' deallocates and Write Zeroes beside the
+/// writes), each cut with the queue full and verified whole: clean, holding a deallocated
+/// sector to what the target says it reads.
+fn cut_cycles_verify_clean(s: &mut Subject, seed: u64, ops: faultline::workload::OpMix) {
     println!("{}: seed {seed}", s.name);
     let spec = WorkloadSpec {
         seed,
@@ -542,7 +548,7 @@ fn body_cut_cycles_verify_clean(s: &mut Subject) {
         align_bytes: 512,
         queue_depth: 16,
         flush: FlushPolicy { every_writes: Some(32), every_ms: None, fua_percent: 5 },
-        ops: Default::default(),
+        ops,
     };
     let header = RunHeader {
         ledger_format: LEDGER_FORMAT,
@@ -552,7 +558,7 @@ fn body_cut_cycles_verify_clean(s: &mut Subject) {
         target_capacity: CAP,
         sector_bytes: 512,
         atomic_bytes: 512,
-        dealloc_reads: Default::default(),
+        dealloc_reads: s.target.zeroing().dealloc_reads.into(),
         contract: Contract::Plp,
         ports: faultline::port::PortEntry::single(),
         workload: spec.clone(),

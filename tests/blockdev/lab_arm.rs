@@ -54,8 +54,14 @@ impl NvmeCut {
 /// The serial of the lab drive's controllers (`cmd/lab/machine.rs`).
 const LAB_SERIAL: &str = "FAULTLINELAB0001";
 /// The conformance tests the guest runs, each with its NVMe arm.
-const TESTS: [&str; 3] =
-    ["conformance_cut_cycles_verify_clean", "conformance_bad_requests_fail_as_data", "conformance_queue_depth_is_enforced"];
+const TESTS: [&str; 4] = [
+    "conformance_cut_cycles_verify_clean",
+    "conformance_bad_requests_fail_as_data",
+    "conformance_queue_depth_is_enforced",
+    "zeroing::conformance_deallocates_and_write_zeroes_under_cuts_verify_clean",
+];
+/// The tests of [`TESTS`] that cut (three cycles each).
+const CUTTING: [&str; 2] = [TESTS[0], TESTS[3]];
 /// The NVMe arm's engines, as `conformance()` names them: one ring, two worker rings.
 const ARMS: [(&str, usize); 2] = [("nvme", 1), ("nvme, 2 io worker rings", 2)];
 
@@ -310,12 +316,13 @@ fn conformance_in_the_lab_guest() {
     let per_arm = if cut == NvmeCut::Stop { 0 } else { 3 };
     for test in TESTS {
         for (name, _) in ARMS {
-            let resets = if test == TESTS[0] { per_arm } else { 0 };
+            let resets = if CUTTING.contains(&test) { per_arm } else { 0 };
+            let test = test.rsplit("::").next().unwrap_or(test);
             let line = format!("conformance nvme: {test} passed on /dev/nvme0n1 ({name}, cut {}, {resets} controller resets)", cut.name());
             assert!(log.contains(&line), "missing '{line}'\n{ctx}");
         }
     }
-    assert!(log.contains("test result: ok. 3 passed; 0 failed"), "{ctx}");
+    assert!(log.contains(&format!("test result: ok. {} passed; 0 failed", TESTS.len())), "{ctx}");
     assert!(log.contains("nvme: seed 8") && log.contains("nvme, 2 io worker rings: seed 8"), "{ctx}");
     // With a reset cut, each of the 2 x 3 cuts was one. Per reset: (writes in the block layer
     // when it was issued, completed during it, after it); printed, not judged: under TCG most

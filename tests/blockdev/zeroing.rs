@@ -101,3 +101,16 @@ fn a_4kn_loop_device_deallocates_and_writes_zeroes_through_uring_and_sync_as_its
     let ro = SyncTarget::new(discover(lp.path(), false).unwrap(), 4);
     assert!(!ro.zeroing().deallocate && !ro.zeroing().write_zeroes);
 }
+
+/// The conformance body with 10% deallocates and 10% Write Zeroes among the writes: the
+/// simulated drive, a loop device through one ring and two worker rings, and (in the lab
+/// guest) the real NVMe driver's namespace, where they reach QEMU's controller as Dataset
+/// Management and Write Zeroes.
+#[test]
+fn conformance_deallocates_and_write_zeroes_under_cuts_verify_clean() {
+    super::conformance("conformance_deallocates_and_write_zeroes_under_cuts_verify_clean", 16, |s| {
+        let z = s.target.zeroing();
+        assert!(z.deallocate && z.write_zeroes, "{}: carries {z:?}", s.name);
+        super::cut_cycles_verify_clean(s, 11, faultline::workload::OpMix { deallocate_ppm: 100_000, write_zeroes_ppm: 100_000 });
+    });
+}
