@@ -88,8 +88,8 @@ impl Verifier<'_> {
     }
 
     /// The verdict on a sector reading `fill` when a zeroing op explains it: an uncertain one
-    /// (ranked as the newest that may have left it; exact for an atomic unit only when it is
-    /// the one explanation and not a deallocate), else the durable version itself. `None`:
+    /// (ranked as the newest that may have left it, never counted in an atomic unit), else the
+    /// durable version itself. `None`:
     /// nothing zeroing explains it, and it is judged as any content older than `d`.
     pub(super) fn classify_fill(&self, fill: Fill, d: &Durable, z: &Zeroings) -> Option<Verdict> {
         let e = z.of(fill);
@@ -100,30 +100,36 @@ impl Verifier<'_> {
             Durable::Prior => true,
             Durable::Prefill => false,
         };
+        // Zeros never take part in an atomic unit's check as an uncertain op's: what else may
+        // have left them (a deallocate's, older content) a read cannot tell.
         if e.count > 0 {
-            let exact = e.count == 1 && !e.dealloc && !durable_leaves;
-            return Some(Verdict::Zeroed { rank: e.newest, durable: false, exact });
+            return Some(Verdict::Zeroed { rank: e.newest, durable: false, exact: false });
         }
         durable_leaves.then(|| Verdict::Zeroed { rank: d.rank(), durable: true, exact: true })
     }
 
-    /// Whether the version ranked `shown` is, at `addr`, the data last written before the
-    /// durable deallocate `d`, which a drive that does not report what a deallocated sector
-    /// reads may keep showing (stepping back past other deallocates, which may have kept it
-    /// too).
+    /// Whether the version ranked `shown` may be, at `addr`, the data the sector held when
+    /// the durable deallocate `d` came, which a drive that does not report what a deallocated
+    /// sector reads may keep showing: a version older than `d` and no older than the newest
+    /// durable write or Write Zeroes below it (writes between them were uncertain, and any of
+    /// them may be what the sector held; deallocates below it may have kept data too, so
+    /// they are stepped past).
     pub(super) fn kept_by_deallocate(&self, d: &Durable, addr: u64, shown: u64) -> bool {
         let Durable::Write(w) = d else { return false };
         if w.zeroing() != Some(Zeroing::Deallocate) || self.history.header.dealloc_reads != DeallocRead::Unreported {
             return false;
         }
+        if shown > w.id {
+            return false;
+        }
         let mut bound = w.id;
         for _ in 0..MAX_KEPT_STEPS {
             match self.layout.latest_covering(addr, bound) {
-                Some(p) if p.zeroing() == Some(Zeroing::Deallocate) => bound = p.id,
-                Some(p) => return p.zeroing().is_none() && p.id + 1 == shown,
+                Some(p) if self.history.is_durable(p.id) && p.zeroing() != Some(Zeroing::Deallocate) => return shown > p.id,
+                Some(p) => bound = p.id,
                 None => {
                     let prefilled = self.history.prefill.is_some_and(|(s, e)| addr >= s && addr < e);
-                    return shown == u64::from(prefilled);
+                    return shown >= u64::from(prefilled);
                 }
             }
         }

@@ -40,6 +40,31 @@ pub(crate) fn declared(path: &Path, roots: &SysRoots) -> Result<Option<Declared>
     Ok(Some(Declared { ns, awupf }))
 }
 
+/// What a deallocated sector reads, where the namespace declares it in DLFEAT (`None`: not
+/// reported, or not an NVMe namespace), and the note saying so.
+pub(crate) fn declared_reads(drive: Option<&Declared>) -> (Option<crate::ledger::DeallocRead>, Option<String>) {
+    use crate::ledger::DeallocRead;
+    use faultline_drivers::nvme::DeallocatedReads;
+    let Some(d) = drive else { return (None, None) };
+    let reads = match d.ns.deallocated_reads() {
+        DeallocatedReads::Zeros => Some(DeallocRead::Zeros),
+        DeallocatedReads::Ones => Some(DeallocRead::Ones),
+        DeallocatedReads::NotReported => None,
+    };
+    let said = match reads {
+        Some(r) => format!(
+            "deallocated sectors held to read {}: the namespace's DLFEAT {:#04x}",
+            if r == DeallocRead::Zeros { "zeros" } else { "FFh" },
+            d.ns.dlfeat
+        ),
+        None => format!(
+            "deallocated sectors may read zeros, FFh or the data last written: the namespace's DLFEAT {:#04x} reports nothing",
+            d.ns.dlfeat
+        ),
+    };
+    (reads, Some(said))
+}
+
 /// The unit the run holds the device to, and the note saying where it came from.
 pub(crate) fn atomic_unit(
     scenario: Option<u32>,

@@ -127,6 +127,7 @@ const REMOTE_ANSWER: Duration = Duration::from_secs(20);
 /// directory holds the run (a device that carries a signature may then be opened).
 pub(super) fn one_port(plan: &RunPlan, run_dir: &Path, o: &RunnerOptions, begun: bool) -> Result<Devices, OpenError> {
     let mut notes = Vec::new();
+    let mut declared = None;
     let (dut, cutter, keep, sector, atomic, capacity): (Box<dyn Dut>, _, _, u64, u64, u64) = match &plan.target {
         TargetPlan::Sim(t) => {
             let (dut, cutter, emu) = sim_dut(plan, t, run_dir, o)?;
@@ -150,6 +151,9 @@ pub(super) fn one_port(plan: &RunPlan, run_dir: &Path, o: &RunnerOptions, begun:
             let queue_depth = plan.scenario.workload.queue_depth as usize;
             let dut = RealDut::open(path.as_deref(), expect, via.as_ref(), queue_depth, begun, roots.clone())?;
             let drive = drive_declares(dut.path(), &roots, &mut notes);
+            let (reads, said) = super::declared_reads(drive.as_ref());
+            declared = reads;
+            notes.extend(said.filter(|_| !plan.scenario.workload.ops.mix().unwrap_or_default().writes_only()));
             let shutdown = match normal_shutdowns(plan) {
                 true => Some(NvmeShutdown::of_namespace(dut.path(), &roots).map_err(|source| ControllerError::Shutdown {
                     what: format!("{} (a normal_shutdown needs an NVMe namespace on PCIe)", dut.path().display()),
@@ -167,7 +171,7 @@ pub(super) fn one_port(plan: &RunPlan, run_dir: &Path, o: &RunnerOptions, begun:
 
     let mut devs = vec![dut];
     let identity = devs[0].facts()?.identity;
-    Ok(Devices { devs, cutter, identity, sector, capacity, atomic, notes, _keep: keep, saves: None })
+    Ok(Devices { devs, cutter, identity, sector, capacity, atomic, declared_reads: declared, notes, _keep: keep, saves: None })
 }
 
 /// What the NVMe namespace at `path` declares of its atomicity (`None`: not NVMe, or not

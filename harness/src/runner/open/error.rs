@@ -100,7 +100,10 @@ pub enum OpenError {
     Workload { dir: PathBuf, port: Option<String>, ledger: String },
     #[error("{}prefill: {source}", on(port))]
     Prefill { port: Option<String>, source: DutCycleError },
-    #[error("{}workload.ops asks for {op}, which the target {identity} does not carry (its engine, or the device, offers no {op})", on(port))]
+    #[error(
+        "{}workload.ops asks for {op}, which the target {identity} does not carry (its engine, or the device, offers no {op})",
+        on(port)
+    )]
     Zeroing { port: Option<String>, identity: String, op: &'static str },
 }
 

@@ -16,7 +16,7 @@ mod real;
 mod remote;
 mod sim;
 
-pub(crate) use atomic::atomic_unit;
+pub(crate) use atomic::{atomic_unit, declared_reads};
 pub(crate) use devices::sim_config;
 pub(crate) use error::{OpenError, OpenPortsError};
 
@@ -51,6 +51,8 @@ pub(crate) struct Devices {
     pub capacity: u64,
     /// The atomic write unit the drive is held to.
     pub atomic: u64,
+    /// What a deallocated sector reads, where the drive itself declares it (NVMe DLFEAT).
+    pub declared_reads: Option<crate::ledger::DeallocRead>,
     pub notes: Vec<String>,
     /// What must live as long as the run (an emulator, the NBD servers of served ports).
     pub _keep: Option<Box<dyn Any>>,
@@ -117,7 +119,7 @@ pub(crate) fn open(plan: &RunPlan, run_dir: &Path, o: &RunnerOptions, prior: Opt
             return Err(OpenError::PerformanceResume);
         }
     }
-    let Devices { mut devs, cutter, identity, sector, capacity, atomic, mut notes, _keep, saves } = match &plan.dual {
+    let Devices { mut devs, cutter, identity, sector, capacity, atomic, declared_reads, mut notes, _keep, saves } = match &plan.dual {
         Some(_) => open_ports(plan, run_dir, o)?,
         None => devices::one_port(plan, run_dir, o, begun)?,
     };
@@ -130,7 +132,8 @@ pub(crate) fn open(plan: &RunPlan, run_dir: &Path, o: &RunnerOptions, prior: Opt
         if begun && !resuming {
             return Err(OpenError::Begun { dir: share.dir, run_dir: run_dir.to_path_buf() });
         }
-        let mut run = open_share(plan, o, &full, &share, dev.as_mut(), (sector, capacity, atomic), begun)?;
+        let held = Held { sector, capacity, atomic, declared_reads };
+        let mut run = open_share(plan, o, &full, &share, dev.as_mut(), held, begun)?;
         if let Some(save) = &saves {
             run.ledger.before_promises(std::sync::Arc::clone(save));
         }
@@ -165,6 +168,16 @@ pub(crate) fn open(plan: &RunPlan, run_dir: &Path, o: &RunnerOptions, prior: Opt
     Ok(Opened { ports, cutter, lanes, start, identity, notes, _keep })
 }
 
+/// What a run holds the device to: its sector and size, its atomic unit, and what a
+/// deallocated sector reads where the drive declares it.
+#[derive(Clone, Copy)]
+struct Held {
+    sector: u64,
+    capacity: u64,
+    atomic: u64,
+    declared_reads: Option<crate::ledger::DeallocRead>,
+}
+
 /// Opens (or creates) one writer port's run over its share of the span, bound to the device
 /// seen through that port; `begun`: its directory holds the run already (it is taken up).
 fn open_share(
@@ -173,7 +186,7 @@ fn open_share(
     full: &Layout,
     share: &Share,
     dev: &mut dyn Dut,
-    (sector, capacity, atomic): (u64, u64, u64),
+    Held { sector, capacity, atomic, declared_reads }: Held,
     begun: bool,
 ) -> Result<OpenRun, OpenError> {
     let port = || share.name.clone();
@@ -187,7 +200,9 @@ fn open_share(
     })?;
     let seen = dev.facts().map_err(|source| OpenError::Target { port: port(), source })?;
     require_zeroing(&layout, &seen, port())?;
-    let dealloc_reads = seen.zeroing.dealloc_reads;
+    // The drive's own declaration wins over what its engine promises (a block device's
+    // discard promises nothing; the NVMe namespace behind it may declare zeros).
+    let dealloc_reads = declared_reads.unwrap_or(seen.zeroing.dealloc_reads);
     let facts = TargetFacts { identity: seen.identity.clone(), capacity, sector_bytes: sector, atomic_bytes: atomic, dealloc_reads };
     let header = RunHeader::new(o.run_id, o.started_at.clone(), facts, plan.contract, plan.port_entries(), layout.spec().clone());
     let run = open_run(&share.dir, &seen, move || header).map_err(|source| OpenError::Run { port: port(), source })?;

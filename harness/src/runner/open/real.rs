@@ -81,6 +81,8 @@ pub(super) fn open(plan: &RunPlan, expect: &Expectation, o: &RunnerOptions) -> R
     };
     let (atomic, why) = atomic_unit(plan.scenario.target.atomic_bytes, sector, drive.as_ref())?;
     notes.extend(why);
+    let (declared_reads, said) = super::declared_reads(drive.as_ref());
+    notes.extend(said.filter(|_| !plan.scenario.workload.ops.mix().unwrap_or_default().writes_only()));
     // A link reset hits the port the cycle faults: opened aimed at the first faulted port.
     let mut faults = plan.faults.clone();
     for (f, _) in faults.entries.iter_mut() {
@@ -92,7 +94,7 @@ pub(super) fn open(plan: &RunPlan, expect: &Expectation, o: &RunnerOptions) -> R
     require_all(&cutter, plan)?;
     let port = plan.ports[0].name.clone();
     let identity = devs[0].facts().map_err(|source| OpenPortsError::NotOpen { port, source })?.identity;
-    Ok(Devices { devs, cutter, identity, sector, capacity: g.capacity_bytes, atomic, notes, _keep: None, saves: None })
+    Ok(Devices { devs, cutter, identity, sector, capacity: g.capacity_bytes, atomic, declared_reads, notes, _keep: None, saves: None })
 }
 
 /// Checks that the link controller can do every link reset of the run on every port the

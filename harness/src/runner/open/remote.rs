@@ -110,6 +110,7 @@ pub(super) fn open(plan: &RunPlan, t: &SimTarget, drive: DualSim, run_dir: &Path
         sector,
         capacity,
         atomic: atomic.max(sector),
+        declared_reads: None,
         notes,
         _keep: Some(Box::new(servers)),
         saves: Some(std::sync::Arc::new(move || drive.persist())),
@@ -150,7 +151,18 @@ pub(super) fn open_real(plan: &RunPlan, expect: &Expectation, o: &RunnerOptions)
     let sector = f.sector_bytes();
     // The drive's Identify is the agent's host's to read: the scenario's unit, else a sector.
     let (atomic, _) = super::atomic_unit(plan.scenario.target.atomic_bytes, sector, None)?;
-    Ok(Devices { devs, cutter, identity: f.identity, sector, capacity: f.capacity_bytes, atomic, notes, _keep: None, saves: None })
+    Ok(Devices {
+        devs,
+        cutter,
+        identity: f.identity,
+        sector,
+        capacity: f.capacity_bytes,
+        atomic,
+        notes,
+        _keep: None,
+        declared_reads: None,
+        saves: None,
+    })
 }
 
 /// How a port's host reaches it: the target its agent opens, and the export this machine

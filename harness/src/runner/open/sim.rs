@@ -77,5 +77,16 @@ pub(super) fn open(plan: &RunPlan, t: &SimTarget, run_dir: &Path, o: &RunnerOpti
     let identity = drive.identity();
     let atomic = drive.port(0).geometry().physical_block_bytes as u64;
     let (sector, capacity) = (t.sector_bytes as u64, t.capacity_bytes);
-    Ok(Devices { devs, cutter, identity, sector, capacity, atomic: atomic.max(sector), notes: Vec::new(), _keep: keep, saves: None })
+    Ok(Devices {
+        devs,
+        cutter,
+        identity,
+        sector,
+        capacity,
+        atomic: atomic.max(sector),
+        declared_reads: None,
+        notes: Vec::new(),
+        _keep: keep,
+        saves: None,
+    })
 }
