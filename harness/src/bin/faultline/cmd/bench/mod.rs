@@ -2,13 +2,15 @@
 //! with ratios. Not a test: figures for humans.
 //!
 //! Workloads (docs/DOMAIN.md section 7): 4 KiB random write at QD32, 128 KiB sequential write at
-//! QD32, 4 KiB random read with verification (QD1: one read in flight at a time; faultline
-//! verifies a list of random blocks, starting the next block's read before it checks the
-//! one just read, as a cycle's sampled verification does; fio checks a block before it reads
-//! the next), full-span sequential verify (QD1; fio reads 1 MiB and verifies it before it
-//! reads the next, faultline reads its verifier's chunks, 4 MiB, and starts the next read
-//! before it checks the current one)
-//! against fio's sequential read. fio runs with `--verify=crc32c` (its fastest checksum) and without verification.
+//! QD32, 4 KiB random write at QD32 of which a tenth of the operations trim (deallocate) their
+//! extent instead (`trim.rs`: faultline's seeded `OpMix`, fio's randwrite and randtrim jobs
+//! weighted 9:1 in one flow group; n/a with a note where a side cannot trim the target, as fio
+//! cannot a regular file), 4 KiB random read with verification (QD1: one read in flight at a
+//! time; faultline verifies a list of random blocks, starting the next block's read before it
+//! checks the one just read, as a cycle's sampled verification does; fio checks a block before
+//! it reads the next), full-span sequential verify (QD1; fio reads 1 MiB and verifies it before
+//! it reads the next, faultline reads its verifier's chunks, 4 MiB, and starts the next read
+//! before it checks the current one) against fio's sequential read. fio runs with `--verify=crc32c` (its fastest checksum) and without verification.
 //! faultline runs in this process (so its CPU time and peak memory are measured exactly);
 //! fio runs as a child (CPU from the children's times in /proc/self/stat).
 //!
@@ -27,10 +29,12 @@ use faultline::rng::WyRand;
 use faultline::verify::Verifier;
 use faultline::workload::{FlushPolicy, Layout, Pattern, WorkloadSpec};
 use faultline::writer::{prefill, run_cycle, CycleOptions};
-use faultline_drivers::{open_target, BlockTarget, OpenSpec};
+use faultline_drivers::{open_target, BlockTarget, OpenSpec, Opened};
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
+
+mod trim;
 
 #[derive(clap::Parser)]
 pub struct BenchArgs {
@@ -56,7 +60,7 @@ pub struct BenchArgs {
     /// Run only this side (for profiling one side alone; ratios then show n/a).
     #[arg(long, value_enum)]
     only_side: Option<Side>,
-    /// Run only these workloads, comma-separated (default: all four).
+    /// Run only these workloads, comma-separated (default: all five).
     #[arg(long, value_enum, value_delimiter = ',')]
     workloads: Vec<Workload>,
 }
@@ -73,7 +77,19 @@ pub enum Workload {
     Seqwrite,
     Randread,
     Fullspan,
+    /// 4 KiB random writes at QD32, a tenth of them trims.
+    Trimwrite,
 }
+
+/// The workloads in the order of the printed table: the value that selects one, its row's
+/// name, and whether its row shows IOPS.
+const ROWS: [(Workload, &str, bool); 5] = [
+    (Workload::Randwrite, "4k randwrite qd32", true),
+    (Workload::Seqwrite, "128k seqwrite qd32", false),
+    (Workload::Randread, "4k randread+verify qd1", true),
+    (Workload::Fullspan, "full-span seq verify", false),
+    (Workload::Trimwrite, trim::ROW, true),
+];
 
 /// One measured run.
 #[derive(Clone, Copy, Default)]
@@ -140,11 +156,25 @@ struct Ctx<'a> {
     runs: u32,
     /// How the last faultline run's target waited for completions (`BlockTarget::wait_mode`).
     wait: Option<String>,
+    /// The target is a block device (fio trims nothing else).
+    block_device: bool,
+    /// Why the target cannot deallocate, if it cannot (`trim::no_deallocate`).
+    no_deallocate: Option<String>,
+    /// Why a figure is n/a, one line each, printed under the table.
+    notes: Vec<String>,
 }
 
-fn open(a: &BenchArgs, writable: bool, qd: usize) -> Result<Box<dyn BlockTarget>> {
+impl Ctx<'_> {
+    fn note(&mut self, line: String) {
+        if !self.notes.contains(&line) {
+            self.notes.push(line);
+        }
+    }
+}
+
+fn open(a: &BenchArgs, writable: bool, qd: usize) -> Result<Opened> {
     let spec = OpenSpec { writable, queue_depth: qd, allow_overwrite_signature: a.allow_overwrite_signature, ..Default::default() };
-    Ok(open_target(&a.target, &spec)?.target)
+    Ok(open_target(&a.target, &spec)?)
 }
 
 fn spec(seed: u64, capacity: u64, bs: u64, pattern: Pattern, qd: u32) -> WorkloadSpec {
@@ -168,7 +198,13 @@ fn new_run(c: &mut Ctx, t: &dyn BlockTarget, w: WorkloadSpec) -> Result<(LedgerW
     c.runs += 1;
     let dir = c.scratch.join(format!("run{}", c.runs));
     let run_id = 0xbe_0000 + c.runs as u64;
-    let facts = TargetFacts { identity: t.identity(), capacity: c.capacity, sector_bytes: 512, atomic_bytes: 512, dealloc_reads: t.zeroing().dealloc_reads.into() };
+    let facts = TargetFacts {
+        identity: t.identity(),
+        capacity: c.capacity,
+        sector_bytes: 512,
+        atomic_bytes: 512,
+        dealloc_reads: t.zeroing().dealloc_reads.into(),
+    };
     let header = RunHeader::new(run_id, String::new(), facts, Contract::Plp, faultline::port::PortEntry::single(), w.clone());
     std::fs::create_dir_all(&dir)?;
     let ledger = LedgerWriter::create(&dir, header)?;
@@ -177,9 +213,14 @@ fn new_run(c: &mut Ctx, t: &dyn BlockTarget, w: WorkloadSpec) -> Result<(LedgerW
 
 fn fl_write(c: &mut Ctx, bs: u64, pattern: Pattern) -> Result<Fig> {
     settle(c)?;
-    let qd = 32;
-    let mut t = open(c.a, true, qd)?;
-    let (mut ledger, layout, format) = new_run(c, t.as_ref(), spec(c.runs as u64 + 1, c.capacity, bs, pattern, qd as u32))?;
+    let mut t = open(c.a, true, 32)?.target;
+    let w = spec(c.runs as u64 + 1, c.capacity, bs, pattern, 32);
+    fl_cycle(c, t.as_mut(), w)
+}
+
+/// One timed cycle of `w` on `t`, a fresh run.
+fn fl_cycle(c: &mut Ctx, t: &mut dyn BlockTarget, w: WorkloadSpec) -> Result<Fig> {
+    let (mut ledger, layout, format) = new_run(c, t, w)?;
     let opts = CycleOptions {
         cycle: 1,
         first_id: 1,
@@ -197,7 +238,7 @@ fn fl_write(c: &mut Ctx, bs: u64, pattern: Pattern) -> Result<Fig> {
         before_end: None,
     };
     let cpu0 = cpu_times().0;
-    let out = run_cycle(t.as_mut(), &layout, &format, &mut ledger, Contract::Plp, &opts, &mut || Ok(()))?;
+    let out = run_cycle(t, &layout, &format, &mut ledger, Contract::Plp, &opts, &mut || Ok(()))?;
     let cpu = cpu_times().0 - cpu0;
     c.wait = t.wait_mode();
     ledger.close()?;
@@ -209,7 +250,7 @@ fn fl_write(c: &mut Ctx, bs: u64, pattern: Pattern) -> Result<Fig> {
 
 /// Prefills the target with a faultline run and returns the pieces to verify it.
 fn fl_prepare(c: &mut Ctx) -> Result<(Box<dyn BlockTarget>, LedgerWriter, Layout, Format)> {
-    let mut t = open(c.a, true, 32)?;
+    let mut t = open(c.a, true, 32)?.target;
     let (mut ledger, layout, format) = new_run(c, t.as_ref(), spec(77, c.capacity, 4096, Pattern::Random {}, 32))?;
     prefill(t.as_mut(), &layout, &format, faultline::port::PortId::A, &mut ledger)?;
     Ok((t, ledger, layout, format))
@@ -260,10 +301,10 @@ fn settle(c: &Ctx) -> Result<()> {
     f.sync_all().with_context(|| format!("cannot sync {}", c.a.target.display()))
 }
 
-fn fio(c: &Ctx, name: &str, extra: &[String], time_based: bool) -> Result<Fig> {
-    settle(c)?;
-    let mut cmd = Command::new(&c.a.fio);
-    cmd.args([
+/// One fio job's options on the target (fio takes the options after a `--name=` as that
+/// job's own, so a second job repeats them).
+fn fio_job(c: &Ctx, name: &str, time_based: bool) -> Vec<String> {
+    let mut v = vec![
         format!("--name={name}"),
         format!("--filename={}", c.a.target.display()),
         format!("--size={}", c.capacity / (1 << 20) * (1 << 20)),
@@ -272,13 +313,24 @@ fn fio(c: &Ctx, name: &str, extra: &[String], time_based: bool) -> Result<Fig> {
         // directory, which is the bench's scratch directory below, never the user's.
         "--verify_state_save=0".into(),
         format!("--direct={}", u8::from(c.direct)),
-        "--output-format=json".into(),
         "--group_reporting".into(),
-    ]);
+    ];
     if time_based {
-        cmd.args([format!("--runtime={}", c.a.seconds), "--time_based".into()]);
+        v.extend([format!("--runtime={}", c.a.seconds), "--time_based".into()]);
     }
-    cmd.args(extra);
+    v
+}
+
+fn fio(c: &Ctx, name: &str, extra: &[String], time_based: bool) -> Result<Fig> {
+    fio_run(c, name, &[fio_job(c, name, time_based), extra.to_vec()].concat())
+}
+
+/// Runs fio with `jobs` (each job's options, all in one reporting group) and sums what the
+/// group read, wrote and trimmed.
+fn fio_run(c: &Ctx, name: &str, jobs: &[String]) -> Result<Fig> {
+    settle(c)?;
+    let mut cmd = Command::new(&c.a.fio);
+    cmd.arg("--output-format=json").args(jobs);
     cmd.current_dir(&c.scratch);
     let cpu0 = cpu_times().1;
     let out = cmd.output().with_context(|| format!("cannot run {} (apt-get install fio)", c.a.fio))?;
@@ -295,7 +347,7 @@ fn fio(c: &Ctx, name: &str, extra: &[String], time_based: bool) -> Result<Fig> {
         bail!("fio {name}: error {errors}");
     }
     let mut fig = Fig { cpu_s: cpu, ..Default::default() };
-    for dir in ["read", "write"] {
+    for dir in ["read", "write", "trim"] {
         let d = &job[dir];
         fig.bytes += d["io_bytes"].as_f64().unwrap_or(0.0);
         fig.ops += d["total_ios"].as_f64().unwrap_or(0.0);
@@ -316,20 +368,18 @@ pub fn cmd_bench(mut a: BenchArgs) -> Result<Exit> {
     }
     // fio runs in the scratch directory: a relative target must still name the same file.
     a.target = std::fs::canonicalize(&a.target).with_context(|| format!("cannot resolve {}", a.target.display()))?;
-    let probe = open_target(
-        &a.target,
-        &OpenSpec { writable: true, queue_depth: 32, allow_overwrite_signature: a.allow_overwrite_signature, ..Default::default() },
-    )?;
+    let probe = open(&a, true, 32)?;
     for n in &probe.notes {
         eprintln!("faultline: note: {n}");
     }
     let capacity = probe.target.geometry().capacity_bytes;
-    let direct = probe.direct;
-    let engine = probe.engine;
+    let (direct, engine, block_device) = (probe.direct, probe.engine, probe.block_device);
+    let no_deallocate = trim::no_deallocate(&probe, &a.target);
     drop(probe);
     let scratch = std::env::temp_dir().join(format!("faultline-bench-{}", std::process::id()));
     std::fs::create_dir_all(&scratch)?;
-    let mut c = Ctx { a: &a, capacity, direct, scratch: scratch.clone(), runs: 0, wait: None };
+    let mut c =
+        Ctx { a: &a, capacity, direct, scratch: scratch.clone(), runs: 0, wait: None, block_device, no_deallocate, notes: Vec::new() };
     println!(
         "bench on {} ({} MiB, {} engine, {}), {} s per run, {} rounds, alternating faultline and fio",
         a.target.display(),
@@ -342,73 +392,19 @@ pub fn cmd_bench(mut a: BenchArgs) -> Result<Exit> {
     if cfg!(debug_assertions) {
         println!("note: this faultline is a debug build: its figures are not a release build's (cargo build --release)");
     }
-    let crc = s(&["--verify=crc32c", "--do_verify=0"]);
-    let w4 = s(&["--rw=randwrite", "--bs=4k", "--iodepth=32", "--randrepeat=0"]);
-    let w128 = s(&["--rw=write", "--bs=128k", "--iodepth=32"]);
-    let cat = |a: &[String], b: &[String]| [a, b].concat();
-    // name -> [faultline, fio crc32c, fio plain]
-    let names = ["4k randwrite qd32", "128k seqwrite qd32", "4k randread+verify qd1", "full-span seq verify"];
-    let mut figs: Vec<[Runs; 3]> = vec![Default::default(); names.len()];
-    let mut waits: Vec<Option<String>> = vec![None; names.len()];
+    // Per row of ROWS: [faultline, fio crc32c, fio plain].
+    let mut figs: Vec<[Runs; 3]> = vec![Default::default(); ROWS.len()];
+    let mut waits: Vec<Option<String>> = vec![None; ROWS.len()];
     for round in 0..a.rounds {
-        let order_fl_first = round % 2 == 0;
-        let (want_fl, want_fio) = (a.only_side != Some(Side::Fio), a.only_side != Some(Side::Faultline));
-        let wants = |w: Workload| a.workloads.is_empty() || a.workloads.contains(&w);
-        let mut step = |i: usize,
-                        fl: &mut dyn FnMut(&mut Ctx) -> Result<Fig>,
-                        fio_crc: &mut dyn FnMut(&Ctx) -> Result<Fig>,
-                        fio_plain: &mut dyn FnMut(&Ctx) -> Result<Fig>,
-                        c: &mut Ctx|
-         -> Result<()> {
-            if !wants([Workload::Randwrite, Workload::Seqwrite][i]) {
-                return Ok(());
-            }
-            let mut fl = |c: &mut Ctx| -> Result<Fig> {
-                let f = fl(c)?;
-                eprintln!("faultline bench: {} round {}: waits: {}", names[i], round + 1, c.wait.as_deref().unwrap_or("n/a"));
-                waits[i] = c.wait.take();
-                Ok(f)
-            };
-            if !want_fl || !want_fio {
-                if want_fl {
-                    figs[i][0].add(fl(c)?);
-                } else {
-                    figs[i][1].add(fio_crc(c)?);
-                    figs[i][2].add(fio_plain(c)?);
-                }
-            } else if order_fl_first {
-                figs[i][0].add(fl(c)?);
-                figs[i][1].add(fio_crc(c)?);
-                figs[i][2].add(fio_plain(c)?);
-            } else {
-                figs[i][1].add(fio_crc(c)?);
-                figs[i][2].add(fio_plain(c)?);
-                figs[i][0].add(fl(c)?);
-            }
-            Ok(())
-        };
-        step(
-            0,
-            &mut |c| fl_write(c, 4096, Pattern::Random {}),
-            &mut |c| fio(c, "w4crc", &cat(&w4, &crc), true),
-            &mut |c| fio(c, "w4", &w4, true),
-            &mut c,
-        )?;
-        step(
-            1,
-            &mut |c| fl_write(c, 131072, Pattern::Sequential {}),
-            &mut |c| fio(c, "w128crc", &cat(&w128, &crc), true),
-            &mut |c| fio(c, "w128", &w128, true),
-            &mut c,
-        )?;
-        if wants(Workload::Randread) || wants(Workload::Fullspan) {
-            read_round(&mut c, &mut figs, &mut waits, (want_fl, want_fio), (wants(Workload::Randread), wants(Workload::Fullspan)))?;
-        }
+        run_round(&mut c, round, &mut figs, &mut waits)?;
         eprintln!("faultline bench: round {} of {} done", round + 1, a.rounds);
     }
     let _ = std::fs::remove_dir_all(&scratch);
-    print_table(&names, &figs);
-    for (n, w) in names.iter().zip(&waits) {
+    print_table(&figs);
+    for n in &c.notes {
+        println!("note: {n}");
+    }
+    for ((_, n, _), w) in ROWS.iter().zip(&waits) {
         if let Some(w) = w {
             println!("faultline waits, {n} (last round): {w}");
         }
@@ -419,6 +415,63 @@ pub fn cmd_bench(mut a: BenchArgs) -> Result<Exit> {
         status_kib("VmRSS:") / 1024
     );
     Ok(Exit::Clean)
+}
+
+/// One round of the selected workloads, faultline and fio alternating (faultline first in an
+/// even round).
+fn run_round(c: &mut Ctx, round: u32, figs: &mut [[Runs; 3]], waits: &mut [Option<String>]) -> Result<()> {
+    let a = c.a;
+    let order_fl_first = round.is_multiple_of(2);
+    let (want_fl, want_fio) = (a.only_side != Some(Side::Fio), a.only_side != Some(Side::Faultline));
+    let wants = |w: Workload| a.workloads.is_empty() || a.workloads.contains(&w);
+    let crc = s(&["--verify=crc32c", "--do_verify=0"]);
+    let w4 = s(&["--rw=randwrite", "--bs=4k", "--iodepth=32", "--randrepeat=0"]);
+    let w128 = s(&["--rw=write", "--bs=128k", "--iodepth=32"]);
+    let cat = |a: &[String], b: &[String]| [a, b].concat();
+    type RunFn<'r> = &'r mut dyn FnMut(&mut Ctx) -> Result<Fig>;
+    let mut step = |i: usize, fl: RunFn, fio_crc: RunFn, fio_plain: RunFn, c: &mut Ctx| -> Result<()> {
+        let (w, name, _) = ROWS[i];
+        if !wants(w) {
+            return Ok(());
+        }
+        let mut fl = |c: &mut Ctx| -> Result<Fig> {
+            let f = fl(c)?;
+            eprintln!("faultline bench: {name} round {}: waits: {}", round + 1, c.wait.as_deref().unwrap_or("n/a"));
+            waits[i] = c.wait.take();
+            Ok(f)
+        };
+        let fig = &mut figs[i];
+        if want_fl && (!want_fio || order_fl_first) {
+            fig[0].add(fl(c)?);
+        }
+        if want_fio {
+            fig[1].add(fio_crc(c)?);
+            fig[2].add(fio_plain(c)?);
+        }
+        if want_fl && want_fio && !order_fl_first {
+            fig[0].add(fl(c)?);
+        }
+        Ok(())
+    };
+    step(
+        0,
+        &mut |c| fl_write(c, 4096, Pattern::Random {}),
+        &mut |c| fio(c, "w4crc", &cat(&w4, &crc), true),
+        &mut |c| fio(c, "w4", &w4, true),
+        c,
+    )?;
+    step(
+        1,
+        &mut |c| fl_write(c, 131072, Pattern::Sequential {}),
+        &mut |c| fio(c, "w128crc", &cat(&w128, &crc), true),
+        &mut |c| fio(c, "w128", &w128, true),
+        c,
+    )?;
+    step(4, &mut trim::fl_trimwrite, &mut |c| trim::fio_trimwrite(c, true), &mut |c| trim::fio_trimwrite(c, false), c)?;
+    if wants(Workload::Randread) || wants(Workload::Fullspan) {
+        read_round(c, figs, waits, (want_fl, want_fio), (wants(Workload::Randread), wants(Workload::Fullspan)))?;
+    }
+    Ok(())
 }
 
 /// The read workloads of one round: each side prepares its own data (untimed), then reads
@@ -458,9 +511,9 @@ fn read_round(
 
 /// One row per workload: each side's median figures over the rounds, faultline's ratio of
 /// medians to fio's, and the median CPU per GB.
-fn print_table(names: &[&str], figs: &[[Runs; 3]]) {
+fn print_table(figs: &[[Runs; 3]]) {
     println!(
-        "{:<24} {:>22} {:>22} {:>22} {:>9} {:>9}   cpu s/GB (fl / fio-crc / fio), medians of {} rounds",
+        "{:<28} {:>22} {:>22} {:>22} {:>9} {:>9}   cpu s/GB (fl / fio-crc / fio), medians of {} rounds",
         "workload",
         "faultline",
         "fio crc32c",
@@ -469,10 +522,9 @@ fn print_table(names: &[&str], figs: &[[Runs; 3]]) {
         "fl/plain",
         figs.iter().map(|r| r[0].0.len().max(r[2].0.len())).max().unwrap_or(0)
     );
-    for (i, n) in names.iter().enumerate() {
-        let [f, fc, fp] = &figs[i];
+    for (&(_, n, iops_row), [f, fc, fp]) in ROWS.iter().zip(figs) {
         let cell = |x: &Runs| match (x.median_of(Fig::iops), x.median_of(Fig::mbps)) {
-            (Some(iops), Some(mbps)) if i == 0 || i == 2 => format!("{iops:.0} IOPS {mbps:.0} MB/s"),
+            (Some(iops), Some(mbps)) if iops_row => format!("{iops:.0} IOPS {mbps:.0} MB/s"),
             (_, Some(mbps)) => format!("{mbps:.0} MB/s"),
             _ => "n/a".to_string(),
         };
@@ -482,7 +534,7 @@ fn print_table(names: &[&str], figs: &[[Runs; 3]]) {
         };
         let cpg = |x: &Runs| x.median_of(Fig::cpu_per_gb).map_or("n/a".to_string(), |c| format!("{c:.2}"));
         println!(
-            "{n:<24} {:>22} {:>22} {:>22} {:>9} {:>9}   {} / {} / {}",
+            "{n:<28} {:>22} {:>22} {:>22} {:>9} {:>9}   {} / {} / {}",
             cell(f),
             cell(fc),
             cell(fp),
