@@ -1500,3 +1500,28 @@ fn two_guests_share_one_drive_each_loses_its_power_or_resets_its_controller_in_t
         }
     }
 }
+
+/// Deallocates and Write Zeroes through the real NVMe driver to the simulated drive, whose
+/// `loses_deallocate` model undoes the latest durable deallocate at each cut: the guest finds
+/// every resurrected sector the drive's ground truth holds, and nothing the truth does not
+/// (the writes and Write Zeroes around them included).
+#[test]
+fn deallocates_through_the_nvme_driver_find_exactly_a_drive_that_loses_them() {
+    let test = "deallocates_through_the_nvme_driver_find_exactly_a_drive_that_loses_them";
+    let Some(_boot) = lab(test) else { return };
+    let dir = scratch(test);
+    let (o, run_dir, rec, ctx) = power_run(&dir, "lab-trim-power-cut.toml", "loses-deallocate", "off");
+    assert_eq!(o.status.code(), Some(1), "{ctx}");
+    assert_power_cycles(&run_dir, &rec, 3, &ctx);
+    let traffic = text(&o);
+    let count = |what: &str| traffic.split(&format!(" {what},")).next().and_then(|t| t.rsplit(' ').next()).and_then(|n| n.parse::<u64>().ok());
+    assert!(count("trims").is_some_and(|n| n > 0) && count("write zeroes").is_some_and(|n| n > 0), "{ctx}");
+    let events = std::fs::read_to_string(run_dir.join("events.jsonl")).unwrap();
+    assert!(events.contains("deallocated sectors held to read zeros: the namespace's DLFEAT 0x01"), "{ctx}");
+    let injected = score(&rec, "resurrection", "injected");
+    assert!(injected > 0, "the model undoes a durable deallocate at every cut:\n{ctx}");
+    assert_eq!(score(&rec, "resurrection", "detected"), injected, "{ctx}");
+    for k in ["misclassified", "missed", "false_findings"] {
+        assert_eq!(score(&rec, "resurrection", k), 0, "{k}\n{ctx}");
+    }
+}

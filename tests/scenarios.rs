@@ -23,7 +23,7 @@ fn load(name: &str) -> Scenario {
     Scenario::load(&dir().join(name)).unwrap_or_else(|e| panic!("{e}"))
 }
 
-const SHIPPED: [&str; 41] = [
+const SHIPPED: [&str; 42] = [
     "reference.toml",
     "demo.toml",
     "dualport-demo.toml",
@@ -41,6 +41,7 @@ const SHIPPED: [&str; 41] = [
     "lab-power-shapes.toml",
     "lab-power-cut-flush.toml",
     "lab-plp-1.toml",
+    "lab-trim-power-cut.toml",
     "lab-power-cut-fua.toml",
     "lab-power-cut-numato.toml",
     "lab-power-cut-lcus.toml",

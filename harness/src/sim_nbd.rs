@@ -88,3 +88,72 @@ pub fn serve(drive: impl NbdBackend, export: Export, at: Listen<'_>, log: Option
     };
     Ok(Served { server, bound, export: name })
 }
+
+/// Names each trim or write zeroes reaching a drive with the id the run's workload gave it:
+/// the first id (from a little behind the newest named, as the queue reorders) whose
+/// operation has that extent and kind. A request the workload has no such id for (split or
+/// merged on the way) is left to the server's own counter (`faultline_fixtures::nbd`).
+pub fn workload_namer(layout: crate::workload::Layout) -> faultline_fixtures::nbd::ZeroNamer {
+    let named = std::sync::Mutex::new(Named::default());
+    Box::new(move |offset, len, kind| {
+        let mut n = named.lock().unwrap_or_else(|p| p.into_inner());
+        let from = n.newest.saturating_sub(REORDER).max(1);
+        let id = (from..from + SEARCH).find(|&id| {
+            let w = layout.plan(id);
+            w.offset == offset && w.len == len && w.zeroing() == Some(kind) && !n.recent.contains(&id)
+        })?;
+        n.newest = n.newest.max(id);
+        n.recent.insert(id);
+        let floor = n.newest.saturating_sub(REORDER);
+        n.recent.retain(|&r| r >= floor);
+        Some(id)
+    })
+}
+
+/// Ids named lately: the newest, and those within [`REORDER`] of it.
+#[derive(Default)]
+struct Named {
+    newest: u64,
+    recent: std::collections::BTreeSet<u64>,
+}
+
+/// How far behind the newest named id a request may still be (a queue of 4096 at most).
+const REORDER: u64 = 4096;
+/// How many ids a request is looked for among.
+const SEARCH: u64 = 1 << 16;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::{FlushPolicy, Layout, OpMix, Pattern, WorkloadSpec, Zeroing};
+
+    #[test]
+    fn trims_and_write_zeroes_are_named_with_the_workload_ids_in_any_order_nearby() {
+        let spec = WorkloadSpec {
+            seed: 5,
+            pattern: Pattern::Random {},
+            span_start: 0,
+            span_end: 8 << 20,
+            min_write_bytes: 4096,
+            max_write_bytes: 65536,
+            mean_write_bytes: 16384,
+            align_bytes: 4096,
+            queue_depth: 32,
+            flush: FlushPolicy::default(),
+            ops: OpMix { deallocate_ppm: 100_000, write_zeroes_ppm: 100_000 },
+        };
+        let layout = Layout::new(spec, 512).unwrap();
+        let namer = workload_namer(layout.clone());
+        let mut zeroing: Vec<_> = (1..2000).map(|id| layout.plan(id)).filter(|w| w.zeroing().is_some()).collect();
+        // Swapped pairs: the queue completes them out of order.
+        for pair in zeroing.chunks_mut(2) {
+            pair.reverse();
+        }
+        for w in &zeroing {
+            assert_eq!(namer(w.offset, w.len, w.zeroing().unwrap()), Some(w.id), "{w:?}");
+        }
+        // A request the workload never made (merged with its neighbour) gets no id.
+        let w = zeroing[0];
+        assert_eq!(namer(w.offset, w.len + 4096 * 1000, Zeroing::Deallocate), None);
+    }
+}

@@ -34,7 +34,7 @@ pub fn command(lab: &Lab, socket: &Path, export: &str, console: &Path, cpus: u8)
     let export = format!(",export={}", export.replace(',', ",,"));
     c.args([
         "-drive",
-        &format!("driver=nbd,server.type=unix,server.path={}{export},if=none,id=d0,cache.writeback=on", qemu_escape(socket)),
+        &format!("driver=nbd,server.type=unix,server.path={}{export},if=none,id=d0,cache.writeback=on,discard=unmap", qemu_escape(socket)),
     ]);
     c.args(["-device", &format!("nvme,id=ctrl-a,serial={SERIAL},subsys=subsys0,bus=rp-a")]);
     c.args(["-device", "nvme-ns,drive=d0,nsid=1,shared=on"]);

@@ -126,12 +126,19 @@ pub enum Drive {
 }
 
 impl Drive {
+    /// `discard=unmap`: QEMU's default (`ignore`) drops the guest's deallocates before the
+    /// drive while its namespace still declares that a deallocated block reads zeros
+    /// (DLFEAT 001b, hw/nvme/ns.c); with `unmap` they reach the drive (a hole punched in a file,
+    /// an NBD trim), as on hardware (docs/LAB.md).
     fn qemu_arg(&self) -> String {
         match self {
-            Drive::File(p) => format!("file={},format=raw,if=none,id=d0", qemu_escape(p)),
+            Drive::File(p) => format!("file={},format=raw,if=none,id=d0,discard=unmap", qemu_escape(p)),
             Drive::Nbd(s, export) => {
                 let export = export.as_ref().map(|e| format!(",export={}", e.replace(',', ",,"))).unwrap_or_default();
-                format!("driver=nbd,server.type=unix,server.path={}{export},if=none,id=d0,cache.writeback=on", qemu_escape(s))
+                format!(
+                    "driver=nbd,server.type=unix,server.path={}{export},if=none,id=d0,cache.writeback=on,discard=unmap",
+                    qemu_escape(s)
+                )
             }
         }
     }

@@ -89,16 +89,18 @@ pub struct MachineOpts {
 }
 
 /// What the scenario says of the simulated drive: its contract, atomic unit, seed.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct SimFromScenario {
     pub contract: TruthContract,
     pub atomic: u32,
     pub seed: u64,
+    /// The guest's workload, where it deallocates or writes zeroes (see `lab::sim::DriveSpec`).
+    pub workload: Option<crate::workload::WorkloadSpec>,
 }
 
 impl Default for SimFromScenario {
     fn default() -> Self {
-        SimFromScenario { contract: TruthContract::Plp, atomic: 512, seed: 1 }
+        SimFromScenario { contract: TruthContract::Plp, atomic: 512, seed: 1, workload: None }
     }
 }
 
@@ -155,8 +157,9 @@ pub fn prepare(m: &MachineOpts, from: SimFromScenario) -> Result<Prepared> {
         tempfile::Builder::new().prefix("faultline-lab-").tempdir().doing(|| "cannot make a directory for the lab's sockets".into())?;
     let sim = match &m.drive {
         DriveChoice::Sim { model, service } => {
-            let SimFromScenario { contract, atomic, seed } = from;
-            let spec = DriveSpec { contract, capacity: m.size_mib << 20, atomic, seed, service: *service };
+            let SimFromScenario { contract, atomic, seed, workload } = from;
+            let workload = workload.and_then(|w| crate::workload::Layout::new(w, sim::SECTOR as u64).ok());
+            let spec = DriveSpec { contract, capacity: m.size_mib << 20, atomic, seed, service: *service, workload };
             Some(SimLab::start(&lab_dir, &socks.path().join("drive.sock"), *model, spec, m.usb)?)
         }
         _ => None,

@@ -63,7 +63,7 @@ pub enum SimError {
 type Result<T, E = SimError> = std::result::Result<T, E>;
 
 /// The drive's sector (the guest's namespace gets 512-byte logical blocks).
-const SECTOR: u32 = 512;
+pub(crate) const SECTOR: u32 = 512;
 
 /// How long a rig call may take (two hot-unplugs under TCG take about a second).
 const CALL_TIMEOUT: Duration = Duration::from_secs(90);
@@ -80,6 +80,10 @@ pub struct DriveSpec {
     pub seed: u64,
     /// One completion per this while operations are in flight.
     pub service: Duration,
+    /// The guest's workload, where it deallocates or writes zeroes: the drive names each trim
+    /// and write zeroes with its id ([`sim_nbd::workload_namer`]), so that its ground truth
+    /// orders them with the writes.
+    pub workload: Option<crate::workload::Layout>,
 }
 
 /// A USB board's emulator (`--usb`).
@@ -122,7 +126,7 @@ impl SimLab {
     /// Starts the drive (`model`, as `drive` says) on the unix socket `sock` (its logs in
     /// `lab_dir`), and its Quarch module on a new pty.
     pub fn start(lab_dir: &Path, sock: &Path, model: NamedModel, drive: DriveSpec, usb: Option<Board>) -> Result<SimLab> {
-        let DriveSpec { contract, capacity, atomic, seed, service } = drive;
+        let DriveSpec { contract, capacity, atomic, seed, service, workload } = drive;
         refuse_dual(model)?;
         let sim_model = model.sim_model();
         let cfg = SimConfig {
@@ -133,7 +137,9 @@ impl SimLab {
             seed,
             model: sim_model.fault_model(),
             contract,
-            dealloc_reads: Default::default(),
+            // What QEMU's namespace declares (DLFEAT 001b, hw/nvme/ns.c), which its DSM keeps
+            // only where the drive below reads zeros after a trim (docs/LAB.md).
+            dealloc_reads: faultline_drivers::DeallocReads::Zeros,
         };
         let drive = SimDrive::new(cfg);
         let export = Export {
@@ -148,6 +154,9 @@ impl SimLab {
         });
         let served = sim_nbd::serve(drive.clone(), export, Listen::Unix(sock), Some(log))
             .doing(|| format!("cannot listen on {}", sock.display()))?;
+        if let Some(layout) = workload {
+            served.server.name_zeroes(sim_nbd::workload_namer(layout));
+        }
         let (tx, rx) = mpsc::channel();
         let rig_path = lab_dir.join("rig.log");
         let rig_log = std::fs::File::create(&rig_path).doing(|| format!("cannot create {}", rig_path.display()))?;
@@ -164,8 +173,8 @@ impl SimLab {
     pub fn traffic(&self) -> String {
         let st = self.served.server.stats();
         format!(
-            "lab: the drive received {} writes ({} with FUA, {} zero-writes), {} flushes, {} reads; {} answered with an error (power off)",
-            st.writes, st.fua_writes, st.write_zeroes, st.flushes, st.reads, st.drive_errors
+            "lab: the drive received {} writes ({} with FUA), {} write zeroes, {} trims, {} flushes, {} reads; {} answered with an error (power off)",
+            st.writes, st.fua_writes, st.write_zeroes, st.trims, st.flushes, st.reads, st.drive_errors
         )
     }
 

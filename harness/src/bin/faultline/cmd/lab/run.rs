@@ -53,7 +53,16 @@ pub(super) fn cmd_run(mut a: RunArgs) -> Result<Exit> {
         faultline::ledger::Contract::Flush => TruthContract::Flush,
     };
     let name = a.scenario.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-    let from = SimFromScenario { contract, atomic: s.target.atomic_bytes.unwrap_or(512), seed: s.seed.unwrap_or(1) };
+    let seed = s.seed.unwrap_or(1);
+    // A workload that deallocates or writes zeroes: the drive names those by the workload's
+    // ids, so the guest runs it with the drive's seed (pinned into the share's copy).
+    let zeroes = !s.workload.ops.mix().unwrap_or_default().writes_only() && a.m.sim.is_some();
+    let mut given = given;
+    if zeroes && given.seed.is_none() {
+        given.seed = Some(seed);
+    }
+    let workload = zeroes.then(|| s.workload_spec(a.m.size_mib << 20, seed));
+    let from = SimFromScenario { contract, atomic: s.target.atomic_bytes.unwrap_or(512), seed, workload };
     let (opts, mut p) = prepare(&a.m, &name, from)?;
     // The scenario as given, overrides applied: the guest puts the lab's drive in [target].
     let text = format!("# {} (the lab's copy)\n{}", origin_with(&a.scenario.display().to_string(), &sets), given.to_toml()?);
