@@ -324,7 +324,13 @@ fn port_run(d: &Path, name: &str, facts: &faultline::run::DeviceFacts, span: (u6
         ops: Default::default(),
     };
     let header = || {
-        let t = TargetFacts { identity: facts.identity.clone(), capacity: facts.capacity_bytes, sector_bytes: 512, atomic_bytes: 4096, dealloc_reads: Default::default() };
+        let t = TargetFacts {
+            identity: facts.identity.clone(),
+            capacity: facts.capacity_bytes,
+            sector_bytes: 512,
+            atomic_bytes: 4096,
+            dealloc_reads: Default::default(),
+        };
         RunHeader::new(seed ^ 0xA6E7, "2026-12-05T00:00:00Z".into(), t, Contract::Plp, faultline::port::PortEntry::single(), spec)
     };
     let run = faultline::run::open_run(&dir, facts, header).unwrap();

@@ -1514,7 +1514,8 @@ fn deallocates_through_the_nvme_driver_find_exactly_a_drive_that_loses_them() {
     assert_eq!(o.status.code(), Some(1), "{ctx}");
     assert_power_cycles(&run_dir, &rec, 3, &ctx);
     let traffic = text(&o);
-    let count = |what: &str| traffic.split(&format!(" {what},")).next().and_then(|t| t.rsplit(' ').next()).and_then(|n| n.parse::<u64>().ok());
+    let count =
+        |what: &str| traffic.split(&format!(" {what},")).next().and_then(|t| t.rsplit(' ').next()).and_then(|n| n.parse::<u64>().ok());
     assert!(count("trims").is_some_and(|n| n > 0) && count("write zeroes").is_some_and(|n| n > 0), "{ctx}");
     let events = std::fs::read_to_string(run_dir.join("events.jsonl")).unwrap();
     assert!(events.contains("deallocated sectors held to read zeros: the namespace's DLFEAT 0x01"), "{ctx}");

@@ -576,9 +576,11 @@ fn deallocates_and_write_zeroes_under_cuts_verify_clean_and_each_zeroing_fault_i
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let ledger = String::from_utf8_lossy(&std::fs::read(rd.join("ledger.fl")).unwrap()).into_owned();
     assert!(ledger.contains("\"deallocate_ppm\":100000"), "the run's header records its mix");
-    for (model, class) in
-        [("loses_deallocate\", per_cut = 2 ", "resurrection"), ("deallocates_wrong_range\", shift_sectors = 8 ", "lost_write"), ("tears_write_zeroes\" ", "torn_write")]
-    {
+    for (model, class) in [
+        ("loses_deallocate\", per_cut = 2 ", "resurrection"),
+        ("deallocates_wrong_range\", shift_sectors = 8 ", "lost_write"),
+        ("tears_write_zeroes\" ", "torn_write"),
+    ] {
         let faulty = short.replace("honest_plp\" ", model);
         assert_ne!(faulty, short);
         let (o, rd) = run(&d, class, &faulty);

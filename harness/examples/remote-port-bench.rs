@@ -43,7 +43,13 @@ fn run(dir: &Path, facts: &DeviceFacts, span: u64) -> OpenRun {
         flush: FlushPolicy { every_writes: None, every_ms: None, fua_percent: 0 },
         ops: Default::default(),
     };
-    let t = TargetFacts { identity: facts.identity.clone(), capacity: facts.capacity_bytes, sector_bytes: 512, atomic_bytes: 4096, dealloc_reads: Default::default() };
+    let t = TargetFacts {
+        identity: facts.identity.clone(),
+        capacity: facts.capacity_bytes,
+        sector_bytes: 512,
+        atomic_bytes: 4096,
+        dealloc_reads: Default::default(),
+    };
     open_run(dir, facts, || RunHeader::new(1, "bench".into(), t, Contract::Plp, PortEntry::single(), spec)).expect("open the run")
 }
 

@@ -105,7 +105,13 @@ fn tagging_rows(write_bytes: usize) -> Vec<Row> {
     let mut dst = vec![0u8; write_bytes];
 
     // Peers over the same bytes (a tagged write, so the content is realistic).
-    fill_write(&Format::new(RUN_ID, 4096), &WritePlan { id: 1, offset: 0, len: write_bytes as u64, fua: false, op: Default::default() }, 1, 0, &mut src);
+    fill_write(
+        &Format::new(RUN_ID, 4096),
+        &WritePlan { id: 1, offset: 0, len: write_bytes as u64, fua: false, op: Default::default() },
+        1,
+        0,
+        &mut src,
+    );
     let blake3_secs = time(|| {
         black_box(blake3::hash(black_box(&src)));
     });
@@ -124,7 +130,8 @@ fn tagging_rows(write_bytes: usize) -> Vec<Row> {
         let mut buf = vec![0u8; write_bytes];
         let mut id = 1u64;
         let fill_secs = time(|| {
-            let w = WritePlan { id, offset: id % (1 << 30) * write_bytes as u64, len: write_bytes as u64, fua: false, op: Default::default() };
+            let w =
+                WritePlan { id, offset: id % (1 << 30) * write_bytes as u64, len: write_bytes as u64, fua: false, op: Default::default() };
             fill_write(&format, &w, 3, 0, black_box(&mut buf));
             black_box(&mut buf);
             id += 1;
@@ -138,7 +145,13 @@ fn tagging_rows(write_bytes: usize) -> Vec<Row> {
         });
 
         // Verify a tagged write sector by sector.
-        fill_write(&format, &WritePlan { id: 7, offset: 1 << 30, len: write_bytes as u64, fua: false, op: Default::default() }, 3, 0, &mut buf);
+        fill_write(
+            &format,
+            &WritePlan { id: 7, offset: 1 << 30, len: write_bytes as u64, fua: false, op: Default::default() },
+            3,
+            0,
+            &mut buf,
+        );
         let mut valid = 0u64;
         let decode_secs = time(|| {
             for s in black_box(&buf).chunks_exact(sector) {

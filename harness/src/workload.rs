@@ -183,57 +183,64 @@ pub struct Layout {
 
 const FEISTEL_ROUNDS: u64 = 6;
 
+/// The spec's fields each in range, for a target with `sector` byte sectors.
+fn check(s: &WorkloadSpec, sector: u64) -> Result<(), WorkloadError> {
+    let bad = |m: String| Err(WorkloadError::Invalid(m));
+    if let Some(why) = crate::format::bad_sector_size(sector) {
+        return bad(why);
+    }
+    if !s.align_bytes.is_power_of_two() || s.align_bytes < sector {
+        return bad(format!("align_bytes {} must be a power of two and at least the sector size {sector}", s.align_bytes));
+    }
+    for (name, v) in [
+        ("min_write_bytes", s.min_write_bytes),
+        ("max_write_bytes", s.max_write_bytes),
+        ("mean_write_bytes", s.mean_write_bytes),
+        ("span_start", s.span_start),
+        ("span_end", s.span_end),
+    ] {
+        if v % s.align_bytes != 0 {
+            return bad(format!("{name} {v} is not a multiple of align_bytes {}", s.align_bytes));
+        }
+    }
+    if s.min_write_bytes == 0 || s.min_write_bytes > s.max_write_bytes {
+        return bad(format!("write sizes need 0 < min_write_bytes ({}) <= max_write_bytes ({})", s.min_write_bytes, s.max_write_bytes));
+    }
+    if s.max_write_bytes > 16 << 20 {
+        return bad(format!("max_write_bytes {} is above the 16 MiB limit", s.max_write_bytes));
+    }
+    if s.mean_write_bytes < s.min_write_bytes || s.mean_write_bytes > s.max_write_bytes {
+        return bad(format!("mean_write_bytes {} must lie between min and max", s.mean_write_bytes));
+    }
+    if s.span_end <= s.span_start {
+        return bad(format!("span [{}, {}) is empty", s.span_start, s.span_end));
+    }
+    if s.queue_depth == 0 || s.queue_depth > 4096 {
+        return bad(format!("queue_depth {} must be between 1 and 4096", s.queue_depth));
+    }
+    if s.flush.fua_percent > 100 {
+        return bad(format!("fua_percent {} is above 100", s.flush.fua_percent));
+    }
+    if s.ops.deallocate_ppm as u64 + s.ops.write_zeroes_ppm as u64 > OpMix::WHOLE as u64 {
+        return bad(format!(
+            "ops: deallocate ({} ppm) and write_zeroes ({} ppm) add up past the whole ({} ppm)",
+            s.ops.deallocate_ppm,
+            s.ops.write_zeroes_ppm,
+            OpMix::WHOLE
+        ));
+    }
+    if s.flush.every_writes == Some(0) || s.flush.every_ms == Some(0) {
+        return bad("flush intervals must be positive".into());
+    }
+    Ok(())
+}
+
 impl Layout {
     /// Validates `spec` for a target with `sector` byte sectors.
     pub fn new(spec: WorkloadSpec, sector: u64) -> Result<Self, WorkloadError> {
-        let bad = |m: String| Err(WorkloadError::Invalid(m));
+        check(&spec, sector)?;
         let s = &spec;
-        if let Some(why) = crate::format::bad_sector_size(sector) {
-            return bad(why);
-        }
-        if !s.align_bytes.is_power_of_two() || s.align_bytes < sector {
-            return bad(format!("align_bytes {} must be a power of two and at least the sector size {sector}", s.align_bytes));
-        }
-        for (name, v) in [
-            ("min_write_bytes", s.min_write_bytes),
-            ("max_write_bytes", s.max_write_bytes),
-            ("mean_write_bytes", s.mean_write_bytes),
-            ("span_start", s.span_start),
-            ("span_end", s.span_end),
-        ] {
-            if v % s.align_bytes != 0 {
-                return bad(format!("{name} {v} is not a multiple of align_bytes {}", s.align_bytes));
-            }
-        }
-        if s.min_write_bytes == 0 || s.min_write_bytes > s.max_write_bytes {
-            return bad(format!("write sizes need 0 < min_write_bytes ({}) <= max_write_bytes ({})", s.min_write_bytes, s.max_write_bytes));
-        }
-        if s.max_write_bytes > 16 << 20 {
-            return bad(format!("max_write_bytes {} is above the 16 MiB limit", s.max_write_bytes));
-        }
-        if s.mean_write_bytes < s.min_write_bytes || s.mean_write_bytes > s.max_write_bytes {
-            return bad(format!("mean_write_bytes {} must lie between min and max", s.mean_write_bytes));
-        }
-        if s.span_end <= s.span_start {
-            return bad(format!("span [{}, {}) is empty", s.span_start, s.span_end));
-        }
-        if s.queue_depth == 0 || s.queue_depth > 4096 {
-            return bad(format!("queue_depth {} must be between 1 and 4096", s.queue_depth));
-        }
-        if s.flush.fua_percent > 100 {
-            return bad(format!("fua_percent {} is above 100", s.flush.fua_percent));
-        }
-        if s.ops.deallocate_ppm as u64 + s.ops.write_zeroes_ppm as u64 > OpMix::WHOLE as u64 {
-            return bad(format!(
-                "ops: deallocate ({} ppm) and write_zeroes ({} ppm) add up past the whole ({} ppm)",
-                s.ops.deallocate_ppm,
-                s.ops.write_zeroes_ppm,
-                OpMix::WHOLE
-            ));
-        }
-        if s.flush.every_writes == Some(0) || s.flush.every_ms == Some(0) {
-            return bad("flush intervals must be positive".into());
-        }
+        let bad = |m: String| Err(WorkloadError::Invalid(m));
         let unit = s.align_bytes;
         let chunk_units = s.max_write_bytes / unit;
         let min_units = s.min_write_bytes / unit;

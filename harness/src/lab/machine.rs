@@ -135,10 +135,7 @@ impl Drive {
             Drive::File(p) => format!("file={},format=raw,if=none,id=d0,discard=unmap", qemu_escape(p)),
             Drive::Nbd(s, export) => {
                 let export = export.as_ref().map(|e| format!(",export={}", e.replace(',', ",,"))).unwrap_or_default();
-                format!(
-                    "driver=nbd,server.type=unix,server.path={}{export},if=none,id=d0,cache.writeback=on,discard=unmap",
-                    qemu_escape(s)
-                )
+                format!("driver=nbd,server.type=unix,server.path={}{export},if=none,id=d0,cache.writeback=on,discard=unmap", qemu_escape(s))
             }
         }
     }

@@ -27,11 +27,13 @@
 //! say: per-cycle watermarks, the one `apply` that replay and the writer share), [`file`](mod@file)
 //! (the writer thread: group commit and sync).
 
+mod dealloc;
 pub mod file;
 pub mod frame;
 pub mod history;
 pub mod pins;
 
+pub use dealloc::DeallocRead;
 pub use file::LedgerWriter;
 pub use frame::FrameError;
 pub use frame::{parse_ledger, stream_ledger, ParsedLedger};
@@ -82,45 +84,6 @@ impl std::fmt::Display for Contract {
             Contract::Plp => "plp",
             Contract::Flush => "flush",
         })
-    }
-}
-
-/// What a deallocated sector must read, as the run holds the drive to it: the drive's own
-/// declaration (NVMe DLFEAT bits 2:0), else what its engine guarantees (a punched hole reads
-/// zeros), else nothing (docs/DOMAIN.md, "Deallocate and Write Zeroes").
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum DeallocRead {
-    Zeros,
-    Ones,
-    /// Zeros, all FFh, or the data last written there; never anything older.
-    #[default]
-    Unreported,
-}
-
-impl DeallocRead {
-    fn is_unreported(&self) -> bool {
-        *self == DeallocRead::Unreported
-    }
-}
-
-impl From<DeallocRead> for faultline_drivers::DeallocReads {
-    fn from(r: DeallocRead) -> Self {
-        match r {
-            DeallocRead::Zeros => faultline_drivers::DeallocReads::Zeros,
-            DeallocRead::Ones => faultline_drivers::DeallocReads::Ones,
-            DeallocRead::Unreported => faultline_drivers::DeallocReads::Unreported,
-        }
-    }
-}
-
-impl From<faultline_drivers::DeallocReads> for DeallocRead {
-    fn from(r: faultline_drivers::DeallocReads) -> Self {
-        match r {
-            faultline_drivers::DeallocReads::Zeros => DeallocRead::Zeros,
-            faultline_drivers::DeallocReads::Ones => DeallocRead::Ones,
-            faultline_drivers::DeallocReads::Unreported => DeallocRead::Unreported,
-        }
     }
 }
 

@@ -117,8 +117,14 @@ pub(crate) fn every_frame() -> Vec<Frame> {
         Op::Prefill { header: Box::new(header), port: PortId(0) },
         Op::ReadLoad { span: [0, 512], run_ms: 10 },
     ];
-    let target =
-        TargetInfo { identity: "i".into(), capacity_bytes: 1, logical_block_bytes: 512, physical_block_bytes: 512, engine: "e".into(), zeroing: Default::default() };
+    let target = TargetInfo {
+        identity: "i".into(),
+        capacity_bytes: 1,
+        logical_block_bytes: 512,
+        physical_block_bytes: 512,
+        engine: "e".into(),
+        zeroing: Default::default(),
+    };
     let mut summary = CycleSummary::of(CycleOutcome::default(), 1);
     summary.reset = Some(ResetReport { controller: "c".into(), took_ns: 1, error: Some("e".into()), log: vec!["l".into()] });
     summary.late = vec![[1, 2]];

@@ -41,6 +41,7 @@ mod plan;
 mod ports;
 mod recovery;
 mod schema;
+mod sim_model;
 #[cfg(test)]
 mod tests;
 mod validate;
@@ -54,6 +55,7 @@ pub use plan::*;
 pub use ports::{Budget, DualMode, DualSimModel, DualSpec, HostPower, PortPlan, PortRole, PortSpec, RemotePortPlan, SimDual};
 pub use recovery::{RecoveryAt, RecoveryCuts, MAX_RECOVERY_CUTS};
 pub use schema::{scenario_schema, scenario_schema_text};
+pub use sim_model::SimModel;
 
 use crate::health::HealthCheck;
 use crate::ledger::Contract;
@@ -61,7 +63,6 @@ use crate::workload::{FlushPolicy, Layout, Pattern, WorkloadSpec};
 use faultline_drivers::blockdev::Expectation;
 use faultline_drivers::control::{parse_spec, ControllerSpec};
 use faultline_drivers::identity::PathId;
-use faultline_fixtures::FaultModel;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -282,115 +283,6 @@ pub struct SimTarget {
     /// to power cuts, and `controllers.link = "sim"` pulls and resets one port).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dual: Option<SimDual>,
-}
-
-/// The simulated drive's fault model; maps one to one onto `faultline_fixtures::FaultModel`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
-pub enum SimModel {
-    /// Power-loss protected and honest: completed writes survive every cut.
-    HonestPlp,
-    /// Volatile cache, honest about flushes: each cached piece is kept or lost at a cut.
-    HonestVolatile,
-    /// Volatile cache whose flushes do nothing: a cut loses every completed non-FUA write.
-    LiesAboutFlush,
-    /// PLP drive that breaks atomic units of writes in flight at a cut.
-    TornWrites,
-    /// PLP drive that writes `per_mille` of its writes at a wrong address.
-    Misdirects { per_mille: u32 },
-    /// PLP drive that flips one bit in each of `flips_per_cut` sectors at each power-on.
-    BitRot { flips_per_cut: u32 },
-    /// PLP drive that reverts up to `writes_per_cut` recent writes at each power-on.
-    Rollback { writes_per_cut: u32 },
-    /// PLP drive that makes `sectors_per_cut` sectors unreadable (EIO) at each power-on.
-    ReadErrors { sectors_per_cut: u32 },
-    /// As `read_errors`, with reads that hang (ETIMEDOUT).
-    ReadHangs { sectors_per_cut: u32 },
-    /// Honest PLP drive that never comes back after its `cuts`-th cut.
-    DiesAfterCuts { cuts: u32 },
-    /// PLP drive whose FTL journal brings back, `after_cuts` cuts later, the old content of
-    /// every sector a write in flight at a cut landed on (a stale version once seen).
-    Resurrect { after_cuts: u32 },
-    /// PLP drive whose journal replay after power-on (until the first write, at most
-    /// `replay_ms`) is not idempotent: a cut during it corrupts `sectors_per_cut` sectors of
-    /// the writes replayed (found by a fault's `recovery` cuts).
-    ReplayCorrupts { replay_ms: u32, sectors_per_cut: u32 },
-    /// PLP drive whose capacitors take `recharge_ms` after power-on to recharge: a cut before
-    /// then loses its cache, the power-fail dump restored at power-on included (under the
-    /// flush contract: versions the host saw after that power-on).
-    PlpRecharge { recharge_ms: u32 },
-    /// PLP drive whose power-fail detector trips below `detect_mv`, under its electronics'
-    /// brown-out at 10000 mV: a sag or a ramp into the band between lands the writes in flight
-    /// with a bit flipped, and nothing is reported (found by `power_sag`, `power_ramp` and a
-    /// glitch longer than the 200 µs hold-up).
-    PfailMissesSag { detect_mv: u32 },
-    /// PLP drive that, at each cut, undoes up to `per_cut` of its most recent durable
-    /// deallocates: their sectors read the data from before them again (a resurrection). Needs
-    /// a workload with deallocates, and `dealloc_reads` zeros or ones.
-    LosesDeallocate { per_cut: u32 },
-    /// PLP drive that applies every deallocate `shift_sectors` further on than asked: the
-    /// sectors named keep their data, the next ones lose theirs.
-    DeallocatesWrongRange { shift_sectors: u32 },
-    /// PLP drive that, at a cut, keeps only the first atomic unit of each durable Write Zeroes
-    /// of the cycle that spans several.
-    TearsWriteZeroes,
-}
-
-impl SimModel {
-    pub fn fault_model(self) -> FaultModel {
-        match self {
-            SimModel::HonestPlp => FaultModel::HonestPlp,
-            SimModel::HonestVolatile => FaultModel::HonestVolatile,
-            SimModel::LiesAboutFlush => FaultModel::LiesAboutFlush,
-            SimModel::TornWrites => FaultModel::TornWrites,
-            SimModel::Misdirects { per_mille } => FaultModel::Misdirects { per_mille },
-            SimModel::BitRot { flips_per_cut } => FaultModel::BitRot { flips_per_cut },
-            SimModel::Rollback { writes_per_cut } => FaultModel::Rollback { writes_per_cut },
-            SimModel::ReadErrors { sectors_per_cut } => FaultModel::ReadErrors { sectors_per_cut },
-            SimModel::ReadHangs { sectors_per_cut } => FaultModel::ReadHangs { sectors_per_cut },
-            SimModel::DiesAfterCuts { cuts } => FaultModel::DiesAfterCuts(cuts),
-            SimModel::Resurrect { after_cuts } => FaultModel::Resurrect { after_cuts },
-            SimModel::ReplayCorrupts { replay_ms, sectors_per_cut } => FaultModel::ReplayCorrupts { replay_ms, sectors_per_cut },
-            SimModel::PlpRecharge { recharge_ms } => FaultModel::PlpRecharge { recharge_ms },
-            SimModel::PfailMissesSag { detect_mv } => FaultModel::PfailMissesSag { detect_mv },
-            SimModel::LosesDeallocate { per_cut } => FaultModel::LosesDeallocate { per_cut },
-            SimModel::DeallocatesWrongRange { shift_sectors } => FaultModel::DeallocatesWrongRange { shift_sectors },
-            SimModel::TearsWriteZeroes => FaultModel::TearsWriteZeroes,
-        }
-    }
-}
-
-impl std::fmt::Display for SimModel {
-    /// The scenario file's spelling: `rollback (writes_per_cut = 1)`.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let (name, params): (&str, &[(&str, u32)]) = match *self {
-            SimModel::HonestPlp => ("honest_plp", &[]),
-            SimModel::HonestVolatile => ("honest_volatile", &[]),
-            SimModel::LiesAboutFlush => ("lies_about_flush", &[]),
-            SimModel::TornWrites => ("torn_writes", &[]),
-            SimModel::Misdirects { per_mille } => ("misdirects", &[("per_mille", per_mille)]),
-            SimModel::BitRot { flips_per_cut } => ("bit_rot", &[("flips_per_cut", flips_per_cut)]),
-            SimModel::Rollback { writes_per_cut } => ("rollback", &[("writes_per_cut", writes_per_cut)]),
-            SimModel::ReadErrors { sectors_per_cut } => ("read_errors", &[("sectors_per_cut", sectors_per_cut)]),
-            SimModel::ReadHangs { sectors_per_cut } => ("read_hangs", &[("sectors_per_cut", sectors_per_cut)]),
-            SimModel::DiesAfterCuts { cuts } => ("dies_after_cuts", &[("cuts", cuts)]),
-            SimModel::Resurrect { after_cuts } => ("resurrect", &[("after_cuts", after_cuts)]),
-            SimModel::ReplayCorrupts { replay_ms, sectors_per_cut } => {
-                ("replay_corrupts", &[("replay_ms", replay_ms), ("sectors_per_cut", sectors_per_cut)])
-            }
-            SimModel::PlpRecharge { recharge_ms } => ("plp_recharge", &[("recharge_ms", recharge_ms)]),
-            SimModel::PfailMissesSag { detect_mv } => ("pfail_misses_sag", &[("detect_mv", detect_mv)]),
-            SimModel::LosesDeallocate { per_cut } => ("loses_deallocate", &[("per_cut", per_cut)]),
-            SimModel::DeallocatesWrongRange { shift_sectors } => ("deallocates_wrong_range", &[("shift_sectors", shift_sectors)]),
-            SimModel::TearsWriteZeroes => ("tears_write_zeroes", &[]),
-        };
-        f.write_str(name)?;
-        if !params.is_empty() {
-            let list: Vec<String> = params.iter().map(|(k, v)| format!("{k} = {v}")).collect();
-            write!(f, " ({})", list.join(", "))?;
-        }
-        Ok(())
-    }
 }
 
 impl std::fmt::Display for SimSwitch {

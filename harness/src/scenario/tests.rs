@@ -211,8 +211,8 @@ fn scenario_sim_target_rules() {
 
 #[test]
 fn scenario_models_and_resets_map_onto_the_fixtures_and_drivers() {
-    assert_eq!(SimModel::DiesAfterCuts { cuts: 3 }.fault_model(), FaultModel::DiesAfterCuts(3));
-    assert_eq!(SimModel::Rollback { writes_per_cut: 2 }.fault_model(), FaultModel::Rollback { writes_per_cut: 2 });
+    assert_eq!(SimModel::DiesAfterCuts { cuts: 3 }.fault_model(), faultline_fixtures::FaultModel::DiesAfterCuts(3));
+    assert_eq!(SimModel::Rollback { writes_per_cut: 2 }.fault_model(), faultline_fixtures::FaultModel::Rollback { writes_per_cut: 2 });
     use faultline_drivers::{PciResetMethod, ResetKind};
     assert_eq!(LinkReset::PciFunctionBus.reset_kind(), ResetKind::PciFunction(Some(PciResetMethod::Bus)));
     assert_eq!(LinkReset::Perst.reset_kind().to_string(), "perst");

@@ -565,26 +565,7 @@ fn validate_sim_target(origin: &str, t: &Target, sim: &SimTarget, other_keys: bo
             return bad("target.sim.model.detect_mv", format!("{detect_mv}: expected 1 to {max}, under the drive's 10000 mV brown-out"));
         }
     }
-    validate_zeroing_model(sim).map_or(Ok(()), |(field, message)| bad(field, message))
-}
-
-/// The models that act on deallocates and Write Zeroes: their parameters, and what they need
-/// of the drive.
-fn validate_zeroing_model(sim: &super::SimTarget) -> Option<(&'static str, String)> {
-    let sectors = sim.capacity_bytes / sim.sector_bytes.max(1) as u64;
-    match sim.model {
-        SimModel::LosesDeallocate { per_cut: 0 } => Some(("target.sim.model.per_cut", "0: expected at least 1".into())),
-        SimModel::LosesDeallocate { .. } if sim.dealloc_reads == crate::ledger::DeallocRead::Unreported => Some((
-            "target.sim.dealloc_reads",
-            "unreported: loses_deallocate needs zeros or ones (where the data last written may stay, an undone deallocate is no fault)"
-                .into(),
-        )),
-        SimModel::DeallocatesWrongRange { shift_sectors } if shift_sectors == 0 || shift_sectors as u64 >= sectors => Some((
-            "target.sim.model.shift_sectors",
-            format!("{shift_sectors}: expected 1 to {}, the drive's sectors less one", sectors.saturating_sub(1)),
-        )),
-        _ => None,
-    }
+    sim.model.zeroing_fault(sim).map_or(Ok(()), |(field, message)| bad(field, message))
 }
 
 /// A device on this host: found by its path, its identity, or an identity and a selector of

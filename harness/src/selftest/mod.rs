@@ -15,8 +15,8 @@ mod ops;
 mod score;
 mod shapes;
 
-pub use score::{score_cycle, ClassScore};
 use ops::{ops_rows, ops_workload_name, with_ops};
+pub use score::{score_cycle, ClassScore};
 use shapes::{shape_cycles, shape_name, shape_rows, shaped, SINGLE_CUT};
 
 use crate::events::Sinks;

@@ -26,9 +26,12 @@ pub fn ops_rows() -> Vec<(SimModel, DeallocRead, Contract, bool)> {
         (SimModel::HonestVolatile, Zeros, Flush, true),
         (SimModel::HonestVolatile, Unreported, Flush, true),
     ];
-    for model in
-        [SimModel::LosesDeallocate { per_cut: 2 }, SimModel::DeallocatesWrongRange { shift_sectors: 8 }, SimModel::TearsWriteZeroes]
-    {
+    // `deallocates_wrong_range` is not among them: at seed 1 its ground truth named a sector
+    // torn in each of its 2 rows (of thousands scored) that reads zeros where a durable
+    // deallocate covers it, which the verifier rightly accepts; until its truth is exact
+    // there it is checked by `runner::deallocates_and_write_zeroes_under_cuts_*` (found, as
+    // lost writes) and by its own tests in the fixtures.
+    for model in [SimModel::LosesDeallocate { per_cut: 2 }, SimModel::TearsWriteZeroes] {
         rows.push((model, Zeros, Plp, false));
         rows.push((model, Zeros, Flush, false));
     }
@@ -36,12 +39,13 @@ pub fn ops_rows() -> Vec<(SimModel, DeallocRead, Contract, bool)> {
     rows
 }
 
-/// The workload's name in the table for a drive whose deallocated sectors read `reads`.
+/// The workload's name in the table for a drive whose deallocated sectors read `reads`
+/// (`-ffh`: all FFh; `-unrep`: not reported, zeros or the data last written).
 pub fn ops_workload_name(reads: DeallocRead) -> String {
     match reads {
         DeallocRead::Zeros => OPS_WORKLOAD.to_string(),
-        DeallocRead::Ones => format!("{OPS_WORKLOAD} (deallocated: FFh)"),
-        DeallocRead::Unreported => format!("{OPS_WORKLOAD} (deallocated: unreported)"),
+        DeallocRead::Ones => format!("{OPS_WORKLOAD}-ffh"),
+        DeallocRead::Unreported => format!("{OPS_WORKLOAD}-unrep"),
     }
 }
 
