@@ -7,7 +7,10 @@
 //! counts trimmed bytes. fio runs two jobs in one flow group, a randwrite job weighted 9 and a
 //! randtrim job weighted 1 (`--flow_id=1`, `--flow=9` and `--flow=1`: fio keeps the jobs'
 //! I/Os in that proportion; 79,561 writes and 8,839 trims in 3 s on a loop device), at QD16
-//! each, 32 in all, and its group's writes and trims are summed. In the crc32c run the write
+//! each, 32 in all, and its group's writes and trims are summed. `--flow_sleep=100`: with
+//! fio's default of 0, a job ahead of its share spins, which on 2 CPUs took the loop device's
+//! worker's CPU (fio's CPU per GB 70-90 s against ~1 for plain randwrite; in a paired run the
+//! sleep raised fio's trim mix from ~25k to 34-37k IOPS), so the ratio measured fio's spinning. In the crc32c run the write
 //! job tags its blocks, as the randwrite row's does.
 //!
 //! Not every target takes a trim. fio trims through io_uring with the BLKDISCARD ioctl, which a
@@ -28,6 +31,8 @@ pub(super) const ROW: &str = "4k randwrite + 10% trim qd32";
 const DEALLOCATE_PPM: u32 = 100_000;
 /// fio's flow weights of its write and trim jobs: nine writes per trim, as [`DEALLOCATE_PPM`].
 const FIO_FLOW: [&str; 2] = ["--flow=9", "--flow=1"];
+/// Microseconds a job ahead of its flow share sleeps instead of spinning.
+const FIO_FLOW_SLEEP: &str = "--flow_sleep=100";
 
 /// Why the target `o` (opened from `path`) cannot deallocate, if it cannot.
 pub(super) fn no_deallocate(o: &Opened, path: &Path) -> Option<String> {
@@ -69,12 +74,12 @@ pub(super) fn fio_trimwrite(c: &mut Ctx, crc: bool) -> Result<Fig> {
         return Ok(Fig::default());
     }
     let mut write = fio_job(c, "trimwrite-w", true);
-    write.extend(s(&["--rw=randwrite", "--bs=4k", "--iodepth=16", "--randrepeat=0", "--flow_id=1", FIO_FLOW[0]]));
+    write.extend(s(&["--rw=randwrite", "--bs=4k", "--iodepth=16", "--randrepeat=0", "--flow_id=1", FIO_FLOW[0], FIO_FLOW_SLEEP]));
     if crc {
         write.extend(s(&["--verify=crc32c", "--do_verify=0"]));
     }
     let mut trim = fio_job(c, "trimwrite-t", true);
-    trim.extend(s(&["--rw=randtrim", "--bs=4k", "--iodepth=16", "--randrepeat=0", "--flow_id=1", FIO_FLOW[1]]));
+    trim.extend(s(&["--rw=randtrim", "--bs=4k", "--iodepth=16", "--randrepeat=0", "--flow_id=1", FIO_FLOW[1], FIO_FLOW_SLEEP]));
     fio_run(c, if crc { "trimwrite (crc32c)" } else { "trimwrite" }, &[write, trim].concat())
 }
 
