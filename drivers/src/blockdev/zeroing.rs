@@ -40,6 +40,15 @@ impl QueueZeroing {
     }
 }
 
+/// Why a filesystem's punch hole and zero range could not be tried.
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    #[error("cannot make an unnamed temporary file in {} to try fallocate on: {source}", .dir.display())]
+    TempFile { dir: PathBuf, source: std::io::Error },
+    #[error("fallocate ({what}) on a temporary file in {}: {source}", .dir.display())]
+    Fallocate { what: &'static str, dir: PathBuf, source: std::io::Error },
+}
+
 /// A queue limit that could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum QueueError {
@@ -66,7 +75,7 @@ pub fn queue_zeroing(disk: &Path) -> Result<QueueZeroing, QueueError> {
 /// What the filesystem holding the regular file `target` carries: a punched hole
 /// ([`FILE_DEALLOCATE`]; reads zeros) and a zeroed range ([`FILE_WRITE_ZEROES`]), each tried
 /// on an unnamed temporary file in `target`'s directory. `Err` says why it could not be tried.
-pub fn file_zeroing(target: &Path) -> Result<ZeroingSupport, String> {
+pub fn file_zeroing(target: &Path) -> Result<ZeroingSupport, ProbeError> {
     let dir = target.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let probe = std::fs::OpenOptions::new()
         .read(true)
@@ -75,11 +84,11 @@ pub fn file_zeroing(target: &Path) -> Result<ZeroingSupport, String> {
         .custom_flags(libc::O_TMPFILE | libc::O_CLOEXEC)
         .open(dir)
         .and_then(|f| f.set_len(8192).map(|()| f))
-        .map_err(|e| format!("cannot make an unnamed temporary file in {} to try fallocate on: {e}", dir.display()))?;
-    let carried = |mode: i32, what: &str| match sys::fallocate(&probe, mode, 0, 4096) {
+        .map_err(|source| ProbeError::TempFile { dir: dir.to_path_buf(), source })?;
+    let carried = |mode: i32, what: &'static str| match sys::fallocate(&probe, mode, 0, 4096) {
         Ok(()) => Ok(true),
         Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => Ok(false),
-        Err(e) => Err(format!("fallocate ({what}) on a temporary file in {}: {e}", dir.display())),
+        Err(source) => Err(ProbeError::Fallocate { what, dir: dir.to_path_buf(), source }),
     };
     Ok(ZeroingSupport {
         deallocate: carried(FILE_DEALLOCATE, "punch hole")?,
@@ -106,7 +115,7 @@ pub(super) fn discovered(path: &Path, rdev: Option<u64>, writable: bool) -> Resu
                 libc::minor(rdev)
             ))),
         },
-        None => Ok(file_zeroing(path).map_or_else(not_carried, |s| (s, None))),
+        None => Ok(file_zeroing(path).map_or_else(|e| not_carried(e.to_string()), |s| (s, None))),
     }
 }
 
@@ -142,7 +151,7 @@ mod tests {
         assert!(s.deallocate, "every filesystem faultline runs its tests on punches holes");
         assert_eq!(root.read("t.img"), "keep");
         assert_eq!(std::fs::read_dir(&root.0).unwrap().count(), 1, "the probe leaves no file behind");
-        let e = file_zeroing(&root.0.join("missing/t.img")).unwrap_err();
+        let e = file_zeroing(&root.0.join("missing/t.img")).unwrap_err().to_string();
         assert!(e.contains("missing") && e.contains("unnamed temporary file"), "{e}");
     }
 }

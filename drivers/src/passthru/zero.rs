@@ -92,10 +92,10 @@ pub fn zeroing_from_identify(ctrl: &ControllerIdentity, ns: &NamespaceIdentity) 
 
 /// Identify Controller and Identify Namespace `nsid` through the controller at `dev`, as
 /// [`zeroing_from_identify`]; `Err` names what failed.
-pub fn identify_zeroing(dev: &Path, nsid: u32) -> Result<ZeroingSupport, String> {
-    let admin = NvmeAdmin::open_controller(dev).map_err(|e| e.to_string())?;
-    let ctrl = admin.identify().map_err(|e| e.to_string())?;
-    let ns = admin.identify_namespace(nsid).map_err(|e| e.to_string())?;
+pub fn identify_zeroing(dev: &Path, nsid: u32) -> Result<ZeroingSupport, crate::nvme::NvmeError> {
+    let admin = NvmeAdmin::open_controller(dev)?;
+    let ctrl = admin.identify()?;
+    let ns = admin.identify_namespace(nsid)?;
     Ok(zeroing_from_identify(&ctrl, &ns))
 }
 

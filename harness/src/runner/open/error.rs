@@ -101,7 +101,7 @@ pub enum OpenError {
     #[error("{}prefill: {source}", on(port))]
     Prefill { port: Option<String>, source: DutCycleError },
     #[error(
-        "{}workload.ops asks for {op}, which the target {identity} does not carry (its engine, or the device, offers no {op})",
+        "{}workload.ops asks for {op}, which the target {identity} does not carry (its engine, or the device, offers no {op}): take {op} out of workload.ops, or run on a target that carries it",
         on(port)
     )]
     Zeroing { port: Option<String>, identity: String, op: &'static str },

@@ -60,6 +60,7 @@ pub(super) fn cmd_run(mut a: RunArgs) -> Result<Exit> {
     let mut given = given;
     if zeroes && given.seed.is_none() {
         given.seed = Some(seed);
+        println!("lab run: the guest runs with seed {seed}, the drive's: the drive names each trim and write zeroes by the workload's id");
     }
     let workload = zeroes.then(|| s.workload_spec(a.m.size_mib << 20, seed));
     let from = SimFromScenario { contract, atomic: s.target.atomic_bytes.unwrap_or(512), seed, workload };
