@@ -254,6 +254,7 @@ fn sample_events() -> Vec<Event> {
                 latency_max_ns: Some(1_200_000),
                 max_gap_ns: None,
                 harness_ns: Some(2_000_000),
+                zeroing: Default::default(),
             },
         ),
         Event::new(85, EventKind::HarnessError { message: "controller said FAIL".into() }).with_cycle(Some(2)),

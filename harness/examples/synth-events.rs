@@ -160,6 +160,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 latency_max_ns: Some(p99 + rng.below(1_000_000)),
                 max_gap_ns: None,
                 harness_ns: Some(3_000_000 + rng.below(2_000_000)),
+                zeroing: Default::default(),
             },
         ))?;
     }

@@ -55,6 +55,7 @@ struct Families {
     stall: Family<Labels, Histogram>,
     written: Family<Labels, Counter>,
     writes: Family<Labels, Counter>,
+    zeroing: Family<Labels, Counter>,
     verified: Counter,
     smart: Smart,
     /// The cycle under way: its start on the run clock, and whether it has brought findings,
@@ -215,6 +216,7 @@ impl Families {
             stall: Family::new_with_constructor(|| Histogram::new(exponential_buckets(0.00001, 2.0, 24))),
             written: Family::default(),
             writes: Family::default(),
+            zeroing: Family::default(),
             verified: Counter::default(),
             smart: Smart::default(),
             cycle_start_ns: None,
@@ -269,6 +271,11 @@ impl Families {
         );
         r.register_with_unit("faultline_written", "Bytes of writes the device acknowledged, by port", Unit::Bytes, f.written.clone());
         r.register("faultline_writes_completed", "Writes the device acknowledged, by port", f.writes.clone());
+        r.register(
+            "faultline_zeroing_ops",
+            "Deallocates and Write Zeroes the device acknowledged (among the writes), by port and op",
+            f.zeroing.clone(),
+        );
         r.register_with_unit("faultline_verified", "Bytes read back and verified", Unit::Bytes, f.verified.clone());
     }
 
@@ -352,7 +359,9 @@ impl Families {
     }
 
     fn cycle_ended(&mut self, e: &Event) {
-        let EventKind::CycleEnded { verdict, writes_completed, bytes_written, latency_max_ns, max_gap_ns, .. } = &e.kind else { return };
+        let EventKind::CycleEnded { verdict, writes_completed, bytes_written, latency_max_ns, max_gap_ns, zeroing, .. } = &e.kind else {
+            return;
+        };
         // The cycle's verdict as the reports tell it (`CycleRecord::verdict`).
         let verdict = match verdict {
             _ if self.cycle_errors => Verdict::Error,
@@ -370,6 +379,13 @@ impl Families {
         }
         self.written.get_or_create(&port_labels()).inc_by(*bytes_written);
         self.writes.get_or_create(&port_labels()).inc_by(*writes_completed);
+        for (op, n) in [("deallocate", zeroing.deallocates), ("write_zeroes", zeroing.write_zeroes)] {
+            if n > 0 {
+                let mut labels = port_labels();
+                labels.push(("op", op.to_string()));
+                self.zeroing.get_or_create(&labels).inc_by(n);
+            }
+        }
         if let Some(cycle) = e.cycle {
             self.last_cycle.set(i64::from(cycle));
         }
@@ -445,6 +461,12 @@ mod tests {
                     latency_max_ns: Some(300),
                     max_gap_ns: None,
                     harness_ns: None,
+                    zeroing: crate::writer::ZeroingDone {
+                        deallocates: u64::from(c),
+                        deallocated_bytes: 4096 * u64::from(c),
+                        write_zeroes: u64::from(c == 3),
+                        zeroed_bytes: 8192 * u64::from(c == 3),
+                    },
                 },
             ));
         }
@@ -476,6 +498,8 @@ mod tests {
         assert_eq!(sample(&t, &format!("faultline_cycle_duration_seconds_count{{{run}}}")), Some("3"), "{t}");
         assert!(t.contains(&format!("faultline_port_stall_seconds_count{{{run},port=\"A\"}}")), "{t}");
         assert_eq!(sample(&t, &format!("faultline_smart_unsafe_shutdowns{{{run},port=\"A\"}}")), Some("3"), "{t}");
+        assert_eq!(sample(&t, &format!("faultline_zeroing_ops_total{{{run},port=\"A\",op=\"deallocate\"}}")), Some("6"), "{t}");
+        assert_eq!(sample(&t, &format!("faultline_zeroing_ops_total{{{run},port=\"A\",op=\"write_zeroes\"}}")), Some("1"), "{t}");
         assert_eq!(m.state(), "ended");
     }
 

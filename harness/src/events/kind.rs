@@ -4,7 +4,7 @@
 use super::{HealthNote, SmartFigures, Verdict};
 use crate::ledger::Contract;
 use crate::verify::Finding;
-use crate::writer::WindowFigures;
+use crate::writer::{WindowFigures, ZeroingDone};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -129,6 +129,10 @@ pub enum EventKind {
         /// verification (what is left: draining, saving, the ledger, events, bookkeeping).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         harness_ns: Option<u64>,
+        /// The deallocates and Write Zeroes among `writes_completed` and the bytes they
+        /// covered (absent: none, or a log from before they were counted).
+        #[serde(default, skip_serializing_if = "ZeroingDone::is_empty")]
+        zeroing: ZeroingDone,
     },
     HarnessError {
         message: String,

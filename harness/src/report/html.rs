@@ -87,6 +87,22 @@ fn head(h: &mut String, m: &RunModel) {
         row("cycles", format!("{} of {} planned", m.totals.cycles_ended, s.cycles_planned));
     }
     row("duration", format!("{:.1} s", m.last_t_ns as f64 / 1e9));
+    let (t, z) = (&m.totals, &m.totals.zeroing);
+    if !z.is_empty() {
+        let mib = |b: u64| b as f64 / 1_048_576.0;
+        row(
+            "operations",
+            format!(
+                "{} acknowledged: {} writes, {} deallocates ({:.1} MiB), {} Write Zeroes ({:.1} MiB)",
+                t.writes_completed,
+                t.writes_completed.saturating_sub(z.deallocates + z.write_zeroes),
+                z.deallocates,
+                mib(z.deallocated_bytes),
+                z.write_zeroes,
+                mib(z.zeroed_bytes)
+            ),
+        );
+    }
     if let Some(h) = Stats::of_dist(&m.figures.harness_ns) {
         row(
             "harness time per cycle",

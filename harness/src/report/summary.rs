@@ -6,6 +6,7 @@ use super::model::{FaultTotals, PortTotals, RunModel};
 use super::series::Dist;
 use crate::events::{zero_counts, Verdict};
 use crate::ledger::Contract;
+use crate::writer::ZeroingDone;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -190,6 +191,10 @@ pub struct Timings {
 pub struct Figures {
     pub writes_completed: u64,
     pub bytes_written: u64,
+    /// The deallocates and Write Zeroes among `writes_completed`, and their bytes (also in
+    /// `bytes_written`); absent for a workload of writes only.
+    #[serde(default, skip_serializing_if = "ZeroingDone::is_empty")]
+    pub zeroing: ZeroingDone,
     pub bytes_verified: u64,
     /// Bytes written over the time spent writing, MiB/s.
     pub write_mib_s: Option<f64>,
@@ -319,6 +324,7 @@ fn figures(m: &RunModel) -> Figures {
     Figures {
         writes_completed: t.writes_completed,
         bytes_written: t.bytes_written,
+        zeroing: t.zeroing,
         bytes_verified: t.bytes_verified,
         write_mib_s: (t.write_ns > 0).then(|| t.bytes_written as f64 / 1_048_576.0 / (t.write_ns as f64 / 1e9)),
         cut_completions: Stats::of_dist(&f.cut_completions),

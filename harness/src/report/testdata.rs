@@ -99,6 +99,7 @@ fn cycle(c: u32, counts: &BTreeMap<String, u64>) -> Vec<Event> {
             latency_max_ns: Some(2_500_000),
             max_gap_ns: None,
             harness_ns: Some(2_000_000),
+            zeroing: Default::default(),
         },
     ));
     ev

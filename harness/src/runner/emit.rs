@@ -117,6 +117,7 @@ impl<'a> Emitter<'a> {
                 latency_max_ns: o.and_then(|o| o.write_latency).map(|l| l.max_ns),
                 max_gap_ns: o.and_then(|o| o.max_completion_gap).map(nanos),
                 harness_ns: harness.map(nanos),
+                zeroing: o.map(|o| o.zeroing).unwrap_or_default(),
             },
         ));
     }

@@ -93,6 +93,7 @@ pub(super) fn run(
                 latency_max_ns: None,
                 max_gap_ns: None,
                 harness_ns: None,
+                zeroing: Default::default(),
             },
         ));
     }

@@ -141,4 +141,46 @@ pub struct CycleOutcome {
     /// When a graceful cycle's writes had all come back, before its closing flush (from the
     /// start of the cycle); `None` for a cut cycle.
     pub drained_at: Option<Duration>,
+    /// The deallocates and Write Zeroes among `completed` (their bytes are in
+    /// `bytes_written` too, as fio counts trimmed bytes).
+    pub zeroing: ZeroingDone,
+}
+
+/// Deallocates and Write Zeroes the device acknowledged, and the bytes they covered.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ZeroingDone {
+    pub deallocates: u64,
+    pub deallocated_bytes: u64,
+    pub write_zeroes: u64,
+    pub zeroed_bytes: u64,
+}
+
+impl ZeroingDone {
+    /// No deallocate and no Write Zeroes (a workload of writes only).
+    pub fn is_empty(&self) -> bool {
+        *self == ZeroingDone::default()
+    }
+
+    /// Counts one acknowledged operation of `kind` over `len` bytes.
+    pub fn count(&mut self, kind: faultline_drivers::Zeroing, len: u64) {
+        match kind {
+            faultline_drivers::Zeroing::Deallocate => {
+                self.deallocates += 1;
+                self.deallocated_bytes += len;
+            }
+            faultline_drivers::Zeroing::WriteZeroes => {
+                self.write_zeroes += 1;
+                self.zeroed_bytes += len;
+            }
+        }
+    }
+
+    /// Adds another tally (another cycle, another port) to this one.
+    pub fn add(&mut self, o: &ZeroingDone) {
+        self.deallocates += o.deallocates;
+        self.deallocated_bytes += o.deallocated_bytes;
+        self.write_zeroes += o.write_zeroes;
+        self.zeroed_bytes += o.zeroed_bytes;
+    }
 }

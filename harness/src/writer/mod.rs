@@ -26,7 +26,7 @@ mod prefill;
 mod tracker;
 pub mod windows;
 
-pub use cycle_types::{CutPlacement, CycleOptions, CycleOutcome, EndHook, StopToken};
+pub use cycle_types::{CutPlacement, CycleOptions, CycleOutcome, EndHook, StopToken, ZeroingDone};
 pub use fill::{Fill, INLINE_UP_TO_CPUS};
 use fill::{Filler, Maker, Source};
 pub use prefill::{prefill, prefill_data, prefill_then};
@@ -525,6 +525,9 @@ impl<'a, 'f> CycleLoop<'a, 'f> {
                 }
                 self.out.completed += 1;
                 self.out.bytes_written += w.len;
+                if let crate::workload::OpKind::Zero(kind) = w.op {
+                    self.out.zeroing.count(kind, w.len);
+                }
                 self.t.write_done(w.id, true, w.fua);
                 self.eio_run = 0;
             }

@@ -99,6 +99,7 @@ impl RunModel {
             t.cycles_ended += 1;
             t.writes_completed += e.writes_completed;
             t.bytes_written += e.bytes_written;
+            t.zeroing.add(&e.zeroing);
             t.write_ns += e.write_ns;
             if let Some(v) = e.harness_ns {
                 f.harness_ns.push(v);

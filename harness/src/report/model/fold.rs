@@ -235,6 +235,7 @@ fn cycle_end(e: &Event) -> Option<CycleEnd> {
         latency_max_ns,
         max_gap_ns,
         harness_ns,
+        zeroing,
     } = &e.kind
     else {
         return None;
@@ -250,5 +251,6 @@ fn cycle_end(e: &Event) -> Option<CycleEnd> {
         latency_max_ns: *latency_max_ns,
         max_gap_ns: *max_gap_ns,
         harness_ns: *harness_ns,
+        zeroing: *zeroing,
     })
 }

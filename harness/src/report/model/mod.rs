@@ -212,6 +212,8 @@ pub struct Totals {
     pub cycles_with_anomalies: u64,
     pub writes_completed: u64,
     pub bytes_written: u64,
+    /// The deallocates and Write Zeroes among the writes (their bytes in `bytes_written`).
+    pub zeroing: crate::writer::ZeroingDone,
     pub write_ns: u64,
     pub bytes_verified: u64,
     pub verify_ns: u64,
@@ -340,6 +342,7 @@ pub struct CycleEnd {
     /// The longest the port went without a write completing before the cut.
     pub max_gap_ns: Option<u64>,
     pub harness_ns: Option<u64>,
+    pub zeroing: crate::writer::ZeroingDone,
 }
 
 /// Everything recorded about one cycle (while it is open).
