@@ -532,12 +532,10 @@ fn body_cut_cycles_verify_clean(s: &mut Subject) {
     cut_cycles_verify_clean(s, 8, Default::default());
 }
 
-/// Three cycles of the mixed workload (with `ops`' deallocates and Write Zeroes beside the
-/// writes), each cut with the queue full and verified whole: clean, holding a deallocated
-/// sector to what the target says it reads.
-fn cut_cycles_verify_clean(s: &mut Subject, seed: u64, ops: faultline::workload::OpMix) {
-    println!("{}: seed {seed}", s.name);
-    let spec = WorkloadSpec {
+/// The mixed workload over the conformance span at `seed` (with `ops`' deallocates and
+/// Write Zeroes beside the writes).
+fn mixed_spec(seed: u64, ops: faultline::workload::OpMix) -> WorkloadSpec {
+    WorkloadSpec {
         seed,
         pattern: Pattern::Random {},
         span_start: 0,
@@ -549,7 +547,11 @@ fn cut_cycles_verify_clean(s: &mut Subject, seed: u64, ops: faultline::workload:
         queue_depth: 16,
         flush: FlushPolicy { every_writes: Some(32), every_ms: None, fua_percent: 5 },
         ops,
-    };
+    }
+}
+
+/// A PLP run of `spec` on `s`'s target: its ledger (in `dir`), layout and sector format.
+fn plp_run(s: &Subject, spec: WorkloadSpec, dir: &Path) -> (LedgerWriter, Layout, faultline::format::Format) {
     let header = RunHeader {
         ledger_format: LEDGER_FORMAT,
         run_id: 0xc0ffee,
@@ -563,10 +565,17 @@ fn cut_cycles_verify_clean(s: &mut Subject, seed: u64, ops: faultline::workload:
         ports: faultline::port::PortEntry::single(),
         workload: spec.clone(),
     };
+    let ledger = LedgerWriter::create(dir, header).unwrap();
+    (ledger, Layout::new(spec, 512).unwrap(), faultline::format::Format::new(0xc0ffee, 512))
+}
+
+/// Three cycles of the mixed workload (with `ops`' deallocates and Write Zeroes beside the
+/// writes), each cut with the queue full and verified whole: clean, holding a deallocated
+/// sector to what the target says it reads.
+fn cut_cycles_verify_clean(s: &mut Subject, seed: u64, ops: faultline::workload::OpMix) {
+    println!("{}: seed {seed}", s.name);
     let dir = scratch(&format!("conf-{}-{}", s.name, seed));
-    let mut ledger = LedgerWriter::create(&dir, header).unwrap();
-    let layout = Layout::new(spec, 512).unwrap();
-    let format = faultline::format::Format::new(0xc0ffee, 512);
+    let (mut ledger, layout, format) = plp_run(s, mixed_spec(seed, ops), &dir);
     let mut first_id = 1;
     for cycle in 1..=3u32 {
         let opts = CycleOptions {

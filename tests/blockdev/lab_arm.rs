@@ -60,6 +60,9 @@ const TESTS: [&str; 4] = [
     "conformance_queue_depth_is_enforced",
     "zeroing::conformance_deallocates_and_write_zeroes_under_cuts_verify_clean",
 ];
+/// The tests the guest runs on the protection-information namespace (`$LAB_NS_PI`).
+const PI_TESTS: &str =
+    "blockdev::conformance_cut_cycles_verify_clean blockdev::lab_arm::a_pi_mismatch_on_the_lab_guest_s_pi_namespace_is_found_at_its_sector";
 /// The tests of [`TESTS`] that cut (three cycles each).
 const CUTTING: [&str; 2] = [TESTS[0], TESTS[3]];
 /// The NVMe arm's engines, as `conformance()` names them: one ring, two worker rings.
@@ -280,7 +283,10 @@ fn conformance_in_the_lab_guest() {
         format!(
             "set -e\ncp /share/{exe} /tmp/conf && chmod +x /tmp/conf\necho \"conf: ns=$LAB_NS_A ctrl=$LAB_CTRL_A\"\nset +e\n\
              {CUT_ENV}={mode} {NVME_ENV}=\"$LAB_NS_A\" {NVME_CTRL_ENV}=\"$LAB_CTRL_A\" /tmp/conf --exact --nocapture --test-threads=1 {}\nrc=$?\n\
-             echo \"conf: the kernel's log\"; dmesg | grep -E 'nvme|I/O|blk' | tail -n 80\nexit $rc\n",
+             echo \"conf: pi ns=$LAB_NS_PI $(cat /sys/block/${{LAB_NS_PI#/dev/}}/integrity/format)\"\n\
+             {CUT_ENV}={mode} {NVME_ENV}=\"$LAB_NS_PI\" {NVME_CTRL_ENV}=\"$LAB_CTRL_A\" /tmp/conf --exact --nocapture --test-threads=1 --include-ignored {PI_TESTS}\n\
+             rc_pi=$?\n\
+             echo \"conf: the kernel's log\"; dmesg | grep -E 'nvme|I/O|blk|protection|guard' | tail -n 80\n[ $rc -ne 0 ] && exit $rc\nexit $rc_pi\n",
             TESTS.map(|t| format!("blockdev::{t}")).join(" "),
             exe = me.file_name().unwrap().to_string_lossy(),
             mode = cut.name(),
@@ -300,6 +306,9 @@ fn conformance_in_the_lab_guest() {
         "--multipath",
         "off",
         "--size-mib",
+        "8",
+        // The second namespace, 512+8 with PI type 1, the size of the first.
+        "--pi-namespace-mib",
         "8",
         "--timeout-s",
         "900",
@@ -323,6 +332,21 @@ fn conformance_in_the_lab_guest() {
         }
     }
     assert!(log.contains(&format!("test result: ok. {} passed; 0 failed", TESTS.len())), "{ctx}");
+    // The PI namespace: the cut cycles through both engines, then the planted mismatch found.
+    assert!(log.contains(&format!("conf: pi ns=/dev/nvme0n2 {PI_FORMAT}")), "{ctx}");
+    for (name, _) in ARMS {
+        let line = format!(
+            "conformance nvme: conformance_cut_cycles_verify_clean passed on /dev/nvme0n2 ({name}, cut {}, {per_arm} controller resets)",
+            cut.name()
+        );
+        assert!(log.contains(&line), "missing '{line}'\n{ctx}");
+    }
+    // libtest prints a test's name and then, on the same line, what it printed.
+    let pi = log.lines().find_map(|l| l.find("pi arm: nvme0n2 (").map(|i| &l[i..]));
+    let pi = pi.unwrap_or_else(|| panic!("no pi arm line\n{ctx}"));
+    assert!(pi.starts_with(&format!("pi arm: nvme0n2 ({PI_FORMAT}): the zeroed PI of byte ")), "{pi}\n{ctx}");
+    println!("{pi}");
+    assert!(log.contains("test result: ok. 2 passed; 0 failed"), "{ctx}");
     assert!(log.contains("nvme: seed 8") && log.contains("nvme, 2 io worker rings: seed 8"), "{ctx}");
     // With a reset cut, each of the 2 x 3 cuts was one. Per reset: (writes in the block layer
     // when it was issued, completed during it, after it); printed, not judged: under TCG most
@@ -335,10 +359,76 @@ fn conformance_in_the_lab_guest() {
             n.try_into().ok()
         })
         .collect();
-    assert_eq!(met.len(), 2 * per_arm as usize, "{ctx}");
+    // Every cutting body, and the PI namespace's cut cycles, on both engines.
+    assert_eq!(met.len(), (CUTTING.len() + 1) * ARMS.len() * per_arm as usize, "{ctx}");
     let booted = text(&o).lines().find(|l| l.contains("lab: booted in")).unwrap_or("").trim().to_string();
     println!(
         "lab arm: {:.1} s wall ({booted}); writes each reset met (in the block layer, completed during, after): {met:?}",
         wall.as_secs_f64()
     );
+}
+
+/// Set in the guest with the protection-information namespace (`$LAB_NS_PI`): the kernel's
+/// integrity format it must show.
+const PI_FORMAT: &str = "T10-DIF-TYPE1-CRC";
+
+/// In the guest, on the namespace formatted 512+8 with PI type 1 (`lab --pi-namespace-mib`),
+/// whose block device [`NVME_ENV`] names: the kernel's block integrity writes each sector's
+/// guard and reference tag and checks them on every read. One graceful cycle, verified clean;
+/// then one sector's protection information is overwritten with zeros through nvme-cli's
+/// passthrough (PRINFO 0: the controller checks nothing and stores what it is given, the data
+/// unchanged), as a drive that lost or garbled a tag would leave it: the verifier names that
+/// sector, and only it, a protection information mismatch.
+#[test]
+#[ignore = "runs in the lab guest on its PI namespace (conformance_in_the_lab_guest runs it there)"]
+fn a_pi_mismatch_on_the_lab_guest_s_pi_namespace_is_found_at_its_sector() {
+    let dev = PathBuf::from(std::env::var_os(NVME_ENV).expect("runs in the lab guest with FAULTLINE_CONF_NVME set"));
+    let disk = dev.file_name().unwrap().to_string_lossy().into_owned();
+    let integrity = sysfs(Path::new(&format!("/sys/block/{disk}/integrity/format"))).unwrap();
+    assert_eq!(integrity, PI_FORMAT, "{disk} is not the PI namespace");
+    let (mut subject, _) = nvme_subject(16, 1);
+    let dir = scratch("conf-pi");
+    let (mut ledger, layout, format) = plp_run(&subject, mixed_spec(9, Default::default()), &dir);
+    let opts = CycleOptions {
+        cycle: 1,
+        first_id: 1,
+        started_at: String::new(),
+        port: faultline::port::PortId::A,
+        max_writes: Some(1000),
+        duration: None,
+        cut: None,
+        checkpoint_every: Duration::from_secs(60),
+        drain_timeout: Duration::from_secs(5),
+        stop: None,
+        samples: None,
+        fill: faultline::writer::Fill::Auto,
+        clock_from: None,
+        before_end: None,
+    };
+    let out = run_cycle(subject.target.as_mut(), &layout, &format, &mut ledger, Contract::Plp, &opts, &mut *subject.cut).unwrap();
+    assert_eq!((out.completed, out.failed), (1000, 0), "{out:?}");
+    let verify = |t: &mut dyn BlockTarget| Verifier::new(&layout, ledger.history(), &format).verify(t, 0, CAP).unwrap();
+    let rep = verify(subject.target.as_mut());
+    assert!(rep.findings.is_empty() && rep.durable_ok > 0, "{:?}", &rep.findings[..rep.findings.len().min(3)]);
+    // The first sector of the first write: the same data, its 8 bytes of PI zeroed.
+    let at = layout.plan(1).offset;
+    let mut sector = AlignedBuf::zeroed(512);
+    subject.target.read_at(at, &mut sector).unwrap();
+    let (data, meta) = (dir.join("sector.bin"), dir.join("pi.bin"));
+    std::fs::write(&data, &sector[..]).unwrap();
+    std::fs::write(&meta, [0u8; 8]).unwrap();
+    let lba = (at / 512).to_string();
+    // Through the namespace's generic character device: faultline holds the block device
+    // open exclusively.
+    let ng = PathBuf::from(format!("/dev/{}", disk.replacen("nvme", "ng", 1)));
+    let args = ["write", s(&ng), "--start-block", &lba, "--block-count=0", "--data-size=512", "--data", s(&data)];
+    let planted =
+        sh("nvme", &[&args[..], &["--metadata-size=8", "--metadata", s(&meta), "--prinfo=0"]].concat()).unwrap_or_else(|e| panic!("{e}"));
+    let rep = verify(subject.target.as_mut());
+    let f: Vec<String> = rep.findings.iter().map(|f| format!("{} at {} (+{}): {}", f.class.name(), f.offset, f.length, f.detail)).collect();
+    assert_eq!(f.len(), 1, "{planted}: {f:?}");
+    let f0 = &rep.findings[0];
+    assert!((f0.class, f0.offset, f0.length) == (faultline::verify::FindingClass::Unreadable, at, 512), "{f:?}");
+    assert!(f0.detail.starts_with("protection information mismatch: "), "{f:?}");
+    println!("pi arm: {disk} ({integrity}): the zeroed PI of byte {at} found: {}", f[0]);
 }

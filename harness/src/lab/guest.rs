@@ -9,7 +9,7 @@
 
 use crate::health::{parse_smart, HealthError};
 use crate::scenario::{Scenario, Target};
-use faultline_drivers::blockdev::{scan_paths, FindError, SysRoots};
+use faultline_drivers::blockdev::{scan_paths, FindError, PathMatch, SysRoots};
 use faultline_drivers::nvme::{NvmeAdmin, NvmeError};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -63,6 +63,18 @@ pub struct GuestDrive {
     pub ns: PathBuf,
     /// Each port's own block device (multipath off only: with it on, the paths are hidden).
     pub ns_port: [Option<PathBuf>; 2],
+    /// The namespace with protection information (nsid 2, `lab --pi-namespace-mib`), as
+    /// `ns` is the drive's: the head with multipath on, else port A's (else B's).
+    pub ns_pi: Option<PathBuf>,
+}
+
+/// The namespace id of the protection-information namespace (`machine::PI_NAMESPACE`).
+const PI_NSID: u32 = 2;
+
+/// The namespace id of block device `dev` (`/dev/nvme0n1`), from sysfs; 0 when unknown.
+fn nsid_of(dev: &Path) -> u32 {
+    let name = dev.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    read(&Path::new("/sys/block").join(name).join("nsid")).parse().unwrap_or(0)
 }
 
 fn read(p: &Path) -> String {
@@ -83,15 +95,22 @@ pub fn find() -> Result<GuestDrive> {
         }
     }
     let paths = scan_paths(&SysRoots::system())?;
-    let ours: Vec<_> = paths.into_iter().filter(|m| m.identity.serial == SERIAL && m.identity.partition.is_none()).collect();
-    let mut ns_port = [None, None];
-    for m in &ours {
-        for (i, p) in [Port::A, Port::B].into_iter().enumerate() {
-            if m.path.pci_address.as_deref() == Some(p.bdf()) {
-                ns_port[i] = Some(m.dev.clone());
+    let (ours, pi): (Vec<_>, Vec<_>) = paths
+        .into_iter()
+        .filter(|m| m.identity.serial == SERIAL && m.identity.partition.is_none())
+        .partition(|m| nsid_of(&m.dev) != PI_NSID);
+    let per_port = |devs: &[PathMatch]| {
+        let mut by = [None, None];
+        for m in devs {
+            for (i, p) in [Port::A, Port::B].into_iter().enumerate() {
+                if m.path.pci_address.as_deref() == Some(p.bdf()) {
+                    by[i] = Some(m.dev.clone());
+                }
             }
         }
-    }
+        by
+    };
+    let ns_port = per_port(&ours);
     let ns = if multipath {
         match &ours[..] {
             [one] => one.dev.clone(),
@@ -100,7 +119,15 @@ pub fn find() -> Result<GuestDrive> {
     } else {
         ns_port[0].clone().or_else(|| ns_port[1].clone()).ok_or(GuestError::NoDrive)?
     };
-    Ok(GuestDrive { multipath, ctrl, ns, ns_port })
+    let ns_pi = match (multipath, &pi[..]) {
+        (true, [one]) => Some(one.dev.clone()),
+        (true, _) => None,
+        (false, _) => {
+            let [a, b] = per_port(&pi);
+            a.or(b)
+        }
+    };
+    Ok(GuestDrive { multipath, ctrl, ns, ns_port, ns_pi })
 }
 
 impl GuestDrive {
@@ -111,6 +138,7 @@ impl GuestDrive {
         s += &format!("LAB_SERIAL={SERIAL}\nLAB_MULTIPATH={}\n", if self.multipath { "on" } else { "off" });
         s += &format!("LAB_NS={}\nLAB_NS_A={}\nLAB_NS_B={}\n", self.ns.display(), opt(&self.ns_port[0]), opt(&self.ns_port[1]));
         s += &format!("LAB_CTRL_A={}\nLAB_CTRL_B={}\n", self.ctrl[0].clone().unwrap_or_default(), self.ctrl[1].clone().unwrap_or_default());
+        s += &format!("LAB_NS_PI={}\n", opt(&self.ns_pi));
         s += &format!("LAB_BDF_A={}\nLAB_BDF_B={}\n", Port::A.bdf(), Port::B.bdf());
         s
     }

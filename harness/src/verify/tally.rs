@@ -110,11 +110,17 @@ impl Verifier<'_> {
     }
 }
 
-/// The verdict on a sector that could not be read.
+/// The verdict on a sector that could not be read. EILSEQ is the block layer's protection
+/// error (`BLK_STS_PROTECTION`): the drive (NVMe Guard, Application or Reference Tag Check
+/// Error, Invalid PI) or the kernel's integrity verification found the sector's protection
+/// information not matching its data or its address, which the detail says.
 pub(super) fn unreadable(e: &IoFailure) -> Verdict {
-    Verdict::Finding {
-        class: FindingClass::Unreadable,
-        found: Shown::ReadError { errno: e.errno, detail: e.detail.clone() },
-        detail: e.to_string(),
-    }
+    // EILSEQ on Linux (include/uapi/asm-generic/errno.h); libc is not a dependency here.
+    const EILSEQ: i32 = 84;
+    let detail = if e.errno == EILSEQ {
+        format!("protection information mismatch: the guard, application or reference tag does not match the sector ({e})")
+    } else {
+        e.to_string()
+    };
+    Verdict::Finding { class: FindingClass::Unreadable, found: Shown::ReadError { errno: e.errno, detail: e.detail.clone() }, detail }
 }

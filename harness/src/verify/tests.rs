@@ -184,3 +184,16 @@ fn regions_outside_the_span_are_refused() {
     assert!(matches!(v.verify(&mut sim, 0, SPAN + 512), Err(VerifyError::BadRegion { .. })));
     assert!(matches!(v.verify(&mut sim, 100, 4096), Err(VerifyError::BadRegion { .. })));
 }
+
+/// A read the block layer failed with EILSEQ (its protection error) is an unreadable sector
+/// whose detail says the protection information did not match; another errno says itself.
+#[test]
+fn a_protection_error_on_read_is_named_as_a_pi_mismatch() {
+    let detail = |errno: i32| match tally::unreadable(&faultline_drivers::IoFailure::new(errno, "read of 512 bytes at 4096")) {
+        Verdict::Finding { class: FindingClass::Unreadable, found: Shown::ReadError { errno: e, .. }, detail } if e == errno => detail,
+        _ => panic!("errno {errno}: not an unreadable sector reporting it"),
+    };
+    let pi = detail(libc::EILSEQ);
+    assert!(pi.starts_with("protection information mismatch: ") && pi.contains("read of 512 bytes at 4096"), "{pi}");
+    assert!(!detail(libc::EIO).contains("protection"), "{}", detail(libc::EIO));
+}

@@ -133,6 +133,11 @@ pub(super) struct MachineArgs {
     /// Size of the image made when neither --drive-file nor --nbd is given.
     #[arg(long, default_value_t = 256)]
     pub(super) size_mib: u64,
+    /// A second namespace (nsid 2, `$LAB_NS_PI` in the guest) of this many MiB of data,
+    /// formatted 512+8 with protection information type 1: the guest kernel's block integrity
+    /// writes and checks its guard and reference tags (docs/LAB.md).
+    #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pub(super) pi_namespace_mib: Option<u64>,
     /// Seconds the guest gets to boot (TCG on two shared cores: 12-40 s).
     #[arg(long, default_value_t = 180)]
     pub(super) boot_timeout_s: u64,
@@ -182,6 +187,7 @@ impl MachineArgs {
             usb: self.usb.map(Board::from),
             usb_fault: self.usb_fault.clone(),
             size_mib: self.size_mib,
+            pi_mib: self.pi_namespace_mib,
             boot_timeout: Duration::from_secs(self.boot_timeout_s),
             timeout: Duration::from_secs(self.timeout_s),
         })
