@@ -482,6 +482,15 @@ fn not_found(expect: &Expectation, scanned: usize, rest: Vec<Candidate>) -> Find
     FindError::NotFound { expect: Box::new(expect.clone()), scanned, closest, omitted }
 }
 
+/// Whether the kernel has finished setting the block device up: a logical block size of 0 in
+/// sysfs is a disk still being added or revalidated (seen in the lab right after a
+/// controller came back from a power cut: one path of the namespace with `lbs=0` beside
+/// another with 512, which then looked like two namespaces). Such a device is not a match
+/// yet; it is found once it is set up (a caller waiting for the device looks again).
+fn set_up(id: &DeviceIdentity) -> bool {
+    id.logical_block_bytes != 0
+}
+
 /// Every path of the one namespace whose identity matches every field `expect` gives,
 /// sorted by device name: `nvme0n1` and `nvme1n1` for one namespace behind two controllers,
 /// a single path for most devices. Matches are the same namespace when they share an NGUID,
@@ -495,7 +504,8 @@ pub fn find_namespace_paths(expect: &Expectation, roots: &SysRoots) -> Result<Ve
     check_expectation(expect)?;
     let all = scan_paths(roots)?;
     let scanned = all.len();
-    let (matches, rest): (Vec<PathMatch>, Vec<PathMatch>) = all.into_iter().partition(|m| expect.mismatches(&m.identity).is_empty());
+    let (matches, rest): (Vec<PathMatch>, Vec<PathMatch>) =
+        all.into_iter().partition(|m| expect.mismatches(&m.identity).is_empty() && set_up(&m.identity));
     if matches.is_empty() {
         let rest = rest.into_iter().map(|m| Candidate { path: m.dev, identity: m.identity }).collect();
         return Err(not_found(expect, scanned, rest));
@@ -544,7 +554,8 @@ pub fn find_by_identity(expect: &Expectation, roots: &SysRoots) -> Result<PathBu
     check_expectation(expect)?;
     let all = scan_block_devices(roots)?;
     let scanned = all.len();
-    let (mut matches, rest): (Vec<Candidate>, Vec<Candidate>) = all.into_iter().partition(|c| expect.mismatches(&c.identity).is_empty());
+    let (mut matches, rest): (Vec<Candidate>, Vec<Candidate>) =
+        all.into_iter().partition(|c| expect.mismatches(&c.identity).is_empty() && set_up(&c.identity));
     match matches.len() {
         1 => Ok(matches.remove(0).path),
         0 => Err(not_found(expect, scanned, rest)),

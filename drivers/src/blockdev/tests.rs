@@ -385,3 +385,32 @@ fn a_controller_back_on_the_bus_without_its_namespace_is_named_with_its_state() 
     let FindError::Path { idle, .. } = find_path(&expect, &by_name, &f.roots()).unwrap_err() else { panic!() };
     assert!(idle.is_empty(), "nvme0 has its path: {idle:?}");
 }
+
+/// A path the kernel is still setting up (its logical block size reads 0, as one did in the
+/// lab right after a power cut) is not a match yet: the namespace's other path is its one
+/// path, not a second namespace; once set up it is found beside it.
+#[test]
+fn a_path_with_no_logical_block_size_yet_is_not_a_second_namespace() {
+    let f = dual_port("half-set-up", false);
+    let lbs = walk(&f.root.0.join("sys/devices")).into_iter().find(|p| p.ends_with("nvme0n1/queue/logical_block_size")).unwrap();
+    std::fs::write(&lbs, "0\n").unwrap();
+    let paths = find_namespace_paths(&serial("D1DUAL"), &f.roots()).unwrap();
+    assert_eq!(paths.iter().map(|m| m.identity.name.as_str()).collect::<Vec<_>>(), ["nvme1n1"]);
+    assert_eq!(find_by_identity(&serial("D1DUAL"), &f.roots()).unwrap(), f.root.0.join("dev/nvme1n1"));
+    std::fs::write(&lbs, "512\n").unwrap();
+    assert_eq!(find_namespace_paths(&serial("D1DUAL"), &f.roots()).unwrap().len(), 2);
+}
+
+/// Every file under `dir`.
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let (p, t) = (e.path(), e.file_type().unwrap());
+        if t.is_dir() {
+            out.extend(walk(&p));
+        } else if t.is_file() {
+            out.push(p);
+        }
+    }
+    out
+}
