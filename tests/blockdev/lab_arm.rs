@@ -348,9 +348,9 @@ fn conformance_in_the_lab_guest() {
     println!("{pi}");
     assert!(log.contains("test result: ok. 2 passed; 0 failed"), "{ctx}");
     assert!(log.contains("nvme: seed 8") && log.contains("nvme, 2 io worker rings: seed 8"), "{ctx}");
-    // With a reset cut, each of the 2 x 3 cuts was one. Per reset: (writes in the block layer
-    // when it was issued, completed during it, after it); printed, not judged: under TCG most
-    // resets meet an idle controller.
+    // With a reset cut, each cut was one (three per cutting body and engine). Per reset:
+    // (writes in the block layer when it was issued, completed during it, after it); printed,
+    // not judged: under TCG most resets meet an idle controller.
     let met: Vec<[u64; 3]> = log
         .lines()
         .filter_map(|l| {
