@@ -569,6 +569,27 @@ fn plp_run(s: &Subject, spec: WorkloadSpec, dir: &Path) -> (LedgerWriter, Layout
     (ledger, Layout::new(spec, 512).unwrap(), faultline::format::Format::new(0xc0ffee, 512))
 }
 
+/// Cycle `cycle` of port A from `first_id`: cut where `cut` says, else ended after
+/// `max_writes` with a closing flush.
+fn cycle_opts(cycle: u32, first_id: u64, cut: Option<CutPlacement>, max_writes: Option<u64>) -> CycleOptions {
+    CycleOptions {
+        cycle,
+        first_id,
+        started_at: String::new(),
+        port: faultline::port::PortId::A,
+        max_writes,
+        duration: None,
+        cut,
+        checkpoint_every: Duration::from_secs(60),
+        drain_timeout: Duration::from_secs(5),
+        stop: None,
+        samples: None,
+        fill: faultline::writer::Fill::Auto,
+        clock_from: None,
+        before_end: None,
+    }
+}
+
 /// Three cycles of the mixed workload (with `ops`' deallocates and Write Zeroes beside the
 /// writes), each cut with the queue full and verified whole: clean, holding a deallocated
 /// sector to what the target says it reads.
@@ -578,22 +599,8 @@ fn cut_cycles_verify_clean(s: &mut Subject, seed: u64, ops: faultline::workload:
     let (mut ledger, layout, format) = plp_run(s, mixed_spec(seed, ops), &dir);
     let mut first_id = 1;
     for cycle in 1..=3u32 {
-        let opts = CycleOptions {
-            cycle,
-            first_id,
-            started_at: String::new(),
-            port: faultline::port::PortId::A,
-            max_writes: None,
-            duration: None,
-            cut: Some(CutPlacement::AfterCompletions { completions: 500 * cycle as u64 }),
-            checkpoint_every: Duration::from_secs(60),
-            drain_timeout: Duration::from_secs(5),
-            stop: None,
-            samples: None,
-            fill: faultline::writer::Fill::Auto,
-            clock_from: None,
-            before_end: None,
-        };
+        let cut = CutPlacement::AfterCompletions { completions: 500 * cycle as u64 };
+        let opts = cycle_opts(cycle, first_id, Some(cut), None);
         let out = run_cycle(s.target.as_mut(), &layout, &format, &mut ledger, Contract::Plp, &opts, &mut *s.cut).unwrap();
         assert!(out.completed >= 500 * cycle as u64, "{}: {out:?}", s.name);
         // Only what the cut caught in flight may fail; an engine that refuses work it was

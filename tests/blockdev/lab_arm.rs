@@ -389,22 +389,7 @@ fn a_pi_mismatch_on_the_lab_guest_s_pi_namespace_is_found_at_its_sector() {
     let (mut subject, _) = nvme_subject(16, 1);
     let dir = scratch("conf-pi");
     let (mut ledger, layout, format) = plp_run(&subject, mixed_spec(9, Default::default()), &dir);
-    let opts = CycleOptions {
-        cycle: 1,
-        first_id: 1,
-        started_at: String::new(),
-        port: faultline::port::PortId::A,
-        max_writes: Some(1000),
-        duration: None,
-        cut: None,
-        checkpoint_every: Duration::from_secs(60),
-        drain_timeout: Duration::from_secs(5),
-        stop: None,
-        samples: None,
-        fill: faultline::writer::Fill::Auto,
-        clock_from: None,
-        before_end: None,
-    };
+    let opts = cycle_opts(1, 1, None, Some(1000));
     let out = run_cycle(subject.target.as_mut(), &layout, &format, &mut ledger, Contract::Plp, &opts, &mut *subject.cut).unwrap();
     assert_eq!((out.completed, out.failed), (1000, 0), "{out:?}");
     let verify = |t: &mut dyn BlockTarget| Verifier::new(&layout, ledger.history(), &format).verify(t, 0, CAP).unwrap();

@@ -1,0 +1,40 @@
+//! Runs whose workload deallocates and writes zeroes beside its writes
+//! (`scenarios/trim-power-cut.toml`).
+
+use super::*;
+
+#[test]
+fn deallocates_and_write_zeroes_under_cuts_verify_clean_and_each_zeroing_fault_is_found() {
+    let d = scratch("trim");
+    let trim = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/trim-power-cut.toml")).unwrap();
+    let short = trim.replace("count = 20", "count = 4");
+    assert_ne!(short, trim);
+    let (o, rd) = run(&d, "honest", &short);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let ledger = String::from_utf8_lossy(&std::fs::read(rd.join("ledger.fl")).unwrap()).into_owned();
+    assert!(ledger.contains("\"deallocate_ppm\":100000"), "the run's header records its mix");
+    // The operations are counted by kind: about a tenth of the acknowledged ids each.
+    let summary: Value = serde_json::from_slice(&std::fs::read(rd.join("summary.json")).unwrap()).unwrap();
+    let (all, z) = (summary["figures"]["writes_completed"].as_u64().unwrap(), &summary["figures"]["zeroing"]);
+    for (op, bytes) in [("deallocates", "deallocated_bytes"), ("write_zeroes", "zeroed_bytes")] {
+        let n = z[op].as_u64().unwrap_or(0);
+        assert!(n * 20 > all && n * 5 < all, "{op}: {n} of {all} acknowledged ({z})");
+        assert!(z[bytes].as_u64().unwrap_or(0) >= n * 4096, "{bytes}: {z}");
+    }
+    let html = std::fs::read_to_string(rd.join("report.html")).unwrap();
+    assert!(html.contains(&format!("{all} acknowledged: ")) && html.contains(" deallocates ("), "report.html counts them");
+    for (model, class) in [
+        ("loses_deallocate\", per_cut = 2 ", "resurrection"),
+        ("deallocates_wrong_range\", shift_sectors = 8 ", "lost_write"),
+        ("tears_write_zeroes\" ", "torn_write"),
+    ] {
+        let faulty = short.replace("honest_plp\" ", model);
+        assert_ne!(faulty, short);
+        let (o, rd) = run(&d, class, &faulty);
+        assert_eq!(o.status.code(), Some(1), "{model}: {}", text(&o));
+        let ev = events(&rd);
+        let found: Vec<&Value> = of(&ev, "finding").map(|f| &f["finding"]["class"]).collect();
+        assert!(found.iter().any(|c| *c == class), "{model}: {found:?}");
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}
