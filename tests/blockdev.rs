@@ -10,6 +10,7 @@
 
 mod bench;
 mod lab_arm;
+mod lab_pi;
 mod zeroing;
 
 use crate::common::{ok, run, s, sh, skip, text, BIN};

@@ -34,7 +34,8 @@ pub struct OpenSpec {
 pub enum Engine {
     IoUring,
     Sync,
-    /// `NVME_IOCTL_IO_CMD` on a controller's character device ([`crate::passthru`]).
+    /// `NVME_IOCTL_IO_CMD` on a controller's or a namespace's generic character device
+    /// ([`crate::passthru`]).
     NvmePassthru,
     /// An NBD export's requests over its connection ([`crate::nbd`]).
     Nbd,
@@ -88,6 +89,11 @@ pub fn open_target(path: &Path, spec: &OpenSpec) -> Result<Opened, OpenError> {
         let canon = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
         if canon.file_name().is_some_and(|n| roots.sys.join("class/nvme").join(n).exists()) {
             return crate::passthru::open_controller_target(path, spec, &roots);
+        }
+        // A namespace's generic device (`/dev/ng0n2`): that namespace through I/O passthrough,
+        // whatever else its controller serves, with its metadata and protection information.
+        if canon.file_name().is_some_and(|n| roots.sys.join("class/nvme-generic").join(n).exists()) {
+            return crate::passthru::open_generic_target(path, spec, &roots);
         }
     }
     if is_block && spec.writable {

@@ -21,22 +21,25 @@
 //! exclusively while the engine runs, so nobody mounts it under the writes.
 
 use crate::block::{AlignedBuf, BlockTarget, Completion, Geometry, IoFailure, Op, TargetError, ZeroingSupport};
-use crate::blockdev::{identify_sysfs, DeviceIdentity, Expectation, SysRoots};
-use crate::guard::{check_no_signature, check_not_in_use, GuardError};
-use crate::identity::{read_trim, PathId};
-use crate::open::{Engine, OpenError, OpenSpec, Opened};
-use crate::sys::{nvme_io, IoData, NvmeAdminCmd, NvmeStatus};
+use crate::sys::{nvme_io, nvme_io_meta, IoData, NvmeAdminCmd, NvmeStatus};
 use std::fs::File;
-use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+mod open;
+mod pi;
 mod zero;
+use open::unsupported;
+pub use open::{
+    controller_namespace, find_controller, generic_namespace, open_controller_target, open_generic_target, ControllerNamespace,
+    SeveralControllers,
+};
+pub use pi::{guard, guard_with, Metadata, Pi, PiMismatch, PiType, APP_TAG, PI_BYTES, PRCHK_APP, PRCHK_GUARD, PRCHK_REF, PRINFO_PRACT};
 pub use zero::{
-    deallocate_commands, identify_zeroing, write_zeroes_commands, zeroing_from_identify, MAX_DSM_RANGES, MAX_RANGE_BLOCKS,
-    OPC_DATASET_MANAGEMENT, OPC_WRITE_ZEROES,
+    deallocate_commands, write_zeroes_commands, zeroing_from_identify, MAX_DSM_RANGES, MAX_RANGE_BLOCKS, OPC_DATASET_MANAGEMENT,
+    OPC_WRITE_ZEROES,
 };
 
 /// NVM command set opcodes.
@@ -49,6 +52,8 @@ const CDW12_FUA: u32 = 1 << 30;
 pub const MAX_BLOCKS_PER_COMMAND: u32 = 1 << 16;
 /// EIOs in a row after which the device counts as gone (as the other engines count).
 const EIO_GONE_AFTER: u32 = 8;
+/// The most metadata one command carries, bytes: one page.
+const META_PAGE: usize = 4096;
 /// Worker threads at most, whatever the queue depth.
 const MAX_THREADS: usize = 256;
 
@@ -73,240 +78,6 @@ pub fn flush_command(nsid: u32) -> NvmeAdminCmd {
     NvmeAdminCmd { opcode: OPC_FLUSH, nsid, ..Default::default() }
 }
 
-/// The one namespace a controller serves, as sysfs shows it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ControllerNamespace {
-    /// The controller (`nvme1`).
-    pub controller: String,
-    /// The namespace's sysfs directory under the controller (`.../nvme1/nvme1n1` or
-    /// `.../nvme1/nvme0c1n1`).
-    pub dir: PathBuf,
-    pub nsid: u32,
-    /// The namespace's block device node, if it has one: the node itself, or the multipath
-    /// head for a hidden per-path node.
-    pub block_dev: Option<PathBuf>,
-    pub geometry: Geometry,
-    /// The most bytes one command may carry (`queue/max_hw_sectors_kb`, at most
-    /// [`MAX_BLOCKS_PER_COMMAND`] blocks).
-    pub max_transfer: u64,
-    /// What the block device path of the same namespace would record (serial, model, WWID).
-    pub identity: DeviceIdentity,
-    /// Which controller this is (name, `cntlid`, PCI address), to find it again after a
-    /// re-enumeration.
-    pub path: PathId,
-}
-
-/// `nvme<a>n<b>` or `nvme<a>c<b>n<c>`: a namespace (or a per-path node of one). Returns the
-/// name of its block device: itself, or the multipath head `nvme<a>n<c>`.
-fn namespace_block_name(name: &str) -> Option<String> {
-    let num = |s: &str| -> Option<usize> {
-        let n = s.bytes().take_while(u8::is_ascii_digit).count();
-        (n > 0).then_some(n)
-    };
-    let r = name.strip_prefix("nvme")?;
-    let a = num(r)?;
-    let (subsys, r) = r.split_at(a);
-    let r = if let Some(c) = r.strip_prefix('c') { &c[num(c)?..] } else { r };
-    let ns = r.strip_prefix('n')?;
-    (num(ns)? == ns.len()).then(|| format!("nvme{subsys}n{ns}"))
-}
-
-fn unsupported(path: &Path, reason: String) -> TargetError {
-    TargetError::Unsupported { path: path.display().to_string(), reason }
-}
-
-/// The namespace of controller `ctrl` (`nvme1`), refusing a controller with none or with more
-/// than one (the kernel refuses `NVME_IOCTL_IO_CMD` there). `shown` names the target in errors.
-pub fn controller_namespace(ctrl: &str, roots: &SysRoots, shown: &Path) -> Result<ControllerNamespace, TargetError> {
-    let cdir = roots.sys.join("class/nvme").join(ctrl);
-    let rd = std::fs::read_dir(&cdir)
-        .map_err(|e| unsupported(shown, format!("is not an NVMe controller: cannot list {}: {e}", cdir.display())))?;
-    let mut found: Vec<(String, String)> = rd
-        .flatten()
-        .filter_map(|e| {
-            let n = e.file_name().to_string_lossy().into_owned();
-            namespace_block_name(&n).map(|b| (n, b))
-        })
-        .collect();
-    found.sort();
-    let (name, block) = match &found[..] {
-        [one] => one.clone(),
-        [] => return Err(unsupported(shown, format!("controller {ctrl} has no namespace in {}", cdir.display()))),
-        many => {
-            let names: Vec<&str> = many.iter().map(|(n, _)| n.as_str()).collect();
-            return Err(unsupported(
-                shown,
-                format!(
-                    "controller {ctrl} has {} namespaces ({}): the kernel refuses NVMe I/O passthrough on a controller with more \
-                     than one; target one namespace's block device instead (with nvme_core.multipath=N each controller has its own)",
-                    many.len(),
-                    names.join(", ")
-                ),
-            ));
-        }
-    };
-    let dir = cdir.join(&name);
-    let nsid = match read_trim(&dir.join("nsid")).parse::<u32>() {
-        Ok(n) => n,
-        Err(_) => name.rsplit('n').next().and_then(|n| n.parse().ok()).unwrap_or(1),
-    };
-    // A hidden per-path node may lack the queue attributes; its head has them.
-    let head_dir = roots.sys.join("class/block").join(&block);
-    let attr = |rel: &str| {
-        let v = read_trim(&dir.join(rel));
-        if v.is_empty() {
-            read_trim(&head_dir.join(rel))
-        } else {
-            v
-        }
-    };
-    let lbs: u32 = attr("queue/logical_block_size").parse().unwrap_or(0);
-    let sectors: u64 = attr("size").parse().unwrap_or(0);
-    if lbs == 0 || sectors == 0 {
-        return Err(unsupported(shown, format!("namespace {name} of {ctrl}: sysfs gives no size or logical block size")));
-    }
-    let pbs: u32 = attr("queue/physical_block_size").parse().unwrap_or(lbs);
-    let hw_kb: u64 = attr("queue/max_hw_sectors_kb").parse().unwrap_or(128);
-    let max_transfer = (hw_kb * 1024).min(u64::from(MAX_BLOCKS_PER_COMMAND) * u64::from(lbs)).max(u64::from(lbs));
-    let max_transfer = max_transfer - max_transfer % u64::from(lbs);
-    let capacity = sectors * 512;
-    let mut identity = identify_sysfs(&std::fs::canonicalize(&dir).unwrap_or(dir.clone()), capacity, lbs);
-    if identity.wwid.is_empty() {
-        identity.wwid = read_trim(&head_dir.join("wwid"));
-    }
-    let block_dev = Some(roots.dev.join(&block)).filter(|p| p.exists());
-    let address = read_trim(&cdir.join("address"));
-    let transport = read_trim(&cdir.join("transport"));
-    let path = PathId {
-        device: ctrl.to_string(),
-        controller: Some(ctrl.to_string()),
-        cntlid: read_trim(&cdir.join("cntlid")).parse().ok(),
-        pci_address: (!address.is_empty() && (transport.is_empty() || transport == "pcie")).then_some(address),
-    };
-    Ok(ControllerNamespace {
-        controller: ctrl.to_string(),
-        dir,
-        nsid,
-        block_dev,
-        geometry: Geometry { logical_block_bytes: lbs, physical_block_bytes: pbs.max(lbs), capacity_bytes: capacity },
-        max_transfer,
-        identity,
-        path,
-    })
-}
-
-/// The controller `want` selects (by `cntlid`, else PCI address, else name; see [`PathId`])
-/// whose one namespace matches `expect` (every field given; an empty expectation matches
-/// any): after a remove and rescan `nvme1` may be back as `nvme2`. `Ok(None)`: none (yet);
-/// `Err`: several, named.
-pub fn find_controller(expect: &Expectation, want: &PathId, roots: &SysRoots) -> Result<Option<PathBuf>, SeveralControllers> {
-    let class = roots.sys.join("class/nvme");
-    let Ok(rd) = std::fs::read_dir(&class) else { return Ok(None) };
-    let mut names: Vec<String> = rd.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
-    names.sort();
-    let mut hits = Vec::new();
-    for n in names {
-        let Ok(ns) = controller_namespace(&n, roots, &class.join(&n)) else { continue };
-        if want.selects(&ns.path) && expect.mismatches(&ns.identity).is_empty() {
-            hits.push(ns);
-        }
-    }
-    match &hits[..] {
-        [] => Ok(None),
-        [one] => Ok(Some(roots.dev.join(&one.controller))),
-        many => Err(SeveralControllers {
-            want: want.to_string(),
-            expect: expect.summary(),
-            paths: many.iter().map(|m| m.path.to_string()).collect(),
-        }),
-    }
-}
-
-/// More than one controller is the one [`find_controller`] looks for: waiting will not tell
-/// them apart.
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("{} controllers are {want} and match {expect}: {}", .paths.len(), .paths.join("; "))]
-pub struct SeveralControllers {
-    /// The path selector looked for.
-    pub want: String,
-    /// The namespace's expectation, summarised.
-    pub expect: String,
-    /// Each controller's path.
-    pub paths: Vec<String>,
-}
-
-/// Opens the controller at `path` (`/dev/nvme1`) as a target through its one namespace: the
-/// namespace found in sysfs under `roots`, checked against `spec.expect`; when writable, its
-/// block device (the node, or the multipath head) must not be in use and carry no signature
-/// (unless allowed), and is held open exclusively while the engine runs.
-pub fn open_controller_target(path: &Path, spec: &OpenSpec, roots: &SysRoots) -> Result<Opened, OpenError> {
-    let canon = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-    let ctrl = canon.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let shown = path.display().to_string();
-    let ns = controller_namespace(&ctrl, roots, path)?;
-    let bad = spec.expect.mismatches(&ns.identity);
-    if !bad.is_empty() {
-        return Err(GuardError::Identity { dev: shown, why: bad.join("; ") }.into());
-    }
-    let hold = match (&ns.block_dev, spec.writable) {
-        (Some(b), true) => {
-            let bshown = b.display().to_string();
-            let meta = std::fs::metadata(b).map_err(|source| TargetError::Open { path: bshown.clone(), source })?;
-            if meta.file_type().is_block_device() {
-                check_not_in_use(&bshown, meta.rdev())?;
-            }
-            let f = std::fs::OpenOptions::new()
-                .read(true)
-                .custom_flags(libc::O_CLOEXEC | if meta.file_type().is_block_device() { libc::O_EXCL } else { 0 })
-                .open(b)
-                .map_err(|source| TargetError::Open { path: bshown.clone(), source })?;
-            if !spec.allow_overwrite_signature {
-                check_no_signature(&bshown, &f)?;
-            }
-            Some(f)
-        }
-        (None, true) => {
-            return Err(unsupported(
-                path,
-                format!(
-                    "namespace {} of {ctrl} has no block device node in {}: faultline does not write to a namespace it cannot \
-                     check is unused",
-                    ns.nsid,
-                    roots.dev.display()
-                ),
-            )
-            .into())
-        }
-        (_, false) => None,
-    };
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(spec.writable)
-        .custom_flags(libc::O_CLOEXEC)
-        .open(path)
-        .map_err(|source| TargetError::Open { path: shown.clone(), source })?;
-    let mut notes = Vec::new();
-    let zeroing = match spec.writable.then(|| identify_zeroing(path, ns.nsid)) {
-        None => ZeroingSupport::default(),
-        Some(Ok(z)) => z,
-        Some(Err(why)) => {
-            notes.push(format!("{shown}: deallocate and write zeroes not carried: {why}"));
-            ZeroingSupport::default()
-        }
-    };
-    let t = PassthruTarget::new(file, path, &ns, spec.queue_depth, spec.writable, hold, zeroing);
-    notes.insert(
-        0,
-        format!(
-            "{shown}: NVMe I/O passthrough to controller {ctrl}, namespace {}: synchronous NVME_IOCTL_IO_CMD on {} threads \
-         (one per queue slot), slower than a block device, and the kernel may log a warning per command",
-            ns.nsid,
-            t.threads()
-        ),
-    );
-    Ok(Opened { target: Box::new(t), engine: Engine::NvmePassthru, block_device: false, direct: true, notes })
-}
-
 /// One operation for the pool.
 struct Job {
     op: Op,
@@ -323,6 +94,8 @@ struct Shared {
     writable: bool,
     /// What Identify said the controller carries (`zero.rs`).
     zeroing: ZeroingSupport,
+    /// The namespace's metadata, carried in a buffer beside each Read and Write (`pi.rs`).
+    meta: Option<Metadata>,
     gone: Mutex<(Option<IoFailure>, u32)>,
 }
 
@@ -373,25 +146,47 @@ impl Shared {
         g.0.as_ref().map(|g| IoFailure::new(g.errno, format!("not submitted: the device is gone ({})", g.detail)))
     }
 
-    /// Reads or writes `buf` at `offset`, in commands of at most `max_transfer` bytes.
+    /// Reads or writes `buf` at `offset`, in commands of at most `max_transfer` bytes, each
+    /// with its blocks' metadata where the namespace has some: a write's generated, a read's
+    /// checked (a mismatch fails the read with EILSEQ, as the block layer's integrity check
+    /// does).
     fn transfer(&self, opcode: u8, offset: u64, buf: &mut [u8], fua: bool) -> Result<(), IoFailure> {
-        let what = if opcode == OPC_WRITE {
-            if fua {
-                "write (FUA)"
-            } else {
-                "write"
-            }
-        } else {
-            "read"
+        let what = match (opcode, fua) {
+            (OPC_WRITE, true) => "write (FUA)",
+            (OPC_WRITE, false) => "write",
+            _ => "read",
         };
         self.check(offset, buf.len(), what)?;
         let lbs = u64::from(self.lbs);
         let len = buf.len();
-        for (i, chunk) in buf.chunks_mut(self.max_transfer as usize).enumerate() {
-            let at = offset + i as u64 * self.max_transfer;
-            let mut cmd = rw_command(opcode, self.nsid, at / lbs, (chunk.len() as u64 / lbs) as u32, fua);
-            let data = if opcode == OPC_WRITE { IoData::ToDevice(chunk) } else { IoData::FromDevice(chunk) };
-            nvme_io(&self.file, &mut cmd, data, self.lbs).map_err(|e| self.failure(&e, &format!("{what} of {len} bytes at {offset}")))?;
+        let ms = self.meta.map_or(0, |m| m.bytes);
+        // A command's metadata stays within one page-aligned page: the kernel maps it as one
+        // integrity segment (docs/DOMAIN.md, "Protection information through passthrough").
+        let per = if ms > 0 { self.max_transfer.min(META_PAGE as u64 / u64::from(ms) * lbs).max(lbs) } else { self.max_transfer };
+        let mut meta = AlignedBuf::zeroed(if ms > 0 { (per / lbs) as usize * usize::from(ms) } else { 0 });
+        for (i, chunk) in buf.chunks_mut(per as usize).enumerate() {
+            let at = offset + i as u64 * per;
+            let (slba, blocks) = (at / lbs, chunk.len() as u64 / lbs);
+            let mut cmd = rw_command(opcode, self.nsid, slba, blocks as u32, fua);
+            let failed = |e: std::io::Error| self.failure(&e, &format!("{what} of {len} bytes at {offset}"));
+            let Some(m) = self.meta else {
+                let data = if opcode == OPC_WRITE { IoData::ToDevice(chunk) } else { IoData::FromDevice(chunk) };
+                nvme_io(&self.file, &mut cmd, data, self.lbs).map_err(failed)?;
+                continue;
+            };
+            let meta = &mut meta[..blocks as usize * usize::from(ms)];
+            if opcode == OPC_WRITE {
+                m.fill(chunk, self.lbs as usize, slba, meta);
+                // The tuple's checks (PRCHK), from the initial reference tag (the LBA's low
+                // 32 bits) and the application tag written.
+                cmd.cdw12 |= m.write_prinfo();
+                (cmd.cdw14, cmd.cdw15) = (slba as u32, u32::from(APP_TAG));
+                nvme_io_meta(&self.file, &mut cmd, IoData::ToDevice(chunk), IoData::ToDevice(meta), (self.lbs, ms)).map_err(failed)?;
+            } else {
+                nvme_io_meta(&self.file, &mut cmd, IoData::FromDevice(chunk), IoData::FromDevice(meta), (self.lbs, ms)).map_err(failed)?;
+                m.check(chunk, self.lbs as usize, slba, meta)
+                    .map_err(|pi| IoFailure::new(libc::EILSEQ, format!("{} {what} of {len} bytes at {offset}: {pi}", self.shown)))?;
+            }
         }
         Ok(())
     }
@@ -476,6 +271,7 @@ impl PassthruTarget {
             max_transfer: ns.max_transfer,
             writable,
             zeroing,
+            meta: ns.metadata,
             gone: Mutex::new((None, 0)),
         });
         let (jobs, rx) = channel::<Job>();

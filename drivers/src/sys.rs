@@ -192,6 +192,9 @@ impl NvmeStatus {
             (0, 0x02) => "invalid field in command".into(),
             (0, 0x0B) => "invalid namespace or format".into(),
             (1, 0x09) => "invalid log page".into(),
+            (2, 0x82) => "end-to-end guard check error".into(),
+            (2, 0x83) => "end-to-end application tag check error".into(),
+            (2, 0x84) => "end-to-end reference tag check error".into(),
             (sct, sc) => format!("SCT {sct}, SC {sc:#04x}"),
         }
     }
@@ -230,12 +233,29 @@ fn io_data_bytes(cmd: &NvmeAdminCmd, lbs: u32) -> Option<u64> {
 /// the command's way (to the device for a Write or Dataset Management, from it for a Read, none
 /// for a Flush or Write Zeroes) and hold exactly its transfer ([`io_data_bytes`]); anything
 /// else is refused (`InvalidInput`) before the ioctl. Errors as [`nvme_admin`]'s (the kernel
-/// refuses the ioctl with EINVAL on a controller with more than one namespace).
+/// refuses the ioctl with EINVAL on a controller with more than one namespace). No metadata:
+/// see [`nvme_io_meta`].
 pub fn nvme_io(file: &File, cmd: &mut NvmeAdminCmd, data: IoData<'_>, lbs: u32) -> io::Result<u32> {
+    nvme_io_meta(file, cmd, data, IoData::None, (lbs, 0))
+}
+
+/// [`nvme_io`] with a separate metadata buffer (a namespace formatted with `ms` bytes of
+/// metadata per block, not extended: NVMe's MPTR, which the kernel maps as the request's
+/// integrity payload, `drivers/nvme/host/ioctl.c`). `format` is the namespace's (`lbs`, `ms`).
+/// A Write's metadata goes to the device and a Read's comes from it, exactly `ms` bytes per
+/// block the command carries; every other command, and a namespace without metadata, has
+/// none. Anything else is refused before the ioctl, as a mismatched data buffer is.
+pub fn nvme_io_meta(file: &File, cmd: &mut NvmeAdminCmd, data: IoData<'_>, meta: IoData<'_>, format: (u32, u16)) -> io::Result<u32> {
+    let (lbs, ms) = format;
     let (way_ok, ptr, len) = match data {
         IoData::None => (matches!(cmd.opcode, 0x00 | 0x08), 0u64, 0usize),
         IoData::ToDevice(b) => (matches!(cmd.opcode, 0x01 | 0x09), b.as_ptr() as u64, b.len()),
         IoData::FromDevice(b) => (cmd.opcode == 0x02, b.as_mut_ptr() as u64, b.len()),
+    };
+    let (meta_ok, meta_ptr, meta_len) = match meta {
+        IoData::None => (ms == 0 || !matches!(cmd.opcode, 0x01 | 0x02), 0u64, 0usize),
+        IoData::ToDevice(b) => (ms > 0 && cmd.opcode == 0x01, b.as_ptr() as u64, b.len()),
+        IoData::FromDevice(b) => (ms > 0 && cmd.opcode == 0x02, b.as_mut_ptr() as u64, b.len()),
     };
     let refused = |why: String| Err(io::Error::new(io::ErrorKind::InvalidInput, format!("I/O opcode {:#04x} {why}: refused", cmd.opcode)));
     match io_data_bytes(cmd, lbs) {
@@ -244,15 +264,23 @@ pub fn nvme_io(file: &File, cmd: &mut NvmeAdminCmd, data: IoData<'_>, lbs: u32) 
         Some(want) if want != len as u64 => return refused(format!("transfers {want} bytes, with a {len}-byte buffer")),
         Some(_) => {}
     }
+    let meta_want = if meta_ptr == 0 { 0 } else { (u64::from(cmd.cdw12 & 0xFFFF) + 1) * u64::from(ms) };
+    if !meta_ok {
+        return refused(format!("with {ms} bytes of metadata per block moves no metadata that way (a {meta_len}-byte buffer)"));
+    }
+    if meta_want != meta_len as u64 {
+        return refused(format!("carries {meta_want} bytes of metadata, with a {meta_len}-byte buffer"));
+    }
     cmd.addr = ptr;
     cmd.data_len = u32::try_from(len).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, format!("{len} bytes in one command")))?;
-    cmd.metadata = 0;
-    cmd.metadata_len = 0;
+    cmd.metadata = meta_ptr;
+    cmd.metadata_len = meta_len as u32;
     // SAFETY: `cmd` is a live, exclusively borrowed `struct nvme_passthru_cmd` (layout checked
     // above); the kernel reads it and writes back `result`. `addr`/`data_len` describe exactly
-    // the buffer in `data`, borrowed (mutably, for a read) for the whole call, and the check
-    // above makes the command's transfer exactly that long (a flush or write zeroes has none).
-    // Metadata is null. The ioctl is synchronous: nothing touches the buffer after it returns.
+    // the buffer in `data`, and `metadata`/`metadata_len` exactly the one in `meta` (or null
+    // and 0), each borrowed (mutably, for a read) for the whole call; the checks above make the
+    // command's transfer and its metadata exactly that long (a flush or write zeroes has none).
+    // The ioctl is synchronous: nothing touches either buffer after it returns.
     let r = unsafe { libc::ioctl(file.as_raw_fd(), NVME_IOCTL_IO_CMD as _, cmd as *mut NvmeAdminCmd) };
     match r {
         0 => Ok(cmd.result),
@@ -452,6 +480,19 @@ mod tests {
         assert_eq!(nvme_io(&f, &mut dsm, IoData::ToDevice(&[0u8; 16]), 512).unwrap_err().raw_os_error(), Some(libc::ENOTTY));
         let mut wz = NvmeAdminCmd { opcode: 0x08, cdw12: 7, ..Default::default() };
         assert_eq!(nvme_io(&f, &mut wz, IoData::None, 512).unwrap_err().raw_os_error(), Some(libc::ENOTTY));
+        // Metadata: 8 bytes a block, each way with its own command, and no other.
+        let meta = |mut cmd: NvmeAdminCmd, data: IoData<'_>, meta: IoData<'_>| nvme_io_meta(&f, &mut cmd, data, meta, (512, 8));
+        let write2 = NvmeAdminCmd { opcode: 0x01, cdw12: 1, ..Default::default() };
+        let e = meta(write2, IoData::ToDevice(&[0u8; 1024]), IoData::ToDevice(&[0u8; 8])).unwrap_err();
+        assert!(e.to_string().contains("carries 16 bytes of metadata, with a 8-byte buffer"), "{e}");
+        let e = meta(write2, IoData::ToDevice(&[0u8; 1024]), IoData::FromDevice(&mut [0u8; 16])).unwrap_err();
+        assert!(e.to_string().contains("no metadata that way"), "{e}");
+        let e = meta(write2, IoData::ToDevice(&[0u8; 1024]), IoData::None).unwrap_err();
+        assert!(e.to_string().contains("no metadata that way (a 0-byte buffer)"), "{e}");
+        let flush = NvmeAdminCmd { opcode: 0x00, ..Default::default() };
+        assert!(meta(flush, IoData::None, IoData::ToDevice(&[0u8; 8])).unwrap_err().to_string().contains("no metadata that way"));
+        let e = meta(write2, IoData::ToDevice(&[0u8; 1024]), IoData::ToDevice(&[0u8; 16])).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::ENOTTY), "{e}");
     }
 
     #[test]

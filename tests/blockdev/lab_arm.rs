@@ -52,7 +52,7 @@ impl NvmeCut {
     }
 }
 /// The serial of the lab drive's controllers (`cmd/lab/machine.rs`).
-const LAB_SERIAL: &str = "FAULTLINELAB0001";
+pub(super) const LAB_SERIAL: &str = "FAULTLINELAB0001";
 /// The conformance tests the guest runs, each with its NVMe arm.
 const TESTS: [&str; 4] = [
     "conformance_cut_cycles_verify_clean",
@@ -61,8 +61,10 @@ const TESTS: [&str; 4] = [
     "zeroing::conformance_deallocates_and_write_zeroes_under_cuts_verify_clean",
 ];
 /// The tests the guest runs on the protection-information namespace (`$LAB_NS_PI`).
-const PI_TESTS: &str =
-    "blockdev::conformance_cut_cycles_verify_clean blockdev::lab_arm::a_pi_mismatch_on_the_lab_guest_s_pi_namespace_is_found_at_its_sector";
+const PI_TESTS: &str = "blockdev::conformance_cut_cycles_verify_clean \
+     blockdev::lab_arm::a_pi_mismatch_on_the_lab_guest_s_pi_namespace_is_found_at_its_sector \
+     blockdev::lab_pi::passthrough_writes_and_checks_protection_information_on_the_lab_guest_s_pi_namespaces \
+     blockdev::lab_pi::qemu_leaves_the_old_tuple_beside_a_block_a_short_deallocate_zeroed";
 /// The tests of [`TESTS`] that cut (three cycles each).
 const CUTTING: [&str; 2] = [TESTS[0], TESTS[3]];
 /// The NVMe arm's engines, as `conformance()` names them: one ring, two worker rings.
@@ -212,7 +214,7 @@ pub fn nvme_subject(depth: usize, io_threads: usize) -> (Subject, Rc<Cell<u32>>)
 }
 
 /// Zeroes the whole namespace through `t` and flushes.
-fn blank(t: &mut dyn BlockTarget, name: &str) {
+pub(super) fn blank(t: &mut dyn BlockTarget, name: &str) {
     const CHUNK: u64 = 1 << 20;
     for (i, offset) in (0..CAP).step_by(CHUNK as usize).enumerate() {
         t.submit(Op::Write { token: i as u64, offset, buf: AlignedBuf::zeroed(CHUNK as usize), fua: false, write_id: 0 }).unwrap();
@@ -307,7 +309,7 @@ fn conformance_in_the_lab_guest() {
         "off",
         "--size-mib",
         "8",
-        // The second namespace, 512+8 with PI type 1, the size of the first.
+        // Three namespaces with PI type 1 (512+8, 4096+8, 4096+64), each the size of the first.
         "--pi-namespace-mib",
         "8",
         "--timeout-s",
@@ -341,12 +343,22 @@ fn conformance_in_the_lab_guest() {
         );
         assert!(log.contains(&line), "missing '{line}'\n{ctx}");
     }
+    // faultline's passthrough engine on each PI namespace's generic device: cut cycles verified
+    // with every tuple checked, and a planted reference tag found; then QEMU's stale tuple.
+    for (_, format, ..) in super::lab_pi::PI_NAMESPACES {
+        let line = log.lines().find_map(|l| l.find(&format!(" ({format}): 3 cut cycles with ")).map(|_| l));
+        let line = line.unwrap_or_else(|| panic!("no passthrough line for {format}\n{ctx}"));
+        assert!(line.contains("verified clean; the planted tag found: unreadable at ") && line.contains("reference tag "), "{line}");
+        println!("{}", &line[line.find("pi passthru: ").unwrap_or(0)..]);
+    }
+    let qemu = log.lines().find_map(|l| l.find("pi qemu: ").map(|i| &l[i..])).unwrap_or_else(|| panic!("no pi qemu line\n{ctx}"));
+    println!("{qemu}");
     // libtest prints a test's name and then, on the same line, what it printed.
     let pi = log.lines().find_map(|l| l.find("pi arm: nvme0n2 (").map(|i| &l[i..]));
     let pi = pi.unwrap_or_else(|| panic!("no pi arm line\n{ctx}"));
     assert!(pi.starts_with(&format!("pi arm: nvme0n2 ({PI_FORMAT}): the zeroed PI of byte ")), "{pi}\n{ctx}");
     println!("{pi}");
-    assert!(log.contains("test result: ok. 2 passed; 0 failed"), "{ctx}");
+    assert!(log.contains("test result: ok. 4 passed; 0 failed"), "{ctx}");
     assert!(log.contains("nvme: seed 8") && log.contains("nvme, 2 io worker rings: seed 8"), "{ctx}");
     // With a reset cut, each cut was one (three per cutting body and engine). Per reset:
     // (writes in the block layer when it was issued, completed during it, after it); printed,

@@ -4,7 +4,8 @@
 //! Layout (NVMe Base 2.1, Figure "Identify Namespace Data Structure, NVM Command Set"; the
 //! same offsets as libnvme's `struct nvme_id_ns` and Linux's `include/linux/nvme.h`):
 //! NSFEAT byte 24 (bit 1 NATOMIC: NAWUN, NAWUPF and NACWU are defined for this namespace),
-//! NLBAF 25 (0's based), FLBAS 26 (bits 3:0 the format index, 6:5 its high bits), DLFEAT 33
+//! NLBAF 25 (0's based), FLBAS 26 (bits 3:0 the format index, 6:5 its high bits, 4 extended LBA),
+//! DPS 29 (bits 2:0 the protection information type, 3 its tuple first), DLFEAT 33
 //! (bits 2:0: 001b a deallocated block reads zeros, 010b 0xFF, 000b not reported), NAWUN 34,
 //! NAWUPF 36, NACWU 38, NABSN 40, NABO 42, NABSPF 44 (each 16-bit, in logical blocks, NAWUPF
 //! and NABSPF 0's based, NABSPF 0: no boundary), the LBA formats from byte 128, 4 bytes each
@@ -25,8 +26,12 @@ pub struct NamespaceIdentity {
     /// Metadata bytes per block of that format (MS).
     pub metadata_bytes: u16,
     pub nsfeat: u8,
-    /// Formatted LBA Size (byte 26), as the drive gave it.
+    /// Formatted LBA Size (byte 26), as the drive gave it (bit 4: metadata interleaved with
+    /// the data, an extended LBA).
     pub flbas: u8,
+    /// End-to-end Data Protection Type Settings (byte 29): bits 2:0 the PI type (0 none),
+    /// bit 3 the tuple in the metadata's first 8 bytes.
+    pub dps: u8,
     pub dlfeat: u8,
     pub nawun: u16,
     pub nawupf: u16,
@@ -64,6 +69,7 @@ impl NamespaceIdentity {
             metadata_bytes: u16_at(lbaf),
             nsfeat: b[24],
             flbas,
+            dps: b[29],
             dlfeat: b[33],
             nawun: u16_at(34),
             nawupf: u16_at(36),
@@ -71,6 +77,11 @@ impl NamespaceIdentity {
             nabo: u16_at(42),
             nabspf: u16_at(44),
         })
+    }
+
+    /// The index of the format FLBAS names (bits 3:0, and 6:5 as bits 5:4).
+    pub fn format_index(&self) -> usize {
+        usize::from(self.flbas & 0x0F) | (usize::from((self.flbas >> 5) & 0x03) << 4)
     }
 
     /// NSFEAT bit 1: the namespace's own atomicity fields (NAWUN, NAWUPF, NACWU) are defined.

@@ -1,8 +1,12 @@
 use super::*;
 use crate::block::Zeroing;
+use crate::blockdev::{DeviceIdentity, Expectation, SysRoots};
 use crate::fake_root::FakeRoot;
+use crate::identity::PathId;
+use crate::open::{Engine, OpenSpec};
 use crate::sys::NVME_IOCTL_IO_CMD;
 use std::mem::offset_of;
+use std::path::PathBuf;
 
 #[test]
 fn read_write_and_flush_are_encoded_as_the_nvm_command_set_says() {
@@ -121,12 +125,14 @@ fn what_a_controller_carries_is_oncs_and_what_a_deallocated_block_reads_is_dlfea
         oncs,
         awun: 0,
         awupf: 0,
+        ctratt: 0,
     };
     let ns = |dlfeat| NamespaceIdentity {
         block_bytes: 4096,
         metadata_bytes: 0,
         nsfeat: 0,
         flbas: 0,
+        dps: 0,
         dlfeat,
         nawun: 0,
         nawupf: 0,
@@ -206,6 +212,7 @@ fn disk(root: &FakeRoot, dir: &str, name: &str) {
     root.file(&format!("{dir}/queue/logical_block_size"), "4096\n");
     root.file(&format!("{dir}/queue/physical_block_size"), "4096\n");
     root.file(&format!("{dir}/queue/max_hw_sectors_kb"), "256\n");
+    root.file(&format!("{dir}/queue/max_segments"), "33\n");
     root.link(&format!("sys/class/block/{name}"), dir);
     root.file(&format!("dev/{name}"), "");
 }
@@ -222,7 +229,9 @@ fn a_controllers_one_namespace_is_found_with_and_without_multipath() {
     disk(&root, "sys/devices/pci0000:00/0000:00:04.0/nvme/nvme1/nvme1n1", "nvme1n1");
     let ns = controller_namespace("nvme1", &roots(&root), Path::new("/dev/nvme1")).unwrap();
     assert_eq!((ns.nsid, ns.geometry.logical_block_bytes, ns.geometry.capacity_bytes), (1, 4096, 2097152 * 512));
-    assert_eq!(ns.max_transfer, 256 * 1024);
+    // 256 KiB the hardware takes, 33 segments of a page each, one kept for a buffer that
+    // starts mid-page: 128 KiB.
+    assert_eq!(ns.max_transfer, 32 * 4096);
     assert_eq!(ns.block_dev, Some(root.0.join("dev/nvme1n1")));
     assert_eq!((ns.identity.serial.as_str(), ns.identity.model.as_str()), ("D1DUAL", "ACME DUAL 7000"));
     assert_eq!((ns.path.cntlid, ns.path.pci_address.as_deref()), (Some(2), Some("0000:00:04.0")));
@@ -278,6 +287,7 @@ fn namespace(lbs: u32, capacity: u64, max_transfer: u64) -> ControllerNamespace 
         max_transfer,
         identity: DeviceIdentity { serial: "S".into(), capacity_bytes: capacity, logical_block_bytes: lbs, ..Default::default() },
         path: PathId::default(),
+        metadata: None,
     }
 }
 
@@ -400,4 +410,55 @@ fn measure_the_pools_own_turnover() {
         let s = t0.elapsed().as_secs_f64();
         println!("queue depth {depth:>2}: {n} operations in {s:.2} s = {:.0} ops/s ({:.1} us each)", n as f64 / s, s * 1e6 / n as f64);
     }
+}
+
+/// A namespace's generic device (`ng1n2`): that namespace and its block device (`nvme1n2`),
+/// whatever else the controller serves; something else named `ng...` is refused.
+#[test]
+fn a_generic_device_reaches_its_namespace_beside_the_controllers_others() {
+    let root = FakeRoot::new("ptng");
+    controller(&root, "0000:00:04.0", "nvme1", 2, &[("nvme1n1", 1), ("nvme1n2", 2)]);
+    disk(&root, "sys/devices/pci0000:00/0000:00:04.0/nvme/nvme1/nvme1n2", "nvme1n2");
+    let r = roots(&root);
+    let e = controller_namespace("nvme1", &r, Path::new("/dev/nvme1")).unwrap_err().to_string();
+    assert!(e.contains("2 namespaces"), "{e}");
+    let ns = generic_namespace("ng1n2", &r, Path::new("/dev/ng1n2")).unwrap();
+    assert_eq!((ns.nsid, ns.block_dev.clone(), ns.geometry.logical_block_bytes), (2, Some(root.0.join("dev/nvme1n2")), 4096));
+    assert_eq!((ns.path.device.as_str(), ns.path.controller.as_deref(), ns.metadata), ("ng1n2", None, None));
+    assert_eq!(ns.identity.serial, "D1DUAL");
+    let e = generic_namespace("ng1n3", &r, Path::new("/dev/ng1n3")).unwrap_err().to_string();
+    assert!(e.contains("has no block device nvme1n3"), "{e}");
+    let e = generic_namespace("ngx", &r, Path::new("/dev/ngx")).unwrap_err().to_string();
+    assert!(e.contains("not a namespace's generic device"), "{e}");
+    // Opened: Identify fails (a plain file), and sysfs shows no integrity: carried without
+    // metadata, as before.
+    root.file("dev/ng1n2", "");
+    std::fs::write(root.0.join("dev/nvme1n2"), vec![0u8; 64 << 10]).unwrap();
+    let spec = OpenSpec { writable: true, queue_depth: 2, ..Default::default() };
+    let o = open_generic_target(&root.0.join("dev/ng1n2"), &spec, &r).unwrap();
+    assert!(o.notes[0].contains("generic device ng1n2, namespace 2"), "{:?}", o.notes);
+    drop(o);
+    // With an integrity format in sysfs, a namespace Identify cannot describe is refused: a
+    // command without a metadata buffer would leave the controller none to write to.
+    root.file("sys/devices/pci0000:00/0000:00:04.0/nvme/nvme1/nvme1n2/integrity/format", "T10-DIF-TYPE1-CRC\n");
+    let e = open_generic_target(&root.0.join("dev/ng1n2"), &spec, &r).err().unwrap().to_string();
+    assert!(e.contains("carries metadata (sysfs: integrity format T10-DIF-TYPE1-CRC) and Identify failed"), "{e}");
+}
+
+/// With metadata, each Read and Write carries its blocks' share of it through the kernel
+/// (`/dev/null` refuses the ioctl: ENOTTY, after the buffers were checked: a mismatched one
+/// would be EINVAL).
+#[test]
+fn with_protection_information_each_command_carries_its_metadata() {
+    let file = std::fs::OpenOptions::new().read(true).write(true).open("/dev/null").unwrap();
+    let mut ns = namespace(512, 1 << 20, 4096);
+    ns.metadata = Some(Metadata { bytes: 8, pi: Some(Pi { kind: PiType::Type1, first: false }) });
+    let mut t = PassthruTarget::new(file, Path::new("/dev/null"), &ns, 1, true, None, ZeroingSupport::default());
+    let mut buf = AlignedBuf::zeroed(8192);
+    let e = t.read_at(0, &mut buf).unwrap_err();
+    assert_eq!(e.errno, libc::ENOTTY, "{e}");
+    t.submit(Op::Write { token: 1, offset: 4096, buf: AlignedBuf::zeroed(8192), fua: false, write_id: 1 }).unwrap();
+    let mut out = Vec::new();
+    t.reap(&mut out, 1, Duration::from_secs(5)).unwrap();
+    assert_eq!(out[0].result.as_ref().unwrap_err().errno, libc::ENOTTY, "{:?}", out[0].result);
 }

@@ -12,15 +12,17 @@
 //! controller's Write Zeroes Size Limit is not read: a controller that sets one may refuse a
 //! long command, which then fails as the drive's refusal.)
 //!
+//! On a namespace with protection information, Write Zeroes sets PRACT: the controller writes
+//! each zeroed block's tuple (`pi.rs`).
+//!
 //! What the controller carries comes from Identify when the engine opens: ONCS bit 2 (Dataset
 //! Management) and bit 3 (Write Zeroes) of Identify Controller, and what a deallocated block
 //! reads, DLFEAT bits 2:0 of Identify Namespace.
 
-use super::{Shared, MAX_BLOCKS_PER_COMMAND};
+use super::{Shared, APP_TAG, MAX_BLOCKS_PER_COMMAND, PRINFO_PRACT};
 use crate::block::{AlignedBuf, DeallocReads, IoFailure, Zeroing, ZeroingSupport};
-use crate::nvme::{ControllerIdentity, DeallocatedReads, NamespaceIdentity, NvmeAdmin};
+use crate::nvme::{ControllerIdentity, DeallocatedReads, NamespaceIdentity};
 use crate::sys::{nvme_io, IoData, NvmeAdminCmd};
-use std::path::Path;
 
 pub const OPC_WRITE_ZEROES: u8 = 0x08;
 pub const OPC_DATASET_MANAGEMENT: u8 = 0x09;
@@ -90,15 +92,6 @@ pub fn zeroing_from_identify(ctrl: &ControllerIdentity, ns: &NamespaceIdentity) 
     }
 }
 
-/// Identify Controller and Identify Namespace `nsid` through the controller at `dev`, as
-/// [`zeroing_from_identify`]; `Err` names what failed.
-pub fn identify_zeroing(dev: &Path, nsid: u32) -> Result<ZeroingSupport, crate::nvme::NvmeError> {
-    let admin = NvmeAdmin::open_controller(dev)?;
-    let ctrl = admin.identify()?;
-    let ns = admin.identify_namespace(nsid)?;
-    Ok(zeroing_from_identify(&ctrl, &ns))
-}
-
 impl Shared {
     /// Deallocates or writes zeroes over `len` bytes at `offset`, refusing (EINVAL) a range that
     /// is not whole blocks inside the namespace and (EOPNOTSUPP) a kind the controller lacks.
@@ -126,6 +119,12 @@ impl Shared {
             }
             Zeroing::WriteZeroes => {
                 for mut cmd in write_zeroes_commands(self.nsid, slba, blocks) {
+                    if self.meta.is_some_and(|m| m.pi.is_some()) {
+                        // The controller writes the zeros' tuples (PRACT), from the command's
+                        // first LBA and the application tag the engine writes.
+                        cmd.cdw12 |= PRINFO_PRACT;
+                        (cmd.cdw14, cmd.cdw15) = (cmd.cdw10, u32::from(APP_TAG));
+                    }
                     nvme_io(&self.file, &mut cmd, IoData::None, self.lbs).map_err(|e| self.failure(&e, &what))?;
                 }
             }

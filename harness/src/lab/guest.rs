@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::error::{chain, Doing, IoStep};
-use super::machine::{Port, SERIAL};
+use super::machine::{Port, PI_NAMESPACES, SERIAL};
 
 /// What the guest side could not do.
 #[derive(Debug, thiserror::Error)]
@@ -63,13 +63,11 @@ pub struct GuestDrive {
     pub ns: PathBuf,
     /// Each port's own block device (multipath off only: with it on, the paths are hidden).
     pub ns_port: [Option<PathBuf>; 2],
-    /// The namespace with protection information (nsid 2, `lab --pi-namespace-mib`), as
-    /// `ns` is the drive's: the head with multipath on, else port A's (else B's).
-    pub ns_pi: Option<PathBuf>,
+    /// The namespaces with protection information (`lab --pi-namespace-mib`), in the order
+    /// of [`PI_NAMESPACES`], as `ns` is the drive's: the head with multipath on, else port
+    /// A's (else B's).
+    pub ns_pi: [Option<PathBuf>; PI_NAMESPACES.len()],
 }
-
-/// The namespace id of the protection-information namespace (`machine::PI_NAMESPACE`).
-const PI_NSID: u32 = 2;
 
 /// The namespace id of block device `dev` (`/dev/nvme0n1`), from sysfs; 0 when unknown.
 fn nsid_of(dev: &Path) -> u32 {
@@ -98,7 +96,7 @@ pub fn find() -> Result<GuestDrive> {
     let (ours, pi): (Vec<_>, Vec<_>) = paths
         .into_iter()
         .filter(|m| m.identity.serial == SERIAL && m.identity.partition.is_none())
-        .partition(|m| nsid_of(&m.dev) != PI_NSID);
+        .partition(|m| !PI_NAMESPACES.iter().any(|p| p.nsid == nsid_of(&m.dev)));
     let per_port = |devs: &[PathMatch]| {
         let mut by = [None, None];
         for m in devs {
@@ -119,14 +117,17 @@ pub fn find() -> Result<GuestDrive> {
     } else {
         ns_port[0].clone().or_else(|| ns_port[1].clone()).ok_or(GuestError::NoDrive)?
     };
-    let ns_pi = match (multipath, &pi[..]) {
-        (true, [one]) => Some(one.dev.clone()),
-        (true, _) => None,
-        (false, _) => {
-            let [a, b] = per_port(&pi);
-            a.or(b)
+    let ns_pi = PI_NAMESPACES.map(|p| {
+        let these: Vec<PathMatch> = pi.iter().filter(|m| nsid_of(&m.dev) == p.nsid).cloned().collect();
+        match (multipath, &these[..]) {
+            (true, [one]) => Some(one.dev.clone()),
+            (true, _) => None,
+            (false, _) => {
+                let [a, b] = per_port(&these);
+                a.or(b)
+            }
         }
-    };
+    });
     Ok(GuestDrive { multipath, ctrl, ns, ns_port, ns_pi })
 }
 
@@ -138,7 +139,9 @@ impl GuestDrive {
         s += &format!("LAB_SERIAL={SERIAL}\nLAB_MULTIPATH={}\n", if self.multipath { "on" } else { "off" });
         s += &format!("LAB_NS={}\nLAB_NS_A={}\nLAB_NS_B={}\n", self.ns.display(), opt(&self.ns_port[0]), opt(&self.ns_port[1]));
         s += &format!("LAB_CTRL_A={}\nLAB_CTRL_B={}\n", self.ctrl[0].clone().unwrap_or_default(), self.ctrl[1].clone().unwrap_or_default());
-        s += &format!("LAB_NS_PI={}\n", opt(&self.ns_pi));
+        for (p, dev) in PI_NAMESPACES.iter().zip(&self.ns_pi) {
+            s += &format!("{}={}\n", p.env, opt(dev));
+        }
         s += &format!("LAB_BDF_A={}\nLAB_BDF_B={}\n", Port::A.bdf(), Port::B.bdf());
         s
     }

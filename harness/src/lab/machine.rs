@@ -167,22 +167,12 @@ pub struct Spec<'a> {
     /// A short private directory for the QMP socket (a unix socket's path is limited to 107
     /// bytes; `lab_dir` may be longer).
     pub sock_dir: &'a Path,
-    /// A second namespace (nsid 2) on this raw image, formatted 512+8 with protection
-    /// information type 1 (see [`PI_NAMESPACE`]).
-    pub pi_drive: Option<PathBuf>,
+    /// The namespaces with protection information ([`PI_NAMESPACES`], in order), each on
+    /// its raw image; none, or all.
+    pub pi_drives: Vec<PathBuf>,
 }
 
-/// The protection-information namespace's QEMU settings: 512-byte blocks with 8 bytes of
-/// metadata in a separate buffer (`mset=0`), T10 PI type 1 in the first 8 bytes of it (`pil=0`), as QEMU's
-/// `nvme-ns` takes them (hw/nvme/ns.c: `ms`, `mset`, `pi`, `pil`). QEMU keeps the metadata
-/// after the data in the same image: [`pi_image_bytes`] sizes it.
-pub const PI_NAMESPACE: &str = "nsid=2,shared=on,ms=8,mset=0,pi=1,pil=0";
-
-/// The size of a PI namespace's image for `data_bytes` of data: QEMU gives the namespace
-/// `size / (512 + 8)` blocks.
-pub fn pi_image_bytes(data_bytes: u64) -> u64 {
-    data_bytes / 512 * (512 + 8)
-}
+pub use super::pi_namespaces::{PiNamespace, PI_NAMESPACES};
 
 /// What the host asks of the machine while it runs, from another thread (the lab's Quarch
 /// rig): each call is answered with how long it took, or why it failed.
@@ -272,9 +262,10 @@ impl Spec<'_> {
             c.args(["-device", &format!("nvme,id={},serial={SERIAL},subsys=subsys0,bus={}", p.id(), p.bus())]);
         }
         c.args(["-device", "nvme-ns,drive=d0,nsid=1,shared=on"]);
-        if let Some(img) = &self.pi_drive {
-            c.args(["-drive", &format!("file={},format=raw,if=none,id=d1,discard=unmap", qemu_escape(img))]);
-            c.args(["-device", &format!("nvme-ns,drive=d1,{PI_NAMESPACE}")]);
+        for (ns, img) in PI_NAMESPACES.iter().zip(&self.pi_drives) {
+            let id = format!("pi{}", ns.nsid);
+            c.args(["-drive", &format!("file={},format=raw,if=none,id={id},discard=unmap", qemu_escape(img))]);
+            c.args(["-device", &ns.qemu_arg(&id)]);
         }
         c
     }

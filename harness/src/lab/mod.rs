@@ -26,6 +26,7 @@ pub mod guest;
 pub mod host;
 pub mod initramfs;
 pub mod machine;
+pub mod pi_namespaces;
 pub mod qmp;
 pub mod reconcile;
 pub mod session;

@@ -84,8 +84,8 @@ pub struct MachineOpts {
     pub usb_fault: Option<String>,
     /// Size of the image made, or of the simulated drive.
     pub size_mib: u64,
-    /// A second namespace of this many MiB of data with protection information
-    /// (`RUN_DIR/lab/pi.img`, [`machine::PI_NAMESPACE`]).
+    /// Namespaces with protection information, each of this many MiB of data
+    /// (`RUN_DIR/lab/piN.img`, [`machine::PI_NAMESPACES`]).
     pub pi_mib: Option<u64>,
     pub boot_timeout: Duration,
     pub timeout: Duration,
@@ -121,8 +121,8 @@ pub struct Prepared {
     pub refreshed: bool,
     /// Where the machine's unix sockets go (removed with it).
     socks: tempfile::TempDir,
-    /// The protection-information namespace's image (`--pi-namespace-mib`).
-    pub pi_drive: Option<PathBuf>,
+    /// The protection-information namespaces' images (`--pi-namespace-mib`).
+    pub pi_drives: Vec<PathBuf>,
 }
 
 /// Refuses a USB board or fault that cannot be had, and a dual-port model.
@@ -182,16 +182,15 @@ pub fn prepare(m: &MachineOpts, from: SimFromScenario) -> Result<Prepared> {
             Drive::File(img)
         }
     };
-    let pi_drive = match m.pi_mib {
-        Some(mib) => {
-            let img = lab_dir.join("pi.img");
-            let f = std::fs::File::create(&img).doing(|| format!("cannot create {}", img.display()))?;
-            f.set_len(machine::pi_image_bytes(mib << 20)).doing(|| format!("cannot size {}", img.display()))?;
-            Some(img)
-        }
-        None => None,
-    };
-    Ok(Prepared { lab, dir, lab_dir, share, drive, sim, refreshed, socks, pi_drive })
+    let mut pi_drives = Vec::new();
+    for ns in m.pi_mib.map_or(&[][..], |_| &machine::PI_NAMESPACES[..]) {
+        let img = lab_dir.join(format!("pi{}.img", ns.nsid));
+        let f = std::fs::File::create(&img).doing(|| format!("cannot create {}", img.display()))?;
+        let bytes = ns.image_bytes(m.pi_mib.unwrap_or(0) << 20);
+        f.set_len(bytes).doing(|| format!("cannot size {}", img.display()))?;
+        pi_drives.push(img);
+    }
+    Ok(Prepared { lab, dir, lab_dir, share, drive, sim, refreshed, socks, pi_drives })
 }
 
 /// What every guest command script starts with: the drive's devices as variables, and
@@ -263,7 +262,7 @@ impl Prepared {
             uart: self.sim.as_ref().map(|s| s.uart().to_path_buf()),
             usb_uart: self.sim.as_ref().and_then(|s| s.usb_uart()).map(Path::to_path_buf),
             sock_dir: self.socks.path(),
-            pi_drive: self.pi_drive.clone(),
+            pi_drives: self.pi_drives.clone(),
         };
         let mut hooks = Hooks::default();
         let mut take_truth;

@@ -113,11 +113,15 @@ impl Verifier<'_> {
 /// The verdict on a sector that could not be read. EILSEQ is the block layer's protection
 /// error (`BLK_STS_PROTECTION`): the drive (NVMe Guard, Application or Reference Tag Check
 /// Error, Invalid PI) or the kernel's integrity verification found the sector's protection
-/// information not matching its data or its address, which the detail says.
+/// information not matching its data or its address, which the detail says; the passthrough
+/// engine, which checks each tuple itself, names the field and both values.
 pub(super) fn unreadable(e: &IoFailure) -> Verdict {
     // EILSEQ on Linux (include/uapi/asm-generic/errno.h); libc is not a dependency here.
     const EILSEQ: i32 = 84;
-    let detail = if e.errno == EILSEQ {
+    let detail = if e.errno == EILSEQ && e.detail.contains(": the protection information of LBA ") {
+        // The engine checked the tuple itself and names the field (NVMe passthrough).
+        format!("protection information mismatch: {}", e.detail)
+    } else if e.errno == EILSEQ {
         format!("protection information mismatch: the guard, application or reference tag does not match the sector ({e})")
     } else {
         e.to_string()

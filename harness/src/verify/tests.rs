@@ -195,5 +195,12 @@ fn a_protection_error_on_read_is_named_as_a_pi_mismatch() {
     };
     let pi = detail(libc::EILSEQ);
     assert!(pi.starts_with("protection information mismatch: ") && pi.contains("read of 512 bytes at 4096"), "{pi}");
+    // The passthrough engine's own check names the field: said as it is.
+    let own =
+        "/dev/ng0n2 read of 512 bytes at 4096: the protection information of LBA 8: reference tag 00000009h where its LBA gives 00000008h";
+    match tally::unreadable(&faultline_drivers::IoFailure::new(libc::EILSEQ, own)) {
+        Verdict::Finding { detail, .. } => assert_eq!(detail, format!("protection information mismatch: {own}")),
+        _ => panic!("not a finding"),
+    }
     assert!(!detail(libc::EIO).contains("protection"), "{}", detail(libc::EIO));
 }

@@ -129,6 +129,7 @@ mod tests {
                 metadata_bytes: 0,
                 nsfeat,
                 flbas: 0,
+                dps: 0,
                 dlfeat: 0,
                 nawun: 0,
                 nawupf,

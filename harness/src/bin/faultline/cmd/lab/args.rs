@@ -133,9 +133,11 @@ pub(super) struct MachineArgs {
     /// Size of the image made when neither --drive-file nor --nbd is given.
     #[arg(long, default_value_t = 256)]
     pub(super) size_mib: u64,
-    /// A second namespace (nsid 2, `$LAB_NS_PI` in the guest) of this many MiB of data,
-    /// formatted 512+8 with protection information type 1: the guest kernel's block integrity
-    /// writes and checks its guard and reference tags (docs/LAB.md).
+    /// Three more namespaces of this many MiB of data each, with protection information type
+    /// 1: nsid 2 formatted 512+8 (`$LAB_NS_PI` in the guest), whose guard and reference tags
+    /// the guest kernel's block integrity writes and checks; nsid 3, 4096+8
+    /// (`$LAB_NS_PI_4K`); nsid 4, 4096+64 with the tuple last (`$LAB_NS_PI_4K64`). faultline's
+    /// passthrough engine carries them all through their generic devices (docs/LAB.md).
     #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u64).range(1..=4096))]
     pub(super) pi_namespace_mib: Option<u64>,
     /// Seconds the guest gets to boot (TCG on two shared cores: 12-40 s).

@@ -1,0 +1,45 @@
+//! The lab drive's namespaces with protection information (`lab --pi-namespace-mib`).
+
+/// One of the lab's namespaces with protection information (`lab --pi-namespace-mib`): its
+/// id, its formatted block and metadata bytes, where the tuple is, and the guest variable that
+/// names its block device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PiNamespace {
+    pub nsid: u32,
+    pub block_bytes: u64,
+    pub metadata_bytes: u64,
+    /// The tuple in the metadata's first 8 bytes (QEMU `pil=1`), else its last 8.
+    pub first: bool,
+    pub env: &'static str,
+}
+
+/// The lab's PI namespaces, each T10 PI type 1 with its metadata in a separate buffer
+/// (`mset=0`), as QEMU's `nvme-ns` takes them (hw/nvme/ns.c: `ms`, `mset`, `pi`, `pil`):
+/// 512+8, which the guest kernel's block integrity generates and checks (T10-DIF-TYPE1-CRC);
+/// 4096+8; and 4096+64 with the tuple in the last 8 bytes, which the kernel registers as
+/// metadata without PI (it takes PI only first or alone), so only faultline's passthrough
+/// engine writes and checks its tuples.
+pub const PI_NAMESPACES: [PiNamespace; 3] = [
+    PiNamespace { nsid: 2, block_bytes: 512, metadata_bytes: 8, first: false, env: "LAB_NS_PI" },
+    PiNamespace { nsid: 3, block_bytes: 4096, metadata_bytes: 8, first: false, env: "LAB_NS_PI_4K" },
+    PiNamespace { nsid: 4, block_bytes: 4096, metadata_bytes: 64, first: false, env: "LAB_NS_PI_4K64" },
+];
+
+impl PiNamespace {
+    /// Its `nvme-ns` settings, on drive `drive`.
+    pub fn qemu_arg(&self, drive: &str) -> String {
+        let b = self.block_bytes;
+        format!(
+            "nvme-ns,drive={drive},nsid={},shared=on,logical_block_size={b},physical_block_size={b},ms={},mset=0,pi=1,pil={}",
+            self.nsid,
+            self.metadata_bytes,
+            u8::from(self.first)
+        )
+    }
+
+    /// The size of its image for `data_bytes` of data: QEMU keeps the metadata after the data
+    /// in the same image, and gives the namespace `size / (block + metadata)` blocks.
+    pub fn image_bytes(&self, data_bytes: u64) -> u64 {
+        data_bytes / self.block_bytes * (self.block_bytes + self.metadata_bytes)
+    }
+}

@@ -1,0 +1,147 @@
+//! In the lab guest: faultline's own NVMe passthrough engine on each namespace with
+//! protection information (`lab --pi-namespace-mib`: 512+8, 4096+8, 4096+64 with the tuple
+//! last; all PI type 1), through the namespace's generic device (`/dev/ng0nN`). The engine
+//! writes each block's guard, application and reference tags and has the controller check them;
+//! it reads with checking off and checks every tuple itself. `conformance_in_the_lab_guest`
+//! (lab_arm.rs) runs the body below in its boot, after the block-device bodies.
+
+use super::lab_arm::{blank, LAB_SERIAL};
+use super::*;
+
+/// The guest variables naming the PI namespaces' block devices, with the format each has, its
+/// metadata bytes per block (`cmd/lab/machine.rs`, `PI_NAMESPACES`), and whether the workload
+/// deallocates there: not on 512+8, where QEMU leaves a block that a deallocate zeroed with its
+/// old tuple (see [`qemu_leaves_the_old_tuple_beside_a_block_a_short_deallocate_zeroed`]).
+pub const PI_NAMESPACES: [(&str, &str, usize, bool); 3] =
+    [("LAB_NS_PI", "512+8", 8, false), ("LAB_NS_PI_4K", "4096+8", 8, true), ("LAB_NS_PI_4K64", "4096+64, tuple last", 64, true)];
+
+/// Three cycles of the mixed workload with 10% deallocates and 10% Write Zeroes, each cut with
+/// the queue full and verified whole through the same engine (a tuple that does not match is
+/// a finding); then one block's reference tag is overwritten through nvme-cli (its data and
+/// guard unchanged, PRINFO 0 so the controller stores what it is given), and the verifier
+/// must name that block, and only it, with the field and both values.
+#[test]
+#[ignore = "runs in the lab guest on its PI namespaces (conformance_in_the_lab_guest runs it there)"]
+fn passthrough_writes_and_checks_protection_information_on_the_lab_guest_s_pi_namespaces() {
+    for (var, format, ms, deallocates) in PI_NAMESPACES {
+        let dev = std::env::var(var).unwrap_or_else(|_| panic!("runs in the lab guest with {var} set"));
+        let ng = PathBuf::from(dev.replacen("/dev/nvme", "/dev/ng", 1));
+        pi_namespace_through_passthrough(&ng, format, ms, deallocates);
+    }
+}
+
+fn pi_namespace_through_passthrough(ng: &Path, format: &str, ms: usize, deallocates: bool) {
+    // The boot's earlier bodies wrote these namespaces (one planted a bad tuple on the first,
+    // which the signature probe's read through the kernel would fail on): blanked below.
+    let spec = OpenSpec {
+        writable: true,
+        queue_depth: 16,
+        expect: Expectation { serial: Some(LAB_SERIAL.into()), size_bytes: Some(CAP), ..Default::default() },
+        allow_overwrite_signature: true,
+        io_threads: 1,
+    };
+    let name = ng.display().to_string();
+    let mut o = open_target(ng, &spec).unwrap_or_else(|e| panic!("open {name}: {e}"));
+    assert_eq!(o.engine, Engine::NvmePassthru, "{name}: {:?}", o.notes);
+    let pi_note = format!("{ms} bytes of metadata, protection information type 1 in its last 8");
+    assert!(o.notes.iter().any(|n| n.contains(&pi_note)), "{name}: no '{pi_note}' in {:?}", o.notes);
+    let t = o.target.as_mut();
+    let lbs = u64::from(t.geometry().logical_block_bytes);
+    blank(t, &name);
+    let ops = faultline::workload::OpMix { deallocate_ppm: if deallocates { 100_000 } else { 0 }, write_zeroes_ppm: 100_000 };
+    let wspec = WorkloadSpec { min_write_bytes: lbs, align_bytes: lbs, ..mixed_spec(21, ops) };
+    let dir = scratch(&format!("conf-pi-{}", ng.file_name().unwrap().to_string_lossy()));
+    let header = RunHeader {
+        ledger_format: LEDGER_FORMAT,
+        run_id: 0xc0ffee,
+        created_at: String::new(),
+        target_identity: t.identity(),
+        target_capacity: CAP,
+        sector_bytes: lbs,
+        atomic_bytes: lbs,
+        dealloc_reads: t.zeroing().dealloc_reads.into(),
+        contract: Contract::Plp,
+        ports: faultline::port::PortEntry::single(),
+        workload: wspec.clone(),
+    };
+    let mut ledger = LedgerWriter::create(&dir, header).unwrap();
+    let (layout, fmt) = (Layout::new(wspec, lbs).unwrap(), faultline::format::Format::new(0xc0ffee, lbs as usize));
+    let (mut first_id, mut zeroing) = (1, (0, 0));
+    for cycle in 1..=3u32 {
+        let opts = cycle_opts(cycle, first_id, Some(CutPlacement::AfterCompletions { completions: 300 * cycle as u64 }), None);
+        let out = run_cycle(t, &layout, &fmt, &mut ledger, Contract::Plp, &opts, &mut || Ok(())).unwrap();
+        assert!(out.completed >= 300 * cycle as u64 && out.failed <= out.in_flight_at_cut as u64, "{name}: {out:?}");
+        (first_id, zeroing) = (out.submitted_end, (zeroing.0 + out.zeroing.deallocates, zeroing.1 + out.zeroing.write_zeroes));
+        let rep = Verifier::new(&layout, ledger.history(), &fmt).verify(t, 0, CAP).unwrap();
+        let shown: Vec<String> = rep.findings.iter().take(3).map(|f| format!("{} at {}: {}", f.class.name(), f.offset, f.detail)).collect();
+        assert!(rep.findings.is_empty() && rep.durable_ok > 0, "{name} ({format}) cycle {cycle} seed 21: {shown:?}");
+    }
+    assert!((zeroing.0 > 0) == deallocates && zeroing.1 > 0, "{name}: deallocates and Write Zeroes sent: {zeroing:?}");
+    // The first block of the first write: its data and guard as they are, its reference tag
+    // that of the next LBA.
+    let at = layout.plan(1).offset;
+    let lba = at / lbs;
+    let mut block = AlignedBuf::zeroed(lbs as usize);
+    t.read_at(at, &mut block).unwrap_or_else(|e| panic!("{name}: read {at}: {e}"));
+    let mut meta = vec![0u8; ms];
+    let guard = faultline_drivers::passthru::guard_with(&block, &meta[..ms - 8]);
+    let tuple = &mut meta[ms - 8..];
+    tuple[0..2].copy_from_slice(&guard.to_be_bytes());
+    tuple[4..8].copy_from_slice(&((lba + 1) as u32).to_be_bytes());
+    let (data_f, meta_f) = (dir.join("block.bin"), dir.join("meta.bin"));
+    std::fs::write(&data_f, &block[..]).unwrap();
+    std::fs::write(&meta_f, &meta).unwrap();
+    let (lba_s, size_s, ms_s) = (lba.to_string(), format!("--data-size={lbs}"), format!("--metadata-size={ms}"));
+    let args = ["write", s(ng), "--start-block", &lba_s, "--block-count=0", &size_s, "--data", s(&data_f)];
+    let planted = sh("nvme", &[&args[..], &[&ms_s, "--metadata", s(&meta_f), "--prinfo=0"]].concat()).unwrap_or_else(|e| panic!("{e}"));
+    let rep = Verifier::new(&layout, ledger.history(), &fmt).verify(t, 0, CAP).unwrap();
+    let f: Vec<String> = rep.findings.iter().map(|f| format!("{} at {} (+{}): {}", f.class.name(), f.offset, f.length, f.detail)).collect();
+    assert_eq!(f.len(), 1, "{name}: {planted}: {f:?}");
+    let f0 = &rep.findings[0];
+    assert_eq!((f0.class, f0.offset, f0.length), (faultline::verify::FindingClass::Unreadable, at, lbs), "{f:?}");
+    let want = format!("reference tag {:08X}h where its LBA gives {:08X}h", lba + 1, lba);
+    assert!(f0.detail.starts_with("protection information mismatch: ") && f0.detail.contains(&want), "{f:?}");
+    println!(
+        "pi passthru: {name} ({format}): 3 cut cycles with {} deallocates and {} Write Zeroes verified clean; the planted tag found: {}",
+        zeroing.0, zeroing.1, f[0]
+    );
+}
+
+/// In the guest, on the 512+8 PI namespace's generic device: QEMU's deallocate (hw/nvme/ctrl.c,
+/// `nvme_dsm_md_cb`) punches the range out of the image, which zeroes a block that does not
+/// fill the image file's 4 KiB block in place; it then zeroes the metadata only where the
+/// image reports the whole range as zero, which such a range is not, so the block reads zeros
+/// beside the tuple of the data it held. NVMe says a deallocated block's guard is FFFFh or,
+/// with DLFEAT bit 4, the CRC of what it reads (a tuple faultline would accept); a block that
+/// was not deallocated reads its old data. Either way, zeros under the old tuple are neither.
+/// A deallocate of a whole 4 KiB of the image is reported zero, and reads the escape tuple.
+#[test]
+#[ignore = "runs in the lab guest on its PI namespaces (conformance_in_the_lab_guest runs it there)"]
+fn qemu_leaves_the_old_tuple_beside_a_block_a_short_deallocate_zeroed() {
+    let dev = std::env::var("LAB_NS_PI").expect("runs in the lab guest with LAB_NS_PI set");
+    let ng = PathBuf::from(dev.replacen("/dev/nvme", "/dev/ng", 1));
+    let spec = OpenSpec { writable: true, queue_depth: 1, allow_overwrite_signature: true, ..Default::default() };
+    let mut o = open_target(&ng, &spec).unwrap_or_else(|e| panic!("open {}: {e}", ng.display()));
+    let t = o.target.as_mut();
+    let op = |t: &mut dyn BlockTarget, op: Op| {
+        t.submit(op).unwrap();
+        reap_all(t, 1).remove(0).result
+    };
+    // 16 blocks at LBA 64 (two 4 KiB of the image), not zeros; then one block deallocated,
+    // LBA 67, and the whole second 4 KiB, LBA 72 to 79.
+    let mut data = AlignedBuf::zeroed(16 * 512);
+    data.fill(0x5A);
+    op(t, Op::Write { token: 1, offset: 64 * 512, buf: data, fua: true, write_id: 1 }).unwrap();
+    let zero = |offset, len| Op::Zero { token: 2, offset, len, kind: faultline_drivers::Zeroing::Deallocate, write_id: 2 };
+    op(t, zero(67 * 512, 512)).unwrap();
+    op(t, zero(72 * 512, 8 * 512)).unwrap();
+    let mut block = AlignedBuf::zeroed(512);
+    let e = t.read_at(67 * 512, &mut block).expect_err("LBA 67 reads zeros beside its old tuple");
+    assert_eq!(e.errno, libc::EILSEQ, "{e}");
+    let want = format!("LBA 67: guard {:04X}h where its data gives 0000h", faultline_drivers::passthru::guard(&[0x5A; 512]));
+    assert!(e.detail.contains(&want) && block.iter().all(|b| *b == 0), "{e}");
+    let mut whole = AlignedBuf::zeroed(8 * 512);
+    t.read_at(72 * 512, &mut whole).expect("a whole 4 KiB deallocated reads the escape tuple");
+    assert!(whole.iter().all(|b| *b == 0));
+    println!("pi qemu: a 512-byte deallocate on {}: {}", ng.display(), e.detail);
+}
