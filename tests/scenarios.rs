@@ -23,7 +23,7 @@ fn load(name: &str) -> Scenario {
     Scenario::load(&dir().join(name)).unwrap_or_else(|e| panic!("{e}"))
 }
 
-const SHIPPED: [&str; 42] = [
+const SHIPPED: [&str; 43] = [
     "reference.toml",
     "demo.toml",
     "dualport-demo.toml",
@@ -48,6 +48,7 @@ const SHIPPED: [&str; 42] = [
     "lab-power-cut-quarch-usb.toml",
     "lab-power-cut-hidrelay.toml",
     "lab-pci-remove-rescan.toml",
+    "lab-pi-passthrough.toml",
     "dualport-link-redundancy.toml",
     "dualport-quarch-pull.toml",
     "dualport-reset-storm.toml",

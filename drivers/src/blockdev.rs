@@ -86,6 +86,17 @@ pub struct Expectation {
 }
 
 impl Expectation {
+    /// This expectation with each field it leaves open taken from `other`.
+    pub fn or(&self, other: &Expectation) -> Expectation {
+        Expectation {
+            serial: self.serial.clone().or_else(|| other.serial.clone()),
+            wwid: self.wwid.clone().or_else(|| other.wwid.clone()),
+            model: self.model.clone().or_else(|| other.model.clone()),
+            size_bytes: self.size_bytes.or(other.size_bytes),
+            backing_file: self.backing_file.clone().or_else(|| other.backing_file.clone()),
+        }
+    }
+
     pub fn is_empty(&self) -> bool {
         self.serial.is_none() && self.wwid.is_none() && self.model.is_none() && self.size_bytes.is_none() && self.backing_file.is_none()
     }

@@ -275,6 +275,7 @@ fn conformance_in_the_lab_guest() {
 
     let cut = NvmeCut::from_env();
     println!("{CUT_ENV}={}", cut.name());
+    let pi_scenario = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios").join(PI_SCENARIO);
     let d = scratch("lab-arm");
     let script = d.join("conf.sh");
     // Run from the guest's tmpfs, not from the 9p share; the tests one at a time (they share
@@ -288,6 +289,7 @@ fn conformance_in_the_lab_guest() {
              echo \"conf: pi ns=$LAB_NS_PI $(cat /sys/block/${{LAB_NS_PI#/dev/}}/integrity/format)\"\n\
              {CUT_ENV}={mode} {NVME_ENV}=\"$LAB_NS_PI\" {NVME_CTRL_ENV}=\"$LAB_CTRL_A\" /tmp/conf --exact --nocapture --test-threads=1 --include-ignored {PI_TESTS}\n\
              rc_pi=$?\n\
+             faultline lab guest run /share/{PI_SCENARIO} /share/run-pi > /share/out-pi.log 2>&1; echo \"exit {PI_SCENARIO} $?\"\n\
              echo \"conf: the kernel's log\"; dmesg | grep -E 'nvme|I/O|blk|protection|guard' | tail -n 80\n[ $rc -ne 0 ] && exit $rc\nexit $rc_pi\n",
             TESTS.map(|t| format!("blockdev::{t}")).join(" "),
             exe = me.file_name().unwrap().to_string_lossy(),
@@ -303,6 +305,8 @@ fn conformance_in_the_lab_guest() {
         s(&script),
         "--put",
         s(&me),
+        "--put",
+        s(&pi_scenario),
         "--run-dir",
         s(&rd),
         "--multipath",
@@ -353,6 +357,7 @@ fn conformance_in_the_lab_guest() {
     }
     let qemu = log.lines().find_map(|l| l.find("pi qemu: ").map(|i| &l[i..])).unwrap_or_else(|| panic!("no pi qemu line\n{ctx}"));
     println!("{qemu}");
+    pi_scenario_ran_clean(&rd.join("lab/share"), &log, &ctx);
     // libtest prints a test's name and then, on the same line, what it printed.
     let pi = log.lines().find_map(|l| l.find("pi arm: nvme0n2 (").map(|i| &l[i..]));
     let pi = pi.unwrap_or_else(|| panic!("no pi arm line\n{ctx}"));
@@ -378,6 +383,28 @@ fn conformance_in_the_lab_guest() {
         "lab arm: {:.1} s wall ({booted}); writes each reset met (in the block layer, completed during, after): {met:?}",
         wall.as_secs_f64()
     );
+}
+
+/// The shipped scenario the guest runs last, on the 4096+8 PI namespace's generic device.
+const PI_SCENARIO: &str = "lab-pi-passthrough.toml";
+
+/// `lab-pi-passthrough.toml` ran in the guest (`lab guest run`, its target kept: a generic
+/// device): every cycle removed port A's PCI function under PI-checked I/O, the namespace was
+/// followed to its generic device's new name, and every verify was clean.
+fn pi_scenario_ran_clean(share: &Path, log: &str, ctx: &str) {
+    let out = std::fs::read_to_string(share.join("out-pi.log")).unwrap_or_default();
+    let ctx = format!("{PI_SCENARIO} (seed 13)\n{out}\n{ctx}");
+    assert!(log.contains(&format!("exit {PI_SCENARIO} 0")), "{ctx}");
+    let events = std::fs::read_to_string(share.join("run-pi/events.jsonl")).unwrap_or_else(|e| panic!("no events.jsonl: {e}\n{ctx}"));
+    let of = |kind: &str| events.lines().filter(|l| l.contains(&format!("\"event\":\"{kind}\""))).count();
+    assert_eq!((of("cut_issued"), of("ready"), of("cycle_ended")), (3, 3, 3), "{ctx}");
+    assert!(events.contains("protection information type 1 in its last 8: faultline writes each block's tuple"), "{ctx}");
+    let back = events.lines().find(|l| l.contains("/dev/ng0n3 is back as /dev/ng")).unwrap_or_else(|| panic!("not followed\n{ctx}"));
+    assert!(!events.contains("\"verdict\":\"findings\""), "{ctx}");
+    let summary: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(share.join("run-pi/summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["verdict"], "clean", "{ctx}");
+    let z = &summary["figures"]["zeroing"];
+    println!("{PI_SCENARIO}: 3 cycles clean, zeroing {z}; {}", back[back.find("/dev/ng0n3").unwrap_or(0)..].trim_end_matches("\"}"));
 }
 
 /// Set in the guest with the protection-information namespace (`$LAB_NS_PI`): the kernel's

@@ -147,7 +147,8 @@ impl GuestDrive {
     }
 }
 
-/// Scenario `s` (read from `origin`) made the lab's: its target is the lab drive at `ns`. Refuses a
+/// Scenario `s` (read from `origin`) made the lab's: its target is the lab drive at `ns` (or the
+/// lab drive's generic device it names, `/dev/ngXnY`). Refuses a
 /// scenario of the simulated drive (it would not touch the lab).
 pub fn lab_scenario(mut s: Scenario, origin: &str, ns: &Path) -> Result<Scenario> {
     if s.target.sim.is_some() && s.ports.iter().any(|p| p.host.is_some()) {
@@ -159,7 +160,13 @@ pub fn lab_scenario(mut s: Scenario, origin: &str, ns: &Path) -> Result<Scenario
     // The drive's atomic unit is the scenario's to declare (the lab's simulated drive keeps the
     // one declared).
     let atomic_bytes = s.target.atomic_bytes;
-    s.target = Target { path: Some(ns.to_path_buf()), serial: Some(SERIAL.to_string()), atomic_bytes, ..Target::default() };
+    // A scenario aimed at a namespace's generic device (`/dev/ng0n3`: one of the namespaces
+    // with protection information, through the passthrough engine) keeps it, held to the lab
+    // drive's serial and to the size it gives.
+    let generic = s.target.path.clone().filter(|p| p.to_str().is_some_and(|p| p.starts_with("/dev/ng")));
+    let size_bytes = generic.as_ref().and(s.target.size_bytes);
+    let path = generic.unwrap_or_else(|| ns.to_path_buf());
+    s.target = Target { path: Some(path), serial: Some(SERIAL.to_string()), atomic_bytes, size_bytes, ..Target::default() };
     Ok(s)
 }
 

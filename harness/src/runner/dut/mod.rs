@@ -22,7 +22,7 @@ use faultline_drivers::blockdev::{
 };
 use faultline_drivers::identity::PathId;
 use faultline_drivers::nvme::NvmeAdmin;
-use faultline_drivers::passthru::{controller_namespace, find_controller, ControllerNamespace};
+use faultline_drivers::passthru::{controller_namespace, find_controller, generic_namespace, ControllerNamespace};
 use faultline_drivers::{open_target, AlignedBuf, BlockTarget, OpenSpec};
 use faultline_fixtures::TruthExtent;
 

@@ -21,6 +21,10 @@ pub struct RealDut {
     /// The target is an NVMe controller's character device (the passthrough engine): after a
     /// fault it is found again among the controllers, by `via` and the namespace's identity.
     controller: bool,
+    /// The target is a namespace's generic character device (`/dev/ng0n2`, the passthrough
+    /// engine): after a fault its block device is found again (by identity and `via`, the
+    /// path of its controller), and the run goes on through that device's generic node.
+    generic: bool,
     /// The run's target identity (the ledger header's): anything else is refused.
     identity: Option<String>,
     /// Whether the health logs can be read (an NVMe device).
@@ -67,9 +71,13 @@ impl RealDut {
         // After a fault the device may come back under another name: it is found again by the
         // scenario's identity or, when the scenario gives only a path, by what sysfs says of
         // the device there now.
-        let controller = is_char_device(&path);
+        let block = generic_block(&path, &roots);
+        let (controller, generic) = (is_char_device(&path) && block.is_none(), block.is_some());
         let given_path = path_given;
         let find = match (expect.is_empty(), controller) {
+            // A generic device is followed by its namespace's identity (its WWID tells it from
+            // the controller's other namespaces), with what the scenario says of it.
+            _ if generic => namespace_of_char(&path, &roots).map(|ns| expect.or(&expectation_of(&ns.identity))),
             // A device named by its path is found again with its size too: a serial alone
             // matches the disk and each of its partitions, so a partition would be ambiguous.
             (false, false) if given_path && expect.size_bytes.is_none() => {
@@ -77,9 +85,9 @@ impl RealDut {
             }
             (false, _) => Some(expect.clone()),
             (true, false) => derived_expectation(&path, g.capacity_bytes, g.logical_block_bytes),
-            (true, true) => controller_namespace_of(&path, &roots).map(|ns| expectation_of(&ns.identity)),
+            (true, true) => namespace_of_char(&path, &roots).map(|ns| expectation_of(&ns.identity)),
         };
-        let first_health = match read_health(&path, &roots) {
+        let first_health = match read_health(block.as_deref().unwrap_or(&path), &roots) {
             Ok(logs) => Some(logs),
             Err(why) => {
                 notes.push(format!("no SMART/health checks: {why}"));
@@ -91,7 +99,7 @@ impl RealDut {
         // A path found by a derived identity (the scenario gave only a path) is followed by it.
         let via = match (via, &find) {
             (Some(v), _) => Some(v),
-            (None, Some(f)) if given_path && !controller => path_of(&path, f, &roots),
+            (None, Some(f)) if given_path && !controller => path_of(block.as_deref().unwrap_or(&path), f, &roots),
             _ => None,
         };
         Ok(RealDut {
@@ -102,6 +110,7 @@ impl RealDut {
             via,
             roots,
             controller,
+            generic,
             identity: None,
             has_health,
             first_health,
@@ -136,6 +145,7 @@ impl RealDut {
             via,
             roots: SysRoots::system(),
             controller: false,
+            generic: false,
             has_health: first_health.is_some(),
             notes: health_notes(first_health.as_ref()),
             first_health,
@@ -171,7 +181,13 @@ impl RealDut {
                 Err(e) => return Err(Refind::Ambiguous(Ambiguity::Controllers(Shared::new(e)))),
             }
         } else if let Some(e) = &self.find {
-            refind(e, self.via.as_ref(), &self.roots)?
+            let found = refind(e, self.via.as_ref(), &self.roots)?;
+            if self.generic {
+                generic_node(&found, &self.roots)
+                    .ok_or_else(|| Refind::NotYet(Cause::text(format!("{} is back without its generic device (yet)", found.display()))))?
+            } else {
+                found
+            }
         } else {
             self.path.clone()
         };
@@ -212,7 +228,8 @@ impl Dut for RealDut {
         if let Some(first) = self.first_health.take() {
             return Some(Ok(first));
         }
-        self.has_health.then(|| read_health(&self.path, &self.roots))
+        let block = if self.generic { generic_block(&self.path, &self.roots) } else { None };
+        self.has_health.then(|| read_health(block.as_deref().unwrap_or(&self.path), &self.roots))
     }
 
     fn checkpoint_every(&self) -> Duration {
@@ -299,8 +316,9 @@ pub(super) enum Refind {
 /// with `nvme_core.multipath=N`), nothing says which to go through: refused before cycle 1.
 fn first_path(path: Option<&Path>, expect: &Expectation, roots: &SysRoots) -> Result<(PathBuf, Option<PathId>), DutError> {
     if let Some(p) = path.filter(|p| is_char_device(p)) {
-        // An NVMe controller: the path is the controller itself.
-        return Ok((p.to_path_buf(), controller_namespace_of(p, roots).map(|ns| ns.path)));
+        // An NVMe controller: the path is the controller itself. A generic device's path is
+        // its block device's, found once the expectation is known.
+        return Ok((p.to_path_buf(), namespace_of_char(p, roots).map(|ns| ns.path).filter(is_controller_path)));
     }
     if let Some(p) = path {
         return Ok((p.to_path_buf(), if expect.is_empty() { None } else { path_of(p, expect, roots) }));
@@ -322,11 +340,31 @@ fn is_char_device(p: &Path) -> bool {
     std::fs::metadata(p).is_ok_and(|m| m.file_type().is_char_device())
 }
 
-/// The namespace behind an NVMe controller's character device, as sysfs shows it.
-fn controller_namespace_of(dev: &Path, roots: &SysRoots) -> Option<ControllerNamespace> {
+/// The namespace behind an NVMe controller's character device, or a namespace's generic
+/// device, as sysfs shows it.
+fn namespace_of_char(dev: &Path, roots: &SysRoots) -> Option<ControllerNamespace> {
     let canon = std::fs::canonicalize(dev).unwrap_or_else(|_| dev.to_path_buf());
     let name = canon.file_name()?.to_string_lossy().into_owned();
-    controller_namespace(&name, roots, dev).ok()
+    controller_namespace(&name, roots, dev).or_else(|_| generic_namespace(&name, roots, dev)).ok()
+}
+
+/// The block device of the namespace whose generic device is `dev` (`/dev/ng0n2`:
+/// `/dev/nvme0n2`); `None` for anything else.
+fn generic_block(dev: &Path, roots: &SysRoots) -> Option<PathBuf> {
+    let canon = std::fs::canonicalize(dev).unwrap_or_else(|_| dev.to_path_buf());
+    let name = canon.file_name()?.to_string_lossy().into_owned();
+    if !roots.sys.join("class/nvme-generic").join(&name).exists() {
+        return None;
+    }
+    generic_namespace(&name, roots, dev).ok()?.block_dev
+}
+
+/// The generic device of the namespace block device `block` (`/dev/nvme2n2`: `/dev/ng2n2`),
+/// when it has one.
+fn generic_node(block: &Path, roots: &SysRoots) -> Option<PathBuf> {
+    let canon = std::fs::canonicalize(block).unwrap_or_else(|_| block.to_path_buf());
+    let ng = canon.file_name()?.to_str()?.strip_prefix("nvme").map(|n| format!("ng{n}"))?;
+    roots.sys.join("class/nvme-generic").join(&ng).exists().then(|| roots.dev.join(ng))
 }
 
 /// An identity as an expectation to find it again by.
