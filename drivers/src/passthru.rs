@@ -36,7 +36,10 @@ pub use open::{
     controller_namespace, find_controller, generic_namespace, open_controller_target, open_generic_target, ControllerNamespace,
     SeveralControllers,
 };
-pub use pi::{guard, guard_with, Metadata, Pi, PiMismatch, PiType, APP_TAG, PI_BYTES, PRCHK_APP, PRCHK_GUARD, PRCHK_REF, PRINFO_PRACT};
+pub use pi::{
+    guard, guard64_with, guard_with, Guard, Metadata, Pi, PiMismatch, PiType, APP_TAG, PI_BYTES, PRCHK_APP, PRCHK_GUARD, PRCHK_REF,
+    PRINFO_PRACT,
+};
 pub use zero::{
     deallocate_commands, write_zeroes_commands, zeroing_from_identify, MAX_DSM_RANGES, MAX_RANGE_BLOCKS, OPC_DATASET_MANAGEMENT,
     OPC_WRITE_ZEROES,
@@ -180,7 +183,7 @@ impl Shared {
                 // The tuple's checks (PRCHK), from the initial reference tag (the LBA's low
                 // 32 bits) and the application tag written.
                 cmd.cdw12 |= m.write_prinfo();
-                (cmd.cdw14, cmd.cdw15) = (slba as u32, u32::from(APP_TAG));
+                (cmd.cdw3, cmd.cdw14, cmd.cdw15) = (m.cdw3(slba), slba as u32, u32::from(APP_TAG));
                 nvme_io_meta(&self.file, &mut cmd, IoData::ToDevice(chunk), IoData::ToDevice(meta), (self.lbs, ms)).map_err(failed)?;
             } else {
                 nvme_io_meta(&self.file, &mut cmd, IoData::FromDevice(chunk), IoData::FromDevice(meta), (self.lbs, ms)).map_err(failed)?;

@@ -64,7 +64,8 @@ const TESTS: [&str; 4] = [
 const PI_TESTS: &str = "blockdev::conformance_cut_cycles_verify_clean \
      blockdev::lab_arm::a_pi_mismatch_on_the_lab_guest_s_pi_namespace_is_found_at_its_sector \
      blockdev::lab_pi::passthrough_writes_and_checks_protection_information_on_the_lab_guest_s_pi_namespaces \
-     blockdev::lab_pi::qemu_leaves_the_old_tuple_beside_a_block_a_short_deallocate_zeroed";
+     blockdev::lab_pi::qemu_leaves_the_old_tuple_beside_a_block_a_short_deallocate_zeroed \
+     blockdev::lab_pi::qemu_writes_zeroes_under_a_64_bit_guard_of_the_data_alone";
 /// The tests of [`TESTS`] that cut (three cycles each).
 const CUTTING: [&str; 2] = [TESTS[0], TESTS[3]];
 /// The NVMe arm's engines, as `conformance()` names them: one ring, two worker rings.
@@ -313,7 +314,8 @@ fn conformance_in_the_lab_guest() {
         "off",
         "--size-mib",
         "8",
-        // Three namespaces with PI type 1 (512+8, 4096+8, 4096+64), each the size of the first.
+        // Seven namespaces with PI (types 1, 2 and 3; 16- and 64-bit guards; 512+8 to 4096+64),
+        // each the size of the first.
         "--pi-namespace-mib",
         "8",
         "--timeout-s",
@@ -349,21 +351,23 @@ fn conformance_in_the_lab_guest() {
     }
     // faultline's passthrough engine on each PI namespace's generic device: cut cycles verified
     // with every tuple checked, and a planted reference tag found; then QEMU's stale tuple.
-    for (_, format, ..) in super::lab_pi::PI_NAMESPACES {
-        let line = log.lines().find_map(|l| l.find(&format!(" ({format}): 3 cut cycles with ")).map(|_| l));
-        let line = line.unwrap_or_else(|| panic!("no passthrough line for {format}\n{ctx}"));
-        assert!(line.contains("verified clean; the planted tag found: unreadable at ") && line.contains("reference tag "), "{line}");
+    for ns in &super::lab_pi::PI_NAMESPACES {
+        let line = log.lines().find_map(|l| l.find(&format!(" ({}): 3 cut cycles with ", ns.format)).map(|_| l));
+        let line = line.unwrap_or_else(|| panic!("no passthrough line for {}\n{ctx}", ns.format));
+        let field = if ns.pi_type == 3 { "application tag " } else { "reference tag " };
+        assert!(line.contains("verified clean; the planted tag found: unreadable at ") && line.contains(field), "{line}");
         println!("{}", &line[line.find("pi passthru: ").unwrap_or(0)..]);
     }
-    let qemu = log.lines().find_map(|l| l.find("pi qemu: ").map(|i| &l[i..])).unwrap_or_else(|| panic!("no pi qemu line\n{ctx}"));
-    println!("{qemu}");
+    let qemu: Vec<&str> = log.lines().filter_map(|l| l.find("pi qemu: ").map(|i| &l[i..])).collect();
+    assert_eq!(qemu.len(), 2, "the two QEMU findings on PI namespaces\n{ctx}");
+    println!("{}", qemu.join("\n"));
     pi_scenario_ran_clean(&rd.join("lab/share"), &log, &ctx);
     // libtest prints a test's name and then, on the same line, what it printed.
     let pi = log.lines().find_map(|l| l.find("pi arm: nvme0n2 (").map(|i| &l[i..]));
     let pi = pi.unwrap_or_else(|| panic!("no pi arm line\n{ctx}"));
     assert!(pi.starts_with(&format!("pi arm: nvme0n2 ({PI_FORMAT}): the zeroed PI of byte ")), "{pi}\n{ctx}");
     println!("{pi}");
-    assert!(log.contains("test result: ok. 4 passed; 0 failed"), "{ctx}");
+    assert!(log.contains("test result: ok. 5 passed; 0 failed"), "{ctx}");
     assert!(log.contains("nvme: seed 8") && log.contains("nvme, 2 io worker rings: seed 8"), "{ctx}");
     // With a reset cut, each cut was one (three per cutting body and engine). Per reset:
     // (writes in the block layer when it was issued, completed during it, after it); printed,

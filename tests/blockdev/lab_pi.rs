@@ -8,29 +8,109 @@
 use super::lab_arm::{blank, LAB_SERIAL};
 use super::*;
 
-/// The guest variables naming the PI namespaces' block devices, with the format each has, its
-/// metadata bytes per block (`cmd/lab/machine.rs`, `PI_NAMESPACES`), and whether the workload
-/// deallocates there: not on 512+8, where QEMU leaves a block that a deallocate zeroed with its
-/// old tuple (see [`qemu_leaves_the_old_tuple_beside_a_block_a_short_deallocate_zeroed`]).
-pub const PI_NAMESPACES: [(&str, &str, usize, bool); 3] =
-    [("LAB_NS_PI", "512+8", 8, false), ("LAB_NS_PI_4K", "4096+8", 8, true), ("LAB_NS_PI_4K64", "4096+64, tuple last", 64, true)];
+/// One PI namespace of the lab guest (`harness/src/lab/pi_namespaces.rs`).
+pub struct PiNs {
+    /// The guest variable naming its block device.
+    pub var: &'static str,
+    pub format: &'static str,
+    /// Metadata bytes per block, the PI type, the tuple first.
+    pub ms: usize,
+    pub pi_type: u8,
+    pub first: bool,
+    /// A 64-bit guard: a 16-byte tuple.
+    pub g64: bool,
+    /// Whether the workload writes zeroes there: not with a 64-bit guard after other metadata,
+    /// whose guard QEMU's Write Zeroes gets wrong (see
+    /// [`qemu_writes_zeroes_under_a_64_bit_guard_of_the_data_alone`]).
+    pub write_zeroes: bool,
+    /// Whether the workload deallocates there: not on 512+8, where QEMU leaves a block that
+    /// a deallocate zeroed with its old tuple (see
+    /// [`qemu_leaves_the_old_tuple_beside_a_block_a_short_deallocate_zeroed`]).
+    pub deallocates: bool,
+}
+
+pub const PI_NAMESPACES: [PiNs; 7] = [
+    PiNs { var: "LAB_NS_PI", format: "512+8, type 1", ms: 8, pi_type: 1, first: false, g64: false, write_zeroes: true, deallocates: false },
+    PiNs {
+        var: "LAB_NS_PI_4K",
+        format: "4096+8, type 1",
+        ms: 8,
+        pi_type: 1,
+        first: false,
+        g64: false,
+        write_zeroes: true,
+        deallocates: true,
+    },
+    PiNs {
+        var: "LAB_NS_PI_4K64",
+        format: "4096+64, type 1, tuple last",
+        ms: 64,
+        pi_type: 1,
+        first: false,
+        g64: false,
+        write_zeroes: true,
+        deallocates: true,
+    },
+    PiNs {
+        var: "LAB_NS_PI_T2",
+        format: "4096+8, type 2",
+        ms: 8,
+        pi_type: 2,
+        first: false,
+        g64: false,
+        write_zeroes: true,
+        deallocates: true,
+    },
+    PiNs {
+        var: "LAB_NS_PI_T3",
+        format: "4096+16, type 3, tuple first",
+        ms: 16,
+        pi_type: 3,
+        first: true,
+        g64: false,
+        write_zeroes: true,
+        deallocates: true,
+    },
+    PiNs {
+        var: "LAB_NS_PI_G64",
+        format: "4096+16, type 1, 64-bit guard",
+        ms: 16,
+        pi_type: 1,
+        first: false,
+        g64: true,
+        write_zeroes: true,
+        deallocates: true,
+    },
+    PiNs {
+        var: "LAB_NS_PI_G64L",
+        format: "4096+32, type 1, 64-bit guard last",
+        ms: 32,
+        pi_type: 1,
+        first: false,
+        g64: true,
+        write_zeroes: false,
+        deallocates: true,
+    },
+];
 
 /// Three cycles of the mixed workload with 10% deallocates and 10% Write Zeroes, each cut with
 /// the queue full and verified whole through the same engine (a tuple that does not match is
-/// a finding); then one block's reference tag is overwritten through nvme-cli (its data and
-/// guard unchanged, PRINFO 0 so the controller stores what it is given), and the verifier
-/// must name that block, and only it, with the field and both values.
+/// a finding); then one block's reference tag (type 3, whose reference tag is opaque: its
+/// application tag) is overwritten through nvme-cli (its data and guard unchanged, PRINFO 0
+/// so the controller stores what it is given), and the verifier must name that block, and
+/// only it, with the field and both values.
 #[test]
 #[ignore = "runs in the lab guest on its PI namespaces (conformance_in_the_lab_guest runs it there)"]
 fn passthrough_writes_and_checks_protection_information_on_the_lab_guest_s_pi_namespaces() {
-    for (var, format, ms, deallocates) in PI_NAMESPACES {
-        let dev = std::env::var(var).unwrap_or_else(|_| panic!("runs in the lab guest with {var} set"));
+    for ns in &PI_NAMESPACES {
+        let dev = std::env::var(ns.var).unwrap_or_else(|_| panic!("runs in the lab guest with {} set", ns.var));
         let ng = PathBuf::from(dev.replacen("/dev/nvme", "/dev/ng", 1));
-        pi_namespace_through_passthrough(&ng, format, ms, deallocates);
+        pi_namespace_through_passthrough(&ng, ns);
     }
 }
 
-fn pi_namespace_through_passthrough(ng: &Path, format: &str, ms: usize, deallocates: bool) {
+fn pi_namespace_through_passthrough(ng: &Path, ns: &PiNs) {
+    let (format, ms, deallocates) = (ns.format, ns.ms, ns.deallocates);
     // The boot's earlier bodies wrote these namespaces (one planted a bad tuple on the first,
     // which the signature probe's read through the kernel would fail on): blanked below.
     let spec = OpenSpec {
@@ -43,12 +123,17 @@ fn pi_namespace_through_passthrough(ng: &Path, format: &str, ms: usize, dealloca
     let name = ng.display().to_string();
     let mut o = open_target(ng, &spec).unwrap_or_else(|e| panic!("open {name}: {e}"));
     assert_eq!(o.engine, Engine::NvmePassthru, "{name}: {:?}", o.notes);
-    let pi_note = format!("{ms} bytes of metadata, protection information type 1 in its last 8");
+    let at = if ns.first { "first" } else { "last" };
+    let (tuple_bytes, g) = if ns.g64 { (16, ", 64-bit guard") } else { (8, "") };
+    let pi_note = format!("{ms} bytes of metadata, protection information type {} in its {at} {tuple_bytes}{g}", ns.pi_type);
     assert!(o.notes.iter().any(|n| n.contains(&pi_note)), "{name}: no '{pi_note}' in {:?}", o.notes);
     let t = o.target.as_mut();
     let lbs = u64::from(t.geometry().logical_block_bytes);
     blank(t, &name);
-    let ops = faultline::workload::OpMix { deallocate_ppm: if deallocates { 100_000 } else { 0 }, write_zeroes_ppm: 100_000 };
+    let ops = faultline::workload::OpMix {
+        deallocate_ppm: if deallocates { 100_000 } else { 0 },
+        write_zeroes_ppm: if ns.write_zeroes { 100_000 } else { 0 },
+    };
     let wspec = WorkloadSpec { min_write_bytes: lbs, align_bytes: lbs, ..mixed_spec(21, ops) };
     let dir = scratch(&format!("conf-pi-{}", ng.file_name().unwrap().to_string_lossy()));
     let header = RunHeader {
@@ -76,18 +161,14 @@ fn pi_namespace_through_passthrough(ng: &Path, format: &str, ms: usize, dealloca
         let shown: Vec<String> = rep.findings.iter().take(3).map(|f| format!("{} at {}: {}", f.class.name(), f.offset, f.detail)).collect();
         assert!(rep.findings.is_empty() && rep.durable_ok > 0, "{name} ({format}) cycle {cycle} seed 21: {shown:?}");
     }
-    assert!((zeroing.0 > 0) == deallocates && zeroing.1 > 0, "{name}: deallocates and Write Zeroes sent: {zeroing:?}");
+    assert!((zeroing.0 > 0) == deallocates && (zeroing.1 > 0) == ns.write_zeroes, "{name}: deallocates and Write Zeroes sent: {zeroing:?}");
     // The first block of the first write: its data and guard as they are, its reference tag
     // that of the next LBA.
     let at = layout.plan(1).offset;
     let lba = at / lbs;
     let mut block = AlignedBuf::zeroed(lbs as usize);
     t.read_at(at, &mut block).unwrap_or_else(|e| panic!("{name}: read {at}: {e}"));
-    let mut meta = vec![0u8; ms];
-    let guard = faultline_drivers::passthru::guard_with(&block, &meta[..ms - 8]);
-    let tuple = &mut meta[ms - 8..];
-    tuple[0..2].copy_from_slice(&guard.to_be_bytes());
-    tuple[4..8].copy_from_slice(&((lba + 1) as u32).to_be_bytes());
+    let meta = planted_tuple(&block, lba, ns);
     let (data_f, meta_f) = (dir.join("block.bin"), dir.join("meta.bin"));
     std::fs::write(&data_f, &block[..]).unwrap();
     std::fs::write(&meta_f, &meta).unwrap();
@@ -99,12 +180,45 @@ fn pi_namespace_through_passthrough(ng: &Path, format: &str, ms: usize, dealloca
     assert_eq!(f.len(), 1, "{name}: {planted}: {f:?}");
     let f0 = &rep.findings[0];
     assert_eq!((f0.class, f0.offset, f0.length), (faultline::verify::FindingClass::Unreadable, at, lbs), "{f:?}");
-    let want = format!("reference tag {:08X}h where its LBA gives {:08X}h", lba + 1, lba);
+    let w = if ns.g64 { 12 } else { 8 };
+    let want = if ns.pi_type == 3 {
+        "application tag 1234h where 0000h was written".to_string()
+    } else {
+        format!("reference tag {:0w$X}h where its LBA gives {:0w$X}h", lba + 1, lba)
+    };
     assert!(f0.detail.starts_with("protection information mismatch: ") && f0.detail.contains(&want), "{f:?}");
+    // The same data written back through the engine gets its tuple again: clean, and the
+    // namespace is left as a later run (lab-pi-passthrough.toml) expects to find it.
+    t.submit(Op::Write { token: 7, offset: at, buf: block, fua: true, write_id: 1 }).unwrap();
+    assert!(reap_all(t, 1)[0].result.is_ok(), "{name}: rewriting {at}");
+    let rep = Verifier::new(&layout, ledger.history(), &fmt).verify(t, 0, CAP).unwrap();
+    assert!(rep.findings.is_empty(), "{name}: after the rewrite: {:?}", &rep.findings[..rep.findings.len().min(3)]);
     println!(
         "pi passthru: {name} ({format}): 3 cut cycles with {} deallocates and {} Write Zeroes verified clean; the planted tag found: {}",
         zeroing.0, zeroing.1, f[0]
     );
+}
+
+/// `block`'s metadata with its tuple right but for one field: the reference tag of the next LBA
+/// (type 3, whose reference tag is opaque: application tag 1234h).
+fn planted_tuple(block: &[u8], lba: u64, ns: &PiNs) -> Vec<u8> {
+    use faultline_drivers::passthru::{guard64_with, guard_with};
+    let mut meta = vec![0u8; ns.ms];
+    let len = if ns.g64 { 16 } else { 8 };
+    let at = if ns.first { 0 } else { ns.ms - len };
+    let (app, reftag) = if ns.pi_type == 3 { (0x1234u16, lba) } else { (0, lba + 1) };
+    let (g16, g64) = (guard_with(block, &meta[..at]), guard64_with(block, &meta[..at]));
+    let t = &mut meta[at..at + len];
+    if ns.g64 {
+        t[0..8].copy_from_slice(&g64.to_be_bytes());
+        t[8..10].copy_from_slice(&app.to_be_bytes());
+        t[10..16].copy_from_slice(&reftag.to_be_bytes()[2..]);
+    } else {
+        t[0..2].copy_from_slice(&g16.to_be_bytes());
+        t[2..4].copy_from_slice(&app.to_be_bytes());
+        t[4..8].copy_from_slice(&(reftag as u32).to_be_bytes());
+    }
+    meta
 }
 
 /// In the guest, on the 512+8 PI namespace's generic device: QEMU's deallocate (hw/nvme/ctrl.c,
@@ -144,4 +258,37 @@ fn qemu_leaves_the_old_tuple_beside_a_block_a_short_deallocate_zeroed() {
     t.read_at(72 * 512, &mut whole).expect("a whole 4 KiB deallocated reads the escape tuple");
     assert!(whole.iter().all(|b| *b == 0));
     println!("pi qemu: a 512-byte deallocate on {}: {}", ng.display(), e.detail);
+}
+
+/// In the guest, on the namespace with a 64-bit guard and its 16-byte tuple last in 32 bytes
+/// of metadata: QEMU's Write Zeroes with PRACT writes a guard computed over the data alone
+/// (CRC-64/NVME of 4096 zeros, 6482D367EB22B64Eh), where the guard covers the data and the 16
+/// bytes of metadata before the tuple (18CF1C18CFDC17D1h), as QEMU's own check of a written
+/// tuple (PRCHK) computes it: it took the engine's writes of zeros with that guard. A finding
+/// on QEMU; the 16-bit guard of zeros is 0 either way, so only a 64-bit guard shows it.
+#[test]
+#[ignore = "runs in the lab guest on its PI namespaces (conformance_in_the_lab_guest runs it there)"]
+fn qemu_writes_zeroes_under_a_64_bit_guard_of_the_data_alone() {
+    let dev = std::env::var("LAB_NS_PI_G64L").expect("runs in the lab guest with LAB_NS_PI_G64L set");
+    let ng = PathBuf::from(dev.replacen("/dev/nvme", "/dev/ng", 1));
+    let spec = OpenSpec { writable: true, queue_depth: 1, allow_overwrite_signature: true, ..Default::default() };
+    let mut o = open_target(&ng, &spec).unwrap_or_else(|e| panic!("open {}: {e}", ng.display()));
+    let t = o.target.as_mut();
+    let op = |t: &mut dyn BlockTarget, op: Op| {
+        t.submit(op).unwrap();
+        reap_all(t, 1).remove(0).result
+    };
+    // Zeros written by the engine (its guard, which QEMU checks): read back clean.
+    op(t, Op::Write { token: 1, offset: 6 * 4096, buf: AlignedBuf::zeroed(4096), fua: true, write_id: 1 }).unwrap();
+    let mut block = AlignedBuf::zeroed(4096);
+    t.read_at(6 * 4096, &mut block).expect("zeros the engine wrote read back clean");
+    // Zeros by Write Zeroes: QEMU's guard.
+    let wz = Op::Zero { token: 2, offset: 5 * 4096, len: 4096, kind: faultline_drivers::Zeroing::WriteZeroes, write_id: 2 };
+    op(t, wz).unwrap();
+    let e = t.read_at(5 * 4096, &mut block).expect_err("LBA 5 reads its data-only guard");
+    assert_eq!(e.errno, libc::EILSEQ, "{e}");
+    let data_alone = faultline_drivers::passthru::guard64_with(&[0u8; 4096], &[]);
+    let want = faultline_drivers::passthru::guard64_with(&[0u8; 4096], &[0u8; 16]);
+    assert!(e.detail.contains(&format!("LBA 5: guard {data_alone:016X}h where its data gives {want:016X}h")), "{e}");
+    println!("pi qemu: Write Zeroes on {}: {}", ng.display(), e.detail);
 }

@@ -22,14 +22,17 @@
 //! is the escape that disables checking, as it does for the drive: a deallocated block may
 //! read so. Write Zeroes goes with PRACT set, so the controller writes the tuples of the zeros.
 //!
-//! Only the 16-bit guard is computed: a namespace whose extended LBA format (Identify
-//! Namespace for the NVM command set, CNS 05h) declares a 32- or 64-bit guard, or that
-//! interleaves metadata with the data (extended LBA), is refused when the engine opens.
+//! The guard is 16-bit, or 64-bit where the format's extended LBA format (Identify Namespace
+//! for the NVM command set, CNS 05h) says PIF 2: a 16-byte tuple of a CRC-64/NVME guard (init
+//! and final XOR all ones, reflected; the specification's "64b CRC"), the application tag and
+//! a 48-bit reference tag (no storage tag), the initial one's upper 16 bits in CDW3. A 32-bit
+//! guard (PIF 1) or a format that interleaves metadata with the data (extended LBA) is refused
+//! when the engine opens.
 
 use crate::nvme::NamespaceIdentity;
-use crc::{Crc, CRC_16_T10_DIF};
+use crc::{Crc, CRC_16_T10_DIF, CRC_64_NVME};
 
-/// Bytes of one PI tuple (16-bit guard).
+/// Bytes of one PI tuple with a 16-bit guard (16 with a 64-bit one).
 pub const PI_BYTES: usize = 8;
 /// The application tag the engine writes (and, with PRACT, asks Write Zeroes for).
 pub const APP_TAG: u16 = 0;
@@ -41,6 +44,7 @@ pub const PRCHK_APP: u32 = 1 << 27;
 pub const PRCHK_REF: u32 = 1 << 26;
 
 const T10_DIF: Crc<u16> = Crc::<u16>::new(&CRC_16_T10_DIF);
+const NVME_64: Crc<u64> = Crc::<u64>::new(&CRC_64_NVME);
 
 /// The guard of a block's data: CRC-16 T10-DIF.
 pub fn guard(data: &[u8]) -> u16 {
@@ -54,6 +58,42 @@ pub fn guard_with(data: &[u8], before: &[u8]) -> u16 {
     d.update(data);
     d.update(before);
     d.finalize()
+}
+
+/// The guard of a block whose 64-bit-guard tuple follows `before` bytes of its metadata:
+/// CRC-64/NVME of its data, then of those bytes.
+pub fn guard64_with(data: &[u8], before: &[u8]) -> u64 {
+    let mut d = NVME_64.digest();
+    d.update(data);
+    d.update(before);
+    d.finalize()
+}
+
+/// The guard's width (the format's PIF).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Guard {
+    /// CRC-16 T10-DIF, an 8-byte tuple with a 32-bit reference tag.
+    Crc16,
+    /// CRC-64/NVME, a 16-byte tuple with a 48-bit reference tag.
+    Crc64,
+}
+
+impl Guard {
+    /// Bytes of its tuple.
+    pub fn tuple_bytes(self) -> usize {
+        match self {
+            Guard::Crc16 => PI_BYTES,
+            Guard::Crc64 => 2 * PI_BYTES,
+        }
+    }
+
+    /// The reference tag's bits.
+    fn ref_mask(self) -> u64 {
+        match self {
+            Guard::Crc16 => u64::from(u32::MAX),
+            Guard::Crc64 => (1 << 48) - 1,
+        }
+    }
 }
 
 /// Which protection information type the namespace is formatted with (DPS bits 2:0).
@@ -75,8 +115,9 @@ pub struct Metadata {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Pi {
     pub kind: PiType,
-    /// DPS bit 3: the tuple is the metadata's first 8 bytes (else its last 8).
+    /// DPS bit 3: the tuple is the metadata's first bytes (else its last).
     pub first: bool,
+    pub guard: Guard,
 }
 
 /// One block whose tuple does not match, and how many did in the same transfer.
@@ -121,29 +162,37 @@ impl Metadata {
             3 => PiType::Type3,
             t => return Err(format!("DPS names protection information type {t}, which NVMe does not define")),
         };
-        if let Some(pif) = guard_format.filter(|p| *p != 0) {
-            let bits = match pif {
-                1 => "32-bit",
-                2 => "64-bit",
-                _ => "reserved",
-            };
-            return Err(format!("its protection information has a {bits} guard (PIF {pif}): faultline computes the 16-bit CRC guard only"));
+        let guard = match guard_format.unwrap_or(0) {
+            0 => Guard::Crc16,
+            2 => Guard::Crc64,
+            pif => {
+                let bits = if pif == 1 { "32-bit" } else { "reserved" };
+                return Err(format!(
+                    "its protection information has a {bits} guard (PIF {pif}): faultline computes the 16- and 64-bit guards only"
+                ));
+            }
+        };
+        if usize::from(ns.metadata_bytes) < guard.tuple_bytes() {
+            return Err(format!(
+                "DPS declares protection information of {} bytes in {} bytes of metadata",
+                guard.tuple_bytes(),
+                ns.metadata_bytes
+            ));
         }
-        if usize::from(ns.metadata_bytes) < PI_BYTES {
-            return Err(format!("DPS declares protection information in {} bytes of metadata, fewer than its 8", ns.metadata_bytes));
-        }
-        Ok(Some(Metadata { bytes: ns.metadata_bytes, pi: Some(Pi { kind, first: ns.dps & 0x08 != 0 }) }))
+        Ok(Some(Metadata { bytes: ns.metadata_bytes, pi: Some(Pi { kind, first: ns.dps & 0x08 != 0, guard }) }))
     }
 
-    /// "8 bytes of metadata, PI type 1 in its last 8".
+    /// "8 bytes of metadata, protection information type 1 in its last 8" (", 64-bit guard").
     pub fn describe(&self) -> String {
         match self.pi {
             None => format!("{} bytes of metadata, no protection information", self.bytes),
             Some(pi) => format!(
-                "{} bytes of metadata, protection information type {} in its {} 8",
+                "{} bytes of metadata, protection information type {} in its {} {}{}",
                 self.bytes,
                 pi.kind as u8 + 1,
-                if pi.first { "first" } else { "last" }
+                if pi.first { "first" } else { "last" },
+                pi.guard.tuple_bytes(),
+                if pi.guard == Guard::Crc64 { ", 64-bit guard" } else { "" }
             ),
         }
     }
@@ -152,7 +201,16 @@ impl Metadata {
         if pi.first {
             0
         } else {
-            usize::from(self.bytes) - PI_BYTES
+            usize::from(self.bytes) - pi.guard.tuple_bytes()
+        }
+    }
+
+    /// CDW3 of a Read or Write from `slba` with a 64-bit guard: the initial reference tag's
+    /// upper 16 bits (CDW14 holds its low 32); 0 otherwise.
+    pub fn cdw3(&self, slba: u64) -> u32 {
+        match self.pi {
+            Some(Pi { guard: Guard::Crc64, .. }) => ((slba >> 32) & 0xFFFF) as u32,
+            _ => 0,
         }
     }
 
@@ -173,11 +231,23 @@ impl Metadata {
         let Some(pi) = self.pi else { return };
         let at = self.tuple_at(pi);
         for (i, (block, m)) in data.chunks(lbs).zip(meta.chunks_mut(usize::from(self.bytes))).enumerate() {
-            let g = guard_with(block, &m[..at]);
-            let t = &mut m[at..at + PI_BYTES];
-            t[0..2].copy_from_slice(&g.to_be_bytes());
-            t[2..4].copy_from_slice(&APP_TAG.to_be_bytes());
-            t[4..8].copy_from_slice(&((slba + i as u64) as u32).to_be_bytes());
+            let reftag = (slba + i as u64) & pi.guard.ref_mask();
+            match pi.guard {
+                Guard::Crc16 => {
+                    let g = guard_with(block, &m[..at]);
+                    let t = &mut m[at..at + PI_BYTES];
+                    t[0..2].copy_from_slice(&g.to_be_bytes());
+                    t[2..4].copy_from_slice(&APP_TAG.to_be_bytes());
+                    t[4..8].copy_from_slice(&(reftag as u32).to_be_bytes());
+                }
+                Guard::Crc64 => {
+                    let g = guard64_with(block, &m[..at]);
+                    let t = &mut m[at..at + 2 * PI_BYTES];
+                    t[0..8].copy_from_slice(&g.to_be_bytes());
+                    t[8..10].copy_from_slice(&APP_TAG.to_be_bytes());
+                    t[10..16].copy_from_slice(&reftag.to_be_bytes()[2..]);
+                }
+            }
         }
     }
 
@@ -185,28 +255,10 @@ impl Metadata {
     /// block that does not match, with every field that differs, and how many did not.
     pub fn check(&self, data: &[u8], lbs: usize, slba: u64, meta: &[u8]) -> Result<(), PiMismatch> {
         let Some(pi) = self.pi else { return Ok(()) };
-        let at = self.tuple_at(pi);
         let mut first: Option<PiMismatch> = None;
         for (i, (block, m)) in data.chunks(lbs).zip(meta.chunks(usize::from(self.bytes))).enumerate() {
-            let t = &m[at..at + PI_BYTES];
-            let (g, app, r) =
-                (u16::from_be_bytes([t[0], t[1]]), u16::from_be_bytes([t[2], t[3]]), u32::from_be_bytes([t[4], t[5], t[6], t[7]]));
-            let escaped = app == 0xFFFF && (pi.kind != PiType::Type3 || r == u32::MAX);
-            if escaped {
-                continue;
-            }
             let lba = slba + i as u64;
-            let mut fields = Vec::new();
-            let want = guard_with(block, &m[..at]);
-            if g != want {
-                fields.push(format!("guard {g:04X}h where its data gives {want:04X}h"));
-            }
-            if app != APP_TAG {
-                fields.push(format!("application tag {app:04X}h where {APP_TAG:04X}h was written"));
-            }
-            if pi.kind != PiType::Type3 && r != lba as u32 {
-                fields.push(format!("reference tag {r:08X}h where its LBA gives {:08X}h", lba as u32));
-            }
+            let fields = self.mismatched(pi, block, m, lba);
             if fields.is_empty() {
                 continue;
             }
@@ -216,6 +268,42 @@ impl Metadata {
             }
         }
         first.map_or(Ok(()), Err)
+    }
+
+    /// The fields of block `lba`'s tuple (in its metadata `m`) that do not match its data and
+    /// address; none where the tuple is the escape.
+    fn mismatched(&self, pi: Pi, block: &[u8], m: &[u8], lba: u64) -> Vec<String> {
+        let at = self.tuple_at(pi);
+        let t = &m[at..at + pi.guard.tuple_bytes()];
+        let (guard, want, app, r, w) = match pi.guard {
+            Guard::Crc16 => {
+                let g = u64::from(u16::from_be_bytes([t[0], t[1]]));
+                let r = u64::from(u32::from_be_bytes([t[4], t[5], t[6], t[7]]));
+                (g, u64::from(guard_with(block, &m[..at])), u16::from_be_bytes([t[2], t[3]]), r, 4)
+            }
+            Guard::Crc64 => {
+                let g = u64::from_be_bytes(t[0..8].try_into().unwrap_or_default());
+                let r = t[10..16].iter().fold(0u64, |acc, b| acc << 8 | u64::from(*b));
+                (g, guard64_with(block, &m[..at]), u16::from_be_bytes([t[8], t[9]]), r, 16)
+            }
+        };
+        let mask = pi.guard.ref_mask();
+        if app == 0xFFFF && (pi.kind != PiType::Type3 || r == mask) {
+            return Vec::new();
+        }
+        let mut fields = Vec::new();
+        if guard != want {
+            fields.push(format!("guard {guard:0w$X}h where its data gives {want:0w$X}h"));
+        }
+        if app != APP_TAG {
+            fields.push(format!("application tag {app:04X}h where {APP_TAG:04X}h was written"));
+        }
+        let lba_tag = lba & mask;
+        let rw = if pi.guard == Guard::Crc64 { 12 } else { 8 };
+        if pi.kind != PiType::Type3 && r != lba_tag {
+            fields.push(format!("reference tag {r:0rw$X}h where its LBA gives {lba_tag:0rw$X}h"));
+        }
+        fields
     }
 }
 
@@ -247,7 +335,7 @@ mod tests {
         assert_eq!(guard(&[0u8; 512]), 0);
         assert_eq!(guard_with(b"12345", b"6789"), 0xD0DB, "one CRC over both");
         // With the tuple last in 64 bytes, the 56 bytes before it count, zeros or not.
-        let m = Metadata { bytes: 64, pi: Some(Pi { kind: PiType::Type1, first: false }) };
+        let m = Metadata { bytes: 64, pi: Some(Pi { kind: PiType::Type1, first: false, guard: Guard::Crc16 }) };
         let data = [0x5Au8; 512];
         let mut meta = [0u8; 64];
         m.fill(&data, 512, 7, &mut meta);
@@ -260,20 +348,24 @@ mod tests {
         assert_eq!(Metadata::from_identify(&ns(0, 0, 0), None), Ok(None));
         assert_eq!(Metadata::from_identify(&ns(16, 0, 0), None), Ok(Some(Metadata { bytes: 16, pi: None })));
         let t1 = Metadata::from_identify(&ns(8, 0, 1), None).unwrap().unwrap();
-        assert_eq!(t1.pi, Some(Pi { kind: PiType::Type1, first: false }));
+        assert_eq!(t1.pi, Some(Pi { kind: PiType::Type1, first: false, guard: Guard::Crc16 }));
         assert_eq!(t1.describe(), "8 bytes of metadata, protection information type 1 in its last 8");
         let first = Metadata::from_identify(&ns(64, 0, 0x08 | 3), Some(0)).unwrap().unwrap();
-        assert_eq!(first.pi, Some(Pi { kind: PiType::Type3, first: true }));
+        assert_eq!(first.pi, Some(Pi { kind: PiType::Type3, first: true, guard: Guard::Crc16 }));
         assert!(Metadata::from_identify(&ns(8, 0x10, 1), None).unwrap_err().contains("extended LBA"));
-        assert!(Metadata::from_identify(&ns(16, 0, 1), Some(2)).unwrap_err().contains("64-bit guard (PIF 2)"));
+        assert!(Metadata::from_identify(&ns(16, 0, 1), Some(1)).unwrap_err().contains("32-bit guard (PIF 1)"));
+        let g64 = Metadata::from_identify(&ns(16, 0, 1), Some(2)).unwrap().unwrap();
+        assert_eq!(g64.pi, Some(Pi { kind: PiType::Type1, first: false, guard: Guard::Crc64 }));
+        assert_eq!(g64.describe(), "16 bytes of metadata, protection information type 1 in its last 16, 64-bit guard");
+        assert!(Metadata::from_identify(&ns(8, 0, 1), Some(2)).unwrap_err().contains("of 16 bytes in 8 bytes"));
         assert!(Metadata::from_identify(&ns(8, 0, 5), None).unwrap_err().contains("type 5"));
-        assert!(Metadata::from_identify(&ns(4, 0, 1), None).unwrap_err().contains("fewer than its 8"));
+        assert!(Metadata::from_identify(&ns(4, 0, 1), None).unwrap_err().contains("of 8 bytes in 4 bytes"));
     }
 
     #[test]
     fn a_filled_tuple_checks_and_each_field_changed_is_named() {
         for (ms, first) in [(8u16, false), (64, false), (64, true)] {
-            let m = Metadata { bytes: ms, pi: Some(Pi { kind: PiType::Type1, first }) };
+            let m = Metadata { bytes: ms, pi: Some(Pi { kind: PiType::Type1, first, guard: Guard::Crc16 }) };
             let data: Vec<u8> = (0..2048u32).map(|i| (i * 7 + 3) as u8).collect();
             let mut meta = vec![0xAAu8; 4 * usize::from(ms)];
             m.fill(&data, 512, 0x1_0000_0010, &mut meta);
@@ -299,13 +391,37 @@ mod tests {
     }
 
     #[test]
+    fn the_64_bit_guard_tuple_is_crc64_nvme_an_app_tag_and_a_48_bit_reference_tag() {
+        // The catalogue's check value (reveng: CRC-64/NVME, "123456789" -> AE8B14860A799888h).
+        assert_eq!(guard64_with(b"1234", b"56789"), 0xAE8B_1486_0A79_9888);
+        let m = Metadata { bytes: 32, pi: Some(Pi { kind: PiType::Type1, first: false, guard: Guard::Crc64 }) };
+        let data: Vec<u8> = (0..1024u32).map(|i| (i * 13 + 1) as u8).collect();
+        let mut meta = vec![0u8; 64];
+        let slba = 0x0000_1234_5678_9AB0u64;
+        m.fill(&data, 512, slba, &mut meta);
+        assert_eq!(m.check(&data, 512, slba, &meta), Ok(()));
+        // Block 1's tuple, the last 16 of its 32 bytes: the guard over data and the 16 before.
+        let t = &meta[48..64];
+        assert_eq!(t[0..8], guard64_with(&data[512..], &[0u8; 16]).to_be_bytes());
+        assert_eq!(t[10..16], [0x12, 0x34, 0x56, 0x78, 0x9A, 0xB1], "48 bits of the LBA");
+        assert_eq!(m.cdw3(slba), 0x1234);
+        let mut wrong = meta.clone();
+        wrong[63] ^= 3;
+        let e = m.check(&data, 512, slba, &wrong).unwrap_err();
+        assert_eq!(e.fields, ["reference tag 123456789AB2h where its LBA gives 123456789AB1h"]);
+        // The escape: application tag FFFFh.
+        wrong[56..58].copy_from_slice(&[0xFF, 0xFF]);
+        assert_eq!(m.check(&data, 512, slba, &wrong), Ok(()));
+    }
+
+    #[test]
     fn the_escape_tags_disable_the_check_as_they_do_for_the_drive() {
-        let t1 = Metadata { bytes: 8, pi: Some(Pi { kind: PiType::Type1, first: false }) };
+        let t1 = Metadata { bytes: 8, pi: Some(Pi { kind: PiType::Type1, first: false, guard: Guard::Crc16 }) };
         let data = [0x5Au8; 512];
         // Application tag FFFFh: nothing checked (a deallocated block may read so).
         assert_eq!(t1.check(&data, 512, 9, &[0, 0, 0xFF, 0xFF, 0, 0, 0, 0]), Ok(()));
         // Type 3 needs the reference tag all ones too; and its reference tag is not checked.
-        let t3 = Metadata { bytes: 8, pi: Some(Pi { kind: PiType::Type3, first: false }) };
+        let t3 = Metadata { bytes: 8, pi: Some(Pi { kind: PiType::Type3, first: false, guard: Guard::Crc16 }) };
         assert!(t3.check(&data, 512, 9, &[0, 0, 0xFF, 0xFF, 0, 0, 0, 0]).is_err());
         assert_eq!(t3.check(&data, 512, 9, &[0, 0, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF]), Ok(()));
         let g = guard(&data).to_be_bytes();

@@ -452,7 +452,7 @@ fn a_generic_device_reaches_its_namespace_beside_the_controllers_others() {
 fn with_protection_information_each_command_carries_its_metadata() {
     let file = std::fs::OpenOptions::new().read(true).write(true).open("/dev/null").unwrap();
     let mut ns = namespace(512, 1 << 20, 4096);
-    ns.metadata = Some(Metadata { bytes: 8, pi: Some(Pi { kind: PiType::Type1, first: false }) });
+    ns.metadata = Some(Metadata { bytes: 8, pi: Some(Pi { kind: PiType::Type1, first: false, guard: Guard::Crc16 }) });
     let mut t = PassthruTarget::new(file, Path::new("/dev/null"), &ns, 1, true, None, ZeroingSupport::default());
     let mut buf = AlignedBuf::zeroed(8192);
     let e = t.read_at(0, &mut buf).unwrap_err();

@@ -119,11 +119,12 @@ impl Shared {
             }
             Zeroing::WriteZeroes => {
                 for mut cmd in write_zeroes_commands(self.nsid, slba, blocks) {
-                    if self.meta.is_some_and(|m| m.pi.is_some()) {
+                    if let Some(m) = self.meta.filter(|m| m.pi.is_some()) {
                         // The controller writes the zeros' tuples (PRACT), from the command's
                         // first LBA and the application tag the engine writes.
+                        let first = u64::from(cmd.cdw10) | u64::from(cmd.cdw11) << 32;
                         cmd.cdw12 |= PRINFO_PRACT;
-                        (cmd.cdw14, cmd.cdw15) = (cmd.cdw10, u32::from(APP_TAG));
+                        (cmd.cdw3, cmd.cdw14, cmd.cdw15) = (m.cdw3(first), cmd.cdw10, u32::from(APP_TAG));
                     }
                     nvme_io(&self.file, &mut cmd, IoData::None, self.lbs).map_err(|e| self.failure(&e, &what))?;
                 }
