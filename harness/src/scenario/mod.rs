@@ -154,6 +154,12 @@ pub struct LabNeeds {
     /// rig"). Needs the simulated drive. Default: none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usb: Option<String>,
+    /// The lab drive's namespaces with protection information, this many MiB of data each,
+    /// when `--pi-namespace-mib` is not given (docs/LAB.md, "Protection information"), for a
+    /// scenario whose target is one of their generic devices. Default: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 4096))]
+    pub pi_namespace_mib: Option<u64>,
 }
 
 /// A switch: `on` or `off`.

@@ -222,6 +222,13 @@ pub(super) fn take_needs(path: &Path, s: &Scenario, m: &mut MachineArgs) -> Resu
             Some(_) => {}
         }
     }
+    if let (None, Some(mib)) = (m.pi_namespace_mib, needs.pi_namespace_mib) {
+        if !(1..=4096).contains(&mib) {
+            bail!("{}: lab.pi_namespace_mib is {mib}: give 1 to 4096 (MiB of data per namespace)", path.display());
+        }
+        m.pi_namespace_mib = Some(mib);
+        println!("lab run: the namespaces with protection information have {mib} MiB each, the scenario's [lab] pi_namespace_mib");
+    }
     if let (None, Some(name)) = (m.sim, &needs.sim) {
         let model = NamedModel::parse(name).map_err(|e| anyhow::anyhow!("{}: lab.sim: {e}", path.display()))?;
         m.sim = Some(model);
