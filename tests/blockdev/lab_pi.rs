@@ -221,6 +221,21 @@ fn planted_tuple(block: &[u8], lba: u64, ns: &PiNs) -> Vec<u8> {
     meta
 }
 
+/// The generic device of the namespace guest variable `var` names, opened with queue depth 1.
+fn generic_device_of(var: &str) -> (PathBuf, faultline_drivers::Opened) {
+    let dev = std::env::var(var).unwrap_or_else(|_| panic!("runs in the lab guest with {var} set"));
+    let ng = PathBuf::from(dev.replacen("/dev/nvme", "/dev/ng", 1));
+    let spec = OpenSpec { writable: true, queue_depth: 1, allow_overwrite_signature: true, ..Default::default() };
+    let o = open_target(&ng, &spec).unwrap_or_else(|e| panic!("open {}: {e}", ng.display()));
+    (ng, o)
+}
+
+/// Submits `op` to `t` and waits for its result.
+fn op(t: &mut dyn BlockTarget, op: Op) -> Result<(), faultline_drivers::IoFailure> {
+    t.submit(op).unwrap();
+    reap_all(t, 1).remove(0).result
+}
+
 /// In the guest, on the 512+8 PI namespace's generic device: QEMU's deallocate (hw/nvme/ctrl.c,
 /// `nvme_dsm_md_cb`) punches the range out of the image, which zeroes a block that does not
 /// fill the image file's 4 KiB block in place; it then zeroes the metadata only where the
@@ -232,15 +247,8 @@ fn planted_tuple(block: &[u8], lba: u64, ns: &PiNs) -> Vec<u8> {
 #[test]
 #[ignore = "runs in the lab guest on its PI namespaces (conformance_in_the_lab_guest runs it there)"]
 fn qemu_leaves_the_old_tuple_beside_a_block_a_short_deallocate_zeroed() {
-    let dev = std::env::var("LAB_NS_PI").expect("runs in the lab guest with LAB_NS_PI set");
-    let ng = PathBuf::from(dev.replacen("/dev/nvme", "/dev/ng", 1));
-    let spec = OpenSpec { writable: true, queue_depth: 1, allow_overwrite_signature: true, ..Default::default() };
-    let mut o = open_target(&ng, &spec).unwrap_or_else(|e| panic!("open {}: {e}", ng.display()));
+    let (ng, mut o) = generic_device_of("LAB_NS_PI");
     let t = o.target.as_mut();
-    let op = |t: &mut dyn BlockTarget, op: Op| {
-        t.submit(op).unwrap();
-        reap_all(t, 1).remove(0).result
-    };
     // 16 blocks at LBA 64 (two 4 KiB of the image), not zeros; then one block deallocated,
     // LBA 67, and the whole second 4 KiB, LBA 72 to 79.
     let mut data = AlignedBuf::zeroed(16 * 512);
@@ -269,15 +277,8 @@ fn qemu_leaves_the_old_tuple_beside_a_block_a_short_deallocate_zeroed() {
 #[test]
 #[ignore = "runs in the lab guest on its PI namespaces (conformance_in_the_lab_guest runs it there)"]
 fn qemu_writes_zeroes_under_a_64_bit_guard_of_the_data_alone() {
-    let dev = std::env::var("LAB_NS_PI_G64L").expect("runs in the lab guest with LAB_NS_PI_G64L set");
-    let ng = PathBuf::from(dev.replacen("/dev/nvme", "/dev/ng", 1));
-    let spec = OpenSpec { writable: true, queue_depth: 1, allow_overwrite_signature: true, ..Default::default() };
-    let mut o = open_target(&ng, &spec).unwrap_or_else(|e| panic!("open {}: {e}", ng.display()));
+    let (ng, mut o) = generic_device_of("LAB_NS_PI_G64L");
     let t = o.target.as_mut();
-    let op = |t: &mut dyn BlockTarget, op: Op| {
-        t.submit(op).unwrap();
-        reap_all(t, 1).remove(0).result
-    };
     // Zeros written by the engine (its guard, which QEMU checks): read back clean.
     op(t, Op::Write { token: 1, offset: 6 * 4096, buf: AlignedBuf::zeroed(4096), fua: true, write_id: 1 }).unwrap();
     let mut block = AlignedBuf::zeroed(4096);
