@@ -1,24 +1,27 @@
 //! The NVMe passthrough engine: reads, writes and flushes as NVM commands sent through
 //! `NVME_IOCTL_IO_CMD` on a controller's character device (`/dev/nvmeX`), so that the I/O goes
-//! through that controller and no other. It is how one port of a dual-port drive is reached
-//! when native multipath (`nvme_core.multipath=Y`, the default) hides the per-controller block
-//! devices (`docs/DOMAIN.md` section 9).
+//! through that controller and no other, or on a namespace's generic device (`/dev/ngXnY`),
+//! that namespace whatever else the controller serves. The first is how one port of a dual-port
+//! drive is reached when native multipath (`nvme_core.multipath=Y`, the default) hides the
+//! per-controller block devices (`docs/DOMAIN.md` section 9); both carry a namespace's metadata
+//! and protection information (`pi.rs`), which no block device path lets faultline write itself.
 //!
 //! What the kernel imposes (`drivers/nvme/host/ioctl.c`): the ioctl is synchronous, needs
 //! CAP_SYS_ADMIN, is refused (EINVAL) on a controller with more than one namespace (so this
 //! engine refuses such a controller when opened), and logs a "deprecated" warning. Queue depth
 //! comes from threads: a pool of as many workers as the queue depth, each issuing one ioctl at
 //! a time on the shared descriptor; `submit` hands an operation to the pool over a channel and
-//! `reap` collects completions from another. A write longer than the namespace's largest
-//! transfer (`queue/max_hw_sectors_kb`) is sent as several commands in order, as the block layer
-//! would split it; FUA is the command's FUA bit, a flush the Flush command for the namespace.
-//! Deallocate and write zeroes are Dataset Management and Write Zeroes, carried as the
-//! controller's Identify says (`zero.rs`).
+//! `reap` collects completions from another. A write longer than a command may carry (`queue/
+//! max_hw_sectors_kb`, a page less than `queue/max_segments` pages, one page of metadata) is
+//! sent as several commands in order, as the block layer would split it; FUA is the command's
+//! FUA bit, a flush the Flush command for the namespace. Deallocate and write zeroes are Dataset
+//! Management and Write Zeroes, carried as the controller's Identify says (`zero.rs`).
 //!
-//! The namespace the controller serves is found in sysfs, under the controller: `nvmeXnY` with
-//! multipath off, the hidden per-path node `nvmeScXnY` with it on. Its block device (the node
-//! itself, or the multipath head `nvmeSnY`) is what the safety guards look at, and is held open
-//! exclusively while the engine runs, so nobody mounts it under the writes.
+//! The namespace is found in sysfs (`open.rs`): under the controller, `nvmeXnY` with multipath
+//! off, the hidden per-path node `nvmeScXnY` with it on; for a generic device, the block device
+//! of its name. That block device (the node itself, or the multipath head `nvmeSnY`) is what the
+//! safety guards look at, and is held open exclusively while the engine runs, so nobody mounts
+//! it under the writes.
 
 use crate::block::{AlignedBuf, BlockTarget, Completion, Geometry, IoFailure, Op, TargetError, ZeroingSupport};
 use crate::sys::{nvme_io, nvme_io_meta, IoData, NvmeAdminCmd, NvmeStatus};

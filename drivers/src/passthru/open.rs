@@ -85,7 +85,8 @@ pub fn controller_namespace(ctrl: &str, roots: &SysRoots, shown: &Path) -> Resul
                 shown,
                 format!(
                     "controller {ctrl} has {} namespaces ({}): the kernel refuses NVMe I/O passthrough on a controller with more \
-                     than one; target one namespace's block device instead (with nvme_core.multipath=N each controller has its own)",
+                     than one; target one namespace's generic device (/dev/ngXnY) or block device instead (with \
+                     nvme_core.multipath=N each controller has its own of both)",
                     many.len(),
                     names.join(", ")
                 ),
