@@ -162,8 +162,8 @@ fn pi_namespace_through_passthrough(ng: &Path, ns: &PiNs) {
         assert!(rep.findings.is_empty() && rep.durable_ok > 0, "{name} ({format}) cycle {cycle} seed 21: {shown:?}");
     }
     assert!((zeroing.0 > 0) == deallocates && (zeroing.1 > 0) == ns.write_zeroes, "{name}: deallocates and Write Zeroes sent: {zeroing:?}");
-    // The first block of the first write: its data and guard as they are, its reference tag
-    // that of the next LBA.
+    // The first block of id 1 (a write, or a zeroing op's zeros): its data and guard as they
+    // are, its reference tag that of the next LBA (type 3: its application tag 1234h).
     let at = layout.plan(1).offset;
     let lba = at / lbs;
     let mut block = AlignedBuf::zeroed(lbs as usize);
