@@ -553,21 +553,26 @@ fn mixed_spec(seed: u64, ops: faultline::workload::OpMix) -> WorkloadSpec {
 
 /// A PLP run of `spec` on `s`'s target: its ledger (in `dir`), layout and sector format.
 fn plp_run(s: &Subject, spec: WorkloadSpec, dir: &Path) -> (LedgerWriter, Layout, faultline::format::Format) {
+    plp_run_on(s.target.as_ref(), spec, dir, 512)
+}
+
+/// [`plp_run`] on target `t` with `sector`-byte sectors (and atomic unit).
+fn plp_run_on(t: &dyn BlockTarget, spec: WorkloadSpec, dir: &Path, sector: u64) -> (LedgerWriter, Layout, faultline::format::Format) {
     let header = RunHeader {
         ledger_format: LEDGER_FORMAT,
         run_id: 0xc0ffee,
         created_at: String::new(),
-        target_identity: s.target.identity(),
+        target_identity: t.identity(),
         target_capacity: CAP,
-        sector_bytes: 512,
-        atomic_bytes: 512,
-        dealloc_reads: s.target.zeroing().dealloc_reads.into(),
+        sector_bytes: sector,
+        atomic_bytes: sector,
+        dealloc_reads: t.zeroing().dealloc_reads.into(),
         contract: Contract::Plp,
         ports: faultline::port::PortEntry::single(),
         workload: spec.clone(),
     };
     let ledger = LedgerWriter::create(dir, header).unwrap();
-    (ledger, Layout::new(spec, 512).unwrap(), faultline::format::Format::new(0xc0ffee, 512))
+    (ledger, Layout::new(spec, sector).unwrap(), faultline::format::Format::new(0xc0ffee, sector as usize))
 }
 
 /// Cycle `cycle` of port A from `first_id`: cut where `cut` says, else ended after

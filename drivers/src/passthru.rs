@@ -40,8 +40,7 @@ pub use open::{
     SeveralControllers,
 };
 pub use pi::{
-    guard, guard64_with, guard_with, Guard, Metadata, Pi, PiMismatch, PiType, APP_TAG, PI_BYTES, PRCHK_APP, PRCHK_GUARD, PRCHK_REF,
-    PRINFO_PRACT,
+    guard, guard64_with, guard_with, Guard, Metadata, Pi, PiMismatch, PiType, APP_TAG, PI_BYTES, PRCHK_GUARD, PRCHK_REF, PRINFO_PRACT,
 };
 pub use zero::{
     deallocate_commands, write_zeroes_commands, zeroing_from_identify, MAX_DSM_RANGES, MAX_RANGE_BLOCKS, OPC_DATASET_MANAGEMENT,

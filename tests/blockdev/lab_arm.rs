@@ -352,8 +352,9 @@ fn conformance_in_the_lab_guest() {
     // faultline's passthrough engine on each PI namespace's generic device: cut cycles verified
     // with every tuple checked, and a planted reference tag found; then QEMU's stale tuple.
     for ns in &super::lab_pi::PI_NAMESPACES {
-        let line = log.lines().find_map(|l| l.find(&format!(" ({}): 3 cut cycles with ", ns.format)).map(|_| l));
-        let line = line.unwrap_or_else(|| panic!("no passthrough line for {}\n{ctx}", ns.format));
+        let format = super::lab_pi::format_of(ns);
+        let line = log.lines().find_map(|l| l.find(&format!(" ({format}): 3 cut cycles with ")).map(|_| l));
+        let line = line.unwrap_or_else(|| panic!("no passthrough line for {format}\n{ctx}"));
         let field = if ns.pi_type == 3 { "application tag " } else { "reference tag " };
         assert!(line.contains("verified clean; the planted tag found: unreadable at ") && line.contains(field), "{line}");
         println!("{}", &line[line.find("pi passthru: ").unwrap_or(0)..]);

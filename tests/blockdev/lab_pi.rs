@@ -1,6 +1,6 @@
 //! In the lab guest: faultline's own NVMe passthrough engine on each namespace with
-//! protection information (`lab --pi-namespace-mib`: 512+8, 4096+8, 4096+64 with the tuple
-//! last; all PI type 1), through the namespace's generic device (`/dev/ng0nN`). The engine
+//! protection information (`lab --pi-namespace-mib`: `PI_NAMESPACES`, types 1 to 3, 16- and
+//! 64-bit guards), through the namespace's generic device (`/dev/ng0nN`). The engine
 //! writes each block's guard, application and reference tags and has the controller check them;
 //! it reads with checking off and checks every tuple itself. `conformance_in_the_lab_guest`
 //! (lab_arm.rs) runs the body below in its boot, after the block-device bodies.
@@ -8,90 +8,53 @@
 use super::lab_arm::{blank, LAB_SERIAL};
 use super::*;
 
-/// One PI namespace of the lab guest (`harness/src/lab/pi_namespaces.rs`).
-pub struct PiNs {
-    /// The guest variable naming its block device.
-    pub var: &'static str,
-    pub format: &'static str,
-    /// Metadata bytes per block, the PI type, the tuple first.
-    pub ms: usize,
-    pub pi_type: u8,
-    pub first: bool,
-    /// A 64-bit guard: a 16-byte tuple.
-    pub g64: bool,
-    /// Whether the workload writes zeroes there: not with a 64-bit guard after other metadata,
-    /// whose guard QEMU's Write Zeroes gets wrong (see
-    /// [`qemu_writes_zeroes_under_a_64_bit_guard_of_the_data_alone`]).
-    pub write_zeroes: bool,
-    /// Whether the workload deallocates there: not on 512+8, where QEMU leaves a block that
-    /// a deallocate zeroed with its old tuple (see
-    /// [`qemu_leaves_the_old_tuple_beside_a_block_a_short_deallocate_zeroed`]).
-    pub deallocates: bool,
+/// The lab's namespaces with protection information, as the lab makes them.
+pub use faultline::lab::machine::{PiNamespace, PI_NAMESPACES};
+use faultline_drivers::passthru::{Guard, Metadata, Pi, PiType};
+
+/// How the lines of this body name a namespace's format: "4096+64, type 1, tuple last".
+pub fn format_of(ns: &PiNamespace) -> String {
+    let place = match (ns.metadata_bytes == tuple_bytes(ns), ns.first) {
+        (true, _) => "",
+        (false, true) => ", tuple first",
+        (false, false) => ", tuple last",
+    };
+    let guard = if ns.guard64 { ", 64-bit guard" } else { "" };
+    format!("{}+{}, type {}{guard}{place}", ns.block_bytes, ns.metadata_bytes, ns.pi_type)
 }
 
-pub const PI_NAMESPACES: [PiNs; 7] = [
-    PiNs { var: "LAB_NS_PI", format: "512+8, type 1", ms: 8, pi_type: 1, first: false, g64: false, write_zeroes: true, deallocates: false },
-    PiNs {
-        var: "LAB_NS_PI_4K",
-        format: "4096+8, type 1",
-        ms: 8,
-        pi_type: 1,
-        first: false,
-        g64: false,
-        write_zeroes: true,
-        deallocates: true,
-    },
-    PiNs {
-        var: "LAB_NS_PI_4K64",
-        format: "4096+64, type 1, tuple last",
-        ms: 64,
-        pi_type: 1,
-        first: false,
-        g64: false,
-        write_zeroes: true,
-        deallocates: true,
-    },
-    PiNs {
-        var: "LAB_NS_PI_T2",
-        format: "4096+8, type 2",
-        ms: 8,
-        pi_type: 2,
-        first: false,
-        g64: false,
-        write_zeroes: true,
-        deallocates: true,
-    },
-    PiNs {
-        var: "LAB_NS_PI_T3",
-        format: "4096+16, type 3, tuple first",
-        ms: 16,
-        pi_type: 3,
-        first: true,
-        g64: false,
-        write_zeroes: true,
-        deallocates: true,
-    },
-    PiNs {
-        var: "LAB_NS_PI_G64",
-        format: "4096+16, type 1, 64-bit guard",
-        ms: 16,
-        pi_type: 1,
-        first: false,
-        g64: true,
-        write_zeroes: true,
-        deallocates: true,
-    },
-    PiNs {
-        var: "LAB_NS_PI_G64L",
-        format: "4096+32, type 1, 64-bit guard last",
-        ms: 32,
-        pi_type: 1,
-        first: false,
-        g64: true,
-        write_zeroes: false,
-        deallocates: true,
-    },
-];
+fn tuple_bytes(ns: &PiNamespace) -> u64 {
+    if ns.guard64 {
+        16
+    } else {
+        8
+    }
+}
+
+/// Whether the workload deallocates there: not where a block is smaller than the image file's
+/// 4 KiB block, where QEMU leaves a block a deallocate zeroed with its old tuple (see
+/// [`qemu_leaves_the_old_tuple_beside_a_block_a_short_deallocate_zeroed`]).
+fn deallocates(ns: &PiNamespace) -> bool {
+    ns.block_bytes >= 4096
+}
+
+/// Whether the workload writes zeroes there: not with a 64-bit guard after other metadata,
+/// whose guard QEMU's Write Zeroes gets wrong (see
+/// [`qemu_writes_zeroes_under_a_64_bit_guard_of_the_data_alone`]).
+fn writes_zeroes(ns: &PiNamespace) -> bool {
+    !(ns.guard64 && !ns.first && ns.metadata_bytes > tuple_bytes(ns))
+}
+
+/// The namespace's metadata as the engine carries it.
+fn metadata_of(ns: &PiNamespace) -> Metadata {
+    let kind = match ns.pi_type {
+        1 => PiType::Type1,
+        2 => PiType::Type2,
+        _ => PiType::Type3,
+    };
+    let guard = if ns.guard64 { Guard::Crc64 } else { Guard::Crc16 };
+    Metadata { bytes: ns.metadata_bytes as u16, pi: Some(Pi { kind, first: ns.first, guard }) }
+}
 
 /// Three cycles of the mixed workload with 10% deallocates and 10% Write Zeroes, each cut with
 /// the queue full and verified whole through the same engine (a tuple that does not match is
@@ -103,14 +66,14 @@ pub const PI_NAMESPACES: [PiNs; 7] = [
 #[ignore = "runs in the lab guest on its PI namespaces (conformance_in_the_lab_guest runs it there)"]
 fn passthrough_writes_and_checks_protection_information_on_the_lab_guest_s_pi_namespaces() {
     for ns in &PI_NAMESPACES {
-        let dev = std::env::var(ns.var).unwrap_or_else(|_| panic!("runs in the lab guest with {} set", ns.var));
+        let dev = std::env::var(ns.env).unwrap_or_else(|_| panic!("runs in the lab guest with {} set", ns.env));
         let ng = PathBuf::from(dev.replacen("/dev/nvme", "/dev/ng", 1));
         pi_namespace_through_passthrough(&ng, ns);
     }
 }
 
-fn pi_namespace_through_passthrough(ng: &Path, ns: &PiNs) {
-    let (format, ms, deallocates) = (ns.format, ns.ms, ns.deallocates);
+fn pi_namespace_through_passthrough(ng: &Path, ns: &PiNamespace) {
+    let (format, ms, deallocates, write_zeroes) = (format_of(ns), ns.metadata_bytes, deallocates(ns), writes_zeroes(ns));
     // The boot's earlier bodies wrote these namespaces (one planted a bad tuple on the first,
     // which the signature probe's read through the kernel would fail on): blanked below.
     let spec = OpenSpec {
@@ -123,34 +86,18 @@ fn pi_namespace_through_passthrough(ng: &Path, ns: &PiNs) {
     let name = ng.display().to_string();
     let mut o = open_target(ng, &spec).unwrap_or_else(|e| panic!("open {name}: {e}"));
     assert_eq!(o.engine, Engine::NvmePassthru, "{name}: {:?}", o.notes);
-    let at = if ns.first { "first" } else { "last" };
-    let (tuple_bytes, g) = if ns.g64 { (16, ", 64-bit guard") } else { (8, "") };
-    let pi_note = format!("{ms} bytes of metadata, protection information type {} in its {at} {tuple_bytes}{g}", ns.pi_type);
+    let pi_note = metadata_of(ns).describe();
     assert!(o.notes.iter().any(|n| n.contains(&pi_note)), "{name}: no '{pi_note}' in {:?}", o.notes);
     let t = o.target.as_mut();
     let lbs = u64::from(t.geometry().logical_block_bytes);
     blank(t, &name);
     let ops = faultline::workload::OpMix {
         deallocate_ppm: if deallocates { 100_000 } else { 0 },
-        write_zeroes_ppm: if ns.write_zeroes { 100_000 } else { 0 },
+        write_zeroes_ppm: if write_zeroes { 100_000 } else { 0 },
     };
     let wspec = WorkloadSpec { min_write_bytes: lbs, align_bytes: lbs, ..mixed_spec(21, ops) };
     let dir = scratch(&format!("conf-pi-{}", ng.file_name().unwrap().to_string_lossy()));
-    let header = RunHeader {
-        ledger_format: LEDGER_FORMAT,
-        run_id: 0xc0ffee,
-        created_at: String::new(),
-        target_identity: t.identity(),
-        target_capacity: CAP,
-        sector_bytes: lbs,
-        atomic_bytes: lbs,
-        dealloc_reads: t.zeroing().dealloc_reads.into(),
-        contract: Contract::Plp,
-        ports: faultline::port::PortEntry::single(),
-        workload: wspec.clone(),
-    };
-    let mut ledger = LedgerWriter::create(&dir, header).unwrap();
-    let (layout, fmt) = (Layout::new(wspec, lbs).unwrap(), faultline::format::Format::new(0xc0ffee, lbs as usize));
+    let (mut ledger, layout, fmt) = plp_run_on(t, wspec, &dir, lbs);
     let (mut first_id, mut zeroing) = (1, (0, 0));
     for cycle in 1..=3u32 {
         let opts = cycle_opts(cycle, first_id, Some(CutPlacement::AfterCompletions { completions: 300 * cycle as u64 }), None);
@@ -161,7 +108,7 @@ fn pi_namespace_through_passthrough(ng: &Path, ns: &PiNs) {
         let shown: Vec<String> = rep.findings.iter().take(3).map(|f| format!("{} at {}: {}", f.class.name(), f.offset, f.detail)).collect();
         assert!(rep.findings.is_empty() && rep.durable_ok > 0, "{name} ({format}) cycle {cycle} seed 21: {shown:?}");
     }
-    assert!((zeroing.0 > 0) == deallocates && (zeroing.1 > 0) == ns.write_zeroes, "{name}: deallocates and Write Zeroes sent: {zeroing:?}");
+    assert!((zeroing.0 > 0) == deallocates && (zeroing.1 > 0) == write_zeroes, "{name}: deallocates and Write Zeroes sent: {zeroing:?}");
     // The first block of id 1 (a write, or a zeroing op's zeros): its data and guard as they
     // are, its reference tag that of the next LBA (type 3: its application tag 1234h).
     let at = layout.plan(1).offset;
@@ -180,7 +127,7 @@ fn pi_namespace_through_passthrough(ng: &Path, ns: &PiNs) {
     assert_eq!(f.len(), 1, "{name}: {planted}: {f:?}");
     let f0 = &rep.findings[0];
     assert_eq!((f0.class, f0.offset, f0.length), (faultline::verify::FindingClass::Unreadable, at, lbs), "{f:?}");
-    let w = if ns.g64 { 12 } else { 8 };
+    let w = if ns.guard64 { 12 } else { 8 };
     let want = if ns.pi_type == 3 {
         "application tag 1234h where 0000h was written".to_string()
     } else {
@@ -200,23 +147,17 @@ fn pi_namespace_through_passthrough(ng: &Path, ns: &PiNs) {
 }
 
 /// `block`'s metadata with its tuple right but for one field: the reference tag of the next LBA
-/// (type 3, whose reference tag is opaque: application tag 1234h).
-fn planted_tuple(block: &[u8], lba: u64, ns: &PiNs) -> Vec<u8> {
-    use faultline_drivers::passthru::{guard64_with, guard_with};
-    let mut meta = vec![0u8; ns.ms];
-    let len = if ns.g64 { 16 } else { 8 };
-    let at = if ns.first { 0 } else { ns.ms - len };
-    let (app, reftag) = if ns.pi_type == 3 { (0x1234u16, lba) } else { (0, lba + 1) };
-    let (g16, g64) = (guard_with(block, &meta[..at]), guard64_with(block, &meta[..at]));
-    let t = &mut meta[at..at + len];
-    if ns.g64 {
-        t[0..8].copy_from_slice(&g64.to_be_bytes());
-        t[8..10].copy_from_slice(&app.to_be_bytes());
-        t[10..16].copy_from_slice(&reftag.to_be_bytes()[2..]);
+/// (type 3, whose reference tag is opaque: application tag 1234h). The engine's own filling,
+/// whose guard QEMU checks on every write of the bodies above.
+fn planted_tuple(block: &[u8], lba: u64, ns: &PiNamespace) -> Vec<u8> {
+    let mut meta = vec![0u8; ns.metadata_bytes as usize];
+    let m = metadata_of(ns);
+    if ns.pi_type == 3 {
+        m.fill(block, block.len(), lba, &mut meta);
+        let app = if ns.first { 0 } else { (ns.metadata_bytes - tuple_bytes(ns)) as usize } + if ns.guard64 { 8 } else { 2 };
+        meta[app..app + 2].copy_from_slice(&0x1234u16.to_be_bytes());
     } else {
-        t[0..2].copy_from_slice(&g16.to_be_bytes());
-        t[2..4].copy_from_slice(&app.to_be_bytes());
-        t[4..8].copy_from_slice(&(reftag as u32).to_be_bytes());
+        m.fill(block, block.len(), lba + 1, &mut meta);
     }
     meta
 }

@@ -38,9 +38,9 @@ pub const PI_BYTES: usize = 8;
 pub const APP_TAG: u16 = 0;
 /// CDW12 bit 29: Protection Information Action (the controller generates or strips PI).
 pub const PRINFO_PRACT: u32 = 1 << 29;
-/// CDW12 bits 28, 27, 26: the controller checks the guard, application or reference tag.
+/// CDW12 bits 28 and 26: the controller checks the guard, or the reference tag (bit 27, the
+/// application tag, is not asked for: the engine checks that tag itself on reads).
 pub const PRCHK_GUARD: u32 = 1 << 28;
-pub const PRCHK_APP: u32 = 1 << 27;
 pub const PRCHK_REF: u32 = 1 << 26;
 
 const T10_DIF: Crc<u16> = Crc::<u16>::new(&CRC_16_T10_DIF);
