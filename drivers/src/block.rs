@@ -206,6 +206,10 @@ pub enum Zeroing {
     /// NVMe Write Zeroes (without the deallocate bit), a block device's zero-out, a file's
     /// zeroed range, NBD's WRITE_ZEROES: a write of zeros.
     WriteZeroes,
+    /// NVMe Format NVM of the whole namespace (an admin command, never an I/O: no engine
+    /// carries it as an [`Op`]). Once complete, no sector reads as any data written before it
+    /// (docs/DOMAIN.md, "Format NVM under a cut").
+    Format,
 }
 
 impl Zeroing {
@@ -214,6 +218,7 @@ impl Zeroing {
         match self {
             Zeroing::Deallocate => "deallocate",
             Zeroing::WriteZeroes => "write_zeroes",
+            Zeroing::Format => "format",
         }
     }
 
@@ -250,6 +255,10 @@ pub enum DeallocReads {
 pub struct ZeroingSupport {
     pub deallocate: bool,
     pub write_zeroes: bool,
+    /// Format NVM of the whole namespace, as an [`Op::Zero`] of its whole capacity: carried
+    /// only where the target was opened to format (a simulated drive, or a namespace's engine
+    /// wrapped in `format::Formatting`).
+    pub format: bool,
     pub dealloc_reads: DeallocReads,
 }
 
@@ -259,6 +268,7 @@ impl ZeroingSupport {
         match kind {
             Zeroing::Deallocate => self.deallocate,
             Zeroing::WriteZeroes => self.write_zeroes,
+            Zeroing::Format => self.format,
         }
     }
 }

@@ -99,6 +99,8 @@ impl SyncTarget {
             (TargetKind::Block { .. }, Zeroing::WriteZeroes) => sys::blk_zeroout(&self.d.file, offset, len),
             (TargetKind::File, Zeroing::Deallocate) => sys::fallocate(&self.d.file, FILE_DEALLOCATE, offset, len),
             (TargetKind::File, Zeroing::WriteZeroes) => sys::fallocate(&self.d.file, FILE_WRITE_ZEROES, offset, len),
+            // Not carried (checked above): a format is an admin command, never an I/O.
+            (_, Zeroing::Format) => return Err(IoFailure::new(libc::EOPNOTSUPP, format!("{} {what}: not an I/O", self.d.path.display()))),
         };
         self.lat[if kind == Zeroing::Deallocate { 3 } else { 4 }].record(start.elapsed().as_nanos() as u64);
         r.map_err(|e| self.failure(e, what))

@@ -466,6 +466,7 @@ mod tests {
                         deallocated_bytes: 4096 * u64::from(c),
                         write_zeroes: u64::from(c == 3),
                         zeroed_bytes: 8192 * u64::from(c == 3),
+                        formats: 0,
                     },
                 },
             ));

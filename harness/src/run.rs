@@ -95,17 +95,20 @@ pub struct ZeroingFacts {
     pub deallocate: bool,
     #[serde(default)]
     pub write_zeroes: bool,
+    /// A format of the whole namespace (a simulated drive, or a real one opened to format).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub format: bool,
     #[serde(default)]
     pub dealloc_reads: crate::ledger::DeallocRead,
 }
 
 impl ZeroingFacts {
     pub fn of(s: faultline_drivers::ZeroingSupport) -> ZeroingFacts {
-        ZeroingFacts { deallocate: s.deallocate, write_zeroes: s.write_zeroes, dealloc_reads: s.dealloc_reads.into() }
+        ZeroingFacts { deallocate: s.deallocate, write_zeroes: s.write_zeroes, format: s.format, dealloc_reads: s.dealloc_reads.into() }
     }
 
     pub fn none(&self) -> bool {
-        !self.deallocate && !self.write_zeroes
+        !self.deallocate && !self.write_zeroes && !self.format
     }
 
     /// Whether `kind` is carried.
@@ -113,6 +116,7 @@ impl ZeroingFacts {
         match kind {
             faultline_drivers::Zeroing::Deallocate => self.deallocate,
             faultline_drivers::Zeroing::WriteZeroes => self.write_zeroes,
+            faultline_drivers::Zeroing::Format => self.format,
         }
     }
 }

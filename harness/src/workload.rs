@@ -131,12 +131,16 @@ pub struct WritePlan {
     pub id: u64,
     pub offset: u64,
     pub len: u64,
-    /// Never set on a zeroing op.
+    /// Never set on a deallocate or Write Zeroes; always on a format (durable once complete).
     pub fua: bool,
     pub op: OpKind,
 }
 
 impl WritePlan {
+    /// Id `id` as a format of the span (a whole namespace), durable once complete.
+    pub fn format(spec: &WorkloadSpec, id: u64) -> WritePlan {
+        WritePlan { id, offset: spec.span_start, len: spec.span_end - spec.span_start, fua: true, op: OpKind::Zero(Zeroing::Format) }
+    }
     pub fn end(&self) -> u64 {
         self.offset + self.len
     }

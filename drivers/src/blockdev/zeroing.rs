@@ -35,6 +35,7 @@ impl QueueZeroing {
         ZeroingSupport {
             deallocate: self.discard_max_bytes > 0,
             write_zeroes: self.write_zeroes_max_bytes > 0,
+            format: false,
             dealloc_reads: DeallocReads::Unreported,
         }
     }
@@ -93,6 +94,7 @@ pub fn file_zeroing(target: &Path) -> Result<ZeroingSupport, ProbeError> {
     Ok(ZeroingSupport {
         deallocate: carried(FILE_DEALLOCATE, "punch hole")?,
         write_zeroes: carried(FILE_WRITE_ZEROES, "zero range")?,
+        format: false,
         dealloc_reads: DeallocReads::Zeros,
     })
 }

@@ -430,6 +430,7 @@ fn describe(p: &Pending) -> &'static str {
         Pending::Flush { .. } => "flush",
         Pending::Zero { kind: Zeroing::Deallocate, .. } => "deallocate (NBD_CMD_TRIM)",
         Pending::Zero { kind: Zeroing::WriteZeroes, .. } => "write zeroes (NBD_CMD_WRITE_ZEROES)",
+        Pending::Zero { kind: Zeroing::Format, .. } => "format",
         Pending::Read { .. } => "read",
     }
 }

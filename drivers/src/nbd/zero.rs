@@ -20,6 +20,7 @@ impl NbdTarget {
         ZeroingSupport {
             deallocate: self.writable && self.export.trim(),
             write_zeroes: self.writable && self.export.write_zeroes(),
+            format: false,
             dealloc_reads: DeallocReads::Unreported,
         }
     }
@@ -32,6 +33,8 @@ impl NbdTarget {
         let (cmd, flags, offer) = match kind {
             Zeroing::Deallocate => (proto::CMD_TRIM, 0, "NBD_FLAG_SEND_TRIM"),
             Zeroing::WriteZeroes => (proto::CMD_WRITE_ZEROES, proto::CMD_FLAG_NO_HOLE, "NBD_FLAG_SEND_WRITE_ZEROES"),
+            // Not carried (`zeroing_carried`): NBD has no format command.
+            Zeroing::Format => (0, 0, "a format command, which NBD has not"),
         };
         let what = format!("{} of {len} bytes at {offset}", kind.name());
         let max = self.export.max_payload();

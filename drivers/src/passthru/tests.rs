@@ -156,7 +156,8 @@ fn what_a_controller_carries_is_oncs_and_what_a_deallocated_block_reads_is_dlfea
 #[test]
 fn the_pool_sends_zeroing_to_the_kernel_and_refuses_what_it_cannot_carry() {
     let file = std::fs::OpenOptions::new().read(true).write(true).open("/dev/null").unwrap();
-    let only_dsm = ZeroingSupport { deallocate: true, write_zeroes: false, dealloc_reads: crate::block::DeallocReads::Zeros };
+    let only_dsm =
+        ZeroingSupport { deallocate: true, write_zeroes: false, format: false, dealloc_reads: crate::block::DeallocReads::Zeros };
     let mut t = PassthruTarget::new(file, Path::new("/dev/null"), &namespace(512, 1 << 20, 4096), 8, true, None, only_dsm);
     assert_eq!(t.zeroing(), only_dsm);
     let ops = [

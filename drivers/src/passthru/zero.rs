@@ -84,6 +84,7 @@ pub fn zeroing_from_identify(ctrl: &ControllerIdentity, ns: &NamespaceIdentity) 
     ZeroingSupport {
         deallocate: ctrl.oncs & ONCS_DSM != 0,
         write_zeroes: ctrl.oncs & ONCS_WRITE_ZEROES != 0,
+        format: false,
         dealloc_reads: match ns.deallocated_reads() {
             DeallocatedReads::Zeros => DeallocReads::Zeros,
             DeallocatedReads::Ones => DeallocReads::Ones,
@@ -102,7 +103,11 @@ impl Shared {
         }
         let what = format!("{} of {len} bytes at {offset}", kind.name());
         if !self.zeroing.carries(kind) {
-            let oncs = if kind == Zeroing::Deallocate { "Dataset Management" } else { "Write Zeroes" };
+            let oncs = match kind {
+                Zeroing::Deallocate => "Dataset Management",
+                Zeroing::WriteZeroes => "Write Zeroes",
+                Zeroing::Format => "an I/O format (Format NVM is an admin command)",
+            };
             return Err(IoFailure::new(
                 libc::EOPNOTSUPP,
                 format!("{} {what}: not carried (Identify Controller's ONCS lacks {oncs}, or Identify failed)", self.shown),
@@ -129,6 +134,8 @@ impl Shared {
                     nvme_io(&self.file, &mut cmd, IoData::None, self.lbs).map_err(|e| self.failure(&e, &what))?;
                 }
             }
+            // Refused above: never carried as an I/O.
+            Zeroing::Format => return Err(IoFailure::new(libc::EOPNOTSUPP, format!("{} {what}: not an I/O", self.shown))),
         }
         Ok(())
     }

@@ -56,6 +56,8 @@ pub struct History {
     pub pin_index: PinIndex,
     /// Cycles with a `seen` record, ascending.
     pub seen_cycles: Vec<u32>,
+    /// The ids that are formats of the namespace ([`Record::Format`]), ascending.
+    pub formats: Vec<u64>,
     /// The workload's mapping, to place pins (`None` when the header's workload is invalid,
     /// which opening the run refuses anyway).
     layout: Option<Layout>,
@@ -74,6 +76,26 @@ impl History {
         match self.cycle_of(id) {
             Some(c) => (id < c.durable_prefix && !c.failed.contains(id)) || c.durable_extras.contains(id),
             None => false,
+        }
+    }
+
+    /// Whether id `id` is a format of the namespace rather than a workload operation.
+    pub fn is_format(&self, id: u64) -> bool {
+        self.formats.binary_search(&id).is_ok()
+    }
+
+    /// The newest format below id `bound`.
+    pub fn format_below(&self, bound: u64) -> Option<u64> {
+        let i = self.formats.partition_point(|&f| f < bound);
+        i.checked_sub(1).map(|i| self.formats[i])
+    }
+
+    /// What id `id` does: the workload's operation, or a format of the span.
+    pub fn plan(&self, layout: &Layout, id: u64) -> crate::workload::WritePlan {
+        if self.is_format(id) {
+            crate::workload::WritePlan::format(layout.spec(), id)
+        } else {
+            layout.plan(id)
         }
     }
 
@@ -136,6 +158,7 @@ impl History {
             valid_bytes: 0,
             pins: Vec::new(),
             seen_cycles: Vec::new(),
+            formats: Vec::new(),
         }
     }
 
@@ -170,6 +193,14 @@ impl History {
                 c.end = Some(end);
                 c.in_flight_at_end = in_flight_at_end;
                 c.bytes_at_risk = bytes_at_risk;
+            }
+            Record::Format { cycle, id } => {
+                let after_last = self.formats.last().is_none_or(|&f| f < id);
+                let c = self.open_cycle(cycle)?;
+                if id < c.first_id || id >= c.submitted_end || !after_last {
+                    return Err(HistoryError::Format { cycle, id, first_id: c.first_id, submitted_end: c.submitted_end });
+                }
+                self.formats.push(id);
             }
             Record::Seen { cycle, writes } => self.apply_seen(cycle, writes)?,
         }
@@ -253,6 +284,10 @@ pub enum HistoryError {
     FirstCycle { cycle: u32, first_id: u64 },
     #[error("cycle {cycle} ends with durable prefix {durable_prefix} and submitted end {submitted_end}, first id {first_id}")]
     CycleEnd { cycle: u32, durable_prefix: u64, submitted_end: u64, first_id: u64 },
+    #[error(
+        "format id {id} in cycle {cycle}: not among the cycle's reserved ids [{first_id}, {submitted_end}), or not above the last format"
+    )]
+    Format { cycle: u32, id: u64, first_id: u64, submitted_end: u64 },
     #[error("seen record for cycle {cycle}, which is not the last cycle ended")]
     SeenNotLastEnded { cycle: u32 },
     #[error("seen record for cycle {cycle} names write {id} twice")]

@@ -284,6 +284,14 @@ pub enum Record {
         in_flight_at_end: u32,
         bytes_at_risk: u64,
     },
+    /// Id `id` of the cycle is a Format NVM of the namespace (the span is all of it), not the
+    /// workload's write of that id: appended, and durable, before the command is sent. It is
+    /// durable by the ledger's watermarks as a FUA write is (complete means formatted), and
+    /// every id below it was submitted before it (docs/DOMAIN.md, "Format NVM under a cut").
+    Format {
+        cycle: u32,
+        id: u64,
+    },
     /// What the verify after `cycle`'s cut saw of the cycle's writes that the contract left
     /// uncertain (in flight, failed, or completed and unflushed): from now on the drive must
     /// keep showing what it showed (see `crate::verify`). Absent from ledgers written before it.

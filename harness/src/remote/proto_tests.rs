@@ -129,7 +129,7 @@ pub(crate) fn every_frame() -> Vec<Frame> {
     let mut summary = CycleSummary::of(CycleOutcome::default(), 1);
     summary.reset = Some(ResetReport { controller: "c".into(), took_ns: 1, error: Some("e".into()), log: vec!["l".into()] });
     summary.late = vec![[1, 2]];
-    summary.zeroing = crate::writer::ZeroingDone { deallocates: 1, deallocated_bytes: 2, write_zeroes: 3, zeroed_bytes: 4 };
+    summary.zeroing = crate::writer::ZeroingDone { deallocates: 1, deallocated_bytes: 2, write_zeroes: 3, zeroed_bytes: 4, formats: 5 };
     let counts = VerifyCounts { sectors: 1, bytes: 1, durable_ok: 1, newer_ok: 0, prior_ok: 0, findings: 1, seen: 0, digests: Some(1) };
     let answers = vec![
         Answer::Clock { monotonic_ns: 1 },

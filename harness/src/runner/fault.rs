@@ -31,7 +31,7 @@ pub fn placement(cut: &scenario::CutPlacement, shutdown: Option<bool>, rng: &mut
                 min_completions + rng.below(max_completions.saturating_sub(min_completions) + 1)
             }
             // Refused by `Scenario::plan`; the first completion is the only sensible reading.
-            S::UniformTime { .. } => 1,
+            S::UniformTime { .. } | S::DuringFormat { .. } => 1,
         };
         return (CutPlacement::Shutdown { after_ms: 0, after_completions: after.max(1), controller }, None);
     }
@@ -47,6 +47,10 @@ pub fn placement(cut: &scenario::CutPlacement, shutdown: Option<bool>, rng: &mut
         }
         S::WhileFlushOutstanding { after_completions } => (CutPlacement::WhileFlushOutstanding { after_completions }, None),
         S::WhileIdle { after_completions } => (CutPlacement::Idle { after_completions }, None),
+        S::DuringFormat { after_completions, min_cut_ms, max_cut_ms } => {
+            let cut_after_ms = draw_after_ms(rng, min_cut_ms, max_cut_ms);
+            (CutPlacement::DuringFormat { after_completions, cut_after_ms }, None)
+        }
     }
 }
 

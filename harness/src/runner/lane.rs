@@ -273,10 +273,12 @@ fn hold_seen(lane: &mut Lane, read: &[(u64, u64)], seen: &[crate::verify::SeenRu
 fn regions_to_check(plan: &RunPlan, lane: &Lane, li: usize, cycle: u32) -> Vec<(u64, u64)> {
     let h = lane.run.history();
     let mut rng = cycle_rng(plan.seed, SAMPLE_SALT ^ li as u64, cycle);
-    union(
-        &written_regions(&lane.run.layout, lane.checked_upto, h.submitted_end()),
-        &sample_regions(&mut rng, lane.span.0, lane.span.1, h.header.sector_bytes, plan.verify.sample_bytes),
-    )
+    // A format since the last check changed every sector of the share.
+    let written = match h.format_below(h.submitted_end()) {
+        Some(f) if f >= lane.checked_upto => vec![lane.span],
+        _ => written_regions(&lane.run.layout, lane.checked_upto, h.submitted_end()),
+    };
+    union(&written, &sample_regions(&mut rng, lane.span.0, lane.span.1, h.header.sector_bytes, plan.verify.sample_bytes))
 }
 
 /// The findings of one share read through several ports, as they come in `through` order

@@ -608,6 +608,15 @@ pub enum CutPlacement {
     /// The control placement: once `after_completions` writes have completed, the writer stops
     /// submitting and lets everything complete; the fault lands on a quiet drive.
     WhileIdle { after_completions: u64 },
+    /// During a Format NVM of the namespace: once `after_completions` writes have completed,
+    /// the writer drains and flushes, records what is durable, sends the format (through the
+    /// nvme driver's admin passthrough on a real device, with its current LBA format and no
+    /// secure erase), and the fault lands a time drawn uniformly from [`min_cut_ms`,
+    /// `max_cut_ms`] after it was sent, or once it completed, if sooner. The format erases
+    /// the whole namespace: the workload's span must be all of it, and a real device must be
+    /// a whole NVMe namespace. Afterwards no sector may read data from before a format that
+    /// completed; one cut short leaves each sector its old data or the formatted content.
+    DuringFormat { after_completions: u64, min_cut_ms: u64, max_cut_ms: u64 },
 }
 
 /// How many cycles, and their timing.

@@ -32,6 +32,7 @@ pub const NAMED_MODELS: &[NamedModel] = &[
     NamedModel::Drive(SimModel::LosesDeallocate { per_cut: 1 }),
     NamedModel::Drive(SimModel::DeallocatesWrongRange { shift_sectors: 8 }),
     NamedModel::Drive(SimModel::TearsWriteZeroes),
+    NamedModel::Drive(SimModel::CachesFormat),
     NamedModel::Dual(DualSimModel::DualHonest),
     NamedModel::Dual(DualSimModel::DualFreezeOnPull { stall_ms: 800 }),
     NamedModel::Dual(DualSimModel::DualGhostWrites { after_writes: 20000 }),
@@ -98,6 +99,7 @@ impl NamedModel {
                 SimModel::LosesDeallocate { .. } => "undoes its most recent durable deallocate at each cut (old data back)",
                 SimModel::DeallocatesWrongRange { .. } => "applies every deallocate 8 sectors further on than asked",
                 SimModel::TearsWriteZeroes => "keeps only the first atomic unit of a durable Write Zeroes at a cut",
+                SimModel::CachesFormat => "completes a format with its zeros in the volatile cache (old data back at a cut)",
             },
             NamedModel::Dual(m) => match m {
                 DualSimModel::DualHonest => "dual-port drive, both ports honest",

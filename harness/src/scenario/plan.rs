@@ -395,6 +395,22 @@ impl Scenario {
     /// The faults against the run's shape: a clean shutdown needs a cut placement other than a
     /// time window; a host's power cut, shutdown or link reset needs a dual-port run.
     fn check_faults(&self, origin: &str, faults: &FaultMix) -> Result<(), ScenarioError> {
+        if matches!(self.cut, CutPlacement::DuringFormat { .. }) {
+            if faults.all().any(FaultPlan::is_clean_shutdown) {
+                return Err(invalid(
+                    origin,
+                    "cut.kind",
+                    "during_format cuts while a format runs; a clean_shutdown drains an idle drive: pick one",
+                ));
+            }
+            if self.dual.is_some() {
+                return Err(invalid(
+                    origin,
+                    "cut.kind",
+                    "during_format formats the whole namespace from one port: a dual-port run's windows have no place for it",
+                ));
+            }
+        }
         if faults.all().any(FaultPlan::is_clean_shutdown) && matches!(self.cut, CutPlacement::UniformTime { .. }) {
             return Err(invalid(
                 origin,

@@ -55,6 +55,9 @@ pub enum SimModel {
     /// PLP drive that, at a cut, keeps only the first atomic unit of each durable Write Zeroes
     /// of the cycle that spans several.
     TearsWriteZeroes,
+    /// Volatile drive that completes a format with its zeros still in the cache: a cut before
+    /// a flush brings the old data back. Needs cuts during formats (`[cut] kind = "during_format"`).
+    CachesFormat,
 }
 
 impl SimModel {
@@ -77,6 +80,7 @@ impl SimModel {
             SimModel::LosesDeallocate { per_cut } => FaultModel::LosesDeallocate { per_cut },
             SimModel::DeallocatesWrongRange { shift_sectors } => FaultModel::DeallocatesWrongRange { shift_sectors },
             SimModel::TearsWriteZeroes => FaultModel::TearsWriteZeroes,
+            SimModel::CachesFormat => FaultModel::CachesFormat,
         }
     }
 }
@@ -104,6 +108,7 @@ impl std::fmt::Display for SimModel {
             SimModel::LosesDeallocate { per_cut } => ("loses_deallocate", &[("per_cut", per_cut)]),
             SimModel::DeallocatesWrongRange { shift_sectors } => ("deallocates_wrong_range", &[("shift_sectors", shift_sectors)]),
             SimModel::TearsWriteZeroes => ("tears_write_zeroes", &[]),
+            SimModel::CachesFormat => ("caches_format", &[]),
         };
         f.write_str(name)?;
         if !params.is_empty() {

@@ -362,6 +362,14 @@ impl Scenario {
                 }
             }
             CutPlacement::WhileFlushOutstanding { .. } => {}
+            CutPlacement::DuringFormat { min_cut_ms, max_cut_ms, .. } => {
+                if max_cut_ms < min_cut_ms || max_cut_ms > 600_000 {
+                    return bad(
+                        "cut.max_cut_ms",
+                        format!("[{min_cut_ms}, {max_cut_ms}] ms: expected min_cut_ms <= max_cut_ms <= 600000 (nvme-cli's format timeout)"),
+                    );
+                }
+            }
             CutPlacement::WhileIdle { after_completions } => {
                 if after_completions == 0 {
                     return bad("cut.after_completions", "must be at least 1: the drive must hold data to lose".into());

@@ -15,7 +15,7 @@ mod ops;
 mod score;
 mod shapes;
 
-use ops::{ops_rows, ops_workload_name, with_ops};
+use ops::{ops_rows, ops_workload_name, with_ops, OpsRow};
 pub use score::{score_cycle, ClassScore};
 use shapes::{shape_cycles, shape_name, shape_rows, shaped, SINGLE_CUT};
 
@@ -286,14 +286,15 @@ pub fn run_single_matrix(opts: &MatrixOptions, scratch: &Path, on_row: &mut dyn 
         });
     }
     // The ops rows, on the mixed workload with deallocates and Write Zeroes.
-    for (model, reads, contract, honest) in ops_rows() {
+    for row in ops_rows() {
+        let OpsRow { model, contract, honest, .. } = row;
         n += 1;
         let seed = crate::rng::hash_words(&[opts.seed, n]);
         let mut workload = workload.clone();
         workload.prefill = n.is_multiple_of(2);
         let cycles = shape_cycles(opts, honest);
-        let scenario = with_ops(row_scenario(model, contract, workload, cycles, seed, opts.span_bytes), reads);
-        let wname = ops_workload_name(reads);
+        let scenario = with_ops(row_scenario(model, contract, workload, cycles, seed, opts.span_bytes), &row);
+        let wname = ops_workload_name(&row);
         jobs.push(Job {
             n,
             name: format!("{model} {contract} {wname}"),

@@ -16,6 +16,13 @@ impl<'a> Verifier<'a> {
         loop {
             let (w, e) = self.layout.latest_covering_span(addr, bound);
             end = end.min(e);
+            // A format below `bound` newer than the latest write covering `addr` is what
+            // covers it (the format's id never names the workload's write of that id).
+            let w = match (w, self.history.format_below(bound)) {
+                (Some(w), Some(f)) if w.id > f => Some(w),
+                (_, Some(f)) => Some(WritePlan::format(self.layout.spec(), f)),
+                (w, None) => w,
+            };
             match w {
                 None => break,
                 Some(w) if self.history.is_durable(w.id) => return Ok((Durable::Write(w), z, end)),
@@ -199,7 +206,7 @@ impl<'a> Verifier<'a> {
         let plan = match *last_plan {
             Some(p) if p.id == id.write_id => p,
             _ => {
-                let p = self.layout.plan(id.write_id);
+                let p = self.history.plan(self.layout, id.write_id);
                 *last_plan = Some(p);
                 p
             }

@@ -418,7 +418,7 @@ impl<'a> Verifier<'a> {
     fn close_groups(&self, groups: &mut HashMap<u64, Group>, upto: u64, out: &mut Vec<Finding>) {
         for (_, g) in groups.extract_if(|_, g| g.plan.end() <= upto) {
             let class = match g.plan.zeroing() {
-                Some(crate::workload::Zeroing::Deallocate) => FindingClass::Resurrection,
+                Some(crate::workload::Zeroing::Deallocate | crate::workload::Zeroing::Format) => FindingClass::Resurrection,
                 _ if g.shows == 0 => FindingClass::LostWrite,
                 _ => FindingClass::TornWrite,
             };
@@ -446,7 +446,7 @@ impl<'a> Verifier<'a> {
         seen.sort_unstable();
         seen.dedup();
         for rank in seen {
-            let w = self.layout.plan(rank - 1);
+            let w = self.history.plan(self.layout, rank - 1);
             // If any other sector of the write in this unit holds older content, every sector
             // of the write in the unit is part of the tear (those showing it and those not).
             let mine = || unit.iter().filter(|u| u.ok && w.overlaps(u.addr, 1));
@@ -457,7 +457,7 @@ impl<'a> Verifier<'a> {
                 let found = match u.shown {
                     0 => Shown::Prior {},
                     1 => Shown::Prefill {},
-                    r => self.shown_of(&Durable::Write(self.layout.plan(r - 1)), u.addr),
+                    r => self.shown_of(&Durable::Write(self.history.plan(self.layout, r - 1)), u.addr),
                 };
                 let expected = self.shown_of(&Durable::Write(w), u.addr);
                 let detail = format!(

@@ -60,7 +60,7 @@ pub fn seen_record(history: &History, layout: &Layout, regions: &[(u64, u64)], r
     let first = c.first_id.max(end.saturating_sub(MAX_SEEN_WRITES));
     let mut writes = Vec::new();
     for id in (first..end).filter(|&id| !history.is_durable(id)) {
-        let w = layout.plan(id);
+        let w = history.plan(layout, id);
         if w.zeroing().is_some() {
             // A deallocate or Write Zeroes leaves nothing that names it: never pinned.
             continue;

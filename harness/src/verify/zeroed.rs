@@ -73,6 +73,12 @@ impl Verifier<'_> {
                 DeallocRead::Ones => f == Fill::Ones,
                 DeallocRead::Unreported => true,
             },
+            // A format leaves what a deallocated sector reads, never the old data.
+            (Some(Zeroing::Format), f) => match self.history.header.dealloc_reads {
+                DeallocRead::Zeros => f == Fill::Zeros,
+                DeallocRead::Ones => f == Fill::Ones,
+                DeallocRead::Unreported => true,
+            },
         }
     }
 

@@ -117,6 +117,7 @@ impl Case {
         match w.zeroing() {
             None => fill_write(&self.format, &w, 1, 0, &mut self.image.0[range]),
             Some(Zeroing::WriteZeroes) => self.image.0[range].fill(0),
+            Some(Zeroing::Format) => self.image.0[range].fill(0),
             Some(Zeroing::Deallocate) => match reads {
                 DeallocRead::Zeros => self.image.0[range].fill(0),
                 DeallocRead::Ones => self.image.0[range].fill(0xff),

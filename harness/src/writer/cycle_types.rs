@@ -99,6 +99,19 @@ pub enum CutPlacement {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         controller: bool,
     },
+    /// During a format: once this many writes completed, stop submitting, let everything
+    /// complete, flush, record what is durable and the format's id (synced), send the format
+    /// of the span (the whole namespace), and cut `cut_after_ms` after it was sent, or once
+    /// it completed if that comes first.
+    DuringFormat { after_completions: u64, cut_after_ms: u64 },
+}
+
+impl CutPlacement {
+    /// The placements that stop submitting and drain before the fault: `Idle`, `Shutdown`
+    /// and `DuringFormat`.
+    pub fn quiesces(&self) -> bool {
+        matches!(self, CutPlacement::Idle { .. } | CutPlacement::Shutdown { .. } | CutPlacement::DuringFormat { .. })
+    }
 }
 
 /// What a cycle did.
@@ -154,6 +167,13 @@ pub struct ZeroingDone {
     pub deallocated_bytes: u64,
     pub write_zeroes: u64,
     pub zeroed_bytes: u64,
+    /// Formats of the namespace completed.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub formats: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl ZeroingDone {
@@ -173,6 +193,7 @@ impl ZeroingDone {
                 self.write_zeroes += 1;
                 self.zeroed_bytes += len;
             }
+            faultline_drivers::Zeroing::Format => self.formats += 1,
         }
     }
 
@@ -182,5 +203,6 @@ impl ZeroingDone {
         self.deallocated_bytes += o.deallocated_bytes;
         self.write_zeroes += o.write_zeroes;
         self.zeroed_bytes += o.zeroed_bytes;
+        self.formats += o.formats;
     }
 }

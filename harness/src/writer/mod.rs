@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 
 mod cycle_types;
 mod fill;
+mod format;
 mod handoff;
 mod prefill;
 mod tracker;
@@ -176,10 +177,14 @@ fn run_cycle_inner(
             Some(CutPlacement::Shutdown { after_ms, after_completions, .. }) => {
                 !c.cut_done && c.out.completed >= after_completions && c.since_clock() >= Duration::from_millis(after_ms)
             }
+            Some(CutPlacement::DuringFormat { after_completions, .. }) => !c.cut_done && c.out.completed >= after_completions,
             _ => false,
         };
-        let quiescing = placement_ready && matches!(opts.cut, Some(CutPlacement::Idle { .. } | CutPlacement::Shutdown { .. }));
+        let quiescing = placement_ready && opts.cut.is_some_and(|p| p.quiesces());
         c.submit(placement_ready, quiescing)?;
+        if quiescing && matches!(opts.cut, Some(CutPlacement::DuringFormat { .. })) {
+            c.toward_format()?;
+        }
         if quiescing && matches!(opts.cut, Some(CutPlacement::Shutdown { .. })) && c.inflight.is_empty() && c.flushes_inflight == 0 {
             if !c.shutdown_flushed {
                 // Drained: the shutdown's flush, once; a normal shutdown's is the drive's own
@@ -264,8 +269,10 @@ struct CycleLoop<'a, 'f> {
     /// Consecutive writes failed with EIO before the cut.
     eio_run: u32,
     cut_done: bool,
-    /// The `Shutdown` placement's flush was submitted.
+    /// The `Shutdown` or `DuringFormat` placement's flush was submitted.
     shutdown_flushed: bool,
+    /// `DuringFormat`: when the format was sent.
+    format_sent: Option<Instant>,
     /// A normal shutdown: the flush number standing for the controller's shutdown, which
     /// covers what had completed when the writer drained, once the cut returned done.
     controller_flush: Option<u64>,
@@ -325,6 +332,7 @@ impl<'a, 'f> CycleLoop<'a, 'f> {
             eio_run: 0,
             cut_done: false,
             shutdown_flushed: false,
+            format_sent: None,
             controller_flush: None,
             cut_failed: None,
             cut_instant: None,
@@ -421,6 +429,7 @@ impl<'a, 'f> CycleLoop<'a, 'f> {
                 Some(CutPlacement::Shutdown { .. }) => {
                     quiescing && self.shutdown_flushed && self.inflight.is_empty() && self.flushes_inflight == 0
                 }
+                Some(CutPlacement::DuringFormat { cut_after_ms, .. }) => self.format_cut_due(cut_after_ms),
             }
     }
 
@@ -461,7 +470,11 @@ impl<'a, 'f> CycleLoop<'a, 'f> {
     fn reap(&mut self) -> Result<bool, WriteError> {
         self.done.clear();
         let wait = if self.stopping { self.opts.drain_timeout } else { Duration::from_secs(30) };
+        let (wait, awaiting_cut) = self.format_wait(wait);
         let got = self.target.reap(&mut self.done, 1, wait)?;
+        if got == 0 && awaiting_cut {
+            return Ok(true);
+        }
         if got == 0 {
             if self.cut_done {
                 // After a cut, operations that never come back are uncertain, exactly like

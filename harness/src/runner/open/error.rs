@@ -105,6 +105,11 @@ pub enum OpenError {
         on(port)
     )]
     Zeroing { port: Option<String>, identity: String, op: &'static str },
+    #[error(
+        "{}cut.kind = \"during_format\" formats the whole namespace, but {why}: run it on a whole NVMe namespace (a block device or its generic device) or a simulated drive, with the workload's span all of it",
+        on(port)
+    )]
+    Format { port: Option<String>, why: String },
 }
 
 impl From<OpenPortsError> for OpenError {

@@ -200,6 +200,9 @@ fn open_share(
     })?;
     let seen = dev.facts().map_err(|source| OpenError::Target { port: port(), source })?;
     require_zeroing(&layout, &seen, port())?;
+    if matches!(plan.cut, crate::scenario::CutPlacement::DuringFormat { .. }) {
+        require_format(&layout, &seen, capacity).map_err(|why| OpenError::Format { port: port(), why })?;
+    }
     // The drive's own declaration wins over what its engine promises (a block device's
     // discard promises nothing; the NVMe namespace behind it may declare zeros).
     let dealloc_reads = declared_reads.unwrap_or(seen.zeroing.dealloc_reads);
@@ -230,6 +233,20 @@ fn share_span(start: u64, end: u64, pct: [u8; 2]) -> (u64, u64) {
     let len = end - start;
     let at = |p: u8| start + (len / 100 * p as u64 + (len % 100) * p as u64 / 100) / MIB * MIB;
     (at(pct[0]), if pct[1] == 100 { end } else { at(pct[1]) })
+}
+
+/// Why a run that formats cannot format this target: it does not carry a format, or the
+/// span is not all of it (a format erases the whole namespace, and faultline never writes
+/// outside its span).
+fn require_format(layout: &Layout, seen: &crate::run::DeviceFacts, capacity: u64) -> Result<(), String> {
+    let s = layout.spec();
+    if !seen.zeroing.format {
+        return Err(format!("the target {} does not carry one (not an NVMe namespace faultline can format)", seen.identity));
+    }
+    if s.span_start != 0 || s.span_end != capacity {
+        return Err(format!("the span [{}, {}) is not the whole target (its {capacity} bytes)", s.span_start, s.span_end));
+    }
+    Ok(())
 }
 
 /// Refuses a workload that deallocates or writes zeroes through a device that does not carry
