@@ -16,6 +16,7 @@ pub mod blockdev;
 pub mod control;
 #[cfg(test)]
 mod fake_root;
+pub mod formatting;
 pub mod guard;
 pub mod identity;
 pub mod latency;

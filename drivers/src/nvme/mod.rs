@@ -20,9 +20,11 @@
 //! Files: `mod.rs` (this: the controller, its commands and logs), `namespace.rs` (Identify
 //! Namespace: the block size, atomicity and deallocate fields).
 
+mod format;
 mod namespace;
 use crate::sys::nvme_admin;
 pub use crate::sys::{NvmeAdminCmd, NvmeStatus};
+pub use format::{format_nvm_cmd, FORMAT_TIMEOUT_MS, OPC_FORMAT_NVM};
 pub use namespace::{identify_namespace_cmd, DeallocatedReads, NamespaceDataError, NamespaceIdentity};
 use std::fs::File;
 use std::io;

@@ -39,6 +39,9 @@ pub enum DutError {
     /// The device was found and could not be opened.
     #[error("{0}")]
     Open(#[source] Shared<faultline_drivers::OpenError>),
+    /// The run formats the namespace, and this device cannot be formatted.
+    #[error("cut.kind = \"during_format\": {0}")]
+    Format(#[source] Shared<faultline_drivers::formatting::FormatOpenError>),
     /// The target's identity names one namespace with several paths, and nothing says which
     /// one the run goes through.
     #[error(

@@ -4,6 +4,7 @@
 //! health logs read.
 
 use super::*;
+use faultline_drivers::formatting::{formatting, FormatOpenError};
 
 /// A real block device in this host, and how to find it again after a fault.
 pub struct RealDut {
@@ -32,6 +33,9 @@ pub struct RealDut {
     /// The reading taken when the device was opened, handed out by the first `health()`.
     first_health: Option<HealthLogs>,
     notes: Vec<String>,
+    /// The run formats the namespace (`cut.kind = "during_format"`): its engine is wrapped to
+    /// (`faultline_drivers::formatting`), again at each reopening.
+    format: bool,
     /// The thread that opened `target`. An io_uring engine is built single-issuer (Linux 6.1+
     /// answers a submission from any other thread with EEXIST), and a port of a run's table is
     /// used by its writer's thread in a cycle and by the main thread's verify after it: the
@@ -115,8 +119,27 @@ impl RealDut {
             has_health,
             first_health,
             notes,
+            format: false,
             owner: std::thread::current().id(),
         })
+    }
+
+    /// The run formats the namespace: its engine formats it, here and after every fault.
+    pub fn formatting(mut self) -> Result<RealDut, DutError> {
+        self.format = true;
+        if let Some(t) = self.target.take() {
+            self.target = Some(self.formats(t).map_err(|e| DutError::Format(Shared::new(e)))?);
+        }
+        Ok(self)
+    }
+
+    /// `t`, the engine of the namespace at `self.path`, made to format it too.
+    fn formats(&self, t: Box<dyn BlockTarget>) -> Result<Box<dyn BlockTarget>, FormatOpenError> {
+        if self.controller {
+            return Err(FormatOpenError::Controller(self.path.clone()));
+        }
+        let block = if self.generic { generic_block(&self.path, &self.roots).unwrap_or_default() } else { self.path.clone() };
+        Ok(Box::new(formatting(&block, t, &self.roots)?))
     }
 
     /// Where the device was last found.
@@ -149,6 +172,7 @@ impl RealDut {
             has_health: first_health.is_some(),
             notes: health_notes(first_health.as_ref()),
             first_health,
+            format: false,
             owner: std::thread::current().id(),
         }
     }
@@ -191,7 +215,10 @@ impl RealDut {
         } else {
             self.path.clone()
         };
-        let o = open_target(&path, &self.spec).map_err(|e| Refind::NotYet(Cause::of(e)))?;
+        let mut o = open_target(&path, &self.spec).map_err(|e| Refind::NotYet(Cause::of(e)))?;
+        if self.format {
+            o.target = self.formats(o.target).map_err(|e| Refind::NotYet(Cause::of(e)))?;
+        }
         let found = o.target.identity();
         if let Some(want) = self.identity.as_ref().filter(|want| **want != found) {
             return Err(Refind::NotYet(Cause::text(format!("{} is now {found}, not the run's target {want}", path.display()))));

@@ -149,7 +149,10 @@ pub(super) fn one_port(plan: &RunPlan, run_dir: &Path, o: &RunnerOptions, begun:
         TargetPlan::Device { path, expect, via } => {
             let roots = SysRoots { sys: o.control_env.sysfs_root.join("sys"), dev: o.control_env.dev_root.join("dev") };
             let queue_depth = plan.scenario.workload.queue_depth as usize;
-            let dut = RealDut::open(path.as_deref(), expect, via.as_ref(), queue_depth, begun, roots.clone())?;
+            let mut dut = RealDut::open(path.as_deref(), expect, via.as_ref(), queue_depth, begun, roots.clone())?;
+            if matches!(plan.cut, crate::scenario::CutPlacement::DuringFormat { .. }) {
+                dut = dut.formatting()?;
+            }
             let drive = drive_declares(dut.path(), &roots, &mut notes);
             let (reads, said) = super::declared_reads(drive.as_ref());
             declared = reads;
