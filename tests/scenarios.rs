@@ -23,7 +23,7 @@ fn load(name: &str) -> Scenario {
     Scenario::load(&dir().join(name)).unwrap_or_else(|e| panic!("{e}"))
 }
 
-const SHIPPED: [&str; 43] = [
+const SHIPPED: [&str; 45] = [
     "reference.toml",
     "demo.toml",
     "dualport-demo.toml",
@@ -32,6 +32,8 @@ const SHIPPED: [&str; 43] = [
     "clean-shutdown-control.toml",
     "plp-1.toml",
     "trim-power-cut.toml",
+    "format-power-cut.toml",
+    "lab-format-power-cut.toml",
     "misaligned-torture.toml",
     "link-reset-storm.toml",
     "hotplug-pin-sweep.toml",

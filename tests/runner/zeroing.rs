@@ -38,3 +38,29 @@ fn deallocates_and_write_zeroes_under_cuts_verify_clean_and_each_zeroing_fault_i
     }
     let _ = std::fs::remove_dir_all(&d);
 }
+
+#[test]
+fn formats_cut_while_running_or_once_complete_verify_clean_and_a_format_the_cache_loses_is_found() {
+    let d = scratch("format");
+    let scenario = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/format-power-cut.toml")).unwrap();
+    let (o, rd) = run(&d, "honest", &scenario);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // Every cycle sent a format; some completed before their cut, some were cut short.
+    let ledger = String::from_utf8_lossy(&std::fs::read(rd.join("ledger.fl")).unwrap()).into_owned();
+    assert_eq!(ledger.matches("\"type\":\"format\"").count(), 12, "one format per cycle");
+    let summary: Value = serde_json::from_slice(&std::fs::read(rd.join("summary.json")).unwrap()).unwrap();
+    let done = summary["figures"]["zeroing"]["formats"].as_u64().unwrap_or(0);
+    assert!(done > 0 && done < 12, "formats completed before their cut: {done} of 12 ({})", summary["figures"]);
+    // Every cycle verified the whole span after its format.
+    let ev = events(&rd);
+    assert!(of(&ev, "verified").all(|v| v["bytes"] == 33554432), "{}", text(&o));
+    // A volatile drive that completes a format with its zeros in the cache: old data back.
+    let faulty = scenario.replace("honest_volatile\" ", "caches_format\" ");
+    assert_ne!(faulty, scenario);
+    let (o, rd) = run(&d, "caches", &faulty);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let ev = events(&rd);
+    let f = of(&ev, "finding").find(|f| f["finding"]["class"] == "resurrection").unwrap_or_else(|| panic!("{}", text(&o)));
+    assert!(f["finding"]["detail"].as_str().unwrap().contains("durable format "), "{f}");
+    let _ = std::fs::remove_dir_all(&d);
+}

@@ -202,6 +202,7 @@ impl History {
                 }
                 self.formats.push(id);
             }
+            Record::Reformat { cycle, id, done } => self.apply_reformat(cycle, id, done)?,
             Record::Seen { cycle, writes } => self.apply_seen(cycle, writes)?,
         }
         self.records += 1;
@@ -247,6 +248,32 @@ impl History {
         Ok(())
     }
 
+    /// A format after `cycle` ended: sent (its id the cycle's next, now submitted), then done
+    /// (durable).
+    fn apply_reformat(&mut self, cycle: u32, id: u64, done: bool) -> Result<(), HistoryError> {
+        let last_format = self.formats.last().copied();
+        let c = match self.cycles.last_mut() {
+            Some(c) if c.cycle == cycle && c.end.is_some() => c,
+            _ => return Err(HistoryError::ReformatNotLastEnded { cycle }),
+        };
+        let fits = match done {
+            false => id == c.submitted_end && last_format.is_none_or(|f| f < id),
+            true => last_format == Some(id) && id + 1 == c.submitted_end,
+        };
+        if !fits {
+            return Err(HistoryError::Format { cycle, id, first_id: c.first_id, submitted_end: c.submitted_end });
+        }
+        if done {
+            let mut ids: Vec<u64> = c.durable_extras.iter().collect();
+            ids.push(id);
+            c.durable_extras = IdRuns::from_ids(ids);
+        } else {
+            c.submitted_end = id + 1;
+            self.formats.push(id);
+        }
+        Ok(())
+    }
+
     /// The writes seen on the drive after `cycle`: they replace the pins of an earlier cycle's
     /// (a write not applied at all pins nothing).
     fn apply_seen(&mut self, cycle: u32, writes: SeenWrites) -> Result<(), HistoryError> {
@@ -288,6 +315,8 @@ pub enum HistoryError {
         "format id {id} in cycle {cycle}: not among the cycle's reserved ids [{first_id}, {submitted_end}), or not above the last format"
     )]
     Format { cycle: u32, id: u64, first_id: u64, submitted_end: u64 },
+    #[error("reformat record for cycle {cycle}, which is not the last cycle ended")]
+    ReformatNotLastEnded { cycle: u32 },
     #[error("seen record for cycle {cycle}, which is not the last cycle ended")]
     SeenNotLastEnded { cycle: u32 },
     #[error("seen record for cycle {cycle} names write {id} twice")]

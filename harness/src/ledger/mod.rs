@@ -292,6 +292,14 @@ pub enum Record {
         cycle: u32,
         id: u64,
     },
+    /// A format sent after `cycle` ended, before its verify, because the drive refused reads
+    /// after the cycle's format was cut short: id `id` (the cycle's submitted end), appended
+    /// before it is sent (`done` false), then again once the drive completed it (`done`).
+    Reformat {
+        cycle: u32,
+        id: u64,
+        done: bool,
+    },
     /// What the verify after `cycle`'s cut saw of the cycle's writes that the contract left
     /// uncertain (in flight, failed, or completed and unflushed): from now on the drive must
     /// keep showing what it showed (see `crate::verify`). Absent from ledgers written before it.

@@ -20,6 +20,8 @@ use crate::writer::{CutPlacement, CycleOutcome};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+mod reformat;
+
 /// What a run's cycles share: its ports, their shares, the cutter, the record.
 pub(super) struct Cycles<'r, 'e> {
     plan: &'r RunPlan,
@@ -193,6 +195,9 @@ impl<'r, 'e> Cycles<'r, 'e> {
                 self.em.end_cycle(cycle, Verdict::Error, faulted.as_ref(), None);
                 return Ok(end);
             }
+        }
+        if !end.dead_device && !end.dead_host && cut {
+            self.format_again_if_refused(cycle, &mut end.errors)?;
         }
         let mut anomalies = 0;
         if !end.dead_device && !end.dead_host && cut {

@@ -115,7 +115,10 @@ impl Case {
         let w = self.layout.plan(id);
         let range = w.offset as usize..w.end() as usize;
         match w.zeroing() {
-            None => fill_write(&self.format, &w, 1, 0, &mut self.image.0[range]),
+            None => {
+                let cycle = self.history.cycle_of(id).map_or(1, |c| c.cycle);
+                fill_write(&self.format, &w, cycle, 0, &mut self.image.0[range])
+            }
             Some(Zeroing::WriteZeroes) => self.image.0[range].fill(0),
             Some(Zeroing::Format) => self.image.0[range].fill(0),
             Some(Zeroing::Deallocate) => match reads {
@@ -245,4 +248,91 @@ fn a_sector_never_claims_a_zeroing_op_and_near_zeros_are_corruption() {
     c.image.0[z.offset as usize..z.end() as usize].fill(0);
     c.image.0[z.offset as usize + 7] = 0x11;
     assert_eq!(classes(&c.verify()), vec![(FindingClass::Corruption, 512)]);
+}
+
+impl Case {
+    /// Ids 1..600 durable, id 600 a format (`done`: completed, durable), then cycle 2's ids
+    /// 601..650 durable, its writes over what the format left; the image as an honest drive
+    /// leaves it (the format applied when `done`, not at all otherwise).
+    fn formatted(reads: DeallocRead, done: bool) -> Case {
+        let mut c = Case::new(reads, 600, 600, EndKind::Graceful);
+        let spec = c.layout.spec().clone();
+        let recs = [
+            Record::CycleStart { cycle: 2, first_id: 600, at: String::new(), port: crate::port::PortId::A },
+            Record::Reserve { cycle: 2, upto: 601 },
+            Record::Format { cycle: 2, id: 600 },
+            Record::CycleEnd {
+                cycle: 2,
+                end: EndKind::Cut,
+                submitted_end: 601,
+                durable_prefix: 600 + u64::from(done),
+                durable_extras: vec![],
+                failed: vec![],
+                in_flight_at_end: u32::from(!done),
+                bytes_at_risk: 0,
+            },
+            Record::CycleStart { cycle: 3, first_id: 601, at: String::new(), port: crate::port::PortId::A },
+            Record::Reserve { cycle: 3, upto: 650 },
+            Record::CycleEnd {
+                cycle: 3,
+                end: EndKind::Graceful,
+                submitted_end: 650,
+                durable_prefix: 650,
+                durable_extras: vec![],
+                failed: vec![],
+                in_flight_at_end: 0,
+                bytes_at_risk: 0,
+            },
+        ];
+        for r in recs {
+            c.history.apply(r).unwrap();
+        }
+        if done {
+            c.image.0.fill(if reads == DeallocRead::Ones { 0xff } else { 0 });
+        }
+        assert_eq!(c.history.plan(&c.layout, 600), WritePlan::format(&spec, 600));
+        for id in 601..650 {
+            c.apply(id, reads);
+        }
+        c
+    }
+
+    /// The cycle-3 write ids 601..650 do not cover: a sector only the format covers since.
+    fn only_formatted(&self) -> u64 {
+        (0..SPAN / SB).map(|s| s * SB).find(|&a| self.layout.latest_covering(a, 650).is_none_or(|w| w.id < 600)).unwrap()
+    }
+}
+
+#[test]
+fn a_completed_format_leaves_no_old_data_and_one_cut_short_leaves_each_sector_old_or_formatted() {
+    for reads in [DeallocRead::Zeros, DeallocRead::Ones, DeallocRead::Unreported] {
+        let mut c = Case::formatted(reads, true);
+        assert_eq!(classes(&c.verify()), vec![], "{reads:?}: an honest drive after a completed format");
+        // Old data back under a completed format: a resurrection, naming the format.
+        let a = c.only_formatted() as usize;
+        let before = c.layout.latest_covering(a as u64, 600).unwrap();
+        let mut old = vec![0u8; before.len as usize];
+        fill_write(&c.format, &before, 1, 0, &mut old);
+        let at = a - before.offset as usize;
+        c.image.0[a..a + SB as usize].copy_from_slice(&old[at..at + SB as usize]);
+        let rep = c.verify();
+        assert_eq!(classes(&rep), vec![(FindingClass::Resurrection, SB)], "{reads:?}");
+        assert!(rep.findings[0].detail.contains("durable format 600"), "{}", rep.findings[0].detail);
+        assert_eq!(rep.findings[0].expected, Shown::Zeroed { write_id: 600, op: "format".into() });
+    }
+    // Cut short: nothing applied, or some sectors zeroed, is fine; the later writes are owed.
+    let mut c = Case::formatted(DeallocRead::Zeros, false);
+    assert_eq!(classes(&c.verify()), vec![], "a format that never landed");
+    let a = c.only_formatted() as usize;
+    c.image.0[a..a + 3 * SB as usize].fill(0);
+    assert_eq!(classes(&c.verify()), vec![], "a format that landed on 3 sectors");
+    // FFh is not what it leaves on a drive whose deallocated sectors read zeros.
+    c.image.0[a..a + SB as usize].fill(0xff);
+    assert_eq!(classes(&c.verify()).len(), 1, "FFh where a format cut short could leave zeros or the old data");
+    // A write after the format, lost: found as any write.
+    let mut c = Case::formatted(DeallocRead::Zeros, true);
+    let w = c.layout.plan(620);
+    c.image.0[w.offset as usize..w.end() as usize].fill(0);
+    let rep = c.verify();
+    assert!(rep.findings.iter().all(|f| f.class == FindingClass::LostWrite) && !rep.findings.is_empty(), "{:?}", classes(&rep));
 }

@@ -39,6 +39,9 @@ pub enum DutError {
     /// The device was found and could not be opened.
     #[error("{0}")]
     Open(#[source] Shared<faultline_drivers::OpenError>),
+    /// A format sent after a format cut short failed, or this device cannot take one.
+    #[error("the format after a format cut short: {0}")]
+    Reformat(String),
     /// The run formats the namespace, and this device cannot be formatted.
     #[error("cut.kind = \"during_format\": {0}")]
     Format(#[source] Shared<faultline_drivers::formatting::FormatOpenError>),

@@ -128,6 +128,13 @@ pub trait Dut: Send {
     /// Whether the device still answers a read of `at` (an answer with a media error counts).
     fn answers(&mut self, at: u64) -> bool;
 
+    /// Formats the whole namespace as write id `id` and waits for the drive, at most
+    /// `timeout` (a run that formats, after a format cut short left the drive refusing reads).
+    fn format(&mut self, id: u64, timeout: Duration) -> Result<(), DutError> {
+        let _ = (id, timeout);
+        Err(DutError::Reformat("this device under test cannot be formatted".into()))
+    }
+
     /// Waits until the device answers a read of `at`, finding and opening it again if it went
     /// away.
     fn wait_ready(&mut self, at: u64, timeout: Duration) -> Result<Readiness, DutError>;
@@ -203,6 +210,10 @@ macro_rules! local_calls {
 
         fn answers(&mut self, at: u64) -> bool {
             self.target().is_ok_and(|t| $crate::runner::dut::probe(t, at, $crate::runner::dut::PROBE_TIMEOUT).is_ok())
+        }
+
+        fn format(&mut self, id: u64, timeout: std::time::Duration) -> Result<(), $crate::runner::dut::DutError> {
+            $crate::runner::dut::format_on(self.target()?, id, timeout).map_err(|e| $crate::runner::dut::DutError::Reformat(e.to_string()))
         }
     };
 }
@@ -327,6 +338,27 @@ pub enum DutVerifyError {
     Verify(#[from] VerifyError),
     #[error(transparent)]
     Dut(#[from] DutError),
+}
+
+/// Formats the whole of `t` as write id `id` (an [`faultline_drivers::Op::Zero`] of kind
+/// `Format`, which only a target opened to format carries) and waits for it, at most `timeout`.
+pub(crate) fn format_on(t: &mut dyn BlockTarget, id: u64, timeout: Duration) -> Result<(), faultline_drivers::IoFailure> {
+    use faultline_drivers::{IoFailure, Op, Zeroing};
+    // Linux's errno values (include/uapi/asm-generic/errno*.h); libc is not a dependency here.
+    const EIO: i32 = 5;
+    const ETIMEDOUT: i32 = 110;
+    let len = t.geometry().capacity_bytes;
+    t.submit(Op::Zero { token: id, offset: 0, len, kind: Zeroing::Format, write_id: id })
+        .map_err(|e| IoFailure::new(EIO, e.to_string()))?;
+    let t0 = std::time::Instant::now();
+    let mut done = Vec::new();
+    while t0.elapsed() < timeout {
+        t.reap(&mut done, 1, timeout.saturating_sub(t0.elapsed())).map_err(|e| IoFailure::new(EIO, e.to_string()))?;
+        if let Some(c) = done.drain(..).find(|c| c.token == id) {
+            return c.result;
+        }
+    }
+    Err(IoFailure::new(ETIMEDOUT, format!("the format did not complete within {} s", timeout.as_secs())))
 }
 
 /// Reads one sector at `at` within `timeout`.
