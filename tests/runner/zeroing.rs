@@ -64,3 +64,28 @@ fn formats_cut_while_running_or_once_complete_verify_clean_and_a_format_the_cach
     assert!(f["finding"]["detail"].as_str().unwrap().contains("durable format "), "{f}");
     let _ = std::fs::remove_dir_all(&d);
 }
+
+#[test]
+fn a_format_run_refuses_a_span_short_of_the_namespace_and_a_target_that_is_no_nvme_namespace() {
+    let d = scratch("format-refused");
+    let scenario = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/format-power-cut.toml")).unwrap();
+    // The format erases the whole drive: a span that is half of it is refused before a write.
+    let half = scenario.replace("prefill = true", "prefill = true\nspan_end_bytes = 16777216");
+    assert_ne!(half, scenario);
+    let (o, rd) = run(&d, "half", &half);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("the span [0, 16777216) is not the whole target (its 33554432 bytes)"), "{}", text(&o));
+    assert!(!rd.join("ledger.fl").exists() || events(&rd).iter().all(|e| e["event"] != "cycle_started"), "nothing written");
+    // A regular file is no NVMe namespace: nothing to send Format NVM to.
+    let file = d.join("image");
+    std::fs::write(&file, vec![0u8; 8 << 20]).unwrap();
+    let on_file = scenario.replace(
+        "sim = { capacity_bytes = 33554432, model = { kind = \"honest_volatile\" } }",
+        &format!("path = \"{}\"", file.display()),
+    );
+    let on_file = on_file.replace("power = \"sim\"", "power = \"quarch+tcp://127.0.0.1:1\"");
+    let (o, _) = run(&d, "file", &on_file);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("during_format") && text(&o).contains("not an NVMe device"), "{}", text(&o));
+    let _ = std::fs::remove_dir_all(&d);
+}
