@@ -496,10 +496,11 @@ fn selftest_cycles_is_the_honest_total() {
     assert_eq!(dual.iter().filter(|r| r["honest"] == true).map(|r| r["cycles"].as_u64()).collect::<Vec<_>>(), [Some(3)], "seed 5");
     // The plain rows (a single cut per cycle) share the total; the rows that cut again while
     // the drive recovers, or shape the power, and the rows that deallocate and write zeroes
-    // (`mixed-ops`) take an eighth of a plain row's each.
+    // (`mixed-ops`) or format (`format`) take an eighth of a plain row's each.
     let single: Vec<&Value> = single.into_iter().filter(|r| r["honest"] == true && r["workload"] != "dual-port power cut").collect();
-    let (honest, shaped): (Vec<&Value>, Vec<&Value>) =
-        single.into_iter().partition(|r| r["shape"] == "single cut" && !r["workload"].as_str().is_some_and(|w| w.starts_with("mixed-ops")));
+    let (honest, shaped): (Vec<&Value>, Vec<&Value>) = single.into_iter().partition(|r| {
+        r["shape"] == "single cut" && !r["workload"].as_str().is_some_and(|w| w.starts_with("mixed-ops") || w.starts_with("format"))
+    });
     assert!(!honest.is_empty() && !shaped.is_empty());
     let per_row = 24u64.div_ceil(honest.len() as u64);
     for r in &honest {

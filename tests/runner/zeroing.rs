@@ -62,6 +62,17 @@ fn formats_cut_while_running_or_once_complete_verify_clean_and_a_format_the_cach
     let ev = events(&rd);
     let f = of(&ev, "finding").find(|f| f["finding"]["class"] == "resurrection").unwrap_or_else(|| panic!("{}", text(&o)));
     assert!(f["finding"]["detail"].as_str().unwrap().contains("durable format "), "{f}");
+    // A drive that fails every read and write after a format cut short, until formatted again
+    // (QEMU's Format In Progress): formatted again before each such verify, recorded, said.
+    let stuck = scenario.replace("honest_volatile\" ", "format_stays_in_progress\" ");
+    let (o, rd) = run(&d, "stuck", &stuck);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let ledger = String::from_utf8_lossy(&std::fs::read(rd.join("ledger.fl")).unwrap()).into_owned();
+    let reformats = ledger.matches("\"type\":\"reformat\"").count();
+    let ev = events(&rd);
+    let notes = of(&ev, "note").filter(|n| n["message"].as_str().unwrap_or("").contains("formatted again in")).count();
+    assert!(reformats > 0 && reformats == 2 * notes, "{reformats} reformat records, {notes} notes: {}", text(&o));
+    assert!(of(&ev, "verified").all(|v| v["bytes"] == 33554432), "{}", text(&o));
     let _ = std::fs::remove_dir_all(&d);
 }
 
@@ -79,10 +90,8 @@ fn a_format_run_refuses_a_span_short_of_the_namespace_and_a_target_that_is_no_nv
     // A regular file is no NVMe namespace: nothing to send Format NVM to.
     let file = d.join("image");
     std::fs::write(&file, vec![0u8; 8 << 20]).unwrap();
-    let on_file = scenario.replace(
-        "sim = { capacity_bytes = 33554432, model = { kind = \"honest_volatile\" } }",
-        &format!("path = \"{}\"", file.display()),
-    );
+    let on_file = scenario
+        .replace("sim = { capacity_bytes = 33554432, model = { kind = \"honest_volatile\" } }", &format!("path = \"{}\"", file.display()));
     let on_file = on_file.replace("power = \"sim\"", "power = \"quarch+tcp://127.0.0.1:1\"");
     let (o, _) = run(&d, "file", &on_file);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));

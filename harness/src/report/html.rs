@@ -93,13 +93,14 @@ fn head(h: &mut String, m: &RunModel) {
         row(
             "operations",
             format!(
-                "{} acknowledged: {} writes, {} deallocates ({:.1} MiB), {} Write Zeroes ({:.1} MiB)",
+                "{} acknowledged: {} writes, {} deallocates ({:.1} MiB), {} Write Zeroes ({:.1} MiB){}",
                 t.writes_completed,
-                t.writes_completed.saturating_sub(z.deallocates + z.write_zeroes),
+                t.writes_completed.saturating_sub(z.deallocates + z.write_zeroes + z.formats),
                 z.deallocates,
                 mib(z.deallocated_bytes),
                 z.write_zeroes,
-                mib(z.zeroed_bytes)
+                mib(z.zeroed_bytes),
+                if z.formats > 0 { format!(", {} formats", z.formats) } else { String::new() }
             ),
         );
     }

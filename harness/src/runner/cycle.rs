@@ -545,6 +545,9 @@ pub(crate) enum Fatal {
     /// A port's ledger could not be brought level with the run's cycle.
     #[error("{}: cannot record the cycles its writer never began: {source}", .dir.display())]
     Align { dir: PathBuf, source: crate::ledger::LedgerError },
+    /// The format sent after a format cut short could not be recorded.
+    #[error("{}: cannot record the format sent after the cut: {source}", .dir.display())]
+    Reformat { dir: PathBuf, source: crate::ledger::LedgerError },
     /// A ledger could not be made durable at the end of the run.
     #[error("{}: {source}", .dir.display())]
     Sync { dir: PathBuf, source: crate::ledger::LedgerError },

@@ -33,6 +33,7 @@ pub const NAMED_MODELS: &[NamedModel] = &[
     NamedModel::Drive(SimModel::DeallocatesWrongRange { shift_sectors: 8 }),
     NamedModel::Drive(SimModel::TearsWriteZeroes),
     NamedModel::Drive(SimModel::CachesFormat),
+    NamedModel::Drive(SimModel::FormatStaysInProgress),
     NamedModel::Dual(DualSimModel::DualHonest),
     NamedModel::Dual(DualSimModel::DualFreezeOnPull { stall_ms: 800 }),
     NamedModel::Dual(DualSimModel::DualGhostWrites { after_writes: 20000 }),
@@ -100,6 +101,7 @@ impl NamedModel {
                 SimModel::DeallocatesWrongRange { .. } => "applies every deallocate 8 sectors further on than asked",
                 SimModel::TearsWriteZeroes => "keeps only the first atomic unit of a durable Write Zeroes at a cut",
                 SimModel::CachesFormat => "completes a format with its zeros in the volatile cache (old data back at a cut)",
+                SimModel::FormatStaysInProgress => "after a format cut short, fails every read and write until formatted again",
             },
             NamedModel::Dual(m) => match m {
                 DualSimModel::DualHonest => "dual-port drive, both ports honest",

@@ -58,6 +58,9 @@ pub enum SimModel {
     /// Volatile drive that completes a format with its zeros still in the cache: a cut before
     /// a flush brings the old data back. Needs cuts during formats (`[cut] kind = "during_format"`).
     CachesFormat,
+    /// PLP drive that, after a cut with a format in flight, fails every read and write (Format
+    /// In Progress) until a format completes: honest, and the run formats again.
+    FormatStaysInProgress,
 }
 
 impl SimModel {
@@ -81,6 +84,7 @@ impl SimModel {
             SimModel::DeallocatesWrongRange { shift_sectors } => FaultModel::DeallocatesWrongRange { shift_sectors },
             SimModel::TearsWriteZeroes => FaultModel::TearsWriteZeroes,
             SimModel::CachesFormat => FaultModel::CachesFormat,
+            SimModel::FormatStaysInProgress => FaultModel::FormatStaysInProgress,
         }
     }
 }
@@ -109,6 +113,7 @@ impl std::fmt::Display for SimModel {
             SimModel::DeallocatesWrongRange { shift_sectors } => ("deallocates_wrong_range", &[("shift_sectors", shift_sectors)]),
             SimModel::TearsWriteZeroes => ("tears_write_zeroes", &[]),
             SimModel::CachesFormat => ("caches_format", &[]),
+            SimModel::FormatStaysInProgress => ("format_stays_in_progress", &[]),
         };
         f.write_str(name)?;
         if !params.is_empty() {

@@ -36,6 +36,7 @@ pub fn ops_rows() -> Vec<OpsRow> {
         (SimModel::HonestPlp, DeallocRead::Zeros, Contract::Plp, true),
         (SimModel::HonestVolatile, DeallocRead::Ones, Contract::Flush, true),
         (SimModel::HonestVolatile, DeallocRead::Unreported, Contract::Flush, true),
+        (SimModel::FormatStaysInProgress, DeallocRead::Zeros, Contract::Plp, true),
         (SimModel::CachesFormat, DeallocRead::Zeros, Contract::Flush, false),
     ] {
         rows.push(OpsRow { model, reads, contract, honest, format: true });

@@ -70,6 +70,12 @@ impl CycleLoop<'_, '_> {
             s.record(c.at, c.at.saturating_duration_since(submitted_at), w.len, c.result.is_ok());
         }
         match c.result {
+            // A format: counted, and kept out of the writes' latencies, gaps and bytes.
+            Ok(()) if w.zeroing() == Some(faultline_drivers::Zeroing::Format) => {
+                self.out.completed += 1;
+                self.out.zeroing.count(faultline_drivers::Zeroing::Format, w.len);
+                self.t.write_done(w.id, true, w.fua);
+            }
             Ok(()) => {
                 let ns = c.at.saturating_duration_since(submitted_at).as_nanos();
                 self.write_latency.record(u64::try_from(ns).unwrap_or(u64::MAX));

@@ -159,7 +159,8 @@ pub struct CycleOutcome {
     pub zeroing: ZeroingDone,
 }
 
-/// Deallocates and Write Zeroes the device acknowledged, and the bytes they covered.
+/// Deallocates, Write Zeroes and formats the device acknowledged, and the bytes the first two
+/// covered.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ZeroingDone {

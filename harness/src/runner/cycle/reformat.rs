@@ -30,10 +30,14 @@ impl Cycles<'_, '_> {
                 continue;
             }
             let id = h.submitted_end();
-            let record = |done| Record::Reformat { cycle, id, done };
-            let sync = |e| Fatal::Align { dir: lane.dir.clone(), source: e };
-            lane.run.ledger.append(&record(false)).map_err(sync)?;
-            lane.run.ledger.sync().map_err(|e| Fatal::Align { dir: lane.dir.clone(), source: e })?;
+            let dir = lane.dir.clone();
+            let ledger = &mut lane.run.ledger;
+            let mut record = |done| -> Result<(), Fatal> {
+                let not_saved = |source| Fatal::Reformat { dir: dir.clone(), source };
+                ledger.append(&Record::Reformat { cycle, id, done }).map_err(not_saved)?;
+                ledger.sync().map_err(not_saved)
+            };
+            record(false)?;
             let t0 = Instant::now();
             let (message, ok) = match dut.format(id, FORMAT_TIMEOUT) {
                 Ok(()) => (
@@ -48,8 +52,7 @@ impl Cycles<'_, '_> {
             self.waits += t0.elapsed();
             let t_ns = self.em.now();
             if ok {
-                lane.run.ledger.append(&record(true)).map_err(|e| Fatal::Align { dir: lane.dir.clone(), source: e })?;
-                lane.run.ledger.sync().map_err(|e| Fatal::Align { dir: lane.dir.clone(), source: e })?;
+                record(true)?;
                 self.em.emit(Event::new(t_ns, EventKind::Note { message }).with_cycle(Some(cycle)));
             } else {
                 self.em.error(Some(cycle), message);
