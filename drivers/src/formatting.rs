@@ -63,7 +63,7 @@ impl Formatting {
                 format!("format of {len} bytes at {offset}: a format is of the whole namespace ({capacity} bytes)"),
             ));
         }
-        if self.pending.is_some() || self.inner.in_flight() > 0 {
+        if self.inner.in_flight() > 0 {
             return Err(IoFailure::new(libc::EBUSY, "format: the namespace has operations in flight"));
         }
         let (tx, rx) = channel();
@@ -113,7 +113,15 @@ impl BlockTarget for Formatting {
         self.inner.queue_depth()
     }
     fn submit(&mut self, op: Op) -> Result<(), TargetError> {
+        // Nothing beside a format: the kernel freezes the controller's I/O around it anyway.
+        if self.pending.is_some() && !matches!(op, Op::Zero { kind: Zeroing::Format, .. }) {
+            return Err(TargetError::QueueFull { path: self.controller.display().to_string(), depth: 1 });
+        }
         match op {
+            // One format at a time: its completion is the one this target waits for.
+            Op::Zero { kind: Zeroing::Format, .. } if self.pending.is_some() => {
+                Err(TargetError::QueueFull { path: self.controller.display().to_string(), depth: 1 })
+            }
             Op::Zero { token, offset, len, kind: Zeroing::Format, .. } => {
                 if let Err(f) = self.start(token, offset, len) {
                     // Refused before anything was sent: completes at once with why.
