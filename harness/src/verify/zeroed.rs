@@ -68,13 +68,9 @@ impl Verifier<'_> {
         match (w.zeroing(), fill) {
             (None, _) => false,
             (Some(Zeroing::WriteZeroes), f) => f == Fill::Zeros,
-            (Some(Zeroing::Deallocate), f) => match self.history.header.dealloc_reads {
-                DeallocRead::Zeros => f == Fill::Zeros,
-                DeallocRead::Ones => f == Fill::Ones,
-                DeallocRead::Unreported => true,
-            },
-            // A format leaves what a deallocated sector reads, never the old data.
-            (Some(Zeroing::Format), f) => match self.history.header.dealloc_reads {
+            // A format leaves what a deallocated sector reads (never the old data, which only
+            // `kept_by_deallocate` allows, and only a deallocate).
+            (Some(Zeroing::Deallocate | Zeroing::Format), f) => match self.history.header.dealloc_reads {
                 DeallocRead::Zeros => f == Fill::Zeros,
                 DeallocRead::Ones => f == Fill::Ones,
                 DeallocRead::Unreported => true,

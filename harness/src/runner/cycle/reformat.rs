@@ -9,8 +9,8 @@ use crate::ledger::Record;
 use crate::scenario::CutPlacement;
 use std::time::{Duration, Instant};
 
-/// How long the drive may take to format again (nvme-cli's timeout for `nvme format`).
-const FORMAT_TIMEOUT: Duration = Duration::from_secs(600);
+/// How long the drive may take to format again: the admin command's own timeout.
+const FORMAT_TIMEOUT: Duration = Duration::from_millis(faultline_drivers::nvme::FORMAT_TIMEOUT_MS as u64);
 
 impl Cycles<'_, '_> {
     /// For each share whose cycle ended with its format unfinished, where the drive now
@@ -38,16 +38,16 @@ impl Cycles<'_, '_> {
                 ledger.sync().map_err(not_saved)
             };
             record(false)?;
+            // A format may take minutes on a large drive: say what the run waits for.
+            let t_ns = self.em.now();
+            let message = "the drive refused a read after the format cut short; formatting it again before verifying".to_string();
+            self.em.emit(Event::new(t_ns, EventKind::Note { message }).with_cycle(Some(cycle)));
             let t0 = Instant::now();
             let (message, ok) = match dut.format(id, FORMAT_TIMEOUT) {
-                Ok(()) => (
-                    format!(
-                        "the drive refused a read after the format cut short; formatted again in {} ms before verifying",
-                        t0.elapsed().as_millis()
-                    ),
-                    true,
-                ),
-                Err(e) => (format!("the drive refused a read after the format cut short, and formatting again failed: {e}"), false),
+                Ok(()) => (format!("formatted again in {} ms; verifying", t0.elapsed().as_millis()), true),
+                Err(e) => {
+                    (format!("formatting again after the format cut short failed ({e}); the verify reads what the drive gives"), false)
+                }
             };
             self.waits += t0.elapsed();
             let t_ns = self.em.now();

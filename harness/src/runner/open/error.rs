@@ -106,10 +106,19 @@ pub enum OpenError {
     )]
     Zeroing { port: Option<String>, identity: String, op: &'static str },
     #[error(
-        "{}cut.kind = \"during_format\" formats the whole namespace, but {why}: run it on a whole NVMe namespace (a block device or its generic device) or a simulated drive, with the workload's span all of it",
+        "{}cut.kind = \"during_format\" formats the whole namespace, but {source}: run it on a whole NVMe namespace (a block device or its generic device) or a simulated drive, with the workload's span all of it",
         on(port)
     )]
-    Format { port: Option<String>, why: String },
+    Format { port: Option<String>, source: FormatRefusal },
+}
+
+/// Why a run that formats cannot format its target.
+#[derive(Debug, thiserror::Error)]
+pub enum FormatRefusal {
+    #[error("the target {identity} does not carry one (not an NVMe namespace faultline can format)")]
+    NotCarried { identity: String },
+    #[error("the span [{start}, {end}) is not the whole target (its {capacity} bytes)")]
+    PartSpan { start: u64, end: u64, capacity: u64 },
 }
 
 impl From<OpenPortsError> for OpenError {

@@ -18,7 +18,7 @@ mod sim;
 
 pub(crate) use atomic::{atomic_unit, declared_reads};
 pub(crate) use devices::sim_config;
-pub(crate) use error::{OpenError, OpenPortsError};
+pub(crate) use error::{FormatRefusal, OpenError, OpenPortsError};
 
 use super::dut::Dut;
 use super::fault::Cutter;
@@ -201,7 +201,7 @@ fn open_share(
     let seen = dev.facts().map_err(|source| OpenError::Target { port: port(), source })?;
     require_zeroing(&layout, &seen, port())?;
     if matches!(plan.cut, crate::scenario::CutPlacement::DuringFormat { .. }) {
-        require_format(&layout, &seen, capacity).map_err(|why| OpenError::Format { port: port(), why })?;
+        require_format(&layout, &seen, capacity).map_err(|source| OpenError::Format { port: port(), source })?;
     }
     // The drive's own declaration wins over what its engine promises (a block device's
     // discard promises nothing; the NVMe namespace behind it may declare zeros).
@@ -238,13 +238,13 @@ fn share_span(start: u64, end: u64, pct: [u8; 2]) -> (u64, u64) {
 /// Why a run that formats cannot format this target: it does not carry a format, or the
 /// span is not all of it (a format erases the whole namespace, and faultline never writes
 /// outside its span).
-fn require_format(layout: &Layout, seen: &crate::run::DeviceFacts, capacity: u64) -> Result<(), String> {
+fn require_format(layout: &Layout, seen: &crate::run::DeviceFacts, capacity: u64) -> Result<(), FormatRefusal> {
     let s = layout.spec();
     if !seen.zeroing.format {
-        return Err(format!("the target {} does not carry one (not an NVMe namespace faultline can format)", seen.identity));
+        return Err(FormatRefusal::NotCarried { identity: seen.identity.clone() });
     }
     if s.span_start != 0 || s.span_end != capacity {
-        return Err(format!("the span [{}, {}) is not the whole target (its {capacity} bytes)", s.span_start, s.span_end));
+        return Err(FormatRefusal::PartSpan { start: s.span_start, end: s.span_end, capacity });
     }
     Ok(())
 }
